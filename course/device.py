@@ -1,0 +1,47 @@
+"""Pick where the course's kernels run, before any kernel is defined.
+
+With CUDA, Triton compiles kernels for the GPU. Without it, Triton's interpreter
+runs the very same kernels on the CPU with numpy. Triton reads TRITON_INTERPRET
+when a function is decorated with ``@triton.jit``, so this must run before a
+notebook defines its first kernel: ``import course`` is every notebook's first line.
+
+Limitations of the interpreter (measured): bfloat16 ``tl.dot`` gives garbage, so
+CPU runs use float32 and float64; programs run one after another, so a race
+between programs cannot show up on the CPU.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: torch.device
+    interpreted: bool  # True when Triton kernels run in the CPU interpreter
+    description: str
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def choose_device() -> DeviceChoice:
+    """Return CUDA when a GPU is usable, else the CPU with Triton's interpreter on.
+
+    Setting ``TRITON_INTERPRET=1`` yourself forces the interpreter even on a GPU
+    machine (handy for stepping through a kernel with print statements).
+    """
+    forced = os.environ.get("TRITON_INTERPRET", "") == "1"
+    if torch.cuda.is_available() and not forced:
+        name = torch.cuda.get_device_name(0)
+        return DeviceChoice(torch.device("cuda"), False, f"GPU: {name} — Triton kernels compile for it.")
+    os.environ["TRITON_INTERPRET"] = "1"
+    why = "TRITON_INTERPRET=1 was set" if forced else "no CUDA GPU found"
+    return DeviceChoice(
+        torch.device("cpu"),
+        True,
+        f"CPU ({why}) — Triton kernels run in the interpreter; use float32/float64.",
+    )

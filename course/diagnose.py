@@ -1,0 +1,419 @@
+"""Say what kind of bug a gradient has, not only that it is wrong.
+
+A wrong gradient is rarely random. It is the right answer with one mistake applied:
+negated, transposed, scaled by a forgotten 1/N, reduced over the wrong axis, or
+summed over one sample instead of the batch. So the classifier compares a student's
+result with the reference *under each of those transformations*; the one that
+matches names the bug. The same machinery serves the visible self-checks in the
+notebooks and the hidden checks in ``autograder``; each check only supplies its
+inputs, its reference, and any bug-specific alternatives of its own.
+
+A failure is raised as :class:`GradingFailure` (an ``AssertionError``) whose first
+line is ``diagnosis: <class> — <sentence>`` and whose next lines say where: the
+first mismatching index, expected vs got, and the relative error.
+"""
+
+from __future__ import annotations
+
+import functools
+import linecache
+import math
+import os
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+
+# The diagnosis vocabulary of the grading contract (DESIGN.md). Tests outside this
+# repository match on these names: extend, never rename.
+CLASSES: dict[str, str] = {
+    "not-implemented": "the stub still raises",
+    "error": "the code raised an exception",
+    "shape": "the gradient does not have the shape of its input",
+    "transpose": "the result matches a transposed placement",
+    "batch-reduction": "right at batch 1, wrong above it: a reduction over the batch axis is missing",
+    "sign": "right up to sign",
+    "scale": "right up to a constant factor",
+    "broadcast-axis": "a row reduction broadcast along the wrong axis",
+    "non-atomic-scatter": "right without repeated indices, wrong with them",
+    "materialized-jacobian": "values right, but an N×N Jacobian was built",
+    "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
+    "autograd-in-backward": "the hand-written backward called autograd",
+    "non-finite": "NaN or inf in the result",
+    "tampering": "the checking machinery was modified",
+    "wrong-values": "none of the above",
+}
+
+# Frames from these folders are library code; the rest of a traceback is the student's.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY_DIRS = tuple(
+    os.path.join(os.path.dirname(_HERE), pkg) + os.sep for pkg in ("course", "autograder", "kernels")
+) + (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, os.path.dirname(os.__file__) + os.sep)
+
+
+class GradingFailure(AssertionError):
+    """A check failed; ``cls`` is one of :data:`CLASSES`."""
+
+    def __init__(self, cls: str, sentence: str, where: str = ""):
+        if cls not in CLASSES:
+            raise ValueError(f"unknown diagnosis class {cls!r}; expected one of {sorted(CLASSES)}")
+        self.cls = cls
+        self.sentence = sentence
+        self.where = where
+        message = f"diagnosis: {cls} — {sentence}"
+        if where:
+            message += "\n" + where
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """What an output would be under one specific bug, and how to name that bug."""
+
+    cls: str
+    sentence: str
+    value: torch.Tensor
+
+
+@dataclass
+class Case:
+    """One set of inputs for a check. ``label`` may name shapes, never values or code."""
+
+    label: str
+    args: tuple
+    batch: int = 1
+    kwargs: dict = field(default_factory=dict)
+
+
+def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """‖a − b‖ / max(‖a‖, ‖b‖, tiny), in float64."""
+    a = torch.as_tensor(a).detach().to(torch.float64)
+    b = torch.as_tensor(b).detach().to(torch.float64)
+    denom = max(a.norm().item(), b.norm().item(), 1e-300)
+    return (a - b).norm().item() / denom
+
+
+def _fmt_index(name: str, index: Sequence[int]) -> str:
+    return f"{name}[{', '.join(str(i) for i in index)}]" if len(index) else name
+
+
+def where_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, case: str = "") -> str:
+    """The first index where ``got`` and ``expected`` differ noticeably, for the message."""
+    got = got.detach().to(torch.float64).cpu()
+    expected = expected.detach().to(torch.float64).cpu()
+    diff = (got - expected).abs()
+    scale = max(expected.abs().max().item() if expected.numel() else 0.0, 1e-300)
+    bad = (diff > 1e-6 * scale) | ~torch.isfinite(got)
+    flat = int(torch.nonzero(bad.flatten())[0]) if bool(bad.any()) else int(diff.flatten().argmax()) if diff.numel() else 0
+    index = list(torch.unravel_index(torch.tensor(flat), got.shape)) if got.ndim else []
+    index = [int(i) for i in index]
+    g = got.flatten()[flat].item() if got.numel() else float("nan")
+    e = expected.flatten()[flat].item() if expected.numel() else float("nan")
+    lines = [
+        f"first mismatch at {_fmt_index(name, index)}: expected {e:.6g}, got {g:.6g}",
+        f"relative error of {name}: {relative_error(got, expected):.2e}",
+    ]
+    if case:
+        lines.append(f"inputs: {case}")
+    return "\n".join(lines)
+
+
+def _close(got: torch.Tensor, value: torch.Tensor, tol: float) -> bool:
+    return got.shape == value.shape and relative_error(got, value) <= tol
+
+
+def _as_tensor_output(name: str, got, expected: torch.Tensor) -> torch.Tensor:
+    if isinstance(got, torch.Tensor):
+        return got.detach()
+    if expected.ndim == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
+        return torch.tensor(float(got), dtype=torch.float64)
+    what = "a Python number or 0-d tensor" if expected.ndim == 0 else f"a torch.Tensor of shape {tuple(expected.shape)}"
+    raise GradingFailure("shape", f"{name} must be {what}, but it is a {type(got).__name__}.")
+
+
+def diagnose(
+    name: str,
+    got,
+    expected: torch.Tensor,
+    *,
+    tol: float = 1e-7,
+    alternatives: Sequence[Alternative] = (),
+    batch: int | None = None,
+    case: str = "",
+    of: str = "",
+) -> GradingFailure | None:
+    """Return None when ``got`` matches ``expected``; else a :class:`GradingFailure` naming the bug.
+
+    ``of`` names what ``name`` is the gradient of (for shape messages); ``batch``
+    is the number of rows in this case, used to recognise a factor equal to it.
+    """
+    try:
+        got = _as_tensor_output(name, got, expected)
+    except GradingFailure as failure:
+        return failure
+    expected = expected.detach()
+    shape_of = f", the shape of {of}" if of else ""
+
+    if got.is_floating_point() and not bool(torch.isfinite(got).all()):
+        bad = torch.nonzero(~torch.isfinite(got))[0].tolist() if got.ndim else []
+        return GradingFailure(
+            "non-finite",
+            f"{name} contains NaN or inf (first at {_fmt_index(name, bad)}): look for a division "
+            "by zero, a log of zero, or an exp that overflows.",
+            f"inputs: {case}" if case else "",
+        )
+    if got.is_complex() or not (got.is_floating_point() or expected.dtype == got.dtype):
+        return GradingFailure("wrong-values", f"{name} has dtype {got.dtype}; expected a real floating-point tensor like {expected.dtype}.")
+
+    if got.shape != expected.shape:
+        return _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of)
+
+    if relative_error(got, expected) <= tol:
+        return None
+
+    where = where_mismatch(name, got, expected, case)
+    for alt in alternatives:
+        if _close(got, alt.value, tol):
+            return GradingFailure(alt.cls, alt.sentence, where)
+    if _close(got, -expected, tol):
+        return GradingFailure("sign", f"{name} is right up to sign: it is the negative of the right answer.", where)
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
+        return GradingFailure(
+            "transpose",
+            f"{name} is the transpose of the right answer: swap the operands' roles so the shapes line up "
+            "the other way (it only looked right because the matrix is square).",
+            where,
+        )
+    factor = _constant_factor(got, expected, tol)
+    if factor is not None:
+        return GradingFailure("scale", _scale_sentence(name, factor, batch), where)
+    return GradingFailure("wrong-values", f"{name} has the right shape but wrong values.", where)
+
+
+def _constant_factor(got: torch.Tensor, expected: torch.Tensor, tol: float) -> float | None:
+    """The c with got ≈ c·expected, when one exists and is not ±1."""
+    g = got.to(torch.float64).flatten()
+    e = expected.to(torch.float64).flatten()
+    ee = float(e @ e)
+    if ee == 0.0 or float(g @ g) == 0.0:
+        return None
+    c = float(g @ e) / ee
+    if abs(abs(c) - 1.0) < 1e-6 or relative_error(g, c * e) > max(tol, 1e-9) * 10:
+        return None
+    return c
+
+
+def _scale_sentence(name: str, c: float, batch: int | None) -> str:
+    base = f"{name} is right up to a constant factor: it is {c:.6g} times the right answer."
+    for n, label in ((batch, "the batch size"),):
+        if n and n > 1:
+            if math.isclose(abs(c), n, rel_tol=1e-6):
+                return base + f" That factor is {label} ({n}): a mean became a sum (a missing 1/{n})."
+            if math.isclose(abs(c), 1.0 / n, rel_tol=1e-6):
+                return base + f" That factor is 1/{label} (1/{n}): you divide by the batch size where the loss does not."
+    if math.isclose(abs(c), 2.0, rel_tol=1e-6) or math.isclose(abs(c), 0.5, rel_tol=1e-6):
+        return base + " A factor of 2 often means a term counted twice, or a 2·eps step divided by eps."
+    return base + " Look for a missing normalisation such as 1/N, 1/√d, or a mean written as a sum."
+
+
+def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> GradingFailure:
+    """The shapes differ: say how, and recognise the common ways they come to differ."""
+    gs, es = tuple(got.shape), tuple(expected.shape)
+    for alt in alternatives:
+        if _close(got, alt.value, tol):
+            return GradingFailure(alt.cls, alt.sentence, f"{name} has shape {gs}; it must be {es}")
+    if got.ndim >= 2 and gs == tuple(expected.mT.shape) and _close(got, expected.mT, tol):
+        return GradingFailure(
+            "transpose",
+            f"{name} has shape {gs}, the transpose of {es}{shape_of}: the values are right but placed "
+            "transposed — swap the operands (A @ B → Bᵀ @ Aᵀ) until the shapes agree.",
+        )
+    extra = got.ndim - expected.ndim
+    if extra > 0 and gs[extra:] == es:
+        summed = got.sum(dim=tuple(range(extra)))
+        if _close(summed, expected, tol):
+            return GradingFailure(
+                "batch-reduction",
+                f"{name} has shape {gs} but must be {es}{shape_of}: it keeps the leading batch "
+                f"axes {gs[:extra]}. Every sample contributes to it, so sum over those axes.",
+            )
+    if got.numel() == expected.numel() and [s for s in gs if s != 1] == [s for s in es if s != 1]:
+        return GradingFailure(
+            "shape",
+            f"{name} has shape {gs} but must be {es}{shape_of}: a size-1 axis was dropped or added "
+            "(keepdim=True keeps it).",
+        )
+    return GradingFailure("shape", f"{name} has shape {gs} but must be {es}{shape_of}.", f"inputs: {case}" if case else "")
+
+
+# ---------------------------------------------------------------------------
+# Calling student code
+
+
+class AutogradInBackward(RuntimeError):
+    """Raised inside student code when a hand-written backward reaches for autograd."""
+
+
+@contextmanager
+def forbid_autograd(name: str):
+    """Make every autograd entry point raise while ``name`` runs, and remember that it tried.
+
+    Patches the engine call that ``Tensor.backward``, ``torch.autograd.grad`` and
+    ``torch.autograd.functional`` share, plus the ``torch.func`` transforms. The
+    record survives a student's ``try/except`` around the call.
+    """
+    import torch.autograd as autograd
+    import torch.func as func
+
+    used: list[str] = []
+
+    def refuse(what):
+        def refused(*args, **kwargs):
+            used.append(what)
+            raise AutogradInBackward(f"{name} called {what}: a hand-written backward must not use autograd.")
+
+        return refused
+
+    targets = [
+        (autograd, "_engine_run_backward", "autograd (backward/grad)"),
+        (autograd, "grad", "torch.autograd.grad"),
+        (autograd, "backward", "torch.autograd.backward"),
+    ]
+    targets += [(func, fn, f"torch.func.{fn}") for fn in ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian")]
+    saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in targets if hasattr(obj, attr)]
+    for obj, attr, what in targets:
+        if hasattr(obj, attr):
+            setattr(obj, attr, refuse(what))
+    try:
+        yield used
+    finally:
+        for obj, attr, original in saved:
+            setattr(obj, attr, original)
+
+
+def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost frame of the traceback that belongs to the student, not to a library."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if not os.path.abspath(f.filename).startswith(_LIBRARY_DIRS) and "site-packages" not in f.filename]
+    return mine[-1] if mine else (frames[-1] if frames else None)
+
+
+def student_line(exc: BaseException) -> str:
+    frame = _student_frame(exc)
+    if frame is None:
+        return ""
+    line = frame.line or linecache.getline(frame.filename, frame.lineno).strip()
+    return f"in {frame.name}, line {frame.lineno}: {line}"
+
+
+def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = True, **kwargs):
+    """Call a student's function; turn what goes wrong into a diagnosis.
+
+    The stub's ``NotImplementedError`` is ``not-implemented``; any other exception
+    is ``error`` with the student's own line; reaching for autograd inside a
+    hand-written backward is ``autograd-in-backward``.
+    """
+    if not callable(fn):
+        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    guard = forbid_autograd(name) if forbid_autograd_use else _no_guard()
+    with guard as used:
+        try:
+            result = fn(*args, **kwargs)
+        except NotImplementedError:
+            raise GradingFailure(
+                "not-implemented", f"{name} still raises NotImplementedError: replace the stub with your code."
+            ) from None
+        except AutogradInBackward:
+            result = None
+        except Exception as exc:  # student code may raise anything; report it, never crash the grader
+            raise GradingFailure("error", f"{name} raised {type(exc).__name__}: {exc}", student_line(exc)) from None
+    if used:
+        raise GradingFailure(
+            "autograd-in-backward",
+            f"{name} called {used[0]}: derive the gradient by hand — the point of the exercise is to not use autograd.",
+        )
+    return result
+
+
+@contextmanager
+def _no_guard():
+    yield []
+
+
+def as_outputs(name: str, result, output_names: Sequence[str]) -> tuple:
+    """Check that a function returned one value per expected output, and return them as a tuple."""
+    n = len(output_names)
+    if n == 1:
+        return (result,)
+    if not isinstance(result, (tuple, list)) or len(result) != n:
+        got = f"{len(result)} values" if isinstance(result, (tuple, list)) else f"a {type(result).__name__}"
+        raise GradingFailure(
+            "shape", f"{name} must return {n} gradients ({', '.join(output_names)}), but it returned {got}."
+        )
+    return tuple(result)
+
+
+def clone_args(args: tuple) -> tuple:
+    """Fresh copies, so that a student's in-place edit cannot change the reference's inputs."""
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def run_cases(
+    name: str,
+    fn: Callable,
+    cases: Sequence[Case],
+    reference: Callable,
+    *,
+    outputs: Sequence[str],
+    of: Sequence[str] = (),
+    tol: float = 1e-7,
+    alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None,
+    forbid_autograd_use: bool = True,
+) -> None:
+    """Run ``fn`` on every case and compare each output with ``reference`` on the same inputs.
+
+    Cases should come batch 1 first: a case with batch > 1 that fails after a batch-1
+    case passed, with no more specific class, is a missing batch reduction.
+    """
+    passed_batch1 = False
+    for case in cases:
+        expected = reference(*clone_args(case.args), **case.kwargs)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        got = as_outputs(name, call_student(name, fn, *clone_args(case.args), forbid_autograd_use=forbid_autograd_use, **case.kwargs), outputs)
+        alts = alternatives(case) if alternatives else {}
+        for i, (out_name, g, e) in enumerate(zip(outputs, got, expected)):
+            failure = diagnose(
+                out_name, g, e, tol=tol, alternatives=alts.get(out_name, ()), batch=case.batch,
+                case=case.label, of=of[i] if i < len(of) else "",
+            )
+            if failure is None:
+                continue
+            if failure.cls == "wrong-values" and passed_batch1 and case.batch > 1:
+                failure = GradingFailure(
+                    "batch-reduction",
+                    f"{out_name} is right at batch 1 and wrong at batch {case.batch}: a sum over the batch "
+                    "axis is missing or done in the wrong place (every sample must contribute).",
+                    failure.where,
+                )
+            raise failure
+        if case.batch == 1:
+            passed_batch1 = True
+
+
+def graded(check: Callable) -> Callable:
+    """Decorate a public check so a failure shows the diagnosis, not the checker's source lines."""
+
+    @functools.wraps(check)
+    def wrapper(*args, **kwargs):
+        __tracebackhide__ = True  # IPython hides frames that set this
+        try:
+            return check(*args, **kwargs)
+        except GradingFailure as failure:
+            failure.__traceback__ = None
+            failure.__cause__ = None
+            failure.__context__ = None
+            raise failure from None
+
+    return wrapper

@@ -1,0 +1,22 @@
+"""nbgrader configuration: this repository's root is the course directory."""
+
+c = get_config()  # noqa: F821 — provided by nbgrader when it loads this file
+
+c.CourseDirectory.course_id = "backprop-for-kernel-writers"
+c.CourseDirectory.root = "."
+# One assignment per notebook; the folder under source/ and the notebook share the name.
+c.CourseDirectory.db_assignments = [
+    {"name": "00_vjp_contract"},
+    {"name": "01_matmul_from_shapes"},
+]
+# Python caches and checkpoints never belong in a release or a submission.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]
+
+# The stub names the function still to write, in words a student can act on.
+c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise course.todo()"}
+c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
+
+# Per-cell limit while autograding. Every notebook runs top to bottom on a CPU in
+# well under two minutes; a cell that needs more is stuck, and gets a zero with a reason.
+c.Execute.timeout = 120
+c.Execute.extra_arguments = ["--HistoryManager.hist_file=:memory:"]
