@@ -231,7 +231,7 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
             "transposed — swap the operands (A @ B → Bᵀ @ Aᵀ) until the shapes agree.",
         )
     extra = got.ndim - expected.ndim
-    if extra > 0 and gs[extra:] == es:
+    if extra > 0 and gs[extra:] == es and math.prod(gs[:extra]) > 1:
         summed = got.sum(dim=tuple(range(extra)))
         if _close(summed, expected, tol):
             return GradingFailure(

@@ -1,0 +1,101 @@
+"""Autograde the sample submissions with the real nbgrader and print a score table (``make grade``).
+
+For each assignment the samples are: the source notebook itself (``solution``, must
+score full marks), the untouched release notebook (``untouched-release``, must score
+zero everywhere with ``not-implemented``), and every mutant under
+``tests/submissions/<assignment>/`` (each must lose exactly the test cells it names,
+with the diagnosis it names). Everything runs in a scratch course folder; the
+repository's own gradebook is never touched.
+
+Usage: python -m autograder.samples [ASSIGNMENT ...] [--keep DIR]
+Exit status 1 when any sample was graded other than expected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from . import scratch
+from .submissions import ROOT, mutants, source_notebook
+
+
+@dataclass
+class Expectation:
+    student: str
+    grade_id: str
+    full_marks: bool
+    diagnosis: str = ""  # required diagnosis class when the cell must score zero
+
+
+def sample_submissions(assignment: str) -> tuple[dict[str, nbformat.NotebookNode], list[Expectation]]:
+    """Every sample notebook for ``assignment``, and what its grading must show."""
+    from .submissions import build_submission
+
+    src = source_notebook(assignment)
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    release = nbformat.read(ROOT / "release" / assignment / f"{assignment}.ipynb", as_version=4)
+    subs = {"solution": src, "untouched-release": release}
+    expect = [Expectation("solution", t, True) for t in tests]
+    expect += [Expectation("untouched-release", t, False, "not-implemented") for t in tests]
+    for m in mutants(assignment):
+        student = f"mutant-{m.name}"
+        subs[student] = build_submission(assignment, m.cells)
+        expect += [Expectation(student, t, t not in m.expect, m.expect.get(t, "")) for t in tests]
+    return subs, expect
+
+
+def mismatches(rows: list[scratch.CellGrade], expect: list[Expectation]) -> list[str]:
+    """Human-readable lines for every expectation the grading did not meet."""
+    by_key = {(r.student, r.grade_id): r for r in rows}
+    problems = []
+    for e in expect:
+        r = by_key.get((e.student, e.grade_id))
+        if r is None:
+            problems.append(f"{e.student}/{e.grade_id}: no grade recorded")
+        elif e.full_marks and r.score != r.max_score:
+            problems.append(f"{e.student}/{e.grade_id}: expected full marks, got {r.score:g}/{r.max_score:g} ({r.diagnosis or r.message})")
+        elif not e.full_marks and r.score != 0:
+            problems.append(f"{e.student}/{e.grade_id}: expected zero, got {r.score:g}/{r.max_score:g}")
+        elif not e.full_marks and r.diagnosis != e.diagnosis:
+            problems.append(f"{e.student}/{e.grade_id}: expected diagnosis {e.diagnosis!r}, got {r.diagnosis or r.message!r}")
+    return problems
+
+
+def grade_samples(assignment: str, course_dir: Path) -> tuple[list[scratch.CellGrade], list[str], float]:
+    """Grade every sample of one assignment in ``course_dir``; return rows, unmet expectations, seconds."""
+    subs, expect = sample_submissions(assignment)
+    scratch.make_course(course_dir, assignment)
+    start = time.perf_counter()
+    rows = scratch.autograde(course_dir, assignment, subs)
+    return rows, mismatches(rows, expect), time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignments", nargs="*", help="default: every assignment with samples")
+    parser.add_argument("--keep", type=Path, help="grade in this folder and keep it (default: a temporary one)")
+    args = parser.parse_args(argv)
+    names = args.assignments or sorted(p.name for p in (ROOT / "tests" / "submissions").iterdir() if p.is_dir())
+    failed = False
+    for name in names:
+        with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
+            course_dir = args.keep / name if args.keep else Path(tmp)
+            rows, problems, seconds = grade_samples(name, course_dir)
+            n = len({r.student for r in rows})
+            print(f"\n== {name}: {n} submissions autograded in {seconds:.0f} s ({seconds / max(n, 1):.1f} s each)")
+            print(scratch.score_table(rows))
+            for p in problems:
+                print(f"UNEXPECTED: {p}")
+            failed |= bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

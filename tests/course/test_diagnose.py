@@ -1,0 +1,147 @@
+"""The classifier names each bug class from the result alone, and says where."""
+
+import pytest
+import torch
+
+from course.diagnose import (
+    CLASSES, Alternative, Case, GradingFailure, call_student, diagnose, graded, relative_error, run_cases,
+)
+
+g = torch.Generator().manual_seed(0)
+X = torch.randn(7, 5, generator=g, dtype=torch.float64)
+W = torch.randn(5, 4, generator=g, dtype=torch.float64)
+WSQ = torch.randn(5, 5, generator=g, dtype=torch.float64)
+DY = torch.randn(7, 4, generator=g, dtype=torch.float64)
+
+
+def cls_of(got, expected, **kw):
+    failure = diagnose("dw", got, expected, **kw)
+    return None if failure is None else failure.cls
+
+
+def test_a_right_answer_passes():
+    assert diagnose("dw", X.T @ DY, X.T @ DY) is None
+    assert diagnose("dw", (X.T @ DY) * (1 + 1e-12), X.T @ DY) is None
+
+
+@pytest.mark.parametrize(
+    "got, expected_cls",
+    [
+        (-(X.T @ DY), "sign"),  # negated
+        ((X.T @ DY) / 7, "scale"),  # divided by the batch
+        ((X.T @ DY).T, "transpose"),  # (4, 5) instead of (5, 4)
+        (X[:, :, None] * DY[:, None, :], "batch-reduction"),  # per-sample outer products kept
+        ((X.T @ DY).reshape(1, 5, 4), "shape"),  # extra size-1 axis with the right values: keepdim
+        (torch.zeros(3, 3, dtype=torch.float64), "shape"),
+        (torch.full((5, 4), float("nan"), dtype=torch.float64), "non-finite"),
+        (torch.randn(5, 4, generator=g, dtype=torch.float64), "wrong-values"),
+    ],
+)
+def test_each_class_is_recognised(got, expected_cls):
+    assert cls_of(got, X.T @ DY) == expected_cls
+
+
+def test_square_transpose_is_recognised_with_the_right_shape():
+    expected = X.T @ X  # symmetric: a transpose could not be seen...
+    assert cls_of(expected.T, expected) is None
+    square = X[:5].T @ X[:5] + torch.triu(torch.ones(5, 5, dtype=torch.float64))  # ...so use a non-symmetric one
+    assert cls_of(square.T, square) == "transpose"
+
+
+def test_a_scale_equal_to_the_batch_says_so():
+    failure = diagnose("dW", (X.T @ DY) * 7, X.T @ DY, batch=7)
+    assert failure.cls == "scale" and "batch size" in failure.sentence
+
+
+def test_a_specific_alternative_wins_over_generic_classes():
+    wrong_axis = DY.sum(0)[:4] * 0 + DY[:, :4].sum(0) + 1
+    alt = Alternative("broadcast-axis", "summed over the wrong axis", wrong_axis)
+    assert diagnose("db", wrong_axis, DY.sum(0), alternatives=[alt]).cls == "broadcast-axis"
+
+
+def test_message_starts_with_the_diagnosis_and_says_where():
+    failure = diagnose("dw", -(X.T @ DY), X.T @ DY, case="batch 7, x (7, 5)")
+    lines = str(failure).splitlines()
+    assert lines[0].startswith("diagnosis: sign — ")
+    assert lines[1].startswith("first mismatch at dw[0, 0]: expected ")
+    assert "relative error of dw: 2.00e+00" in str(failure)
+    assert "inputs: batch 7, x (7, 5)" in str(failure)
+
+
+def test_every_class_in_the_vocabulary_can_be_raised_and_unknown_ones_cannot():
+    for cls in CLASSES:
+        assert str(GradingFailure(cls, "s")).startswith(f"diagnosis: {cls} — s")
+    with pytest.raises(ValueError):
+        GradingFailure("typo", "s")
+
+
+def test_relative_error_is_symmetric_and_safe_at_zero():
+    assert relative_error(X, X) == 0.0
+    assert relative_error(torch.zeros(3), torch.zeros(3)) == 0.0
+    assert relative_error(X, 2 * X) == pytest.approx(relative_error(2 * X, X))
+
+
+def test_call_student_turns_failures_into_diagnoses():
+    def stub(x):
+        raise NotImplementedError
+
+    def crashes(x):
+        y = x @ torch.ones(3, 3)  # a shape error on this line
+        return y
+
+    def uses_autograd(x):
+        x = x.clone().requires_grad_()
+        (x ** 2).sum().backward()
+        return x.grad
+
+    def hides_autograd(x):
+        try:
+            return torch.autograd.grad((x.clone().requires_grad_() ** 2).sum(), x)
+        except Exception:
+            return 2 * x
+
+    with pytest.raises(GradingFailure, match="not-implemented"):
+        call_student("f", stub, X)
+    with pytest.raises(GradingFailure) as info:
+        call_student("f", crashes, X)
+    assert info.value.cls == "error" and "a shape error on this line" in str(info.value)
+    for fn in (uses_autograd, hides_autograd):
+        with pytest.raises(GradingFailure, match="autograd-in-backward"):
+            call_student("f", fn, X)
+    assert torch.autograd.grad  # the guard restored autograd afterwards
+    x = X.clone().requires_grad_()
+    (x ** 2).sum().backward()
+    assert torch.allclose(x.grad, 2 * X)
+
+
+def test_run_cases_calls_a_wrong_batch_7_answer_a_missing_batch_reduction():
+    ref = lambda x, dy: x.T @ dy  # noqa: E731
+    only_first = lambda x, dy: x[:1].T @ dy[:1]  # noqa: E731
+    cases = [Case("batch 1", (X[:1], DY[:1]), 1), Case("batch 7", (X, DY), 7)]
+    run_cases("f", ref, cases, ref, outputs=("dw",))
+    with pytest.raises(GradingFailure) as info:
+        run_cases("f", only_first, cases, ref, outputs=("dw",))
+    assert info.value.cls == "batch-reduction"
+    with pytest.raises(GradingFailure, match="must return 2 gradients"):
+        run_cases("f", ref, cases, lambda x, dy: (x, dy), outputs=("dx", "dy"))
+
+
+def test_student_input_edits_do_not_reach_the_reference():
+    def edits_in_place(x, dy):
+        out = x.T @ dy
+        x.zero_()
+        return out
+
+    cases = [Case("batch 7", (X, DY), 7)]
+    run_cases("f", edits_in_place, cases, lambda x, dy: x.T @ dy, outputs=("dw",))
+    assert X.abs().sum() > 0
+
+
+def test_graded_hides_the_checker_frames():
+    @graded
+    def check(fn):
+        raise GradingFailure("sign", "negated")
+
+    with pytest.raises(GradingFailure) as info:
+        check(None)
+    assert info.value.__cause__ is None and info.value.__context__ is None

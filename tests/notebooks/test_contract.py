@@ -1,0 +1,78 @@
+"""The assignments keep DESIGN.md's contract: names, grading cells, and clean JSON."""
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# DESIGN.md: the functions students write, per assignment. Tests outside this repo
+# call these names; renaming one breaks them.
+CONTRACT = {
+    "00_vjp_contract": ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"],
+    "01_matmul_from_shapes": ["linear_backward", "linear_bias_backward", "reduce_to_shape"],
+}
+PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
+
+
+def cells(kind: str, name: str) -> list[dict]:
+    return json.loads((ROOT / kind / name / f"{name}.ipynb").read_text())["cells"]
+
+
+def nbgrader_meta(cell: dict) -> dict:
+    return cell.get("metadata", {}).get("nbgrader", {})
+
+
+def test_every_contract_assignment_is_present():
+    assert set(CONTRACT) <= set(PRESENT)
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_grading_cells_follow_the_contract(name):
+    solutions = {nbgrader_meta(c)["grade_id"]: c for c in cells("source", name) if nbgrader_meta(c).get("solution")}
+    tests = {nbgrader_meta(c)["grade_id"]: c for c in cells("source", name) if nbgrader_meta(c).get("grade")}
+    assert list(solutions) == CONTRACT[name], "one solution cell per exercise, named after its function, in order"
+    assert list(tests) == [f"test_{f}" for f in CONTRACT[name]]
+    for fn, cell in solutions.items():
+        tree = ast.parse("".join(cell["source"]))
+        defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert fn in defined, f"solution cell {fn} must define {fn}"
+    for grade_id, cell in tests.items():
+        fn = grade_id.removeprefix("test_")
+        source = "".join(cell["source"])
+        meta = nbgrader_meta(cell)
+        assert meta["locked"] and meta["points"] > 0
+        assert source.startswith('"""'), "a test cell opens with a docstring saying what it checks"
+        assert f"course.selfcheck.{fn}({fn})" in source, "a visible check runs before the hidden block"
+        hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*)### END HIDDEN TESTS", source, re.S)
+        assert hidden and f"autograder.check.{fn}({fn})" in hidden.group(1)
+
+
+@pytest.mark.parametrize("kind", ["source", "release"])
+@pytest.mark.parametrize("name", PRESENT)
+def test_notebook_json_is_clean(kind, name):
+    nb = json.loads((ROOT / kind / name / f"{name}.ipynb").read_text())
+    ids = [c["id"] for c in nb["cells"]]
+    assert len(ids) == len(set(ids)), "cell ids are unique"
+    first_code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert "".join(first_code["source"]).startswith("import course"), "`import course` is the first code"
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        assert cell["execution_count"] is None
+        checked = "nbval-check-output" in cell.get("metadata", {}).get("tags", [])
+        if kind == "release" or not checked:
+            assert cell["outputs"] == [], f"stray output in cell {cell['id']}"
+        else:
+            assert cell["outputs"], f"cell {cell['id']} is compared by nbval but has no stored output"
+
+
+@pytest.mark.parametrize("name", PRESENT)
+def test_release_holds_no_solution_and_no_hidden_test(name):
+    text = (ROOT / "release" / name / f"{name}.ipynb").read_text()
+    for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "autograder", "import kernels", "from kernels"):
+        assert marker not in text
+    assert text.count("raise course.todo()") == len(CONTRACT[name])

@@ -1,0 +1,84 @@
+"""Regenerate the student notebooks in release/ from source/ with nbgrader.
+
+``python tools/release.py [ASSIGNMENT ...]`` writes release/<assignment>/ for each
+assignment (default: every folder in source/). ``--check`` generates into a scratch
+folder instead and exits 1, naming the files, when the committed release/ differs —
+a student must never receive a notebook that lags behind its source.
+
+nbgrader runs with ``--no-db``: generating a release needs no gradebook, and the
+course's real gradebook is the instructor's, not the repository's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from autograder.scratch import nbgrader  # noqa: E402
+
+
+def assignments(requested: list[str]) -> list[str]:
+    available = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir() and p.name[:2].isdigit())
+    unknown = sorted(set(requested) - set(available))
+    if unknown:
+        raise SystemExit(f"no source/{unknown[0]}/; available: {', '.join(available)}")
+    return requested or available
+
+
+def generate(course_dir: Path, names: list[str]) -> None:
+    """Generate release/<name>/ inside ``course_dir`` (which must hold nbgrader_config.py and source/)."""
+    for name in names:
+        nbgrader(course_dir, "generate_assignment", name, "--force", "--no-db")
+
+
+def differences(names: list[str]) -> list[str]:
+    """Paths under release/ that differ from what nbgrader makes of source/ now."""
+    with tempfile.TemporaryDirectory(prefix="release-check-") as tmp:
+        scratch = Path(tmp)
+        shutil.copy(ROOT / "nbgrader_config.py", scratch)
+        for name in names:
+            shutil.copytree(ROOT / "source" / name, scratch / "source" / name,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        generate(scratch, names)
+        stale = []
+        for name in names:
+            fresh, committed = scratch / "release" / name, ROOT / "release" / name
+            fresh_files = {p.relative_to(fresh) for p in fresh.rglob("*") if p.is_file()}
+            committed_files = {p.relative_to(committed) for p in committed.rglob("*") if p.is_file()} if committed.exists() else set()
+            for rel in sorted(fresh_files | committed_files):
+                a, b = fresh / rel, committed / rel
+                if not (a.exists() and b.exists() and filecmp.cmp(a, b, shallow=False)):
+                    stale.append(f"release/{name}/{rel}")
+        return stale
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("assignments", nargs="*")
+    parser.add_argument("--check", action="store_true", help="report stale release files; write nothing")
+    args = parser.parse_args(argv)
+    names = assignments(args.assignments)
+    if args.check:
+        stale = differences(names)
+        if stale:
+            print("stale (run `make release`): " + ", ".join(stale), file=sys.stderr)
+            return 1
+        print(f"release/ is up to date for {', '.join(names)}")
+        return 0
+    for name in names:
+        shutil.rmtree(ROOT / "release" / name, ignore_errors=True)
+    generate(ROOT, names)
+    for name in names:
+        print(f"wrote release/{name}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
