@@ -1,5 +1,12 @@
 """Reference Triton solutions: each op's forward and backward kernels behind a torch.autograd.Function.
 
-One op per module (``kernels/softmax.py``, ``kernels/layer_norm.py``, ...); the
-notebooks' graders compare students' kernels against these. Filled op by op.
+One op per module (``kernels/softmax.py``, ...), each in three layers: ``@triton.jit``
+kernels, host functions that check inputs, allocate and launch, and a thin autograd
+Function exported as a plain function. The notebooks' graders compare students'
+kernels against these. Import ``course`` (or set TRITON_INTERPRET=1) first on a
+machine without CUDA.
 """
+
+from .softmax import softmax
+
+__all__ = ["softmax"]
