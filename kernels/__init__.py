@@ -7,6 +7,7 @@ kernels against these. Import ``course`` (or set TRITON_INTERPRET=1) first on a
 machine without CUDA.
 """
 
+from .cross_entropy import cross_entropy
 from .softmax import softmax
 
-__all__ = ["softmax"]
+__all__ = ["cross_entropy", "softmax"]
