@@ -8,6 +8,8 @@ c.CourseDirectory.root = "."
 c.CourseDirectory.db_assignments = [
     {"name": "00_vjp_contract"},
     {"name": "01_matmul_from_shapes"},
+    {"name": "02_softmax_collapse"},
+    {"name": "03_triton_fused_softmax"},
 ]
 # Python caches and checkpoints never belong in a release or a submission.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

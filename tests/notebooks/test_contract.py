@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = {
     "00_vjp_contract": ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"],
     "01_matmul_from_shapes": ["linear_backward", "linear_bias_backward", "reduce_to_shape"],
+    "02_softmax_collapse": ["softmax_jacobian", "softmax_backward", "softmax_cross_entropy_backward"],
+    "03_triton_fused_softmax": ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"],
 }
 PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
 
