@@ -1,0 +1,145 @@
+"""Bandwidth benchmark of the reference kernels against torch eager and torch.compile.
+
+    python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
+    python -m kernels.bench cross_entropy
+
+For each row length N it reports GB/s of the forward and of forward+backward for the
+Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
+the kernel to each; and the fraction of this device's copy bandwidth (a plain
+``dst.copy_(src)`` of the same bytes, measured first). Bytes are the minimum each pass
+must move (softmax forward: read N, write N per row; backward: read 2N, write N), so
+GB/s compares like with like. Without CUDA it says so and exits 0: interpreter timings
+say nothing about a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Op:
+    """How to benchmark one op: inputs, the three implementations, and bytes per pass."""
+
+    make_inputs: Callable[[int, int, torch.dtype], tuple]
+    triton_fn: Callable
+    torch_fn: Callable
+    fwd_bytes: Callable[[int, int, int], int]  # (rows, cols, element size) -> bytes
+    fwd_bwd_bytes: Callable[[int, int, int], int]
+    default_cols: tuple[int, ...]
+
+
+def _softmax_op() -> Op:
+    from .softmax import softmax
+
+    return Op(
+        make_inputs=lambda m, n, dt: (torch.randn(m, n, device="cuda", dtype=dt, requires_grad=True),),
+        triton_fn=softmax,
+        torch_fn=lambda x: torch.softmax(x, dim=-1),
+        fwd_bytes=lambda m, n, e: 2 * m * n * e,  # read x, write y
+        fwd_bwd_bytes=lambda m, n, e: 5 * m * n * e,  # + read y and ȳ, write x̄
+        default_cols=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768),
+    )
+
+
+def _cross_entropy_op() -> Op:
+    from .cross_entropy import cross_entropy
+
+    def inputs(m, n, dt):
+        logits = torch.randn(m, n, device="cuda", dtype=dt, requires_grad=True)
+        return logits, torch.randint(0, n, (m,), device="cuda")
+
+    return Op(
+        make_inputs=inputs,
+        triton_fn=cross_entropy,
+        torch_fn=torch.nn.functional.cross_entropy,
+        fwd_bytes=lambda m, n, e: m * n * e,  # read logits (scalars per row are noise)
+        fwd_bwd_bytes=lambda m, n, e: 3 * m * n * e,  # + read logits, write dlogits
+        default_cols=(256, 1024, 4096, 8192, 16384, 32768),
+    )
+
+
+OPS: dict[str, Callable[[], Op]] = {"softmax": _softmax_op, "cross_entropy": _cross_entropy_op}
+
+
+def _ms(fn: Callable[[], object]) -> float:
+    from triton.testing import do_bench
+
+    return float(do_bench(fn, warmup=25, rep=100))
+
+
+def copy_bandwidth(nbytes: int) -> float:
+    """GB/s of a device-to-device copy of ``nbytes``: the ceiling for a bandwidth-bound kernel."""
+    src = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32)
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * 4 / _ms(lambda: dst.copy_(src)) / 1e6
+
+
+def _fwd_bwd(fn: Callable, inputs: tuple) -> Callable[[], None]:
+    out = fn(*inputs)
+    grad = torch.randn_like(out)
+
+    def step():
+        for t in inputs:
+            if isinstance(t, torch.Tensor) and t.grad is not None:
+                t.grad = None
+        fn(*inputs).backward(grad)
+
+    return step
+
+
+def run(name: str, dtypes: list[str], rows: int, cols: list[int] | None) -> list[dict]:
+    op = OPS[name]()
+    compiled = torch.compile(op.torch_fn)
+    results = []
+    for dtype_name in dtypes:
+        dtype = DTYPES[dtype_name]
+        elem = torch.tensor([], dtype=dtype).element_size()
+        for n in cols or op.default_cols:
+            inputs = op.make_inputs(rows, n, dtype)
+            peak = copy_bandwidth(op.fwd_bwd_bytes(rows, n, elem))
+            row = {"op": name, "dtype": dtype_name, "rows": rows, "cols": n, "copy_GBps": peak}
+            for label, fn in (("triton", op.triton_fn), ("eager", op.torch_fn), ("compile", compiled)):
+                fwd_ms = _ms(lambda fn=fn: fn(*inputs))
+                both_ms = _ms(_fwd_bwd(fn, inputs))
+                row[f"{label}_fwd_GBps"] = op.fwd_bytes(rows, n, elem) / fwd_ms / 1e6
+                row[f"{label}_fwdbwd_GBps"] = op.fwd_bwd_bytes(rows, n, elem) / both_ms / 1e6
+            results.append(row)
+            print(_format(row), flush=True)
+    return results
+
+
+def _format(r: dict) -> str:
+    t, e, c = r["triton_fwdbwd_GBps"], r["eager_fwdbwd_GBps"], r["compile_fwdbwd_GBps"]
+    return (
+        f"{r['op']:<14} {r['dtype']:<9} {r['rows']}x{r['cols']:<6} "
+        f"fwd {r['triton_fwd_GBps']:7.0f} GB/s (eager {r['eager_fwd_GBps']:6.0f}, compile {r['compile_fwd_GBps']:6.0f}) | "
+        f"fwd+bwd {t:7.0f} GB/s = {t / e:4.2f}x eager, {t / c:4.2f}x compile, {t / r['copy_GBps']:4.0%} of copy ({r['copy_GBps']:.0f})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("op", choices=sorted(OPS))
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=sorted(DTYPES))
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--cols", type=int, nargs="+", help="row lengths (default: a sweep per op)")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print(f"kernels.bench {args.op}: no CUDA device here, so nothing to measure "
+              "(interpreter timings say nothing about a GPU). Run it on a GPU machine.")
+        return 0
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
+    run(args.op, args.dtypes, args.rows, args.cols)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
