@@ -8,6 +8,8 @@ machine without CUDA.
 """
 
 from .cross_entropy import cross_entropy
+from .layer_norm import layer_norm
+from .rms_norm import rms_norm
 from .softmax import softmax
 
-__all__ = ["cross_entropy", "softmax"]
+__all__ = ["cross_entropy", "layer_norm", "rms_norm", "softmax"]

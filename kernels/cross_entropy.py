@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_floating, interpreted, rows_view
+from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted, rows_view
 
 MAX_BLOCK = 8192
 
@@ -100,10 +100,6 @@ def _block(n_cols: int) -> int:
     return min(triton.next_power_of_2(n_cols), MAX_BLOCK if interpreted() else 4096)
 
 
-def _acc(dtype: torch.dtype):
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
 def _check_target(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:
     if not isinstance(target, torch.Tensor) or target.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"target must be an integer tensor (int64) of class indices, got {getattr(target, 'dtype', type(target).__name__)}")
@@ -123,12 +119,12 @@ def cross_entropy_forward(logits: torch.Tensor, target: torch.Tensor, ignore_ind
     x2 = rows_view(logits)
     t = target.reshape(-1).to(torch.int64).contiguous()
     n_rows, n_cols = x2.shape
-    acc_dtype = torch.float64 if logits.dtype == torch.float64 else torch.float32
-    loss = torch.empty(n_rows, dtype=acc_dtype, device=logits.device)
-    lse = torch.empty(n_rows, dtype=acc_dtype, device=logits.device)
+    stats = acc_torch_dtype(logits.dtype)
+    loss = torch.empty(n_rows, dtype=stats, device=logits.device)
+    lse = torch.empty(n_rows, dtype=stats, device=logits.device)
     if n_rows:
         _cross_entropy_fwd_kernel[(n_rows,)](x2, t, loss, lse, x2.stride(0), n_cols, ignore_index,
-                                             BLOCK=_block(n_cols), ACC=_acc(logits.dtype))
+                                             BLOCK=_block(n_cols), ACC=acc_dtype(logits.dtype))
     return loss.view(target.shape), lse.view(target.shape)
 
 
@@ -141,7 +137,7 @@ def cross_entropy_backward(logits, target, lse, row_grad, ignore_index: int = -1
     if n_rows:
         _cross_entropy_bwd_kernel[(n_rows,)](
             x2, t, lse.reshape(-1).contiguous(), row_grad.reshape(-1).to(lse.dtype).contiguous(), dx,
-            x2.stride(0), dx.stride(0), n_cols, ignore_index, BLOCK=_block(n_cols), ACC=_acc(logits.dtype),
+            x2.stride(0), dx.stride(0), n_cols, ignore_index, BLOCK=_block(n_cols), ACC=acc_dtype(logits.dtype),
         )
     return dx.view(logits.shape)
 

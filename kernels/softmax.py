@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_floating, interpreted, rows_view
+from ._common import acc_dtype, check_floating, interpreted, rows_view
 
 # Rows up to this length are held in registers in one block; longer rows loop.
 MAX_FUSED_BLOCK = 8192
@@ -122,11 +122,6 @@ def _block_for(n_cols: int) -> tuple[int, bool]:
     return (MAX_FUSED_BLOCK if interpreted() else 4096), False
 
 
-def _acc_dtype(dtype: torch.dtype):
-    # Half inputs accumulate in float32; float64 keeps its precision (gradcheck needs it).
-    return tl.float64 if dtype == torch.float64 else tl.float32
-
-
 def _num_warps(block: int) -> int:
     return 4 if block <= 2048 else 8 if block <= 8192 else 16
 
@@ -141,7 +136,7 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     if n_rows:
         _softmax_fwd_kernel[(n_rows,)](
             x2, y2, x2.stride(0), y2.stride(0), n_cols,
-            BLOCK=block, SINGLE_BLOCK=single, ACC=_acc_dtype(x.dtype), num_warps=_num_warps(block),
+            BLOCK=block, SINGLE_BLOCK=single, ACC=acc_dtype(x.dtype), num_warps=_num_warps(block),
         )
     return y2.view(x.shape)
 
@@ -158,7 +153,7 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     if n_rows:
         _softmax_bwd_kernel[(n_rows,)](
             dy2, y2, dx2, dy2.stride(0), y2.stride(0), dx2.stride(0), n_cols,
-            BLOCK=block, SINGLE_BLOCK=single, ACC=_acc_dtype(y.dtype), num_warps=_num_warps(block),
+            BLOCK=block, SINGLE_BLOCK=single, ACC=acc_dtype(y.dtype), num_warps=_num_warps(block),
         )
     return dx2.view(y.shape)
 

@@ -1,0 +1,133 @@
+"""kernels.layer_norm and kernels.rms_norm against PyTorch: values and every gradient."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import course
+from kernels import layer_norm, rms_norm
+
+DEVICE = course.DEVICE
+TOL = {torch.float32: 2e-5, torch.float64: 1e-11}
+SHAPES = [
+    (1, 3),  # batch 1, a row shorter than any block
+    (7, 1151),  # prime batch, odd N
+    (2, 3, 8192),  # 3-D input, a power of two
+    (5, 16384),  # the longest row one block holds
+]
+
+
+def rms_reference(x, w, eps):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    return y * w if w is not None else y
+
+
+def grads(out, inputs, dy):
+    wanted = [t for t in inputs if t is not None]
+    return torch.autograd.grad(out, wanted, dy)
+
+
+def leaf(t):
+    return None if t is None else t.detach().clone().requires_grad_()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_matches_torch(shape, dtype, affine):
+    if shape[-1] == 16384 and dtype == torch.float32:
+        pytest.skip("one dtype is enough for the longest row on the interpreter")
+    g = torch.Generator().manual_seed(2)
+    n = shape[-1]
+    x = (torch.randn(shape, generator=g, dtype=dtype) * 2 + 0.5).to(DEVICE).requires_grad_()
+    w = torch.randn(n, generator=g, dtype=dtype).to(DEVICE).requires_grad_() if affine else None
+    b = torch.randn(n, generator=g, dtype=dtype).to(DEVICE).requires_grad_() if affine else None
+    dy = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE)
+    y = layer_norm(x, w, b, 1e-5)
+    xr, wr, br = leaf(x), leaf(w), leaf(b)
+    yr = F.layer_norm(xr, (n,), wr, br, 1e-5)
+    torch.testing.assert_close(y, yr, rtol=TOL[dtype], atol=TOL[dtype])
+    for got, ref, name in zip(grads(y, (x, w, b), dy), grads(yr, (xr, wr, br), dy), ("dx", "dw", "db")):
+        # w̄ and b̄ sum over every row: scale the tolerance with the number of rows.
+        tol = TOL[dtype] * (1 if name == "dx" else max(1, x.numel() // n) ** 0.5)
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES[:3])
+@pytest.mark.parametrize("affine", [True, False])
+def test_rms_norm_matches_reference(shape, dtype, affine):
+    g = torch.Generator().manual_seed(3)
+    n = shape[-1]
+    x = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE).requires_grad_()
+    w = torch.randn(n, generator=g, dtype=dtype).to(DEVICE).requires_grad_() if affine else None
+    dy = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE)
+    y = rms_norm(x, w, 1e-6)
+    xr, wr = leaf(x), leaf(w)
+    yr = rms_reference(xr, wr, 1e-6)
+    torch.testing.assert_close(y, yr, rtol=TOL[dtype], atol=TOL[dtype])
+    for got, ref in zip(grads(y, (x, w), dy), grads(yr, (xr, wr), dy)):
+        tol = TOL[dtype] * max(1, x.numel() // n) ** 0.5
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol)
+
+
+def test_gradcheck_float64():
+    x = torch.randn(6, 13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    b = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: layer_norm(x, w, b), (x, w, b))
+    assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w), (x, w))
+
+
+def test_parameter_gradients_are_bit_reproducible():
+    x = torch.randn(301, 37, dtype=torch.float32, device=DEVICE, requires_grad=True)
+    w = torch.randn(37, device=DEVICE, requires_grad=True)
+    b = torch.randn(37, device=DEVICE, requires_grad=True)
+    dy = torch.randn_like(x)
+    first = torch.autograd.grad(layer_norm(x, w, b), (w, b), dy)
+    second = torch.autograd.grad(layer_norm(x, w, b), (w, b), dy)
+    assert all(torch.equal(a, c) for a, c in zip(first, second))
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: layer_norm(torch.randn(3, 4, device=DEVICE), torch.randn(5, device=DEVICE)), r"weight must have shape \(4,\)"),
+        (lambda: layer_norm(torch.randn(3, 4, device=DEVICE), None, torch.randn(4, 1, device=DEVICE)), r"bias must have shape \(4,\)"),
+        (lambda: rms_norm(torch.randn(2, 16385, device=DEVICE)), "longer than the 16384"),
+        (lambda: layer_norm(torch.zeros(3, 4, dtype=torch.int32, device=DEVICE)), "dtype int32"),
+    ],
+)
+def test_bad_inputs_get_clear_messages(call, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        call()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="races between programs only show on a GPU")
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_parameter_reduction_has_no_race_on_gpu(op):
+    # Many rows, few columns: every program adds into the same few weights, the worst case for a race.
+    x = torch.randn(65536, 8, device="cuda", dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, device="cuda", dtype=torch.float64, requires_grad=True)
+    dy = torch.randn_like(x)
+    if op == "layer_norm":
+        got = torch.autograd.grad(layer_norm(x, w, None), w, dy)[0]
+        xr, wr = leaf(x), leaf(w)
+        ref = torch.autograd.grad(F.layer_norm(xr, (8,), wr), wr, dy)[0]
+    else:
+        got = torch.autograd.grad(rms_norm(x, w), w, dy)[0]
+        xr, wr = leaf(x), leaf(w)
+        ref = torch.autograd.grad(rms_reference(xr, wr, 1e-6), wr, dy)[0]
+    torch.testing.assert_close(got, ref, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="half precision needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_on_gpu(dtype):
+    x = torch.randn(64, 4096, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.randn(4096, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.randn(4096, device="cuda", dtype=dtype, requires_grad=True)
+    y = layer_norm(x, w, b)
+    yr = F.layer_norm(x.float(), (4096,), w.float(), b.float())
+    torch.testing.assert_close(y.float(), yr, rtol=2e-2, atol=2e-2)
