@@ -1,7 +1,7 @@
 """Bandwidth benchmark of the reference kernels against torch eager and torch.compile.
 
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
-    python -m kernels.bench cross_entropy
+    python -m kernels.bench cross_entropy | layer_norm | rms_norm
 
 For each row length N it reports GB/s of the forward and of forward+backward for the
 Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
@@ -66,7 +66,37 @@ def _cross_entropy_op() -> Op:
     )
 
 
-OPS: dict[str, Callable[[], Op]] = {"softmax": _softmax_op, "cross_entropy": _cross_entropy_op}
+def _norm_op(which: str) -> Op:
+    from .layer_norm import layer_norm
+    from .rms_norm import rms_norm
+
+    def inputs(m, n, dt):
+        x = torch.randn(m, n, device="cuda", dtype=dt, requires_grad=True)
+        w = torch.randn(n, device="cuda", dtype=dt, requires_grad=True)
+        return (x, w, torch.randn(n, device="cuda", dtype=dt, requires_grad=True)) if which == "layer_norm" else (x, w)
+
+    if which == "layer_norm":
+        triton_fn = layer_norm
+        torch_fn = lambda x, w, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)  # noqa: E731
+    else:
+        triton_fn = rms_norm
+        torch_fn = lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w  # noqa: E731
+    return Op(
+        make_inputs=inputs,
+        triton_fn=triton_fn,
+        torch_fn=torch_fn,
+        fwd_bytes=lambda m, n, e: 2 * m * n * e,  # read x, write y (parameters are noise)
+        fwd_bwd_bytes=lambda m, n, e: 5 * m * n * e,  # + read x and ȳ, write x̄
+        default_cols=(512, 1024, 2048, 4096, 8192, 16384),
+    )
+
+
+OPS: dict[str, Callable[[], Op]] = {
+    "softmax": _softmax_op,
+    "cross_entropy": _cross_entropy_op,
+    "layer_norm": lambda: _norm_op("layer_norm"),
+    "rms_norm": lambda: _norm_op("rms_norm"),
+}
 
 
 def _ms(fn: Callable[[], object]) -> float:
