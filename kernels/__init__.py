@@ -7,9 +7,10 @@ kernels against these. Import ``course`` (or set TRITON_INTERPRET=1) first on a
 machine without CUDA.
 """
 
+from .attention import attention
 from .cross_entropy import cross_entropy
 from .layer_norm import layer_norm
 from .rms_norm import rms_norm
 from .softmax import softmax
 
-__all__ = ["cross_entropy", "layer_norm", "rms_norm", "softmax"]
+__all__ = ["attention", "cross_entropy", "layer_norm", "rms_norm", "softmax"]
