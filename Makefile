@@ -10,6 +10,8 @@ export PATH := $(BIN):$(PATH)
 
 ASSIGNMENTS := $(patsubst source/%/,%,$(sort $(wildcard source/[0-9][0-9]_*/)))
 LAB_PORT ?= 8888
+# Test processes: the slow parts (nbgrader round trips, notebooks) are independent.
+JOBS ?= 2
 
 .PHONY: help install lab test notebooks release grade clean
 
@@ -35,7 +37,7 @@ lab: install
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) --no-browser --ServerApp.root_dir=$(CURDIR)
 
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS)
 
 notebooks: install
 	$(BIN)/python tools/build_notebooks.py

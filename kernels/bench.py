@@ -2,13 +2,15 @@
 
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
+    python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
 
-For each row length N it reports GB/s of the forward and of forward+backward for the
+For each row-wise op and row length N it reports GB/s of the forward and of forward+backward for the
 Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
 the kernel to each; and the fraction of this device's copy bandwidth (a plain
 ``dst.copy_(src)`` of the same bytes, measured first). Bytes are the minimum each pass
 must move (softmax forward: read N, write N per row; backward: read 2N, write N), so
-GB/s compares like with like. Without CUDA it says so and exits 0: interpreter timings
+GB/s compares like with like. Attention reports TFLOP/s against
+scaled_dot_product_attention instead (it is compute-bound once P stays on chip). Without CUDA it says so and exits 0: interpreter timings
 say nothing about a GPU.
 """
 
@@ -155,19 +157,58 @@ def _format(r: dict) -> str:
     )
 
 
+def run_attention(seq_lens: list[int], head_dims: list[int], batch_heads: tuple[int, int] = (4, 16)) -> list[dict]:
+    """TFLOP/s of kernels.attention vs scaled_dot_product_attention, bfloat16, causal and not.
+
+    FLOPs: forward 4·B·H·T²·D (two matmuls), halved when causal; backward 2.5× forward.
+    """
+    from .attention import attention
+
+    b, h = batch_heads
+    results = []
+    for causal in (False, True):
+        for d in head_dims:
+            for t in seq_lens:
+                q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+                flops = 4 * b * h * t * t * d * (0.5 if causal else 1.0)
+                row = {"op": "attention", "causal": causal, "T": t, "D": d}
+                for label, fn in (
+                    ("triton", lambda: attention(q, k, v, causal=causal)),
+                    ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)),
+                ):
+                    out = fn()
+                    grad = torch.randn_like(out)
+                    fwd_ms = _ms(fn)
+                    bwd_ms = _ms(lambda out=out, grad=grad: torch.autograd.grad(out, (q, k, v), grad, retain_graph=True))
+                    row[f"{label}_fwd_TFLOPs"] = flops / fwd_ms / 1e9
+                    row[f"{label}_bwd_TFLOPs"] = 2.5 * flops / bwd_ms / 1e9
+                results.append(row)
+                print(
+                    f"attention causal={causal!s:<5} D={d:<3} T={t:<6} "
+                    f"fwd {row['triton_fwd_TFLOPs']:6.1f} TFLOP/s ({row['triton_fwd_TFLOPs'] / row['sdpa_fwd_TFLOPs']:4.2f}x sdpa) | "
+                    f"bwd {row['triton_bwd_TFLOPs']:6.1f} TFLOP/s ({row['triton_bwd_TFLOPs'] / row['sdpa_bwd_TFLOPs']:4.2f}x sdpa)",
+                    flush=True,
+                )
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("op", choices=sorted(OPS))
+    parser.add_argument("op", choices=sorted(OPS) + ["attention"])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=sorted(DTYPES))
     parser.add_argument("--rows", type=int, default=4096)
-    parser.add_argument("--cols", type=int, nargs="+", help="row lengths (default: a sweep per op)")
+    parser.add_argument("--cols", type=int, nargs="+", help="row lengths, or T for attention (default: a sweep per op)")
+    parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128], help="attention only")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print(f"kernels.bench {args.op}: no CUDA device here, so nothing to measure "
               "(interpreter timings say nothing about a GPU). Run it on a GPU machine.")
         return 0
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
-    run(args.op, args.dtypes, args.rows, args.cols)
+    if args.op == "attention":
+        run_attention(args.cols or [1024, 2048, 4096, 8192, 16384], args.head_dims)
+    else:
+        run(args.op, args.dtypes, args.rows, args.cols)
     return 0
 
 
