@@ -9,8 +9,10 @@ machine without CUDA.
 
 from .attention import attention
 from .cross_entropy import cross_entropy
+from .embedding import embedding
 from .layer_norm import layer_norm
 from .rms_norm import rms_norm
+from .scatter_add import scatter_add
 from .softmax import softmax
 
-__all__ = ["attention", "cross_entropy", "layer_norm", "rms_norm", "softmax"]
+__all__ = ["attention", "cross_entropy", "embedding", "layer_norm", "rms_norm", "scatter_add", "softmax"]
