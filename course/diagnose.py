@@ -224,7 +224,7 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
     for alt in alternatives:
         if _close(got, alt.value, tol):
             return GradingFailure(alt.cls, alt.sentence, f"{name} has shape {gs}; it must be {es}")
-    if got.ndim >= 2 and gs == tuple(expected.mT.shape) and _close(got, expected.mT, tol):
+    if got.ndim >= 2 and expected.ndim >= 2 and gs == tuple(expected.mT.shape) and _close(got, expected.mT, tol):
         return GradingFailure(
             "transpose",
             f"{name} has shape {gs}, the transpose of {es}{shape_of}: the values are right but placed "

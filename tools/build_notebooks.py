@@ -12,8 +12,8 @@ Each ``notebooks/NN_slug.py`` is the reviewable original of
 
 Cell ids are the grade_id for graded cells and ``cell-NN`` by position otherwise, so a
 rebuild without edits changes nothing. Cells marked ``check-output`` are executed once
-during the build and keep their output (nbval needs a stored output to compare); every
-other cell is stored without output.
+during the build and keep their output with execution count 1 (nbval needs a stored,
+counted output to compare); every other cell is stored without output or count.
 
 Usage: python tools/build_notebooks.py [--check] [NN_slug ...]
 ``--check`` builds in memory and exits 1 if any source notebook differs from its twin.
@@ -130,14 +130,16 @@ def _fill_checked_outputs(nb: nbformat.NotebookNode, cwd: Path) -> None:
     NotebookClient(ran, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
     for cell, done in zip(nb.cells, ran.cells):
         if cell.cell_type == "code" and NBVAL_TAG in cell.metadata.get("tags", []):
+            # nbval refuses a stored output without an execution count ("unrun reference cell");
+            # a constant count keeps rebuilds byte-identical.
+            cell.execution_count = 1
             cell.outputs = [_clean_output(o) for o in done.outputs]
 
 
 def _clean_output(output):
     output = dict(output)
-    output.pop("execution_count", None)
     if output.get("output_type") == "execute_result":
-        output["execution_count"] = None
+        output["execution_count"] = 1
     return nbformat.from_dict(output)
 
 

@@ -1,13 +1,366 @@
-"""Checks for 00_vjp_contract (placeholder: being written)."""
+"""Visible checks for 00_vjp_contract: small fixed inputs, the same diagnoses as the grader.
+
+Each check runs a student's function on a handful of fixed float64 inputs (batch 1,
+then batch 7) and compares with a reference that is either a closed form or torch's
+own autograd. On success it prints one line; on failure it raises a
+:class:`~course.diagnose.GradingFailure` whose first line names the bug.
+
+- ``numerical_gradient`` is probed with f(x) = Σ cos(ωx) + ½(v·x)², a function whose
+  central and forward differences are known exactly for every step ε, so the check
+  can tell a central difference from a forward one and see whether ``eps`` is used.
+- ``relative_error`` is compared with values worked out by hand (a 3-4-5 triangle).
+- ``linear_softmax_ce_backward`` is compared with autograd through
+  ``torch.nn.functional.cross_entropy``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..diagnose import (
+    Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, graded, run_cases,
+)
+
+F64 = torch.float64
 
 
-def numerical_gradient(fn):
-    raise NotImplementedError
+def _generator() -> torch.Generator:
+    return torch.Generator().manual_seed(2024)
 
 
-def relative_error(fn):
-    raise NotImplementedError
+# ---------------------------------------------------------------------------
+# numerical_gradient
 
 
-def linear_softmax_ce_backward(fn):
-    raise NotImplementedError
+class Probe:
+    """A scalar function of x with known finite differences, that watches how it is called.
+
+    Subclasses give the value and the exact central and one-sided differences for any
+    step h. Each call records how many entries of the point are away from x, so a
+    routine that forgets to put an entry back is caught at the call where it happens.
+    """
+
+    def __init__(self, x: torch.Tensor, eps: float):
+        self.base = x.detach().to(F64).clone()
+        self.eps = eps
+        self.moved = 0  # the most entries found away from x in one call
+
+    def __call__(self, point: torch.Tensor) -> torch.Tensor:
+        if not isinstance(point, torch.Tensor) or point.shape != self.base.shape:
+            got = tuple(point.shape) if isinstance(point, torch.Tensor) else type(point).__name__
+            raise ValueError(f"f takes a tensor shaped like x, {tuple(self.base.shape)}; it was given {got}")
+        p = point.detach().to(F64)
+        self.moved = max(self.moved, int(((p - self.base).abs() > 0.01 * self.eps).sum()))
+        return self.value(p)
+
+    def value(self, p: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def central(self, h: float) -> torch.Tensor:
+        """(f(x + h eᵢ) − f(x − h eᵢ))/(2h) for every i, exactly."""
+        raise NotImplementedError
+
+    def one_sided(self, h: float) -> torch.Tensor:
+        """(f(x + h eᵢ) − f(x))/h for every i, exactly; with −h it is the backward difference."""
+        raise NotImplementedError
+
+
+class CosineBowl(Probe):
+    """f(x) = Σ cos(ωx) + ½(v·x)²: curvature everywhere, and every entry coupled to every other.
+
+    With step h the central difference of cos(ωx) is exactly −sin(ωx)·sin(ωh)/h and that of
+    the quadratic is exactly v(v·x); the quadratic's forward difference is v(v·x) + h v²/2.
+    """
+
+    omega = 5.0
+
+    def __init__(self, x: torch.Tensor, v: torch.Tensor, eps: float):
+        super().__init__(x, eps)
+        self.v = v
+
+    def value(self, p):
+        return torch.cos(self.omega * p).sum() + 0.5 * (self.v * p).sum() ** 2
+
+    def central(self, h):
+        x, w = self.base, self.omega
+        return -torch.sin(w * x) * (math.sin(w * h) / h) + self.v * (self.v * x).sum()
+
+    def one_sided(self, h):
+        x, w = self.base, self.omega
+        return (torch.cos(w * (x + h)) - torch.cos(w * x)) / h + self.v * (self.v * x).sum() + h * self.v**2 / 2
+
+
+def probe_alternatives(probe: Probe, eps: float) -> list[Alternative]:
+    """What a forward difference, a backward difference, or an ignored eps would return."""
+    alts = [
+        Alternative(
+            "wrong-values",
+            f"numerical_gradient is a forward difference (f(x + ε) − f(x))/ε: its error shrinks only like ε, "
+            f"about {eps:.0e} here. Step both ways: (f(x + ε) − f(x − ε))/(2ε).",
+            probe.one_sided(eps),
+        ),
+        Alternative(
+            "wrong-values",
+            "numerical_gradient is a backward difference (f(x) − f(x − ε))/ε: its error shrinks only like ε. "
+            "Step both ways: (f(x + ε) − f(x − ε))/(2ε).",
+            probe.one_sided(-eps),
+        ),
+    ]
+    if eps != 1e-6:
+        alts.append(Alternative(
+            "wrong-values",
+            f"numerical_gradient ignores its eps argument: these are central differences with ε = 1e-6, "
+            f"but it was called with eps={eps:g}.",
+            probe.central(1e-6),
+        ))
+    return alts
+
+
+def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol: float = 1e-8) -> None:
+    """Run ``fn`` on each (label, x, probe, eps-or-None) case; raise a diagnosis at the first problem.
+
+    The visible and the hidden check share this; they differ in inputs and probe functions.
+    ``tol`` sits between a central difference's error at ε = 1e-6 (below 1e-9 for
+    these probes) and a forward difference's (above 1e-6).
+    """
+    for label, x, probe, eps in cases:
+        h = 1e-6 if eps is None else eps
+        before = x.clone()
+        kwargs = {} if eps is None else {"eps": eps}
+        got = call_student(name, fn, probe, x, **kwargs)
+        if probe.moved > 1:
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} called f at a point where {probe.moved} entries of x had moved at once: put each entry "
+                "back before perturbing the next one.",
+                f"inputs: {label}",
+            )
+        drift = (x.to(F64) - before.to(F64)).abs() > 0.01 * h  # an ulp of rounding is not a change
+        if bool(drift.any()):
+            changed = tuple(drift.nonzero()[0].tolist())
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} changed the caller's x: x[{', '.join(map(str, changed))}] was {before[changed].item():.10g} "
+                f"and is {x[changed].item():.10g} after the call. Perturb a copy, or put every entry back.",
+                f"inputs: {label}",
+            )
+        if isinstance(got, torch.Tensor) and got.is_floating_point() and got.dtype != F64:
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} returned a {got.dtype} tensor: compute and return float64. In float32 the round-off "
+                "of f(x ± ε), about 1e-7/ε, swamps the derivative.",
+                f"inputs: {label}",
+            )
+        failure = diagnose(name, got, probe.central(h), tol=tol, alternatives=probe_alternatives(probe, h), case=label, of="x")
+        if failure is None:
+            continue
+        if failure.cls == "wrong-values" and x.dtype != F64 and failure.sentence.endswith("wrong values."):
+            failure = GradingFailure(
+                "wrong-values",
+                f"{name} is wrong when x arrives as {x.dtype}: convert x to float64 before perturbing it "
+                f"(a step of {h:g} is lost in float32 rounding).",
+                failure.where,
+            )
+        raise failure
+
+
+@graded
+def numerical_gradient(fn) -> None:
+    """Visible check: central differences, any shape, x left alone, eps used, float64 out."""
+    gen = _generator()
+
+    def case(label, *shape, eps=None, dtype=F64):
+        x = torch.randn(shape, generator=gen, dtype=F64).to(dtype)
+        v = 0.3 * torch.randn(shape, generator=gen, dtype=F64)
+        return label, x, CosineBowl(x, v, eps or 1e-6), eps
+
+    cases = [
+        case("x of shape (1, 4)", 1, 4),  # batch 1
+        case("x of shape (7, 3)", 7, 3),  # batch 7
+        case("x of shape (2, 3, 2)", 2, 3, 2),  # any shape: 3-D
+        case("x of shape (3, 2), eps=0.001", 3, 2, eps=1e-3),  # eps is honoured
+        case("x of shape (7, 2) given in float32", 7, 2, dtype=torch.float32),  # float64 inside
+    ]
+    check_numerical_gradient(fn, cases)
+    print("✓ numerical_gradient passes the visible checks (shapes (1, 4), (7, 3), (2, 3, 2); eps honoured; "
+          "x left unchanged; float64)")
+
+
+# ---------------------------------------------------------------------------
+# relative_error
+
+
+def scalar_failure(name: str, got, expected: float, alternatives: list[Alternative], label: str) -> GradingFailure | None:
+    """``diagnose`` for a scalar result, where 'right up to a factor' says nothing (any two numbers are)."""
+    if isinstance(got, torch.Tensor) and got.ndim > 0:
+        # Say it here: one number is expected, and a tensor of numbers usually means norms along one axis.
+        return GradingFailure(
+            "shape",
+            f"{name} must return one number (a Python float or a 0-d tensor), but it returned a tensor of shape "
+            f"{tuple(got.shape)}: take each norm over every entry, not along an axis.",
+            f"inputs: {label}",
+        )
+    failure = diagnose(name, got, torch.tensor(expected, dtype=F64), tol=1e-6, alternatives=alternatives, case=label)
+    if failure is None or failure.cls not in ("scale", "sign"):
+        return failure
+    value = float(torch.as_tensor(got))
+    if any(abs(value - alt.value.item()) <= 1e-6 * max(abs(alt.value.item()), 1e-300) for alt in alternatives):
+        return failure
+    return GradingFailure("wrong-values", f"{name} returned {value:.6g} where {expected:.6g} was expected.", failure.where)
+
+
+def relative_error_alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Alternative]:
+    """The usual ways of getting the formula wrong, evaluated on (a, b)."""
+    na, nb, nd = (float(torch.linalg.vector_norm(t.to(F64))) for t in (a, b, a - b))
+    if max(na, nb) == 0.0:
+        return []
+    alts = [Alternative(
+        "scale",
+        "relative_error returned the absolute error ‖a − b‖: it is missing the division by max(‖a‖, ‖b‖), so "
+        "its value says how large the gradients are instead of how well they agree.",
+        torch.tensor(nd, dtype=F64),
+    )]
+    one_sided = "relative_error divides by only one of the norms, so relative_error(a, b) ≠ relative_error(b, a): divide by max(‖a‖, ‖b‖)."
+    for denom, sentence in (
+        (na, one_sided), (nb, one_sided),
+        (min(na, nb), "relative_error divides by the smaller norm: divide by max(‖a‖, ‖b‖)."),
+        (na + nb, "relative_error divides by ‖a‖ + ‖b‖: divide by max(‖a‖, ‖b‖)."),
+    ):
+        if denom > 0:
+            alts.append(Alternative("wrong-values", sentence, torch.tensor(nd / denom, dtype=F64)))
+    return alts
+
+
+def check_relative_error(fn, cases, *, name: str = "relative_error", alternatives=relative_error_alternatives) -> None:
+    """Run ``fn`` on each (label, a, b, expected) case; raise a diagnosis at the first problem."""
+    for label, a, b, expected in cases:
+        got = call_student(name, fn, a.clone(), b.clone())
+        failure = scalar_failure(name, got, expected, alternatives(a, b), label)
+        if failure is not None:
+            raise failure
+
+
+@graded
+def relative_error(fn) -> None:
+    """Visible check against values worked out by hand."""
+    u = torch.tensor([3.0, 4.0], dtype=F64)  # ‖u‖ = 5
+    w = torch.tensor([4.0, 3.0], dtype=F64)  # ‖w‖ = 5, ‖u − w‖ = √2
+    ones = torch.ones(7, 2, 3, dtype=F64)
+    cases = [
+        ("a = (3, 4)·1e6, b = (4, 3)·1e6", 1e6 * u, 1e6 * w, math.sqrt(2) / 5),  # the same answer at any scale,
+        ("a = (3, 4)·1e-6, b = (4, 3)·1e-6", 1e-6 * u, 1e-6 * w, math.sqrt(2) / 5),  # large or tiny
+        ("a = ones(7, 2, 3), b = 2·a", ones, 2 * ones, 0.5),  # any shape; batch 7
+        ("a = 2·ones(7, 2, 3), b = ones(7, 2, 3)", 2 * ones, ones, 0.5),  # symmetric: the order does not matter
+        ("a = (3, 4), b = (0, 0)", u, torch.zeros(2, dtype=F64), 1.0),  # one side zero
+        ("a = b = zeros(7, 2)", torch.zeros(7, 2, dtype=F64), torch.zeros(7, 2, dtype=F64), 0.0),  # finite, 0
+    ]
+    check_relative_error(fn, cases)
+    print("✓ relative_error passes the visible checks (scales 1e-6 to 1e6, symmetric, 3-D, both zero → 0)")
+
+
+# ---------------------------------------------------------------------------
+# linear_softmax_ce_backward
+
+LSCE_OUTPUTS = ("dx", "dW", "db")
+LSCE_OF = ("x", "W", "b")
+
+
+def lsce_reference(x, W, b, target):
+    """(x̄, W̄, b̄) by autograd through torch's own cross-entropy (mean over the rows)."""
+    x, W, b = (t.detach().clone().requires_grad_(True) for t in (x, W, b))
+    loss = torch.nn.functional.cross_entropy(x @ W + b, target)
+    return torch.autograd.grad(loss, (x, W, b))
+
+
+def lsce_logit_gradient(x, W, b, target):
+    """z̄ = ∂L/∂z, one row per example (M, C), by autograd."""
+    z = (x @ W + b).detach().requires_grad_(True)
+    (dz,) = torch.autograd.grad(torch.nn.functional.cross_entropy(z, target), (z,))
+    return dz
+
+
+def lsce_case(gen: torch.Generator, M: int, K: int, C: int, dtype=F64) -> Case:
+    x = torch.randn(M, K, generator=gen, dtype=dtype)
+    W = 0.5 * torch.randn(K, C, generator=gen, dtype=dtype)
+    b = 0.5 * torch.randn(C, generator=gen, dtype=dtype)
+    target = torch.randint(0, C, (M,), generator=gen)
+    shape = "square W" if K == C else "W not square"
+    return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}", (x, W, b, target), batch=M)
+
+
+def check_lsce(
+    fn, cases, *, name: str = "linear_softmax_ce_backward", reference=lsce_reference,
+    logit_gradient=lsce_logit_gradient, alternatives=None,
+) -> None:
+    """``run_cases`` over (dx, dW, db), with two refinements for a db that kept the batch axis.
+
+    - Above batch 1, a db equal to z̄ itself, (M, C), is named: the sum over the batch is missing.
+    - At batch 1 such a db, (1, C), looks exactly like one with a size-1 axis kept by
+      ``keepdim=True``; when batch 1 finds a shape problem, the batch-7 cases tell the two apart.
+    """
+
+    def with_unreduced_db(case: Case) -> dict[str, list[Alternative]]:
+        alts = dict(alternatives(case)) if alternatives else {}
+        if case.batch > 1:
+            kept = Alternative(
+                "batch-reduction",
+                f"db keeps one row per example, shape {(case.batch, case.args[1].shape[1])}: b was added to every "
+                "row, so its gradient is z̄ summed over the batch axis.",
+                logit_gradient(*case.args),
+            )
+            alts["db"] = [*alts.get("db", []), kept]
+        return alts
+
+    def attempt(some_cases):
+        try:
+            run_cases(name, fn, some_cases, reference, outputs=LSCE_OUTPUTS, of=LSCE_OF, alternatives=with_unreduced_db)
+        except RuntimeError:
+            # course.diagnose cannot yet compare a 2-D result with a 1-D reference (it tries to
+            # transpose the reference); db is the only 1-D output, so name its shape here.
+            failure = _db_shape_failure(name, fn, some_cases, reference)
+            if failure is None:
+                raise
+            raise failure from None
+
+    try:
+        attempt(cases)
+    except GradingFailure as failure:
+        if failure.cls == "shape":
+            try:
+                attempt([c for c in cases if c.batch > 1])
+            except GradingFailure as later:
+                if later.cls == "batch-reduction":
+                    raise later from None
+        raise
+
+
+def _db_shape_failure(name, fn, cases, reference) -> GradingFailure | None:
+    for case in cases:
+        expected = reference(*clone_args(case.args))[2]
+        got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), LSCE_OUTPUTS)[2]
+        if isinstance(got, torch.Tensor) and got.shape != expected.shape:
+            hint = " A size-1 axis was added: sum without keepdim=True." if got.numel() == expected.numel() else ""
+            return GradingFailure(
+                "shape", f"db has shape {tuple(got.shape)} but must be {tuple(expected.shape)}, the shape of b.{hint}",
+                f"inputs: {case.label}",
+            )
+    return None
+
+
+@graded
+def linear_softmax_ce_backward(fn) -> None:
+    """Visible check: batch 1 and 7, square and non-square W, against autograd."""
+    gen = _generator()
+    cases = [
+        lsce_case(gen, 1, 2, 3),  # batch 1: the chain stepped through above
+        lsce_case(gen, 1, 4, 4),  # batch 1, square W: a transposed W̄ keeps its shape
+        lsce_case(gen, 7, 5, 3),  # batch 7 (prime), W not square
+        lsce_case(gen, 7, 4, 4),  # batch 7, square W
+    ]
+    check_lsce(fn, cases)
+    print("✓ linear_softmax_ce_backward passes the visible checks (batch 1 and 7, square and non-square W)")
+
+
+__all__ = ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"]

@@ -64,12 +64,13 @@ def test_notebook_json_is_clean(kind, name):
     for cell in nb["cells"]:
         if cell["cell_type"] != "code":
             continue
-        assert cell["execution_count"] is None
         checked = "nbval-check-output" in cell.get("metadata", {}).get("tags", [])
         if kind == "release" or not checked:
+            assert cell["execution_count"] is None, f"execution count left in cell {cell['id']}"
             assert cell["outputs"] == [], f"stray output in cell {cell['id']}"
         else:
             assert cell["outputs"], f"cell {cell['id']} is compared by nbval but has no stored output"
+            assert cell["execution_count"] == 1, "nbval needs a count on a stored output; the build writes 1"
 
 
 @pytest.mark.parametrize("name", PRESENT)
@@ -77,4 +78,4 @@ def test_release_holds_no_solution_and_no_hidden_test(name):
     text = (ROOT / "release" / name / f"{name}.ipynb").read_text()
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "autograder", "import kernels", "from kernels"):
         assert marker not in text
-    assert text.count("raise course.todo()") == len(CONTRACT[name])
+    assert text.count("raise course.todo()") >= len(CONTRACT[name]), "every exercise starts as a stub"

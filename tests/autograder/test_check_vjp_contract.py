@@ -1,0 +1,338 @@
+"""00_vjp_contract: the checks pass the solutions, name each mutant's bug, and can fail.
+
+Every check is run twice where it matters: the hidden one (``autograder.check``, random
+inputs — several seeds here, since grading draws a fresh one each run) and the visible
+one (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis from both.
+Warnings are errors in this module: a warning in a test cell writes to stderr, and
+nbgrader scores such a cell zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+
+import nbformat
+import pytest
+import torch
+
+import autograder.check as hidden
+import course
+import course.selfcheck as visible
+from autograder.check.vjp_contract import SineQuadratic, _lsce_reference, _relative_error
+from autograder.inputs import generator, randn
+from autograder.submissions import ROOT, mutants
+from course.diagnose import GradingFailure, relative_error
+from course.selfcheck.vjp_contract import CosineBowl, check_lsce, lsce_case, lsce_reference
+from tests.support import mutant_functions, solution_cells, solutions
+from tools.build_notebooks import KERNELSPEC
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+ASSIGNMENT = "00_vjp_contract"
+EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
+MUTANTS = mutants(ASSIGNMENT)
+SEEDS = (0, 1)  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return solutions(ASSIGNMENT)
+
+
+@pytest.fixture(params=SEEDS)
+def seeded(request, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", str(request.param))
+    return request.param
+
+
+@functools.cache
+def mutant(name: str) -> dict:
+    """A mutant's functions, built once."""
+    return mutant_functions(next(m for m in MUTANTS if m.name == name))
+
+
+def diagnosis(check, fn) -> str:
+    """The class a check gives ``fn``, or "pass"."""
+    try:
+        check(fn)
+    except GradingFailure as failure:
+        return failure.cls
+    return "pass"
+
+
+# ---------------------------------------------------------------------------
+# The solutions pass
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_the_hidden_check(name, solution, seeded):
+    getattr(hidden, name)(solution[name])
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
+    getattr(visible, name)(solution[name])
+    out, err = capsys.readouterr()
+    assert err == "", "a test cell that writes to stderr scores zero"
+    assert out.startswith(f"✓ {name} passes the visible checks") and out.count("\n") == 1, out
+
+
+# ---------------------------------------------------------------------------
+# Each mutant gets its diagnosis, from both checks
+
+MUTANT_CASES = [
+    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
+    for m in MUTANTS for test_id, cls in m.expect.items()
+]
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_its_diagnosis_from_the_hidden_check(m, name, cls, seeded):
+    assert diagnosis(getattr(hidden, name), mutant(m.name)[name]) == cls
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_the_same_diagnosis_from_the_visible_check(m, name, cls, capsys):
+    assert diagnosis(getattr(visible, name), mutant(m.name)[name]) == cls
+    assert capsys.readouterr().out == "", "a failing check prints no ✓"
+
+
+def test_mutants_cover_the_bugs_this_lesson_is_about():
+    expected = {(name, cls) for m in MUTANTS for t, cls in m.expect.items() for name in [t.removeprefix("test_")]}
+    required = {
+        ("numerical_gradient", "wrong-values"),  # forward difference (and others)
+        ("relative_error", "scale"),  # absolute error
+        ("linear_softmax_ce_backward", "sign"),
+        ("linear_softmax_ce_backward", "scale"),  # missing 1/M
+        ("linear_softmax_ce_backward", "transpose"),
+        ("linear_softmax_ce_backward", "batch-reduction"),
+    }
+    assert required <= expected
+    for m in MUTANTS:
+        assert {f"test_{g}" for g in m.cells} == set(m.expect), f"{m.name}: one expect line per replaced cell"
+    assert len(MUTANTS) <= 5
+
+
+def test_a_forward_difference_is_named_as_one(seeded):
+    with pytest.raises(GradingFailure, match="forward difference"):
+        hidden.numerical_gradient(mutant("forward_difference")["numerical_gradient"])
+
+
+# ---------------------------------------------------------------------------
+# The release stub and student exceptions
+
+
+def release_functions() -> dict:
+    """The solution cells as nbgrader releases them (this repository's config), executed."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells(ASSIGNMENT).values()]
+    for cell in nb.cells:
+        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
+    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
+    ns = {"torch": torch, "course": course}
+    for cell in nb.cells:
+        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
+        exec(compile(cell.source, "<release>", "exec"), ns)
+    return ns
+
+
+def test_the_release_stub_is_not_implemented(solution, capsys):
+    released = release_functions()
+    for name in EXERCISES:
+        assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
+        assert diagnosis(getattr(hidden, name), released[name]) == "not-implemented"
+        assert diagnosis(getattr(visible, name), released[name]) == "not-implemented"
+    assert capsys.readouterr().out == ""
+
+
+STUDENT_CELL = '''\
+def linear_softmax_ce_backward(x, W, b, target):
+    y = torch.softmax(x @ W + b, dim=1)
+    dz = (y - torch.nn.functional.one_hot(target, W.shape[1])) / x.shape[0]
+    return dz @ W, x.T @ dz, dz.sum(dim=0)
+'''
+
+
+def test_an_exception_is_error_and_names_the_students_line():
+    filename = "<ipython-input-7>"  # IPython keeps cell sources in linecache like this
+    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
+    ns = {"torch": torch}
+    exec(compile(STUDENT_CELL, filename, "exec"), ns)
+    for check in (hidden.linear_softmax_ce_backward, visible.linear_softmax_ce_backward):
+        with pytest.raises(GradingFailure) as info:
+            check(ns["linear_softmax_ce_backward"])
+        assert info.value.cls == "error"
+        assert "line 4: return dz @ W, x.T @ dz, dz.sum(dim=0)" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# The checks themselves: references right, margins wide, failures specific
+
+
+@pytest.mark.parametrize("probe_kind", ["visible", "hidden"])
+def test_probe_differences_are_exact_and_approach_the_gradient(probe_kind):
+    gen = generator("probe-test")
+    x = randn(gen, 2, 3, 2)
+    probe = CosineBowl(x, 0.3 * randn(gen, 2, 3, 2), 1e-3) if probe_kind == "visible" else SineQuadratic(x, gen, 1e-3)
+    h = 1e-3  # large enough that round-off (~1e-13) does not blur the comparison
+    central, forward = torch.empty_like(x), torch.empty_like(x)
+    for i in range(x.numel()):
+        e = torch.zeros(x.numel(), dtype=F64)
+        e[i] = h
+        e = e.reshape(x.shape)
+        central.view(-1)[i] = (float(probe(x + e)) - float(probe(x - e))) / (2 * h)
+        forward.view(-1)[i] = (float(probe(x + e)) - float(probe(x))) / h
+    assert relative_error(probe.central(h), central) < 1e-10
+    assert relative_error(probe.one_sided(h), forward) < 1e-10
+    # As h → 0 the exact central difference tends to the true gradient (autograd's).
+    xg = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(torch.as_tensor(probe.value(xg)), xg)
+    assert relative_error(probe.central(1e-6), grad) < 1e-10
+
+
+def test_the_tolerance_separates_central_from_forward_differences(solution):
+    """Over many hidden draws, a central difference sits far below 1e-8 and a forward one far above."""
+    worst_central, best_forward = 0.0, 1.0
+    for seed in range(10):
+        gen = generator(f"margin-{seed}")
+        for shape in [(1, 6), (7, 3), (2, 3, 5)]:
+            x = randn(gen, *shape)
+            probe = SineQuadratic(x, gen, 1e-6)
+            central = solution["numerical_gradient"](probe, x)
+            worst_central = max(worst_central, relative_error(central, probe.central(1e-6)))
+            best_forward = min(best_forward, relative_error(probe.one_sided(1e-6), probe.central(1e-6)))
+    assert worst_central < 1e-9, worst_central  # 10× below the tolerance
+    assert best_forward > 1e-7, best_forward  # 10× above it
+
+
+def test_the_references_agree_with_autograd_and_known_values():
+    gen = generator("reference-test")
+    for M, K, C in [(1, 5, 3), (7, 6, 6), (13, 9, 10)]:
+        x, W, b = randn(gen, M, K), randn(gen, K, C), randn(gen, C)
+        target = torch.randint(0, C, (M,), generator=gen)
+        for mine, auto in zip(_lsce_reference(x, W, b, target), lsce_reference(x, W, b, target)):
+            assert relative_error(mine, auto) < 1e-12
+    u, w = torch.tensor([3.0, 4.0], dtype=F64), torch.tensor([4.0, 3.0], dtype=F64)
+    assert _relative_error(u, w) == pytest.approx(2**0.5 / 5)
+    assert _relative_error(u, -u) == pytest.approx(2.0)
+    assert _relative_error(torch.zeros(3, 2, dtype=F64), torch.zeros(3, 2, dtype=F64)) == 0.0
+
+
+def zeros_like_outputs(x, W, b, target):
+    return torch.zeros_like(x), torch.zeros_like(W), torch.zeros_like(b)
+
+
+@pytest.mark.parametrize("name, wrong, cls", [
+    ("numerical_gradient", lambda f, x, eps=1e-6: torch.zeros(x.shape, dtype=F64), "wrong-values"),
+    ("numerical_gradient", lambda f, x, eps=1e-6: torch.zeros(x.numel(), dtype=F64), "shape"),  # flattened
+    ("relative_error", lambda a, b: 0.0, "wrong-values"),
+    ("relative_error", lambda a, b: "0.0", "shape"),  # not a number
+    ("linear_softmax_ce_backward", zeros_like_outputs, "wrong-values"),
+    ("linear_softmax_ce_backward", lambda x, W, b, t: zeros_like_outputs(x, W, b, t)[:2], "shape"),  # two outputs
+])
+def test_trivially_wrong_answers_fail(name, wrong, cls, seeded):
+    assert diagnosis(getattr(hidden, name), wrong) == cls
+    assert diagnosis(getattr(visible, name), wrong) == cls
+
+
+def numerical_gradient_in_float32(f, x, eps=1e-6):
+    """Right formula, but steps a float32 x in float32: the step drowns in rounding."""
+    x = x.detach().clone()
+    dx = torch.zeros(x.shape, dtype=F64)
+    for i in range(x.numel()):
+        x_i = x.view(-1)[i].item()
+        x.view(-1)[i] = x_i + eps
+        f_plus = float(f(x))
+        x.view(-1)[i] = x_i - eps
+        f_minus = float(f(x))
+        x.view(-1)[i] = x_i
+        dx.view(-1)[i] = (f_plus - f_minus) / (2 * eps)
+    return dx
+
+
+def test_a_float32_input_is_named(seeded):
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        with pytest.raises(GradingFailure, match="arrives as torch.float32") as info:
+            check(numerical_gradient_in_float32)
+        assert info.value.cls == "wrong-values"
+
+
+def test_a_changed_caller_x_is_named(solution, seeded):
+    def leaves_x_changed(f, x, eps=1e-6):
+        dx = solution["numerical_gradient"](f, x, eps)
+        x.view(-1)[0] += 1.0  # a stray in-place edit after the work is done
+        return dx
+
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        with pytest.raises(GradingFailure, match="changed the caller's x"):
+            check(leaves_x_changed)
+
+
+def test_an_x_restored_by_arithmetic_passes(seeded):
+    """x + ε − 2ε + ε can differ from x by an ulp: harmless, and not reported as a change."""
+    def in_place(f, x, eps=1e-6):
+        dx = torch.zeros(x.shape, dtype=F64)
+        flat = x.view(-1)
+        for i in range(flat.numel()):
+            flat[i] += eps
+            f_plus = float(f(x))
+            flat[i] -= 2 * eps
+            f_minus = float(f(x))
+            flat[i] += eps
+            dx.view(-1)[i] = (f_plus - f_minus) / (2 * eps)
+        return dx
+
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        # Every float64 case passes; only the float32 x fails, where the in-place steps drown in rounding.
+        with pytest.raises(GradingFailure, match="given in float32"):
+            check(in_place)
+
+
+def test_a_forgotten_softmax_is_named(seeded):
+    def no_softmax(x, W, b, target):
+        z = x @ W + b
+        dz = (z - torch.nn.functional.one_hot(target, W.shape[1])) / x.shape[0]
+        return dz @ W.T, x.T @ dz, dz.sum(dim=0)
+
+    with pytest.raises(GradingFailure, match="in place of softmax"):
+        hidden.linear_softmax_ce_backward(no_softmax)
+
+
+def keepdim_db(solution_fn):
+    def backward(x, W, b, target):
+        dx, dW, db = solution_fn(x, W, b, target)
+        return dx, dW, db[None, :]  # (1, C): a kept size-1 axis, not a kept batch axis
+    return backward
+
+
+def test_keepdim_db_is_shape_not_batch_reduction(solution, seeded):
+    fn = keepdim_db(solution["linear_softmax_ce_backward"])
+    assert diagnosis(hidden.linear_softmax_ce_backward, fn) == "shape"
+    assert diagnosis(visible.linear_softmax_ce_backward, fn) == "shape"
+
+
+def test_a_transposed_dW_is_seen_with_a_square_W_alone(solution):
+    """With K == C a transposed W̄ has the right shape; the values still give it away."""
+    def transposed(x, W, b, target):
+        dx, dW, db = solution["linear_softmax_ce_backward"](x, W, b, target)
+        return dx, dW.T, db
+
+    gen = torch.Generator().manual_seed(3)
+    with pytest.raises(GradingFailure) as info:
+        check_lsce(transposed, [lsce_case(gen, 1, 4, 4), lsce_case(gen, 7, 4, 4)])
+    assert info.value.cls == "transpose" and "shape" not in info.value.sentence.split(":")[0]
+
+
+def test_autograd_inside_the_backward_is_refused():
+    def with_autograd(x, W, b, target):
+        return lsce_reference(x, W, b, target)
+
+    assert diagnosis(hidden.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"
+    assert diagnosis(visible.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"
