@@ -10,6 +10,9 @@ c.CourseDirectory.db_assignments = [
     {"name": "01_matmul_from_shapes"},
     {"name": "02_softmax_collapse"},
     {"name": "03_triton_fused_softmax"},
+    {"name": "04_layernorm"},
+    {"name": "05_attention_recompute"},
+    {"name": "06_topk_routing"},
 ]
 # Python caches and checkpoints never belong in a release or a submission.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

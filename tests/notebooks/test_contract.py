@@ -16,6 +16,15 @@ CONTRACT = {
     "01_matmul_from_shapes": ["linear_backward", "linear_bias_backward", "reduce_to_shape"],
     "02_softmax_collapse": ["softmax_jacobian", "softmax_backward", "softmax_cross_entropy_backward"],
     "03_triton_fused_softmax": ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"],
+    "04_layernorm": ["layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm"],
+    "05_attention_recompute": [
+        "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
+        "RecomputeAttention", "recompute_attention", "attention_delta_kernel",
+    ],
+    "06_topk_routing": [
+        "topk_backward", "embedding_backward", "relu_backward", "maxpool1d_backward", "dropout_backward",
+        "moe_gate_backward", "scatter_add_kernel",
+    ],
 }
 PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
 
