@@ -156,9 +156,9 @@ def slugs(requested: list[str]) -> list[str]:
 
 
 def _comparable(nb_text: str) -> list:
-    """Cells without outputs: what the text twin decides."""
+    """Cells without outputs or counts: what the text twin decides (execution fills in the rest)."""
     nb = json.loads(nb_text)
-    return [{k: v for k, v in cell.items() if k != "outputs"} for cell in nb["cells"]] + [nb["metadata"]]
+    return [{k: v for k, v in cell.items() if k not in ("outputs", "execution_count")} for cell in nb["cells"]] + [nb["metadata"]]
 
 
 def main(argv: list[str] | None = None) -> int:

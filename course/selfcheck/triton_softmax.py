@@ -1,17 +1,658 @@
-"""Checks for notebook triton_softmax (placeholder: being written)."""
+"""Visible checks for 03_triton_fused_softmax: the two kernels, ``TritonSoftmax`` and ``triton_softmax``.
+
+How a kernel is checked. Every row is placed inside a wider buffer: rows sit more than
+BLOCK elements apart, and the columns after each row hold NaN, as memory after a row may
+hold anything. The output buffer is filled with a sentinel. The kernel is launched on
+views of those buffers with grid (n_rows,), and then
+
+- the first n_cols columns of each output row must match the reference;
+- the output padding must still hold the sentinel (an unmasked store writes into it);
+- the input buffers must be unchanged.
+
+When the values are wrong, the kernel runs once more on padding that an unmasked load
+cannot hurt (−inf for the forward, 0 for the backward). If that run is right, the bug is a
+missing load mask, and the message says so and where.
+
+``TritonSoftmax`` and ``triton_softmax`` launch the student's kernels, so their checks first
+run a quick check of the kernels they find by name in the student's namespace: a kernel
+bug is then reported as that kernel's bug, with its own class, instead of as garbage
+further down. ``TritonSoftmax`` must save y and nothing else, and its backward must not
+call autograd.
+
+References are ``torch.softmax`` and torch's own autograd; this module holds no kernel.
+Hidden checks (``autograder.check.triton_softmax``) reuse this machinery on random inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..diagnose import Alternative, GradingFailure, call_student, diagnose, forbid_autograd, graded, relative_error, where_mismatch
+
+F32, F64 = torch.float32, torch.float64
+TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
+SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
+SEED = 303
 
 
-def softmax_fwd_kernel(kernel):
-    raise NotImplementedError
+def device() -> torch.device:
+    """Where the kernels run: CUDA when course picked it, else the CPU (Triton's interpreter)."""
+    from .. import DEVICE
+
+    return DEVICE
 
 
-def softmax_bwd_kernel(kernel):
-    raise NotImplementedError
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two ≥ n: the width of the block a row is loaded into."""
+    return 1 << max(n - 1, 0).bit_length()
 
 
-def TritonSoftmax(cls):  # noqa: N802 — named after the exercise it checks
-    raise NotImplementedError
+@contextmanager
+def quiet():
+    """Silence warnings while student code runs: nbgrader zeroes a test cell that writes to stderr.
+
+    Triton's interpreter runs kernels with numpy, which warns about NaN and overflow.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
-def triton_softmax(fn):
-    raise NotImplementedError
+# ---------------------------------------------------------------------------
+# Calling student code that Triton wraps
+
+
+def _inner(exc: BaseException) -> BaseException:
+    """What a kernel itself raised: Triton's interpreter wraps it in an InterpreterError."""
+    while type(exc).__module__.startswith("triton") and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def unwrapped(fn: Callable) -> Callable:
+    """``fn``, except that an error inside a kernel comes out as the student's own exception.
+
+    A kernel still holding its stub raises ``course.todo()`` in the interpreter, and fails to
+    compile on a GPU (Triton cannot compile ``raise``): both come out as NotImplementedError,
+    which ``call_student`` reports as ``not-implemented``.
+    """
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            inner = _inner(exc)
+            if not isinstance(inner, NotImplementedError) and "course.todo()" in str(exc):
+                raise NotImplementedError(str(exc)) from None
+            if inner is not exc:
+                raise inner from None
+            raise
+
+    return run
+
+
+def run_student(name: str, fn: Callable, *args, **kwargs):
+    """``call_student`` without the autograd guard, on a function whose kernels Triton may wrap."""
+    with quiet():
+        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
+
+
+def _is_kernel(obj) -> bool:
+    return hasattr(obj, "__getitem__") and hasattr(obj, "run")
+
+
+# ---------------------------------------------------------------------------
+# Named bugs
+
+
+def forward_alternatives(x: torch.Tensor, block: int) -> list[Alternative]:
+    """Named wrong versions of y = softmax(x) over rows, for a kernel with a ``block``-wide tile."""
+    x = x.to(F64)
+    n = x.shape[-1]
+    m = x.max(dim=-1, keepdim=True).values
+    e = torch.exp(x - m)
+    alts = [
+        Alternative("wrong-values", "y is exp(x − m) without the division by ℓ = Σ exp(x − m): every row "
+                    "must sum to 1.", e),
+        Alternative("wrong-values", "y is log-softmax, x − m − log ℓ: take exp(x − m) and divide by ℓ.",
+                    x - m - torch.log(e.sum(dim=-1, keepdim=True))),
+    ]
+    if block > n:
+        # A masked load that fills the tail with 0: m becomes max(m, 0) and each tail lane adds exp(0 − m) to ℓ.
+        m0 = torch.clamp(m, min=0.0)
+        e0 = torch.exp(x - m0)
+        ell0 = e0.sum(dim=-1, keepdim=True) + (block - n) * torch.exp(-m0)
+        alts.append(Alternative(
+            "wrong-values",
+            f"y counts the {block - n} masked-off lanes of each block in the row sum: a masked load fills them "
+            "with `other` (0 when none is given), and exp(0 − m) is not 0. Load with other=-float('inf'), so "
+            "they add exp(−inf) = 0 to ℓ and nothing to the max.", e0 / ell0))
+    return alts
+
+
+def backward_alternatives(y: torch.Tensor, dy: torch.Tensor) -> list[Alternative]:
+    """Named wrong versions of x̄ = y ⊙ (ȳ − s) with s = ⟨y, ȳ⟩ per row."""
+    y, dy = y.to(F64), dy.to(F64)
+    hub = torch.einsum("...n,...n->...", y, dy).unsqueeze(-1)  # s, one per row
+    dy_total = dy.sum(dim=-1, keepdim=True)
+    return [
+        Alternative("wrong-values", "dx is y ⊙ ȳ: the −s term is missing. Every input moves every output "
+                    "through the normalisation, which is what s = ⟨y, ȳ⟩ = Σ y·ȳ collects.", y * dy),
+        Alternative("wrong-values", "dx uses s = Σ ȳ; the hub is s = ⟨y, ȳ⟩ = Σ y·ȳ over the row.",
+                    y * (dy - dy_total)),
+        Alternative("wrong-values", "dx is ȳ − s: the factor y in front is missing, x̄ = y ⊙ (ȳ − s).",
+                    dy - hub),
+        Alternative("wrong-values", "dx is ȳ ⊙ (y − s): y and ȳ swapped roles. DY_ptr is ȳ and Y_ptr is y.",
+                    dy * (y - hub)),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Kernels
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """The fixed signature of one exercise kernel: its pointers, then their row strides, then n_cols."""
+
+    name: str
+    inputs: tuple[str, ...]  # pointer names of the inputs, in argument order
+    output: str  # pointer name of the output
+    result: str  # what the output is called in messages
+    neutral: float  # padding an unmasked load cannot hurt
+    other: str  # the `other` that makes a masked load harmless, and why
+    part: str
+
+
+FWD = KernelSpec("softmax_fwd_kernel", ("X",), "Y", "y", -math.inf,
+                 "other=-float('inf'): it adds nothing to the max or the sum", "Part A")
+BWD = KernelSpec("softmax_bwd_kernel", ("DY", "Y"), "DX", "dx", 0.0, "other=0.0: it adds nothing to s", "Part B")
+
+
+@dataclass
+class KernelCase:
+    """One launch: inputs (float64 values, each (n_rows, n_cols)), the dtype to run in, the answer."""
+
+    inputs: tuple[torch.Tensor, ...]
+    dtype: torch.dtype
+    expected: torch.Tensor
+    alternatives: list[Alternative] = field(default_factory=list)
+    large: bool = False  # logits large enough that exp overflows without the max shift
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.inputs[0].shape)
+
+
+@dataclass
+class Launch:
+    got: torch.Tensor  # the first n_cols columns of each output row, float64 on the CPU
+    wrote_padding: bool
+    touched_inputs: list[str]
+    strides: dict[str, int]
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def launch(spec: KernelSpec, kernel, case: KernelCase, pad: float) -> Launch:
+    """Run ``kernel`` on ``case`` with rows inside wider buffers whose padding holds ``pad``."""
+    rows, n = case.shape
+    block = pow2_at_least(n)
+    dev = device()
+    buffers, views, strides = [], [], {}
+    for i, (ptr, values) in enumerate(zip(spec.inputs, case.inputs)):
+        buf = torch.full((rows, block + 3 + 2 * i), pad, dtype=case.dtype, device=dev)  # odd strides
+        buf[:, :n] = values.to(dev, case.dtype)
+        buffers.append(buf)
+        views.append(buf[:, :n])
+        strides[ptr] = buf.stride(0)
+    out = torch.full((rows, block + 2), SENTINEL, dtype=case.dtype, device=dev)  # an even stride, unlike the inputs
+    strides[spec.output] = out.stride(0)
+    before = [b.clone() for b in buffers]
+    args = [*views, out[:, :n], *(v.stride(0) for v in views), out.stride(0), n]
+    run_student(spec.name, lambda: kernel[(rows,)](*args, BLOCK=block))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    touched = [f"{ptr}_ptr" for ptr, b, b0 in zip(spec.inputs, buffers, before) if not _same(b, b0)]
+    wrote_padding = bool((out[:, n:] != SENTINEL).any())
+    return Launch(out[:, :n].detach().to("cpu", F64), wrote_padding, touched, strides)
+
+
+def _describe(spec: KernelSpec, case: KernelCase, strides: dict[str, int]) -> str:
+    rows, n = case.shape
+    apart = ", ".join(f"{ptr} rows {s} apart" for ptr, s in strides.items())
+    return f"{rows} row(s) of n_cols = {n}, BLOCK = {pow2_at_least(n)}, {str(case.dtype).removeprefix('torch.')}; {apart}"
+
+
+def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
+    """Launch ``kernel`` on one case and raise a GradingFailure that says what is wrong and where."""
+    rows, n = case.shape
+    block = pow2_at_least(n)
+    tol = TOL[case.dtype]
+    first = launch(spec, kernel, case, math.nan)
+    label = _describe(spec, case, first.strides)
+    if first.touched_inputs:
+        raise GradingFailure(
+            "wrong-values",
+            f"{spec.name} wrote into its input {', '.join(first.touched_inputs)}: an input is read-only; "
+            f"store {spec.result} through {spec.output}_ptr.", f"inputs: {label}")
+    failure = diagnose(spec.result, first.got, case.expected, tol=tol, alternatives=case.alternatives, case=label)
+    if failure is None:
+        if first.wrote_padding:
+            raise GradingFailure(
+                "wrong-values",
+                f"{spec.name} writes past the end of each row: it stores all BLOCK = {block} lanes, but a row has "
+                f"only n_cols = {n}; the other {block - n} land on memory that belongs to something else (the next "
+                "row, or another tensor).",
+                f"columns ≥ {n} of each row: the store needs mask=cols < n_cols\ninputs: {label}")
+        return
+
+    # Wrong values. Padding that an unmasked load cannot hurt tells a missing load mask apart.
+    second = launch(spec, kernel, case, spec.neutral)
+    if diagnose(spec.result, second.got, case.expected, tol=tol) is None:
+        needs = "the load and the store need" if (first.wrote_padding or second.wrote_padding) else "the load needs"
+        cls = "non-finite" if not bool(torch.isfinite(first.got).all()) else "wrong-values"
+        raise GradingFailure(
+            cls,
+            f"{spec.name} reads past the end of each row: lanes {n}…{block - 1} of the block are not part of a row "
+            f"of n_cols = {n}, and what they read (NaN here, as memory after a row may hold anything) reached "
+            f"{spec.result}.",
+            f"columns ≥ {n} of each row: {needs} mask=cols < n_cols, with {spec.other}\n"
+            + where_mismatch(spec.result, first.got, case.expected, label))
+    finite = bool(torch.isfinite(first.got).all())
+    if case.large and not finite:
+        biggest = case.inputs[0].abs().max().item()
+        raise GradingFailure(
+            "non-finite",
+            f"{spec.result} is NaN or inf for large inputs (|x| up to {biggest:.0f} here): exp overflows float32 "
+            "above x ≈ 88. Subtract the row max before tl.exp: softmax(x) = softmax(x − max x), and the shift "
+            "costs nothing in the backward.", f"inputs: {label}")
+    if rows > 1:
+        row0 = diagnose(spec.result, first.got[:1], case.expected[:1], tol=tol)
+        if row0 is None:
+            stride_names = " and ".join(f"{p.lower()}_row_stride" for p in (*spec.inputs, spec.output))
+            raise GradingFailure(
+                "wrong-values",
+                f"{spec.result} is right on row 0 and wrong after it: each program handles row tl.program_id(0), "
+                f"which starts at row · stride — with {stride_names}, not n_cols. The rows here sit inside wider "
+                f"buffers, as rows of a slice do, so n_cols ({n}) is not the distance between them.",
+                where_mismatch(spec.result, first.got, case.expected, label))
+    err = relative_error(first.got, case.expected)
+    if case.dtype == F64 and finite and err < 1e-5 and failure.cls == "wrong-values":
+        raise GradingFailure(
+            "wrong-values",
+            f"{spec.result} is right only to about float32 precision (relative error {err:.1e}) for a float64 input: "
+            "part of the kernel computes in float32. Keep the loaded dtype — the float64 gradcheck needs float64 "
+            "all the way.", where_mismatch(spec.result, first.got, case.expected, label))
+    raise failure
+
+
+def check_kernel(spec: KernelSpec, kernel, cases: Sequence[KernelCase]) -> None:
+    """Run every case; the first failure is raised."""
+    if not _is_kernel(kernel):
+        if callable(kernel):
+            raise GradingFailure("error", f"{spec.name} is not a Triton kernel: keep the @triton.jit line above its def.")
+        raise GradingFailure("error", f"{spec.name} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+    for case in cases:
+        check_kernel_case(spec, kernel, case)
+
+
+def forward_case(x: torch.Tensor, dtype: torch.dtype, reference: Callable, large: bool = False) -> KernelCase:
+    """A forward-kernel case for rows ``x`` (float64), answered by ``reference(x)``."""
+    return KernelCase((x,), dtype, reference(x), forward_alternatives(x, pow2_at_least(x.shape[-1])), large)
+
+
+def backward_case(y: torch.Tensor, dy: torch.Tensor, dtype: torch.dtype, reference: Callable) -> KernelCase:
+    """A backward-kernel case: upstream gradient ``dy`` and forward output ``y``, answered by ``reference(y, dy)``."""
+    return KernelCase((dy, y), dtype, reference(y, dy), backward_alternatives(y, dy))
+
+
+# ---------------------------------------------------------------------------
+# The exercises that launch the kernels
+
+
+def require_kernels(owner: str, namespace: dict) -> None:
+    """Check the kernels ``owner`` launches (found by name in its namespace) before checking ``owner``."""
+    gen = torch.Generator().manual_seed(SEED + 7)
+    x = torch.randn(3, 10, generator=gen, dtype=F64)
+    y = torch.softmax(x, dim=-1)
+    dy = torch.randn(3, 10, generator=gen, dtype=F64)
+    quick = {
+        FWD: [forward_case(x, F64, _autograd_forward)],
+        BWD: [backward_case(y, dy, F64, lambda y, dy: _autograd_backward(x, dy))],
+    }
+    for spec, cases in quick.items():
+        kernel = namespace.get(spec.name)
+        if kernel is None or not _is_kernel(kernel):
+            continue
+        try:
+            check_kernel(spec, kernel, cases)
+        except GradingFailure as failure:
+            if failure.cls == "not-implemented":
+                sentence = f"{owner} launches {spec.name}, which is not written yet: finish {spec.part} first."
+            else:
+                sentence = f"{owner} launches {spec.name}, which fails its own check ({spec.part}) — fix it first: {failure.sentence}"
+            raise GradingFailure(failure.cls, sentence, failure.where) from None
+
+
+def _namespace_of(obj) -> dict:
+    """The global namespace a student's function or class was defined in (the notebook's)."""
+    for fn in (getattr(obj, "forward", None), getattr(obj, "backward", None), obj):
+        namespace = getattr(fn, "__globals__", None)
+        if isinstance(namespace, dict):
+            return namespace
+    return {}
+
+
+@dataclass
+class ClassCase:
+    """Inputs for TritonSoftmax: x of shape (n_rows, n_cols) and ȳ, float64 values, run in ``dtype``."""
+
+    x: torch.Tensor
+    dy: torch.Tensor
+    dtype: torch.dtype
+
+    @property
+    def label(self) -> str:
+        return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}"
+
+
+def _guarded(name: str, cls: type, used: list) -> type:
+    """A subclass of the student's Function whose backward may not call autograd (recorded in ``used``)."""
+
+    def backward(ctx, *grads):
+        with forbid_autograd(f"{name}.backward") as tried:
+            try:
+                return cls.backward(ctx, *grads)
+            finally:
+                used.extend(tried)
+
+    return type(cls.__name__, (cls,), {"backward": staticmethod(backward), "__module__": cls.__module__})
+
+
+def _autograd_in_backward(name: str, used: list) -> GradingFailure:
+    return GradingFailure(
+        "autograd-in-backward",
+        f"{name}.backward called {used[0]}: launch softmax_bwd_kernel on ȳ and the saved y instead — "
+        "the point of the exercise is a backward written by hand.")
+
+
+def _transposed(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t`` (n_rows, n_cols), laid out column by column: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+def _check_saved(name: str, packed: list, x: torch.Tensor, y: torch.Tensor, label: str) -> None:
+    node = y.grad_fn
+    stashed = [k for k, v in vars(node).items() if isinstance(v, torch.Tensor)] if hasattr(node, "__dict__") else []
+
+    def what(t: torch.Tensor) -> str:
+        flat = t.detach().reshape(-1)
+        for tag, ref in (("y", y), ("x", x)):
+            if flat.numel() == ref.numel() and torch.equal(flat.to(ref.dtype), ref.detach().reshape(-1)):
+                return tag
+        return f"a {tuple(t.shape)} tensor"
+
+    if stashed:
+        raise GradingFailure(
+            "wrong-values",
+            f"TritonSoftmax must save y only, with ctx.save_for_backward(y), but it stores the tensor(s) "
+            f"{', '.join('ctx.' + k for k in stashed)} on ctx as attributes. Only ctx.save_for_backward lets autograd "
+            "check that a saved tensor was not modified in place before the backward.", f"inputs: {label}")
+    kinds = [what(t) for t in packed]
+    if kinds == ["y"]:
+        return
+    if not kinds:
+        said = "saves nothing with ctx.save_for_backward"
+    else:
+        said = f"saves {len(kinds)} tensor(s) ({', '.join(kinds)})"
+    raise GradingFailure(
+        "wrong-values",
+        f"TritonSoftmax must save y only: it {said}. The backward x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩) is written in terms "
+        "of the output, so y is all it needs; anything more is N more elements per row kept alive and read back.",
+        f"inputs: {label}")
+
+
+def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *, gradcheck_x: torch.Tensor | None = None) -> None:
+    """Check an autograd.Function over (n_rows, n_cols) inputs: values, what it saves, its backward."""
+    name = "TritonSoftmax"
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
+                             f"(it is a {type(cls).__name__}): run the cell that defines it.")
+    require_kernels(name, _namespace_of(cls))
+    used: list[str] = []
+    guarded = _guarded(name, cls, used)
+    dev = device()
+    for case in cases:
+        y_ref, dx_ref = reference(case.x, case.dy)
+        tol = TOL[case.dtype]
+        x = case.x.to(dev, case.dtype).requires_grad_(True)
+        packed: list[torch.Tensor] = []
+
+        def pack(t):
+            packed.append(t)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = run_student(name, guarded.apply, x)
+        failure = diagnose("y", y, y_ref, tol=tol, alternatives=forward_alternatives(case.x, case.x.shape[-1]),
+                           case=case.label, of="x")
+        if failure is not None:
+            raise failure
+        if y.grad_fn is None:
+            raise GradingFailure("error", f"{name}.apply(x) returned a tensor with no autograd history: return the y "
+                                 "that forward creates, and call it as TritonSoftmax.apply(x).")
+        _check_saved(name, packed, x, y, case.label)
+        variants = [("contiguous", case.dy.to(dev, case.dtype))]
+        if min(case.x.shape) > 1:
+            variants.append(("transposed view", _transposed(case.dy.to(dev, case.dtype))))
+        for layout, dy in variants:
+            dx = run_student(name, lambda: torch.autograd.grad(y, x, dy, retain_graph=True)[0])
+            if used:
+                raise _autograd_in_backward(name, used)
+            label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
+            failure = diagnose("dx", dx, dx_ref, tol=tol, alternatives=backward_alternatives(y_ref, case.dy),
+                               case=label, of="x")
+            if failure is None:
+                continue
+            if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
+                raise GradingFailure(
+                    "wrong-values",
+                    f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
+                    "autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand after .sum()), "
+                    "and the kernel steps along a row one element at a time. Call dy.contiguous() before launching.",
+                    failure.where)
+            raise failure
+    if gradcheck_x is not None:
+        x = gradcheck_x.to(dev, F64).requires_grad_(True)
+        with quiet():
+            ok = run_student(name, lambda: torch.autograd.gradcheck(guarded.apply, (x,), raise_exception=False))
+        if used:
+            raise _autograd_in_backward(name, used)
+        if not ok:
+            raise GradingFailure(
+                "wrong-values",
+                f"torch.autograd.gradcheck (float64, central differences) disagrees with {name}'s backward.",
+                f"inputs: x {tuple(x.shape)}, float64")
+
+
+@dataclass
+class FunctionCase:
+    """Inputs for triton_softmax: x of any shape and ȳ, float64 values, run in ``dtype``.
+
+    With ``transposed`` the input is a non-contiguous view (same values, columns adjacent in memory).
+    """
+
+    x: torch.Tensor
+    dy: torch.Tensor
+    dtype: torch.dtype
+    transposed: bool = False
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        layout = ", a transposed (non-contiguous) view" if self.transposed else ""
+        note = f" ({self.note})" if self.note else ""
+        return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}{layout}{note}"
+
+
+def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
+    """Named wrong versions of softmax over the last axis of ``x``: another axis, or the rows' shape."""
+    alts = []
+    for d in range(x.ndim - 1):  # a softmax over an axis of size 1 is all ones: that is named too
+        alts.append(Alternative(
+            "broadcast-axis",
+            f"y is a softmax over axis {d} of x, not over the last axis: the rows are the last dimension — "
+            "x.reshape(-1, x.shape[-1]) lines them up.", torch.softmax(x.to(F64), dim=d)))
+    if x.ndim != 2:
+        alts.append(Alternative(
+            "shape", "y has the shape of the rows, (n_rows, N), not the shape of x: give the result x's shape "
+            "back (.view(x.shape)).", torch.softmax(x.to(F64), dim=-1).reshape(-1, x.shape[-1])))
+    return alts
+
+
+def _custom_function_in_graph(y: torch.Tensor) -> bool:
+    """Whether y's autograd graph runs through a custom torch.autograd.Function."""
+    seen, todo = set(), [y.grad_fn]
+    while todo and len(seen) < 200:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        todo.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+    return False
+
+
+def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callable) -> None:
+    """Check ``fn(x)`` = softmax over the last dim of any-rank x, forward and backward, through TritonSoftmax."""
+    name = "triton_softmax"
+    if not callable(fn):
+        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    require_kernels(name, _namespace_of(fn))
+    dev = device()
+    for case in cases:
+        y_ref, dx_ref = reference(case.x, case.dy)
+        tol = TOL[case.dtype]
+        if case.transposed:  # a non-leaf view whose columns are adjacent in memory
+            x = case.x.mT.contiguous().to(dev, case.dtype).requires_grad_(True).mT
+        else:
+            x = case.x.to(dev, case.dtype).requires_grad_(True)
+        kept = x.detach().clone()
+        y = run_student(name, fn, x)
+        failure = diagnose("y", y, y_ref, tol=tol, alternatives=_function_alternatives(case.x), case=case.label, of="x")
+        if failure is not None and case.transposed and failure.cls != "shape":  # the contiguous cases passed
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} is right for contiguous inputs and wrong for a transposed view: the kernel steps along a "
+                "row one element at a time, so each row must be contiguous. x.reshape(-1, N) keeps a view when it "
+                "can — add .contiguous().", failure.where)
+        if failure is not None:
+            raise failure
+        if not torch.equal(x.detach(), kept):
+            raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
+                                 f"inputs: {case.label}")
+        if not _custom_function_in_graph(y):
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} must run your kernels through TritonSoftmax.apply, but its result's autograd graph holds no "
+                "custom Function (was it torch.softmax?).", f"inputs: {case.label}")
+        dy = case.dy.to(dev, case.dtype)
+        dx = run_student(name, lambda: torch.autograd.grad(y, x, dy)[0])
+        failure = diagnose("dx", dx, dx_ref, tol=tol, alternatives=backward_alternatives(y_ref, case.dy),
+                           case=case.label, of="x")
+        if failure is not None:
+            raise failure
+
+
+# ---------------------------------------------------------------------------
+# The visible checks: fixed inputs, torch's softmax and autograd as the reference
+
+
+def _autograd_forward(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.to(F64), dim=-1)
+
+
+def _autograd_backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    leaf = x.detach().to(F64).requires_grad_(True)
+    return torch.autograd.grad(torch.softmax(leaf, dim=-1), leaf, dy.to(F64))[0]
+
+
+def _autograd_both(x: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _autograd_forward(x), _autograd_backward(x, dy)
+
+
+def _gen(salt: int) -> torch.Generator:
+    return torch.Generator().manual_seed(SEED + salt)
+
+
+# (n_rows, n_cols, dtype): batch 1 first, rows that are not a power of two.
+VISIBLE_KERNEL_SHAPES = [(1, 5, F32), (7, 13, F32), (7, 13, F64)]
+
+
+@graded
+def softmax_fwd_kernel(kernel) -> None:
+    """Launch the forward kernel on rows inside wider NaN-padded buffers; compare with torch.softmax."""
+    gen = _gen(1)
+    cases = [forward_case(torch.randn(r, n, generator=gen, dtype=F64), dt, _autograd_forward)
+             for r, n, dt in VISIBLE_KERNEL_SHAPES]
+    large = torch.randn(3, 10, generator=gen, dtype=F64) * 30 + 100  # exp(x) overflows float32 without the max shift
+    cases.append(forward_case(large, F32, _autograd_forward, large=True))
+    check_kernel(FWD, kernel, cases)
+    print("✓ softmax_fwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
+          "float32 and float64, large logits)")
+
+
+@graded
+def softmax_bwd_kernel(kernel) -> None:
+    """Launch the backward kernel on rows inside wider NaN-padded buffers; compare with torch's autograd."""
+    gen = _gen(2)
+    cases = []
+    for r, n, dt in VISIBLE_KERNEL_SHAPES:
+        x = torch.randn(r, n, generator=gen, dtype=F64)
+        dy = torch.randn(r, n, generator=gen, dtype=F64)
+        cases.append(backward_case(torch.softmax(x, dim=-1), dy, dt, lambda y, dy, x=x: _autograd_backward(x, dy)))
+    check_kernel(BWD, kernel, cases)
+    print("✓ softmax_bwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
+          "float32 and float64)")
+
+
+@graded
+def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it checks
+    """Forward and backward through autograd, y saved alone, ȳ contiguous or not, no autograd in backward."""
+    gen = _gen(3)
+    cases = [ClassCase(torch.randn(r, n, generator=gen, dtype=F64), torch.randn(r, n, generator=gen, dtype=F64), dt)
+             for r, n, dt in [(1, 6, F64), (7, 13, F64), (7, 13, F32)]]
+    check_function_class(cls, cases, _autograd_both)
+    print("✓ TritonSoftmax passes the visible checks (batch 1 and 7, float32 and float64, saves y only, "
+          "ȳ contiguous or a transposed view)")
+
+
+@graded
+def triton_softmax(fn) -> None:
+    """Softmax over the last dim of 1-D to 3-D inputs, a transposed view and a row of 3000, with its gradient."""
+    gen = _gen(4)
+    cases = []
+    for shape, dt, transposed, note in [
+        ((9,), F64, False, "1-D"),
+        ((1, 11), F64, False, "batch 1"),
+        ((7, 11), F64, False, "batch 7"),
+        ((2, 3, 11), F32, False, "3-D"),
+        ((5, 9), F64, True, ""),
+        ((2, 3000), F32, False, "long rows"),
+    ]:
+        x = torch.randn(shape, generator=gen, dtype=F64)
+        cases.append(FunctionCase(x, torch.randn(shape, generator=gen, dtype=F64), dt, transposed, note))
+    check_softmax_function(fn, cases, _autograd_both)
+    print("✓ triton_softmax passes the visible checks (1-D, 2-D, 3-D, a transposed view, rows of 3000, "
+          "float32 and float64, with gradients)")

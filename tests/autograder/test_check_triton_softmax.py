@@ -1,0 +1,215 @@
+"""Checks for 03_triton_fused_softmax: the solutions pass, every bug is caught and named.
+
+The kernels run in Triton's interpreter on the CPU (``import course`` turns it on), so sizes
+stay small. Each mutant must get its expected class from the hidden check and fail the
+visible one too; the stubs must read ``not-implemented``; a few more bugs, each one the
+visible and hidden checks should name in words, are written out below.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import autograder.check as hidden
+import course.selfcheck as visible
+from autograder.submissions import Mutant, mutants
+from course.diagnose import GradingFailure
+from tests.support import mutant_functions, solutions
+
+SLUG = "03_triton_fused_softmax"
+EXERCISES = ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"]
+MUTANTS = mutants(SLUG)
+
+
+@pytest.fixture(scope="module")
+def solved() -> dict:
+    return solutions(SLUG)
+
+
+def failure_of(check, fn) -> GradingFailure:
+    with pytest.raises(GradingFailure) as info:
+        check(fn)
+    return info.value
+
+
+def variant(name: str, cells: dict[str, str]) -> dict:
+    """The source solutions with some cells replaced, as a student's namespace."""
+    return mutant_functions(Mutant(Path(name), SLUG, name, "", {}, cells))
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_the_solution_passes_hidden_and_visible_checks(solved, name, capsys):
+    getattr(visible, name)(solved[name])
+    getattr(hidden, name)(solved[name])
+    out = capsys.readouterr()
+    assert out.out.count("\n") == 1 and out.out.startswith("✓"), "the visible check prints one ✓ line"
+    assert out.err == "", "a test cell that writes to stderr scores zero"
+
+
+def test_there_are_mutants_and_each_breaks_something():
+    assert 4 <= len(MUTANTS) <= 5
+    for m in MUTANTS:
+        assert m.expect and set(m.expect) <= {f"test_{e}" for e in EXERCISES}
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
+def test_each_mutant_gets_its_diagnosis(mutant, capsys):
+    ns = mutant_functions(mutant)
+    for test_id, cls in mutant.expect.items():
+        name = test_id.removeprefix("test_")
+        assert failure_of(getattr(hidden, name), ns[name]).cls == cls, f"{mutant.name}: hidden {name}"
+        failure_of(getattr(visible, name), ns[name])
+    assert capsys.readouterr().err == ""
+
+
+STUBS = {
+    "softmax_fwd_kernel": '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_fwd_kernel(X_ptr, Y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    """y = e / ℓ."""
+    # YOUR CODE HERE
+    raise course.todo()''',
+    "softmax_bwd_kernel": '''
+@triton.jit
+def softmax_bwd_kernel(DY_ptr, Y_ptr, DX_ptr, dy_row_stride, y_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
+    """x̄ = y ⊙ (ȳ − s)."""
+    # YOUR CODE HERE
+    raise course.todo()''',
+    "TritonSoftmax": '''
+class TritonSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        # YOUR CODE HERE
+        raise course.todo()
+
+    @staticmethod
+    def backward(ctx, dy):
+        # YOUR CODE HERE
+        raise course.todo()''',
+    "triton_softmax": '''
+MAX_COLS = 8192
+
+
+def triton_softmax(x):
+    # YOUR CODE HERE
+    raise course.todo()''',
+}
+
+
+def test_the_stubs_read_not_implemented():
+    ns = variant("stubs", STUBS)
+    for name in EXERCISES:
+        for check in (getattr(visible, name), getattr(hidden, name)):
+            failure = failure_of(check, ns[name])
+            assert failure.cls == "not-implemented", f"{name}: {failure}"
+
+
+def test_finished_parts_over_stub_kernels_say_which_kernel_is_missing():
+    ns = variant("stub kernels", {k: STUBS[k] for k in ("softmax_fwd_kernel", "softmax_bwd_kernel")})
+    for name in ("TritonSoftmax", "triton_softmax"):
+        failure = failure_of(getattr(visible, name), ns[name])
+        assert failure.cls == "not-implemented" and "softmax_fwd_kernel" in str(failure) and "Part A" in str(failure)
+
+
+def test_a_forward_without_its_backward_reads_not_implemented(solved):
+    forward_only = solved["TritonSoftmax"]
+    stub = variant("stub backward", {"TritonSoftmax": STUBS["TritonSoftmax"]})["TritonSoftmax"]
+    half = type("TritonSoftmax", (torch.autograd.Function,), {
+        "forward": staticmethod(forward_only.forward), "backward": staticmethod(stub.backward)})
+    for check in (visible.TritonSoftmax, hidden.TritonSoftmax):
+        assert failure_of(check, half).cls == "not-implemented"
+
+
+def _fwd_kernel(load: str, store: str = "mask=mask", shift: str = "- m", row: str = "row * x_row_stride",
+                out_row: str = "row * y_row_stride", dtype: str = "") -> str:
+    return f'''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def softmax_fwd_kernel(X_ptr, Y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(X_ptr + {row} + cols, {load}){dtype}
+    m = tl.max(x, axis=0)
+    e = tl.exp(x {shift})
+    ell = tl.sum(e, axis=0)
+    tl.store(Y_ptr + {out_row} + cols, e / ell, {store})'''
+
+
+def _bwd_kernel(store: str = "mask=mask", body: str = "y * (dy - s)") -> str:
+    return f'''
+@triton.jit
+def softmax_bwd_kernel(DY_ptr, Y_ptr, DX_ptr, dy_row_stride, y_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
+    y = tl.load(Y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
+    s = tl.sum(y * dy, axis=0)
+    tl.store(DX_ptr + row * dx_row_stride + cols, {body}, {store})'''
+
+
+MASKED = 'mask=mask, other=-float("inf")'
+
+# (exercise, replacement cells, expected class, words the message must contain)
+MORE_BUGS = {
+    "unmasked store": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(store="")}, "wrong-values",
+                       ["columns ≥", "the store needs mask=cols < n_cols"]),
+    "unmasked load": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load="")}, "non-finite",
+                      ["columns ≥", "the load needs mask=cols < n_cols"]),
+    "no max shift": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, shift="- 0.0")},
+                     "non-finite", ["row max"]),
+    "rows n_cols apart": ("softmax_fwd_kernel",
+                          {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, row="row * n_cols", out_row="row * n_cols")},
+                          "wrong-values", ["row 0", "x_row_stride"]),
+    "float32 inside": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, dtype=".to(tl.float32)")},
+                       "wrong-values", ["float32 precision"]),
+    "missing s": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * dy")}, "wrong-values", ["−s"]),
+    "kernel error": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * (dy - undefined_name)")},
+                     "error", ["NameError"]),
+    "wrong axis": ("triton_softmax", {"triton_softmax": '''
+def triton_softmax(x):
+    if x.ndim == 1:
+        return TritonSoftmax.apply(x[None]).view(x.shape)
+    return TritonSoftmax.apply(x.movedim(0, -1).reshape(-1, x.shape[0]).contiguous()).view(
+        x.movedim(0, -1).shape).movedim(-1, 0)'''}, "broadcast-axis", ["axis 0"]),
+    "saves x only": ("TritonSoftmax", {"TritonSoftmax": '''
+class TritonSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.empty_like(x)
+        softmax_fwd_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        ctx.save_for_backward(x)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        y = torch.empty_like(x)
+        softmax_fwd_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+        dy = dy.contiguous()
+        dx = torch.empty_like(y)
+        softmax_bwd_kernel[(x.shape[0],)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), x.shape[1],
+                                          BLOCK=triton.next_power_of_2(x.shape[1]))
+        return dx'''}, "wrong-values", ["save y only", "(x)"]),
+}
+
+
+@pytest.mark.parametrize("bug", list(MORE_BUGS))
+def test_more_bugs_are_named(bug, capsys):
+    name, cells, cls, words = MORE_BUGS[bug]
+    ns = variant(bug, cells)
+    for check in (getattr(visible, name), getattr(hidden, name)):
+        failure = failure_of(check, ns[name])
+        assert failure.cls == cls, f"{bug}: {failure}"
+        for word in words:
+            assert word in str(failure), f"{bug}: {word!r} not in {failure}"
+    assert capsys.readouterr().err == ""
