@@ -1,0 +1,315 @@
+"""The checks of 01_matmul_from_shapes: the solution passes, each mutant gets its diagnosis, and every check can fail.
+
+Both the hidden checks (``autograder.check.matmul``) and the visible ones
+(``course.selfcheck.matmul``) are run on the same functions: a student must read the
+same diagnosis before submitting as after.
+"""
+
+import re
+import warnings
+
+import pytest
+import torch
+
+import autograder.check
+import autograder.check.matmul as hidden
+import course
+import course.selfcheck.matmul as visible
+from autograder.submissions import mutants
+from course.diagnose import GradingFailure, diagnose
+from tests.support import mutant_functions, solution_cells, solutions
+
+SLUG = "01_matmul_from_shapes"
+FUNCTIONS = ["linear_backward", "linear_bias_backward", "reduce_to_shape"]
+SEEDS = ["0", "1", "2"]  # hidden inputs are fresh on every run; these replay three of them
+SOLUTION = solutions(SLUG)
+MUTANTS = mutants(SLUG)
+F64 = torch.float64
+
+# The bug classes each exercise must have a mutant for (the issue's list, where it applies).
+REQUIRED = {
+    "linear_backward": {"transpose", "batch-reduction", "sign", "scale", "shape"},
+    "linear_bias_backward": {"transpose", "batch-reduction", "sign", "scale", "shape", "broadcast-axis"},
+    "reduce_to_shape": {"batch-reduction", "scale", "shape", "broadcast-axis"},
+}
+
+
+@pytest.fixture(params=SEEDS)
+def seed(request, monkeypatch):
+    """Three replayable hidden draws, where a diagnosis must hold whatever the inputs."""
+    monkeypatch.setenv("AUTOGRADER_SEED", request.param)
+    return request.param
+
+
+@pytest.fixture
+def one_seed(monkeypatch):
+    """One replayable hidden draw, for the checks' own sanity tests."""
+    monkeypatch.setenv("AUTOGRADER_SEED", SEEDS[0])
+
+
+def both(name: str):
+    return [getattr(hidden, name), getattr(visible, name)]
+
+
+def failure_of(check, fn) -> GradingFailure:
+    with pytest.raises(GradingFailure) as info:
+        check(fn)
+    return info.value
+
+
+# ---------------------------------------------------------------------------
+# The solution
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_solution_passes_hidden_and_visible_checks_quietly(name, seed, capsys):
+    hidden_check, visible_check = both(name)
+    hidden_check(SOLUTION[name])
+    assert capsys.readouterr().out == ""
+    visible_check(SOLUTION[name])
+    out, err = capsys.readouterr()
+    assert err == "", "nbgrader scores a test cell that writes to stderr zero"
+    lines = out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"✓ {name} passes the visible checks (")
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_notebook_calls_reach_these_checks(name):
+    assert getattr(autograder.check, name) is getattr(hidden, name)
+    assert getattr(course.selfcheck, name) is getattr(visible, name)
+
+
+# ---------------------------------------------------------------------------
+# The mutants
+
+EXPECTED = [(m, test, cls) for m in MUTANTS for test, cls in m.expect.items()]
+
+
+@pytest.mark.parametrize("mutant, test, cls", EXPECTED, ids=[f"{m.name}-{t}" for m, t, _ in EXPECTED])
+def test_each_mutant_gets_its_diagnosis_from_both_checks(mutant, test, cls, seed):
+    name = test.removeprefix("test_")
+    fn = mutant_functions(mutant)[name]
+    for check in both(name):
+        failure = failure_of(check, fn)
+        assert failure.cls == cls, f"{check.__module__}: {failure}"
+        assert str(failure).startswith(f"diagnosis: {cls} — ")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_a_mutant_breaks_only_what_it_declares(mutant):
+    functions = mutant_functions(mutant)
+    for name in FUNCTIONS:
+        if f"test_{name}" not in mutant.expect:
+            for check in both(name):
+                check(functions[name])
+
+
+def test_the_mutants_cover_every_bug_class_of_every_exercise():
+    assert 1 <= len(MUTANTS) <= 6, "each mutant is a full notebook run in `make grade`: keep them few"
+    seen = {name: set() for name in FUNCTIONS}
+    for m in MUTANTS:
+        assert set(m.cells) == set(FUNCTIONS) and set(m.expect) == {f"test_{f}" for f in FUNCTIONS}
+        for test, cls in m.expect.items():
+            seen[test.removeprefix("test_")].add(cls)
+    for name, classes in REQUIRED.items():
+        assert classes <= seen[name], f"{name}: no mutant for {sorted(classes - seen[name])}"
+
+
+# ---------------------------------------------------------------------------
+# The stub, exceptions, autograd
+
+
+def released(name: str):
+    """The function as the release notebook has it: the solution region replaced by nbgrader's stub."""
+    code = re.sub(r"( *)### BEGIN SOLUTION\n.*?### END SOLUTION",
+                  lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise course.todo()",
+                  solution_cells(SLUG)[name], flags=re.S)
+    ns = {"course": course, "torch": torch}
+    exec(compile(code, f"<release {name}>", "exec"), ns)
+    return ns[name]
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_release_stub_is_not_implemented(name, one_seed):
+    for check in both(name):
+        assert failure_of(check, released(name)).cls == "not-implemented"
+
+
+def crashing_linear_backward(x, w, dy):
+    dx = dy @ w.mT
+    dw = torch.mm(x, dy)  # (B, K) @ (B, N): the inner axes do not agree
+    return dx, dw
+
+
+def test_an_exception_is_an_error_that_names_the_students_line(one_seed):
+    for check in both("linear_backward"):
+        failure = failure_of(check, crashing_linear_backward)
+        assert failure.cls == "error"
+        assert "RuntimeError" in failure.sentence
+        assert "in crashing_linear_backward" in str(failure) and "dw = torch.mm(x, dy)" in str(failure)
+
+
+def test_a_function_that_is_not_callable_is_an_error():
+    for check in both("reduce_to_shape"):
+        assert failure_of(check, None).cls == "error"
+
+
+def autograd_linear_backward(x, w, dy):
+    leaves = x.clone().requires_grad_(True), w.clone().requires_grad_(True)
+    return torch.autograd.grad(leaves[0] @ leaves[1], leaves, dy)
+
+
+def test_autograd_inside_the_backward_is_refused(one_seed):
+    for check in both("linear_backward"):
+        assert failure_of(check, autograd_linear_backward).cls == "autograd-in-backward"
+
+
+# ---------------------------------------------------------------------------
+# The checks can fail: near misses are caught
+
+
+def nudged(name: str, *, when=lambda args: True, by: float = 1e-5):
+    """The solution with one entry of its last output moved by ``by`` (relative), wherever ``when(args)``."""
+    def fn(*args):
+        out = SOLUTION[name](*args)
+        outs = list(out) if isinstance(out, tuple) else [out]
+        if when(args):
+            last = outs[-1].clone()
+            last.view(-1)[0] += by * (last.abs().max() + 1)
+            outs[-1] = last
+        return tuple(outs) if isinstance(out, tuple) else outs[0]
+    return fn
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_a_tiny_error_in_one_entry_fails(name, one_seed):
+    for check in both(name):
+        failure_of(check, nudged(name))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_zeros_fail(name):
+    def zeros(*args):
+        expected = SOLUTION[name](*args)
+        return tuple(torch.zeros_like(t) for t in expected) if isinstance(expected, tuple) else torch.zeros_like(expected)
+    for check in both(name):
+        failure_of(check, zeros)
+
+
+@pytest.mark.parametrize("name", ["linear_backward", "linear_bias_backward"])
+def test_right_only_at_batch_1_fails(name, one_seed):
+    batch_above_1 = lambda args: args[0].reshape(-1, args[0].shape[-1]).shape[0] > 1  # noqa: E731
+    for check in both(name):
+        assert failure_of(check, nudged(name, when=batch_above_1, by=0.5)).cls == "batch-reduction"
+
+
+@pytest.mark.parametrize("name", ["linear_backward", "linear_bias_backward"])
+def test_right_only_for_a_2d_input_fails(name, one_seed):
+    for check in both(name):
+        failure_of(check, nudged(name, when=lambda args: args[0].ndim > 2, by=0.5))
+
+
+def test_a_reduction_right_only_when_nothing_is_broadcast_fails(one_seed):
+    for check in both("reduce_to_shape"):
+        failure_of(check, nudged("reduce_to_shape", when=lambda args: tuple(args[0].shape) != tuple(args[1]), by=0.5))
+
+
+@pytest.mark.parametrize("name, bad", [
+    ("linear_bias_backward", lambda x, w, b, dy: (dy @ w.mT, x.reshape(-1, w.shape[0]).mT @ dy.reshape(-1, w.shape[1]),
+                                                  torch.zeros(2, 2, dtype=F64))),
+    ("reduce_to_shape", lambda grad, shape: torch.zeros(2, 2, dtype=F64) if len(shape) < 2 else grad.sum_to_size(shape)),
+])
+def test_a_result_with_too_many_axes_is_a_shape_failure_not_a_crash(name, bad):
+    for check in both(name):
+        assert failure_of(check, bad).cls == "shape"
+
+
+def test_a_correct_answer_that_warns_still_passes_and_keeps_stderr_clean(capsys):
+    def noisy(x, w, dy):
+        warnings.warn("a deprecation the student did not cause", UserWarning)
+        return SOLUTION["linear_backward"](x, w, dy)
+    for check in both("linear_backward"):
+        check(noisy)
+    assert capsys.readouterr().err == ""
+
+
+# ---------------------------------------------------------------------------
+# Inputs, references and alternatives
+
+
+def test_the_hidden_shapes_cover_what_the_contract_promises():
+    leads = [lead for lead, _, _ in hidden.LINEAR_SHAPES]
+    rows = [torch.Size(lead).numel() for lead in leads]
+    assert rows[0] == 1 and 7 in rows, "batch 1 first, then batch 7"
+    assert any(len(lead) >= 2 and torch.Size(lead).numel() > 1 for lead in leads), "a 3-D (or more) x"
+    assert any(K == N for _, K, N in hidden.LINEAR_SHAPES) and any(K != N for _, K, N in hidden.LINEAR_SHAPES)
+    assert any(torch.Size(lead).numel() == N for lead, _, N in hidden.LINEAR_SHAPES), "a square dy, for db's axis"
+    sizes = {s for lead, K, N in hidden.LINEAR_SHAPES for s in (*lead, K, N)}
+    assert any(s > 2 and s & (s - 1) for s in sizes), "non-power-of-two sizes"
+    targets = [tuple(shape) for _, shape in hidden.REDUCE_SHAPES]
+    assert tuple(hidden.REDUCE_SHAPES[0][0]) == targets[0], "the identity first (the reduction's batch 1)"
+    assert () in targets and any(isinstance(shape, torch.Size) for _, shape in hidden.REDUCE_SHAPES)
+    assert any(len(set(g)) == 1 and len(g) >= 2 and len(t) < len(g) for g, t in hidden.REDUCE_SHAPES), "a square grad"
+
+
+def test_hidden_inputs_change_with_the_seed_and_replay_with_it(monkeypatch):
+    def first_x(seed):
+        monkeypatch.setenv("AUTOGRADER_SEED", seed)
+        return hidden.linear_cases(hidden.generator("linear_backward"), bias=False)[2].args[0]
+    assert torch.equal(first_x("5"), first_x("5"))
+    assert not torch.equal(first_x("5"), first_x("6"))
+    assert first_x("5").dtype == F64
+
+
+def test_visible_inputs_are_fixed():
+    a, b = visible._linear_cases(bias=True), visible._linear_cases(bias=True)
+    assert all(torch.equal(s, t) for ca, cb in zip(a, b) for s, t in zip(ca.args, cb.args))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_the_hidden_references_agree_with_autograd(bias, one_seed):
+    reference = hidden.linear_bias_reference if bias else hidden.linear_reference
+    autograd = visible._linear_bias_reference if bias else visible._linear_reference
+    for case in hidden.linear_cases(hidden.generator("ref"), bias=bias):
+        for ours, torchs in zip(reference(*case.args), autograd(*case.args)):
+            assert ours.shape == torchs.shape and torch.allclose(ours, torchs, rtol=1e-12, atol=1e-12), case.label
+
+
+def test_the_hidden_reduction_agrees_with_autograd_and_sum_to_size(one_seed):
+    for case in hidden.reduce_cases(hidden.generator("ref")):
+        grad, shape = case.args
+        ours = hidden.reduce_reference(grad, shape)
+        assert ours.shape == tuple(shape), case.label
+        assert torch.allclose(ours, visible._reduce_reference(grad, shape), rtol=1e-12, atol=1e-12)
+        assert torch.allclose(ours, grad.sum_to_size(shape), rtol=1e-12, atol=1e-12)
+
+
+def hidden_alternatives(seed_salt: str = "alts"):
+    """(output name, expected, alternatives, case label) for every output of every hidden case."""
+    for case in hidden.linear_cases(hidden.generator(seed_salt), bias=True):
+        expected = dict(zip(("dx", "dw", "db"), hidden.linear_bias_reference(*case.args)))
+        for out, alts in visible.bias_alternatives(hidden.linear_bias_reference, *case.args).items():
+            yield out, expected[out], alts, case.label
+    for case in hidden.reduce_cases(hidden.generator(seed_salt)):
+        grad, shape = case.args
+        expected = hidden.reduce_reference(grad, shape)
+        yield "result", expected, visible.reduce_alternatives(grad, shape, expected), case.label
+
+
+def test_every_named_bug_is_diagnosed_as_itself(one_seed):
+    """Fed back as a student's answer, each alternative gets its own class: none is shadowed or ambiguous."""
+    count = 0
+    for out, expected, alts, label in hidden_alternatives():
+        for alt in alts:
+            failure = diagnose(out, alt.value, expected, alternatives=alts)
+            assert failure is not None, f"{label}: {out} alternative equals the right answer"
+            assert (failure.cls, failure.sentence) == (alt.cls, alt.sentence), f"{label}: {alt.sentence}"
+            count += 1
+    assert count > 50
+
+
+def test_the_square_cases_produce_the_bugs_only_values_can_show(one_seed):
+    """Where shapes cannot tell, an alternative must: dy @ w for a square w, dy summed over features for a square dy."""
+    named = {(out, alt.cls) for out, expected, alts, _ in hidden_alternatives() for alt in alts
+             if alt.value.shape == expected.shape}
+    assert ("dx", "transpose") in named and ("db", "broadcast-axis") in named and ("result", "broadcast-axis") in named
