@@ -13,7 +13,7 @@ LAB_PORT ?= 8888
 # Test processes: the slow parts (nbgrader round trips, notebooks) are independent.
 JOBS ?= 2
 
-.PHONY: help install lab test notebooks release grade clean
+.PHONY: help install lab test notebooks release grade bundle clean
 
 help:
 	@echo "make lab        start JupyterLab on the course (installs first if needed)"
@@ -22,6 +22,7 @@ help:
 	@echo "make notebooks  rebuild source/ notebooks from their text twins in notebooks/"
 	@echo "make release    regenerate release/ from source/ with nbgrader"
 	@echo "make grade      autograde the sample submissions in tests/submissions/ and print scores"
+	@echo "make bundle     write dist/student-bundle.zip (release notebooks + course, no solutions)"
 
 install: $(STAMP)
 
@@ -47,6 +48,9 @@ release: install
 
 grade: install
 	$(BIN)/python -m autograder.samples
+
+bundle: install
+	$(BIN)/python tools/bundle.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache gradebook.db
