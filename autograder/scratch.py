@@ -40,6 +40,8 @@ def nbgrader_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.setdefault("MPLBACKEND", "Agg")
+    # Checks run many tiny ops; one thread per kernel is faster and lets workers share cores.
+    env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
 

@@ -5,3 +5,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # make `tools` importable for the tests
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Tiny tensors on a busy 2-core machine: torch's thread pool costs far more than it saves.
+# Set before torch is imported, so notebook kernels started by the tests inherit it too.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
