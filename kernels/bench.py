@@ -9,7 +9,9 @@ Triton kernel, torch eager and torch.compile, measured in the same run; the rati
 the kernel to each; and the fraction of this device's copy bandwidth (a plain
 ``dst.copy_(src)`` of the same bytes, measured first). Bytes are the minimum each pass
 must move (softmax forward: read N, write N per row; backward: read 2N, write N), so
-GB/s compares like with like. Attention reports TFLOP/s against
+GB/s compares like with like. It also reports the extra peak device memory of one
+forward+backward (what the op saves plus its scratch), e.g. fused cross-entropy keeps no
+probabilities while torch's keeps log-softmax. Attention reports TFLOP/s against
 scaled_dot_product_attention instead (it is compute-bound once P stays on chip). Without CUDA it says so and exits 0: interpreter timings
 say nothing about a GPU.
 """
@@ -143,9 +145,20 @@ def run(name: str, dtypes: list[str], rows: int, cols: list[int] | None) -> list
                 both_ms = _ms(_fwd_bwd(fn, inputs))
                 row[f"{label}_fwd_GBps"] = op.fwd_bytes(rows, n, elem) / fwd_ms / 1e6
                 row[f"{label}_fwdbwd_GBps"] = op.fwd_bwd_bytes(rows, n, elem) / both_ms / 1e6
+                row[f"{label}_peak_MiB"] = _extra_peak_mib(_fwd_bwd(fn, inputs))
             results.append(row)
             print(_format(row), flush=True)
     return results
+
+
+def _extra_peak_mib(step: Callable[[], None]) -> float:
+    """Device memory a forward+backward needs beyond what is already allocated (saved tensors, scratch)."""
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - base) / 2**20
 
 
 def _format(r: dict) -> str:
@@ -153,7 +166,8 @@ def _format(r: dict) -> str:
     return (
         f"{r['op']:<14} {r['dtype']:<9} {r['rows']}x{r['cols']:<6} "
         f"fwd {r['triton_fwd_GBps']:7.0f} GB/s (eager {r['eager_fwd_GBps']:6.0f}, compile {r['compile_fwd_GBps']:6.0f}) | "
-        f"fwd+bwd {t:7.0f} GB/s = {t / e:4.2f}x eager, {t / c:4.2f}x compile, {t / r['copy_GBps']:4.0%} of copy ({r['copy_GBps']:.0f})"
+        f"fwd+bwd {t:7.0f} GB/s = {t / e:4.2f}x eager, {t / c:4.2f}x compile, {t / r['copy_GBps']:4.0%} of copy ({r['copy_GBps']:.0f}) | "
+        f"extra peak {r['triton_peak_MiB']:.0f} MiB vs eager {r['eager_peak_MiB']:.0f} MiB"
     )
 
 
