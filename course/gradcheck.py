@@ -38,7 +38,8 @@ def central_difference_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.
 
 def numerical_vjp(forward: Callable, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
     """x̄ᵢ = (∂y/∂xᵢ)ᵀ ȳ for each input, from central differences of L = ⟨forward(x), ȳ⟩."""
-    inputs = tuple(t.detach().to(torch.float64) for t in inputs)
+    # Only floating inputs are perturbed; integer ones (indices, targets) pass through as they are.
+    inputs = tuple(t.detach().to(torch.float64) if t.is_floating_point() else t for t in inputs)
     dy = dy.detach().to(torch.float64)
     grads = []
     for i in range(len(inputs)):

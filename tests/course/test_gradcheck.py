@@ -28,3 +28,12 @@ def test_check_vjp_prints_a_verdict(capsys):
 
 def test_verdict_thresholds():
     assert verdict(1e-9) == "excellent" and verdict(1e-5).startswith("suspicious") and verdict(1e-2) == "a bug"
+
+
+def test_integer_inputs_pass_through_unperturbed():
+    x = torch.randn(4, 6, dtype=torch.float64)
+    idx = torch.tensor([[0, 5], [2, 2], [1, 0], [3, 4]])
+    dy = torch.randn(4, 2, dtype=torch.float64)
+    dx, didx = numerical_vjp(lambda a, i: a.gather(-1, i), (x, idx), dy)
+    assert didx is None
+    assert torch.allclose(dx, torch.zeros_like(x).scatter_add_(-1, idx, dy), atol=1e-8)

@@ -1,0 +1,648 @@
+# %% [markdown]
+# # 06 — Top-k and routing: the gradient as a sparse scatter
+#
+# Every backward so far did arithmetic: transposed matmuls, a softmax collapsing to one scalar
+# per row, two scalars for LayerNorm. This notebook is about backwards that do almost none.
+# Top-k, an embedding lookup, ReLU, max-pooling and dropout *select* or *mask* their input;
+# their backwards put each incoming gradient back where its value came from, and add zeros
+# elsewhere. What they cost is the memory they touch, and what goes wrong is *where* the
+# gradient lands — above all when two outputs read the same input, and their gradients must
+# be added into one slot instead of one overwriting the other.
+#
+# 1. **Top-k is a selection, not a computation**: its backward is a scatter into the $k$ chosen slots.
+# 2. **The indices are constants**: no gradient flows through *which* entries were chosen.
+# 3. **Repeated indices need an add** (an atomic one on a GPU); a plain store silently drops gradient.
+# 4. **The zero-FLOP family**: ReLU, max-pool and dropout, whose backwards are pure memory traffic.
+# 5. **A mixture-of-experts router** learns through the softmax gate multiplied into the output.
+# 6. **A scatter-add kernel in Triton** with `tl.atomic_add`.
+#
+# | part | you write | points |
+# |---|---|---|
+# | A | `topk_backward(dy, indices, n)` — scatter ȳ into the chosen slots | 2 |
+# | B | `embedding_backward(dy, ids, num_embeddings)` — rows read many times add up | 2 |
+# | C | `relu_backward(dy, x)` | 1 |
+# | D | `maxpool1d_backward(dy, x, kernel_size, stride)` — overlapping windows | 2 |
+# | E | `dropout_backward(dy, mask, p)` — reuse the mask | 1 |
+# | F | `moe_gate_backward(dy, logits, indices, expert_out)` — the router's gradient | 3 |
+# | G | `scatter_add_kernel` — `@triton.jit`, one source row per program, `tl.atomic_add` | 2 |
+#
+# Each test cell prints `✓ ...` when your function is right; when it is wrong, its first line
+# names the kind of bug (`diagnosis: non-atomic-scatter — ...`) and the next lines say where.
+# %%
+import course
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from course import topk_scatter
+
+F64 = torch.float64  # every gradient check in this course runs in float64
+DEVICE = course.DEVICE  # cuda with a GPU; else cpu, with the kernel in Triton's interpreter
+
+
+def unfinished(exc):
+    """Whether `exc` comes from an exercise that still raises course.todo().
+
+    Triton wraps what a kernel raises in its own error (and cannot compile a stub on a GPU),
+    so look at the message and the whole chain of causes.
+    """
+    while exc is not None:
+        if isinstance(exc, NotImplementedError) or "course.todo()" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+# %% [markdown]
+# ## 1. Top-k is a selection
+#
+# `torch.topk(x, k)` returns two things: the $k$ largest values of each row, and their
+# positions $i_1, \dots, i_k$. The values are entries of $x$, copied:
+#
+# $$y_m = x_{i_m}, \qquad m = 1, \dots, k.$$
+#
+# Nothing is computed — the forward is a *gather*. Its Jacobian $\partial y_m / \partial x_j$
+# is 1 where $j = i_m$ and 0 everywhere else: a $k \times N$ matrix with a single 1 per row.
+# The VJP $\bar x = J^\top \bar y$ reads
+#
+# $$\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m \qquad (\text{zero for every } j \text{ that was not chosen}).$$
+#
+# Each $\bar y_m$ goes back to the slot its value came from: the backward is a **scatter**.
+# It does no floating-point work at all. It reads $k$ gradients and $k$ indices and writes
+# $N$ numbers, $N - k$ of them zeros — and on a GPU, writing those zeros is most of its cost.
+#
+# Here it is for one row of $N = 8$ and $k = 3$, with autograd doing the work:
+# %% check-output
+x = torch.tensor([0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1], dtype=F64)  # (N,) = (8,)
+dy = torch.tensor([1.0, -0.5, 2.0], dtype=F64)  # ȳ: (k,) = (3,), one gradient per selected value
+top = topk_scatter.topk_scatter(x, 3, dy)  # torch.topk forward, autograd backward
+for name in ("x", "indices", "y", "dy", "dx"):
+    print(f"{name:>8}: {top[name].tolist()}")
+
+# %% [markdown]
+# The top three are at positions 2, 5 and 7 (the last slot). $\bar x$ holds $\bar y$ at exactly
+# those positions and zeros elsewhere. The picture shows it, and beneath it the case this
+# notebook keeps coming back to: a gather that reads the same slot several times.
+# %%
+topk_scatter.plot_topk_scatter(
+    x, 3, dy,
+    index=torch.tensor([2, 5, 2, 7, 2]),  # a gather that reads slot 2 three times
+    dy_repeated=torch.tensor([1.0, 0.5, -2.0, 1.5, 0.25], dtype=F64),
+)
+plt.show()
+
+# %% [markdown]
+# In the top-k the indices are distinct — each slot is chosen at most once — so each slot of
+# $\bar x$ receives at most one $\bar y_m$, and writing it with a plain store is correct. In
+# the gather underneath, slot 2 was read three times. Its gradient is the **sum** of the three
+# $\bar y$'s, $1 - 2 + 0.25 = -0.75$. A plain store writes all three, one after the other, and
+# keeps only the last one, $0.25$: two contributions vanish without an error message. This is
+# notebook 01's law again, broadcast forward ⇄ reduce backward: a value read by many outputs
+# must collect the gradient of all of them.
+#
+# ## 2. The indices are constants
+#
+# The second output of `topk`, the indices, is an integer tensor. It carries no gradient,
+# and that is not a shortcoming of autograd. Which entries win is **piecewise constant** in
+# $x$: nudge $x$ a little and the same $k$ entries still win. So the derivative of the
+# choice is zero almost everywhere, and at a tie, where an infinitesimal nudge flips the
+# choice, it does not exist. Watch the indices as we raise $x_3$ (0.8 above) past the others:
+# %%
+for x3 in (0.8, 1.0, 1.2, 1.6, 1.8, 2.0, 2.4):
+    probe = x.clone()
+    probe[3] = x3
+    values, indices = probe.topk(3)
+    print(f"x[3] = {x3:3.1f}   indices {indices.tolist()}   values {[round(v, 2) for v in values.tolist()]}")
+leaf = x.clone().requires_grad_(True)
+values, indices = leaf.topk(3)
+print("values:  requires_grad =", values.requires_grad, "— each one is an entry of x")
+print("indices: requires_grad =", indices.requires_grad, f"— {indices.dtype}, nothing to differentiate")
+
+# %% [markdown]
+# The values move continuously (each one is some $x_j$); the indices stay put between the
+# points where $x_3$ passes another entry (1.1, 1.7, 2.1) and jump there. The gradient of top-k is therefore only the scatter of §1: the
+# "which" part contributes nothing. Keep this in mind for §5 — a router that only *chooses*
+# experts would never learn from the loss.
+#
+# ## Part A — topk_backward (2 points)
+#
+# Write the backward of top-k over the last axis, for any leading batch axes:
+#
+# - `dy` has shape `(..., k)`: the gradient of the selected values;
+# - `indices` has shape `(..., k)`, int64: where each value came from;
+# - `n` is the size of the last axis of $x$;
+# - return $\bar x$ of shape `(..., n)`: $\bar y_m$ in slot $i_m$ of its row, zero elsewhere.
+#
+# Top-k's forward is a gather, `y = x.gather(-1, indices)`, and your function must be the
+# backward of **any** such gather, where an index may appear more than once in a row (Part D
+# reuses this). So add, never store. `Tensor.scatter_add_(dim, index, src)` adds `src` into
+# the slots named by `index`; `scatter_` stores, and keeps one value per slot.
+# %% solution id=topk_backward
+def topk_backward(dy, indices, n):
+    """x̄ of y = x.gather(-1, indices) (top-k's forward), with x of last size n.
+
+    dy (..., k), indices (..., k) int64 → dx (..., n): ȳ_m added into slot indices[..., m].
+    """
+    ### BEGIN SOLUTION
+    dx = dy.new_zeros(*dy.shape[:-1], n)  # (..., n): zero at every slot nobody chose; write n
+    # Add, not store: an index may repeat, and every read of a slot owes it its ȳ.
+    dx.scatter_add_(-1, indices, dy)  # read k gradients and k indices per row
+    return dx
+    ### END SOLUTION
+
+# %% test id=test_topk_backward points=2
+"""topk_backward: top-k of rows of 8, 10 and 9 at batch 1, batch 7 and 3-D, then gathers with repeated indices (the last slot among them), against autograd."""
+course.selfcheck.topk_backward(topk_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.topk_backward(topk_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 3. Repeated indices: the embedding lookup
+#
+# An embedding is a gather of rows. A table $W$ of shape `(num_embeddings, D)` holds one row
+# per token id; a batch of ids of shape `(B, T)` reads
+#
+# $$y_{b,t} = W_{\text{ids}_{b,t}} \qquad (B, T, D),$$
+#
+# and the backward scatters each $\bar y_{b,t}$ back onto the row it was read from:
+#
+# $$\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t} \qquad (\text{num\_embeddings}, D).$$
+#
+# Here repeats are the rule, not the exception: in any real text "the" appears many times per
+# batch, and its row must receive the gradient of every occurrence. $\bar W$ has the shape of
+# $W$ — every position of every sequence in the batch adds into that one table, so it is also
+# a reduction over the batch axis. Three ways to write the scatter, on *the cat saw the dog*:
+# %% check-output
+vocab = {"the": 0, "cat": 1, "saw": 2, "dog": 3}
+ids = torch.tensor([vocab[w] for w in "the cat saw the dog".split()])  # (T,) = (5,): "the" twice
+dy_tokens = torch.tensor([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0], [10.0, -1.0], [0.5, 0.5]], dtype=F64)  # (T, D)
+
+stored = torch.zeros(4, 2, dtype=F64)
+stored[ids] = dy_tokens  # a store: the second "the" overwrites the first
+put = torch.zeros(4, 2, dtype=F64).index_put_((ids,), dy_tokens)  # also a store (accumulate=False)
+added = torch.zeros(4, 2, dtype=F64).index_add_(0, ids, dy_tokens)  # an add: both "the"s count
+for name, dW in (("dW[ids] = dy", stored), ("index_put_", put), ("index_add_", added)):
+    print(f"{name:>13}: row of 'the' = {dW[0].tolist()}   rows of cat, saw, dog = {dW[1:].tolist()}")
+
+# %% [markdown]
+# Every row read once is right in all three; only the row of "the" differs, and only the add
+# gives $1 + 10 = 11$. A test without a repeated token cannot tell them apart, which is why
+# every check in this notebook runs first without repeats and then with them — and a result
+# that is right without and wrong with is diagnosed as `non-atomic-scatter`.
+#
+# **On a GPU the add must be atomic.** A GPU scatter runs thousands of programs at once, one
+# per row of $\bar y$ say. Two programs holding two occurrences of "the" both read row 0 of
+# $\bar W$, add their contribution, and write it back; interleaved, one write erases the other's
+# addition. An *atomic* add (`atomicAdd` in CUDA, `tl.atomic_add` in Triton) does the
+# read-add-write as one indivisible step in the memory system.
+#
+# **Atomics make the sum nondeterministic.** Atomics fix that every contribution is added, not
+# the order in which they are added — that depends on which program gets there first, and
+# changes from run to run. Floating-point addition is not associative, so the last bits of
+# $\bar W$ can differ between two runs of the same training step. Here is the same set of
+# float32 numbers summed in three orders:
+# %% check-output
+terms = torch.tensor([1e8, 1.0, -1e8, 1.0, 0.5, 3e-8], dtype=torch.float32)
+for order in ([0, 1, 2, 3, 4, 5], [0, 2, 1, 3, 4, 5], [5, 4, 3, 1, 0, 2]):
+    total = torch.tensor(0.0, dtype=torch.float32)
+    for j in order:  # one addition at a time, each rounded to float32, as one atomic after another
+        total = total + terms[j]
+    print(f"order {order}: {total.item():.9g}")
+print(f"exact (float64):        {terms.double().sum().item():.9g}")
+
+# %% [markdown]
+# Same numbers, three answers. Here a huge cancellation makes the difference dramatic; in a
+# real gradient it usually sits in the last bits — still enough to make a bit-exact rerun
+# impossible. When you need one (debugging, reproducible training),
+# sort the contributions by destination and reduce each run of equal indices in a fixed order,
+# at the price of a sort — this is what `torch.use_deterministic_algorithms(True)` switches
+# some backwards to.
+#
+# ## Part B — embedding_backward (2 points)
+#
+# - `dy` has shape `(..., D)`: the gradient of the looked-up rows; `ids` has shape `(...)`,
+#   int64, the same leading shape (1-D, 2-D `(B, T)` or more);
+# - return $\bar W$ of shape `(num_embeddings, D)`: row $r$ is the sum of the $\bar y$ rows whose
+#   id is $r$, and zero for ids that never occurred.
+#
+# Flatten the leading axes: `ids.reshape(-1)` and `dy.reshape(-1, D)` list every lookup once.
+# `Tensor.index_add_(0, index, source)` adds row `source[j]` into row `index[j]`.
+# %% solution id=embedding_backward
+def embedding_backward(dy, ids, num_embeddings):
+    """W̄ of y = W[ids]: dy (..., D), ids (...) int64 → (num_embeddings, D)."""
+    ### BEGIN SOLUTION
+    D = dy.shape[-1]  # embedding width
+    dW = dy.new_zeros(num_embeddings, D)  # (num_embeddings, D), the shape of W; write num_embeddings·D
+    # Every lookup adds its row, so a repeated id collects all of its occurrences.
+    dW.index_add_(0, ids.reshape(-1), dy.reshape(-1, D))  # read R ids and R·D gradients; add R·D
+    return dW
+    ### END SOLUTION
+
+# %% test id=test_embedding_backward points=2
+"""embedding_backward: distinct ids at batch 1 and 7, then repeated ids (the last row of the table among them) at batch 1 and 7, with 1-D and 3-D ids, against autograd through F.embedding."""
+course.selfcheck.embedding_backward(embedding_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.embedding_backward(embedding_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 4. The zero-FLOP family
+#
+# The same skeleton — put $\bar y$ where the forward took its value, zero elsewhere — covers
+# a family of ops whose backwards do no arithmetic worth counting. Their whole cost is the
+# memory they read and write, so what the forward saves decides the speed.
+#
+# **ReLU.** $y = \max(x, 0)$ passes $x$ through where $x > 0$ and outputs 0 elsewhere, so
+#
+# $$\bar x = \bar y \odot \mathbb{1}[x > 0].$$
+#
+# A select, not a multiply. The backward needs only the *sign* of $x$: a framework may save
+# a 1-bit mask instead of $x$ and read $N/8$ bytes instead of $4N$ (float32). At $x = 0$ the
+# derivative does not exist; PyTorch uses 0 there, and the checks here never put an input on the kink.
+#
+# **Max-pool.** With windows of `kernel_size` $K$ moved by `stride` $s$ along the last axis
+# (no padding), window $j$ covers $x_{js}, \dots, x_{js + K - 1}$ and outputs its max:
+#
+# $$y_j = \max_{0 \le t < K} x_{js + t} = x_{a_j}, \qquad a_j = js + \operatorname*{argmax}_{t} x_{js + t},
+# \qquad j = 0, \dots, L_{\text{out}} - 1, \quad L_{\text{out}} = \lfloor (L - K)/s \rfloor + 1 .$$
+#
+# Max-pool is a gather at the positions $a_j$, so its backward is Part A's scatter:
+# $\bar x_i = \sum_{j : a_j = i} \bar y_j$. When $s < K$ the windows **overlap**, and one large
+# value can be the max of several windows: repeated indices, so add. The backward needs
+# $a_j$: recompute it from $x$ (read $L$) or save it from the forward (an int64 per window,
+# 8 bytes — more than the float32 value it points to).
+#
+# **Dropout.** In training, *inverted* dropout keeps each entry with probability $1 - p$ and
+# scales the survivors so that $y$ has the mean of $x$:
+#
+# $$y = \frac{x \odot m}{1 - p}, \quad m \in \{0, 1\} \qquad\Longrightarrow\qquad \bar x = \frac{\bar y \odot m}{1 - p}.$$
+#
+# The backward must **reuse the mask** of the forward — a fresh random mask is a different
+# function. Saving $m$ costs a byte per entry; fused kernels save only the random seed and
+# regenerate $m$ in the backward (Philox counters make that cheap), so the mask costs nothing.
+#
+# Here is what each backward moves per element of $x$, in float32, next to a matmul-heavy op
+# for contrast:
+# %%
+N = 1 << 24  # 16M elements of x
+traffic = {  # bytes read + written by the backward, per the comments beside each op
+    "ReLU, saved x": 4 * N + 4 * N + 4 * N,  # read ȳ and x, write x̄
+    "ReLU, saved 1-bit mask": 4 * N + N / 8 + 4 * N,  # read ȳ and N bits, write x̄
+    "max-pool K=3 s=1, saved argmax": 4 * N + 8 * N + 4 * N,  # read ȳ (L_out ≈ N), argmax (int64), write x̄
+    "dropout, saved bool mask": 4 * N + N + 4 * N,  # read ȳ and N bytes, write x̄
+    "dropout, seed only": 4 * N + 4 * N,  # read ȳ, write x̄; m regenerated in registers
+}
+for name, moved in traffic.items():
+    print(f"{name:32}: {moved / N:5.2f} bytes per element, {moved / 2**20:6.0f} MiB, 0 FLOPs that matter")
+
+# %% [markdown]
+# ## Part C — relu_backward (1 point)
+#
+# $\bar x = \bar y \odot \mathbb{1}[x > 0]$, for `dy` and `x` of the same (any) shape.
+# %% solution id=relu_backward
+def relu_backward(dy, x):
+    """x̄ of y = max(x, 0): ȳ where x > 0, zero elsewhere; dy and x of the same shape."""
+    ### BEGIN SOLUTION
+    return dy * (x > 0)  # read ȳ and x (or a 1-bit mask), write x̄: a select, no FLOPs
+    ### END SOLUTION
+
+# %% test id=test_relu_backward points=1
+"""relu_backward: batch 1, batch 7 and 3-D, no input at the kink x = 0, against autograd."""
+course.selfcheck.relu_backward(relu_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.relu_backward(relu_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Part D — maxpool1d_backward (2 points)
+#
+# `x` has shape `(..., L)`; the pooling runs over the last axis with windows of `kernel_size`,
+# moved by `stride`, no padding (as `F.max_pool1d` with those two arguments). `dy` has shape
+# `(..., L_out)`. Return $\bar x$ of shape `(..., L)`.
+#
+# 1. Find $a_j$ for every window. `x.unfold(-1, kernel_size, stride)` is a view of shape
+#    `(..., L_out, kernel_size)` whose row $j$ is window $j$; its `argmax(-1)` is the position
+#    *within* each window — add the window's start $j \cdot s$.
+# 2. Scatter $\bar y$ to $a$ with an add (overlapping windows share positions). Part A's
+#    `topk_backward(dy, a, L)` does exactly this, if you like.
+#
+# The check uses inputs without ties, so every window has one max.
+# %% solution id=maxpool1d_backward
+def maxpool1d_backward(dy, x, kernel_size, stride):
+    """x̄ of y = max_pool1d(x, kernel_size, stride) over the last axis: dy (..., L_out), x (..., L) → (..., L)."""
+    ### BEGIN SOLUTION
+    L_out = dy.shape[-1]  # the number of windows
+    windows = x.unfold(-1, kernel_size, stride)  # (..., L_out, kernel_size): a view, read L
+    starts = stride * torch.arange(L_out, device=x.device)  # (L_out,): j · s
+    a = windows.argmax(dim=-1) + starts  # (..., L_out): where in x window j's max sits
+    dx = torch.zeros_like(x)  # (..., L); write L
+    dx.scatter_add_(-1, a, dy)  # add, not store: overlapping windows can share their max
+    return dx
+    ### END SOLUTION
+
+# %% test id=test_maxpool1d_backward points=2
+"""maxpool1d_backward: windows side by side (stride = kernel_size), then overlapping windows that share a max, at batch 1, batch 7 and 3-D, against autograd through F.max_pool1d."""
+course.selfcheck.maxpool1d_backward(maxpool1d_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.maxpool1d_backward(maxpool1d_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# The overlap in a picture of numbers: with kernel 3 and stride 1, the large value at
+# position 2 is the max of three windows, and its gradient is the sum of theirs.
+# %%
+try:
+    x_pool = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # (1, 8)
+    dy_pool = torch.tensor([[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]], dtype=F64)  # (1, 6): one ȳ per window
+    print("windows' maxima:", F.max_pool1d(x_pool, 3, 1).tolist())
+    print("your x̄:        ", maxpool1d_backward(dy_pool, x_pool, 3, 1).tolist(), "← 1 + 2 + 4 at position 2")
+except NotImplementedError:
+    print("Finish Part D first: this cell calls your maxpool1d_backward.")
+
+# %% [markdown]
+# ## Part E — dropout_backward (1 point)
+#
+# `mask` is a bool tensor shaped like `dy`, True where the forward kept the entry; `p` is the
+# drop probability (a float). Return $\bar x = \bar y \odot m / (1 - p)$.
+# %% solution id=dropout_backward
+def dropout_backward(dy, mask, p):
+    """x̄ of inverted dropout y = x ⊙ mask / (1 − p): reuse the forward's mask."""
+    ### BEGIN SOLUTION
+    return dy * mask / (1 - p)  # read ȳ and the mask (1 byte each), write x̄
+    ### END SOLUTION
+
+# %% test id=test_dropout_backward points=1
+"""dropout_backward: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D, against autograd; the mask and the 1/(1 − p) are checked."""
+course.selfcheck.dropout_backward(dropout_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.dropout_backward(dropout_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 5. A mixture-of-experts router: gradient through the weights
+#
+# A mixture-of-experts layer sends each token to $k$ of its $E$ experts (small MLPs) and
+# combines their outputs. A *router* scores the experts with logits $z \in \mathbb{R}^E$ per
+# token, and top-k picks the experts. If the layer simply added up the chosen experts'
+# outputs, $y = \sum_m h_m$, the router would never learn: §2 says the choice has no
+# gradient, so nothing in $y$ would depend differentiably on $z$.
+#
+# The fix is to **multiply a gate into the output**. For one token:
+#
+# $$p = \operatorname{softmax}(z), \qquad i = \operatorname{topk}(z, k), \qquad g_m = p_{i_m},
+# \qquad y = \sum_{m=1}^{k} g_m\, h_m ,$$
+#
+# where $h_m \in \mathbb{R}^D$ (row $m$ of `expert_out`) is the output of expert $i_m$ on this
+# token. The choice $i$ is still a constant, but the *weights* $g_m$ are smooth functions of
+# $z$, and the gradient reaches the router through them. The gates are not renormalised, as in
+# Switch Transformer and GShard: $\sum_m g_m \le 1$. (Mixtral renormalises; see the end of
+# this section.)
+#
+# The backward, by the rules we already have. Given $\bar y$ $(D,)$:
+#
+# 1. **Expert outputs.** $y$ is linear in each $h_m$: $\;\bar h_m = g_m\, \bar y$ $\quad (k, D)$.
+# 2. **Gates.** $y$ is linear in each $g_m$: $\;\bar g_m = \langle \bar y, h_m \rangle$ $\quad (k,)$.
+# 3. **Top-k.** $g = p[i]$ is a gather: $\;\bar p$ is $\bar g$ scattered into $E$ slots — Part A,
+#    $\bar p_j = \bar g_m$ if $j = i_m$, else 0 $\quad (E,)$.
+# 4. **Softmax.** Notebook 02's collapse: $\;s = \langle p, \bar p \rangle,\; \bar z = p \odot (\bar p - s)$ $\quad (E,)$.
+#
+# Step 4 gives **every** expert's logit a gradient, chosen or not: for an expert $j$ that was
+# not chosen, $\bar p_j = 0$ and $\bar z_j = -p_j\, s$. Raising any logit takes probability
+# mass from the chosen experts, and the router learns that too. The indices get nothing.
+#
+# The other classic way across a discrete choice is the **straight-through estimator**: use
+# the hard choice in the forward and pretend, in the backward, that it was the soft one.
+# %%
+z = torch.tensor([0.5, 2.0, -1.0, 1.0], dtype=F64, requires_grad=True)  # router logits, E = 4
+soft = torch.softmax(z, dim=-1)  # (E,)
+hard = F.one_hot(soft.argmax(), 4).to(F64)  # (E,): the choice, a constant
+straight_through = hard + soft - soft.detach()  # forward: exactly `hard`; backward: soft's gradient
+h = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=F64)  # each expert's (scalar) output
+print("forward value:    ", straight_through.tolist())
+print("hard choice:       requires_grad =", hard.requires_grad, "— no path from the loss back to z")
+(grad_st,) = torch.autograd.grad((straight_through * h).sum(), z)  # d/dz of Σ soft ⊙ h
+print("straight-through:  z̄ =", [round(v, 4) for v in grad_st.tolist()])
+
+# %% [markdown]
+# The estimator is biased — the gradient belongs to a function the forward never computed —
+# but it is cheap and often good enough. The gate in $y = \sum_m g_m h_m$ needs no pretending:
+# the gradient is exact for the function actually computed.
+#
+# ## Part F — moe_gate_backward (3 points)
+#
+# For any leading axes (a batch of tokens `(B,)`, or `(B, T)`):
+#
+# - `dy` `(..., D)`: the gradient of the layer's output $y$;
+# - `logits` `(..., E)`: the router logits $z$;
+# - `indices` `(..., k)`, int64: the chosen experts, `logits.topk(k).indices` (constants);
+# - `expert_out` `(..., k, D)`: $h$, the outputs of the chosen experts, in the order of `indices`.
+#
+# Return `(dlogits, dexpert_out)` with the shapes of `logits` and `expert_out`, following the
+# four steps above (names: `p`, `g`, `dg`, `dp`, `s`). Do not call autograd; `torch.softmax`
+# is fine (it is the forward), and so is your `topk_backward`.
+# %% solution id=moe_gate_backward
+def moe_gate_backward(dy, logits, indices, expert_out):
+    """Gradients of y = Σ_m g_m · expert_out[..., m, :], g = softmax(logits).gather(-1, indices).
+
+    dy (..., D), logits (..., E), indices (..., k) int64, expert_out (..., k, D).
+    Returns (dlogits (..., E), dexpert_out (..., k, D)); the indices get no gradient.
+    """
+    ### BEGIN SOLUTION
+    p = torch.softmax(logits, dim=-1)  # (..., E): recomputed, E numbers per token
+    g = p.gather(-1, indices)  # (..., k): the gates
+    dexpert_out = g[..., :, None] * dy[..., None, :]  # (..., k, D): h̄_m = g_m ȳ
+    dg = (expert_out * dy[..., None, :]).sum(dim=-1)  # (..., k): ḡ_m = ⟨ȳ, h_m⟩
+    dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)  # (..., E): top-k's backward
+    s = (p * dp).sum(dim=-1, keepdim=True)  # (..., 1): softmax's scalar hub
+    dlogits = p * (dp - s)  # (..., E): every logit, chosen or not
+    return dlogits, dexpert_out
+    ### END SOLUTION
+
+# %% test id=test_moe_gate_backward points=3
+"""moe_gate_backward: top-1, 2 and 3 of 4 to 8 experts at batch 1, batch 7 and 3-D (batch, tokens), dlogits and dexpert_out against autograd; no autograd inside."""
+course.selfcheck.moe_gate_backward(moe_gate_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.moe_gate_backward(moe_gate_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Check it the independent way, with central differences on the forward. The indices are
+# held fixed — they are constants, and a step of $10^{-6}$ is too small to change the choice:
+# %%
+def moe_forward(logits, indices, expert_out):
+    gates = torch.softmax(logits, dim=-1).gather(-1, indices)  # (..., k)
+    return (gates[..., :, None] * expert_out).sum(dim=-2)  # (..., D)
+
+
+gen = torch.Generator().manual_seed(6)
+logits = torch.randn(7, 5, generator=gen, dtype=F64)  # (B, E): 7 tokens, 5 experts
+indices = logits.topk(2, dim=-1).indices  # (B, k): top-2, fixed from here on
+expert_out = torch.randn(7, 2, 3, generator=gen, dtype=F64)  # (B, k, D)
+
+try:
+    course.check_vjp(
+        lambda logits, expert_out: moe_forward(logits, indices, expert_out),
+        lambda dy, logits, expert_out: moe_gate_backward(dy, logits, indices, expert_out),
+        logits, expert_out, names=("logits", "expert_out"),
+    )
+except NotImplementedError:
+    print("Finish Part F first: this cell checks your moe_gate_backward.")
+
+# %% [markdown]
+# **Renormalised gates.** Mixtral divides the chosen probabilities by their sum,
+# $g_m = p_{i_m} / \sum_{m'} p_{i_{m'}}$, which equals a softmax over the $k$ chosen logits
+# alone. Then the logits of the experts *not* chosen do not appear in $y$ at all and get
+# exactly zero gradient — only the chosen experts compete. Autograd shows the difference:
+# %%
+z = logits[:1].clone().requires_grad_(True)  # one token, 5 experts
+chosen = indices[:1]  # (1, k)
+for name, renormalise in (("not renormalised", False), ("renormalised", True)):
+    gates = torch.softmax(z, dim=-1).gather(-1, chosen)  # (1, k)
+    if renormalise:
+        gates = gates / gates.sum(dim=-1, keepdim=True)  # = softmax over the k chosen logits
+    y = (gates[..., :, None] * expert_out[:1]).sum(dim=-2)  # (1, D)
+    (dz,) = torch.autograd.grad(y.sum(), z)
+    print(f"{name:>17}: dlogits = {[round(v, 4) + 0.0 for v in dz[0].tolist()]}   (chosen: {chosen[0].tolist()})")
+
+# %% [markdown]
+# ## 6. A scatter-add kernel in Triton
+#
+# The reference backward of every gather in this notebook is one kernel:
+#
+# $$\text{OUT}[\text{index}_i, :] \mathrel{+}= \text{SRC}[i, :] \qquad \text{for every source row } i,$$
+#
+# with `OUT` of shape `(n, D)` zeroed first. For an embedding, `SRC` is $\bar y$ flattened to
+# `(R, D)`, `index` is the flattened ids and `n = num_embeddings`.
+#
+# Launch one program per source row and block of `BLOCK_D` columns, grid
+# `(n_src, cdiv(D, BLOCK_D))`. Program $(i, j)$ loads `index[i]` and columns
+# $j \cdot \text{BLOCK\_D} + [0, \text{BLOCK\_D})$ of source row $i$, and adds them into the same
+# columns of output row `index[i]`. Two programs whose rows share a destination run *at the
+# same time* on a GPU, so the add must be `tl.atomic_add(pointers, values, mask=...)`.
+#
+# Traffic: read $R \cdot D$ values and $R$ indices; each atomic is a read-modify-write of
+# $R \cdot D$ values in the GPU's L2 cache; zeroing `OUT` writes $n \cdot D$. No FLOPs besides the adds.
+#
+# **A warning about the CPU.** Triton's interpreter runs programs one after another, so a
+# plain `tl.load` + `+` + `tl.store` of the output row gives the right sum there — and loses
+# additions on a GPU. The test cell therefore also checks that your kernel uses `tl.atomic_add`.
+#
+# Here is the host function that allocates, checks its inputs and launches your kernel:
+# %%
+def scatter_add(src, index, n, BLOCK_D=None):
+    """OUT (n, D) with OUT[index[i]] += src[i] for every row i of src (R, D); index (R,) int64 in [0, n)."""
+    if src.ndim != 2:
+        raise ValueError(f"src must be (rows, D); got shape {tuple(src.shape)}")
+    if index.shape != (src.shape[0],):
+        raise ValueError(f"index must have one entry per row of src, shape ({src.shape[0]},); got {tuple(index.shape)}")
+    if index.numel() and not (0 <= int(index.min()) and int(index.max()) < n):
+        raise IndexError(f"index holds values outside [0, {n})")
+    R, D = src.shape
+    src = src if src.stride(-1) == 1 else src.contiguous()  # the kernel assumes adjacent columns
+    out = torch.zeros(n, D, dtype=src.dtype, device=src.device)  # write n·D zeros
+    BLOCK_D = BLOCK_D or min(triton.next_power_of_2(D), 1024)
+    grid = (R, triton.cdiv(D, BLOCK_D))  # one program per source row and column block
+    scatter_add_kernel[grid](src, index.to(torch.int64).contiguous(), out, src.stride(0), out.stride(0), D, BLOCK_D=BLOCK_D)
+    return out
+
+# %% [markdown]
+# ## Part G — scatter_add_kernel (2 points)
+#
+# Write the kernel the host function launches:
+#
+# ```python
+# scatter_add_kernel[(R, cdiv(D, BLOCK_D))](src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=BLOCK_D)
+# ```
+#
+# - Source row `i = tl.program_id(0)` (make it `.to(tl.int64)`: `i * stride` can pass $2^{31}$);
+#   columns `cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)`, masked with `cols < n_cols`.
+# - Rows are the given strides apart; columns are adjacent.
+# - Load the destination `tl.load(INDEX_ptr + i)`, then the block of the source row, and add it
+#   into the output row with `tl.atomic_add`.
+#
+# The test cell launches it on rows inside wider buffers (so a missing mask shows), first with
+# distinct indices, then with repeated ones, in float64 and float32.
+# %% solution id=scatter_add_kernel
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scatter_add_kernel(
+    SRC_ptr,  # (n_src, n_cols) rows to add; row i starts at SRC_ptr + i * src_row_stride
+    INDEX_ptr,  # (n_src,) int64: the output row each source row adds into
+    OUT_ptr,  # (n, n_cols) zero-initialised result; row r starts at OUT_ptr + r * out_row_stride
+    src_row_stride,  # elements from one row of SRC to the next
+    out_row_stride,  # elements from one row of OUT to the next
+    n_cols,  # D, the length of a row
+    BLOCK_D: tl.constexpr,  # columns per program, a power of two
+):
+    """OUT[INDEX[i], :] += SRC[i, :]; program (i, j) adds columns j·BLOCK_D … j·BLOCK_D + BLOCK_D − 1 of row i.
+
+    Reads one index and BLOCK_D values; one atomic read-modify-write of BLOCK_D values.
+    """
+    ### BEGIN SOLUTION
+    i = tl.program_id(0).to(tl.int64)  # the source row
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)  # (BLOCK_D,)
+    mask = cols < n_cols  # False past the end of the row
+    dest = tl.load(INDEX_ptr + i)  # the output row; other programs may share it
+    row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)  # read BLOCK_D
+    # Atomic: a program with the same destination may be adding into this row right now.
+    tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row, mask=mask)
+    ### END SOLUTION
+
+# %% test id=test_scatter_add_kernel points=2
+"""scatter_add_kernel: one row, distinct rows, then repeated rows (the last output row among them), float64 and float32, rows inside padded buffers, against index_add_; tl.atomic_add is used."""
+course.selfcheck.scatter_add_kernel(scatter_add_kernel)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.scatter_add_kernel(scatter_add_kernel)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# With the kernel, the embedding backward of Part B is one launch. Both against autograd, on
+# a batch of token ids with many repeats:
+# %%
+gen = torch.Generator().manual_seed(66)
+W = torch.randn(10, 6, generator=gen, dtype=F64, requires_grad=True)  # (num_embeddings, D)
+ids = torch.randint(0, 10, (7, 12), generator=gen)  # (B, T): 84 lookups into 10 rows
+dy = torch.randn(7, 12, 6, generator=gen, dtype=F64)  # (B, T, D)
+(dW_autograd,) = torch.autograd.grad(F.embedding(ids, W), W, dy)
+try:
+    dW_kernel = scatter_add(dy.reshape(-1, 6).to(DEVICE), ids.reshape(-1).to(DEVICE), 10).cpu()
+    dW_part_b = embedding_backward(dy, ids, 10)
+    print(f"kernel vs autograd: relative error {course.relative_error(dW_kernel, dW_autograd):.1e}")
+    print(f"Part B vs autograd: relative error {course.relative_error(dW_part_b, dW_autograd):.1e}")
+except Exception as exc:
+    if not unfinished(exc):
+        raise
+    print("Finish Parts B and G first: this cell runs your embedding_backward and your kernel.")
+
+# %% [markdown]
+# ## What to take away
+#
+# - Top-k, embedding lookups, gathers and max-pool are **selections**: the forward copies
+#   values, the backward puts each $\bar y$ back where its value came from and writes zeros
+#   elsewhere. No FLOPs; the cost is the memory traffic.
+# - **Indices are constants.** Selection is piecewise constant, so no gradient flows through
+#   the choice. A router learns through the softmax gate multiplied into the output,
+#   $y = \sum_m p_{i_m} h_m$, whose backward is top-k's scatter followed by softmax's collapse
+#   — or through a straight-through estimator.
+# - **Repeated indices need an add**: a plain store keeps one contribution and drops the rest
+#   silently, and a test without repeats cannot see it. On a GPU the add is atomic, which
+#   makes floating-point results depend on the order of arrival: correct, not bit-reproducible.
+# - ReLU ($\bar y \odot \mathbb{1}[x > 0]$), max-pool (scatter to the argmax; overlapping windows
+#   add) and dropout (reuse the mask, keep the $1/(1-p)$) complete the family.
+#
+# This is the last item of the debugging order of notebook 00: transpose → batch reduction →
+# sign → **a scatter that needed an atomic add**.

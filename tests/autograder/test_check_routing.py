@@ -1,0 +1,448 @@
+"""06_topk_routing: the checks pass the solutions, name each mutant's bug, and can fail.
+
+Every check is run twice where it matters: the hidden one (``autograder.check``, random
+inputs — several seeds here, since grading draws a fresh one each run) and the visible
+one (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis from both.
+The heart of this lesson is ``non-atomic-scatter``: a store where an add is needed is right
+without repeated indices and wrong with them, so the tests below also prove that the
+inputs really contain both, and that the class needs both to be given.
+Warnings are errors in this module: a warning in a test cell writes to stderr, and
+nbgrader scores such a cell zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+
+import nbformat
+import pytest
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+import autograder.check as hidden
+import course
+import course.selfcheck as visible
+from autograder.check import routing as hidden_routing
+from autograder.inputs import generator
+from autograder.submissions import ROOT, mutants
+from course.diagnose import GradingFailure, relative_error
+from course.selfcheck import routing as visible_routing
+from tests.support import mutant_functions, solution_cells, solutions
+from tools.build_notebooks import KERNELSPEC
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+ASSIGNMENT = "06_topk_routing"
+EXERCISES = ("topk_backward", "embedding_backward", "relu_backward", "maxpool1d_backward", "dropout_backward",
+             "moe_gate_backward", "scatter_add_kernel")
+SCATTERS = ("topk_backward", "embedding_backward", "maxpool1d_backward")
+MUTANTS = mutants(ASSIGNMENT)
+SEEDS = (0, 1)  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
+F64 = torch.float64
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return solutions(ASSIGNMENT)
+
+
+@pytest.fixture(params=SEEDS)
+def seeded(request, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", str(request.param))
+    return request.param
+
+
+@functools.cache
+def mutant(name: str) -> dict:
+    """A mutant's functions, built once."""
+    return mutant_functions(next(m for m in MUTANTS if m.name == name))
+
+
+def diagnosis(check, fn) -> str:
+    """The class a check gives ``fn``, or "pass"."""
+    try:
+        check(fn)
+    except GradingFailure as failure:
+        return failure.cls
+    return "pass"
+
+
+# ---------------------------------------------------------------------------
+# The solutions pass
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_the_hidden_check(name, solution, seeded):
+    getattr(hidden, name)(solution[name])
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
+    getattr(visible, name)(solution[name])
+    out, err = capsys.readouterr()
+    assert err == "", "a test cell that writes to stderr scores zero"
+    assert out.startswith(f"✓ {name} passes the visible checks") and out.count("\n") == 1, out
+
+
+# ---------------------------------------------------------------------------
+# Each mutant gets its diagnosis, from both checks
+
+MUTANT_CASES = [
+    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
+    for m in MUTANTS for test_id, cls in m.expect.items()
+]
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_its_diagnosis_from_the_hidden_check(m, name, cls, seeded):
+    assert diagnosis(getattr(hidden, name), mutant(m.name)[name]) == cls
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_the_same_diagnosis_from_the_visible_check(m, name, cls, capsys):
+    assert diagnosis(getattr(visible, name), mutant(m.name)[name]) == cls
+    out, err = capsys.readouterr()
+    assert out == "" and err == "", "a failing check prints no ✓ and nothing to stderr"
+
+
+def test_mutants_cover_the_bugs_this_lesson_is_about():
+    expected = {(name, cls) for m in MUTANTS for t, cls in m.expect.items() for name in [t.removeprefix("test_")]}
+    required = {
+        ("topk_backward", "non-atomic-scatter"),  # scatter_ for scatter_add_
+        ("embedding_backward", "non-atomic-scatter"),  # dW[ids] = dy
+        ("maxpool1d_backward", "non-atomic-scatter"),  # overlapping windows, stored
+        ("scatter_add_kernel", "non-atomic-scatter"),  # tl.store, and a read-add-store race
+        ("embedding_backward", "batch-reduction"),  # the first sequence only
+        ("dropout_backward", "scale"),  # 1/(1 − p) forgotten
+        ("moe_gate_backward", "sign"),
+        ("moe_gate_backward", "wrong-values"),  # the softmax backward skipped
+    }
+    assert required <= expected
+    for m in MUTANTS:
+        assert {f"test_{g}" for g in m.cells} == set(m.expect), f"{m.name}: one expect line per replaced cell"
+    assert {name for name, _ in expected} == set(EXERCISES), "every exercise has a mutant"
+    assert len(MUTANTS) <= 6
+
+
+def test_the_store_names_its_writer_and_the_race_names_the_atomic(seeded):
+    store = mutant("store_instead_of_add")
+    for name in ("topk_backward", "embedding_backward", "maxpool1d_backward", "scatter_add_kernel"):
+        with pytest.raises(GradingFailure, match="the last writer won"):
+            getattr(hidden, name)(store[name])
+    with pytest.raises(GradingFailure, match="never calls tl.atomic_add"):
+        hidden.scatter_add_kernel(mutant("read_add_store_kernel")["scatter_add_kernel"])
+
+
+# ---------------------------------------------------------------------------
+# non-atomic-scatter needs inputs without repeats, and inputs with them
+
+
+def _cases(name: str) -> list:
+    gen = generator(f"cases-{name}")
+    return {
+        "topk_backward": hidden_routing._topk_cases,
+        "embedding_backward": hidden_routing._embedding_cases,
+        "maxpool1d_backward": hidden_routing._maxpool_cases,
+    }[name](gen)
+
+
+def _contributions(name: str, case) -> torch.Tensor:
+    """How many contributions each output entry receives (1-D over the destinations)."""
+    if name == "topk_backward":
+        _, indices, n = case.args
+        return F.one_hot(indices, n).sum(dim=-2).reshape(-1)
+    if name == "embedding_backward":
+        _, ids, num = case.args
+        return torch.bincount(ids.reshape(-1), minlength=num)
+    dy, x, K, s = case.args
+    return F.one_hot(visible_routing.maxpool_positions(x, K, s), x.shape[-1]).sum(dim=-2).reshape(-1)
+
+
+@pytest.mark.parametrize("name", SCATTERS)
+def test_hidden_inputs_have_cases_without_repeats_first_then_repeats_at_the_last_slot(name, seeded):
+    cases = _cases(name)
+    flags = [c.repeats for c in cases]
+    assert flags == sorted(flags) and not flags[0] and flags[-1], "no-repeat cases first, then repeats"
+    assert {c.batch for c in cases} >= {1, 7}
+    assert any(len(c.args[1].shape) >= 3 for c in cases), "a 3-D case"
+    for case in cases:
+        counts = _contributions(name, case)
+        assert bool((counts >= 2).any()) == case.repeats, case.label
+    for case in (c for c in cases if c.repeats):  # the last slot, repeated, where an off-by-one hides
+        if name == "topk_backward":
+            assert bool((case.args[1] == case.args[2] - 1).sum(dim=-1).ge(2).all())
+        elif name == "embedding_backward":
+            assert int((case.args[1] == case.args[2] - 1).sum()) >= 2
+        else:  # max-pool: the last position is the last window's max, a position is two windows' max
+            positions = visible_routing.maxpool_positions(case.args[1], *case.args[2:])
+            assert bool((positions[..., -1] == case.args[1].shape[-1] - 1).all())
+
+
+@pytest.mark.parametrize("name", SCATTERS)
+def test_a_store_is_invisible_without_repeats_and_caught_with_them(name, seeded):
+    """Without the repeated cases the store mutant passes: that is why the checks need both."""
+    cases = _cases(name)
+    fn = mutant("store_instead_of_add")[name]
+    runner = {"topk_backward": visible_routing.check_topk_backward,
+              "embedding_backward": visible_routing.check_embedding_backward,
+              "maxpool1d_backward": visible_routing.check_maxpool1d_backward}[name]
+    runner(fn, [c for c in cases if not c.repeats])  # passes
+    with pytest.raises(GradingFailure) as info:
+        runner(fn, cases)
+    assert info.value.cls == "non-atomic-scatter"
+
+
+def test_an_add_that_is_not_a_sum_is_non_atomic_scatter_too(seeded):
+    """Neither the last nor the first writer, but wrong only where contributions collide: their mean."""
+    def mean(dy, indices, n):
+        return dy.new_zeros(*dy.shape[:-1], n).scatter_reduce_(-1, indices, dy, reduce="mean", include_self=False)
+
+    for check in (hidden.topk_backward, visible.topk_backward):
+        with pytest.raises(GradingFailure, match="wrong only where several land") as info:
+            check(mean)
+        assert info.value.cls == "non-atomic-scatter"
+
+
+def test_a_bug_outside_the_collisions_is_not_called_non_atomic(solution, seeded):
+    """Right without repeats, but wrong also where one contribution lands: not a scatter bug."""
+    def off_when_repeated(dy, indices, n):
+        dx = solution["topk_backward"](dy, indices, n)
+        repeated = bool((F.one_hot(indices, n).sum(dim=-2) >= 2).any())
+        return dx + 1.0 if repeated else dx
+
+    assert diagnosis(hidden.topk_backward, off_when_repeated) == "wrong-values"
+
+
+# ---------------------------------------------------------------------------
+# References and inputs
+
+
+def test_the_hidden_references_agree_with_autograd(seeded):
+    for name, ref, auto in (
+        ("topk_backward", hidden_routing._gather_reference, visible_routing.gather_reference),
+        ("embedding_backward", hidden_routing._embedding_reference, visible_routing.embedding_reference),
+        ("maxpool1d_backward", hidden_routing._maxpool_reference, visible_routing.maxpool_reference),
+    ):
+        for case in _cases(name):
+            assert relative_error(ref(*case.args), auto(*case.args)) < 1e-14, case.label
+    gen = generator("references")
+    for lead, E, k, D in (((1,), 7, 2, 5), ((7,), 4, 4, 2), ((2, 5), 9, 2, 6)):
+        case = visible_routing.moe_case("moe", gen, lead, E, k, D)
+        for mine, auto in zip(hidden_routing._moe_reference(*case.args), visible_routing.moe_reference(*case.args)):
+            assert relative_error(mine, auto) < 1e-12
+    x = torch.randn(7, 5, generator=gen, dtype=F64)
+    dy = torch.randn(7, 5, generator=gen, dtype=F64)
+    mask = visible_routing.keep_mask(gen, 0.3, 7, 5)
+    assert relative_error(hidden_routing._relu_reference(dy, x), visible_routing.relu_reference(dy, x)) == 0.0
+    assert relative_error(hidden_routing._dropout_reference(dy, mask, 0.3), visible_routing.dropout_reference(dy, mask, 0.3)) < 1e-15
+    src, index = torch.randn(9, 4, generator=gen, dtype=F64), torch.randint(0, 3, (9,), generator=gen)
+    assert relative_error(hidden_routing._index_add_reference(src, index, 3), visible_routing.index_add_reference(src, index, 3)) < 1e-15
+
+
+@pytest.mark.parametrize("draw", range(5))
+def test_a_fresh_dropout_mask_is_wrong_values(draw, seeded):
+    """Drawing a new mask in the backward is a different function, whatever the draw."""
+    gen = torch.Generator().manual_seed(draw)
+
+    def fresh_mask(dy, mask, p):
+        return dy * (torch.rand(dy.shape, generator=gen) >= p) / (1 - p)
+
+    assert diagnosis(hidden.dropout_backward, fresh_mask) == "wrong-values"
+    assert diagnosis(visible.dropout_backward, fresh_mask) == "wrong-values"
+
+
+def test_relu_inputs_avoid_the_kink(seeded):
+    """With no x at exactly 0, x > 0 and x >= 0 are the same answer: both pass."""
+    for check in (hidden.relu_backward, visible.relu_backward):
+        check(lambda dy, x: dy * (x >= 0))
+
+
+# ---------------------------------------------------------------------------
+# Other named bugs
+
+
+@pytest.mark.parametrize("name, wrong, cls", [
+    ("topk_backward", lambda dy, indices, n: dy.new_zeros(*dy.shape[:-1], n), "wrong-values"),
+    ("topk_backward", lambda dy, indices, n: dy.clone(), "shape"),  # ȳ's shape instead of x's
+    ("embedding_backward", lambda dy, ids, num: dy.new_zeros(num, dy.shape[-1]), "wrong-values"),
+    ("relu_backward", lambda dy, x: torch.zeros_like(dy), "wrong-values"),
+    ("relu_backward", lambda dy, x: -dy * (x > 0), "sign"),
+    ("maxpool1d_backward", lambda dy, x, k, s: torch.zeros_like(x), "wrong-values"),
+    ("dropout_backward", lambda dy, mask, p: dy * mask / p, "scale"),  # right only at p = 0.5
+    ("dropout_backward", lambda dy, mask, p: dy * mask * (1 - p), "scale"),
+    ("dropout_backward", lambda dy, mask, p: dy / (1 - p), "wrong-values"),  # mask not applied
+    ("moe_gate_backward", lambda dy, z, i, h: (torch.zeros_like(z), torch.zeros_like(h)), "wrong-values"),
+    ("moe_gate_backward", lambda dy, z, i, h: torch.zeros_like(z), "shape"),  # one gradient instead of two
+])
+def test_trivially_wrong_answers_fail(name, wrong, cls, seeded):
+    assert diagnosis(getattr(hidden, name), wrong) == cls
+    assert diagnosis(getattr(visible, name), wrong) == cls
+
+
+@pytest.mark.parametrize("bug, match", [
+    (lambda dy, x: torch.relu(dy), "relu\\(ȳ\\)"),
+    (lambda dy, x: dy * torch.relu(x), "forward's output"),
+    (lambda dy, x: dy * (x < 0), "inverted"),
+])
+def test_relu_bugs_are_named(bug, match, seeded):
+    for check in (hidden.relu_backward, visible.relu_backward):
+        with pytest.raises(GradingFailure, match=match):
+            check(bug)
+
+
+def test_average_pool_backward_is_named(seeded):
+    """ȳ spread over each window (average pooling's backward), precomputed: autograd is refused inside the call."""
+    cases = _cases("maxpool1d_backward")
+    spread = {}
+    for case in cases:
+        dy, x, K, s = case.args
+        leaf = torch.zeros_like(x, requires_grad=True)
+        y = F.avg_pool1d(leaf.reshape(-1, 1, x.shape[-1]), K, s).reshape(dy.shape)
+        spread[(tuple(x.shape), K, s)] = torch.autograd.grad(y, leaf, dy)[0]
+
+    def average(dy, x, kernel_size, stride):
+        return spread[(tuple(x.shape), kernel_size, stride)]
+
+    with pytest.raises(GradingFailure, match="average pooling") as info:
+        visible_routing.check_maxpool1d_backward(average, cases)
+    assert info.value.cls == "wrong-values"
+
+
+@pytest.mark.parametrize("bug, match", [
+    ("dlogits_p_dp", "−s term"),
+    ("dlogits_chosen_only", "not chosen"),
+    ("renormalised", "renormalised"),
+    ("dexpert_no_gate", "multiplied by its gate"),
+])
+def test_moe_bugs_are_named_by_the_hidden_check(bug, match, solution, seeded):
+    right = solution["moe_gate_backward"]
+
+    def wrong(dy, logits, indices, expert_out):
+        dlogits, dexpert = right(dy, logits, indices, expert_out)
+        p = torch.softmax(logits, dim=-1)
+        dg = (expert_out * dy[..., None, :]).sum(dim=-1)
+        dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)
+        chosen = torch.zeros_like(p).scatter_(-1, indices, 1.0)
+        if bug == "dlogits_p_dp":
+            return p * dp, dexpert
+        if bug == "dlogits_chosen_only":
+            return dlogits * chosen, dexpert
+        if bug == "renormalised":
+            q = torch.softmax(logits.masked_fill(chosen == 0, float("-inf")), dim=-1)
+            return q * (dp - (q * dp).sum(dim=-1, keepdim=True)), dexpert
+        return dlogits, dy[..., None, :].expand_as(expert_out)
+
+    with pytest.raises(GradingFailure, match=match) as info:
+        hidden.moe_gate_backward(wrong)
+    assert info.value.cls == "wrong-values"
+    assert diagnosis(visible.moe_gate_backward, wrong) == "wrong-values"
+
+
+def test_autograd_inside_the_backward_is_refused():
+    def with_autograd(dy, logits, indices, expert_out):
+        return visible_routing.moe_reference(dy, logits, indices, expert_out)
+
+    assert diagnosis(hidden.moe_gate_backward, with_autograd) == "autograd-in-backward"
+    assert diagnosis(visible.moe_gate_backward, with_autograd) == "autograd-in-backward"
+
+
+# ---------------------------------------------------------------------------
+# The kernel
+
+
+@triton.jit
+def _unmasked_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_stride, n_cols, BLOCK_D: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    dest = tl.load(INDEX_ptr + i)
+    row = tl.load(SRC_ptr + i * src_row_stride + cols)  # no mask: reads the NaN padding
+    tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row)  # and adds it past the row
+
+
+@triton.jit
+def _source_row_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_stride, n_cols, BLOCK_D: tl.constexpr):
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    mask = cols < n_cols
+    row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)
+    tl.atomic_add(OUT_ptr + i * out_row_stride + cols, row, mask=mask)  # row i, not index[i]
+
+
+@triton.jit
+def _idle_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_stride, n_cols, BLOCK_D: tl.constexpr):
+    pass
+
+
+@pytest.mark.parametrize("kernel, cls, match", [
+    (_unmasked_kernel, "wrong-values", "writes outside"),
+    (_source_row_kernel, "wrong-values", r"index\[i\]"),  # row i instead of index[i]
+    (_idle_kernel, "wrong-values", "wrong values"),
+])
+def test_kernel_bugs_fail_both_checks(kernel, cls, match, seeded):
+    for check in (hidden.scatter_add_kernel, visible.scatter_add_kernel):
+        with pytest.raises(GradingFailure, match=match) as info:
+            check(kernel)
+        assert info.value.cls == cls
+
+
+def test_a_plain_function_is_not_a_kernel(solution):
+    assert diagnosis(visible.scatter_add_kernel, solution["scatter_add_kernel"].fn) == "error"
+    assert diagnosis(hidden.scatter_add_kernel, None) == "error"
+
+
+# ---------------------------------------------------------------------------
+# The release stub and student exceptions
+
+
+def release_functions() -> dict:
+    """The solution cells as nbgrader releases them (this repository's config), executed."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells(ASSIGNMENT).values()]
+    for cell in nb.cells:
+        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
+    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
+    ns = {"torch": torch, "course": course}
+    for cell in nb.cells:
+        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
+        exec(compile(cell.source, "<release>", "exec"), ns)
+    return ns
+
+
+def test_the_release_stub_is_not_implemented(solution, capsys):
+    released = release_functions()
+    for name in EXERCISES:
+        if name != "scatter_add_kernel":
+            assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
+        assert diagnosis(getattr(hidden, name), released[name]) == "not-implemented"
+        assert diagnosis(getattr(visible, name), released[name]) == "not-implemented"
+    assert released["scatter_add_kernel"].arg_names == solution["scatter_add_kernel"].arg_names
+    out, err = capsys.readouterr()
+    assert out == "" and err == ""
+
+
+STUDENT_CELL = '''\
+def embedding_backward(dy, ids, num_embeddings):
+    dW = dy.new_zeros(num_embeddings, dy.shape[-1])
+    dW.index_add_(0, ids, dy)
+    return dW
+'''
+
+
+def test_an_exception_is_error_and_names_the_students_line():
+    filename = "<ipython-input-6>"  # IPython keeps cell sources in linecache like this
+    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
+    ns = {"torch": torch}
+    exec(compile(STUDENT_CELL, filename, "exec"), ns)
+    for check in (hidden.embedding_backward, visible.embedding_backward):
+        with pytest.raises(GradingFailure) as info:
+            check(ns["embedding_backward"])
+        assert info.value.cls == "error"
+        assert "line 3: dW.index_add_(0, ids, dy)" in str(info.value)
