@@ -92,8 +92,8 @@ class Case:
 
 def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     """‖a − b‖ / max(‖a‖, ‖b‖, tiny), in float64."""
-    a = torch.as_tensor(a).detach().to(torch.float64)
-    b = torch.as_tensor(b).detach().to(torch.float64)
+    a = torch.as_tensor(a).detach().to("cpu", torch.float64)
+    b = torch.as_tensor(b).detach().to("cpu", torch.float64)
     denom = max(a.norm().item(), b.norm().item(), 1e-300)
     return (a - b).norm().item() / denom
 

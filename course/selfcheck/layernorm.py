@@ -1,21 +1,1098 @@
-"""Checks for notebook layernorm (placeholder: being written)."""
+"""Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
+
+The three PyTorch exercises run on fixed float64 inputs (batch 1 first, then batch 7, a
+square case where N equals the number of rows, and a 3-D x) whose rows have means far from
+0 and spreads far from 1, so that a missing ``rstd`` cannot hide. References are
+``torch.nn.functional.layer_norm`` and torch's own autograd.
+
+Two refinements beyond comparing values:
+
+- an output that belongs to one row (y, mean, rstd, dx) and is right at batch 1 but wrong
+  above it is probed by shuffling the rows of the inputs: if the output does more than
+  shuffle along, a per-row quantity was reduced over the wrong axis or broadcast across
+  rows (``broadcast-axis``); a broadcasting error raised by the student's code is named
+  the same way;
+- a parameter gradient (γ̄, β̄, ḡ) right at batch 1 and wrong above it is a missing sum
+  over the batch (``batch-reduction``), and so is one that keeps the batch axes.
+
+``TritonLayerNorm`` is checked in two steps. First its kernel ``layernorm_bwd_kernel``,
+found by name beside the class, is launched by the check on buffers whose tails hold NaN,
+with a chosen number of programs (a ragged last group included); x̄ and each program's row
+of the partial buffers are compared with the reference. Then the class runs through
+autograd: y, what ``forward`` saved (μ and rstd, never x̂ or y), and what ``backward``
+returned **before** autograd saw it — autograd would silently sum a (programs, N) buffer
+to (N,). ``triton_layernorm`` is checked end to end on 1-D to 3-D inputs and a transposed view.
+
+This module holds no kernel and no backward: every reference is autograd's, and each named
+wrong answer is built from autograd's right one. Hidden checks (``autograder.check.layernorm``)
+reuse this machinery on random inputs.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..diagnose import (
+    Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
+    relative_error, where_mismatch,
+)
+
+F32, F64 = torch.float32, torch.float64
+EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
+RMS_EPS = 1e-6  # the ε that the rrms handed to rmsnorm_backward was computed with
+TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton parts, per dtype
+SENTINEL = -12345.0  # fills x̄ before a launch: no gradient here takes this value
+SEED = 404
 
 
-def layernorm_forward(fn):
-    raise NotImplementedError
+def _gen(salt: int) -> torch.Generator:
+    return torch.Generator().manual_seed(SEED + salt)
 
 
-def layernorm_backward(fn):
-    raise NotImplementedError
+def device() -> torch.device:
+    """Where the kernels run: CUDA when course picked it, else the CPU (Triton's interpreter)."""
+    from .. import DEVICE
+
+    return DEVICE
 
 
-def rmsnorm_backward(fn):
-    raise NotImplementedError
+@contextmanager
+def quiet():
+    """Silence warnings while student code runs: nbgrader scores a test cell that writes to stderr zero.
+
+    Triton's interpreter computes with numpy, which warns about NaN (the buffers' tails hold NaN).
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
 
 
-def TritonLayerNorm(fn):  # noqa: N802 — named after the exercise it checks
-    raise NotImplementedError
+# ---------------------------------------------------------------------------
+# Inputs and statistics
 
 
-def triton_layernorm(fn):
-    raise NotImplementedError
+def spread_rows(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """float64 x whose rows have means far from 0 and standard deviations between 1.5 and 3.
+
+    With rstd far from 1 a missing factor rstd changes every gradient visibly.
+    """
+    lead = (*shape[:-1], 1)
+    scale = 1.5 + 1.5 * torch.rand(lead, generator=gen, dtype=F64)
+    offset = 1.0 + torch.rand(lead, generator=gen, dtype=F64)
+    sign = torch.where(torch.rand(lead, generator=gen, dtype=F64) < 0.5, -1.0, 1.0).to(F64)
+    return sign * offset + scale * torch.randn(shape, generator=gen, dtype=F64)
+
+
+def weight(gen: torch.Generator, n: int) -> torch.Tensor:
+    """A per-feature scale far from all ones, so a forgotten γ shows."""
+    return 1.0 + 0.7 * torch.randn(n, generator=gen, dtype=F64)
+
+
+def row_stats(x: torch.Tensor, eps: float = EPS, correction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """μ and 1/√(σ² + ε) of each row, shaped x.shape[:-1]; ``correction=1`` gives the unbiased σ²."""
+    mean = x.mean(dim=-1)
+    var = x.var(dim=-1, correction=correction)
+    return mean, 1.0 / torch.sqrt(var + eps)
+
+
+def rms_stat(x: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
+    """1/√(mean(x²) + ε) of each row, shaped x.shape[:-1]."""
+    return 1.0 / torch.sqrt((x * x).mean(dim=-1) + eps)
+
+
+def normalised(x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> torch.Tensor:
+    """x̂ = (x − μ)·rstd with one μ and rstd per row."""
+    return (x - mean[..., None]) * rstd[..., None]
+
+
+def shape_label(shape: Sequence[int], rows: int, note: str = "") -> str:
+    what = f"batch {rows}" if len(shape) == 2 else f"{len(shape)}-D, {rows} rows"
+    return f"x {tuple(shape)}, {what}" + (f", {note}" if note else "")
+
+
+# ---------------------------------------------------------------------------
+# Running cases: values, then whether rows leak into each other
+
+
+@dataclass(frozen=True)
+class Spec:
+    """An exercise's outputs and how each argument and output is laid out.
+
+    Kinds: "row" is (..., N), one row per leading index; "stat" is (...,), one number per row;
+    "param" is (N,), shared by every row.
+    """
+
+    name: str
+    outputs: tuple[str, ...]
+    of: tuple[str, ...]
+    arg_kinds: tuple[str, ...]
+    out_kinds: tuple[str, ...]
+
+
+def _rows_of(t: torch.Tensor, kind: str, perm: torch.Tensor) -> torch.Tensor:
+    """``t`` with its rows reordered by ``perm`` (parameters are left alone)."""
+    if kind == "row":
+        return t.reshape(-1, t.shape[-1])[perm].reshape(t.shape)
+    if kind == "stat":
+        return t.reshape(-1)[perm].reshape(t.shape)
+    return t
+
+
+def rows_leak(spec: Spec, fn: Callable, case: Case, got: tuple) -> bool:
+    """Whether shuffling the rows of the inputs does more to ``fn``'s per-row outputs than shuffle them."""
+    perm = torch.roll(torch.arange(case.batch), 1)
+    args = tuple(_rows_of(a, k, perm) if isinstance(a, torch.Tensor) else a for a, k in zip(case.args, spec.arg_kinds))
+    try:
+        with quiet():
+            shuffled = as_outputs(spec.name, call_student(spec.name, fn, *args, **case.kwargs), spec.outputs)
+    except GradingFailure:
+        return False
+    N = case.args[0].shape[-1]
+    for kind, g, s in zip(spec.out_kinds, got, shuffled):
+        if kind not in ("row", "stat") or not isinstance(g, torch.Tensor) or not isinstance(s, torch.Tensor):
+            continue
+        per_row = N if kind == "row" else 1
+        if g.shape != s.shape or g.numel() != case.batch * per_row or (kind == "row" and g.shape[-1] != N):
+            continue  # laid out in some other way: the value comparison has said what it can
+        if relative_error(s, _rows_of(g, kind, perm)) > 1e-9:
+            return True
+    return False
+
+
+def _leak_failure(out: str, batch: int, where: str) -> GradingFailure:
+    return GradingFailure(
+        "broadcast-axis",
+        f"{out} is right at batch 1 and wrong at batch {batch}, and one row's {out} changes when the other rows "
+        "change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over the wrong axis or broadcast "
+        "across rows. Reduce over dim=-1 and keep that axis (keepdim=True, or [..., None]) so it broadcasts along its "
+        "own row.", where)
+
+
+def _broadcast_error(name: str, failure: GradingFailure, case: Case) -> GradingFailure:
+    rows = case.batch
+    return GradingFailure(
+        "broadcast-axis",
+        f"{name} raised a broadcasting error at {rows} row(s) of N = {case.args[0].shape[-1]}: a per-row quantity "
+        f"of shape x.shape[:-1] = {tuple(case.args[0].shape[:-1])} was combined with rows of N. Give it a size-1 "
+        "last axis (keepdim=True, or [..., None]) so it broadcasts along its own row.",
+        "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
+
+
+def run_row_cases(
+    spec: Spec, fn: Callable, cases: Sequence[Case], reference: Callable, *,
+    alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None, tol: float = 1e-7,
+) -> None:
+    """Compare every output of ``fn`` with ``reference`` on each case (batch 1 first); raise the first diagnosis."""
+    passed_batch1 = False
+    for case in cases:
+        expected = reference(*clone_args(case.args), **case.kwargs)
+        try:
+            with quiet():
+                result = call_student(spec.name, fn, *clone_args(case.args), **case.kwargs)
+        except GradingFailure as failure:
+            if failure.cls == "error" and "must match the size of tensor" in failure.sentence:
+                raise _broadcast_error(spec.name, failure, case) from None
+            raise
+        got = as_outputs(spec.name, result, spec.outputs)
+        for out, of, kind, g, e in zip(spec.outputs, spec.of, spec.out_kinds, got, expected):
+            extra = dict(batch=case.batch, case=case.label, of=of)
+            if diagnose(out, g, e, tol=tol, **extra) is None:
+                continue
+            # Wrong: only now build the named alternatives, which cost a reference or two each.
+            alts = alternatives(case) if alternatives else {}
+            failure = diagnose(out, g, e, tol=tol, alternatives=alts.get(out, ()), **extra)
+            unexplained = getattr(failure, "generic", False)  # no named bug matched
+            if passed_batch1 and case.batch > 1 and (unexplained or failure.cls == "scale"):
+                if kind in ("row", "stat") and rows_leak(spec, fn, case, got):
+                    failure = _leak_failure(out, case.batch, failure.where)
+                elif kind == "param" and unexplained:
+                    failure = GradingFailure(
+                        "batch-reduction",
+                        f"{out} is right at batch 1 and wrong at batch {case.batch}: the parameter is shared by every "
+                        "row, so its gradient is a sum over every row — one is missing or done in the wrong place.",
+                        failure.where)
+            raise failure
+        if case.batch == 1:
+            passed_batch1 = True
+
+
+def run_with_batch_refinement(spec: Spec, fn: Callable, cases: Sequence[Case], reference: Callable, **kwargs) -> None:
+    """``run_row_cases``; a shape problem at batch 1 is looked at again above batch 1.
+
+    At batch 1 a γ̄ that kept the batch axis, (1, N), looks exactly like one with a size-1 axis
+    added by keepdim=True; the cases above batch 1 tell the two apart.
+    """
+    try:
+        run_row_cases(spec, fn, cases, reference, **kwargs)
+    except GradingFailure as failure:
+        if failure.cls == "shape":
+            try:
+                run_row_cases(spec, fn, [c for c in cases if c.batch > 1], reference, **kwargs)
+            except GradingFailure as later:
+                if later.cls == "batch-reduction":
+                    raise later from None
+        raise
+
+
+def param_alternatives(out: str, param: str, case: Case, per_row: torch.Tensor) -> list[Alternative]:
+    """Named wrong reductions of a parameter gradient whose contribution from each row is ``per_row`` (..., N)."""
+    rows = case.batch
+    N = per_row.shape[-1]
+    flat = per_row.reshape(-1, N)
+    alts = [Alternative(
+        "broadcast-axis",
+        f"{out} is summed along each row (over the N features), shape x.shape[:-1]; {param} is shared by the rows, "
+        f"so sum over the rows instead — every leading axis — and keep the N features: shape ({N},).",
+        per_row.sum(dim=-1))]
+    if rows > 1:
+        alts += [
+            Alternative(
+                "batch-reduction",
+                f"{out} keeps one row per example, shape {tuple(per_row.shape)}: {param} was used by every row, so "
+                f"its gradient is the sum of the rows' contributions over every leading axis, shape ({N},).",
+                per_row),
+            Alternative(
+                "batch-reduction",
+                f"{out} comes from the first row alone: {param} was used by every row, so every row's contribution "
+                "must be summed.", flat[0]),
+            Alternative(
+                "batch-reduction",
+                f"{out} comes from the last row alone: {param} was used by every row, so every row's contribution "
+                "must be summed.", flat[-1]),
+        ]
+    return alts
+
+
+def row_scalar_alternatives(dx: torch.Tensor, xhat: torch.Tensor, wdy: torch.Tensor, scale: torch.Tensor,
+                            names: str, with_c2: bool) -> list[Alternative]:
+    """dx with its row scalars taken the wrong way, built from the right dx: each differs from it by
+    x̂·(c1 − c1') (+ (c2 − c2')) times the per-row ``scale`` (rstd or rrms).
+
+    c1 = mean(x̂ ⊙ ŵȳ) and c2 = mean(ŵȳ) are reduced over a leading axis (keepdim) instead of the last,
+    or over the last without keepdim (which broadcasts across rows when the row count equals N).
+    """
+
+    def shifted(c1w, c2w):
+        c1 = (xhat * wdy).mean(dim=-1, keepdim=True)
+        c2 = wdy.mean(dim=-1, keepdim=True)
+        delta = xhat * (c1 - c1w) + ((c2 - c2w) if with_c2 else 0.0)
+        return dx + delta * scale[..., None]
+
+    alts = []
+    for d in range(xhat.ndim - 1):
+        alts.append(Alternative(
+            "broadcast-axis", f"{names} reduced over axis {d} (across rows) instead of along each row: reduce over "
+            "dim=-1 with keepdim=True, so there is one per row, broadcast along it.",
+            shifted((xhat * wdy).mean(dim=d, keepdim=True), wdy.mean(dim=d, keepdim=True))))
+    if xhat.ndim >= 2 and xhat.shape[-2] == xhat.shape[-1]:
+        alts.append(Alternative(
+            "broadcast-axis", f"{names} lost {'their' if with_c2 else 'its'} last axis (keepdim forgotten): shape "
+            "x.shape[:-1] lines up with the features, so row i's scalar is applied to column i of every row. Reduce "
+            "with keepdim=True.", shifted((xhat * wdy).mean(dim=-1), wdy.mean(dim=-1))))
+    return alts
+
+
+# ---------------------------------------------------------------------------
+# layernorm_forward
+
+FORWARD = Spec("layernorm_forward", ("y", "mean", "rstd"), ("x", "x without its last dim", "x without its last dim"),
+               ("row", "param", "param"), ("row", "stat", "stat"))
+
+
+def forward_reference(x, gamma, beta, eps=EPS):
+    """(y, μ, rstd) from torch.nn.functional.layer_norm and the definitions."""
+    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+    return (y, *row_stats(x, eps))
+
+
+def forward_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """Named wrong versions of (y, mean, rstd)."""
+    x, gamma, beta = case.args
+    eps = case.kwargs.get("eps", EPS)
+    mean, rstd = row_stats(x, eps)
+    xc = x - mean[..., None]
+    var = x.var(dim=-1, correction=0)
+    unbiased = x.var(dim=-1, correction=1)
+
+    def affine(r):
+        return xc * r[..., None] * gamma + beta
+
+    wrong_rstd = [
+        ("wrong-values", "σ² divides by N − 1 (torch.var's default, the unbiased estimate); LayerNorm's divides by N: "
+         "torch.var(x, dim=-1, correction=0), or the mean of (x − μ)².", 1.0 / torch.sqrt(unbiased + eps)),
+        ("wrong-values", "ε is added outside the square root, 1/(σ + ε); it belongs inside: 1/√(σ² + ε).",
+         1.0 / (torch.sqrt(var) + eps)),
+    ]
+    if eps != EPS:
+        wrong_rstd.append(("wrong-values", f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} "
+                           f"and used ε = {EPS:g}.", 1.0 / torch.sqrt(var + EPS)))
+        wrong_rstd.append(("wrong-values", f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} "
+                           "and used no ε at all.", 1.0 / torch.sqrt(var)))
+    alts = {"y": [], "rstd": []}
+    for cls, sentence, r in wrong_rstd:
+        alts["y"].append(Alternative(cls, sentence, affine(r)))
+        alts["rstd"].append(Alternative(cls, sentence, r))
+    alts["rstd"].append(Alternative(
+        "wrong-values", "rstd is the standard deviation √(σ² + ε); return its reciprocal, 1/√(σ² + ε) (torch.rsqrt).",
+        torch.sqrt(var + eps)))
+    alts["rstd"].append(Alternative(
+        "wrong-values", "rstd is the variance σ² (+ ε); return 1/√(σ² + ε).", var + eps))
+    alts["y"] += [
+        Alternative("wrong-values", "y is x̂ without γ and β: y = x̂ ⊙ γ + β.", xc * rstd[..., None]),
+        Alternative("wrong-values", "y has γ and β swapped: γ scales x̂, β is added.", xc * rstd[..., None] * beta + gamma),
+    ]
+    if case.batch > 1:
+        flat = x.reshape(-1)
+        m_all, v_all = flat.mean(), flat.var(correction=0)
+        alts["y"].append(Alternative(
+            "broadcast-axis", "μ and σ² are taken over the whole tensor; LayerNorm normalises each row on its own: "
+            "reduce over the last dim only.", (x - m_all) / torch.sqrt(v_all + eps) * gamma + beta))
+        for d in range(x.ndim - 1):
+            m_d = x.mean(dim=d, keepdim=True)
+            v_d = x.var(dim=d, correction=0, keepdim=True)
+            alts["y"].append(Alternative(
+                "broadcast-axis", f"μ and σ² are reduced over axis {d} (across rows) instead of along each row: "
+                "reduce over dim=-1.", (x - m_d) / torch.sqrt(v_d + eps) * gamma + beta))
+    lead = tuple(x.shape[:-1])
+    for out, value in (("mean", mean), ("rstd", rstd)):
+        alts.setdefault(out, [])
+        alts[out].append(Alternative(
+            "shape", f"{out} keeps a size-1 last axis, shape {(*lead, 1)}: return one number per row, shaped like x "
+            f"without its last dim, {lead} — reduce without keepdim, or .squeeze(-1) before returning.", value[..., None]))
+        if x.ndim > 2:
+            alts[out].append(Alternative(
+                "shape", f"{out} is flat, shape ({value.numel()},): keep x's leading shape, {lead} (one number per row, "
+                "x.shape[:-1]).", value.reshape(-1)))
+    return alts
+
+
+def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, note: str = "") -> Case:
+    x = spread_rows(gen, *shape)
+    N = shape[-1]
+    gamma, beta = weight(gen, N), 0.5 * torch.randn(N, generator=gen, dtype=F64)
+    rows = math.prod(shape[:-1])
+    kwargs = {} if eps is None else {"eps": eps}
+    label = shape_label(shape, rows, note or (f"eps={eps:g}" if eps is not None else ""))
+    return Case(label, (x, gamma, beta), batch=rows, kwargs=kwargs)
+
+
+def check_forward(fn, cases, *, reference=forward_reference, alternatives=forward_alternatives) -> None:
+    run_row_cases(FORWARD, fn, cases, reference, alternatives=alternatives)
+
+
+@graded
+def layernorm_forward(fn) -> None:
+    """Visible check: batch 1 and 7, 3-D, eps honoured, against torch.nn.functional.layer_norm."""
+    gen = _gen(1)
+    cases = [
+        forward_case(gen, 1, 5),  # batch 1, N not a power of two
+        forward_case(gen, 7, 13),  # batch 7 (prime)
+        forward_case(gen, 2, 3, 11),  # 3-D: mean and rstd are (2, 3)
+        forward_case(gen, 7, 6, eps=0.1),  # a large eps, so an ignored one shows
+    ]
+    check_forward(fn, cases)
+    print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, eps honoured; mean and rstd "
+          "shaped x.shape[:-1])")
+
+
+# ---------------------------------------------------------------------------
+# layernorm_backward
+
+BACKWARD = Spec("layernorm_backward", ("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"),
+                ("row", "row", "param", "stat", "stat"), ("row", "param", "param"))
+
+
+def backward_reference(dy, x, gamma, mean, rstd):
+    """(x̄, γ̄, β̄) by autograd through torch.nn.functional.layer_norm with ε = 1e-5."""
+    x, gamma = x.detach().clone().requires_grad_(True), gamma.detach().clone().requires_grad_(True)
+    beta = torch.zeros_like(gamma, requires_grad=True)
+    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
+    return torch.autograd.grad(y, (x, gamma, beta), dy)
+
+
+def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """Named wrong versions, built from autograd's answer (no formula here)."""
+    dy, x, gamma, mean, rstd = case.args
+    dx, _, _ = backward_reference(dy, x, gamma, mean, rstd)
+    dx_no_gamma, _, _ = backward_reference(dy, x, torch.ones_like(gamma), mean, rstd)
+    xhat = normalised(x, mean, rstd)
+    return {
+        "dx": [
+            Alternative("wrong-values", "dx is missing the final factor rstd: x̂ = (x − μ)·rstd, so every path back "
+                        "to x ends with a multiply by rstd.", dx / rstd[..., None]),
+            Alternative("wrong-values", "dx ignores γ: what reaches x̂ is ŵȳ = γ ⊙ ȳ, not ȳ.", dx_no_gamma),
+            *row_scalar_alternatives(dx, xhat, gamma * dy, rstd, "c1 and c2 are", with_c2=True),
+        ],
+        "dgamma": [
+            Alternative("wrong-values", "dgamma sums ȳ ⊙ x; γ multiplies x̂, so dgamma = Σ ȳ ⊙ x̂ with "
+                        "x̂ = (x − μ)·rstd.", (dy * x).reshape(-1, x.shape[-1]).sum(dim=0)),
+            *param_alternatives("dgamma", "γ", case, dy * xhat),
+        ],
+        "dbeta": param_alternatives("dbeta", "β", case, dy),
+    }
+
+
+def backward_case(gen: torch.Generator, *shape: int, note: str = "") -> Case:
+    x = spread_rows(gen, *shape)
+    gamma = weight(gen, shape[-1])
+    dy = torch.randn(shape, generator=gen, dtype=F64)
+    mean, rstd = row_stats(x)
+    rows = math.prod(shape[:-1])
+    return Case(shape_label(shape, rows, note), (dy, x, gamma, mean, rstd), batch=rows)
+
+
+def check_backward(fn, cases, *, reference=backward_reference, alternatives=backward_alternatives) -> None:
+    run_with_batch_refinement(BACKWARD, fn, cases, reference, alternatives=alternatives)
+
+
+@graded
+def layernorm_backward(fn) -> None:
+    """Visible check: batch 1, batch 7 square and not, 3-D, against autograd through layer_norm."""
+    gen = _gen(2)
+    cases = [
+        backward_case(gen, 1, 5),  # batch 1
+        backward_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
+        backward_case(gen, 7, 13),  # batch 7, N not a power of two
+        backward_case(gen, 2, 3, 11),  # 3-D: γ̄ sums over both leading axes
+    ]
+    check_backward(fn, cases)
+    print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x)")
+
+
+# ---------------------------------------------------------------------------
+# rmsnorm_backward
+
+RMS = Spec("rmsnorm_backward", ("dx", "dg"), ("x", "g"), ("row", "row", "param", "stat"), ("row", "param"))
+
+
+def rms_forward(x: torch.Tensor, g: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
+    """y = x · rrms ⊙ g, rrms = 1/√(mean(x²) + ε)."""
+    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps) * g
+
+
+def rms_reference(dy, x, g, rrms):
+    """(x̄, ḡ) by autograd through ``rms_forward``."""
+    x, g = x.detach().clone().requires_grad_(True), g.detach().clone().requires_grad_(True)
+    return torch.autograd.grad(rms_forward(x, g), (x, g), dy)
+
+
+def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    dy, x, g, rrms = case.args
+    dx, _ = rms_reference(dy, x, g, rrms)
+    dx_no_g, _ = rms_reference(dy, x, torch.ones_like(g), rrms)
+    xhat = x * rrms[..., None]
+    c2 = (g * dy).mean(dim=-1, keepdim=True)
+    return {
+        "dx": [
+            Alternative("wrong-values", "dx is missing the final factor rrms: x̂ = x·rrms, so every path back to x "
+                        "ends with a multiply by rrms.", dx / rrms[..., None]),
+            Alternative("wrong-values", "dx ignores g: what reaches x̂ is ŵȳ = g ⊙ ȳ, not ȳ.", dx_no_g),
+            Alternative("wrong-values", "dx still subtracts LayerNorm's c2 = mean(ŵȳ): that term came from the mean μ, "
+                        "and RMSNorm has no mean to subtract.", dx - c2 * rrms[..., None]),
+            *row_scalar_alternatives(dx, xhat, g * dy, rrms, "c1 is", with_c2=False),
+        ],
+        "dg": [
+            Alternative("wrong-values", "dg sums ȳ ⊙ x; g multiplies x̂ = x·rrms, so dg = Σ ȳ ⊙ x̂.",
+                        (dy * x).reshape(-1, x.shape[-1]).sum(dim=0)),
+            *param_alternatives("dg", "g", case, dy * xhat),
+        ],
+    }
+
+
+def rms_case(gen: torch.Generator, *shape: int, note: str = "") -> Case:
+    x = spread_rows(gen, *shape)
+    g = weight(gen, shape[-1])
+    dy = torch.randn(shape, generator=gen, dtype=F64)
+    rows = math.prod(shape[:-1])
+    return Case(shape_label(shape, rows, note), (dy, x, g, rms_stat(x)), batch=rows)
+
+
+def check_rms(fn, cases, *, reference=rms_reference, alternatives=rms_alternatives) -> None:
+    run_with_batch_refinement(RMS, fn, cases, reference, alternatives=alternatives)
+
+
+@graded
+def rmsnorm_backward(fn) -> None:
+    """Visible check: batch 1, batch 7 square and not, 3-D, against autograd."""
+    gen = _gen(3)
+    cases = [
+        rms_case(gen, 1, 6),  # batch 1
+        rms_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
+        rms_case(gen, 7, 11),  # batch 7, N not a power of two
+        rms_case(gen, 2, 3, 9),  # 3-D
+    ]
+    check_rms(fn, cases)
+    print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x)")
+
+
+# ---------------------------------------------------------------------------
+# Calling code that Triton wraps
+
+
+def _inner(exc: BaseException) -> BaseException:
+    """What a kernel itself raised: Triton's interpreter wraps it in an InterpreterError."""
+    while type(exc).__module__.startswith("triton") and exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _unwrapped(fn: Callable) -> Callable:
+    """``fn``, except that an error inside a kernel comes out as the student's own exception.
+
+    A kernel still holding its stub raises ``course.todo()`` in the interpreter and fails to
+    compile on a GPU; both come out as NotImplementedError (``not-implemented``).
+    """
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            inner = _inner(exc)
+            if not isinstance(inner, NotImplementedError) and "course.todo()" in str(exc):
+                raise NotImplementedError(str(exc)) from None
+            if inner is not exc:
+                raise inner from None
+            raise
+
+    return run
+
+
+def run_student(name: str, fn: Callable, *args, **kwargs):
+    """``call_student`` without its autograd guard (autograd must run here), quiet, Triton errors unwrapped."""
+    with quiet():
+        return call_student(name, _unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
+
+
+def _is_kernel(obj) -> bool:
+    return hasattr(obj, "__getitem__") and hasattr(obj, "run")
+
+
+def _namespace_of(obj) -> dict:
+    """The global namespace a student's function or class was defined in (the notebook's)."""
+    for fn in (getattr(obj, "forward", None), getattr(obj, "backward", None), obj):
+        namespace = getattr(fn, "__globals__", None)
+        if isinstance(namespace, dict):
+            return namespace
+    return {}
+
+
+# ---------------------------------------------------------------------------
+# layernorm_bwd_kernel, launched by the check
+
+KERNEL = "layernorm_bwd_kernel"
+
+
+@dataclass
+class KernelCase:
+    """One launch: float64 values, the dtype to run in, how many programs share the rows."""
+
+    dy: torch.Tensor  # (n_rows, N)
+    x: torch.Tensor  # (n_rows, N)
+    gamma: torch.Tensor  # (N,)
+    dtype: torch.dtype
+    programs: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return tuple(self.x.shape)
+
+    @property
+    def rows_per_program(self) -> int:
+        return -(-self.shape[0] // self.programs)
+
+    @property
+    def label(self) -> str:
+        rows, n = self.shape
+        groups = [min(self.rows_per_program, rows - p * self.rows_per_program) for p in range(self.programs)]
+        return (f"{rows} row(s) of n_cols = {n}, BLOCK = {pow2_at_least(n)}, {str(self.dtype).removeprefix('torch.')}; "
+                f"{self.programs} program(s), rows_per_program = {self.rows_per_program} (groups of {groups})")
+
+
+def pow2_at_least(n: int) -> int:
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F64) -> KernelCase:
+    return KernelCase(torch.randn(rows, n, generator=gen, dtype=F64), spread_rows(gen, rows, n), weight(gen, n), dtype, programs)
+
+
+def _padded(values: torch.Tensor, pad: int, fill: float, dtype, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """(whole buffer, view of the first values.numel() elements shaped like values): the tail holds ``fill``."""
+    buf = torch.full((values.numel() + pad,), fill, dtype=dtype, device=dev)
+    buf[: values.numel()] = values.reshape(-1).to(dev, dtype)
+    return buf, buf[: values.numel()].view(values.shape)
+
+
+@dataclass
+class KernelRun:
+    dx: torch.Tensor  # (n_rows, N) float64
+    dw: torch.Tensor  # (programs, N)
+    db: torch.Tensor  # (programs, N)
+    unwritten: list[int]  # rows of x̄ still holding the sentinel
+    spilled: list[str]  # output buffers written past their end
+    touched: list[str]  # input buffers changed
+
+
+def launch_kernel(kernel, case: KernelCase) -> KernelRun:
+    """Launch ``kernel`` on ``case`` with NaN after every input and a sentinel after every output."""
+    rows, n = case.shape
+    block = pow2_at_least(n)
+    dev = device()
+    mean, rstd = row_stats(case.x.to(case.dtype).to(F64))
+    pad = case.rows_per_program * n + block  # room for a loop that runs a whole group past the last row
+    ins = {
+        "DY_ptr": _padded(case.dy, pad, math.nan, case.dtype, dev),
+        "X_ptr": _padded(case.x, pad, math.nan, case.dtype, dev),
+        "W_ptr": _padded(case.gamma, block, math.nan, case.dtype, dev),
+        "Mean_ptr": _padded(mean, case.rows_per_program, math.nan, case.dtype, dev),
+        "Rstd_ptr": _padded(rstd, case.rows_per_program, math.nan, case.dtype, dev),
+    }
+    outs = {
+        "DX_ptr": _padded(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype, dev),
+        "DW_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), block, SENTINEL, case.dtype, dev),
+        "DB_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), block, SENTINEL, case.dtype, dev),
+    }
+    before = {k: buf.clone() for k, (buf, _) in ins.items()}
+    views = [ins[k][1] for k in ("DY_ptr", "X_ptr", "W_ptr", "Mean_ptr", "Rstd_ptr")]
+    views += [outs[k][1] for k in ("DX_ptr", "DW_partial_ptr", "DB_partial_ptr")]
+    run_student(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    same = lambda a, b: bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())  # noqa: E731
+    touched = [k for k, (buf, _) in ins.items() if not same(buf, before[k])]
+    spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
+    dx = outs["DX_ptr"][1].detach().to("cpu", F64)
+    unwritten = [r for r in range(rows) if bool((dx[r] == SENTINEL).all())]
+    return KernelRun(dx, outs["DW_partial_ptr"][1].to("cpu", F64), outs["DB_partial_ptr"][1].to("cpu", F64),
+                     unwritten, spilled, touched)
+
+
+def group_sums(per_row: torch.Tensor, case: KernelCase) -> torch.Tensor:
+    """(programs, N): row p sums ``per_row`` over program p's rows."""
+    rpp = case.rows_per_program
+    return torch.stack([per_row[p * rpp:(p + 1) * rpp].sum(dim=0) for p in range(case.programs)])
+
+
+def group_picks(per_row: torch.Tensor, case: KernelCase, which: int) -> torch.Tensor:
+    """(programs, N): row p is program p's first (which=0) or last (which=-1) row of ``per_row``."""
+    rpp, rows = case.rows_per_program, case.shape[0]
+    picks = []
+    for p in range(case.programs):
+        group = list(range(p * rpp, min((p + 1) * rpp, rows)))
+        picks.append(per_row[group[which]] if group else torch.zeros_like(per_row[0]))
+    return torch.stack(picks)
+
+
+def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -> list[Alternative]:
+    """Named wrong contents of a partial buffer whose rows should sum ``per_row`` over each program's rows."""
+    if case.rows_per_program == 1:
+        return []
+    return [
+        Alternative(
+            "batch-reduction",
+            f"row p of {buffer} holds only the last row of program p: the partial sum is overwritten on every pass "
+            "of the loop. Accumulate in registers (acc += …) over the program's rows and store once, after the loop.",
+            group_picks(per_row, case, -1)),
+        Alternative(
+            "batch-reduction",
+            f"row p of {buffer} holds only the first row of program p: every row of the group must be added in.",
+            group_picks(per_row, case, 0)),
+    ]
+
+
+def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) -> None:
+    """Launch the kernel on each case; raise a diagnosis for the first thing that is wrong.
+
+    ``dx_reference(dy, x, gamma, mean, rstd)`` gives x̄ in float64.
+    """
+    if not _is_kernel(kernel):
+        if callable(kernel):
+            raise GradingFailure("error", f"{KERNEL} is not a Triton kernel: keep the @triton.jit line above its def.")
+        raise GradingFailure("error", f"{KERNEL} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+    passed_pow2 = False
+    for case in cases:
+        rows, n = case.shape
+        tol = TRITON_TOL[case.dtype]
+        dy, x, gamma = (t.to(case.dtype).to(F64) for t in (case.dy, case.x, case.gamma))  # what the kernel sees
+        mean, rstd = row_stats(x)
+        xhat = normalised(x, mean, rstd)
+        run = launch_kernel(kernel, case)
+        label = case.label
+        if run.touched:
+            raise GradingFailure("wrong-values", f"{KERNEL} wrote into its input {', '.join(run.touched)}: inputs are "
+                                 "read-only; store x̄ through DX_ptr and the partial sums through the partial buffers.",
+                                 f"inputs: {label}")
+        if run.unwritten:
+            raise GradingFailure(
+                "wrong-values",
+                f"{KERNEL} never wrote x̄ for row(s) {run.unwritten}: program p handles rows p·rows_per_program up to "
+                "(not including) min((p + 1)·rows_per_program, n_rows) — loop over all of them.", f"inputs: {label}")
+        if run.spilled:
+            raise GradingFailure(
+                "wrong-values",
+                f"{KERNEL} writes past the end of {', '.join(run.spilled)}: a store without mask=cols < n_cols writes "
+                "all BLOCK lanes, or the last program runs past row n_rows − 1 — stop its loop at "
+                "min(first + rows_per_program, n_rows).", f"inputs: {label}")
+        expected_dx = dx_reference(dy, x, gamma, mean, rstd)
+        failures = [
+            diagnose("dx", run.dx, expected_dx, tol=tol, case=label, alternatives=[
+                Alternative("wrong-values", "dx is missing the final factor rstd: x̂ = (x − μ)·rstd, so every path "
+                            "back to x ends with a multiply by rstd.", expected_dx / rstd[:, None])]),
+            diagnose("DW_partial", run.dw, group_sums(dy * xhat, case), tol=tol, case=label,
+                     alternatives=partial_alternatives("DW_partial", dy * xhat, case)),
+            diagnose("DB_partial", run.db, group_sums(dy, case), tol=tol, case=label,
+                     alternatives=partial_alternatives("DB_partial", dy, case)),
+        ]
+        failure = next((f for f in failures if f is not None), None)
+        # One row on one program leaves nothing but the lanes past n_cols to go wrong after a power-of-two N passed.
+        if failure is not None and passed_pow2 and rows == 1 and n != pow2_at_least(n):
+            raise GradingFailure(
+                "wrong-values",
+                f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = "
+                f"{pow2_at_least(n)}: the {pow2_at_least(n) - n} lanes past the end of each row leak in. Mask every "
+                "load and store with cols < n_cols (other=0.0), and divide row sums by n_cols, not BLOCK.",
+                failure.where or f"inputs: {label}")
+        if failure is not None:
+            raise failure
+        if rows == 1 and n == pow2_at_least(n):
+            passed_pow2 = True
+
+
+def require_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase], dx_reference: Callable) -> None:
+    """Check the kernel that ``owner`` launches first, so that a kernel bug is named as one."""
+    if KERNEL not in namespace:
+        raise GradingFailure(
+            "error", f"{owner} launches {KERNEL}, but no {KERNEL} is defined beside it: keep the kernel, with its "
+            "given name and signature, in the TritonLayerNorm cell and run that cell.")
+    try:
+        check_kernel(namespace[KERNEL], cases, dx_reference)
+    except GradingFailure as failure:
+        if owner == "TritonLayerNorm":
+            raise
+        if failure.cls == "not-implemented":
+            sentence = f"{owner} launches {KERNEL}, which is not written yet: finish Part D first."
+        else:
+            sentence = f"{owner} launches {KERNEL}, which fails its own check (Part D) — fix it first: {failure.sentence}"
+        raise GradingFailure(failure.cls, sentence, failure.where) from None
+
+
+def kernel_dx_reference(dy, x, gamma, mean, rstd):
+    return backward_reference(dy, x, gamma, mean, rstd)[0]
+
+
+# ---------------------------------------------------------------------------
+# TritonLayerNorm
+
+
+@dataclass
+class ClassCase:
+    """Inputs for TritonLayerNorm: x (n_rows, N), γ, β, ȳ as float64 values, run in ``dtype``."""
+
+    x: torch.Tensor
+    gamma: torch.Tensor
+    beta: torch.Tensor
+    dy: torch.Tensor
+    dtype: torch.dtype
+    eps: float = EPS
+
+    @property
+    def label(self) -> str:
+        return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}"
+
+
+def class_case(gen: torch.Generator, rows: int, n: int, dtype=F64) -> ClassCase:
+    x = spread_rows(gen, rows, n)
+    return ClassCase(x, weight(gen, n), 0.5 * torch.randn(n, generator=gen, dtype=F64),
+                     torch.randn(rows, n, generator=gen, dtype=F64), dtype)
+
+
+def layernorm_reference(x, gamma, beta, dy, eps=EPS):
+    """y and (x̄, γ̄, β̄) by autograd through torch.nn.functional.layer_norm, in float64."""
+    x, gamma, beta = (t.detach().to(F64).clone().requires_grad_(True) for t in (x, gamma, beta))
+    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, eps)
+    return (y.detach(), *torch.autograd.grad(y, (x, gamma, beta), dy.to(F64)))
+
+
+def _instrumented(cls: type, used: list, returned: list) -> type:
+    """A subclass of the student's Function whose backward may not call autograd and whose raw results are kept."""
+
+    def backward(ctx, *grads):
+        with forbid_autograd("TritonLayerNorm.backward") as tried:
+            try:
+                out = cls.backward(ctx, *grads)
+                returned.append(out)
+                return out
+            finally:
+                used.extend(tried)
+
+    return type(cls.__name__, (cls,), {"backward": staticmethod(backward), "__module__": cls.__module__})
+
+
+def _autograd_in_backward(used: list) -> GradingFailure:
+    return GradingFailure(
+        "autograd-in-backward",
+        f"TritonLayerNorm.backward called {used[0]}: launch layernorm_bwd_kernel on ȳ and the saved tensors instead "
+        "— the point of the exercise is a backward written by hand.")
+
+
+def _check_saved(packed: list, x, y, xhat, label: str) -> None:
+    """Refuse a saved x̂ or y: two numbers per row (μ, rstd) rebuild x̂ from x."""
+    if x.shape[0] < 2:
+        return  # at batch 1 a row of x̂ has the size of γ; judged above batch 1
+
+    def is_(t, ref):
+        return t.numel() == ref.numel() and torch.allclose(t.detach().reshape(-1).to("cpu", F64), ref.reshape(-1),
+                                                           rtol=1e-5, atol=1e-6)
+
+    for t in packed:
+        if not isinstance(t, torch.Tensor) or t.numel() != x.numel():
+            continue
+        for what, ref in (("x̂", xhat), ("y", y)):
+            if is_(t, ref) and not is_(t, x.detach().to("cpu", F64)):
+                raise GradingFailure(
+                    "wrong-values",
+                    f"TritonLayerNorm's forward saves {what} for the backward: a second activation-sized tensor "
+                    f"({x.shape[0]}×{x.shape[1]}) kept alive until the backward. Save x, γ, mean and rstd — two numbers "
+                    "per row — and rebuild x̂ = (x − μ)·rstd in the kernel.", f"inputs: {label}")
+
+
+def _raw_param_failure(out: str, raw, expected: torch.Tensor, tol: float, label: str) -> GradingFailure | None:
+    """A γ̄ or β̄ that backward returned as the (programs, N) buffer, which autograd would have summed silently."""
+    if not isinstance(raw, torch.Tensor) or raw.ndim != 2 or raw.shape[-1] != expected.shape[-1]:
+        return None
+    if relative_error(raw.detach().to("cpu", F64).sum(dim=0), expected) <= tol:
+        return GradingFailure(
+            "batch-reduction",
+            f"backward returns {out} as the ({raw.shape[0]}, {raw.shape[1]}) buffer of partial sums, one row per program: "
+            "the second pass — the sum over its rows — is missing. Autograd quietly sums it to the shape of the "
+            "parameter, so training would not notice; write the second pass yourself.",
+            f"{out} has shape {tuple(raw.shape)}; it must be ({expected.shape[-1]},)\ninputs: {label}")
+    return None
+
+
+def _host(t):
+    """A result on the CPU, where the float64 references live (a no-op without a GPU)."""
+    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
+
+
+def _transposed(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t`` (rows, N), laid out column by column: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequence[ClassCase], *,
+                         reference: Callable = layernorm_reference, dx_reference: Callable = kernel_dx_reference) -> None:
+    """The kernel first; then forward, saved tensors, raw backward results and gradients through autograd."""
+    name = "TritonLayerNorm"
+    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
+                             f"(it is a {type(cls).__name__}): run the cell that defines it.")
+    require_kernel(name, _namespace_of(cls), kernel_cases, dx_reference)
+    used: list[str] = []
+    returned: list = []
+    guarded = _instrumented(cls, used, returned)
+    dev = device()
+    for case in cases:
+        tol = TRITON_TOL[case.dtype]
+        x64, g64, b64 = (t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta))
+        y_ref, dx_ref, dg_ref, db_ref = reference(x64, g64, b64, case.dy.to(case.dtype).to(F64), case.eps)
+        x, gamma, beta = (t.to(dev, case.dtype).requires_grad_(True) for t in (case.x, case.gamma, case.beta))
+        packed: list[torch.Tensor] = []
+
+        def pack(t):
+            packed.append(t)
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = run_student(name, guarded.apply, x, gamma, beta, case.eps)
+        failure = diagnose("y", _host(y), y_ref, tol=tol, case=case.label, of="x")
+        if failure is not None:
+            raise failure
+        if y.grad_fn is None:
+            raise GradingFailure("error", f"{name}.apply(x, gamma, beta, eps) returned a tensor with no autograd "
+                                 "history: return the y that forward creates.")
+        mean, rstd = row_stats(x64, case.eps)
+        _check_saved(packed, x, y_ref, normalised(x64, mean, rstd), case.label)
+        variants = [("contiguous", case.dy.to(dev, case.dtype))]
+        if min(case.x.shape) > 1:
+            variants.append(("transposed view", _transposed(case.dy.to(dev, case.dtype))))
+        for layout, dy in variants:
+            returned.clear()
+            try:
+                grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), dy, retain_graph=True))
+            except GradingFailure:
+                if used:
+                    raise _autograd_in_backward(used) from None
+                raise
+            if used:
+                raise _autograd_in_backward(used)
+            label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
+            raw = returned[0] if returned and isinstance(returned[0], (tuple, list)) else ()
+            for i, (out, expected) in enumerate((("dgamma", dg_ref), ("dbeta", db_ref))):
+                failure = _raw_param_failure(out, raw[i + 1] if len(raw) > i + 1 else None, expected, tol, label)
+                if failure is not None:
+                    raise failure
+            for out, of, got, expected in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads,
+                                              (dx_ref, dg_ref, db_ref)):
+                failure = diagnose(out, _host(got), expected, tol=tol, case=label, of=of)
+                if failure is None:
+                    continue
+                if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
+                    raise GradingFailure(
+                        "wrong-values",
+                        f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
+                        "autograd may hand backward a non-contiguous ȳ, and the kernel steps through rows as if they "
+                        "were contiguous. Call dy.contiguous() before launching.", failure.where)
+                raise failure
+
+
+VISIBLE_KERNEL_CASES = [  # (rows, N, programs, dtype): one row first, N a power of two first
+    (1, 8, 1, F64),
+    (1, 5, 1, F64),
+    (7, 13, 3, F64),  # groups of 3, 3, 1: a ragged last program
+    (7, 13, 3, F32),
+]
+
+
+def visible_kernel_cases(gen: torch.Generator) -> list[KernelCase]:
+    return [kernel_case(gen, r, n, p, dt) for r, n, p, dt in VISIBLE_KERNEL_CASES]
+
+
+@graded
+def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
+    """Visible check: the kernel on 1 and 3 programs, then the class through autograd at batch 1 and 7."""
+    gen = _gen(4)
+    cases = [class_case(gen, 1, 6), class_case(gen, 7, 13), class_case(gen, 7, 13, F32)]
+    check_function_class(cls, visible_kernel_cases(gen), cases)
+    print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group; y, dx, "
+          "dgamma, dbeta at batch 1 and 7, float32 and float64; saves no x̂; no autograd in backward)")
+
+
+# ---------------------------------------------------------------------------
+# triton_layernorm
+
+
+@dataclass
+class FunctionCase:
+    """Inputs for triton_layernorm: x of any shape, γ, β, ȳ (float64 values) run in ``dtype``."""
+
+    x: torch.Tensor
+    gamma: torch.Tensor
+    beta: torch.Tensor
+    dy: torch.Tensor
+    dtype: torch.dtype
+    eps: float | None = None  # None: call without eps (the default, 1e-5)
+    transposed: bool = False
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        parts = [f"x {tuple(self.x.shape)}", str(self.dtype).removeprefix("torch.")]
+        if self.transposed:
+            parts.append("a transposed (non-contiguous) view")
+        if self.eps is not None:
+            parts.append(f"eps={self.eps:g}")
+        if self.note:
+            parts.append(self.note)
+        return ", ".join(parts)
+
+
+def function_case(gen: torch.Generator, shape: tuple[int, ...], dtype=F64, *, eps=None, transposed=False, note="") -> FunctionCase:
+    x = spread_rows(gen, *shape)
+    n = shape[-1]
+    return FunctionCase(x, weight(gen, n), 0.5 * torch.randn(n, generator=gen, dtype=F64),
+                        torch.randn(shape, generator=gen, dtype=F64), dtype, eps, transposed, note)
+
+
+def _custom_function_in_graph(y: torch.Tensor) -> bool:
+    """Whether y's autograd graph runs through a custom torch.autograd.Function."""
+    seen, todo = set(), [y.grad_fn]
+    while todo and len(seen) < 200:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, torch.autograd.function.BackwardCFunction):
+            return True
+        todo.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
+    return False
+
+
+def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequence[FunctionCase], *,
+                             reference: Callable = layernorm_reference,
+                             dx_reference: Callable = kernel_dx_reference) -> None:
+    """``fn(x, gamma, beta[, eps])`` = LayerNorm over the last dim of any-rank x, forward and backward."""
+    name = "triton_layernorm"
+    if not callable(fn):
+        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    require_kernel(name, _namespace_of(fn), kernel_cases, dx_reference)
+    dev = device()
+    for case in cases:
+        tol = TRITON_TOL[case.dtype]
+        eps = EPS if case.eps is None else case.eps
+        x64, g64, b64, dy64 = (t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta, case.dy))
+        y_ref, dx_ref, dg_ref, db_ref = reference(x64, g64, b64, dy64, eps)
+        if case.transposed:
+            x = case.x.mT.contiguous().to(dev, case.dtype).requires_grad_(True).mT
+        else:
+            x = case.x.to(dev, case.dtype).requires_grad_(True)
+        gamma, beta = (t.to(dev, case.dtype).requires_grad_(True) for t in (case.gamma, case.beta))
+        kept = x.detach().clone()
+        kwargs = {} if case.eps is None else {"eps": case.eps}
+        y = run_student(name, fn, x, gamma, beta, **kwargs)
+        alts = []
+        if x.ndim != 2:
+            alts.append(Alternative("shape", "y has the shape of the rows, (n_rows, N), not the shape of x: give the "
+                                    "result x's shape back (.view(x.shape)).", y_ref.reshape(-1, x.shape[-1])))
+        if case.eps is not None:
+            alts.append(Alternative("wrong-values", f"{name} ignores its eps argument: it was called with "
+                                    f"eps={case.eps:g} and used {EPS:g}.", reference(x64, g64, b64, dy64, EPS)[0]))
+        failure = diagnose("y", _host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
+        if failure is not None and case.transposed and failure.cls != "shape":
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} is right for contiguous inputs and wrong for a transposed view: the kernels step through rows "
+                "as if they were contiguous. x.reshape(-1, N) keeps a view when it can — add .contiguous().",
+                failure.where)
+        if failure is not None:
+            raise failure
+        if not torch.equal(x.detach(), kept):
+            raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
+                                 f"inputs: {case.label}")
+        if not _custom_function_in_graph(y):
+            raise GradingFailure(
+                "wrong-values", f"{name} must run your kernels through TritonLayerNorm.apply, but its result's autograd "
+                "graph holds no custom Function (was it torch.nn.functional.layer_norm?).", f"inputs: {case.label}")
+        grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), case.dy.to(dev, case.dtype)))
+        for out, of, got, expected in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, (dx_ref, dg_ref, db_ref)):
+            failure = diagnose(out, _host(got), expected, tol=tol, case=case.label, of=of)
+            if failure is not None:
+                raise failure
+
+
+@graded
+def triton_layernorm(fn) -> None:
+    """Visible check: 1-D, batch 1 and 7, 3-D, a transposed view and eps, with gradients of x, γ, β."""
+    gen = _gen(5)
+    kernel_cases = [kernel_case(gen, 1, 8, 1), kernel_case(gen, 1, 5, 1), kernel_case(gen, 7, 13, 3)]
+    cases = [
+        function_case(gen, (11,), note="1-D"),
+        function_case(gen, (1, 11), note="batch 1"),
+        function_case(gen, (7, 11), note="batch 7"),
+        function_case(gen, (2, 3, 11), F32, note="3-D"),
+        function_case(gen, (7, 9), transposed=True),
+        function_case(gen, (7, 6), eps=0.1),
+    ]
+    check_layernorm_function(fn, kernel_cases, cases)
+    print("✓ triton_layernorm passes the visible checks (1-D, batch 1 and 7, 3-D, a transposed view, eps; "
+          "float32 and float64; gradients of x, gamma and beta)")
+
+
+__all__ = ["layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm"]

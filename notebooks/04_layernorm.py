@@ -1,0 +1,693 @@
+# %% [markdown]
+# # 04 — LayerNorm: two scalars per row, one sum across programs
+#
+# LayerNorm rescales each row of activations to mean 0 and variance 1, then applies a learned
+# per-feature scale $\gamma$ and shift $\beta$. Every output of a row depends on every input of
+# that row, through the row's mean and variance, so its Jacobian is a dense $N \times N$ matrix
+# per row — the same situation as softmax in notebook 02. And like softmax's, it collapses:
+# this time not to one scalar per row but to **two**.
+#
+# Something new comes with it. $\gamma$ and $\beta$ are shared by every row, so their gradients
+# are sums **over every row of the batch**. On a GPU, where each program owns a few rows, that is
+# the first gradient in this course that crosses program boundaries, and it needs a plan: partial
+# sums and a second pass, or atomics.
+#
+# | part | you write | points |
+# |---|---|---|
+# | A | `layernorm_forward(x, gamma, beta, eps=1e-5)` → `(y, mean, rstd)` | 1 |
+# | B | `layernorm_backward(dy, x, gamma, mean, rstd)` → `(dx, dgamma, dbeta)`, the two-scalar collapse | 3 |
+# | C | `rmsnorm_backward(dy, x, g, rrms)` → `(dx, dg)`, the one-scalar variation | 2 |
+# | D | `TritonLayerNorm`: a fused Triton backward kernel with partial $\bar\gamma$/$\bar\beta$ sums, and the second pass | 2 |
+# | E | `triton_layernorm(x, gamma, beta, eps=1e-5)` — any leading dimensions, differentiable | 1 |
+#
+# Each part ends with a test cell. It prints `✓ ...` when your function is right; when it is
+# wrong, its first line names the kind of bug (`diagnosis: batch-reduction — ...`) and the next
+# lines say where it first went wrong.
+# %%
+import course
+
+# %%
+import matplotlib.pyplot as plt
+import torch
+
+from course import parameter_reduction
+
+F64 = torch.float64  # every gradient check runs in float64
+DEVICE = course.DEVICE  # cuda with a GPU; else cpu, with Triton kernels in the interpreter
+
+
+def unfinished(exc):
+    """Whether `exc` comes from an exercise that still raises course.todo().
+
+    Triton wraps what a kernel raises in its own error, so follow the chain of causes.
+    """
+    while exc is not None:
+        if isinstance(exc, NotImplementedError) or "course.todo()" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+# %% [markdown]
+# ## 1. The forward, with names for the code
+#
+# LayerNorm acts on the **last** dimension. Think of $x$ as rows of length $N$ (a token's
+# features); every leading dimension (batch, sequence) just counts rows. For one row:
+#
+# $$\mu = \frac1N \sum_j x_j, \qquad \sigma^2 = \frac1N \sum_j (x_j - \mu)^2, \qquad
+# \text{rstd} = \frac{1}{\sqrt{\sigma^2 + \varepsilon}},$$
+#
+# $$\hat x = (x - \mu)\cdot \text{rstd}, \qquad y = \hat x \odot \gamma + \beta .$$
+#
+# Shapes, once: for `x` of shape `(..., N)`, `gamma` and `beta` are `(N,)`, `y` is `(..., N)`,
+# and `mean` ($\mu$) and `rstd` are **one number per row**: the shape of `x` without its last
+# dimension, `x.shape[:-1]`. To use them against a row, give them back a size-1 axis,
+# `mean[..., None]` or `mean.unsqueeze(-1)`, so they broadcast along the row and not across rows.
+#
+# Two details cost people real time:
+#
+# - $\sigma^2$ divides by $N$ — the **biased** variance. `torch.var` divides by $N - 1$ unless you
+#   pass `correction=0` (or `unbiased=False`).
+# - $\varepsilon$ goes **inside** the square root: it keeps $\text{rstd}$ finite for a constant row.
+#
+# The name `rstd` (reciprocal standard deviation) is what kernels store: a multiply by `rstd`
+# is cheaper than a divide by $\sigma$, and it is the number the backward needs.
+# %%
+row = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=F64)  # (N,) with N = 4
+print("torch.var(row)               =", round(torch.var(row).item(), 4), " <- divides by N − 1")
+print("torch.var(row, correction=0) =", round(torch.var(row, correction=0).item(), 4), " <- divides by N: LayerNorm's σ²")
+y_torch = torch.nn.functional.layer_norm(row, (4,), eps=0.0)  # no γ, β: y = x̂
+print("layer_norm(row)              =", [round(v, 4) for v in y_torch.tolist()], "= (row − 2.5) / √1.25")
+
+# %% [markdown]
+# ## Part A — layernorm_forward (1 point)
+#
+# Write the forward pass for `x` of shape `(..., N)` — any number of leading dimensions — and
+# return `(y, mean, rstd)`: `y` shaped like `x`, `mean` and `rstd` shaped like `x` **without its
+# last dimension** (so `(7,)` for `x` of shape `(7, N)`, and `(2, 3)` for `(2, 3, N)`). Use the
+# `eps` you are given. No `torch.nn.functional.layer_norm` here — it is the reference.
+# %% solution id=layernorm_forward
+def layernorm_forward(x, gamma, beta, eps=1e-5):
+    """LayerNorm over the last dim of x (..., N), with γ and β of shape (N,).
+
+    Returns (y, mean, rstd): y shaped like x; mean and rstd one per row, shaped x.shape[:-1].
+    """
+    ### BEGIN SOLUTION
+    mean = x.mean(dim=-1)  # (...,): μ, one per row
+    xc = x - mean.unsqueeze(-1)  # (..., N): the row minus its own mean
+    var = (xc * xc).mean(dim=-1)  # (...,): σ², biased — divide by N
+    rstd = torch.rsqrt(var + eps)  # (...,): 1/√(σ² + ε), ε inside the root
+    xhat = xc * rstd.unsqueeze(-1)  # (..., N): x̂
+    y = xhat * gamma + beta  # γ and β broadcast to every row
+    return y, mean, rstd
+    ### END SOLUTION
+
+# %% test id=test_layernorm_forward points=1
+"""layernorm_forward: y, mean and rstd at batch 1 and 7 and for 3-D x, N not a power of two, eps honoured, against torch.nn.functional.layer_norm; mean and rstd shaped x.shape[:-1]."""
+course.selfcheck.layernorm_forward(layernorm_forward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.layernorm_forward(layernorm_forward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 2. The Jacobian looks dense
+#
+# Move one input $x_j$ and the whole row moves: $\mu$ changes, so every $x_i - \mu$ changes, and
+# $\sigma$ changes, so every $\hat x_i$ is rescaled. Differentiate $\hat x_i = (x_i - \mu)\,\text{rstd}$
+# one piece at a time:
+#
+# - $\partial \mu / \partial x_j = 1/N$;
+# - $\partial \sigma^2 / \partial x_j = \frac2N (x_j - \mu)$ — the term through $\mu$ vanishes because
+#   $\sum_i (x_i - \mu) = 0$;
+# - $\text{rstd} = (\sigma^2 + \varepsilon)^{-1/2}$, so $\partial\,\text{rstd} / \partial x_j
+#   = -\tfrac12 \text{rstd}^3 \cdot \tfrac2N (x_j - \mu) = -\text{rstd}^2\, \hat x_j / N$.
+#
+# Put together with the product rule:
+#
+# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rstd}\Big(\delta_{ij} - \frac1N - \frac{\hat x_i \hat x_j}{N}\Big)
+# \qquad\Longleftrightarrow\qquad
+# J = \text{rstd}\,\Big(I - \tfrac1N \mathbf 1 \mathbf 1^\top - \tfrac1N \hat x \hat x^\top\Big).$$
+#
+# Every entry is nonzero: a dense $N \times N$ matrix per row. But look at its structure — the
+# identity minus **two rank-one matrices**. Here it is for one row of 8, built by autograd, beside
+# its three pieces:
+# %%
+gen = torch.Generator().manual_seed(0)
+N = 8
+x_row = 3.0 * torch.randn(N, generator=gen, dtype=F64) + 1.0  # (N,): one row, mean and spread far from 0 and 1
+mu = x_row.mean()
+rs = 1.0 / torch.sqrt(((x_row - mu) ** 2).mean() + 1e-5)  # rstd of this row
+xh = (x_row - mu) * rs  # x̂, (N,)
+
+
+def normalise(row):  # x ↦ x̂ for one row: LayerNorm without γ and β
+    return torch.nn.functional.layer_norm(row, row.shape, eps=1e-5)
+
+
+J = torch.autograd.functional.jacobian(normalise, x_row)  # (N, N), built once here to look at it
+ones = torch.ones(N, dtype=F64)
+course.plots.matrices({
+    "J = ∂x̂/∂x (autograd)": J,
+    "rstd · I": rs * torch.eye(N, dtype=F64),
+    "− rstd/N · 1 1ᵀ": -rs / N * torch.outer(ones, ones),
+    "− rstd/N · x̂ x̂ᵀ": -rs / N * torch.outer(xh, xh),
+}, title="A dense Jacobian that is the identity minus two rank-one matrices")
+plt.show()
+
+# %% check-output
+J_formula = rs * (torch.eye(N, dtype=F64) - torch.outer(ones, ones) / N - torch.outer(xh, xh) / N)
+print("autograd's J equals rstd·(I − 11ᵀ/N − x̂x̂ᵀ/N):", torch.allclose(J, J_formula, rtol=0, atol=1e-12))
+print(f"entries of J that are zero: {(J.abs() < 1e-12).sum().item()} of {N * N}")
+
+# %% [markdown]
+# ## 3. The collapse: two scalars per row
+#
+# The backward needs $\bar x$ from $\bar y$. Start from the end of the chain:
+# $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so $\bar{\hat x} = \gamma \odot \bar y$.
+# Call that vector $\hat w\bar y$ (`wdy` in code); then $\bar x = J^\top \hat w\bar y$. $J$ is symmetric,
+# and each rank-one piece multiplies a vector by doing one dot product:
+#
+# $$\mathbf 1 \mathbf 1^\top \hat w\bar y = \mathbf 1 \cdot \textstyle\sum_j \hat w\bar y_j, \qquad
+# \hat x \hat x^\top \hat w\bar y = \hat x \cdot \sum_j \hat x_j\, \hat w\bar y_j .$$
+#
+# Divide the sums by $N$ and name them — they are the only two numbers that couple the row:
+#
+# $$c_1 = \operatorname{mean}(\hat x \odot \hat w\bar y), \qquad c_2 = \operatorname{mean}(\hat w\bar y),
+# \qquad \boxed{\;\bar x = \big(\hat w\bar y - (\hat x\, c_1 + c_2)\big)\cdot \text{rstd}\;}$$
+#
+# Two reductions over the row, then one elementwise pass: $O(N)$ work and $O(1)$ extra memory per
+# row instead of an $N \times N$ matrix. In code `c1` and `c2` are one number per row, so they
+# keep a size-1 last axis (`keepdim=True`) to broadcast **along** their row.
+#
+# **Without $\gamma$ and $\beta$** ($\gamma = 1$, $\beta = 0$, so $y = \hat x$ and $\hat w \bar y = \bar y$) it
+# reads, with $\sigma = \sqrt{\sigma^2 + \varepsilon} = 1/\text{rstd}$,
+#
+# $$\bar x = \frac{\bar y - \operatorname{mean}(\bar y) - y \cdot \operatorname{mean}(\bar y \odot y)}{\sigma}.$$
+#
+# Subtract the mean of the gradient (the centring), subtract the part of it along $y$ (the
+# scaling), divide by $\sigma$. Here it is against central differences of the forward, which
+# know nothing of the derivation:
+# %% check-output
+gen = torch.Generator().manual_seed(1)
+x = 2.0 * torch.randn(3, 6, generator=gen, dtype=F64) + 0.5  # (M, N) = (3, 6)
+dy = torch.randn(3, 6, generator=gen, dtype=F64)  # ȳ, shaped like y
+
+
+def normalise_rows(x):  # y = x̂ row by row: LayerNorm without γ, β
+    return torch.nn.functional.layer_norm(x, (x.shape[-1],), eps=1e-5)
+
+
+y = normalise_rows(x)
+sigma = torch.sqrt(x.var(dim=-1, correction=0, keepdim=True) + 1e-5)  # (M, 1)
+dx_formula = (dy - dy.mean(-1, keepdim=True) - y * (dy * y).mean(-1, keepdim=True)) / sigma  # (M, N)
+(dx_numeric,) = course.gradcheck.numerical_vjp(normalise_rows, (x,), dy)  # central differences, ε = 1e-6
+err = course.relative_error(dx_formula, dx_numeric)
+print("x̄ = (ȳ − mean ȳ − y·mean(ȳ⊙y)) / σ agrees with central differences:", err < 1e-8)
+
+# %% [markdown]
+# ## 4. $\bar\gamma$ and $\bar\beta$: sums over the batch — and what the forward saves
+#
+# $\gamma$ and $\beta$ are **broadcast** in the forward: the same $N$ numbers are used by every row.
+# Broadcast forward, reduce backward (notebook 01): every row contributes to their gradients,
+#
+# $$\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y,$$
+#
+# both of shape $(N,)$, summed over **every** leading axis of a `(..., N)` input. At batch 1 the sum
+# has one term, so forgetting it is invisible there; test at batch 7.
+#
+# **What the forward saves.** The backward needs $\hat x$, $\text{rstd}$, $\gamma$ and $\bar y$. $\hat x$ is a
+# full $N$ per row; $\mu$ and $\text{rstd}$ are one number per row each, and with $x$ they rebuild
+# $\hat x = (x - \mu)\cdot\text{rstd}$ for two FLOPs an element. $x$ is kept anyway (in a transformer
+# it is the residual stream), so a LayerNorm saves **$x$, $\gamma$, and two scalars per row** — not
+# $\hat x$, which would be a second activation-sized tensor held from the forward to the backward.
+# That is why `layernorm_backward` below takes `mean` and `rstd`, not `xhat`.
+#
+# The naive backward builds the Jacobian of each row and multiplies — correct, and $N^2$ work
+# and memory per row:
+# %%
+def layernorm_backward_dense(dy, x, gamma, mean, rstd):
+    """x̄ for x (M, N) by building each row's N×N Jacobian: the version the collapse replaces."""
+    M, N = x.shape  # rows, features
+    dx = torch.empty_like(x)
+    for m in range(M):
+        r = rstd[m]
+        xh_m = (x[m] - mean[m]) * r  # (N,)
+        J_m = r * (torch.eye(N, dtype=x.dtype) - 1.0 / N - torch.outer(xh_m, xh_m) / N)  # (N, N): write N²
+        dx[m] = J_m @ (gamma * dy[m])  # read N² + N, write N; J is symmetric
+    return dx
+
+# %% [markdown]
+# ## Part B — layernorm_backward (3 points)
+#
+# Given the upstream gradient `dy` (shaped like `x`), the input `x` of shape `(..., N)`, `gamma`
+# `(N,)`, and the `mean` and `rstd` the forward saved (shaped `x.shape[:-1]`), return
+# `(dx, dgamma, dbeta)` shaped like `(x, gamma, gamma)`:
+#
+# - rebuild $\hat x$ from `x`, `mean` and `rstd`;
+# - $\bar x = (\hat w\bar y - (\hat x\, c_1 + c_2))\cdot\text{rstd}$ with $c_1$, $c_2$ one per row — keep their last axis;
+# - $\bar\gamma$ and $\bar\beta$ summed over every row, whatever the number of leading dimensions
+#   (`t.reshape(-1, N).sum(0)` does it for any of them).
+#
+# Do not call autograd — the test refuses it — and do not build an $N \times N$ matrix.
+# %% solution id=layernorm_backward
+def layernorm_backward(dy, x, gamma, mean, rstd):
+    """Gradients of y = LayerNorm(x) ⊙ γ + β given ȳ = dy, from the saved mean and rstd.
+
+    dy, x: (..., N); gamma: (N,); mean, rstd: x.shape[:-1].
+    Returns (dx, dgamma, dbeta), shaped like (x, gamma, gamma).
+    """
+    ### BEGIN SOLUTION
+    N = x.shape[-1]  # features
+    rstd = rstd.unsqueeze(-1)  # (..., 1): one per row, broadcast along it
+    xhat = (x - mean.unsqueeze(-1)) * rstd  # (..., N): rebuilt, never saved
+    wdy = gamma * dy  # (..., N): ŵȳ, the gradient reaching x̂
+    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)  # (..., 1)
+    c2 = wdy.mean(dim=-1, keepdim=True)  # (..., 1)
+    dx = (wdy - (xhat * c1 + c2)) * rstd  # (..., N), the shape of x
+    dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,): γ was used by every row
+    dbeta = dy.reshape(-1, N).sum(dim=0)  # (N,)
+    return dx, dgamma, dbeta
+    ### END SOLUTION
+
+# %% test id=test_layernorm_backward points=3
+"""layernorm_backward: dx, dgamma, dbeta at batch 1 and 7 (a square case too) and for 3-D x, N not a power of two, against autograd through torch.nn.functional.layer_norm; no autograd inside."""
+course.selfcheck.layernorm_backward(layernorm_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.layernorm_backward(layernorm_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# Your collapse against the dense version, and the cost of each, for rows of 4096:
+# %%
+try:
+    gen = torch.Generator().manual_seed(2)
+    M, N = 5, 9  # rows, features
+    x = 2.0 * torch.randn(M, N, generator=gen, dtype=F64) + 1.0
+    gamma = torch.randn(N, generator=gen, dtype=F64)
+    dy = torch.randn(M, N, generator=gen, dtype=F64)
+    mean = x.mean(-1)  # (M,)
+    rstd = 1.0 / torch.sqrt(x.var(-1, correction=0) + 1e-5)  # (M,)
+    dx, dgamma, dbeta = layernorm_backward(dy, x, gamma, mean, rstd)
+    err = course.relative_error(dx, layernorm_backward_dense(dy, x, gamma, mean, rstd))
+    print(f"x̄: collapsed vs dense Jacobian, relative error {err:.0e} — {course.gradcheck.verdict(err)}")
+except NotImplementedError:
+    print("Finish Part B first: this cell compares your layernorm_backward with the dense version.")
+except Exception as exc:  # the test cell above says what is wrong
+    print(f"layernorm_backward raised {type(exc).__name__}: {exc}. Fix Part B, then rerun.")
+N = 4096
+print(f"per row of {N}: the dense Jacobian holds {N * N:,} numbers; the collapse keeps 2 (c1, c2)")
+
+# %% [markdown]
+# ## 5. RMSNorm: the same skeleton, one scalar
+#
+# RMSNorm (LLaMA, T5) drops the centring and the shift: no $\mu$, no $\beta$.
+#
+# $$\text{rrms} = \frac{1}{\sqrt{\operatorname{mean}(x^2) + \varepsilon}}, \qquad \hat x = x\cdot\text{rrms},
+# \qquad y = \hat x \odot g .$$
+#
+# Redo §2 without $\mu$: $\partial\,\text{rrms}/\partial x_j = -\text{rrms}^2\, \hat x_j / N$, and
+#
+# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rrms}\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{N}\Big)
+# \qquad\Longleftrightarrow\qquad J = \text{rrms}\,\Big(I - \tfrac1N \hat x \hat x^\top\Big).$$
+#
+# The $\mathbf 1 \mathbf 1^\top$ piece is gone — it came from $\mu$. One rank-one matrix is left, so
+# one scalar per row survives. The rest is Part B with a piece removed: $\hat w\bar y = g \odot \bar y$
+# reaches $\hat x$, $J$ is symmetric, and $\bar g = \sum_{\text{rows}} \bar y \odot \hat x$ sums over the batch
+# for the same reason $\bar\gamma$ does. The forward saves `rrms`, one number per row.
+# %% [markdown]
+# ## Part C — rmsnorm_backward (2 points)
+#
+# Given `dy` and `x` of shape `(..., N)`, the weight `g` `(N,)` and the `rrms` the forward saved
+# (shape `x.shape[:-1]`), return `(dx, dg)`, shaped like `(x, g)`. Work out $\bar x = J^\top(g \odot \bar y)$
+# from the $J$ above and write it with one row scalar `c1`. No autograd.
+# %% solution id=rmsnorm_backward
+def rmsnorm_backward(dy, x, g, rrms):
+    """Gradients of y = x · rrms ⊙ g, rrms = 1/√(mean(x²) + ε), from the saved rrms.
+
+    dy, x: (..., N); g: (N,); rrms: x.shape[:-1].
+    Returns (dx, dg), shaped like (x, g).
+    """
+    ### BEGIN SOLUTION
+    N = x.shape[-1]  # features
+    rrms = rrms.unsqueeze(-1)  # (..., 1)
+    xhat = x * rrms  # (..., N)
+    wdy = g * dy  # (..., N): ŵȳ
+    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)  # (..., 1): the one scalar left
+    dx = (wdy - xhat * c1) * rrms  # (..., N)
+    dg = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,): g was used by every row
+    return dx, dg
+    ### END SOLUTION
+
+# %% test id=test_rmsnorm_backward points=2
+"""rmsnorm_backward: dx and dg at batch 1 and 7 (a square case too) and for 3-D x, N not a power of two, against autograd; no autograd inside."""
+course.selfcheck.rmsnorm_backward(rmsnorm_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.rmsnorm_backward(rmsnorm_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 6. On a GPU: x̄ is parallel, γ̄ is a reduction across programs
+#
+# A fused LayerNorm backward gives each program some rows. For $\bar x$ that is all it needs: a row's
+# $\bar x$ reads that row of $x$ and $\bar y$, its two saved scalars, and $\gamma$ — nothing another program
+# computes. $\bar\gamma$ and $\bar\beta$ are different: **every** row adds into **every** entry, so the
+# programs must combine their work. Two ways to do it:
+#
+# 1. **Partial sums, then a second pass.** Program $p$ walks its own contiguous group of rows,
+#    accumulates $\sum \bar y \odot \hat x$ and $\sum \bar y$ for those rows in registers, and writes them once,
+#    into **row $p$** of a `(n_programs, N)` buffer. No other program ever writes that row, so no
+#    synchronisation is needed. A second, tiny pass sums the buffer over its `n_programs` rows.
+# 2. **Atomics, or a lock.** Each program adds its partial sums into memory that other programs
+#    add into too: entry by entry with `tl.atomic_add`, or — as Triton's LayerNorm tutorial does,
+#    into one of a few shared rows — by taking a lock (spinning on `tl.atomic_cas` until a flag is
+#    free), loading the row, adding, storing, and releasing the flag. Less buffer memory; the final
+#    sum needs no second pass (or a much smaller one).
+#
+# | | partial sums + second pass | atomics or a lock |
+# |---|---|---|
+# | result | **deterministic**: the same sum in the same order, bit for bit, every run | depends on which program adds first: floating-point addition is not associative, so the last bits change run to run |
+# | contention | none: each program owns its buffer row | programs queue on the same addresses (and spin on the lock); worse with many programs and short rows |
+# | cost | a `(n_programs, N)` buffer and a second launch (tiny: `n_programs` rows, not `M`) | a zero-initialised output, and a lock flag per shared row |
+#
+# The course's kernels take the first way, as Liger-Kernel does. The number of programs is a
+# choice: enough to fill the GPU (a few per SM), few enough that the buffer stays small. Which rows
+# each program touches, for 7 rows and 3 programs:
+# %%
+parameter_reduction.plot_parameter_reduction(n_rows=7, n_cols=6, n_programs=3)
+plt.show()
+
+# %% [markdown]
+# Why determinism is not a detail: here are the same 64 partial rows of $\bar\gamma$ summed in float32,
+# once in a fixed order (the second pass) and in the orders programs might reach an atomic.
+# %% check-output
+gen = torch.Generator().manual_seed(3)
+partials = 100.0 * torch.randn(64, 5, generator=gen)  # (n_programs, N) float32 partial sums
+
+
+def sum_in_order(order):
+    total = torch.zeros(5)  # float32
+    for p in order:
+        total = total + partials[p]  # one rounding per addition
+    return total
+
+
+fixed = {tuple(sum_in_order(range(64)).tolist()) for _ in range(20)}
+arrival = {tuple(sum_in_order(torch.randperm(64, generator=gen).tolist()).tolist()) for _ in range(20)}
+print(f"second pass, fixed order, 20 runs : {len(fixed)} distinct result")
+print(f"atomics, arrival order,   20 runs : {len(arrival)} distinct results")
+
+# %% [markdown]
+# Every one of those results is "right" to float32 precision, yet a training run that cannot be
+# reproduced bit for bit is hard to debug. That, and zero contention, is what the second pass buys.
+#
+# ## 7. The Triton forward (given)
+#
+# The forward is one program per row, like notebook 03's softmax: load the row, two reductions
+# ($\mu$, then $\sigma^2$), normalise, apply $\gamma$ and $\beta$, store $y$, and store the two scalars the
+# backward needs. It is given; read it — your backward kernel mirrors it. Every tensor here has
+# contiguous rows, so row `r` starts `r * n_cols` elements after the start.
+# %%
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def layernorm_fwd_kernel(
+    X_ptr,  # (n_rows, n_cols) input x, contiguous
+    Y_ptr,  # (n_rows, n_cols) output y
+    W_ptr,  # (n_cols,) γ
+    B_ptr,  # (n_cols,) β
+    Mean_ptr,  # (n_rows,) μ per row, saved for the backward
+    Rstd_ptr,  # (n_rows,) rstd per row, saved for the backward
+    n_cols,  # N, the length of a row
+    eps,  # ε, inside the square root
+    BLOCK: tl.constexpr,  # a power of two ≥ n_cols
+):
+    """y = (x − μ)·rstd ⊙ γ + β over one row per program; stores μ and rstd.
+
+    Per row: reads N (x) + 2N (γ, β), writes N (y) + 2 (μ, rstd).
+    """
+    r = tl.program_id(0).to(tl.int64)  # int64: r · n_cols can pass 2³¹ on a large activation
+    offsets = tl.arange(0, BLOCK)
+    in_row = offsets < n_cols  # the lanes past the end of the row hold nothing
+    xs = tl.load(X_ptr + r * n_cols + offsets, mask=in_row, other=0.0)  # read N
+    mu = tl.sum(xs, axis=0) / n_cols
+    # Zero the lanes past the row, so that they add nothing to the variance.
+    centred = tl.where(in_row, xs - mu, 0.0)
+    inv_std = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=0) / n_cols + eps)
+    w = tl.load(W_ptr + offsets, mask=in_row, other=0.0)  # read N
+    b = tl.load(B_ptr + offsets, mask=in_row, other=0.0)  # read N
+    tl.store(Y_ptr + r * n_cols + offsets, centred * inv_std * w + b, mask=in_row)  # write N
+    tl.store(Mean_ptr + r, mu)  # write 1
+    tl.store(Rstd_ptr + r, inv_std)  # write 1
+
+
+def layernorm_fwd(x, gamma, beta, eps):
+    """Launch layernorm_fwd_kernel on x (n_rows, N) with contiguous rows: returns y, mean (n_rows,), rstd (n_rows,)."""
+    n_rows, n_cols = x.shape
+    y = torch.empty_like(x)  # (n_rows, N)
+    mean_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
+    rstd_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
+    layernorm_fwd_kernel[(n_rows,)](x, y, gamma, beta, mean_out, rstd_out, n_cols, eps,
+                                    BLOCK=triton.next_power_of_2(n_cols))
+    return y, mean_out, rstd_out
+
+# %%
+gen = torch.Generator().manual_seed(4)
+x = torch.randn(7, 13, generator=gen, dtype=F64).to(DEVICE)  # (M, N): batch 7, N not a power of two
+gamma = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
+beta = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
+y_fwd, mean_fwd, rstd_fwd = layernorm_fwd(x, gamma, beta, 1e-5)
+y_ref = torch.nn.functional.layer_norm(x, (13,), gamma, beta, 1e-5)
+print("Triton forward matches torch.nn.functional.layer_norm:", torch.allclose(y_fwd, y_ref, rtol=0, atol=1e-12))
+print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.shape), "— not x̂", tuple(x.shape))
+
+# %% [markdown]
+# ## Part D — TritonLayerNorm (2 points)
+#
+# Two things to write in one cell.
+#
+# **The backward kernel `layernorm_bwd_kernel`**, launched on a grid of `n_programs` programs. Its
+# signature is fixed (the test launches it too). Program `p` handles rows
+# `p * rows_per_program` up to, not including, `min((p + 1) * rows_per_program, n_rows)` — the last
+# program may get fewer rows. For each of its rows it:
+#
+# 1. loads the row of $x$ and $\bar y$ (masked: `cols < n_cols`, `other=0.0`) and the row's `mean` and `rstd`;
+# 2. rebuilds $\hat x$, forms $\hat w\bar y = \gamma \odot \bar y$, reduces $c_1$ and $c_2$ with `tl.sum(...) / n_cols`;
+# 3. stores $\bar x = (\hat w\bar y - (\hat x c_1 + c_2))\cdot\text{rstd}$;
+# 4. adds $\bar y \odot \hat x$ and $\bar y$ into two accumulators held in registers (`tl.zeros([BLOCK], ...)`
+#    before the loop).
+#
+# After the loop it stores the two accumulators into **row `p`** of `DW_partial` and `DB_partial`.
+# Load $\gamma$ once, before the loop: it is the same for every row. Compute in the dtype you load
+# (float64 stays float64). A loop whose bounds are computed in the kernel is fine in Triton:
+# `for r in range(start, stop):` with `start` and `stop` from `tl.program_id` and `tl.minimum`.
+#
+# **The class `TritonLayerNorm`**, for `x` of shape `(n_rows, N)` with contiguous rows:
+#
+# - `forward(ctx, x, gamma, beta, eps)`: run the given `layernorm_fwd`, save what the backward
+#   needs with `ctx.save_for_backward` — $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
+# - `backward(ctx, dy)`: make `dy` contiguous (autograd may hand you a strided view), allocate $\bar x$
+#   and two zeroed `(n_programs, N)` partial buffers — at most `MAX_PROGRAMS` programs, fewer when
+#   there are fewer rows, each given `rows_per_program` rows (`triton.cdiv` rounds up); launch the
+#   kernel on a grid of `(n_programs,)`; then the **second pass**: sum each buffer over its rows.
+#   Return `dx, dgamma, dbeta, None` — one gradient per input of `forward`, `None` for `eps`. No
+#   autograd in here.
+#
+# One trap: if `backward` returns the `(n_programs, N)` buffer itself as $\bar\gamma$, autograd quietly
+# sums it to `(N,)` for you, and a training run never notices. The test looks at what your `backward`
+# returns, before autograd touches it.
+# %% solution id=TritonLayerNorm
+MAX_PROGRAMS = 4  # programs sharing the rows in the backward; on a GPU, a few per SM
+
+
+@triton.jit
+def layernorm_bwd_kernel(
+    DY_ptr,  # (n_rows, n_cols) upstream gradient ȳ, contiguous
+    X_ptr,  # (n_rows, n_cols) input x, contiguous
+    W_ptr,  # (n_cols,) γ
+    Mean_ptr,  # (n_rows,) μ per row, saved by the forward
+    Rstd_ptr,  # (n_rows,) rstd per row, saved by the forward
+    DX_ptr,  # (n_rows, n_cols) result x̄
+    DW_partial_ptr,  # (n_programs, n_cols) row p: program p's partial sum of γ̄
+    DB_partial_ptr,  # (n_programs, n_cols) row p: program p's partial sum of β̄
+    n_rows,  # M, rows in all
+    n_cols,  # N, the length of a row
+    rows_per_program,  # program p handles rows p·rows_per_program, … (fewer for the last program)
+    BLOCK: tl.constexpr,  # a power of two ≥ n_cols
+):
+    """x̄ = (ŵȳ − (x̂·c1 + c2))·rstd per row, c1 = mean(x̂ ⊙ ŵȳ), c2 = mean(ŵȳ), ŵȳ = γ ⊙ ȳ;
+    row p of DW_partial / DB_partial = Σ ȳ ⊙ x̂ / Σ ȳ over this program's rows.
+
+    Per row: reads 2N (x, ȳ) + 2 (μ, rstd), writes N (x̄). Per program: reads N (γ), writes 2N (partials).
+    """
+    ### BEGIN SOLUTION
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(W_ptr + cols, mask=mask, other=0.0)  # read N, once per program
+    dgamma_acc = tl.zeros([BLOCK], dtype=w.dtype)  # this program's share of γ̄, in registers
+    dbeta_acc = tl.zeros([BLOCK], dtype=w.dtype)  # this program's share of β̄
+    first = pid.to(tl.int64) * rows_per_program  # int64: row · n_cols can pass 2³¹ on a large activation
+    last = tl.minimum(first + rows_per_program, n_rows)  # the last program may have fewer rows
+    for row in range(first, last):
+        offs = row * n_cols + cols
+        # Masked lanes load ȳ = 0: they add nothing to c1, c2 or the partial sums.
+        x = tl.load(X_ptr + offs, mask=mask, other=0.0)  # read N
+        dy = tl.load(DY_ptr + offs, mask=mask, other=0.0)  # read N
+        mean = tl.load(Mean_ptr + row)  # read 1
+        rstd = tl.load(Rstd_ptr + row)  # read 1
+        xhat = (x - mean) * rstd  # rebuilt from two scalars instead of read back
+        wdy = w * dy
+        c1 = tl.sum(xhat * wdy, axis=0) / n_cols
+        c2 = tl.sum(wdy, axis=0) / n_cols
+        tl.store(DX_ptr + offs, (wdy - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
+        dgamma_acc += dy * xhat
+        dbeta_acc += dy
+    # One store per program: no other program writes row pid, so no atomics are needed.
+    tl.store(DW_partial_ptr + pid * n_cols + cols, dgamma_acc, mask=mask)  # write N
+    tl.store(DB_partial_ptr + pid * n_cols + cols, dbeta_acc, mask=mask)  # write N
+    ### END SOLUTION
+
+
+class TritonLayerNorm(torch.autograd.Function):
+    """LayerNorm over the rows of x (n_rows, N) with contiguous rows; γ, β of shape (N,).
+
+    forward(ctx, x, gamma, beta, eps): layernorm_fwd; saves x, γ, mean, rstd; returns y.
+    backward(ctx, dy): layernorm_bwd_kernel on a few programs, then the second pass; returns (dx, dgamma, dbeta, None).
+    """
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, eps):
+        ### BEGIN SOLUTION
+        y, mean, rstd = layernorm_fwd(x, gamma, beta, eps)
+        ctx.save_for_backward(x, gamma, mean, rstd)  # two scalars per row, not x̂
+        return y
+        ### END SOLUTION
+
+    @staticmethod
+    def backward(ctx, dy):
+        ### BEGIN SOLUTION
+        x, gamma, mean, rstd = ctx.saved_tensors
+        dy = dy.contiguous()  # the kernel steps through rows as if contiguous
+        n_rows, n_cols = x.shape
+        n_programs = min(n_rows, MAX_PROGRAMS)
+        rows_per_program = triton.cdiv(n_rows, n_programs)
+        dx = torch.empty_like(x)  # (n_rows, N)
+        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N)
+        dbeta_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N)
+        layernorm_bwd_kernel[(n_programs,)](
+            dy, x, gamma, mean, rstd, dx, dgamma_partial, dbeta_partial,
+            n_rows, n_cols, rows_per_program, BLOCK=triton.next_power_of_2(n_cols),
+        )
+        # Second pass: n_programs rows, summed in the same order every run.
+        dgamma = dgamma_partial.sum(dim=0)  # (N,): read n_programs·N, write N
+        dbeta = dbeta_partial.sum(dim=0)  # (N,)
+        return dx, dgamma, dbeta, None
+        ### END SOLUTION
+
+# %% test id=test_TritonLayerNorm points=2
+"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward."""
+course.selfcheck.TritonLayerNorm(TritonLayerNorm)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.TritonLayerNorm(TritonLayerNorm)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## Part E — triton_layernorm (1 point)
+#
+# The function users call: LayerNorm over the **last** dimension of `x` of any rank (1-D, a batch
+# of rows, `(batch, tokens, N)`), differentiable in `x`, `gamma` and `beta`.
+#
+# - Flatten the leading dimensions into rows, `x.reshape(-1, N)`, and make the rows contiguous
+#   (`.contiguous()` is free when they already are; a transposed input needs it).
+# - Run `TritonLayerNorm.apply(rows, gamma, beta, eps)` and give the result the shape of `x`.
+# - Check the inputs first, with a message a user can act on: `gamma` and `beta` must be `(N,)`.
+# %% solution id=triton_layernorm
+def triton_layernorm(x, gamma, beta, eps=1e-5):
+    """LayerNorm over the last dimension of x (any rank) by TritonLayerNorm; y has the shape of x."""
+    ### BEGIN SOLUTION
+    if x.ndim == 0:
+        raise ValueError("x is a 0-d tensor: LayerNorm needs a last dimension to normalise over")
+    N = x.shape[-1]  # features
+    for name, p in (("gamma", gamma), ("beta", beta)):
+        if tuple(p.shape) != (N,):
+            raise ValueError(f"{name} has shape {tuple(p.shape)}; it must be ({N},), the size of x's last dimension")
+    rows = x.reshape(-1, N).contiguous()  # (n_rows, N), each row contiguous
+    return TritonLayerNorm.apply(rows, gamma, beta, eps).view(x.shape)
+    ### END SOLUTION
+
+# %% test id=test_triton_layernorm points=1
+"""triton_layernorm: y and the gradients of x, gamma and beta for 1-D, 2-D (batch 1 and 7) and 3-D x, a transposed view, eps honoured, float32 and float64, run through TritonLayerNorm."""
+course.selfcheck.triton_layernorm(triton_layernorm)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.triton_layernorm(triton_layernorm)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ## 8. gradcheck, and the traffic
+#
+# `torch.autograd.gradcheck` perturbs every input entry — of $x$, $\gamma$ and $\beta$ — runs your
+# forward twice per entry, and compares the difference quotients with what your backward returns.
+# It needs float64, which the interpreter runs exactly as a GPU would. It is slow in the
+# interpreter (a hundred launches), so the input is small: batch 3, N = 5.
+# %%
+try:
+    gen = torch.Generator().manual_seed(5)
+    x = (2.0 * torch.randn(3, 5, generator=gen, dtype=F64) + 1.0).to(DEVICE).requires_grad_(True)
+    gamma = torch.randn(5, generator=gen, dtype=F64).to(DEVICE).requires_grad_(True)
+    beta = torch.randn(5, generator=gen, dtype=F64).to(DEVICE).requires_grad_(True)
+    ok = torch.autograd.gradcheck(triton_layernorm, (x, gamma, beta), raise_exception=False)
+    print("gradcheck of triton_layernorm in x, γ and β (float64):", ok)
+except Exception as exc:
+    if unfinished(exc):
+        print("Finish Parts D and E first: this cell runs triton_layernorm.")
+    else:  # the test cells of Parts D and E say what is wrong
+        print(f"triton_layernorm raised {type(exc).__name__}: {exc}. Fix the part whose test fails, then rerun.")
+
+# %% [markdown]
+# Now count what each backward moves for a $4096 \times 4096$ float32 activation, with the fused
+# kernel on 528 programs (4 per SM of a 132-SM H100). The op-by-op count is Part B run as PyTorch
+# ops, each reading its inputs from memory and writing its result back; the fused kernel reads
+# $x$, $\bar y$ and two scalars per row and writes $\bar x$, plus the partial buffers.
+# %%
+M, N, P = 4096, 4096, 528  # rows, features, programs
+MN = M * N
+op_by_op = {  # (elements read, elements written) per PyTorch op of Part B
+    "xhat = (x − μ)·rstd": (2 * MN + 2 * M, 2 * MN),  # two ops
+    "wdy = γ ⊙ ȳ": (MN + N, MN),
+    "c1 = mean(xhat ⊙ wdy)": (3 * MN, MN + M),  # a product, then a mean
+    "c2 = mean(wdy)": (MN, M),
+    "dx = (wdy − (xhat·c1 + c2))·rstd": (5 * MN + 3 * M, 4 * MN),  # four ops
+    "dγ = Σ ȳ ⊙ xhat, dβ = Σ ȳ": (4 * MN, MN + 2 * N),
+}
+naive = sum(r + w for r, w in op_by_op.values())
+fused = (2 * MN + 2 * M + P * N + MN + 2 * P * N) + (2 * P * N + 2 * N)  # kernel, then the second pass
+dense = M * (N * N + N * N + 2 * N)  # write each row's J, read it back, read ŵȳ, write x̄
+for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive), ("fused + second pass", fused)):
+    print(f"{name:20} {count / MN:8.2f} elements per element of x   {4 * count / 2**30:9.2f} GiB in float32")
+
+# %% [markdown]
+# The fused kernel moves about 3.6 elements per element of $x$ — the $3MN$ it cannot avoid (read $x$,
+# read $\bar y$, write $\bar x$), plus $\gamma$ once per program and the partial buffers written and read
+# back, $5PN$ in all: a small fraction of $MN$ when $M \gg P$. Part B as separate ops moves about 25, and the dense Jacobian thousands. LayerNorm's
+# backward does a few FLOPs per element, far left of any GPU's ridge point (notebook 03), so the
+# bytes are the time: fusing buys about 7×.
+#
+# ## What to take away
+#
+# - LayerNorm's Jacobian is dense but structured: $\text{rstd}\,(I - \tfrac1N \mathbf{1}\mathbf{1}^\top - \tfrac1N \hat x\hat x^\top)$.
+#   Its VJP needs two row scalars, $c_1 = \operatorname{mean}(\hat x \odot \hat w\bar y)$ and
+#   $c_2 = \operatorname{mean}(\hat w\bar y)$: $\bar x = (\hat w\bar y - (\hat x c_1 + c_2))\cdot\text{rstd}$.
+# - Save $\mu$ and $\text{rstd}$ (two numbers per row) and rebuild $\hat x$; do not save $\hat x$.
+# - $\bar\gamma$ and $\bar\beta$ sum over every row: invisible at batch 1, so test at batch 7.
+# - On a GPU that sum crosses programs. Partial sums per program plus a second pass are
+#   deterministic and contention-free; atomics save the pass but not the nondeterminism.
+# - RMSNorm is the same skeleton with one scalar: $\bar x = (\hat w\bar y - \hat x c_1)\cdot\text{rrms}$.
+#
+# Next, notebook 05: attention, where the saved scalar per row is the log-sum-exp and the tensor
+# you avoid saving is $T \times T$.

@@ -1,0 +1,499 @@
+"""04_layernorm: the checks pass the solutions, name each mutant's bug, and can fail.
+
+Every check is run twice where it matters: the hidden one (``autograder.check``, random
+inputs — several seeds for the PyTorch parts, since grading draws a fresh one each run) and
+the visible one (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis
+from both. The Triton parts run in the interpreter and cost about a second a check, so they
+get one hidden seed. Warnings are errors in this module: a warning in a test cell writes to
+stderr, and nbgrader scores such a cell zero.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import linecache
+import math
+
+import nbformat
+import pytest
+import torch
+
+import autograder.check as hidden
+import course
+import course.selfcheck as visible
+from autograder.check.layernorm import _forward, _layernorm_reference, _ln_backward, _rms_backward
+from autograder.inputs import generator, randn
+from autograder.submissions import ROOT, Mutant, mutants
+from course.diagnose import GradingFailure, relative_error
+from course.selfcheck.layernorm import (
+    F32, F64, backward_case, backward_reference, check_backward, check_forward, check_kernel, forward_case,
+    forward_reference, kernel_case, kernel_dx_reference, rms_case, rms_reference, row_stats,
+)
+from tools.build_notebooks import KERNELSPEC, TEXT_DIR, parse
+
+pytestmark = pytest.mark.filterwarnings("error")
+
+ASSIGNMENT = "04_layernorm"
+EXERCISES = ("layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm")
+TRITON = {"TritonLayerNorm", "triton_layernorm"}
+MUTANTS = mutants(ASSIGNMENT)
+SEEDS = (0, 1)  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
+
+
+# ---------------------------------------------------------------------------
+# The notebook's code as plain functions. The solution cells lean on the given Triton
+# forward (a cell of its own, before Part D), so it runs first.
+
+
+def notebook_cells():
+    return parse((TEXT_DIR / f"{ASSIGNMENT}.py").read_text(), ASSIGNMENT)
+
+
+def given_forward_cell() -> str:
+    return next(c.source for c in notebook_cells() if c.cell_type == "code" and "def layernorm_fwd_kernel" in c.source)
+
+
+def solution_cells() -> dict[str, str]:
+    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in notebook_cells()
+            if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def run_cells(cells: dict[str, str], label: str) -> dict:
+    ns = {"torch": torch, "math": math, "course": course, "__name__": "solution"}
+    exec(compile(given_forward_cell(), "<given forward>", "exec"), ns)
+    for grade_id, code in cells.items():
+        exec(compile(code, f"<{label} {grade_id}>", "exec"), ns)
+    return ns
+
+
+@functools.cache
+def solution_namespace() -> dict:
+    return run_cells(solution_cells(), "solution")
+
+
+@functools.cache
+def mutant(name: str) -> dict:
+    """A mutant's functions (the solutions with its cells on top), built once."""
+    m = next(m for m in MUTANTS if m.name == name)
+    return run_cells({**solution_cells(), **m.cells}, f"mutant {name}")
+
+
+@pytest.fixture(scope="module")
+def solution():
+    return solution_namespace()
+
+
+@pytest.fixture(params=SEEDS)
+def seeded(request, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", str(request.param))
+    return request.param
+
+
+def diagnosis(check, fn) -> str:
+    """The class a check gives ``fn``, or "pass"."""
+    try:
+        check(fn)
+    except GradingFailure as failure:
+        return failure.cls
+    return "pass"
+
+
+def hidden_seeds(name: str) -> tuple[int, ...]:
+    return SEEDS[:1] if name in TRITON else SEEDS
+
+
+# ---------------------------------------------------------------------------
+# The solutions pass
+
+SOLUTION_CASES = [pytest.param(name, seed, id=f"{name}-seed{seed}") for name in EXERCISES for seed in hidden_seeds(name)]
+
+
+@pytest.mark.parametrize("name, seed", SOLUTION_CASES)
+def test_solution_passes_the_hidden_check(name, seed, solution, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
+    getattr(hidden, name)(solution[name])
+
+
+@pytest.mark.parametrize("name", EXERCISES)
+def test_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
+    getattr(visible, name)(solution[name])
+    out, err = capsys.readouterr()
+    assert err == "", "a test cell that writes to stderr scores zero"
+    assert out.startswith(f"✓ {name} passes the visible checks") and out.count("\n") == 1, out
+
+
+# ---------------------------------------------------------------------------
+# Each mutant gets its diagnosis, from both checks
+
+MUTANT_CASES = [
+    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
+    for m in MUTANTS for test_id, cls in m.expect.items()
+]
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_its_diagnosis_from_the_hidden_check(m: Mutant, name, cls, monkeypatch):
+    for seed in hidden_seeds(name):
+        monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
+        assert diagnosis(getattr(hidden, name), mutant(m.name)[name]) == cls, f"seed {seed}"
+
+
+@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
+def test_mutant_gets_the_same_diagnosis_from_the_visible_check(m: Mutant, name, cls, capsys):
+    assert diagnosis(getattr(visible, name), mutant(m.name)[name]) == cls
+    out, err = capsys.readouterr()
+    assert out == "" and err == "", "a failing check prints no ✓ and nothing to stderr"
+
+
+def test_mutants_cover_the_bugs_this_lesson_is_about():
+    expected = {(t.removeprefix("test_"), cls) for m in MUTANTS for t, cls in m.expect.items()}
+    required = {
+        ("layernorm_forward", "wrong-values"),  # N − 1 variance, ε outside the root, σ for rstd
+        ("layernorm_forward", "shape"),  # mean and rstd with keepdim
+        ("layernorm_backward", "batch-reduction"),  # γ̄ unreduced, γ̄ from one row
+        ("layernorm_backward", "broadcast-axis"),  # c1, c2 without keepdim
+        ("layernorm_backward", "wrong-values"),  # missing rstd
+        ("layernorm_backward", "autograd-in-backward"),
+        ("rmsnorm_backward", "sign"),
+        ("rmsnorm_backward", "batch-reduction"),
+        ("TritonLayerNorm", "batch-reduction"),  # no second pass; partial sums overwritten
+        ("TritonLayerNorm", "autograd-in-backward"),
+        ("TritonLayerNorm", "wrong-values"),  # no mask; x̂ saved
+        ("triton_layernorm", "shape"),
+    }
+    assert required <= expected
+    for m in MUTANTS:
+        replaced = {f"test_{g}" for g in m.cells}
+        # A broken kernel (in the TritonLayerNorm cell) also fails triton_layernorm, which launches it.
+        cascade = {"test_triton_layernorm"} if "TritonLayerNorm" in m.cells else set()
+        assert replaced <= set(m.expect) <= replaced | cascade, f"{m.name}: one expect line per replaced cell"
+        assert m.description
+    assert len(MUTANTS) <= 5
+
+
+# ---------------------------------------------------------------------------
+# The release stubs and student exceptions
+
+
+def release_namespace() -> dict:
+    """The solution cells as nbgrader releases them (this repository's config), executed."""
+    from nbgrader.preprocessors import ClearSolutions
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
+    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells().values()]
+    for cell in nb.cells:
+        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
+    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
+    for cell in nb.cells:
+        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
+    return run_cells({f"cell{i}": c.source for i, c in enumerate(nb.cells)}, "release")
+
+
+def test_the_release_stubs_are_not_implemented(solution, capsys):
+    released = release_namespace()
+    for name in EXERCISES:
+        if name != "TritonLayerNorm":
+            assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
+        assert diagnosis(getattr(hidden, name), released[name]) == "not-implemented", name
+        assert diagnosis(getattr(visible, name), released[name]) == "not-implemented", name
+    for method in ("forward", "backward"):
+        assert inspect.signature(getattr(released["TritonLayerNorm"], method)) == inspect.signature(
+            getattr(solution["TritonLayerNorm"], method))
+    assert capsys.readouterr().out == ""
+
+
+STUDENT_CELL = '''\
+def layernorm_backward(dy, x, gamma, mean, rstd):
+    xhat = (x - mean[..., None]) * rstd[..., None]
+    wdy = gamma * dy
+    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)
+    return (wdy - xhat * c1) * rstd[..., None], (dy * xhat).sum(0), dy.sum(0), dy.sum(1)[5]
+'''
+
+
+def test_an_exception_is_error_and_names_the_students_line():
+    filename = "<ipython-input-12>"  # IPython keeps cell sources in linecache like this
+    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
+    ns = {"torch": torch}
+    exec(compile(STUDENT_CELL, filename, "exec"), ns)
+    for check in (hidden.layernorm_backward, visible.layernorm_backward):
+        with pytest.raises(GradingFailure) as info:
+            check(ns["layernorm_backward"])
+        assert info.value.cls == "error"
+        assert "line 5: return" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# The references
+
+
+def test_the_closed_form_references_agree_with_autograd():
+    gen = generator("reference-test")
+    for shape in [(1, 7), (7, 10), (3, 5, 6)]:
+        N = shape[-1]
+        x, gamma, beta, dy = randn(gen, *shape) * 2 + 1, randn(gen, N), randn(gen, N), randn(gen, *shape)
+        for mine, ref in zip(_forward(x, gamma, beta, 0.01), forward_reference(x, gamma, beta, 0.01)):
+            assert relative_error(mine, ref) < 1e-13
+        mean, rstd = row_stats(x)
+        for mine, ref in zip(_ln_backward(dy, x, gamma, mean, rstd), backward_reference(dy, x, gamma, mean, rstd)):
+            assert relative_error(mine, ref) < 1e-12
+        rrms = 1.0 / torch.sqrt((x * x).mean(-1) + 1e-6)
+        for mine, ref in zip(_rms_backward(dy, x, gamma, rrms), rms_reference(dy, x, gamma, rrms)):
+            assert relative_error(mine, ref) < 1e-12
+        y, *grads = _layernorm_reference(x.reshape(-1, N), gamma, beta, dy.reshape(-1, N))
+        assert relative_error(y, torch.nn.functional.layer_norm(x, (N,), gamma, beta).reshape(-1, N)) < 1e-13
+
+
+def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input():
+    """Rows are spread so that rstd is far from 1: x̄ without it is nowhere near x̄ with it, even at batch 1."""
+    from autograder.check.layernorm import _backward_case
+
+    worst = math.inf
+    for seed in range(10):
+        visible_case = backward_case(torch.Generator().manual_seed(seed), 1, 5)
+        hidden_case = _backward_case(generator(f"rstd-{seed}"), 1, 10)
+        for case in (visible_case, hidden_case):
+            dx = backward_reference(*case.args)[0]
+            worst = min(worst, relative_error(dx / case.args[4][..., None], dx))
+    assert worst > 1e-2, worst  # the tolerance is 1e-7
+
+
+# ---------------------------------------------------------------------------
+# Wrong answers that no mutant covers still fail, with the right class
+
+
+def zeros_backward(dy, x, gamma, mean, rstd):
+    return torch.zeros_like(x), torch.zeros_like(gamma), torch.zeros_like(gamma)
+
+
+@pytest.mark.parametrize("name, wrong, cls", [
+    ("layernorm_forward", lambda x, g, b, eps=1e-5: (torch.zeros_like(x), x.mean(-1), x.mean(-1)), "wrong-values"),
+    ("layernorm_forward", lambda x, g, b, eps=1e-5: torch.zeros_like(x), "shape"),  # one output, not three
+    ("layernorm_backward", zeros_backward, "wrong-values"),
+    ("layernorm_backward", lambda *a: zeros_backward(*a)[:2], "shape"),
+    ("rmsnorm_backward", lambda dy, x, g, r: (torch.zeros_like(x), torch.zeros_like(g)), "wrong-values"),
+])
+def test_trivially_wrong_answers_fail(name, wrong, cls, seeded):
+    assert diagnosis(getattr(hidden, name), wrong) == cls
+    assert diagnosis(getattr(visible, name), wrong) == cls
+
+
+def with_solution(name: str, edit):
+    """The solution of ``name`` with its outputs passed through ``edit``."""
+    fn = solution_namespace()[name]
+
+    def edited(*args, **kwargs):
+        return edit(*fn(*args, **kwargs))
+
+    return edited
+
+
+def test_a_keepdim_dgamma_is_shape_not_batch_reduction(seeded):
+    fn = with_solution("layernorm_backward", lambda dx, dg, db: (dx, dg[None, :], db))  # (1, N): a kept size-1 axis
+    assert diagnosis(hidden.layernorm_backward, fn) == "shape"
+    assert diagnosis(visible.layernorm_backward, fn) == "shape"
+
+
+def test_a_mean_over_rows_for_dgamma_is_a_scale_by_the_batch(seeded):
+    def mean_not_sum(dy, x, gamma, mean, rstd):
+        dx, dg, db = solution_namespace()["layernorm_backward"](dy, x, gamma, mean, rstd)
+        rows = x.numel() // x.shape[-1]
+        return dx, dg / rows, db
+    with pytest.raises(GradingFailure, match="1/the batch size") as info:
+        hidden.layernorm_backward(mean_not_sum)
+    assert info.value.cls == "scale"
+
+
+def keepdim_forgotten(dy, x, gamma, mean, rstd):
+    xhat = (x - mean[..., None]) * rstd[..., None]
+    wdy = gamma * dy
+    c1, c2 = (xhat * wdy).mean(-1), wdy.mean(-1)  # (...,): broadcast along the last axis
+    N = x.shape[-1]
+    return (wdy - (xhat * c1 + c2)) * rstd[..., None], (dy * xhat).reshape(-1, N).sum(0), dy.reshape(-1, N).sum(0)
+
+
+def test_a_broadcasting_error_from_a_forgotten_keepdim_is_broadcast_axis():
+    """Without a square case the bug raises instead of giving wrong values; it is named the same."""
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(GradingFailure, match="keepdim=True") as info:
+        check_backward(keepdim_forgotten, [backward_case(gen, 1, 5), backward_case(gen, 7, 13)])
+    assert info.value.cls == "broadcast-axis"
+    assert "return (wdy - (xhat * c1 + c2))" in str(info.value), "the student's line is shown"
+
+
+def test_c1_and_c2_reduced_over_a_batch_axis_are_broadcast_axis(seeded):
+    def over_axis_0(dy, x, gamma, mean, rstd):
+        xhat = (x - mean[..., None]) * rstd[..., None]
+        wdy = gamma * dy
+        c1, c2 = (xhat * wdy).mean(0, keepdim=True), wdy.mean(0, keepdim=True)  # down the columns
+        N = x.shape[-1]
+        return (wdy - (xhat * c1 + c2)) * rstd[..., None], (dy * xhat).reshape(-1, N).sum(0), dy.reshape(-1, N).sum(0)
+
+    for check in (hidden.layernorm_backward, visible.layernorm_backward):
+        with pytest.raises(GradingFailure, match="reduced over axis 0") as info:
+            check(over_axis_0)
+        assert info.value.cls == "broadcast-axis"
+
+
+def test_statistics_over_the_whole_tensor_are_broadcast_axis(seeded):
+    def global_stats(x, gamma, beta, eps=1e-5):
+        mean = x.mean().expand(x.shape[:-1])
+        rstd = torch.rsqrt(x.var(correction=0) + eps).expand(x.shape[:-1])
+        return (x - mean[..., None]) * rstd[..., None] * gamma + beta, mean, rstd
+
+    assert diagnosis(hidden.layernorm_forward, global_stats) == "broadcast-axis"
+    assert diagnosis(visible.layernorm_forward, global_stats) == "broadcast-axis"
+
+
+def test_an_ignored_eps_is_named(seeded):
+    def ignores_eps(x, gamma, beta, eps=1e-5):
+        return forward_reference(x, gamma, beta)  # always 1e-5
+
+    for check in (hidden.layernorm_forward, visible.layernorm_forward):
+        with pytest.raises(GradingFailure, match="ignores its eps"):
+            check(ignores_eps)
+
+
+def test_flat_statistics_for_a_3d_input_are_shape():
+    def flat(x, gamma, beta, eps=1e-5):
+        y, mean, rstd = forward_reference(x, gamma, beta, eps)
+        return y, mean.reshape(-1), rstd.reshape(-1)
+
+    gen = torch.Generator().manual_seed(2)
+    with pytest.raises(GradingFailure, match="keep x's leading shape") as info:
+        check_forward(flat, [forward_case(gen, 1, 5), forward_case(gen, 2, 3, 7)])
+    assert info.value.cls == "shape"
+
+
+@pytest.mark.parametrize("variant, sentence", [
+    ("swap", "c1 and c2 swapped"),
+    ("c1", "missing the x̂·c1 term"),
+    ("c2", "missing c2"),
+])
+def test_hidden_names_the_formula_slips(variant, sentence, seeded):
+    from autograder.check.layernorm import _ln_dx
+
+    def slipped(dy, x, gamma, mean, rstd):
+        dx = _ln_dx(dy, x, gamma, mean, rstd, swap=variant == "swap", drop=None if variant == "swap" else variant)
+        return (dx, *_ln_backward(dy, x, gamma, mean, rstd)[1:])
+
+    with pytest.raises(GradingFailure, match=sentence) as info:
+        hidden.layernorm_backward(slipped)
+    assert info.value.cls == "wrong-values"
+
+
+def test_rms_with_a_sum_for_the_mean_is_named(seeded):
+    def summed(dy, x, g, rrms):
+        return _rms_backward(dy, x, g, rrms, sum_not_mean=True)
+
+    with pytest.raises(GradingFailure, match="the mean is needed"):
+        hidden.rmsnorm_backward(summed)
+    assert diagnosis(visible.rmsnorm_backward, summed) == "wrong-values"
+
+
+def test_autograd_inside_rmsnorm_backward_is_refused():
+    def with_autograd(dy, x, g, rrms):
+        return rms_reference(dy, x, g, rrms)
+
+    assert diagnosis(visible.rmsnorm_backward, with_autograd) == "autograd-in-backward"
+
+
+def test_rms_cases_are_square_once():
+    gen = torch.Generator().manual_seed(0)
+    assert rms_case(gen, 7, 7).args[1].shape == (7, 7)
+
+
+# ---------------------------------------------------------------------------
+# The kernel check, on kernel bugs no mutant carries
+
+KERNEL_HEAD = '''
+@triton.jit
+def layernorm_bwd_kernel(DY_ptr, X_ptr, W_ptr, Mean_ptr, Rstd_ptr, DX_ptr, DW_partial_ptr, DB_partial_ptr,
+                         n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    w = tl.load(W_ptr + cols, mask=mask, other=0.0)
+    acc_w = tl.zeros([BLOCK], dtype=w.dtype)
+    acc_b = tl.zeros([BLOCK], dtype=w.dtype)
+    start = pid * rows_per_program
+'''
+KERNEL_ROW = '''
+        x = tl.load(X_ptr + r * n_cols + cols, mask=mask, other=0.0)
+        g = tl.load(DY_ptr + r * n_cols + cols, mask=mask, other=0.0)
+        s = tl.load(Rstd_ptr + r)
+        xh = (x - tl.load(Mean_ptr + r)) * s
+        wg = w * g
+        a = tl.sum(xh * wg, axis=0) / n_cols
+        b = tl.sum(wg, axis=0) / n_cols
+        tl.store(DX_ptr + r * n_cols + cols, (wg - (xh * a + b)) * s, mask=mask)
+        acc_w += g * xh
+        acc_b += g
+'''
+KERNEL_TAIL = '''
+    tl.store(DW_partial_ptr + pid * n_cols + cols, acc_w, mask=mask)
+    tl.store(DB_partial_ptr + pid * n_cols + cols, acc_b, mask=mask)
+'''
+
+
+def kernel_from(loop: str, tail: str = KERNEL_TAIL):
+    import triton
+    import triton.language as tl
+
+    source = KERNEL_HEAD + loop + KERNEL_ROW + tail
+    filename = f"<kernel {abs(hash(source))}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # @triton.jit reads the source
+    ns = {"triton": triton, "tl": tl}
+    exec(compile(source, filename, "exec"), ns)
+    return ns["layernorm_bwd_kernel"]
+
+
+LOOPS = {
+    "right": "    for r in range(start, tl.minimum(start + rows_per_program, n_rows)):",
+    "first row only": "    for r in range(start, start + 1):",
+    "past the last row": "    for r in range(start, start + rows_per_program):",
+}
+
+
+def visible_kernel_cases():
+    gen = torch.Generator().manual_seed(9)
+    return [kernel_case(gen, 1, 8, 1), kernel_case(gen, 7, 13, 3), kernel_case(gen, 7, 13, 3, F32)]
+
+
+@pytest.mark.parametrize("loop, match", [
+    ("right", None),
+    ("first row only", "never wrote x̄ for row"),
+    ("past the last row", "writes past the end"),
+])
+def test_the_kernel_check_names_loop_bugs(loop, match):
+    kernel = kernel_from(LOOPS[loop])
+    if match is None:
+        check_kernel(kernel, visible_kernel_cases(), kernel_dx_reference)
+        return
+    with pytest.raises(GradingFailure, match=match) as info:
+        check_kernel(kernel, visible_kernel_cases(), kernel_dx_reference)
+    assert info.value.cls in ("wrong-values", "non-finite")
+
+
+def test_a_kernel_that_is_not_jitted_is_named(solution):
+    assert diagnosis(lambda k: check_kernel(k, visible_kernel_cases(), kernel_dx_reference), lambda *a: None) == "error"
+    namespace = dict(solution["TritonLayerNorm"].forward.__globals__)
+    assert "layernorm_bwd_kernel" in namespace
+
+
+def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
+    """The tolerance per dtype sits far from the error of a right kernel in that dtype."""
+    from course.selfcheck.layernorm import TRITON_TOL, launch_kernel
+
+    kernel = solution_namespace()["layernorm_bwd_kernel"]
+    gen = torch.Generator().manual_seed(11)
+    for dtype in (F64, F32):
+        case = kernel_case(gen, 7, 13, 3, dtype)
+        run = launch_kernel(kernel, case)
+        x = case.x.to(dtype).to(F64)
+        mean, rstd = row_stats(x)
+        err = relative_error(run.dx, kernel_dx_reference(case.dy.to(dtype).to(F64), x, case.gamma.to(dtype).to(F64), mean, rstd))
+        assert err < TRITON_TOL[dtype] / 10, (dtype, err)
