@@ -83,7 +83,7 @@ def test_forward_saves_one_scalar_per_row_not_the_probabilities():
 def test_gradcheck_float64():
     logits = torch.randn(4, 9, dtype=torch.float64, device=DEVICE, requires_grad=True)
     target = torch.tensor([0, 8, 3, -100], device=DEVICE)
-    assert torch.autograd.gradcheck(lambda x: cross_entropy(x, target), (logits,))
+    assert torch.autograd.gradcheck(lambda x: cross_entropy(x, target), (logits,), fast_mode=True)
 
 
 @pytest.mark.parametrize(

@@ -56,7 +56,7 @@ def test_embedding_matches_torch(ids_shape, dtype):
 def test_gradcheck_float64():
     weight = torch.randn(5, 3, dtype=torch.float64, device=DEVICE, requires_grad=True)
     ids = torch.tensor([[4, 0, 4], [1, 1, 4]], device=DEVICE)
-    assert torch.autograd.gradcheck(lambda w: embedding(w, ids), (weight,))
+    assert torch.autograd.gradcheck(lambda w: embedding(w, ids), (weight,), fast_mode=True)
 
 
 @pytest.mark.parametrize(
