@@ -31,18 +31,16 @@ reuse this machinery on random inputs.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
-    relative_error, where_mismatch,
+    relative_error,
 )
+from ..triton_check import device, is_kernel, namespace_of, quiet, unwrapped
 
 F32, F64 = torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
@@ -54,24 +52,6 @@ SEED = 404
 
 def _gen(salt: int) -> torch.Generator:
     return torch.Generator().manual_seed(SEED + salt)
-
-
-def device() -> torch.device:
-    """Where the kernels run: CUDA when course picked it, else the CPU (Triton's interpreter)."""
-    from .. import DEVICE
-
-    return DEVICE
-
-
-@contextmanager
-def quiet():
-    """Silence warnings while student code runs: nbgrader scores a test cell that writes to stderr zero.
-
-    Triton's interpreter computes with numpy, which warns about NaN (the buffers' tails hold NaN).
-    """
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
 
 
 # ---------------------------------------------------------------------------
@@ -536,51 +516,10 @@ def rmsnorm_backward(fn) -> None:
 # Calling code that Triton wraps
 
 
-def _inner(exc: BaseException) -> BaseException:
-    """What a kernel itself raised: Triton's interpreter wraps it in an InterpreterError."""
-    while type(exc).__module__.startswith("triton") and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def _unwrapped(fn: Callable) -> Callable:
-    """``fn``, except that an error inside a kernel comes out as the student's own exception.
-
-    A kernel still holding its stub raises ``course.todo()`` in the interpreter and fails to
-    compile on a GPU; both come out as NotImplementedError (``not-implemented``).
-    """
-
-    def run(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            inner = _inner(exc)
-            if not isinstance(inner, NotImplementedError) and "course.todo()" in str(exc):
-                raise NotImplementedError(str(exc)) from None
-            if inner is not exc:
-                raise inner from None
-            raise
-
-    return run
-
-
 def run_student(name: str, fn: Callable, *args, **kwargs):
     """``call_student`` without its autograd guard (autograd must run here), quiet, Triton errors unwrapped."""
     with quiet():
-        return call_student(name, _unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
-
-
-def _is_kernel(obj) -> bool:
-    return hasattr(obj, "__getitem__") and hasattr(obj, "run")
-
-
-def _namespace_of(obj) -> dict:
-    """The global namespace a student's function or class was defined in (the notebook's)."""
-    for fn in (getattr(obj, "forward", None), getattr(obj, "backward", None), obj):
-        namespace = getattr(fn, "__globals__", None)
-        if isinstance(namespace, dict):
-            return namespace
-    return {}
+        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -712,7 +651,7 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
 
     ``dx_reference(dy, x, gamma, mean, rstd)`` gives x̄ in float64.
     """
-    if not _is_kernel(kernel):
+    if not is_kernel(kernel):
         if callable(kernel):
             raise GradingFailure("error", f"{KERNEL} is not a Triton kernel: keep the @triton.jit line above its def.")
         raise GradingFailure("error", f"{KERNEL} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
@@ -894,7 +833,7 @@ def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequenc
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
                              f"(it is a {type(cls).__name__}): run the cell that defines it.")
-    require_kernel(name, _namespace_of(cls), kernel_cases, dx_reference)
+    require_kernel(name, namespace_of(cls), kernel_cases, dx_reference)
     used: list[str] = []
     returned: list = []
     guarded = _instrumented(cls, used, returned)
@@ -1032,7 +971,7 @@ def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequ
     name = "triton_layernorm"
     if not callable(fn):
         raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
-    require_kernel(name, _namespace_of(fn), kernel_cases, dx_reference)
+    require_kernel(name, namespace_of(fn), kernel_cases, dx_reference)
     dev = device()
     for case in cases:
         tol = TRITON_TOL[case.dtype]

@@ -20,18 +20,16 @@ The hidden checks (``autograder.check.routing``) reuse these runners on random i
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..diagnose import (
     Alternative, Case, GradingFailure, call_student, diagnose, graded, run_cases,
 )
+from ..triton_check import device, is_kernel, quiet, unwrapped
 
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: every op here is exact up to summation order
@@ -40,17 +38,6 @@ SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here tak
 
 def _generator(salt: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(606 + salt)
-
-
-@contextmanager
-def quiet():
-    """Silence warnings while student code runs: nbgrader zeroes a test cell that writes to stderr.
-
-    Triton's interpreter runs kernels with numpy, which warns about NaN and overflow.
-    """
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
 
 
 def run_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = True, **kwargs):
@@ -580,39 +567,6 @@ class Launch:
     touched_inputs: bool
 
 
-def device() -> torch.device:
-    """Where the kernels run: CUDA when course picked it, else the CPU (Triton's interpreter)."""
-    from .. import DEVICE
-
-    return DEVICE
-
-
-def _is_kernel(obj) -> bool:
-    return hasattr(obj, "__getitem__") and hasattr(obj, "run") and hasattr(obj, "fn")
-
-
-def _innermost(exc: BaseException) -> BaseException:
-    """What the kernel itself raised: Triton's interpreter wraps it in its own error."""
-    while type(exc).__module__.startswith("triton") and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def _unwrapped(launch: Callable) -> Callable:
-    def run():
-        try:
-            return launch()
-        except Exception as exc:
-            inner = _innermost(exc)
-            if not isinstance(inner, NotImplementedError) and "course.todo()" in str(exc):
-                raise NotImplementedError(str(exc)) from None  # a stub that a GPU could not compile
-            if inner is not exc:
-                raise inner from None
-            raise
-
-    return run
-
-
 def launch_scatter_kernel(kernel, case: KernelCase) -> tuple[Launch, str]:
     """Launch ``kernel`` as the notebook's host function does, on rows inside padded, guarded buffers.
 
@@ -636,7 +590,7 @@ def launch_scatter_kernel(kernel, case: KernelCase) -> tuple[Launch, str]:
     def launch():
         kernel[grid](src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=case.block)
 
-    run_student("scatter_add_kernel", _unwrapped(launch), forbid_autograd_use=False)
+    run_student("scatter_add_kernel", unwrapped(launch), forbid_autograd_use=False)
     if dev.type == "cuda":
         torch.cuda.synchronize()
     outside = out_buf.clone()
@@ -710,7 +664,7 @@ def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Altern
 
 def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase], **kwargs) -> None:
     """Every case, those without repeats first; then the atomic itself, which a CPU cannot test by values."""
-    if not _is_kernel(kernel):
+    if not is_kernel(kernel):
         if callable(kernel):
             raise GradingFailure("error", "scatter_add_kernel is not a Triton kernel: keep the @triton.jit line above its def.")
         raise GradingFailure("error", f"scatter_add_kernel is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")

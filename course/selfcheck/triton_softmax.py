@@ -26,27 +26,18 @@ Hidden checks (``autograder.check.triton_softmax``) reuse this machinery on rand
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from ..diagnose import Alternative, GradingFailure, call_student, diagnose, forbid_autograd, graded, relative_error, where_mismatch
 
+from ..triton_check import device, is_kernel, namespace_of, quiet, unwrapped
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
 SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
 SEED = 303
-
-
-def device() -> torch.device:
-    """Where the kernels run: CUDA when course picked it, else the CPU (Triton's interpreter)."""
-    from .. import DEVICE
-
-    return DEVICE
 
 
 def pow2_at_least(n: int) -> int:
@@ -54,58 +45,14 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(n - 1, 0).bit_length()
 
 
-@contextmanager
-def quiet():
-    """Silence warnings while student code runs: nbgrader zeroes a test cell that writes to stderr.
-
-    Triton's interpreter runs kernels with numpy, which warns about NaN and overflow.
-    """
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
-
-
 # ---------------------------------------------------------------------------
 # Calling student code that Triton wraps
-
-
-def _inner(exc: BaseException) -> BaseException:
-    """What a kernel itself raised: Triton's interpreter wraps it in an InterpreterError."""
-    while type(exc).__module__.startswith("triton") and exc.__cause__ is not None:
-        exc = exc.__cause__
-    return exc
-
-
-def unwrapped(fn: Callable) -> Callable:
-    """``fn``, except that an error inside a kernel comes out as the student's own exception.
-
-    A kernel still holding its stub raises ``course.todo()`` in the interpreter, and fails to
-    compile on a GPU (Triton cannot compile ``raise``): both come out as NotImplementedError,
-    which ``call_student`` reports as ``not-implemented``.
-    """
-
-    def run(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            inner = _inner(exc)
-            if not isinstance(inner, NotImplementedError) and "course.todo()" in str(exc):
-                raise NotImplementedError(str(exc)) from None
-            if inner is not exc:
-                raise inner from None
-            raise
-
-    return run
 
 
 def run_student(name: str, fn: Callable, *args, **kwargs):
     """``call_student`` without the autograd guard, on a function whose kernels Triton may wrap."""
     with quiet():
         return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
-
-
-def _is_kernel(obj) -> bool:
-    return hasattr(obj, "__getitem__") and hasattr(obj, "run")
 
 
 # ---------------------------------------------------------------------------
@@ -298,7 +245,7 @@ def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
 
 def check_kernel(spec: KernelSpec, kernel, cases: Sequence[KernelCase]) -> None:
     """Run every case; the first failure is raised."""
-    if not _is_kernel(kernel):
+    if not is_kernel(kernel):
         if callable(kernel):
             raise GradingFailure("error", f"{spec.name} is not a Triton kernel: keep the @triton.jit line above its def.")
         raise GradingFailure("error", f"{spec.name} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
@@ -332,7 +279,7 @@ def require_kernels(owner: str, namespace: dict) -> None:
     }
     for spec, cases in quick.items():
         kernel = namespace.get(spec.name)
-        if kernel is None or not _is_kernel(kernel):
+        if kernel is None or not is_kernel(kernel):
             continue
         try:
             check_kernel(spec, kernel, cases)
@@ -342,15 +289,6 @@ def require_kernels(owner: str, namespace: dict) -> None:
             else:
                 sentence = f"{owner} launches {spec.name}, which fails its own check ({spec.part}) — fix it first: {failure.sentence}"
             raise GradingFailure(failure.cls, sentence, failure.where) from None
-
-
-def _namespace_of(obj) -> dict:
-    """The global namespace a student's function or class was defined in (the notebook's)."""
-    for fn in (getattr(obj, "forward", None), getattr(obj, "backward", None), obj):
-        namespace = getattr(fn, "__globals__", None)
-        if isinstance(namespace, dict):
-            return namespace
-    return {}
 
 
 @dataclass
@@ -428,7 +366,7 @@ def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
                              f"(it is a {type(cls).__name__}): run the cell that defines it.")
-    require_kernels(name, _namespace_of(cls))
+    require_kernels(name, namespace_of(cls))
     used: list[str] = []
     guarded = _guarded(name, cls, used)
     dev = device()
@@ -539,7 +477,7 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callabl
     name = "triton_softmax"
     if not callable(fn):
         raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
-    require_kernels(name, _namespace_of(fn))
+    require_kernels(name, namespace_of(fn))
     dev = device()
     for case in cases:
         y_ref, dx_ref = reference(case.x, case.dy)
