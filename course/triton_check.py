@@ -76,3 +76,17 @@ def namespace_of(obj) -> dict:
         if isinstance(namespace, dict):
             return namespace
     return {}
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two ≥ n: the width of the block a row is loaded into."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
+def run_student(name: str, fn: Callable, *args, **kwargs):
+    """``call_student`` on code that launches kernels: quiet, Triton errors unwrapped, and without
+    the autograd guard (the check itself may need autograd around the student's Function)."""
+    from .diagnose import call_student
+
+    with quiet():
+        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)

@@ -40,7 +40,7 @@ from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
     relative_error,
 )
-from ..triton_check import device, is_kernel, namespace_of, quiet, unwrapped
+from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
 F32, F64 = torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
@@ -516,12 +516,6 @@ def rmsnorm_backward(fn) -> None:
 # Calling code that Triton wraps
 
 
-def run_student(name: str, fn: Callable, *args, **kwargs):
-    """``call_student`` without its autograd guard (autograd must run here), quiet, Triton errors unwrapped."""
-    with quiet():
-        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
-
-
 # ---------------------------------------------------------------------------
 # layernorm_bwd_kernel, launched by the check
 
@@ -552,10 +546,6 @@ class KernelCase:
         groups = [min(self.rows_per_program, rows - p * self.rows_per_program) for p in range(self.programs)]
         return (f"{rows} row(s) of n_cols = {n}, BLOCK = {pow2_at_least(n)}, {str(self.dtype).removeprefix('torch.')}; "
                 f"{self.programs} program(s), rows_per_program = {self.rows_per_program} (groups of {groups})")
-
-
-def pow2_at_least(n: int) -> int:
-    return 1 << max(n - 1, 0).bit_length()
 
 
 def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F64) -> KernelCase:

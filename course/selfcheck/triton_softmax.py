@@ -31,28 +31,17 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..diagnose import Alternative, GradingFailure, call_student, diagnose, forbid_autograd, graded, relative_error, where_mismatch
+from ..diagnose import Alternative, GradingFailure, diagnose, forbid_autograd, graded, relative_error, where_mismatch
+from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
-from ..triton_check import device, is_kernel, namespace_of, quiet, unwrapped
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
 SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
 SEED = 303
 
 
-def pow2_at_least(n: int) -> int:
-    """The smallest power of two ≥ n: the width of the block a row is loaded into."""
-    return 1 << max(n - 1, 0).bit_length()
-
-
 # ---------------------------------------------------------------------------
 # Calling student code that Triton wraps
-
-
-def run_student(name: str, fn: Callable, *args, **kwargs):
-    """``call_student`` without the autograd guard, on a function whose kernels Triton may wrap."""
-    with quiet():
-        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
 
 
 # ---------------------------------------------------------------------------
