@@ -13,7 +13,10 @@ LAB_PORT ?= 8888
 # Test processes: the slow parts (nbgrader round trips, notebooks) are independent.
 JOBS ?= 2
 
-.PHONY: help install lab test notebooks release grade bundle clean
+# The browser test drives Debian's Chromium through Playwright; it never downloads a browser.
+CHROMIUM ?= /usr/bin/chromium
+
+.PHONY: help install browser lab test notebooks release grade bundle bench clean
 
 help:
 	@echo "make lab        start JupyterLab on the course (installs first if needed)"
@@ -23,6 +26,8 @@ help:
 	@echo "make release    regenerate release/ from source/ with nbgrader"
 	@echo "make grade      autograde the sample submissions in tests/submissions/ and print scores"
 	@echo "make bundle     write dist/student-bundle.zip (release notebooks + course, no solutions)"
+	@echo "make bench      kernel benchmarks (GPU), attention memory vs T and hidden-test run times (CPU) -> bench/"
+	@echo "make browser    install Chromium for the browser test (apt-get, only as root and only if missing)"
 
 install: $(STAMP)
 
@@ -33,11 +38,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 	@touch $(STAMP)
 
-lab: install
-	@echo "Open the URL printed below (with its token) in your browser; start with release/00_vjp_contract."
-	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) --no-browser --ServerApp.root_dir=$(CURDIR)
+# Chromium and its driver from Debian, for tests/browser. As root (CI, a fresh Debian
+# machine) install them when missing; otherwise say how, and the browser test skips.
+browser:
+	@if [ -x "$(CHROMIUM)" ]; then \
+		echo "browser: $(CHROMIUM) is here; tests/browser will use it"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "browser: installing Debian's chromium and chromium-driver for tests/browser"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver; \
+	else \
+		echo "browser: no $(CHROMIUM), so tests/browser will skip. To run it: sudo apt-get install chromium chromium-driver (Debian/Ubuntu), or CHROMIUM=/path/to/chromium make test"; \
+	fi
 
-test: install
+# nbgrader's student side is on: the assignment list and the Validate button (its server
+# extensions, and the @jupyter/nbgrader lab extension). JupyterLab opens on the first
+# release notebook; the root stays the course directory, where nbgrader_config.py lives.
+LAB_EXTENSIONS := {'nbgrader.server_extensions.assignment_list': True, 'nbgrader.server_extensions.validate_assignment': True}
+LAB_FIRST      := release/$(firstword $(ASSIGNMENTS))/$(firstword $(ASSIGNMENTS)).ipynb
+# Jupyter refuses root unless told; a container's only user often is root.
+LAB_AS_ROOT    := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+lab: install
+	@echo "Open the URL printed below (with its token) in your browser; it opens on $(LAB_FIRST)."
+	$(BIN)/jupyter lab --no-browser $(LAB_AS_ROOT) --ServerApp.ip=127.0.0.1 --ServerApp.port=$(LAB_PORT) \
+		--ServerApp.root_dir=$(CURDIR) --ServerApp.jpserver_extensions="$(LAB_EXTENSIONS)" \
+		--LabApp.default_url=/lab/tree/$(LAB_FIRST)
+
+test: install browser
 	$(BIN)/python -m pytest -n $(JOBS)
 
 notebooks: install
@@ -51,6 +78,9 @@ grade: install
 
 bundle: install
 	$(BIN)/python tools/bundle.py
+
+bench: install
+	$(BIN)/python tools/bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache gradebook.db
