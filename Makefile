@@ -64,8 +64,11 @@ lab: install
 		--ServerApp.root_dir=$(CURDIR) --ServerApp.jpserver_extensions="$(LAB_EXTENSIONS)" \
 		--LabApp.default_url=/lab/tree/$(LAB_FIRST)
 
+# Two runs: the tests spread over $(JOBS) processes; then nbval, whose cells share one
+# kernel per notebook and so must run in order in one process.
 test: install browser
-	$(BIN)/python -m pytest -n $(JOBS)
+	$(BIN)/python -m pytest -n $(JOBS) tests
+	$(BIN)/python -m pytest source
 
 notebooks: install
 	$(BIN)/python tools/build_notebooks.py
@@ -73,8 +76,18 @@ notebooks: install
 release: install
 	$(BIN)/python tools/release.py $(ASSIGNMENTS)
 
+# make grade                                       the sample submissions, as before
+# make grade ASSIGNMENT=01_matmul_from_shapes SUBMISSIONS=DIR [WORKERS=N] [OUT=DIR]
+#                                                  a class, through `python -m autograder grade`
 grade: install
-	$(BIN)/python -m autograder.samples
+	@if [ -z "$(ASSIGNMENT)" ]; then \
+		$(BIN)/python -m autograder.samples; \
+	elif [ -z "$(SUBMISSIONS)" ]; then \
+		echo "make grade ASSIGNMENT=$(ASSIGNMENT) needs SUBMISSIONS=DIR (one folder per student, nbgrader's submitted/, or LMS zips)" >&2; exit 2; \
+	else \
+		$(BIN)/python -m autograder grade "$(ASSIGNMENT)" --submissions "$(SUBMISSIONS)" \
+			$(if $(WORKERS),--workers $(WORKERS)) $(if $(OUT),--out "$(OUT)"); \
+	fi
 
 bundle: install
 	$(BIN)/python tools/bundle.py
