@@ -3,6 +3,7 @@
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
+    python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
 
 For each row-wise op and row length N it reports GB/s of the forward and of forward+backward for the
 Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
@@ -206,6 +207,24 @@ def run_attention(seq_lens: list[int], head_dims: list[int], batch_heads: tuple[
     return results
 
 
+def attention_memory_on_cpu(seq_lens: list[int]) -> None:
+    """Print extra peak memory of forward+backward against T: save-P grows as T², recompute as T.
+
+    Counted as live tensor bytes (kernels.memory_scaling); ``make bench`` writes the same
+    measurement with its plot to bench/.
+    """
+    from .memory_scaling import loglog_slope, measure
+
+    mib = 2**20
+    print(f"{'T':>6} {'save-P MiB':>11} {'recompute MiB':>14} {'ratio':>7}")
+    rows = measure(seq_lens, tile=256, progress=lambda r: print(
+        f"{r['T']:>6} {r['saved_p'] / mib:>11.2f} {r['recompute'] / mib:>14.3f} {r['saved_p'] / r['recompute']:>7.1f}", flush=True))
+    ts = [r["T"] for r in rows]
+    if len(rows) > 1:
+        print(f"log-log slope: save-P {loglog_slope(ts, [r['saved_p'] for r in rows]):.2f}, "
+              f"recompute {loglog_slope(ts, [r['recompute'] for r in rows]):.2f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("op", choices=sorted(OPS) + ["attention"])
@@ -213,10 +232,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, nargs="+", help="row lengths, or T for attention (default: a sweep per op)")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128], help="attention only")
+    parser.add_argument("--memory", action="store_true",
+                        help="attention on the CPU: extra peak memory of forward+backward vs T, save-P vs recompute")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
-        print(f"kernels.bench {args.op}: no CUDA device here, so nothing to measure "
+        print(f"kernels.bench {args.op}: no CUDA device here, so no speed to measure "
               "(interpreter timings say nothing about a GPU). Run it on a GPU machine.")
+        if args.op == "attention" and args.memory:
+            # A fresh interpreter: `import course` must switch the interpreter on before the
+            # kernels package is imported, and `-m kernels.bench` has imported it already.
+            import subprocess
+
+            seq_lens = args.cols or [256, 512, 1024, 2048, 4096]
+            code = f"import course; from kernels.bench import attention_memory_on_cpu; attention_memory_on_cpu({seq_lens!r})"
+            return subprocess.run([sys.executable, "-c", code]).returncode
         return 0
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     if args.op == "attention":

@@ -23,3 +23,13 @@ def test_bench_measures_on_gpu():
 
     rows = run("softmax", ["float32"], rows=256, cols=[1024])
     assert rows[0]["triton_fwdbwd_GBps"] > 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU memory path")
+def test_attention_memory_on_cpu_grows_linearly_for_recompute():
+    done = subprocess.run([sys.executable, "-m", "kernels.bench", "attention", "--memory", "--cols", "128", "256"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    slope_line = next(line for line in done.stdout.splitlines() if line.startswith("log-log slope"))
+    recompute_slope = float(slope_line.rsplit("recompute", 1)[1])
+    assert recompute_slope < 1.1, done.stdout
