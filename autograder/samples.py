@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from . import scratch
-from .submissions import ROOT, mutants, source_notebook
+from .submissions import ROOT, mutants, sample_assignments, source_notebook
 
 
 @dataclass
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment with samples")
     parser.add_argument("--keep", type=Path, help="grade in this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
-    names = args.assignments or sorted(p.name for p in (ROOT / "tests" / "submissions").iterdir() if p.is_dir())
+    names = args.assignments or sample_assignments()
     failed = False
     for name in names:
         with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:

@@ -74,6 +74,12 @@ def mutants(assignment: str) -> list[Mutant]:
     return [read_mutant(p) for p in sorted((SUBMISSIONS_DIR / assignment).glob("*.py"))]
 
 
+def sample_assignments() -> list[str]:
+    """Assignments with sample mutants: the folders of ``tests/submissions/`` named after one in ``source/``
+    (``tests/submissions/hostile/`` holds the grader's attack fixtures, not mutants)."""
+    return sorted(p.name for p in SUBMISSIONS_DIR.iterdir() if p.is_dir() and (SOURCE_DIR / p.name).is_dir())
+
+
 def source_notebook(assignment: str) -> nbformat.NotebookNode:
     return nbformat.read(SOURCE_DIR / assignment / f"{assignment}.ipynb", as_version=4)
 

@@ -12,9 +12,9 @@ import pytest
 
 from autograder.samples import grade_samples
 from autograder.scratch import score_table
-from autograder.submissions import SUBMISSIONS_DIR
+from autograder.submissions import sample_assignments
 
-ASSIGNMENTS = sorted(p.name for p in SUBMISSIONS_DIR.iterdir() if p.is_dir())
+ASSIGNMENTS = sample_assignments()
 
 
 @pytest.mark.nbgrader

@@ -1,0 +1,611 @@
+"""Grade a class: every submission of one assignment, N at a time, into the instructor's gradebook.
+
+``python -m autograder grade ASSIGNMENT --submissions DIR`` (see ``autograder.cli``) runs
+:func:`grade`. In order:
+
+1. find the submissions (``autograder.collect``: the three layouts) and check each
+   notebook (valid JSON, this assignment) in this trusted process;
+2. generate the assignment once in a scratch *template* course, and copy its structure
+   (notebooks, test cells, points) into the course's gradebook;
+3. calibrate the trusted re-check on the source solution: an exercise whose check cannot
+   run through the value worker's proxies is left to the in-kernel result (and the
+   report says so);
+4. grade N submissions at a time, each in a job of its own (``autograder.worker``:
+   sandboxed nbgrader autograde; ``autograder.trusted``: the trusted re-check), and
+   record each in the gradebook as it finishes — from this process only;
+5. run nbgrader's feedback generation, and write ``grades.csv``, ``report.md`` and
+   ``diagnoses.png`` to ``--out``.
+
+One broken or hostile submission never stops the batch: whatever happens in its job
+ends as rows with a ``reason``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import collect, gradebook, sandbox, scratch, worker
+from .report import Row, write_outputs
+
+_CHECK_CALL = re.compile(r"autograder\.check\.(?P<check>\w+)\(\s*(?P<arg>\w+)\s*\)")
+
+
+class InstructorError(Exception):
+    """Something the instructor must fix before grading can start; the message says what."""
+
+
+@dataclass
+class Options:
+    assignment: str
+    submissions: Path
+    course: Path
+    out: Path
+    workers: int = 1
+    limits: worker.Limits = field(default_factory=worker.Limits)
+    isolation: str = "auto"  # "full", "none", or "auto" (the best this machine allows)
+    trusted: bool = True
+    feedback: bool = True
+    student_regexp: str | None = None
+    work: Path | None = None  # scratch folder (default: a temporary one, removed at the end)
+    keep_work: bool = False
+    progress: bool = True
+
+
+@dataclass
+class StudentResult:
+    student: str
+    rows: list[Row]
+    seconds: float = 0.0
+    autograded: Path | None = None
+    submission: Path | None = None
+    timestamp: object = None
+    note: str = ""
+
+
+# ---------------------------------------------------------------------------
+# The assignment
+
+
+def course_assignments(course: Path) -> list[str]:
+    return sorted(p.parent.name for p in course.glob("source/*/*.ipynb") if p.stem == p.parent.name)
+
+
+def exercises_of(source_nb: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
+    """(test grade_id, check function, name passed to it) for every hidden check call in a test cell."""
+    found = []
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade"):
+            for m in _CHECK_CALL.finditer(cell.source):
+                found.append((meta["grade_id"], m.group("check"), m.group("arg")))
+    return found
+
+
+def test_cells(template: worker.Template) -> list[tuple[str, float]]:
+    nb = nbformat.read(template.source_notebook, as_version=4)
+    return [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _grade_id(cell) -> str:
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta.get("grade_id", "") if isinstance(meta, dict) else ""
+
+
+def student_cells(nb: nbformat.NotebookNode, test_ids: set[str]) -> list[tuple[int, str]]:
+    """(position, code) of what the value worker runs: every code cell in order, test cells left out."""
+    return [(i, cell.source if isinstance(cell.source, str) else "".join(cell.source))
+            for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and _grade_id(cell) not in test_ids]
+
+
+def positioned(nb: nbformat.NotebookNode, exercises, test_ids: set[str]) -> list[list]:
+    """Each exercise with the position of its test cell in ``nb``; a missing test cell goes where
+    nbgrader puts it back, after the cell that precedes it in the source (else at the end)."""
+    where = {_grade_id(c): i for i, c in enumerate(nb.cells) if _grade_id(c)}
+    out = []
+    for test_id, check, arg in exercises:
+        pos = where.get(test_id)
+        if pos is None:
+            stem = test_id.removeprefix("test_")
+            pos = where[stem] + 1 if stem in where else len(nb.cells)
+        out.append([test_id, check, arg, pos])
+    return sorted(out, key=lambda e: e[3])
+
+
+def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: set[str], *, isolation: str,
+                zygote: str, limits: worker.Limits, slot: int = 0, threads: int = 1,
+                mpl_cache: Path | None = None) -> dict:
+    """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb``."""
+    private = "/tmp" if isolation == "full" else str(job_dir / "vw-private")
+    course_pkg = worker._package_dir("course")
+    root = job_dir / "vw-root"
+    root.mkdir(parents=True, exist_ok=True)
+    spec = worker.spec_for(
+        isolation=isolation, root=root, uid=worker.SANDBOX_UID_BASE + slot, limits=limits,
+        cwd=f"{private}/home", binds=[(course_pkg, course_pkg, False)],
+        hide=[p for p in (worker._package_dir("autograder"), worker._package_dir("kernels")) if p],
+        env=worker.student_env(private, threads), mpl_cache=mpl_cache)
+    return {
+        "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
+        "cells": student_cells(nb, test_ids), "exercises": positioned(nb, exercises, test_ids),
+        "timeout": limits.cell_timeout, "startup_timeout": max(60, limits.cell_timeout),
+        "results": str(job_dir / "trusted.json"),
+    }
+
+
+# ---------------------------------------------------------------------------
+# One submission
+
+
+class Zygotes:
+    """The two zygotes of a batch, started side by side, shared by every assignment graded in it.
+
+    ``sandboxes`` forks kernels and value workers; ``checkers`` forks trusted checkers and
+    holds the hidden checks, which the first must never have in its memory.
+    """
+
+    def __init__(self, work: Path, trusted: bool, threads: int):
+        self.work, self.trusted = work, trusted
+        self._lock = threading.Lock()
+        self.env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_SEED"}
+        # torch sizes its thread pool, and OpenMP reads its wait policy, when they are loaded: in
+        # the zygote. N workers on N cores each get cores/N threads, which sleep when idle instead
+        # of spinning (a spinning OpenMP thread starves the other workers' kernels).
+        self.env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
+        # Started here, in the batch's main thread (a zygote dies with the thread that started it);
+        # they preload side by side while the caller prepares the assignments.
+        self.sandboxes = self._start("zygote", (), wait=False)
+        self.checkers = self._start("checker", ("autograder.check", "autograder.trusted"), wait=False) if trusted else None
+        self._pool = concurrent.futures.ThreadPoolExecutor(1)
+        self._cache = self._pool.submit(self._mpl_cache)
+        self.mpl_cache: Path | None = None
+
+    def wait_ready(self) -> None:
+        for z in (self.sandboxes, self.checkers):
+            if z is not None:
+                z.wait_ready()
+        self.mpl_cache = self._cache.result()
+        self._pool.shutdown()
+
+    def _start(self, name: str, preload, wait: bool = True) -> sandbox.Zygote:
+        return sandbox.Zygote(str(self.work / name), str(self.work / f"{name}.log"), env=self.env,
+                              preload=list(preload), wait=wait)
+
+    def _mpl_cache(self) -> Path | None:
+        path = self.work / "mpl-cache"
+        done = subprocess.run([sys.executable, "-c", "import matplotlib.font_manager"], capture_output=True,
+                              env=dict(os.environ, MPLCONFIGDIR=str(path)), timeout=300)
+        return path if done.returncode == 0 and path.is_dir() else None
+
+    def ensure(self) -> None:
+        """Start a zygote again if it died (its preload is lost, not the batch)."""
+        with self._lock:
+            if self.sandboxes.proc.poll() is not None:
+                self.sandboxes.stop()
+                self.sandboxes = self._start("zygote", ())
+            if self.checkers is not None and self.checkers.proc.poll() is not None:
+                self.checkers.stop()
+                self.checkers = self._start("checker", ("autograder.check", "autograder.trusted"))
+
+    def close(self) -> None:
+        self.sandboxes.stop()
+        if self.checkers is not None:
+            self.checkers.stop()
+
+
+class Grader:
+    """Everything shared by the jobs of one assignment."""
+
+    def __init__(self, opts: Options, template: worker.Template, work: Path, isolation: str, zygotes: Zygotes):
+        self.opts, self.template, self.work, self.isolation = opts, template, work, isolation
+        source = nbformat.read(template.source_notebook, as_version=4)
+        self.exercises = exercises_of(source)
+        self.tests = test_cells(template)
+        self.test_ids = {t for t, _ in self.tests}
+        self.supported: dict[str, str] = {t: "" for t in self.test_ids}  # test id -> "" or why not re-checkable
+        self.threads = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
+        self.zygotes = zygotes
+        self.mpl_cache = zygotes.mpl_cache
+
+    # -- the trusted re-check ------------------------------------------------
+
+    def trusted_job(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int) -> dict:
+        return trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
+                           limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache)
+
+    def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int) -> dict[str, dict]:
+        job = self.trusted_job(job_dir, nb, exercises, slot)
+        path = job_dir / "trusted-job.json"
+        path.write_text(json.dumps(job))
+        steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
+        wall = min(job["startup_timeout"] + steps * self.opts.limits.cell_timeout + 60, 3 * self.opts.limits.wall)
+        log_path = job_dir / "trusted.log"
+        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_SEED"}
+            code = sandbox.run(self.zygotes.checkers.socket, {"isolation": "host", "env": env, "cwd": str(job_dir)}, "call",
+                               [null, log, log], wall, module="autograder.trusted", args=[str(path)])
+        finally:
+            os.close(log)
+            os.close(null)
+        try:
+            return json.loads(Path(job["results"]).read_text())["results"]
+        except (OSError, ValueError, KeyError):
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+            why = "timed out" if code is None else f"failed: {tail[0][:200] if tail else f'exit status {code}'}"
+            return {t: {"status": "checker-error", "message": f"the trusted checker {why}"} for t, _, _ in exercises}
+
+    def calibrate(self, cache: Path) -> None:
+        """Run the trusted re-check on the source solution; an exercise it cannot pass is not re-checked."""
+        key = self._calibration_key()
+        if cache.exists():
+            try:
+                saved = json.loads(cache.read_text())
+                if saved.get("key") == key:
+                    self.supported.update(saved["supported"])
+                    return
+            except ValueError:
+                pass
+        source = nbformat.read(self.template.source_notebook, as_version=4)
+        job_dir = self.work / "calibration" / self.opts.assignment
+        job_dir.mkdir(parents=True, exist_ok=True)
+        results = self.run_trusted(job_dir, source, self.exercises, slot=0)
+        for test_id in self.test_ids:
+            r = results.get(test_id)
+            if r is None:
+                self.supported[test_id] = "its test cell calls no autograder.check function"
+            elif not (r.get("status") == "ok" and r.get("passed")):
+                self.supported[test_id] = (f"the source solution does not pass it through the value worker "
+                                           f"({r.get('status')}: {r.get('cls', '')} {r.get('message', '')})")[:300]
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "supported": self.supported}))
+
+    def _calibration_key(self) -> str:
+        h = hashlib.sha256(self.template.source_notebook.read_bytes())
+        for pkg in ("autograder", "course"):
+            for p in sorted(Path(worker._package_dir(pkg)).rglob("*.py")):
+                h.update(p.read_bytes())
+        return h.hexdigest()
+
+    # -- one submission ----------------------------------------------------------
+
+    def rows_for_problem(self, student: str, reason: str) -> list[Row]:
+        return [Row(student, self.opts.assignment, t, 0.0, pts, "", reason) for t, pts in self.tests]
+
+    def grade_one(self, student: str, nb: nbformat.NotebookNode, slot: int) -> StudentResult:
+        start = time.perf_counter()
+        self.zygotes.ensure()
+        job_dir = self.work / "jobs" / self.opts.assignment / student
+        if job_dir.exists():
+            shutil.rmtree(job_dir, ignore_errors=True)
+        ik = worker.autograde(job_dir, self.template, student, nb, limits=self.opts.limits, isolation=self.isolation,
+                              slot=slot, zygote=self.zygotes.sandboxes.socket, threads=self.threads,
+                              mpl_cache=self.mpl_cache)
+        if ik.status == "failed":
+            return StudentResult(student, self.rows_for_problem(student, "grading failed: " + _last_error(ik.log)),
+                                 time.perf_counter() - start, note=ik.log[-2000:])
+        trusted: dict[str, dict] = {}
+        passed = {c.grade_id for c in ik.cells.values() if c.max_score > 0 and c.score >= c.max_score}
+        wanted = [e for e in self.exercises if e[0] in passed and not self.supported.get(e[0])]
+        t_kernel = time.perf_counter() - start
+        if self.opts.trusted and wanted:
+            trusted = self.run_trusted(job_dir, nb, wanted, slot)
+            # No verdict (a timeout, a dead worker) is never a pass; but it may be the machine's load,
+            # not the submission: those exercises get one more try, in a fresh worker.
+            again = [e for e in wanted if trusted.get(e[0], {}).get("status") != "ok"]
+            if again:
+                trusted.update(self.run_trusted(job_dir, nb, again, slot))
+        (job_dir / "timings.json").write_text(json.dumps({"autograde": t_kernel, "trusted": time.perf_counter() - start - t_kernel}))
+        rows = []
+        for test_id, points in self.tests:
+            cell = ik.cells.get(test_id) or worker.CellOutcome(test_id, 0.0, points, reason="not graded: the cell is missing")
+            rows.append(self.combine(student, cell, trusted.get(test_id)))
+        return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp)
+
+    def combine(self, student: str, cell: worker.CellOutcome, trusted: dict | None) -> Row:
+        """The row of one test cell: the in-kernel result, overruled by the trusted re-check when they disagree.
+
+        The trusted re-check can only take points away: an in-kernel failure stands (it may
+        be a property only the kernel measures); an in-kernel pass the trusted re-check does
+        not confirm is ``tampering``.
+        """
+        a = self.opts.assignment
+        if cell.score < cell.max_score or trusted is None:
+            return Row(student, a, cell.grade_id, cell.score, cell.max_score, cell.diagnosis, cell.reason)
+        status = trusted.get("status")
+        if status == "ok" and trusted.get("passed"):
+            return Row(student, a, cell.grade_id, cell.score, cell.max_score, "", "")
+        if status == "ok":
+            what = f"found {trusted.get('cls') or 'a failure'}: {trusted.get('message', '')}"
+        elif status == "timeout":
+            what = f"timed out ({trusted.get('message', '')})"
+        else:
+            what = f"could not confirm it ({status}: {trusted.get('message', '')})"
+        reason = f"tampering: passed in the kernel, but the trusted re-check {what}"
+        return Row(student, a, cell.grade_id, 0.0, cell.max_score, "tampering", " ".join(reason.split())[:400])
+
+
+def _last_error(log: str) -> str:
+    lines = [ln.strip() for ln in log.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error" in ln:
+            return ln[:200]
+    return lines[-1][:200] if lines else "nbgrader produced no grades"
+
+
+# ---------------------------------------------------------------------------
+# Progress
+
+
+class Progress:
+    """A progress line on stderr: a bar on a terminal, one line per submission otherwise."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.start = time.perf_counter()
+        self.tty = sys.stderr.isatty()
+
+    def update(self, result: StudentResult) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        got = sum(r.score for r in result.rows)
+        out_of = sum(r.max_score for r in result.rows)
+        elapsed = time.perf_counter() - self.start
+        eta = elapsed / self.done * (self.total - self.done)
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        bar = "#" * filled + "." * (width - filled)
+        line = (f"[{bar}] {self.done}/{self.total}  {result.student}: {got:g}/{out_of:g} "
+                f"({result.seconds:.0f} s)  elapsed {elapsed:.0f} s, about {eta:.0f} s left")
+        if self.tty:
+            sys.stderr.write("\r\x1b[2K" + line + ("\n" if self.done == self.total else ""))
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def say(self, text: str) -> None:
+        if self.enabled:
+            sys.stderr.write(text + "\n")
+            sys.stderr.flush()
+
+
+# ---------------------------------------------------------------------------
+# The batch
+
+
+def grade(opts: Options) -> dict:
+    """Grade every submission of one assignment; return a summary (see :func:`grade_all`)."""
+    return grade_all([opts])[0]
+
+
+def _check_options(opts: Options, course: Path, available: list[str]) -> None:
+    if opts.assignment not in available:
+        raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
+                              f"{', '.join(available) or 'no assignments in source/'}.")
+    if opts.workers < 1:
+        raise InstructorError("--workers must be at least 1.")
+
+
+@dataclass
+class _Assignment:
+    """One assignment's part of a batch."""
+
+    opts: Options
+    out: Path
+    grader: Grader | None = None
+    results: dict[str, StudentResult] = field(default_factory=dict)
+    todo: list = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+
+
+def grade_all(options: list[Options]) -> list[dict]:
+    """Grade every submission of each assignment in one batch; return a summary per assignment.
+
+    The assignments share the zygotes and one pool of ``workers`` jobs; the gradebook is
+    written from this process only. Raises InstructorError for the instructor's mistakes.
+    """
+    first = options[0]
+    course = first.course.resolve()
+    if not (course / "nbgrader_config.py").is_file():
+        raise InstructorError(f"{course} is not an nbgrader course (no nbgrader_config.py): run from the course "
+                              "directory or pass --course DIR.")
+    available = course_assignments(course)
+    for opts in options:
+        _check_options(opts, course, available)
+    isolation = sandbox.available_isolation() if first.isolation == "auto" else first.isolation
+    if isolation == "full" and sandbox.available_isolation() != "full":
+        raise InstructorError("--isolation full needs root and Linux namespaces (unshare); this machine has neither. "
+                              "Use --isolation none (limits only; see docs/grading.md).")
+    progress = Progress(0, first.progress)
+    started = time.perf_counter()
+    names = "-".join(o.assignment[:2] for o in options)
+    work = first.work or Path(tempfile.mkdtemp(prefix=f"autograde-{names}-"))
+    work.mkdir(parents=True, exist_ok=True)
+    parts = [_Assignment(opts, opts.out) for opts in options]
+    zygotes = None
+    try:
+        subs_of = {}
+        for part in parts:  # the instructor's mistakes first, before anything slow
+            opts = part.opts
+            try:
+                subs_of[opts.assignment] = collect.collect(opts.assignment, opts.submissions.resolve(),
+                                                           work / "zip-staging" / opts.assignment, course,
+                                                           opts.student_regexp)
+            except collect.CollectError as exc:
+                raise InstructorError(str(exc)) from None
+        progress.say(f"{sum(len(v) for v in subs_of.values())} submissions of {', '.join(subs_of)} "
+                     f"(sandbox: {isolation}, {first.workers} worker(s)); preparing")
+        threads = max(1, (os.cpu_count() or 1) // first.workers)
+        zygotes = Zygotes(work, first.trusted, threads)  # they preload while the templates are made
+        known = collect.assignment_ids(course)
+        waited = False
+        for part in parts:
+            opts, t0 = part.opts, time.perf_counter()
+            part.out.mkdir(parents=True, exist_ok=True)
+            try:
+                template = worker.make_template(course, opts.assignment, work / "template" / opts.assignment,
+                                                cache=part.out / ".template")
+            except RuntimeError as exc:
+                raise InstructorError(f"nbgrader could not generate {opts.assignment} from source/: fix the source "
+                                      f"notebook first.\n{str(exc)[-1500:]}") from None
+            gradebook.install_assignment(course, template.gradebook, opts.assignment)
+            part.phases["template"] = time.perf_counter() - t0
+            if not waited:
+                zygotes.wait_ready()
+                waited = True
+            part.grader = Grader(opts, template, work, isolation, zygotes)
+            if opts.trusted:
+                progress.say(f"{opts.assignment}: calibrating the trusted re-check on the source solution")
+                part.grader.calibrate(part.out / ".calibration.json")
+                for test_id, why in sorted(part.grader.supported.items()):
+                    if why:
+                        progress.say(f"note: {test_id} is not re-checked outside the kernel: {why}")
+            for sub in subs_of[opts.assignment]:
+                nb, problem = ((None, sub.problem) if sub.problem else
+                               collect.check_notebook(sub.path, opts.assignment, known))
+                if nb is None:
+                    part.results[sub.student] = StudentResult(
+                        sub.student, part.grader.rows_for_problem(sub.student, problem), submission=sub.path)
+                else:
+                    part.todo.append((part, sub.student, nb, sub.path))
+            part.phases["setup"] = time.perf_counter() - t0
+        setup_done = time.perf_counter()
+
+        progress.total = sum(len(subs) for subs in subs_of.values())
+        with gradebook.opened(course) as gb:
+            for part in parts:
+                for res in list(part.results.values()):
+                    _record(gb, course, part.opts.assignment, res)
+                    progress.update(res)
+            slots: queue.Queue[int] = queue.Queue()
+            for i in range(first.workers):
+                slots.put(i)
+
+            def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path):
+                slot = slots.get()
+                try:
+                    res = part.grader.grade_one(student, nb, slot)
+                except Exception as exc:  # noqa: BLE001 — one submission never stops the batch
+                    res = StudentResult(student, part.grader.rows_for_problem(
+                        student, f"grading failed: {type(exc).__name__}: {exc}"[:300]))
+                finally:
+                    slots.put(slot)
+                res.submission = path
+                return part, res
+
+            # Longest assignments first: the Triton notebooks take the longest per submission.
+            todo = [t for part in reversed(parts) for t in part.todo]
+            with concurrent.futures.ThreadPoolExecutor(max_workers=first.workers) as pool:
+                futures = [pool.submit(job, *t) for t in todo]
+                for fut in concurrent.futures.as_completed(futures):
+                    part, res = fut.result()
+                    part.results[res.student] = res
+                    _record(gb, course, part.opts.assignment, res)
+                    progress.update(res)
+            jobs_seconds = time.perf_counter() - setup_done
+
+            rows_of = {}
+            for part in parts:  # rows as the gradebook holds them now: a manual grade counts
+                rows: list[Row] = []
+                for student in sorted(part.results):
+                    held = gradebook.effective_scores(gb, part.opts.assignment, student)
+                    for r in part.results[student].rows:
+                        score, max_score, manual = held.get(r.grade_id, (r.score, r.max_score, False))
+                        rows.append(Row(r.student, r.assignment, r.grade_id, score, max_score, r.diagnosis,
+                                        r.reason + (" (manual grade kept)" if manual and score != r.score else "")))
+                rows_of[part.opts.assignment] = rows
+        wanted = {p.opts.assignment: [s for s, r in p.results.items() if r.autograded] for p in parts if p.opts.feedback}
+        notes = _feedback_all(course, wanted, {p.opts.assignment: p.out for p in parts})
+        seconds = time.perf_counter() - started
+        summaries = []
+        for part in parts:
+            a = part.opts.assignment
+            part.phases["jobs"] = jobs_seconds
+            summary = {
+                "assignment": a, "students": len(part.results), "seconds": seconds, "workers": first.workers,
+                "isolation": isolation, "supported": part.grader.supported if part.opts.trusted else None,
+                "feedback": notes.get(a, ""), "phases": part.phases,
+                "per_student_seconds": {s: r.seconds for s, r in part.results.items()},
+            }
+            write_outputs(part.out, rows_of[a], summary)
+            summaries.append(summary)
+            progress.say(f"{a}: {len(part.results)} submissions: {part.out / 'grades.csv'}, "
+                         f"{part.out / 'report.md'}, {part.out / 'diagnoses.png'}")
+        progress.say(f"graded in {seconds:.0f} s")
+        return summaries
+    finally:
+        if zygotes is not None:
+            zygotes.close()
+        if not first.keep_work and first.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
+    """Write one student into the gradebook and file their notebooks where nbgrader keeps them."""
+    gradebook.record(gb, assignment, res.student, {r.grade_id: r.score for r in res.rows}, res.timestamp)
+    submitted = course / "submitted" / res.student / assignment
+    if res.submission is not None and res.submission.is_file():
+        dest = submitted / f"{assignment}.ipynb"
+        if res.submission.resolve() != dest.resolve():
+            submitted.mkdir(parents=True, exist_ok=True)
+            shutil.copy(res.submission, dest)
+    autograded = course / "autograded" / res.student / assignment
+    if autograded.exists():
+        shutil.rmtree(autograded)
+    if res.autograded is not None and res.autograded.is_file():
+        autograded.mkdir(parents=True, exist_ok=True)
+        shutil.copy(res.autograded, autograded / f"{assignment}.ipynb")
+
+
+def _feedback_all(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
+    """Feedback for every assignment of the batch: one nbgrader process for all of them (each start costs seconds)."""
+    if len(wanted) <= 1:
+        return {a: _feedback(course, a, students, outs[a]) for a, students in wanted.items()}
+    for a, students in wanted.items():  # regenerated below: nbgrader skips what is newer than its notebook
+        for student in students:
+            shutil.rmtree(course / "feedback" / student / a, ignore_errors=True)
+    try:
+        scratch.nbgrader(course, "generate_feedback", "--assignment=*", timeout=3600)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        return {a: f"feedback generation failed: {str(exc)[-300:]}" for a in wanted}
+    return {a: _copy_feedback(course, a, students, outs[a]) for a, students in wanted.items()}
+
+
+def _copy_feedback(course: Path, assignment: str, students: list[str], out: Path) -> str:
+    dest = out / "feedback"
+    for student in students:
+        src = course / "feedback" / student / assignment
+        if src.is_dir():
+            target = dest / student
+            if target.exists():
+                shutil.rmtree(target)
+            shutil.copytree(src, target)
+    return f"feedback for {len(students)} students in {dest}"
+
+
+def _feedback(course: Path, assignment: str, students: list[str], out: Path) -> str:
+    """nbgrader's feedback HTML for every autograded student, copied to OUT/feedback/<student>/."""
+    if not students:
+        return "no feedback: nothing was autograded"
+    try:
+        scratch.nbgrader(course, "generate_feedback", assignment, "--force", timeout=1800)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        return f"feedback generation failed: {str(exc)[-300:]}"
+    return _copy_feedback(course, assignment, students, out)

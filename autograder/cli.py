@@ -1,0 +1,149 @@
+"""The instructor's command line.
+
+    python -m autograder grade ASSIGNMENT [ASSIGNMENT ...] --submissions DIR [--workers N] [--out DIR]
+    python -m autograder bench [--copies N] [--assignments ...]
+    python -m autograder merge OUT_DIR SHARD_DIR [SHARD_DIR ...]
+
+``grade`` exits 0 when every submission got its rows (zeros included); 2 for the
+instructor's own mistakes (unknown assignment, no such folder, nothing in it), with a
+message saying what to do. ``docs/grading.md`` is the guide.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .nbrunner import fast_imports
+
+fast_imports()  # before anything imports nbformat (see autograder/nbrunner.py)
+
+from .worker import GiB, Limits  # noqa: E402
+
+
+def _course_default() -> Path:
+    cwd = Path.cwd()
+    if (cwd / "nbgrader_config.py").is_file():
+        return cwd
+    from .scratch import ROOT
+
+    return ROOT
+
+
+def _add_limits(p: argparse.ArgumentParser) -> None:
+    d = Limits()
+    g = p.add_argument_group("limits for each submission")
+    g.add_argument("--cell-timeout", type=int, default=None, metavar="S",
+                   help="seconds per cell (default: Execute.timeout from nbgrader_config.py, else 120)")
+    g.add_argument("--wall", type=int, default=d.wall, metavar="S", help=f"seconds for the whole notebook (default {d.wall})")
+    g.add_argument("--memory", type=float, default=d.address_space / GiB, metavar="GIB",
+                   help=f"address space per process, GiB (default {d.address_space / GiB:g})")
+    g.add_argument("--cpu", type=int, default=d.cpu_seconds, metavar="S", help=f"CPU seconds per process (default {d.cpu_seconds})")
+    g.add_argument("--processes", type=int, default=d.processes, metavar="N",
+                   help=f"processes and threads per sandbox (default {d.processes})")
+    g.add_argument("--file-size", type=int, default=d.file_size >> 20, metavar="MIB",
+                   help=f"largest file a submission may write, MiB (default {d.file_size >> 20})")
+
+
+def _config_timeout(course: Path) -> int | None:
+    import re
+
+    text = (course / "nbgrader_config.py").read_text() if (course / "nbgrader_config.py").is_file() else ""
+    m = re.search(r"^c\.Execute\.timeout\s*=\s*(\d+)", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def limits_from(args, course: Path) -> Limits:
+    return Limits(cell_timeout=args.cell_timeout or _config_timeout(course) or 120, wall=args.wall,
+                  address_space=int(args.memory * GiB), cpu_seconds=args.cpu, processes=args.processes,
+                  file_size=args.file_size << 20)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m autograder", description="Grade a class of notebooks in a sandbox.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("grade", help="autograde every submission of one assignment (or several)",
+                       description="Autograde every submission of ASSIGNMENT in DIR, N at a time, each in a sandbox; "
+                                   "record the grades in the course's gradebook; write grades.csv, report.md, "
+                                   "diagnoses.png and feedback to --out. Several assignments share one batch "
+                                   "(DIR then holds each student's notebooks; --out gets a folder per assignment).")
+    g.add_argument("assignment", nargs="+")
+    g.add_argument("--submissions", type=Path, required=True, metavar="DIR",
+                   help="DIR/<student>/<ASSIGNMENT>.ipynb, nbgrader's submitted/ layout, or LMS .zip files")
+    g.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                   help="submissions graded at once (default: the number of cores)")
+    g.add_argument("--out", type=Path, default=None, metavar="DIR", help="default: grades/ASSIGNMENT/")
+    g.add_argument("--course", type=Path, default=None, metavar="DIR",
+                   help="the nbgrader course directory (default: the current directory if it has "
+                        "nbgrader_config.py, else this repository)")
+    g.add_argument("--isolation", choices=("auto", "full", "none"), default="auto",
+                   help="full: namespaces, a new root and an unprivileged uid (needs root on Linux); "
+                        "none: resource limits only (default: the best this machine allows)")
+    g.add_argument("--no-trusted", action="store_true", help="skip the trusted re-check (faster; in-kernel results only)")
+    g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback generation")
+    g.add_argument("--student-regexp", default=None, metavar="RE",
+                   help="for LMS zips: a regexp with (?P<student_id>...) matched against each extracted file's path")
+    g.add_argument("--work", type=Path, default=None, metavar="DIR", help="scratch folder to use and keep (for debugging)")
+    g.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    _add_limits(g)
+
+    b = sub.add_parser("bench", help="seconds per submission and submissions per minute at 1 and 2 workers")
+    b.add_argument("--copies", type=int, default=2, metavar="N", help="copies of the solved notebook per assignment (default 2)")
+    b.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in source/")
+    b.add_argument("--workers", type=int, nargs="*", default=[1, 2], metavar="N", help="worker counts to compare (default 1 2)")
+    b.add_argument("--course", type=Path, default=None, metavar="DIR")
+    b.add_argument("--no-trusted", action="store_true")
+    b.add_argument("--out", type=Path, default=None, metavar="FILE", help="also write the figures as JSON here")
+
+    m = sub.add_parser("merge", help="merge the grades of shards graded on several machines",
+                       description="Merge grades.csv from shard output folders (one per machine, each graded a "
+                                   "disjoint set of students) into one grades.csv and report.md in OUT.")
+    m.add_argument("out", type=Path)
+    m.add_argument("shards", type=Path, nargs="+", metavar="SHARD")
+    m.add_argument("--course", type=Path, default=None, metavar="DIR",
+                   help="also record the merged grades in this course's gradebook")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # nbgrader runs `alembic` by name when it opens a gradebook: this interpreter's bin goes first on PATH.
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    import warnings
+
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader.api, not ours
+    warnings.filterwarnings("ignore", message=".*not in session.*")
+    if args.command == "grade":
+        return _grade(args)
+    if args.command == "bench":
+        from .bench import main as bench_main
+
+        return bench_main(args)
+    if args.command == "merge":
+        from .merge import main as merge_main
+
+        return merge_main(args)
+    return 2
+
+
+def _grade(args) -> int:
+    from .batch import InstructorError, Options, grade_all
+
+    course = (args.course or _course_default()).resolve()
+    several = len(args.assignment) > 1
+    options = [Options(
+        assignment=a, submissions=args.submissions, course=course,
+        out=(args.out / a if several else args.out) if args.out else course / "grades" / a, workers=args.workers,
+        limits=limits_from(args, course), isolation=args.isolation, trusted=not args.no_trusted,
+        feedback=not args.no_feedback, student_regexp=args.student_regexp, work=args.work,
+        keep_work=args.work is not None, progress=not args.quiet,
+    ) for a in dict.fromkeys(args.assignment)]
+    try:
+        grade_all(options)
+    except InstructorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,90 @@
+"""The instructor's gradebook, written by the grading parent only.
+
+Workers grade in course folders of their own, with throw-away gradebooks; nothing they
+run can open this one. The parent copies the assignment's structure here once (the
+notebooks, test cells and their points, as ``nbgrader generate_assignment`` would record
+them) and then records each student as their job finishes: the student, the submission,
+and one automatic score per test cell — each student in one transaction, so the file is
+never left half-written. Only ``auto_score`` is written: a manual grade an instructor
+gave in the formgrader stays, and counts, on every re-run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+
+import nbgrader.api
+from nbgrader.api import Gradebook, MissingEntry
+
+# nbgrader runs `alembic` by name when it opens a gradebook: this interpreter's bin must be on PATH.
+_BIN = os.path.dirname(sys.executable)
+if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+
+# Every Gradebook() runs `alembic heads` in a subprocess (a second or two) to learn the schema
+# version, which cannot change while we run: ask once per process.
+if not hasattr(nbgrader.api.get_alembic_version, "cache_info"):
+    nbgrader.api.get_alembic_version = lru_cache(maxsize=None)(nbgrader.api.get_alembic_version)
+
+
+def db_url(course: Path) -> str:
+    return f"sqlite:///{course / 'gradebook.db'}"
+
+
+@contextmanager
+def opened(course: Path):
+    gb = Gradebook(db_url(course))
+    try:
+        yield gb
+    finally:
+        gb.close()
+
+
+def install_assignment(course: Path, template_gradebook: Path, assignment: str) -> None:
+    """Copy ``assignment``'s notebooks and cells from the template's gradebook into the course's."""
+    with Gradebook(f"sqlite:///{template_gradebook}") as src, opened(course) as dst:
+        a = src.find_assignment(assignment)
+        dst.update_or_create_assignment(assignment, duedate=a.duedate)
+        for nb in a.notebooks:
+            dst.update_or_create_notebook(nb.name, assignment)
+            for cell in nb.source_cells:
+                dst.update_or_create_source_cell(cell.name, nb.name, assignment, cell_type=cell.cell_type,
+                                                 locked=cell.locked, source=cell.source, checksum=cell.checksum)
+            for cell in nb.grade_cells:
+                dst.update_or_create_grade_cell(cell.name, nb.name, assignment, max_score=cell.max_score,
+                                                cell_type=cell.cell_type)
+            for cell in nb.solution_cells:
+                dst.update_or_create_solution_cell(cell.name, nb.name, assignment)
+            for cell in nb.task_cells:
+                dst.update_or_create_task_cell(cell.name, nb.name, assignment, max_score=cell.max_score,
+                                               cell_type=cell.cell_type)
+
+
+def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float], timestamp=None) -> None:
+    """Create or update ``student``'s submission and set each test cell's automatic score (one commit)."""
+    gb.update_or_create_student(student)
+    kwargs = {"timestamp": timestamp} if timestamp is not None else {}
+    submission = gb.update_or_create_submission(assignment, student, **kwargs)
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            if grade.cell.name in scores:
+                grade.auto_score = float(scores[grade.cell.name])
+                grade.needs_manual_grade = False
+    gb.db.commit()
+
+
+def effective_scores(gb: Gradebook, assignment: str, student: str) -> dict[str, tuple[float, float, bool]]:
+    """grade_id -> (score that counts, max score, manual?) as the gradebook holds it now."""
+    out = {}
+    try:
+        submission = gb.find_submission(assignment, student)
+    except MissingEntry:
+        return out
+    for notebook in submission.notebooks:
+        for grade in notebook.grades:
+            out[grade.cell.name] = (float(grade.score or 0.0), float(grade.max_score), grade.manual_score is not None)
+    return out

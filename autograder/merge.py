@@ -1,0 +1,94 @@
+"""``python -m autograder merge OUT SHARD...``: one grade table from classes graded on several machines.
+
+A class too big for one machine is split by student: each machine holds a *shard*, a
+course folder of its own (a copy of the course with that shard's students), grades it
+with ``python -m autograder grade``, and hands back the folder. This command merges them:
+
+- every shard's gradebook into ``OUT/gradebook.db`` (students, submissions, automatic and
+  manual scores; a student found in two shards is an error, not a silent overwrite);
+- nbgrader's own ``nbgrader export`` of that merged gradebook: ``OUT/grades.csv``, one row
+  per student and assignment, as nbgrader writes it;
+- the per-test-cell tables of each shard (``grades/<assignment>/grades.csv``) into
+  ``OUT/<assignment>/grades.csv``, with ``report.md`` and ``diagnoses.png`` for the class.
+
+With ``--course``, the merged grades are also recorded in that course's gradebook.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from . import gradebook, scratch
+from .gradebook import Gradebook
+from .report import read_csv, write_outputs
+
+
+class MergeError(Exception):
+    pass
+
+
+def merge_gradebooks(shards: list[Path], target: Path) -> dict[str, str]:
+    """Copy every shard's assignments and submissions into the course folder ``target``; student -> shard."""
+    owner: dict[str, str] = {}
+    for shard in shards:
+        db = shard / "gradebook.db"
+        if not db.is_file():
+            raise MergeError(f"{shard} has no gradebook.db: give the course folder each machine graded in.")
+        with Gradebook(f"sqlite:///{db}") as src:
+            for a in src.assignments:
+                gradebook.install_assignment(target, db, a.name)
+            with gradebook.opened(target) as dst:
+                for a in src.assignments:
+                    for sub in a.submissions:
+                        student = sub.student.id
+                        if owner.get(student, str(shard)) != str(shard):
+                            raise MergeError(f"student {student!r} is in two shards: {owner[student]} and {shard}.")
+                        owner[student] = str(shard)
+                        scores = {g.cell.name: g.auto_score for nb in sub.notebooks for g in nb.grades
+                                  if g.auto_score is not None}
+                        gradebook.record(dst, a.name, student, scores, sub.timestamp)
+                        for nb in sub.notebooks:
+                            for g in nb.grades:
+                                if g.manual_score is not None or g.extra_credit is not None:
+                                    held = dst.find_grade(g.cell.name, nb.notebook.name, a.name, student)
+                                    held.manual_score, held.extra_credit = g.manual_score, g.extra_credit
+                        dst.db.commit()
+    return owner
+
+
+def merge_cell_tables(shards: list[Path], out: Path) -> list[str]:
+    """OUT/<assignment>/grades.csv, report.md and diagnoses.png from every shard's grades/<assignment>/."""
+    tables = defaultdict(list)
+    for shard in shards:
+        for csv_path in sorted(shard.glob("grades/*/grades.csv")):
+            tables[csv_path.parent.name].extend(read_csv(csv_path))
+    for assignment, rows in tables.items():
+        write_outputs(out / assignment, rows, {"assignment": assignment, "supported": None, "merged_from": len(shards)})
+    return sorted(tables)
+
+
+def main(args) -> int:
+    out: Path = args.out
+    shards = [s.resolve() for s in args.shards]
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "merged-course"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir()
+    shutil.copy(shards[0] / "nbgrader_config.py", target / "nbgrader_config.py")
+    try:
+        owner = merge_gradebooks(shards, target)
+    except MergeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    shutil.copy(target / "gradebook.db", out / "gradebook.db")
+    scratch.nbgrader(target, "export", f"--to={out / 'grades.csv'}")
+    assignments = merge_cell_tables(shards, out)
+    if args.course is not None:
+        merge_gradebooks([target], args.course.resolve())
+    print(f"merged {len(owner)} students from {len(shards)} shards: {out / 'grades.csv'} (nbgrader export)"
+          + (f"; per test cell: {', '.join(str(out / a / 'grades.csv') for a in assignments)}" if assignments else ""))
+    return 0

@@ -1,0 +1,165 @@
+"""What an instructor reads after grading: grades.csv, report.md and diagnoses.png.
+
+``grades.csv`` has one row per student and test cell:
+``student,assignment,grade_id,score,max_score,diagnosis,reason`` — ``diagnosis`` is the
+class of the check's ``diagnosis:`` line (DESIGN.md's vocabulary, ``tampering`` included),
+``reason`` says why a part scored zero without a wrong answer (timeout, kernel died,
+memory limit, malformed notebook, wrong assignment, tampering ...).
+
+``report.md`` is the class summary: the score distribution and, for each exercise, how
+many students hit each diagnosis class and each reason ("12 of 40: batch-reduction in
+linear_backward"). ``diagnoses.png`` is the same per-exercise count as a chart.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+FIELDS = ("student", "assignment", "grade_id", "score", "max_score", "diagnosis", "reason")
+
+
+@dataclass
+class Row:
+    student: str
+    assignment: str
+    grade_id: str
+    score: float
+    max_score: float
+    diagnosis: str = ""
+    reason: str = ""
+
+
+def reason_kind(reason: str) -> str:
+    """The category of a reason: its words before the first colon ("timeout", "kernel died", ...)."""
+    return reason.split(":", 1)[0].split("(", 1)[0].strip() if reason else ""
+
+
+def outcome(row: Row) -> str:
+    """What one row counts as in the summary: passed, a diagnosis class, or the kind of reason."""
+    if row.max_score > 0 and row.score >= row.max_score:
+        return "passed"
+    if row.diagnosis:
+        return row.diagnosis
+    return reason_kind(row.reason) or "failed without a diagnosis"
+
+
+def exercise_name(grade_id: str) -> str:
+    return grade_id.removeprefix("test_")
+
+
+def write_csv(path: Path, rows: list[Row]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        for r in sorted(rows, key=lambda r: (r.student, r.grade_id)):
+            w.writerow([r.student, r.assignment, r.grade_id, f"{r.score:g}", f"{r.max_score:g}", r.diagnosis, r.reason])
+
+
+def read_csv(path: Path) -> list[Row]:
+    with open(path, newline="") as f:
+        return [Row(d["student"], d["assignment"], d["grade_id"], float(d["score"]), float(d["max_score"]),
+                    d["diagnosis"], d["reason"]) for d in csv.DictReader(f)]
+
+
+def summary_markdown(rows: list[Row], summary: dict) -> str:
+    students = sorted({r.student for r in rows})
+    n = len(students)
+    totals = defaultdict(float)
+    max_total = defaultdict(float)
+    for r in rows:
+        totals[r.student] += r.score
+        max_total[r.student] += r.max_score
+    out_of = max(max_total.values(), default=0.0)
+    scores = [totals[s] for s in students]
+    a = summary.get("assignment", rows[0].assignment if rows else "")
+    lines = [f"# {a}: class report", ""]
+    if scores:
+        lines.append(f"{n} submissions, {out_of:g} points. Mean {statistics.mean(scores):.2f}, median "
+                     f"{statistics.median(scores):g}, full marks {sum(1 for s in scores if s >= out_of)} of {n}.")
+    secs = summary.get("seconds")
+    if secs is not None:
+        lines.append(f"Graded in {secs:.0f} s with {summary.get('workers', 1)} worker(s); sandbox isolation: "
+                     f"{summary.get('isolation', '?')}.")
+    lines += ["", "## Score distribution", "", "| total | students | |", "|---:|---:|:---|"]
+    for total, count in sorted(Counter(scores).items(), reverse=True):
+        lines.append(f"| {total:g} / {out_of:g} | {count} | {'█' * count} |")
+    lines += ["", "## Exercises", ""]
+    by_test = defaultdict(list)
+    for r in rows:
+        by_test[r.grade_id].append(r)
+    for test_id in sorted(by_test, key=lambda t: min(i for i, r in enumerate(rows) if r.grade_id == t)):
+        group = by_test[test_id]
+        name = exercise_name(test_id)
+        counts = Counter(outcome(r) for r in group)
+        pts = max(r.max_score for r in group)
+        lines.append(f"### {name} ({pts:g} points): {counts.get('passed', 0)} of {len(group)} full marks")
+        lines.append("")
+        for what, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+            if what != "passed":
+                lines.append(f"- {count} of {len(group)}: {what} in {name}")
+        lines.append("")
+    odd = [r for r in rows if r.reason]
+    if odd:
+        lines += ["## Zeros with a reason", "", "| student | test cell | reason |", "|---|---|---|"]
+        for r in sorted(odd, key=lambda r: (r.student, r.grade_id)):
+            lines.append(f"| {r.student} | {r.grade_id} | {r.reason.replace('|', '/')} |")
+        lines.append("")
+    unsupported = {t: why for t, why in (summary.get("supported") or {}).items() if why}
+    lines += ["## Trusted re-check", ""]
+    if summary.get("supported") is None:
+        lines.append("Not run (--no-trusted): in-kernel results only.")
+    elif unsupported:
+        lines.append("Every exercise's values were re-checked outside the student's process, except:")
+        lines += [f"- {exercise_name(t)}: {why}" for t, why in sorted(unsupported.items())]
+    else:
+        lines.append("Every exercise's values were re-checked outside the student's process "
+                     "(a disagreement with the kernel shows as `tampering`).")
+    if summary.get("feedback"):
+        lines += ["", f"Feedback: {summary['feedback']}."]
+    return "\n".join(lines) + "\n"
+
+
+def chart(path: Path, rows: list[Row], title: str) -> None:
+    """One horizontal stacked bar per exercise: students per outcome (passed, each class, each reason)."""
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tests = []
+    for r in rows:
+        if r.grade_id not in tests:
+            tests.append(r.grade_id)
+    counts = {t: Counter(outcome(r) for r in rows if r.grade_id == t) for t in tests}
+    kinds = ["passed"] + sorted({k for c in counts.values() for k in c} - {"passed"})
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(tests) + 1.8))
+    left = [0] * len(tests)
+    cmap = plt.get_cmap("tab20")
+    for i, kind in enumerate(kinds):
+        values = [counts[t].get(kind, 0) for t in tests]
+        color = "#4caf50" if kind == "passed" else cmap(i % 20)
+        ax.barh([exercise_name(t) for t in tests], values, left=left, label=kind, color=color)
+        left = [a + b for a, b in zip(left, values)]
+    ax.invert_yaxis()
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("students")
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_outputs(out: Path, rows: list[Row], summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(out / "grades.csv", rows)
+    (out / "report.md").write_text(summary_markdown(rows, summary))
+    chart(out / "diagnoses.png", rows, f"{summary.get('assignment', '')}: outcome per exercise")
+
+
+__all__ = ["FIELDS", "Row", "outcome", "read_csv", "write_outputs"]

@@ -1,0 +1,462 @@
+"""The trusted re-check: every hidden check run again, where the student's code cannot reach it.
+
+The in-kernel tests run in the same Python process as the student's code, which can
+monkeypatch anything there: ``torch.allclose``, ``course.diagnose``, ``autograder.check``
+itself, IPython's traceback display, the kernel's replies. So every exercise is checked a
+second time, like this:
+
+- this process (the checker) runs ``autograder.check.<function>(proxy)`` — the same check
+  function, with inputs drawn from a fresh seed from ``os.urandom`` that no other process
+  knows, and the references and classifier of ``autograder`` and ``course.diagnose``;
+- ``proxy`` stands for the student's function, class or kernel. Each call is forwarded to
+  the *value worker* (``autograder/valueworker.py``), a sandboxed process that ran the
+  student's notebook code (test cells left out) and in which ``autograder`` does not
+  exist. Arguments go there by value and results come back by value — through
+  ``torch.load(weights_only=True)``, which cannot run code — together with whatever the
+  call wrote into its arguments (a Triton kernel's output buffer), and gradients flow
+  back through a result across the pipe;
+- so the comparison that decides the grade happens in a process the student's code never
+  ran in.
+
+What is re-checked this way is everything a check decides from values: outputs,
+shapes, dtypes, what was written where, gradients through ``autograd.Function`` s.
+Properties a check measures *inside* the call (allocations, calls into autograd) are
+measured in the worker's process, which the student's code controls; those verdicts
+stay with the in-kernel run. ``docs/grading.md`` has the table.
+
+Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
+names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}``, or
+``status`` ``timeout`` / ``died`` (the worker) / ``no-worker`` / ``checker-error``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+import types
+from pathlib import Path
+
+import torch
+
+from . import sandbox
+from .valueworker import decode, encode, map_tensors, receive, send, tensors_in
+
+VALUEWORKER = Path(__file__).with_name("valueworker.py")
+
+
+class WorkerTimeout(BaseException):
+    """The worker gave no reply in time. A BaseException: no check's ``except Exception`` may absorb it."""
+
+
+class WorkerDied(BaseException):
+    """The worker's pipe closed or spoke nonsense."""
+
+
+# ---------------------------------------------------------------------------
+# Proxies for the student's objects
+
+
+class RemoteNamespace(dict):
+    """The notebook's namespace in the worker, for a check that looks names up in it.
+
+    Some checks find the kernels a function launches by name in the function's globals
+    (``fn.__globals__.get("softmax_fwd_kernel")``) and check those first. A proxy's
+    ``__globals__`` is one of these: names it holds itself (the checker's own, for the
+    functions it backs) are local; any other is fetched from the worker.
+    """
+
+    def __init__(self, channel: Channel, local: dict | None = None):
+        super().__init__(local or {})
+        self._channel = channel
+
+    def __getitem__(self, name):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        try:
+            return self._channel.get(name)
+        except (WorkerTimeout, WorkerDied):
+            raise
+        except Exception:  # noqa: BLE001 — NameError in the worker: not there
+            raise KeyError(name) from None
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name) -> bool:
+        return self.get(name, _MISSING) is not _MISSING
+
+
+_MISSING = object()
+# Dunder attributes a check may read off a student's function (its code names a Triton builtin, say).
+_FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
+
+
+class Remote:
+    """A student object that lives in the worker. Attribute and item access are forwarded."""
+
+    def __init__(self, channel: Channel, info: dict):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_info", info)
+
+    def __getattr__(self, name: str):
+        if name in ("__name__", "__qualname__"):
+            return self._info.get("name", "student_object")
+        if name == "__globals__" and self._info.get("callable"):
+            return RemoteNamespace(self._channel)
+        if name.startswith("__") and name.endswith("__") and name not in _FORWARDED_DUNDERS:
+            raise AttributeError(name)  # the proxy's own machinery, not the student's object
+        return self._channel.request({"op": "getattr", "ref": self._info["__ref__"], "name": name})
+
+    def __getitem__(self, key):
+        return self._channel.request({"op": "getitem", "ref": self._info["__ref__"], "key": self._channel.enc(key)})
+
+    def __repr__(self) -> str:
+        return f"<student {self._info.get('type', 'object')} {self._info.get('name', '')}>"
+
+
+class RemoteCallable(Remote):
+    def __call__(self, *args, **kwargs):
+        return self._channel.call(self._info["__ref__"], args, kwargs)
+
+
+def _function_class(channel: Channel, info: dict) -> type:
+    """A real autograd.Function whose forward and backward run the student's class in the worker.
+
+    The check sees a class it can apply, subclass and gradcheck; what the student's ctx
+    saved is saved again here by value, so a check's saved-tensor hooks see it.
+    """
+
+    def forward(ctx, *args):
+        flags = list(ctx.needs_input_grad)
+        sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else channel.enc(a)
+                for a, flag in zip(args, flags)]
+        reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
+        out = channel.dec(reply["value"])
+        saved = [t for t in reply.get("saved", []) if isinstance(t, torch.Tensor)]
+        ctx.save_for_backward(*saved)
+        for key, value in channel.dec(reply.get("stashed", {"__dict__": []})).items():
+            if isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+                setattr(ctx, key, value)
+        ctx.remote_graph = reply.get("graph")
+        ctx.leaf_positions = [i for i, (a, f) in enumerate(zip(args, flags)) if isinstance(a, torch.Tensor) and f]
+        ctx.n_args = len(args)
+        return map_tensors(out, lambda t: t.detach())
+
+    def backward(ctx, *grads):
+        graph = ctx.remote_graph
+        if graph is None:
+            return (None,) * ctx.n_args
+        sent = [None if g is None else g.detach() for g in grads]
+        got = list(channel.request({"op": "function_backward", "handle": graph["handle"], "grads": sent}))
+        return tuple(got) if len(got) != 1 else got[0]
+
+    # Their globals: this module's, then the notebook's (see RemoteNamespace).
+    namespace = RemoteNamespace(channel, globals())
+    forward, backward = (types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+                         for f in (forward, backward))
+    return type(info.get("name", "StudentFunction"), (torch.autograd.Function,),
+                {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": "student"})
+
+
+class _RemoteGraph(torch.autograd.Function):
+    """Connects a result computed in the worker to the inputs it was computed from, here."""
+
+    @staticmethod
+    def forward(ctx, link, *leaves):
+        ctx.link = link
+        ctx.n_leaves = len(leaves)
+        return tuple(t.clone() for t in link["outputs"])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        link = ctx.link
+        got = link["channel"].request({"op": "grad", "handle": link["handle"],
+                                       "grads": [None if g is None else g.detach() for g in grads]})
+        got = list(got) + [None] * (ctx.n_leaves - len(got))
+        return (None, *got[: ctx.n_leaves])
+
+
+# ---------------------------------------------------------------------------
+# The channel to the worker
+
+
+def _rebuild(chain: list[dict]) -> BaseException:
+    """An exception chain like the worker's: same class names and modules, same messages, same causes."""
+    bases = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
+    exc = None
+    for item in reversed(chain[:8]):
+        base = bases.get(item.get("kind"), Exception)
+        name = str(item.get("name", "Error"))[:100] or "Error"
+        cls = type(name, (base,), {"__module__": str(item.get("module", "student"))[:100]})
+        new = cls(str(item.get("message", ""))[:2000])
+        new.__cause__ = exc
+        exc = new
+    return exc or RuntimeError("the student's code raised")
+
+
+class Channel:
+    def __init__(self, lifeline: socket.socket, to_worker: int, from_worker: int):
+        self.lifeline, self.wfd, self.rfd = lifeline, to_worker, from_worker
+        self.deadline: float | None = None
+        self.callbacks: dict[int, object] = {}
+        self.proxies: dict[int, object] = {}  # one proxy per worker object: a class keeps its identity
+        self.graph_classes: dict[tuple, type] = {}
+
+    # -- encoding -----------------------------------------------------------
+
+    def _as_ref(self, obj):
+        if isinstance(obj, Remote):
+            return {"__ref__": obj._info["__ref__"]}
+        if isinstance(obj, type) and getattr(obj, "__module__", "") == "student":
+            return {"__ref__": obj._remote_ref}
+        if callable(obj):
+            cb = len(self.callbacks) + 1
+            self.callbacks[cb] = obj
+            return {"__cb__": cb}
+        raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
+
+    def enc(self, value):
+        return encode(value, self._as_ref)
+
+    def _from_ref(self, marker: dict):
+        if "__ref__" not in marker:
+            raise WorkerDied(f"unexpected marker from the worker: {sorted(marker)[:5]}")
+        rid = marker["__ref__"]
+        if rid not in self.proxies:
+            if marker.get("function_class"):
+                cls = _function_class(self, marker)
+                cls._remote_ref = rid
+                self.proxies[rid] = cls
+            else:
+                self.proxies[rid] = (RemoteCallable if marker.get("callable") else Remote)(self, marker)
+        return self.proxies[rid]
+
+    def dec(self, value):
+        return decode(value, self._from_ref)
+
+    # -- requests -------------------------------------------------------------
+
+    def _receive(self):
+        try:
+            return receive(self.rfd, self.deadline)
+        except TimeoutError:
+            raise WorkerTimeout() from None
+        except Exception as exc:  # noqa: BLE001 — EOF, bad frame, refused by weights_only: all mean the same
+            raise WorkerDied(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+    def exchange(self, message: dict) -> dict:
+        """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise)."""
+        try:
+            send(self.wfd, message)
+        except OSError as exc:
+            raise WorkerDied(f"cannot write to the worker: {exc}") from None
+        while True:
+            reply = self._receive()
+            if not isinstance(reply, dict):
+                raise WorkerDied("reply is not a message")
+            op = reply.get("op")
+            if op == "callback":
+                self._run_callback(reply)
+            elif op == "raise":
+                raise _rebuild(reply.get("chain") or [])
+            elif op == "result":
+                return reply
+            else:
+                raise WorkerDied(f"unexpected reply {op!r}")
+
+    def _run_callback(self, msg: dict) -> None:
+        fn = self.callbacks.get(msg.get("cb"))
+        try:
+            if fn is None:
+                raise ValueError("unknown callback")
+            value = fn(*self.dec(msg.get("args", ())), **self.dec(msg.get("kwargs", {"__dict__": []})))
+            send(self.wfd, {"op": "result", "value": self.enc(value)})
+        except (WorkerTimeout, WorkerDied):
+            raise
+        except Exception as exc:  # noqa: BLE001 — the checker's own callable raised: tell the worker
+            send(self.wfd, {"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]})
+
+    def request(self, message: dict):
+        """Send a request and return its decoded value, graphs linked back to this side."""
+        reply = self.exchange(message)
+        return self._linked(self.dec(reply.get("value")), reply.get("graph"), ())
+
+    def call(self, ref: int, args: tuple, kwargs: dict):
+        sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
+        reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs})
+        after = reply.get("args_after") or []
+        mine = tensors_in((args, kwargs))
+        if len(after) == len(mine):
+            for orig, new in zip(mine, after):  # what the call wrote into its arguments, written here too
+                if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
+                    orig.untyped_storage().copy_(new.untyped_storage())
+        leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
+        return self._linked(self.dec(reply.get("value")), reply.get("graph"), leaves)
+
+    def _linked(self, value, graph: dict | None, leaves):
+        """Replace the worker-graph outputs in ``value`` by tensors whose backward asks the worker."""
+        if not graph or not leaves or int(graph.get("n_leaves", -1)) != len(leaves):
+            return map_tensors(value, lambda t: t.detach())
+        link = {"channel": self, "handle": graph["handle"], "outputs": list(graph["outputs"])}
+        outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
+        return map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
+
+    def get(self, name: str):
+        return self.request({"op": "get", "name": name})
+
+    def _graph_class(self, markers: list) -> type:
+        """_RemoteGraph, as a subclass of the proxies of the Functions the worker's graph runs through.
+
+        A check may ask whether a result's graph runs through the student's own Function
+        (``issubclass(node._forward_cls, ManualAttention)``): through the proxy, it does.
+        """
+        classes = tuple(c for c in (self._from_ref(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
+        key = tuple(c._remote_ref for c in classes)
+        if key not in self.graph_classes:
+            self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
+        return self.graph_classes[key]
+
+
+# ---------------------------------------------------------------------------
+# Starting the worker
+
+
+def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
+    """The value worker in a sandbox forked by the zygote, with two pipes; returns once it is ready.
+
+    The returned socket is the sandbox's lifeline: closing it kills everything in there.
+    """
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    spec = dict(job["spec"])
+    if job["isolation"] == "full":
+        spec["write_files"] = {"valueworker.py": VALUEWORKER.read_text()}
+        script = f"{sandbox.SANDBOX_DIR}/valueworker.py"
+    else:
+        spec["refuse_imports"] = ["autograder", "kernels"]
+        script = str(VALUEWORKER)
+    log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        lifeline = sandbox.spawn(job["zygote"], spec, "valueworker", [null, log, log, to_r, from_w], script=script)
+    finally:
+        for fd in (log, null, to_r, from_w):
+            os.close(fd)
+    channel = Channel(lifeline, to_w, from_r)
+    channel.deadline = time.monotonic() + job["startup_timeout"]
+    ready = channel._receive()
+    if not isinstance(ready, dict) or ready.get("op") != "ready":
+        raise WorkerDied("the worker did not start")
+    channel.ran = 0  # cells run so far
+    return lifeline, channel
+
+
+def stop_worker(lifeline: socket.socket | None, channel: Channel | None) -> None:
+    if channel is not None:
+        for fd in (channel.wfd, channel.rfd):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    if lifeline is not None:
+        lifeline.close()  # the zygote's handler kills the sandbox when its client goes
+
+
+# ---------------------------------------------------------------------------
+# Running the checks
+
+
+def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) -> dict:
+    from course.diagnose import GradingFailure
+
+    import autograder.check as checks
+
+    check = getattr(checks, check_name, None)
+    if check is None:
+        return {"status": "checker-error", "message": f"autograder.check has no {check_name}"}
+    channel.deadline = time.monotonic() + timeout
+    try:
+        try:
+            student = channel.get(arg_name)
+        except (WorkerTimeout, WorkerDied):
+            raise
+        except Exception as exc:  # noqa: BLE001 — NameError: the notebook never defined it
+            return {"status": "ok", "passed": False, "cls": "error", "message": f"{type(exc).__name__}: {exc}"[:500]}
+        check(student)
+        return {"status": "ok", "passed": True, "cls": "", "message": ""}
+    except GradingFailure as failure:
+        return {"status": "ok", "passed": False, "cls": failure.cls, "message": failure.sentence[:500]}
+    except WorkerTimeout:
+        return {"status": "timeout", "message": f"no answer from the student's code within {timeout:g} s"}
+    except WorkerDied as exc:
+        return {"status": "died", "message": f"the student's code ended the worker ({exc})"[:500]}
+    except Exception as exc:  # noqa: BLE001 — the check itself failed on what came back
+        return {"status": "checker-error", "message": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
+
+
+def run(job: dict) -> dict:
+    """Every exercise of one submission, in notebook order.
+
+    Before each check the worker runs the code cells that come before that test cell, so
+    it holds what the kernel held there. A timeout or a crash ends that worker; the next
+    exercise gets a fresh one (at most three in all), which replays the cells it needs.
+    """
+    os.environ.pop("AUTOGRADER_SEED", None)  # inputs from os.urandom, known to no other process
+    work = Path(job["dir"])
+    cells = [(int(i), code) for i, code in job["cells"]]
+    timeout = float(job["timeout"])
+    results: dict[str, dict] = {}
+    proc = channel = None
+    started = 0
+    for test_id, check_name, arg_name, position in job["exercises"]:
+        if results.get(test_id, {}).get("status", "ok") != "ok":
+            continue
+        if channel is None:
+            if started >= 3:
+                results[test_id] = {"status": "no-worker", "message": "the worker was restarted too often"}
+                continue
+            started += 1
+            try:
+                proc, channel = start_worker(job, work / "valueworker.log")
+            except (WorkerTimeout, WorkerDied, OSError) as exc:
+                stop_worker(proc, channel)
+                proc = channel = None
+                results[test_id] = {"status": "died", "message": f"the worker did not start ({type(exc).__name__}: {exc})"[:500]}
+                continue
+        todo = [code for i, code in cells if i < position][channel.ran:]
+        try:
+            if todo:
+                channel.deadline = time.monotonic() + timeout * (len(todo) + 1) + 30
+                channel.request({"op": "run", "cells": todo, "timeout": timeout})
+                channel.ran += len(todo)
+            outcome = check_one(channel, check_name, arg_name, timeout)
+        except WorkerTimeout:
+            outcome = {"status": "timeout", "message": "the notebook's cells before this test did not finish in time"}
+        except WorkerDied as exc:
+            outcome = {"status": "died", "message": f"the notebook's cells before this test ended the worker ({exc})"[:500]}
+        if test_id not in results or (results[test_id].get("passed") and not outcome.get("passed")):
+            results[test_id] = outcome  # a test cell with several checks passes when all of them do
+        if outcome["status"] in ("timeout", "died"):
+            stop_worker(proc, channel)
+            proc = channel = None
+    stop_worker(proc, channel)
+    return results
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[0]).read_text())
+    started = time.perf_counter()
+    results = run(job)
+    Path(job["results"]).write_text(json.dumps({"results": results, "seconds": time.perf_counter() - started}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,395 @@
+"""Autograde ONE submission with the real nbgrader, in a course folder of its own, its kernel sandboxed.
+
+The parent (``autograder.batch``) builds a *template* course per assignment once: the
+config and the source assignment, generated with a throw-away gradebook that records
+the locked test cells. For each submission a job then makes a course folder holding only
+
+    nbgrader_config.py                     the instructor's, plus this job's settings
+    gradebook.db                           a copy of the template's
+    source/<assignment>/                   empty: no solution notebook anywhere in the job
+    submitted/<student>/<assignment>/<assignment>.ipynb
+
+and runs ``nbgrader autograde`` on it. nbgrader is the grader's own code and runs as the
+grader; the kernel it starts is this job's kernelspec, ``sandbox.py launch``, which has the
+zygote fork it into a sandbox (an unprivileged uid, resource limits, a root holding the
+notebook's folder and the packages it imports, nothing else of the course; see
+``autograder/sandbox.py``). The kernel talks to nbgrader through Unix sockets in a folder
+bound into its sandbox: it has no network at all. The instructor's gradebook is never
+opened here: the parent merges the job's grades into it, from one process.
+
+What comes back, per test cell: nbgrader's score, the ``diagnosis:`` line of the cell's
+error output, and a ``reason`` when the cell scored zero because of how the run went
+(timeout, kernel died, a resource limit) rather than because of a wrong answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from . import sandbox, scratch
+
+# The ename of the error output autograder.nbexec writes where execution stopped, and in every later cell.
+STOPPED = "GradingStopped"
+NOT_RUN = "NotRun"
+
+GiB, MiB = 1 << 30, 1 << 20
+SANDBOX_UID_BASE = int(os.environ.get("AUTOGRADER_SANDBOX_UID", "61000"))  # one uid per worker slot, owning no file
+
+
+@dataclass
+class Limits:
+    """What one submission may use. ``cell_timeout`` is nbgrader's Execute.timeout."""
+
+    cell_timeout: int = 120  # s per cell
+    wall: int = 900  # s for the whole autograde of one submission, then the sandbox is killed
+    address_space: int = 4 * GiB  # per process (RLIMIT_AS)
+    cpu_seconds: int = 900  # per process (RLIMIT_CPU)
+    processes: int = 64  # per sandbox uid, threads included (RLIMIT_NPROC)
+    file_size: int = 64 * MiB  # largest file a process may write (RLIMIT_FSIZE)
+    open_files: int = 1024
+    tmp_size: str = "1g"  # the sandbox's private /tmp (a tmpfs in memory)
+
+    def rlimits(self) -> dict:
+        return {"address_space": self.address_space, "cpu_seconds": self.cpu_seconds, "processes": self.processes,
+                "file_size": self.file_size, "open_files": self.open_files}
+
+
+@dataclass
+class Template:
+    """A generated copy of one assignment: its gradebook, release notebook and test cells."""
+
+    assignment: str
+    course: Path  # holds nbgrader_config.py, source/, release/, gradebook.db
+    config_text: str
+
+    @property
+    def gradebook(self) -> Path:
+        return self.course / "gradebook.db"
+
+    @property
+    def release_notebook(self) -> Path:
+        return self.course / "release" / self.assignment / f"{self.assignment}.ipynb"
+
+    @property
+    def source_notebook(self) -> Path:
+        return self.course / "source" / self.assignment / f"{self.assignment}.ipynb"
+
+
+def make_template(course_root: Path, assignment: str, where: Path, cache: Path | None = None) -> Template:
+    """Generate ``assignment`` from ``course_root``'s source in the scratch folder ``where``.
+
+    With ``cache``, a template generated before from the very same source folder and config
+    (compared by content) is reused instead of running nbgrader again.
+    """
+    import hashlib
+
+    config = (course_root / "nbgrader_config.py").read_text()
+    h = hashlib.sha256(config.encode())
+    for p in sorted((course_root / "source" / assignment).rglob("*")):
+        if p.is_file() and ".ipynb_checkpoints" not in p.parts:
+            h.update(str(p.relative_to(course_root)).encode() + p.read_bytes())
+    key = h.hexdigest()[:16]
+    if cache is not None and (cache / key / "gradebook.db").is_file():
+        if where.exists():
+            shutil.rmtree(where)
+        shutil.copytree(cache / key, where)
+        return Template(assignment, where, config)
+    scratch.make_course(where, assignment, root=course_root)
+    if cache is not None:
+        if cache.exists():
+            shutil.rmtree(cache)
+        shutil.copytree(where, cache / key)
+    return Template(assignment, where, config)
+
+
+@dataclass
+class CellOutcome:
+    """One test cell as the in-kernel run graded it."""
+
+    grade_id: str
+    score: float
+    max_score: float
+    diagnosis: str = ""  # class from the cell's `diagnosis:` line
+    message: str = ""  # its sentence, or the error's first line
+    reason: str = ""  # why it scored zero without a wrong answer (timeout, kernel died, limits)
+
+
+@dataclass
+class InKernel:
+    """The result of one sandboxed autograde."""
+
+    status: str  # "ok", "timeout" (wall time), "failed" (nbgrader gave no grades)
+    cells: dict[str, CellOutcome] = field(default_factory=dict)
+    seconds: float = 0.0
+    log: str = ""
+    autograded: Path | None = None  # the executed notebook, when nbgrader wrote one
+    timestamp: object = None
+
+
+# ---------------------------------------------------------------------------
+# Sandbox specs
+
+
+def _package_dir(name: str) -> str:
+    """Where the project's package ``name`` lives: beside this package (repository or site-packages)."""
+    import importlib.util
+
+    sibling = Path(__file__).resolve().parent.parent / name
+    if (sibling / "__init__.py").is_file():
+        return str(sibling)
+    spec = importlib.util.find_spec(name)
+    return os.path.dirname(spec.origin) if spec and spec.origin else ""
+
+
+def python_binds() -> list[tuple[str, str, bool]]:
+    """The system, the Python installation and the virtual environment, read-only."""
+    paths = ["/usr", "/etc", sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
+    seen, binds = set(), []
+    for p in paths:
+        p = os.path.realpath(p)
+        if p not in seen and os.path.isdir(p):
+            seen.add(p)
+            binds.append((p, p, False))
+    return binds
+
+
+def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
+             binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str],
+             write_files: dict[str, str] | None = None, mpl_cache: Path | None = None, **extra) -> dict:
+    """A sandbox spec for ``sandbox.py``: what is bound where, the limits, the uid, the environment."""
+    all_binds = python_binds() + binds
+    if mpl_cache is not None:
+        all_binds.append((str(mpl_cache), str(mpl_cache), False))
+    return {
+        "isolation": isolation, "root": str(root), "uid": uid, "binds": all_binds, "hide": hide,
+        "limits": limits.rlimits(), "tmp_size": limits.tmp_size, "env": env, "cwd": cwd,
+        "write_files": write_files or {}, "mpl_cache": str(mpl_cache) if mpl_cache else None, **extra,
+    }
+
+
+def student_env(private: str, threads: int) -> dict[str, str]:
+    """The environment student code runs with: private dirs, no secrets, no seed."""
+    return {
+        "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
+        "HOME": f"{private}/home", "TMPDIR": f"{private}/tmp", "TRITON_CACHE_DIR": f"{private}/home/.triton",
+        "MPLCONFIGDIR": f"{private}/home/.matplotlib", "IPYTHONDIR": f"{private}/home/.ipython",
+        "MPLBACKEND": "Agg", "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+_EXTRA_CONFIG = '''
+
+# ---- added by autograder.worker for one sandboxed job ----
+c.CourseDirectory.root = "."
+c.Execute.timeout = {cell_timeout}
+c.Execute.shutdown_kernel = "immediate"
+c.OverwriteCells.add_missing_cells = True  # a deleted test cell is put back and graded
+c.Autograde.autograde_preprocessors = [
+    "autograder.nbexec.SandboxExecute",
+    "nbgrader.preprocessors.IgnorePattern",
+    "nbconvert.preprocessors.ClearMetadataPreprocessor",
+    "nbgrader.preprocessors.LimitOutput",
+    "nbgrader.preprocessors.SaveAutoGrades",
+    "nbgrader.preprocessors.AssignLatePenalties",
+    "nbgrader.preprocessors.CheckCellMetadata",
+]
+# The kernel lives in its own network namespace: it talks to nbgrader through Unix sockets
+# in a folder bound into its sandbox.
+c.KernelManager.transport = "ipc"
+c.KernelManager.ip = {ipc!r}
+'''
+
+
+def prepare_course(job_course: Path, template: Template, student: str, notebook: nbformat.NotebookNode,
+                   limits: Limits, ipc_prefix: str) -> Path:
+    """The job's own course folder: config, a gradebook copy, no source notebook, the one submission."""
+    if job_course.exists():
+        shutil.rmtree(job_course)
+    (job_course / "source" / template.assignment).mkdir(parents=True)
+    (job_course / "nbgrader_config.py").write_text(
+        template.config_text + _EXTRA_CONFIG.format(cell_timeout=limits.cell_timeout, ipc=ipc_prefix))
+    shutil.copy(template.gradebook, job_course / "gradebook.db")
+    os.chmod(job_course / "gradebook.db", 0o600)
+    folder = job_course / "submitted" / student / template.assignment
+    folder.mkdir(parents=True)
+    nbformat.write(notebook, folder / f"{template.assignment}.ipynb")
+    return job_course
+
+
+def autograde(job_dir: Path, template: Template, student: str, notebook: nbformat.NotebookNode, *,
+              limits: Limits, isolation: str, slot: int, zygote: str, threads: int = 1,
+              mpl_cache: Path | None = None) -> InKernel:
+    """Run nbgrader autograde on one submission, its kernel in a sandbox; read back each test cell.
+
+    nbgrader itself runs here, outside the sandbox, on the job's own course folder: it is the
+    grader's code. The kernel it starts is the job kernelspec's command, ``sandbox.py launch``,
+    which has the zygote fork it into a sandbox holding the notebook's folder and nothing else
+    of the course.
+    """
+    job_dir.mkdir(parents=True, exist_ok=True)
+    ipc = job_dir / "ipc"
+    ipc.mkdir(exist_ok=True)
+    course = prepare_course(job_dir / "course", template, student, notebook, limits, str(ipc / "kernel"))
+    root = job_dir / "kernel-root"
+    root.mkdir(exist_ok=True)
+    private = "/tmp" if isolation == "full" else str(job_dir / "private")
+    notebook_dir = course / "autograded" / student / template.assignment
+    pid_file = job_dir / "kernel.pids"
+    spec = spec_for(
+        isolation=isolation, root=root, uid=SANDBOX_UID_BASE + slot, limits=limits, cwd=str(notebook_dir),
+        binds=[(_package_dir("course"), _package_dir("course"), False),
+               (_package_dir("autograder"), _package_dir("autograder"), False),  # the hidden test cells import it
+               (str(ipc), str(ipc), True)],
+        hide=[p for p in (_package_dir("kernels"),) if p], env=student_env(private, threads),
+        mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
+        overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
+    )
+    spec_path = job_dir / "kernel-spec.json"
+    spec_path.write_text(json.dumps(spec))
+    kernels = job_dir / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True, exist_ok=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-I", "-S", os.path.abspath(sandbox.__file__), "launch", zygote, str(spec_path),
+                 "{connection_file}"],
+        "display_name": "Python 3 (sandboxed)", "language": "python", "interrupt_mode": "message",
+    }))
+    env = dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
+               JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data"))
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.pop("AUTOGRADER_SEED", None)
+    argv = [sys.executable, "-m", "autograder.nbrunner", "autograde", template.assignment, "--force", f"--student={student}"]
+    start = time.perf_counter()
+    status, log = run_logged(argv, limits.wall, job_dir / "autograde.log", cwd=str(course), env=env,
+                             extra_pids=pid_file)
+    seconds = time.perf_counter() - start
+    result = read_outcomes(course, template, student)
+    result.seconds, result.log = seconds, log
+    if status == "timeout":
+        result.status = "timeout"
+        for cell in result.cells.values():
+            if cell.score < cell.max_score and not cell.reason:
+                cell.reason = f"timeout: grading this submission ran past {limits.wall} s and was stopped"
+    elif not result.cells or result.autograded is None:
+        result.status = "failed"
+    return result
+
+
+def run_logged(argv: list[str], wall: float, log_path: Path, extra_pids: Path | None = None,
+               **popen) -> tuple[str, str]:
+    """Run a command with a wall-time limit, output to a log; return ("ok" | "timeout" | "error", log tail).
+
+    On timeout the command's process group is killed, and every pid listed in ``extra_pids``
+    (kernel launchers, which lead sessions of their own; killing one ends its sandbox).
+    """
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, **popen)
+        try:
+            rc = proc.wait(timeout=wall)
+            status = "ok" if rc == 0 else "error"
+        except subprocess.TimeoutExpired:
+            sandbox.kill_group(proc)
+            proc.wait()
+            status = "timeout"
+    if extra_pids is not None and extra_pids.exists():
+        for line in extra_pids.read_text().split():
+            try:
+                os.kill(int(line), signal.SIGKILL)
+            except (ValueError, ProcessLookupError, PermissionError):
+                pass
+    with open(log_path, "rb") as f:
+        f.seek(max(0, os.path.getsize(log_path) - 20000))
+        return status, f.read().decode("utf-8", "replace")
+
+
+# ---------------------------------------------------------------------------
+# Reading back what nbgrader recorded
+
+
+def _cell_errors(nb_path: Path) -> dict[str, tuple[str, str, str]]:
+    """grade_id -> (ename, diagnosis class, message) for each test cell with an error output.
+
+    A cell can hold several errors: a timeout is a KeyboardInterrupt from the interrupt,
+    then nbgrader's CellTimeoutError; a stop is the cell's own error, then ours. The
+    telling one wins: a stop, then a timeout, then the first error.
+    """
+    nb = nbformat.read(nb_path, as_version=4)
+    found = {}
+    for cell in nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        if not errors:
+            continue
+        names = [e.get("ename", "") for e in errors]
+        pick = next((e for e in errors if e.get("ename") in (STOPPED, NOT_RUN)), None)
+        pick = pick or next((e for e in errors if e.get("ename") == "CellTimeoutError"), None) or errors[0]
+        ename = pick.get("ename", "")
+        text = scratch._ANSI.sub("", "\n".join([pick.get("evalue", "")] + list(pick.get("traceback", []))))
+        m = scratch._DIAGNOSIS.search(text)
+        if m and ename not in (STOPPED, NOT_RUN, "CellTimeoutError"):
+            found[meta["grade_id"]] = (ename, m.group("cls"), m.group("sentence").strip())
+        else:
+            detail = pick.get("evalue", "") or ("KeyboardInterrupt" if "KeyboardInterrupt" in names else "")
+            found[meta["grade_id"]] = (ename, "", f"{ename}: {detail}".strip(": "))
+    return found
+
+
+def reason_for(ename: str, message: str) -> str:
+    """The `reason` of a zero that is not a wrong answer, from the error nbgrader recorded."""
+    if ename in (STOPPED, NOT_RUN):  # "GradingStopped: timeout: ..." -> "timeout: ..."
+        return message.split(": ", 1)[1] if message.startswith(ename + ":") else message
+    if ename == "CellTimeoutError":
+        return "timeout: the cell ran past the per-cell limit and was interrupted"
+    if "MemoryError" in message or ename == "MemoryError":
+        return "memory limit: an allocation was refused (address-space limit)"
+    if ename == "SystemExit":
+        return "error: the code called sys.exit()"
+    if "BlockingIOError" in message or "Resource temporarily unavailable" in message:
+        return "process limit: a new process or thread was refused (too many processes)"
+    return ""
+
+
+def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
+    """Scores from the job's gradebook (written by nbgrader) and messages from the executed notebook."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from . import gradebook  # noqa: F401 — asks alembic for the schema version once per process
+
+    assignment = template.assignment
+    autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
+    errors = _cell_errors(autograded) if autograded.exists() else {}
+    cells: dict[str, CellOutcome] = {}
+    timestamp = None
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        try:
+            submission = gb.find_submission(assignment, student)
+        except MissingEntry:
+            submission = None
+        if submission is not None:
+            timestamp = submission.timestamp
+            for notebook in submission.notebooks:
+                for grade in notebook.grades:
+                    ename, cls, message = errors.get(grade.cell.name, ("", "", ""))
+                    score = float(grade.auto_score) if grade.auto_score is not None and autograded.exists() else 0.0
+                    cells[grade.cell.name] = CellOutcome(grade.cell.name, score, float(grade.max_score), cls, message,
+                                                         reason_for(ename, message) if score < grade.max_score else "")
+        if not cells:  # nbgrader recorded nothing: list the test cells from the assignment itself
+            for notebook in gb.find_assignment(assignment).notebooks:
+                for gc in notebook.grade_cells:
+                    cells[gc.name] = CellOutcome(gc.name, 0.0, float(gc.max_score))
+    return InKernel("ok", cells, autograded=autograded if autograded.exists() else None, timestamp=timestamp)

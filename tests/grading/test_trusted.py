@@ -1,0 +1,84 @@
+"""The trusted re-check on its own: through the value worker's proxies, it reaches the kernel's verdicts.
+
+Each sample mutant (``tests/submissions/``) says which diagnosis its test cells get in the
+kernel. Re-checked in the trusted checker — inputs from a fresh seed, the student's code in
+a sandboxed worker without ``autograder``, results back by value — a mutant must fail
+exactly those test cells, with the same class, and pass the others; the solution must
+pass everything. This is what makes ``tampering`` trustworthy: an honest submission is
+re-checked to the same verdict.
+
+Classes that only a measurement *inside* the call can give (allocations, calls into
+autograd) are out of the re-check's reach by design (docs/grading.md); for those cells the
+re-check must pass the (value-correct) answer.
+
+Every mutant of the finished assignments is re-checked (the zygote makes each a few
+seconds); among them Triton kernels that write out of bounds, an ``autograd.Function``
+that saves the wrong tensor, and ``numerical_gradient``, which calls the checker's probe
+back across the pipe.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nbformat
+import pytest
+
+from autograder import sandbox, trusted
+from autograder.batch import exercises_of, trusted_job
+from autograder.submissions import ROOT, build_submission, mutants, sample_assignments, source_notebook
+from autograder.worker import Limits
+
+# The re-check holds in both sandboxes: with namespaces the value worker has no ``autograder`` in
+# its filesystem; with limits only, its import is refused. AUTOGRADER_TEST_ISOLATION=none forces
+# the second on a machine that could do the first.
+ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
+
+PROPERTY = {"autograd-in-backward", "materialized-jacobian", "saved-quadratic-tensor"}
+# Value-class verdicts that rest on a property all the same: triton_softmax's "its graph runs
+# through a custom autograd.Function" reads the structure of a graph that lives in the worker.
+PROPERTY_CELLS = {("03_triton_fused_softmax", "autograd_backward_and_torch_softmax", "test_triton_softmax")}
+ASSIGNMENTS = sample_assignments()
+
+
+def cases():
+    for assignment in ASSIGNMENTS:
+        yield pytest.param(assignment, None, id=f"{assignment}-solution")
+        for m in mutants(assignment):
+            yield pytest.param(assignment, m.name, id=f"{assignment}-{m.name}")
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    z = sandbox.Zygote(str(tmp_path_factory.mktemp("zygote")), str(tmp_path_factory.mktemp("log") / "zygote.log"))
+    yield z.socket
+    z.stop()
+
+
+@pytest.mark.parametrize("assignment, mutant", list(cases()))
+def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, tmp_path):
+    source = source_notebook(assignment)
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    if mutant is None:
+        nb, expect = source, {}
+    else:
+        m = next(m for m in mutants(assignment) if m.name == mutant)
+        nb, expect = build_submission(assignment, m.cells), m.expect
+    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(tests), isolation=ISOLATION,
+                      zygote=zygote, limits=Limits(cell_timeout=60))
+    results = trusted.run(job)
+    problems = []
+    for t in tests:
+        r = results.get(t, {})
+        wanted = expect.get(t)
+        if wanted in PROPERTY or (assignment, mutant, t) in PROPERTY_CELLS:
+            # Out of the re-check's reach by design; when it sees it all the same (a Function's saved
+            # tensors come back by value), the class must agree.
+            if not (r.get("status") == "ok" and (r.get("passed") or r.get("cls") == wanted)):
+                problems.append(f"{t}: expected a pass or {wanted}, got {r}")
+        elif wanted is None:
+            if not (r.get("status") == "ok" and r.get("passed")):
+                problems.append(f"{t}: expected a pass, got {r}")
+        elif not (r.get("status") == "ok" and not r.get("passed") and r.get("cls") == wanted):
+            problems.append(f"{t}: expected {wanted}, got {r}")
+    assert not problems, "\n".join(problems)
