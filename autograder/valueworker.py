@@ -164,24 +164,6 @@ def map_tensors(value, fn, depth: int = 0):
     return value
 
 
-def _function_classes(outs: list) -> list:
-    """The custom autograd.Function classes the graphs of ``outs`` run through (for checks that look)."""
-    import torch
-
-    found, seen, todo = [], set(), [o.grad_fn for o in outs]
-    while todo and len(seen) < 500:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            cls = getattr(node, "_forward_cls", None)
-            if cls is not None and cls not in found:
-                found.append(cls)
-        todo.extend(nxt for nxt, _ in getattr(node, "next_functions", ()))
-    return found
-
-
 # ---------------------------------------------------------------------------
 # The worker
 
@@ -283,11 +265,13 @@ class Worker:
         return message
 
     def _register_graph(self, outs: list, leaves: list) -> dict:
+        from course.autograd_graph import custom_functions  # for checks that look at which Functions ran
+
         handle = self.next_id
         self.next_id += 1
         self.graphs[handle] = (outs, leaves)
         return {"handle": handle, "outputs": [o.detach() for o in outs], "n_leaves": len(leaves),
-                "classes": [self._ref(c) for c in _function_classes(outs)]}
+                "classes": [self._ref(c) for c in custom_functions(*outs)]}
 
     def handle(self, msg: dict) -> dict:
         import torch

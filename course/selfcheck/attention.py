@@ -48,6 +48,7 @@ from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, diagnose, forbid_autograd, graded,
     relative_error, run_cases, where_mismatch,
 )
+from ..autograd_graph import runs_through
 from ..memory import AllocationRecorder
 from ..triton_check import device, pow2_at_least, quiet, run_student
 
@@ -334,22 +335,6 @@ def _autograd_in_backward(name: str, used: list) -> GradingFailure:
         "backward by hand.")
 
 
-def _runs_through(o: torch.Tensor, cls: type | None) -> bool:
-    """Whether o's autograd graph runs through a custom Function (``cls`` or a subclass, when given)."""
-    seen, todo = set(), [o.grad_fn]
-    while todo and len(seen) < 500:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            forward_cls = getattr(node, "_forward_cls", None)
-            if cls is None or forward_cls is None or issubclass(forward_cls, cls):
-                return True
-        todo.extend(nxt for nxt, _ in getattr(node, "next_functions", ()))
-    return False
-
-
 def _with_batch(out: str, failure: GradingFailure, passed_batch1: bool, batch: int) -> GradingFailure:
     """An unexplained wrong value that appears only above batch 1 is named as a batch-axis bug."""
     if getattr(failure, "generic", False) and passed_batch1 and batch > 1:
@@ -516,7 +501,7 @@ def check_attention_function(
             o = call_student(name, fn, *leaves)
         alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
         _compare("o", o, expected[0], case, "q", alts, passed_batch1)
-        if o.grad_fn is None or not _runs_through(o, owner_cls if isinstance(owner_cls, type) else None):
+        if o.grad_fn is None or not runs_through(o, owner_cls if isinstance(owner_cls, type) else None):
             raise GradingFailure(
                 "wrong-values",
                 f"{name} must run through {owner}.apply(q, k, v), but the autograd graph of its result holds no "

@@ -40,6 +40,7 @@ from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
     relative_error,
 )
+from ..autograd_graph import runs_through
 from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
 F32, F64 = torch.float32, torch.float64
@@ -940,20 +941,6 @@ def function_case(gen: torch.Generator, shape: tuple[int, ...], dtype=F64, *, ep
                         torch.randn(shape, generator=gen, dtype=F64), dtype, eps, transposed, note)
 
 
-def _custom_function_in_graph(y: torch.Tensor) -> bool:
-    """Whether y's autograd graph runs through a custom torch.autograd.Function."""
-    seen, todo = set(), [y.grad_fn]
-    while todo and len(seen) < 200:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            return True
-        todo.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
-    return False
-
-
 def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequence[FunctionCase], *,
                              reference: Callable = layernorm_reference,
                              dx_reference: Callable = kernel_dx_reference) -> None:
@@ -995,7 +982,7 @@ def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequ
         if not torch.equal(x.detach(), kept):
             raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
                                  f"inputs: {case.label}")
-        if not _custom_function_in_graph(y):
+        if not runs_through(y):
             raise GradingFailure(
                 "wrong-values", f"{name} must run your kernels through TritonLayerNorm.apply, but its result's autograd "
                 "graph holds no custom Function (was it torch.nn.functional.layer_norm?).", f"inputs: {case.label}")

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..diagnose import Alternative, GradingFailure, diagnose, forbid_autograd, graded, relative_error, where_mismatch
+from ..autograd_graph import runs_through
 from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
 F32, F64 = torch.float32, torch.float64
@@ -447,20 +448,6 @@ def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
     return alts
 
 
-def _custom_function_in_graph(y: torch.Tensor) -> bool:
-    """Whether y's autograd graph runs through a custom torch.autograd.Function."""
-    seen, todo = set(), [y.grad_fn]
-    while todo and len(seen) < 200:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, torch.autograd.function.BackwardCFunction):
-            return True
-        todo.extend(next_node for next_node, _ in getattr(node, "next_functions", ()))
-    return False
-
-
 def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callable) -> None:
     """Check ``fn(x)`` = softmax over the last dim of any-rank x, forward and backward, through TritonSoftmax."""
     name = "triton_softmax"
@@ -489,7 +476,7 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callabl
         if not torch.equal(x.detach(), kept):
             raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
                                  f"inputs: {case.label}")
-        if not _custom_function_in_graph(y):
+        if not runs_through(y):
             raise GradingFailure(
                 "wrong-values",
                 f"{name} must run your kernels through TritonSoftmax.apply, but its result's autograd graph holds no "
