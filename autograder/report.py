@@ -139,10 +139,12 @@ def chart(path: Path, rows: list[Row], title: str) -> None:
     kinds = ["passed"] + sorted({k for c in counts.values() for k in c} - {"passed"})
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(tests) + 1.8))
     left = [0] * len(tests)
+    # Green means passed and nothing else: the failure kinds take tab20's other colours.
     cmap = plt.get_cmap("tab20")
+    palette = [cmap(i) for i in range(20) if i not in (4, 5)]
     for i, kind in enumerate(kinds):
         values = [counts[t].get(kind, 0) for t in tests]
-        color = "#4caf50" if kind == "passed" else cmap(i % 20)
+        color = "#4caf50" if kind == "passed" else palette[(i - 1) % len(palette)]
         ax.barh([exercise_name(t) for t in tests], values, left=left, label=kind, color=color)
         left = [a + b for a, b in zip(left, values)]
     ax.invert_yaxis()
