@@ -1,6 +1,7 @@
-"""05_attention_recompute: the checks pass the solutions, name each mutant's bug, and can fail.
+"""05_attention_recompute: the checks name this lesson's bugs, and can fail.
 
-Every check is run twice where it matters: the hidden one (``autograder.check``, random
+The solution, the release stubs and each mutant's diagnosis are checked for every lesson
+in ``test_samples.py``. Every check is run twice where it matters: the hidden one (``autograder.check``, random
 inputs — several seeds here, since grading draws a fresh one each run) and the visible one
 (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis from both. The
 property checks (nothing T×T saved or allocated) get their own tests below: what they must
@@ -10,26 +11,19 @@ writes to stderr, and nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import linecache
 import math
 from pathlib import Path
 
-import nbformat
 import pytest
 import torch
 
-import autograder.check
 import autograder.check.attention as hidden
-import course
-import course.selfcheck
 import course.selfcheck.attention as visible
 from autograder.inputs import generator, randn
-from autograder.submissions import ROOT, Mutant, mutants
-from course.diagnose import GradingFailure, relative_error
-from tests.support import mutant_functions, solution_cells, solutions
-from tools.build_notebooks import KERNELSPEC
+from autograder.submissions import Mutant, mutants
+from course.diagnose import relative_error
+from tests.support import failure_of, mutant_functions, solutions
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -39,7 +33,6 @@ EXERCISES = (
     "RecomputeAttention", "recompute_attention", "attention_delta_kernel",
 )
 MUTANTS = mutants(SLUG)
-SEEDS = ("0", "1")  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
 F64 = torch.float64
 REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant shows each one
     "ManualAttention": {"scale", "transpose", "broadcast-axis", "autograd-in-backward"},
@@ -66,27 +59,9 @@ def solution() -> dict:
     return solutions(SLUG)
 
 
-@pytest.fixture(params=SEEDS)
-def seeded(request, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", request.param)
-    return request.param
-
-
-@functools.cache
-def mutant(name: str) -> dict:
-    """A mutant's functions, built once."""
-    return mutant_functions(next(m for m in MUTANTS if m.name == name))
-
-
 def variant(cells: dict[str, str]) -> dict:
     """The solutions with some cells replaced, as a student's namespace."""
     return mutant_functions(Mutant(Path("variant.py"), SLUG, "variant", "", {}, cells))
-
-
-def failure_of(check, fn) -> GradingFailure:
-    with pytest.raises(GradingFailure) as info:
-        check(fn)
-    return info.value
 
 
 def both(name: str):
@@ -94,27 +69,7 @@ def both(name: str):
 
 
 # ---------------------------------------------------------------------------
-# The solutions pass, quietly
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_the_solution_passes_the_hidden_check(name, solution, seeded, capsys):
-    getattr(hidden, name)(solution[name])
-    assert capsys.readouterr() == ("", "")
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_the_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
-    getattr(visible, name)(solution[name])
-    out, err = capsys.readouterr()
-    assert err == "", "a test cell that writes to stderr scores zero"
-    assert out.startswith(f"✓ {name} passes the visible checks (") and out.count("\n") == 1, out
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_the_notebook_calls_reach_these_checks(name):
-    assert getattr(autograder.check, name) is getattr(hidden, name)
-    assert getattr(course.selfcheck, name) is getattr(visible, name)
+# The references
 
 
 def test_the_hidden_references_agree_with_torch():
@@ -131,32 +86,7 @@ def test_the_hidden_references_agree_with_torch():
 
 
 # ---------------------------------------------------------------------------
-# Each mutant gets its diagnosis, from both checks
-
-MUTANT_CASES = [
-    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
-    for m in MUTANTS for test_id, cls in m.expect.items()
-]
-
-
-@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
-def test_each_mutant_gets_its_diagnosis_from_both_checks(m, name, cls, seeded, capsys):
-    fn = mutant(m.name)[name]
-    for check in both(name):
-        failure = failure_of(check, fn)
-        assert failure.cls == cls, f"{check.__module__}: {failure}"
-        assert str(failure).startswith(f"diagnosis: {cls} — ")
-    assert capsys.readouterr() == ("", ""), "a failing check prints nothing: no ✓, no stderr"
-
-
-@pytest.mark.parametrize("m", MUTANTS, ids=lambda m: m.name)
-def test_a_mutant_breaks_only_what_it_declares(m, capsys):
-    functions = mutant(m.name)
-    for name in EXERCISES:
-        if f"test_{name}" not in m.expect:
-            hidden_check = getattr(hidden, name)
-            hidden_check(functions[name])
-    assert capsys.readouterr().err == ""
+# The mutants (their diagnoses, for every lesson: test_samples.py)
 
 
 def test_the_mutants_cover_the_bugs_this_lesson_is_about():
@@ -172,35 +102,7 @@ def test_the_mutants_cover_the_bugs_this_lesson_is_about():
 
 
 # ---------------------------------------------------------------------------
-# The release stubs and student exceptions
-
-
-def release_functions() -> dict:
-    """The solution cells as nbgrader releases them (this repository's config), executed."""
-    from nbgrader.preprocessors import ClearSolutions
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
-    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells(SLUG).values()]
-    for cell in nb.cells:
-        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
-    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
-    ns = {"torch": torch, "math": math, "course": course, "__name__": "release"}
-    for cell in nb.cells:
-        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
-        exec(compile(cell.source, "<release>", "exec"), ns)
-    return ns
-
-
-def test_the_release_stubs_are_not_implemented(solution, capsys):
-    released = release_functions()
-    for name in EXERCISES:
-        if inspect.isfunction(solution[name]):
-            assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
-        for check in both(name):
-            assert failure_of(check, released[name]).cls == "not-implemented", name
-    assert capsys.readouterr().err == ""
+# Unfinished helpers and student exceptions
 
 
 def test_an_unfinished_helper_is_named_by_the_function_that_runs_it(solution):

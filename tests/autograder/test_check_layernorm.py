@@ -1,82 +1,47 @@
-"""04_layernorm: the checks pass the solutions, name each mutant's bug, and can fail.
+"""04_layernorm: the checks name this lesson's bugs, and can fail.
 
-Every check is run twice where it matters: the hidden one (``autograder.check``, random
-inputs — several seeds for the PyTorch parts, since grading draws a fresh one each run) and
-the visible one (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis
-from both. The Triton parts run in the interpreter and cost about a second a check, so they
-get one hidden seed. Warnings are errors in this module: a warning in a test cell writes to
+The solution, the release stubs and each mutant's diagnosis are checked for every lesson
+in ``test_samples.py``. Every check is run twice where it matters: the hidden one
+(``autograder.check``, random inputs — several seeds, since grading draws a fresh one each
+run) and the visible one (``course.selfcheck``, fixed inputs). Warnings are errors in this module: a warning in a test cell writes to
 stderr, and nbgrader scores such a cell zero.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import linecache
 import math
 
-import nbformat
 import pytest
 import torch
 
 import autograder.check as hidden
-import course
 import course.selfcheck as visible
 from autograder.check.layernorm import _forward, _layernorm_reference, _ln_backward, _rms_backward
 from autograder.inputs import generator, randn
-from autograder.submissions import ROOT, Mutant, mutants
+from autograder.submissions import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.layernorm import (
     F32, F64, backward_case, backward_reference, check_backward, check_forward, check_kernel, forward_case,
     forward_reference, kernel_case, kernel_dx_reference, rms_case, rms_reference, row_stats,
 )
-from tools.build_notebooks import KERNELSPEC, TEXT_DIR, parse
+from tests.support import diagnosis, solutions
 
 pytestmark = pytest.mark.filterwarnings("error")
 
 ASSIGNMENT = "04_layernorm"
 EXERCISES = ("layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm")
-TRITON = {"TritonLayerNorm", "triton_layernorm"}
 MUTANTS = mutants(ASSIGNMENT)
-SEEDS = (0, 1)  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
 
 
 # ---------------------------------------------------------------------------
-# The notebook's code as plain functions. The solution cells lean on the given Triton
-# forward (a cell of its own, before Part D), so it runs first.
-
-
-def notebook_cells():
-    return parse((TEXT_DIR / f"{ASSIGNMENT}.py").read_text(), ASSIGNMENT)
-
-
-def given_forward_cell() -> str:
-    return next(c.source for c in notebook_cells() if c.cell_type == "code" and "def layernorm_fwd_kernel" in c.source)
-
-
-def solution_cells() -> dict[str, str]:
-    return {c.metadata["nbgrader"]["grade_id"]: c.source for c in notebook_cells()
-            if c.metadata.get("nbgrader", {}).get("solution")}
-
-
-def run_cells(cells: dict[str, str], label: str) -> dict:
-    ns = {"torch": torch, "math": math, "course": course, "__name__": "solution"}
-    exec(compile(given_forward_cell(), "<given forward>", "exec"), ns)
-    for grade_id, code in cells.items():
-        exec(compile(code, f"<{label} {grade_id}>", "exec"), ns)
-    return ns
+# The notebook's code as plain functions (tests.support runs the given Triton forward first)
 
 
 @functools.cache
 def solution_namespace() -> dict:
-    return run_cells(solution_cells(), "solution")
-
-
-@functools.cache
-def mutant(name: str) -> dict:
-    """A mutant's functions (the solutions with its cells on top), built once."""
-    m = next(m for m in MUTANTS if m.name == name)
-    return run_cells({**solution_cells(), **m.cells}, f"mutant {name}")
+    return solutions(ASSIGNMENT)
 
 
 @pytest.fixture(scope="module")
@@ -84,66 +49,8 @@ def solution():
     return solution_namespace()
 
 
-@pytest.fixture(params=SEEDS)
-def seeded(request, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", str(request.param))
-    return request.param
-
-
-def diagnosis(check, fn) -> str:
-    """The class a check gives ``fn``, or "pass"."""
-    try:
-        check(fn)
-    except GradingFailure as failure:
-        return failure.cls
-    return "pass"
-
-
-def hidden_seeds(name: str) -> tuple[int, ...]:
-    return SEEDS[:1] if name in TRITON else SEEDS
-
-
 # ---------------------------------------------------------------------------
-# The solutions pass
-
-SOLUTION_CASES = [pytest.param(name, seed, id=f"{name}-seed{seed}") for name in EXERCISES for seed in hidden_seeds(name)]
-
-
-@pytest.mark.parametrize("name, seed", SOLUTION_CASES)
-def test_solution_passes_the_hidden_check(name, seed, solution, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
-    getattr(hidden, name)(solution[name])
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
-    getattr(visible, name)(solution[name])
-    out, err = capsys.readouterr()
-    assert err == "", "a test cell that writes to stderr scores zero"
-    assert out.startswith(f"✓ {name} passes the visible checks") and out.count("\n") == 1, out
-
-
-# ---------------------------------------------------------------------------
-# Each mutant gets its diagnosis, from both checks
-
-MUTANT_CASES = [
-    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
-    for m in MUTANTS for test_id, cls in m.expect.items()
-]
-
-
-@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
-def test_mutant_gets_its_diagnosis_from_the_hidden_check(m: Mutant, name, cls, monkeypatch):
-    for seed in hidden_seeds(name):
-        monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
-        assert diagnosis(getattr(hidden, name), mutant(m.name)[name]) == cls, f"seed {seed}"
-
-
-@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
-def test_mutant_gets_the_same_diagnosis_from_the_visible_check(m: Mutant, name, cls, capsys):
-    assert diagnosis(getattr(visible, name), mutant(m.name)[name]) == cls
-    out, err = capsys.readouterr()
-    assert out == "" and err == "", "a failing check prints no ✓ and nothing to stderr"
+# The mutants (their diagnoses, for every lesson: test_samples.py)
 
 
 def test_mutants_cover_the_bugs_this_lesson_is_about():
@@ -173,36 +80,7 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
 
 
 # ---------------------------------------------------------------------------
-# The release stubs and student exceptions
-
-
-def release_namespace() -> dict:
-    """The solution cells as nbgrader releases them (this repository's config), executed."""
-    from nbgrader.preprocessors import ClearSolutions
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
-    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells().values()]
-    for cell in nb.cells:
-        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
-    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
-    for cell in nb.cells:
-        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
-    return run_cells({f"cell{i}": c.source for i, c in enumerate(nb.cells)}, "release")
-
-
-def test_the_release_stubs_are_not_implemented(solution, capsys):
-    released = release_namespace()
-    for name in EXERCISES:
-        if name != "TritonLayerNorm":
-            assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
-        assert diagnosis(getattr(hidden, name), released[name]) == "not-implemented", name
-        assert diagnosis(getattr(visible, name), released[name]) == "not-implemented", name
-    for method in ("forward", "backward"):
-        assert inspect.signature(getattr(released["TritonLayerNorm"], method)) == inspect.signature(
-            getattr(solution["TritonLayerNorm"], method))
-    assert capsys.readouterr().out == ""
+# Student exceptions
 
 
 STUDENT_CELL = '''\

@@ -1,9 +1,9 @@
-"""Checks for 03_triton_fused_softmax: the solutions pass, every bug is caught and named.
+"""Checks for 03_triton_fused_softmax: every bug is caught and named.
 
 The kernels run in Triton's interpreter on the CPU (``import course`` turns it on), so sizes
-stay small. Each mutant must get its expected class from the hidden check and fail the
-visible one too; the stubs must read ``not-implemented``; a few more bugs, each one the
-visible and hidden checks should name in words, are written out below.
+stay small. The solution, the release stubs and each mutant's diagnosis are checked for
+every lesson in ``test_samples.py``; here, half-finished notebooks (finished parts over stub
+kernels) and a few more bugs, each one the visible and hidden checks should name in words.
 """
 
 from pathlib import Path
@@ -14,8 +14,7 @@ import torch
 import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.submissions import Mutant, mutants
-from course.diagnose import GradingFailure
-from tests.support import mutant_functions, solutions
+from tests.support import failure_of, mutant_functions, solutions
 
 SLUG = "03_triton_fused_softmax"
 EXERCISES = ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"]
@@ -27,40 +26,15 @@ def solved() -> dict:
     return solutions(SLUG)
 
 
-def failure_of(check, fn) -> GradingFailure:
-    with pytest.raises(GradingFailure) as info:
-        check(fn)
-    return info.value
-
-
 def variant(name: str, cells: dict[str, str]) -> dict:
     """The source solutions with some cells replaced, as a student's namespace."""
     return mutant_functions(Mutant(Path(name), SLUG, name, "", {}, cells))
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_the_solution_passes_hidden_and_visible_checks(solved, name, capsys):
-    getattr(visible, name)(solved[name])
-    getattr(hidden, name)(solved[name])
-    out = capsys.readouterr()
-    assert out.out.count("\n") == 1 and out.out.startswith("✓"), "the visible check prints one ✓ line"
-    assert out.err == "", "a test cell that writes to stderr scores zero"
 
 
 def test_there_are_mutants_and_each_breaks_something():
     assert 4 <= len(MUTANTS) <= 5
     for m in MUTANTS:
         assert m.expect and set(m.expect) <= {f"test_{e}" for e in EXERCISES}
-
-
-@pytest.mark.parametrize("mutant", MUTANTS, ids=lambda m: m.name)
-def test_each_mutant_gets_its_diagnosis(mutant, capsys):
-    ns = mutant_functions(mutant)
-    for test_id, cls in mutant.expect.items():
-        name = test_id.removeprefix("test_")
-        assert failure_of(getattr(hidden, name), ns[name]).cls == cls, f"{mutant.name}: hidden {name}"
-        failure_of(getattr(visible, name), ns[name])
-    assert capsys.readouterr().err == ""
 
 
 STUBS = {
@@ -99,14 +73,6 @@ def triton_softmax(x):
     # YOUR CODE HERE
     raise course.todo()''',
 }
-
-
-def test_the_stubs_read_not_implemented():
-    ns = variant("stubs", STUBS)
-    for name in EXERCISES:
-        for check in (getattr(visible, name), getattr(hidden, name)):
-            failure = failure_of(check, ns[name])
-            assert failure.cls == "not-implemented", f"{name}: {failure}"
 
 
 def test_finished_parts_over_stub_kernels_say_which_kernel_is_missing():

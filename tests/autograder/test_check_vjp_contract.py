@@ -1,6 +1,7 @@
-"""00_vjp_contract: the checks pass the solutions, name each mutant's bug, and can fail.
+"""00_vjp_contract: the checks name this lesson's bugs, and can fail.
 
-Every check is run twice where it matters: the hidden one (``autograder.check``, random
+The solution, the release stubs and each mutant's diagnosis are checked for every lesson
+in ``test_samples.py``. Every check is run twice where it matters: the hidden one (``autograder.check``, random
 inputs — several seeds here, since grading draws a fresh one each run) and the visible
 one (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis from both.
 Warnings are errors in this module: a warning in a test cell writes to stderr, and
@@ -9,31 +10,25 @@ nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import functools
-import inspect
 import linecache
 
-import nbformat
 import pytest
 import torch
 
 import autograder.check as hidden
-import course
 import course.selfcheck as visible
 from autograder.check.vjp_contract import SineQuadratic, _lsce_reference, _relative_error
 from autograder.inputs import generator, randn
-from autograder.submissions import ROOT, mutants
+from autograder.submissions import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.vjp_contract import CosineBowl, check_lsce, lsce_case, lsce_reference
-from tests.support import mutant_functions, solution_cells, solutions
-from tools.build_notebooks import KERNELSPEC
+from tests.support import diagnosis, mutant_named, solutions
 
 pytestmark = pytest.mark.filterwarnings("error")
 
 ASSIGNMENT = "00_vjp_contract"
 EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
 MUTANTS = mutants(ASSIGNMENT)
-SEEDS = (0, 1)  # hidden inputs differ per seed; the verdicts must not (grading draws a fresh one)
 F64 = torch.float64
 
 
@@ -42,62 +37,12 @@ def solution():
     return solutions(ASSIGNMENT)
 
 
-@pytest.fixture(params=SEEDS)
-def seeded(request, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", str(request.param))
-    return request.param
-
-
-@functools.cache
 def mutant(name: str) -> dict:
-    """A mutant's functions, built once."""
-    return mutant_functions(next(m for m in MUTANTS if m.name == name))
-
-
-def diagnosis(check, fn) -> str:
-    """The class a check gives ``fn``, or "pass"."""
-    try:
-        check(fn)
-    except GradingFailure as failure:
-        return failure.cls
-    return "pass"
+    return mutant_named(ASSIGNMENT, name)
 
 
 # ---------------------------------------------------------------------------
-# The solutions pass
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_solution_passes_the_hidden_check(name, solution, seeded):
-    getattr(hidden, name)(solution[name])
-
-
-@pytest.mark.parametrize("name", EXERCISES)
-def test_solution_passes_the_visible_check_with_one_line(name, solution, capsys):
-    getattr(visible, name)(solution[name])
-    out, err = capsys.readouterr()
-    assert err == "", "a test cell that writes to stderr scores zero"
-    assert out.startswith(f"✓ {name} passes the visible checks") and out.count("\n") == 1, out
-
-
-# ---------------------------------------------------------------------------
-# Each mutant gets its diagnosis, from both checks
-
-MUTANT_CASES = [
-    pytest.param(m, test_id.removeprefix("test_"), cls, id=f"{m.name}-{test_id.removeprefix('test_')}")
-    for m in MUTANTS for test_id, cls in m.expect.items()
-]
-
-
-@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
-def test_mutant_gets_its_diagnosis_from_the_hidden_check(m, name, cls, seeded):
-    assert diagnosis(getattr(hidden, name), mutant(m.name)[name]) == cls
-
-
-@pytest.mark.parametrize("m, name, cls", MUTANT_CASES)
-def test_mutant_gets_the_same_diagnosis_from_the_visible_check(m, name, cls, capsys):
-    assert diagnosis(getattr(visible, name), mutant(m.name)[name]) == cls
-    assert capsys.readouterr().out == "", "a failing check prints no ✓"
+# The mutants (their diagnoses, for every lesson: test_samples.py)
 
 
 def test_mutants_cover_the_bugs_this_lesson_is_about():
@@ -122,34 +67,7 @@ def test_a_forward_difference_is_named_as_one(seeded):
 
 
 # ---------------------------------------------------------------------------
-# The release stub and student exceptions
-
-
-def release_functions() -> dict:
-    """The solution cells as nbgrader releases them (this repository's config), executed."""
-    from nbgrader.preprocessors import ClearSolutions
-    from traitlets.config.loader import PyFileConfigLoader
-
-    config = PyFileConfigLoader("nbgrader_config.py", path=str(ROOT)).load_config()
-    nb = nbformat.v4.new_notebook(metadata={"kernelspec": KERNELSPEC})
-    nb.cells = [nbformat.v4.new_code_cell(code) for code in solution_cells(ASSIGNMENT).values()]
-    for cell in nb.cells:
-        cell.metadata["nbgrader"] = {"solution": True, "grade": False, "grade_id": "x", "locked": False}
-    nb, _ = ClearSolutions(config=config).preprocess(nb, {})
-    ns = {"torch": torch, "course": course}
-    for cell in nb.cells:
-        assert "raise course.todo()" in cell.source and "BEGIN SOLUTION" not in cell.source
-        exec(compile(cell.source, "<release>", "exec"), ns)
-    return ns
-
-
-def test_the_release_stub_is_not_implemented(solution, capsys):
-    released = release_functions()
-    for name in EXERCISES:
-        assert inspect.signature(released[name]) == inspect.signature(solution[name]), "the stub keeps the signature"
-        assert diagnosis(getattr(hidden, name), released[name]) == "not-implemented"
-        assert diagnosis(getattr(visible, name), released[name]) == "not-implemented"
-    assert capsys.readouterr().out == ""
+# Student exceptions
 
 
 STUDENT_CELL = '''\

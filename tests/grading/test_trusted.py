@@ -26,7 +26,7 @@ import pytest
 
 from autograder import sandbox, trusted
 from autograder.batch import exercises_of, trusted_job
-from autograder.submissions import ROOT, build_submission, mutants, sample_assignments, source_notebook
+from autograder.submissions import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
 
 # The re-check holds in both sandboxes: with namespaces the value worker has no ``autograder`` in
