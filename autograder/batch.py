@@ -211,8 +211,10 @@ class Zygotes:
 class Grader:
     """Everything shared by the jobs of one assignment."""
 
-    def __init__(self, opts: Options, template: worker.Template, work: Path, isolation: str, zygotes: Zygotes):
+    def __init__(self, opts: Options, template: worker.Template, work: Path, isolation: str, zygotes: Zygotes,
+                 calibration_slot: int = 0):
         self.opts, self.template, self.work, self.isolation = opts, template, work, isolation
+        self.calibration_slot = calibration_slot  # a slot of this batch's, free before the jobs start
         source = nbformat.read(template.source_notebook, as_version=4)
         self.exercises = exercises_of(source)
         self.tests = test_cells(template)
@@ -265,7 +267,7 @@ class Grader:
         source = nbformat.read(self.template.source_notebook, as_version=4)
         job_dir = self.work / "calibration" / self.opts.assignment
         job_dir.mkdir(parents=True, exist_ok=True)
-        results = self.run_trusted(job_dir, source, self.exercises, slot=0)
+        results = self.run_trusted(job_dir, source, self.exercises, slot=self.calibration_slot)
         for test_id in self.test_ids:
             r = results.get(test_id)
             if r is None:
@@ -399,8 +401,8 @@ def _check_options(opts: Options, course: Path, available: list[str]) -> None:
     if opts.assignment not in available:
         raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
                               f"{', '.join(available) or 'no assignments in source/'}.")
-    if opts.workers < 1:
-        raise InstructorError("--workers must be at least 1.")
+    if not 1 <= opts.workers <= worker.SLOTS_PER_BATCH:
+        raise InstructorError(f"--workers must be between 1 and {worker.SLOTS_PER_BATCH}.")
 
 
 @dataclass
@@ -440,6 +442,8 @@ def grade_all(options: list[Options]) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     parts = [_Assignment(opts, opts.out) for opts in options]
     zygotes = None
+    # Uids of our own for the sandboxes (see SandboxSlots); with limits only, code runs as the grader.
+    slots = worker.SandboxSlots() if isolation == "full" else None
     try:
         subs_of = {}
         for part in parts:  # the instructor's mistakes first, before anything slow
@@ -470,7 +474,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             if not waited:
                 zygotes.wait_ready()
                 waited = True
-            part.grader = Grader(opts, template, work, isolation, zygotes)
+            part.grader = Grader(opts, template, work, isolation, zygotes, slots.slot(0) if slots else 0)
             if opts.trusted:
                 progress.say(f"{opts.assignment}: calibrating the trusted re-check on the source solution")
                 part.grader.calibrate(part.out / ".calibration.json")
@@ -494,19 +498,19 @@ def grade_all(options: list[Options]) -> list[dict]:
                 for res in list(part.results.values()):
                     _record(gb, course, part.opts.assignment, res)
                     progress.update(res)
-            slots: queue.Queue[int] = queue.Queue()
+            free: queue.Queue[int] = queue.Queue()
             for i in range(first.workers):
-                slots.put(i)
+                free.put(slots.slot(i) if slots else i)
 
             def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path):
-                slot = slots.get()
+                slot = free.get()
                 try:
                     res = part.grader.grade_one(student, nb, slot)
                 except Exception as exc:  # noqa: BLE001 — one submission never stops the batch
                     res = StudentResult(student, part.grader.rows_for_problem(
                         student, f"grading failed: {type(exc).__name__}: {exc}"[:300]))
                 finally:
-                    slots.put(slot)
+                    free.put(slot)
                 res.submission = path
                 return part, res
 
@@ -553,6 +557,8 @@ def grade_all(options: list[Options]) -> list[dict]:
     finally:
         if zygotes is not None:
             zygotes.close()
+        if slots is not None:
+            slots.close()
         if not first.keep_work and first.work is None:
             shutil.rmtree(work, ignore_errors=True)
 

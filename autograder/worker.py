@@ -43,7 +43,46 @@ STOPPED = "GradingStopped"
 NOT_RUN = "NotRun"
 
 GiB, MiB = 1 << 30, 1 << 20
-SANDBOX_UID_BASE = int(os.environ.get("AUTOGRADER_SANDBOX_UID", "61000"))  # one uid per worker slot, owning no file
+SANDBOX_UID_BASE = int(os.environ.get("AUTOGRADER_SANDBOX_UID", "61000"))  # uid = base + slot, owning no file
+SLOTS_PER_BATCH = 64  # the most workers one batch may have: its block of uids
+_UID_BLOCKS = 64  # batches that may run at once on one machine
+
+
+class SandboxSlots:
+    """The worker slots (so the sandbox uids) one batch holds alone while it runs.
+
+    The process limit (RLIMIT_NPROC) counts every process of a uid on the machine. Two
+    batches that ran their sandboxes under the same uid — two instructors, or two test
+    processes — would share that limit, and one student's fork bomb would starve another
+    batch's kernels. So each batch takes a block of ``SLOTS_PER_BATCH`` slots of its own,
+    marked by an flock that the operating system releases when the batch ends, however it
+    ends.
+    """
+
+    def __init__(self, lock_dir: Path | None = None):
+        import fcntl
+        import tempfile
+
+        lock_dir = lock_dir or Path(tempfile.gettempdir()) / "autograder-sandbox-slots"
+        lock_dir.mkdir(mode=0o700, exist_ok=True)
+        for block in range(_UID_BLOCKS):
+            fd = os.open(lock_dir / f"block{block}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            self._fd, self.first = fd, block * SLOTS_PER_BATCH
+            return
+        raise RuntimeError(f"{_UID_BLOCKS} grading batches already run on this machine (locks in {lock_dir})")
+
+    def slot(self, i: int) -> int:
+        if not 0 <= i < SLOTS_PER_BATCH:
+            raise ValueError(f"worker {i}: a batch has at most {SLOTS_PER_BATCH} workers")
+        return self.first + i
+
+    def close(self) -> None:
+        os.close(self._fd)
 
 
 @dataclass

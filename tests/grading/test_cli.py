@@ -52,3 +52,9 @@ def test_help_names_the_layouts_and_limits():
     assert done.returncode == 0
     for words in ("--submissions", "--workers", "--out", "--cell-timeout", "--memory", "LMS"):
         assert words in done.stdout
+
+
+def test_too_many_workers(course, tmp_path):
+    done = run("grade", "01_matmul_from_shapes", "--submissions", str(tmp_path / "subs"), "--course", str(course),
+               "--workers", "65")
+    assert done.returncode == 2 and "--workers must be between 1 and 64" in done.stderr

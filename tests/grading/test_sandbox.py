@@ -73,11 +73,12 @@ def probed(tmp_path_factory):
     own.mkdir(parents=True)
     (own / "data.txt").write_text("as submitted")
     zygote = sandbox.Zygote(str(tmp / "zygote"), str(tmp / "zygote.log"))
+    slots = worker.SandboxSlots()  # a uid no batch running beside this test uses
     try:
         limits = worker.Limits(address_space=3 << 30, cpu_seconds=60, processes=32, file_size=64 << 20)
         course_pkg = worker._package_dir("course")
         spec = worker.spec_for(
-            isolation="full", root=tmp / "root", uid=worker.SANDBOX_UID_BASE + 7, limits=limits, cwd="/tmp/home",
+            isolation="full", root=tmp / "root", uid=worker.SANDBOX_UID_BASE + slots.slot(7), limits=limits, cwd="/tmp/home",
             binds=[(course_pkg, course_pkg, False)],
             hide=[worker._package_dir("autograder"), worker._package_dir("kernels")],
             env=worker.student_env("/tmp", 1), overlays=[str(own)],
@@ -97,13 +98,15 @@ def probed(tmp_path_factory):
         report["_secret"], report["_gradebook"] = str(secret), str(gradebook)
         report["_own_after"] = sorted(p.name for p in own.iterdir())
         report["_own_data"] = (own / "data.txt").read_text()
+        report["_uid"] = worker.SANDBOX_UID_BASE + slots.slot(7)
         return report
     finally:
         zygote.stop()
+        slots.close()
 
 
 def test_runs_as_an_unprivileged_uid(probed):
-    assert probed["uid"] == worker.SANDBOX_UID_BASE + 7 and probed["gid"] == probed["uid"]
+    assert probed["uid"] == probed["_uid"] >= worker.SANDBOX_UID_BASE and probed["gid"] == probed["uid"]
     assert probed["setuid_root"] == "PermissionError"
     assert probed["chroot_escape"] == "PermissionError"
     assert probed["mount"] != "allowed"

@@ -24,7 +24,7 @@ import os
 import nbformat
 import pytest
 
-from autograder import sandbox, trusted
+from autograder import sandbox, trusted, worker
 from autograder.batch import exercises_of, trusted_job
 from autograder.submissions import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
@@ -55,8 +55,16 @@ def zygote(tmp_path_factory):
     z.stop()
 
 
+@pytest.fixture(scope="module")
+def slot():
+    """A sandbox uid of this test process's own: a batch graded beside it never shares its process limit."""
+    slots = worker.SandboxSlots()
+    yield slots.slot(0)
+    slots.close()
+
+
 @pytest.mark.parametrize("assignment, mutant", list(cases()))
-def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, tmp_path):
+def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tmp_path):
     source = source_notebook(assignment)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
     if mutant is None:
@@ -65,7 +73,7 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, tmp_path
         m = next(m for m in mutants(assignment) if m.name == mutant)
         nb, expect = build_submission(assignment, m.cells), m.expect
     job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(tests), isolation=ISOLATION,
-                      zygote=zygote, limits=Limits(cell_timeout=60))
+                      zygote=zygote, limits=Limits(cell_timeout=60), slot=slot)
     results = trusted.run(job)
     problems = []
     for t in tests:
