@@ -578,6 +578,31 @@ def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
     if res.autograded is not None and res.autograded.is_file():
         autograded.mkdir(parents=True, exist_ok=True)
         shutil.copy(res.autograded, autograded / f"{assignment}.ipynb")
+        explain_in_notebook(autograded / f"{assignment}.ipynb", res.rows)
+
+
+def explain_in_notebook(path: Path, rows: list[Row]) -> None:
+    """Write each zero's reason under its test cell in the autograded notebook, where the feedback shows it.
+
+    A part can score zero for a reason its cell's output does not show: the trusted re-check
+    overruled an in-kernel pass (``tampering``), so the output still reads as a pass. nbgrader's
+    feedback shows the notebook's outputs beside the gradebook's score; without this line the
+    student would read a zero under a check that passed. A reason the output already states
+    (a timeout written where execution stopped) is not repeated.
+    """
+    reasons = {r.grade_id: r.reason for r in rows if r.reason and r.score < r.max_score}
+    if not reasons:
+        return
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        reason = reasons.get(_grade_id(cell))
+        if cell.cell_type != "code" or not reason or reason[:60] in json.dumps(cell.get("outputs", []), ensure_ascii=False):
+            continue
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=f"Grader: this part scored 0. {reason}\n"))
+        changed = True
+    if changed:
+        nbformat.write(nb, path)
 
 
 def _feedback_all(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
