@@ -415,6 +415,7 @@ def run(job: dict) -> dict:
     results: dict[str, dict] = {}
     proc = channel = None
     started = 0
+    cell_errors: list[str] = []  # what the notebook's cells raised in the worker: the likely cause of a failure
     for test_id, check_name, arg_name, position in job["exercises"]:
         if results.get(test_id, {}).get("status", "ok") != "ok":
             continue
@@ -434,9 +435,14 @@ def run(job: dict) -> dict:
         try:
             if todo:
                 channel.deadline = time.monotonic() + timeout * (len(todo) + 1) + 30
-                channel.request({"op": "run", "cells": todo, "timeout": timeout})
+                errors = channel.request({"op": "run", "cells": todo, "timeout": timeout})
                 channel.ran += len(todo)
+                cell_errors += [str(e) for e in errors or []][:5]
             outcome = check_one(channel, check_name, arg_name, timeout)
+            if not outcome.get("passed") and cell_errors:
+                # A cell that worked in the kernel and failed here (an import of the grader's own code, say)
+                # explains the failure better than the check's own message does.
+                outcome["message"] = f"{outcome.get('message', '')} (a cell before this test raised {cell_errors[-1]})"
         except WorkerTimeout:
             outcome = {"status": "timeout", "message": "the notebook's cells before this test did not finish in time"}
         except WorkerDied as exc:
