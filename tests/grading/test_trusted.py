@@ -57,7 +57,11 @@ def zygote(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def slot():
-    """A sandbox uid of this test process's own: a batch graded beside it never shares its process limit."""
+    """A sandbox uid of this test process's own: a batch graded beside it never shares its process limit.
+    With limits only, the worker runs as this user and no uid is claimed."""
+    if ISOLATION != "full":
+        yield 0
+        return
     slots = worker.SandboxSlots()
     yield slots.slot(0)
     slots.close()
