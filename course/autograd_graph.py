@@ -1,4 +1,5 @@
-"""What a result's autograd graph runs through: the custom ``torch.autograd.Function``s in it.
+"""What a result's autograd graph holds: the custom ``torch.autograd.Function``s it runs through,
+and the tensors its forward saved for the backward.
 
 A check that grades a hand-written backward must know that the student's wrapper really
 goes through their ``Function`` (``TritonSoftmax.apply(x)``) and not through PyTorch ops
@@ -10,6 +11,7 @@ returned; walking back from the result finds them.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -50,3 +52,21 @@ def runs_through(output: torch.Tensor, cls: type | None = None) -> bool:
         if cls is None or forward_cls is None or issubclass(forward_cls, cls):
             return True
     return False
+
+
+@contextmanager
+def saved_for_backward() -> Iterator[list[torch.Tensor]]:
+    """Collect every tensor autograd saves for the backward while the block runs.
+
+    What a Function keeps with ``ctx.save_for_backward`` (and what PyTorch's own ops save)
+    is the memory a backward costs between the passes: the property checks read it here.
+    The tensors are held by reference, so the list adds no memory of its own.
+    """
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        yield saved

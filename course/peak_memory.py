@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .autograd_graph import saved_for_backward
+
 __all__ = ["PeakMemory", "backward_peak", "saved_bytes"]
 
 
@@ -121,13 +123,7 @@ def backward_peak(fn: Callable, *inputs: torch.Tensor, grad: torch.Tensor) -> di
     backward allocated while it ran (the gradients it returns included), and their sum.
     """
     leaves = [t.detach().requires_grad_(True) for t in inputs]
-    saved: list[torch.Tensor] = []
-
-    def pack(t):
-        saved.append(t)
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with saved_for_backward() as saved:
         out = fn(*leaves)
     kept = saved_bytes(saved, exclude=leaves)
     saved.clear()  # the graph keeps them alive for the backward; this list need not

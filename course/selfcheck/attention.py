@@ -48,9 +48,9 @@ from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, diagnose, forbid_autograd, graded,
     relative_error, run_cases, where_mismatch,
 )
-from ..autograd_graph import runs_through
+from ..autograd_graph import runs_through, saved_for_backward
 from ..memory import AllocationRecorder
-from ..triton_check import device, pow2_at_least, quiet, run_student
+from ..triton_check import device, namespace_of, pow2_at_least, quiet, run_student
 
 __all__ = [
     "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
@@ -294,15 +294,6 @@ def check_backward_recompute(fn, cases: Sequence[Case], *, reference=None, alter
 # autograd.Functions and the functions that apply them
 
 
-def _namespace_of(obj) -> dict:
-    """The global namespace a student's function or class was defined in (the notebook's)."""
-    for fn in (getattr(obj, "forward", None), getattr(obj, "backward", None), obj):
-        namespace = getattr(fn, "__globals__", None)
-        if isinstance(namespace, dict):
-            return namespace
-    return {}
-
-
 def _guarded(name: str, cls: type, used: list, returned: dict, recorders: list | None) -> type:
     """A subclass of the student's Function whose backward may not call autograd.
 
@@ -436,13 +427,7 @@ def _check_class_cases(name, cls, cases, reference, alternatives, recompute, min
         recorders: list[AllocationRecorder] | None = [] if watch else None
         guarded = _guarded(name, cls, used, returned, recorders)
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        packed: list[torch.Tensor] = []
-
-        def pack(t):
-            packed.append(t)
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved_for_backward() as packed:
             o = call_student(name, notes(guarded.apply), *leaves, forbid_autograd_use=False)
         alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
         _compare("o", o, expected[0], case, "q", alts, passed_batch1)
@@ -472,7 +457,7 @@ def check_attention_function(
     """
     if not callable(fn):
         raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
-    owner_cls = _namespace_of(fn).get(owner)
+    owner_cls = namespace_of(fn).get(owner)
     if class_check is not None and isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
         try:
             class_check(owner_cls)
@@ -491,13 +476,7 @@ def check_attention_function(
         watch = recompute and T >= min_T
         expected = reference(q, k, v, do)
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        packed: list[torch.Tensor] = []
-
-        def pack(t):
-            packed.append(t)
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved_for_backward() as packed:
             o = call_student(name, fn, *leaves)
         alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
         _compare("o", o, expected[0], case, "q", alts, passed_batch1)

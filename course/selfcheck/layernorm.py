@@ -40,7 +40,7 @@ from ..diagnose import (
     Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
     relative_error,
 )
-from ..autograd_graph import runs_through
+from ..autograd_graph import runs_through, saved_for_backward
 from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
 F32, F64 = torch.float32, torch.float64
@@ -834,13 +834,7 @@ def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequenc
         x64, g64, b64 = (t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta))
         y_ref, dx_ref, dg_ref, db_ref = reference(x64, g64, b64, case.dy.to(case.dtype).to(F64), case.eps)
         x, gamma, beta = (t.to(dev, case.dtype).requires_grad_(True) for t in (case.x, case.gamma, case.beta))
-        packed: list[torch.Tensor] = []
-
-        def pack(t):
-            packed.append(t)
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved_for_backward() as packed:
             y = run_student(name, guarded.apply, x, gamma, beta, case.eps)
         failure = diagnose("y", _host(y), y_ref, tol=tol, case=case.label, of="x")
         if failure is not None:

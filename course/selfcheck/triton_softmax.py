@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..diagnose import Alternative, GradingFailure, diagnose, forbid_autograd, graded, relative_error, where_mismatch
-from ..autograd_graph import runs_through
+from ..autograd_graph import runs_through, saved_for_backward
 from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
 
 F32, F64 = torch.float32, torch.float64
@@ -364,13 +364,7 @@ def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *
         y_ref, dx_ref = reference(case.x, case.dy)
         tol = TOL[case.dtype]
         x = case.x.to(dev, case.dtype).requires_grad_(True)
-        packed: list[torch.Tensor] = []
-
-        def pack(t):
-            packed.append(t)
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        with saved_for_backward() as packed:
             y = run_student(name, guarded.apply, x)
         failure = diagnose("y", y, y_ref, tol=tol, alternatives=forward_alternatives(case.x, case.x.shape[-1]),
                            case=case.label, of="x")

@@ -45,15 +45,6 @@ REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant sho
 }
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors only: torch's intra-op threads cost far more than they save on a busy 2-core box."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def solution() -> dict:
     return solutions(SLUG)

@@ -8,7 +8,6 @@ The solution, the release stubs and each mutant's diagnosis are checked for ever
 in ``test_samples.py``.
 """
 
-import pytest
 import torch
 
 import autograder.check.softmax as hidden
@@ -28,15 +27,6 @@ REQUIRED = {
     "softmax_backward": {"materialized-jacobian", "broadcast-axis", "sign"},
     "softmax_cross_entropy_backward": {"scale", "broadcast-axis", "batch-reduction", "non-finite"},
 }
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny tensors only: torch's intra-op threads cost far more than they save here (100× on a busy 2-core box)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def both(name: str):
