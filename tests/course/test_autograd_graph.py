@@ -50,3 +50,14 @@ def test_several_outputs_list_each_class_once():
 
 def test_a_tensor_without_a_graph_runs_through_nothing():
     assert custom_functions(torch.ones(2)) == [] and not runs_through(torch.ones(2))
+
+
+def test_what_a_forward_saves_is_collected_by_reference():
+    x = torch.ones(3, requires_grad=True)
+    with saved_for_backward() as saved:
+        y = (x * x).exp()
+    assert any(t is x for t in saved), "mul saves its inputs"
+    assert any(t.data_ptr() == y.data_ptr() for t in saved), "exp saves its output"
+    with saved_for_backward() as none:
+        torch.ones(3).exp()
+    assert none == [], "nothing is saved without a graph"
