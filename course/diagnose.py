@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .delegation import DelegatedToHelper, forbid_helpers
+
 # The diagnosis vocabulary of the grading contract (DESIGN.md). Tests outside this
 # repository match on these names: extend, never rename.
 CLASSES: dict[str, str] = {
@@ -44,6 +46,7 @@ CLASSES: dict[str, str] = {
     "autograd-in-backward": "the hand-written backward called autograd",
     "non-finite": "NaN or inf in the result",
     "tampering": "the checking machinery was modified",
+    "delegated-to-helper": "the answer came from a helper the course ships rather than the student's derivation",
     "wrong-values": "none of the above",
 }
 
@@ -58,6 +61,7 @@ class GradingFailure(AssertionError):
     """A check failed; ``cls`` is one of :data:`CLASSES`."""
 
     generic = False  # True for a wrong-values that no specific bug explained
+    hint = None  # the number of the notebook hint the failure points to, once ``graded`` added it
 
     def __init__(self, cls: str, sentence: str, where: str = ""):
         if cls not in CLASSES:
@@ -313,30 +317,46 @@ def student_line(exc: BaseException) -> str:
     return f"in {frame.name}, line {frame.lineno}: {line}"
 
 
+def delegated_failure(name: str, helpers: Sequence[str]) -> GradingFailure:
+    """The diagnosis for a student's function that called a helper the course ships (``course.delegation``)."""
+    return GradingFailure(
+        "delegated-to-helper",
+        f"{name} called {helpers[0]}, a helper the course ships: the course's helpers are there to check your "
+        "answer, so the answer itself must come from your own derivation and your own code.",
+    )
+
+
 def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = True, **kwargs):
     """Call a student's function; turn what goes wrong into a diagnosis.
 
     The stub's ``NotImplementedError`` is ``not-implemented``; any other exception
     is ``error`` with the student's own line; reaching for autograd inside a
-    hand-written backward is ``autograd-in-backward``.
+    hand-written backward is ``autograd-in-backward``; calling a helper the course
+    ships (``course.delegation``) is ``delegated-to-helper``.
     """
     if not callable(fn):
         raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
     guard = forbid_autograd(name) if forbid_autograd_use else _no_guard()
     # A warning goes to stderr, and nbgrader scores a test cell with stderr output zero:
     # a right answer that happens to warn must not lose its points.
+    delegated: list[str] = []
     with guard as used, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            result = fn(*args, **kwargs)
+            with forbid_helpers() as delegated:  # armed only while the student's code runs
+                result = fn(*args, **kwargs)
         except NotImplementedError:
             raise GradingFailure(
                 "not-implemented", f"{name} still raises NotImplementedError: replace the stub with your code."
             ) from None
-        except AutogradInBackward:
+        except (AutogradInBackward, DelegatedToHelper):
             result = None
         except Exception as exc:  # student code may raise anything; report it, never crash the grader
+            if delegated:  # a helper's refusal, caught and re-raised as something else
+                raise delegated_failure(name, delegated) from None
             raise GradingFailure("error", f"{name} raised {type(exc).__name__}: {exc}", student_line(exc)) from None
+    if delegated:
+        raise delegated_failure(name, delegated)
     if used:
         raise GradingFailure(
             "autograd-in-backward",
@@ -409,8 +429,39 @@ def run_cases(
             passed_batch1 = True
 
 
+# Classes a hint cannot cover: nothing was derived yet, the code crashed, or it was not the student's derivation.
+UNHINTED = frozenset({"not-implemented", "error", "delegated-to-helper", "tampering"})
+
+
+def hint_for(exercise: str, cls: str, hints: dict) -> int | None:
+    """The number of the notebook hint that covers bug class ``cls`` of ``exercise``, if any.
+
+    ``hints`` is a check module's ``HINTS``: exercise -> {class -> hint number}, ``"*"`` for any
+    other class.
+    """
+    if cls in UNHINTED:
+        return None
+    table = hints.get(exercise, {})
+    return table.get(cls, table.get("*"))
+
+
+def with_hint(failure: GradingFailure, number: int | None) -> GradingFailure:
+    """The same failure with a last line that points to the hint covering it (never the fix itself)."""
+    if number is None:
+        return failure
+    pointer = f"→ Hint {number}, just above this test cell, is about this kind of bug."
+    where = f"{failure.where}\n{pointer}" if failure.where else pointer
+    pointed = GradingFailure(failure.cls, failure.sentence, where)
+    pointed.hint = number
+    return pointed
+
+
 def graded(check: Callable) -> Callable:
-    """Decorate a public check so a failure shows the diagnosis, not the checker's source lines."""
+    """Decorate a public check so a failure shows the diagnosis, not the checker's source lines.
+
+    A failure also points to the hint that covers its class, from the ``HINTS`` table of the
+    module the check is defined in (the visible and the hidden check of an exercise share it).
+    """
 
     @functools.wraps(check)
     def wrapper(*args, **kwargs):
@@ -418,6 +469,8 @@ def graded(check: Callable) -> Callable:
         try:
             return check(*args, **kwargs)
         except GradingFailure as failure:
+            hints = check.__globals__.get("HINTS", {})
+            failure = with_hint(failure, hint_for(check.__name__, failure.cls, hints))
             failure.__traceback__ = None
             failure.__cause__ = None
             failure.__context__ = None

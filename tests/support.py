@@ -87,6 +87,19 @@ def mutant_named(assignment: str, name: str) -> dict:
     return mutant_functions(next(m for m in mutants(assignment) if m.name == name))
 
 
+def unguarded(helper):
+    """A course helper without its delegation tripwire (``course.delegation``), for a test's fake student.
+
+    A fake student function that borrows a course helper to build a wrong answer would otherwise be
+    diagnosed ``delegated-to-helper`` before the bug the test is about.
+    """
+    from course import delegation
+
+    delegation.install()
+    key = f"{helper.__module__}.{helper.__qualname__}"
+    return delegation.original(key) if key in delegation.guarded() else helper
+
+
 def diagnosis(check, fn) -> str:
     """The class a check gives ``fn``, or "pass"."""
     try:

@@ -1,0 +1,172 @@
+"""Catch an answer that came from a helper the course ships instead of the student's derivation.
+
+The ``course`` package has to hold working code — central differences and the relative
+error for checking gradients, closed forms that build the checks' inputs — and notebook
+00 asks students to write exactly those. ``numerical_gradient = lambda f, x, eps=1e-6:
+course.gradcheck.central_difference_grad(f, x, eps)`` is right in every value, and
+``course.gradcheck.numerical_vjp`` answers every VJP exercise to seven digits. So while a
+check runs a student's function (``course.diagnose.call_student``), every public function
+and public method of a public class defined in ``course`` — and in ``kernels``, the
+reference solutions, when they are loaded — is a tripwire: calling one is recorded and
+raises, and the check reports ``delegated-to-helper``.
+
+How: each guarded function keeps its identity but gets a new ``__code__`` that calls
+:func:`_enter`, which runs the original unless a check is armed. A reference the student
+took before the check (``from course.gradcheck import numerical_vjp``) is the same function
+object, so it is caught too. The signature and the source stay readable (``help()``,
+``inspect.getsource``). Functions with closures (decorator wrappers such as the checks
+themselves) cannot take a closure-free code object and are left alone: none of them
+computes an answer.
+
+Not guarded, on purpose:
+- private names (a leading underscore) and dunders: the checking machinery runs them while
+  student code is on the stack (a probe's ``__call__``, a dispatch mode's hooks);
+- :data:`EXEMPT`, public functions that run inside a student's call by design, and this
+  module itself.
+
+A student who restores the original code objects is tampering, not delegating; that is the
+trusted re-check's business.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+PACKAGES = ("course", "kernels")
+
+# Public functions that run while a student's code is on the stack, by design.
+EXEMPT: dict[str, str] = {
+    "course.stub.todo": "the stub every unfinished exercise raises (it names its caller's frame)",
+    "course.triton_check.innermost": "unwraps the error a student's kernel raised, inside the student's call",
+}
+
+_GUARD = "__course_delegation_guard__"  # the name the trampolines call, in each guarded module's globals
+
+
+class DelegatedToHelper(RuntimeError):
+    """Raised inside student code that called a guarded helper while a check ran it."""
+
+
+_originals: dict[str, types.FunctionType] = {}  # key -> an untouched copy of the function
+_functions: dict[str, types.FunctionType] = {}  # key -> the guarded function itself
+_guarded_ids: set[int] = set()
+_seen_modules: set[str] = set()
+_armed: list[list[str]] = []  # one record per active check; a trip is written into each
+
+
+def _enter(key: str, args: tuple, kwargs: dict):
+    if _armed:
+        for record in _armed:
+            record.append(key)
+        raise DelegatedToHelper(f"{key} is a course helper: a check's answer must not come from it")
+    return _originals[key](*args, **kwargs)
+
+
+def _package_dirs() -> dict[str, str]:
+    """Folder of each guarded package that is loaded, so only code defined there is guarded."""
+    dirs = {}
+    for name in PACKAGES:
+        module = sys.modules.get(name)
+        path = getattr(module, "__file__", None)
+        if path:
+            dirs[name] = str(Path(path).resolve().parent) + "/"
+    return dirs
+
+
+def _trampoline(code: types.CodeType, key: str) -> types.CodeType:
+    """A closure-free code object that calls ``_enter(key, args, kwargs)``, named and placed like ``code``."""
+    source = f"def {code.co_name}(*args, **kwargs):\n    return {_GUARD}({key!r}, args, kwargs)\n"
+    module = compile(source, code.co_filename, "exec")
+    tramp = next(c for c in module.co_consts if isinstance(c, types.CodeType))
+    tramp = tramp.replace(co_firstlineno=code.co_firstlineno)
+    try:
+        tramp = tramp.replace(co_qualname=code.co_qualname)  # Python ≥ 3.11
+    except (AttributeError, TypeError):
+        pass
+    return tramp
+
+
+def _guard(fn: types.FunctionType, key: str) -> None:
+    if id(fn) in _guarded_ids or fn.__code__.co_freevars or key in EXEMPT:
+        return
+    original = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    original.__kwdefaults__ = fn.__kwdefaults__
+    original.__qualname__ = fn.__qualname__
+    original.__doc__ = fn.__doc__
+    try:
+        fn.__signature__ = inspect.signature(fn)  # keep help() and tab completion honest
+    except (TypeError, ValueError):
+        pass
+    fn.__globals__[_GUARD] = _enter
+    _originals[key] = original
+    _functions[key] = fn
+    fn.__code__ = _trampoline(fn.__code__, key)
+    _guarded_ids.add(id(fn))
+
+
+def _defined_in(obj, folder: str) -> bool:
+    code = getattr(obj, "__code__", None)
+    return isinstance(code, types.CodeType) and str(Path(code.co_filename).resolve()).startswith(folder)
+
+
+def helpers(module: types.ModuleType, folder: str) -> Iterator[tuple[str, types.FunctionType]]:
+    """(key, function) for each public function and public method of a public class defined in ``module``."""
+    for name, obj in list(vars(module).items()):  # guarding adds a name to the module's globals
+        if name.startswith("_"):
+            continue
+        if isinstance(obj, types.FunctionType) and obj.__module__ == module.__name__ and _defined_in(obj, folder):
+            yield f"{module.__name__}.{obj.__qualname__}", obj
+        elif inspect.isclass(obj) and obj.__module__ == module.__name__:
+            for attr, member in list(vars(obj).items()):
+                if attr.startswith("_"):
+                    continue
+                fn = member.__func__ if isinstance(member, (staticmethod, classmethod)) else member
+                if isinstance(fn, types.FunctionType) and _defined_in(fn, folder):
+                    yield f"{module.__name__}.{fn.__qualname__}", fn
+
+
+def install() -> None:
+    """Guard the helpers of every module of :data:`PACKAGES` loaded so far (cheap when nothing is new)."""
+    dirs = _package_dirs()
+    for name, module in list(sys.modules.items()):
+        if name in _seen_modules or module is None:
+            continue
+        package = name.split(".", 1)[0]
+        if package not in dirs or name == __name__:  # this module runs inside every armed call
+            continue
+        _seen_modules.add(name)
+        for key, fn in helpers(module, dirs[package]):
+            _guard(fn, key)
+
+
+def guarded() -> dict[str, types.FunctionType]:
+    """Every guarded helper so far (after :func:`install`), by key ("course.gradcheck.numerical_vjp")."""
+    return dict(_functions)
+
+
+@contextmanager
+def forbid_helpers() -> Iterator[list[str]]:
+    """Arm every guard while the block runs; yield the list of helpers the block called.
+
+    The record survives a student's ``try/except`` around the call, as the autograd guard's does.
+    """
+    install()
+    record: list[str] = []
+    _armed.append(record)
+    try:
+        yield record
+    finally:
+        _armed.remove(record)
+
+
+def original(key: str) -> types.FunctionType:
+    """The unguarded function behind ``key`` (for tests)."""
+    return _originals[key]
+
+
+__all__ = ["EXEMPT", "PACKAGES", "DelegatedToHelper", "forbid_helpers", "guarded", "helpers", "install", "original"]
