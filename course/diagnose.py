@@ -251,8 +251,8 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
     if got.numel() == expected.numel() and [s for s in gs if s != 1] == [s for s in es if s != 1]:
         return GradingFailure(
             "shape",
-            f"{name} has shape {gs} but must be {es}{shape_of}: a size-1 axis was dropped or added "
-            "(keepdim=True keeps it).",
+            f"{name} has shape {gs} but must be {es}{shape_of}: the sizes agree except for a size-1 axis "
+            "dropped or added on the way (a reduction that lost its axis, or a broadcast that kept one).",
         )
     return GradingFailure("shape", f"{name} has shape {gs} but must be {es}{shape_of}.", f"inputs: {case}" if case else "")
 
@@ -409,7 +409,15 @@ def run_cases(
     for case in cases:
         expected = reference(*clone_args(case.args), **case.kwargs)
         expected = expected if isinstance(expected, tuple) else (expected,)
-        got = as_outputs(name, call_student(name, fn, *clone_args(case.args), forbid_autograd_use=forbid_autograd_use, **case.kwargs), outputs)
+        try:
+            result = call_student(name, fn, *clone_args(case.args), forbid_autograd_use=forbid_autograd_use, **case.kwargs)
+        except GradingFailure as failure:
+            if failure.cls != "error" or not case.label:
+                raise
+            # Say which inputs made it crash: often only the transposed or the 3-D case does.
+            where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
+            raise GradingFailure(failure.cls, failure.sentence, where) from None
+        got = as_outputs(name, result, outputs)
         for i, (out_name, g, e) in enumerate(zip(outputs, got, expected)):
             extra = dict(batch=case.batch, case=case.label, of=of[i] if i < len(of) else "")
             if diagnose(out_name, g, e, tol=tol, **extra) is None:
