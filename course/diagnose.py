@@ -63,12 +63,13 @@ class GradingFailure(AssertionError):
     generic = False  # True for a wrong-values that no specific bug explained
     hint = None  # the number of the notebook hint the failure points to, once ``graded`` added it
 
-    def __init__(self, cls: str, sentence: str, where: str = ""):
+    def __init__(self, cls: str, sentence: str, where: str = "", topic: str | None = None):
         if cls not in CLASSES:
             raise ValueError(f"unknown diagnosis class {cls!r}; expected one of {sorted(CLASSES)}")
         self.cls = cls
         self.sentence = sentence
         self.where = where
+        self.topic = topic  # a key of the exercise's HINTS table more precise than the class, if any
         message = f"diagnosis: {cls} — {sentence}"
         if where:
             message += "\n" + where
@@ -82,6 +83,7 @@ class Alternative:
     cls: str
     sentence: str
     value: torch.Tensor
+    topic: str | None = None  # the HINTS key of the hint about this bug, when the class alone does not say
 
 
 @dataclass
@@ -183,7 +185,7 @@ def diagnose(
     where = where_mismatch(name, got, expected, case)
     for alt in alternatives:
         if _close(got, alt.value, tol):
-            return GradingFailure(alt.cls, alt.sentence, where)
+            return GradingFailure(alt.cls, alt.sentence, where, alt.topic)
     if _close(got, -expected, tol):
         return GradingFailure("sign", f"{name} is right up to sign: it is the negative of the right answer.", where)
     if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
@@ -221,9 +223,9 @@ def _scale_sentence(name: str, c: float, batch: int | None) -> str:
             if math.isclose(abs(c), n, rel_tol=1e-6):
                 return base + f" That factor is {label} ({n}): a mean became a sum (a missing 1/{n})."
             if math.isclose(abs(c), 1.0 / n, rel_tol=1e-6):
-                return base + f" That factor is 1/{label} (1/{n}): you divide by the batch size where the loss does not."
+                return base + f" That factor is 1/{label} (1/{n}): a division by the batch size that the loss does not have."
     if math.isclose(abs(c), 2.0, rel_tol=1e-6) or math.isclose(abs(c), 0.5, rel_tol=1e-6):
-        return base + " A factor of 2 often means a term counted twice, or a 2·eps step divided by eps."
+        return base + " A factor of 2 often means a term counted twice, or a step and a denominator that do not match."
     return base + " Look for a missing normalisation such as 1/N, 1/√d, or a mean written as a sum."
 
 
@@ -232,12 +234,12 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
     gs, es = tuple(got.shape), tuple(expected.shape)
     for alt in alternatives:
         if _close(got, alt.value, tol):
-            return GradingFailure(alt.cls, alt.sentence, f"{name} has shape {gs}; it must be {es}")
+            return GradingFailure(alt.cls, alt.sentence, f"{name} has shape {gs}; it must be {es}", alt.topic)
     if got.ndim >= 2 and expected.ndim >= 2 and gs == tuple(expected.mT.shape) and _close(got, expected.mT, tol):
         return GradingFailure(
             "transpose",
             f"{name} has shape {gs}, the transpose of {es}{shape_of}: the values are right but placed "
-            "transposed — swap the operands (A @ B → Bᵀ @ Aᵀ) until the shapes agree.",
+            "transposed: with the shapes written down, only one placement of the operands gives the shape of its input.",
         )
     extra = got.ndim - expected.ndim
     if extra > 0 and gs[extra:] == es and math.prod(gs[:extra]) > 1:
@@ -246,7 +248,7 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
             return GradingFailure(
                 "batch-reduction",
                 f"{name} has shape {gs} but must be {es}{shape_of}: it keeps the leading batch "
-                f"axes {gs[:extra]}. Every sample contributes to it, so sum over those axes.",
+                f"axes {gs[:extra]}, but every sample contributes to the one {name}: a reduction over the batch is missing.",
             )
     if got.numel() == expected.numel() and [s for s in gs if s != 1] == [s for s in es if s != 1]:
         return GradingFailure(
@@ -441,16 +443,19 @@ def run_cases(
 UNHINTED = frozenset({"not-implemented", "error", "delegated-to-helper", "tampering"})
 
 
-def hint_for(exercise: str, cls: str, hints: dict) -> int | None:
-    """The number of the notebook hint that covers bug class ``cls`` of ``exercise``, if any.
+def hint_for(exercise: str, failure: GradingFailure, hints: dict) -> int | None:
+    """The number of the notebook hint that covers ``failure`` of ``exercise``, if any.
 
-    ``hints`` is a check module's ``HINTS``: exercise -> {class -> hint number}, ``"*"`` for any
-    other class.
+    ``hints`` is a check module's ``HINTS``: exercise -> {key -> hint number}, where a key is the
+    failure's ``topic`` (when the check named one), else its class, else ``"*"`` for any other class.
     """
-    if cls in UNHINTED:
+    if failure.cls in UNHINTED:
         return None
     table = hints.get(exercise, {})
-    return table.get(cls, table.get("*"))
+    for key in (failure.topic, failure.cls, "*"):
+        if key in table:
+            return table[key]
+    return None
 
 
 def with_hint(failure: GradingFailure, number: int | None) -> GradingFailure:
@@ -459,7 +464,7 @@ def with_hint(failure: GradingFailure, number: int | None) -> GradingFailure:
         return failure
     pointer = f"→ Hint {number}, just above this test cell, is about this kind of bug."
     where = f"{failure.where}\n{pointer}" if failure.where else pointer
-    pointed = GradingFailure(failure.cls, failure.sentence, where)
+    pointed = GradingFailure(failure.cls, failure.sentence, where, failure.topic)
     pointed.hint = number
     return pointed
 
@@ -478,7 +483,7 @@ def graded(check: Callable) -> Callable:
             return check(*args, **kwargs)
         except GradingFailure as failure:
             hints = check.__globals__.get("HINTS", {})
-            failure = with_hint(failure, hint_for(check.__name__, failure.cls, hints))
+            failure = with_hint(failure, hint_for(check.__name__, failure, hints))
             failure.__traceback__ = None
             failure.__cause__ = None
             failure.__context__ = None
