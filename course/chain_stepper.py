@@ -75,9 +75,9 @@ def stages(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, target: int) -> li
         Stage(4, "L̄", torch.ones((), dtype=F64), "backward", 3, "Backward starts: L̄ = ∂L/∂L = 1."),
         Stage(5, "ȳ", d(y.grad), "backward", 2, "ȳ = ∂L/∂y: −1/y_t in slot t, zero elsewhere (shaped like y)."),
         Stage(6, "z̄", d(z.grad), "backward", 1, "z̄ = J_softmaxᵀ ȳ — which collapses to y − e_t (shaped like z)."),
-        Stage(7, "W̄", d(W.grad), "backward", 1, f"W̄ = xᵀ z̄: ({K}, {M}) @ ({M}, {C}) → ({K}, {C}), shaped like W; b̄ = z̄ summed over the batch."),
+        Stage(7, "W̄", d(W.grad), "backward", 1, f"W̄ ({K}, {C}), shaped like W, and b̄ ({C},), shaped like b — Part C derives them from z̄."),
         Stage(7, "b̄", d(b.grad), "backward", 1, ""),
-        Stage(8, "x̄", d(x.grad), "backward", 0, f"x̄ = z̄ Wᵀ: ({M}, {C}) @ ({C}, {K}) → ({M}, {K}), shaped like x. Done."),
+        Stage(8, "x̄", d(x.grad), "backward", 0, f"x̄ ({M}, {K}), shaped like x — Part C derives it too. Done."),
     ]
 
 

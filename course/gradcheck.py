@@ -25,7 +25,8 @@ def central_difference_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.
     """∂f/∂x of a scalar function by central differences, in float64, with the shape of x."""
     # A contiguous float64 copy: nudging it never touches the caller's x, and .view(-1) needs
     # contiguous memory (a transposed x keeps its strides through a plain clone).
-    x = x.detach().to(torch.float64).clone(memory_format=torch.contiguous_format)
+    work = torch.empty(x.shape, dtype=torch.float64)
+    x = work.copy_(x.detach())
     grad = torch.empty_like(x)
     flat, gflat = x.view(-1), grad.view(-1)
     for i in range(flat.numel()):

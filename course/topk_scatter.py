@@ -1,12 +1,12 @@
-"""The picture of top-k's backward: a gather forward, a scatter backward, and why repeated indices must add.
+"""The picture of top-k's backward: a gather forward, its backward, and what a repeated index does.
 
-    forward   y_m = x[i_m]                      (a gather of k values)
-    backward  x̄_j = Σ_{m : i_m = j} ȳ_m        (a scatter; zero at every unselected j)
-
-``topk_scatter`` and ``repeated_gather`` compute what the picture shows with torch's own
-autograd, so every drawn number is the true gradient; ``plot_topk_scatter`` draws it: the
-top-k of one row (N = 8, k = 3 in the notebook) on top, and underneath a gather that reads
-one slot several times, scattered back once by a plain store and once by an add.
+A picture, and only a picture: ``plot_topk_scatter`` is the one function, and it returns a
+Figure, never a gradient (notebook 06 asks students for these backwards, and shows the picture
+after they have written them). It computes what it draws with torch's own autograd, so every
+drawn number is the true gradient. On top, the top-k of one row (N = 8, k = 3 in the notebook);
+underneath, a gather that reads one slot several times, its gradient written back once by
+plain stores run one after another (on a GPU, which of racing stores survives is unspecified)
+and once by autograd.
 
 Every text and arrow carries a ``gid`` (``"topk:dx:5"``, ``"topk:scatter:0"``, ``"add:dx:2"``)
 so a test can read the picture back.
@@ -22,28 +22,7 @@ CHOSEN = "tab:orange"  # a selected slot of x, and the y it becomes
 GRADIENT = "tab:blue"  # a slot of x̄ that receives gradient
 LOST = "tab:red"  # a slot where a store dropped contributions
 
-
-def topk_scatter(x: torch.Tensor, k: int, dy: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The top-k of a 1-D ``x`` and, by autograd, x̄ for the upstream gradient ``dy`` of shape (k,)."""
-    if x.ndim != 1 or dy.shape != (k,):
-        raise ValueError(f"need a 1-D x and dy of shape ({k},); got x {tuple(x.shape)}, dy {tuple(dy.shape)}")
-    leaf = x.detach().clone().requires_grad_(True)
-    values, indices = leaf.topk(k)
-    (dx,) = torch.autograd.grad(values, leaf, dy)
-    return {"x": x.detach(), "indices": indices, "y": values.detach(), "dy": dy, "dx": dx}
-
-
-def repeated_gather(n: int, index: torch.Tensor, dy: torch.Tensor) -> dict[str, torch.Tensor]:
-    """For y = x[index] with x of size n: x̄ by a plain store (last writer wins) and by an add (autograd)."""
-    if index.ndim != 1 or dy.shape != index.shape:
-        raise ValueError(f"need a 1-D index and dy of the same shape; got {tuple(index.shape)} and {tuple(dy.shape)}")
-    stored = torch.zeros(n, dtype=dy.dtype)
-    for r in range(index.numel()):  # one write after another: each overwrites the one before
-        stored[index[r]] = dy[r]
-    leaf = torch.zeros(n, dtype=dy.dtype, requires_grad=True)
-    (added,) = torch.autograd.grad(leaf[index], leaf, dy)
-    uses = torch.bincount(index, minlength=n)
-    return {"index": index, "dy": dy, "store": stored, "add": added, "uses": uses}
+__all__ = ["plot_topk_scatter"]
 
 
 def _cells(ax, x0: float, y0: float, values, name: str, gid: str, faces) -> None:
@@ -71,10 +50,28 @@ def _frame(ax, width: float, height: float, title: str) -> None:
 
 
 def plot_topk_scatter(x: torch.Tensor, k: int, dy: torch.Tensor, index: torch.Tensor, dy_repeated: torch.Tensor):
-    """Top: top-k of ``x`` and its backward. Bottom: a gather by ``index`` (with repeats), scattered back two ways."""
-    top = topk_scatter(x, k, dy)
+    """Top: top-k of ``x`` and its backward. Bottom: a gather by ``index`` (with repeats), scattered back two ways.
+
+    ``x`` is 1-D and ``dy`` has shape (k,); ``index`` is 1-D and ``dy_repeated`` has its shape. Returns the Figure.
+    """
+    if x.ndim != 1 or dy.shape != (k,):
+        raise ValueError(f"need a 1-D x and dy of shape ({k},); got x {tuple(x.shape)}, dy {tuple(dy.shape)}")
+    if index.ndim != 1 or dy_repeated.shape != index.shape:
+        raise ValueError(f"need a 1-D index and dy_repeated of the same shape; got {tuple(index.shape)} and "
+                         f"{tuple(dy_repeated.shape)}")
     n = x.numel()
-    rep = repeated_gather(n, index, dy_repeated)
+    # What the picture draws, by autograd, so that every number in it is the true gradient.
+    leaf = x.detach().clone().requires_grad_(True)
+    values, indices = leaf.topk(k)
+    (dx,) = torch.autograd.grad(values, leaf, dy)
+    top = {"x": x.detach(), "indices": indices, "y": values.detach(), "dy": dy, "dx": dx}
+    stored = torch.zeros(n, dtype=dy_repeated.dtype)
+    for r in range(index.numel()):  # one write after another: each overwrites the one before
+        stored[index[r]] = dy_repeated[r]
+    table = torch.zeros(n, dtype=dy_repeated.dtype, requires_grad=True)
+    (added,) = torch.autograd.grad(table[index], table, dy_repeated)
+    rep = {"index": index, "dy": dy_repeated, "store": stored, "add": added,
+           "uses": torch.bincount(index, minlength=n)}
     chosen = set(top["indices"].tolist())
     fig = plt.figure(figsize=(10.0, 6.4))
     grid = fig.add_gridspec(2, 2, height_ratios=[1.25, 1.0])
@@ -92,7 +89,7 @@ def plot_topk_scatter(x: torch.Tensor, k: int, dy: torch.Tensor, index: torch.Te
     _frame(ax, n + 2.5, 7.3, f"top-k, N = {n}, k = {k}: indices {top['indices'].tolist()} — no FLOPs, only moves")
 
     many = rep["uses"] >= 2
-    for col, (key, title) in enumerate((("store", "plain store: the last writer wins"),
+    for col, (key, title) in enumerate((("store", "plain stores in order: the last writer wins"),
                                         ("add", "atomic add: every contribution counts"))):
         ax = fig.add_subplot(grid[1, col])
         M = index.numel()

@@ -10,20 +10,23 @@
 #
 # 1. **the bar notation** and the one rule that catches most bugs: a gradient has the shape of its input;
 # 2. **backprop as a chain of vector–Jacobian products** (VJPs), with no Jacobian ever built;
-# 3. **how to check a gradient numerically**: central differences in float64, and how to read a relative error;
+# 3. **how to check a gradient numerically**: finite differences in float64, and how to read a relative error;
 # 4. **one real chain** — linear → softmax → cross-entropy — stepped through with real numbers,
 #    and the collapse of softmax + cross-entropy into `softmax − onehot`;
 # 5. **the debugging order** for a wrong backward, and why every check runs at batch 1 *and* batch 7.
 #
 # | part | you write | points |
 # |---|---|---|
-# | A | `numerical_gradient(f, x, eps=1e-6)` — central differences, any shape | 2 |
+# | A | `numerical_gradient(f, x, eps=1e-6)` — a finite-difference gradient, any shape | 2 |
 # | B | `relative_error(a, b)` — how far apart two gradients are | 1 |
 # | C | `linear_softmax_ce_backward(x, W, b, target)` — the whole chain's backward | 3 |
 #
-# Each part ends with a test cell. It prints `✓ ...` when your function is right; when it is
-# wrong, its first line names the kind of bug (`diagnosis: transpose — ...`) and the next
-# lines say where it first went wrong.
+# Each part asks a question and leaves the derivation to you. Below each exercise sit a few
+# collapsed hints — open them one at a time, only when stuck: the first asks the right
+# question, the last gives the formula. Then a test cell. It prints `✓ ...` when your
+# function is right; when it is wrong, its first line names the kind of bug
+# (`diagnosis: transpose — ...`), the next lines say where it first went wrong, and the last
+# one points to the hint that covers it. After the test cell, a recap derives the result.
 # %%
 import course
 
@@ -104,32 +107,28 @@ n = 4096
 print(f"\nfor a row of {n}: the Jacobian has {n * n:,} entries ({n * n * 8 / 2**20:.0f} MiB in float64);")
 print(f"the VJP reads and writes {3 * n:,} numbers")
 
+
 # %% [markdown]
-# ## 3. Checking a gradient: central differences
+# ## 3. Checking a gradient: finite differences
 #
 # A hand-written backward is a claim; a numerical gradient is how you test it. Nudge one
 # input, watch the loss. Taylor's theorem says how good that is:
 #
 # $$f(x \pm \varepsilon) = f(x) \pm \varepsilon f'(x) + \tfrac{\varepsilon^2}{2} f''(x) \pm \tfrac{\varepsilon^3}{6} f'''(x) + \dots$$
 #
-# | estimate | formula | truncation error |
-# |---|---|---|
-# | forward difference | $\dfrac{f(x+\varepsilon) - f(x)}{\varepsilon} = f' + \tfrac{\varepsilon}{2} f'' + \dots$ | $O(\varepsilon)$ |
-# | central difference | $\dfrac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon} = f' + \tfrac{\varepsilon^2}{6} f''' + \dots$ | $O(\varepsilon^2)$ — the even terms cancel |
+# The simplest estimate takes the $+$ line alone, the **forward difference**:
+#
+# $$\frac{f(x+\varepsilon) - f(x)}{\varepsilon} = f'(x) + \tfrac{\varepsilon}{2} f''(x) + \dots
+# \qquad \text{truncation error } O(\varepsilon).$$
 #
 # So a smaller $\varepsilon$ is better — until round-off bites. Each $f$ is computed with a
 # relative error of about $u$ (the unit round-off: $u \approx 1.1 \times 10^{-16}$ in float64,
 # $6 \times 10^{-8}$ in float32), and dividing a difference by $\varepsilon$ turns that into an
 # error of about $u\,|f| / \varepsilon$. Truncation falls as $\varepsilon$ shrinks, round-off
-# grows, and the total is smallest where they meet:
-#
-# - forward: $\varepsilon |f''| / 2 \approx u |f| / \varepsilon$ at $\varepsilon \approx \sqrt{u} \approx 10^{-8}$, best error $\approx \sqrt{u} \approx 10^{-8}$;
-# - central: $\varepsilon^2 |f'''| / 6 \approx u |f| / \varepsilon$ at $\varepsilon \approx u^{1/3} \approx 5 \times 10^{-6}$, best error $\approx u^{2/3} \approx 10^{-11}$
-#   (give or take the sizes of $f$ and its derivatives).
-#
-# That is why every check in this course uses **central differences, in float64, with
-# $\varepsilon = 10^{-6}$**. The picture below measures it on $f(x) = e^{\sin 3x}$, whose
-# derivative $3\cos(3x)\,e^{\sin 3x}$ we know exactly.
+# grows, and the total is smallest where they meet: $\varepsilon |f''| / 2 \approx u |f| / \varepsilon$
+# at $\varepsilon \approx \sqrt{u} \approx 10^{-8}$, with a best error of about $\sqrt{u} \approx 10^{-8}$
+# (give or take the sizes of $f$ and its derivatives). The picture measures it on
+# $f(x) = e^{\sin 3x}$, whose derivative $3\cos(3x)\,e^{\sin 3x}$ we know exactly.
 # %%
 def f(x):
     return math.exp(math.sin(3 * x))
@@ -139,74 +138,68 @@ def f_prime(x):  # exact, for measuring the error
     return 3 * math.cos(3 * x) * f(x)
 
 
-def f32(x):  # the same f, every operation rounded to float32
-    return torch.exp(torch.sin(3 * x))
-
-
 x0 = 0.4
-epsilons = torch.logspace(-13, -1, 49, dtype=F64)
+epsilons = torch.logspace(-13, -1, 49, dtype=F64)  # every quarter decade from 1e-13 to 0.1
 exact = f_prime(x0)
-forward_err, central_err, central32_err = [], [], []
-for eps in epsilons.tolist():
-    forward_err.append(abs((f(x0 + eps) - f(x0)) / eps - exact) / abs(exact))
-    central_err.append(abs((f(x0 + eps) - f(x0 - eps)) / (2 * eps) - exact) / abs(exact))
-    # The same central difference with every number rounded to float32.
-    x32, e32 = torch.tensor(x0, dtype=torch.float32), torch.tensor(eps, dtype=torch.float32)
-    central32 = ((f32(x32 + e32) - f32(x32 - e32)) / (2 * e32)).item()
-    central32_err.append(min(abs(central32 - exact) / abs(exact), 1.0))  # capped: 1 means "no digits right"
 
+
+def estimate_errors(estimate):
+    """The relative error of estimate(ε) ≈ f′(x0) for every ε in `epsilons`, capped at 1 (no digit right)."""
+    return [min(abs(estimate(eps) - exact) / abs(exact), 1.0) for eps in epsilons.tolist()]
+
+
+forward_err = estimate_errors(lambda eps: (f(x0 + eps) - f(x0)) / eps)
 course.plots.loglog(
-    epsilons,
-    {"forward, float64": forward_err, "central, float64": central_err, "central, float32": central32_err},
+    epsilons, {"forward, float64": forward_err},
     xlabel="step ε", ylabel="relative error of the estimate of f′(0.4)",
     title="Truncation (right) against round-off (left)", marks={"ε = 1e-6": 1e-6},
 )
 plt.show()
-for name, errs in (("forward, float64", forward_err), ("central, float64", central_err), ("central, float32", central32_err)):
-    best = min(range(len(errs)), key=errs.__getitem__)
-    print(f"{name:17}: smallest error {errs[best]:.0e} at ε = {epsilons[best].item():.0e}")
+best = min(range(len(forward_err)), key=forward_err.__getitem__)
+print(f"forward difference: smallest error {forward_err[best]:.0e} at ε = {epsilons[best].item():.0e}")
 
 # %% [markdown]
-# Read the picture from the right. With a large step the truncation error dominates: the
-# forward difference falls with slope 1 (error $\propto \varepsilon$), the central one with
-# slope 2 ($\propto \varepsilon^2$). Further left both turn around and rise with slope −1: that
-# is round-off, $u/\varepsilon$, jagged because rounding is. The central difference bottoms
-# out between $10^{-12}$ and $10^{-10}$ for $\varepsilon$ near $10^{-6}$; the forward difference
-# never gets much below $10^{-8}$, and at $\varepsilon = 10^{-6}$ it is off by a few $10^{-6}$ —
-# a thousand times worse than the central one, for the same number of calls. In float32
-# nothing works: the best central difference is off by about $10^{-5}$, and a step below a
-# few $10^{-8}$ is lost in rounding altogether ($x + \varepsilon = x$: error 1). A gradient
-# check in float32 cannot tell a right backward from a slightly wrong one.
+# Read the picture from the right. With a large step the truncation error dominates and falls
+# with slope 1 (error $\propto \varepsilon$). Further left the curve turns around and rises with
+# slope −1: that is round-off, $u/\varepsilon$, jagged because rounding is. A forward difference
+# never gets much below $10^{-8}$ — about eight digits, which is not enough to tell a right
+# backward from one that is off in the eighth digit.
+#
+# The Taylor series has a second line, $f(x - \varepsilon)$, that the forward difference never
+# used. Part A asks you to put it to work.
 #
 # ## Part A — numerical_gradient (2 points)
 #
 # For a scalar function $f$ of a tensor $x$ of **any shape**, estimate every entry of
-# $\bar x = \partial f / \partial x$ with a central difference. With $e_i$ the tensor that is
-# 1 at entry $i$ and 0 elsewhere:
-#
-# $$\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon}.$$
+# $\bar x = \partial f / \partial x$ by nudging **one entry at a time** — with $e_i$ the tensor
+# that is 1 at entry $i$ and 0 elsewhere, you may evaluate $f(x + \varepsilon e_i)$ and
+# $f(x - \varepsilon e_i)$ — so that the estimate's truncation error falls like
+# $\varepsilon^2$, not like $\varepsilon$. Two calls of $f$ per entry, no more. Which
+# combination of the Taylor lines above does that?
 #
 # The rules, each of which the test checks:
 #
 # - the result has the shape of $x$, for any number of axes (a 3-D $x$ included), and is **float64**;
 # - work in float64 whatever dtype $x$ arrives in;
+# - $x$ may arrive **non-contiguous** (a transposed tensor, say): handle it;
 # - $f$ returns a Python `float` or a 0-d tensor — accept both (`float(...)` does);
-# - move **one entry at a time**, and leave the caller's `x` exactly as it was;
+# - move one entry at a time, and leave the caller's `x` exactly as it was;
 # - use the `eps` you are given.
 #
 # It costs $2n$ calls of $f$ for $n$ entries, which is why gradient checks use small tensors.
-# A tip for "any shape": `t.view(-1)` of a contiguous tensor is a flat *view* — writing
-# `flat[i]` writes into `t` — so one loop over `range(t.numel())` covers every shape.
 # %% solution id=numerical_gradient
 def numerical_gradient(f, x, eps=1e-6):
-    """x̄ = ∂f/∂x by central differences, in float64, with the shape of x.
+    """An estimate of x̄ = ∂f/∂x, in float64, with the shape of x.
 
     f   : takes one tensor shaped like x and returns a scalar (a Python float or a 0-d tensor)
-    x   : a tensor of any shape; it is left exactly as it was
+    x   : a tensor of any shape and layout; it is left exactly as it was
     eps : the step ε
+    Returns a float64 tensor shaped like x.
     """
     ### BEGIN SOLUTION
-    x = x.detach().to(torch.float64, copy=True)  # our own float64 copy: nudge it, never the caller's x
+    # Our own float64 copy, nudged in place, never the caller's x. A contiguous one: a transposed
+    # x keeps its strides through .to() and .clone(), and .view(-1) refuses such a tensor.
+    x = x.detach().to(torch.float64).clone(memory_format=torch.contiguous_format)
     dx = torch.zeros_like(x)  # x̄ has the shape of x
     x_flat, dx_flat = x.view(-1), dx.view(-1)  # flat views of the same memory: one loop for any shape
     for i in range(x_flat.numel()):
@@ -216,12 +209,46 @@ def numerical_gradient(f, x, eps=1e-6):
         x_flat[i] = x_i - eps
         f_minus = float(f(x))
         x_flat[i] = x_i  # put it back before moving on: one entry moves at a time
-        dx_flat[i] = (f_plus - f_minus) / (2 * eps)
+        dx_flat[i] = (f_plus - f_minus) / (2 * eps)  # the ε² terms cancel: truncation O(ε²)
     return dx
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what cancels?</summary>
+#
+# Write the Taylor series twice, once for $f(x + \varepsilon)$ and once for $f(x - \varepsilon)$,
+# term by term. The terms with even powers of $\varepsilon$ have the same sign in both lines;
+# the odd ones flip. Combine the two lines so that the $f(x)$ and the $\varepsilon^2$ terms
+# drop out and $f'(x)$ survives. What do you have to divide by to be left with $f'(x)$ alone,
+# and what is the first error term that remains?
+#
+# </details>
+#
+# <details><summary>Hint 2 — one loop for any shape</summary>
+#
+# Work on your own copy of `x` in float64, never on the caller's tensor. Make the copy
+# **contiguous**: `.to()` and `.clone()` keep a transposed tensor's strides, and then
+# `t.view(-1)` refuses it (`clone(memory_format=torch.contiguous_format)` does not keep them).
+# Of a contiguous tensor, `t.view(-1)` is a flat *view*: writing `flat[i]` writes into `t`. So
+# one loop over `range(t.numel())` covers every shape: remember entry $i$, set it to the
+# nudged value, call `f` on the whole tensor, set it to the other nudged value, call `f` again,
+# put the remembered value back, and store the estimate in entry $i$ of a float64 result of
+# the same shape.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula</summary>
+#
+# Subtracting the two lines cancels $f(x)$ and every even power:
+# $f(x+\varepsilon) - f(x-\varepsilon) = 2\varepsilon f'(x) + \tfrac{\varepsilon^3}{3} f'''(x) + \dots$, so
+#
+# $$\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon},$$
+#
+# in the loop of Hint 2: `dx_flat[i] = (f_plus - f_minus) / (2 * eps)`.
+#
+# </details>
 # %% test id=test_numerical_gradient points=2
-"""numerical_gradient: central (not forward) differences, any shape, float64, eps used, x left as it was."""
+"""numerical_gradient: an error that falls like ε² (not ε), any shape and layout, float64, eps used, x left as it was."""
 course.selfcheck.numerical_gradient(numerical_gradient)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -229,6 +256,58 @@ autograder.check.numerical_gradient(numerical_gradient)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived: the central difference
+#
+# Subtract the two Taylor lines: $f(x)$ and every even power of $\varepsilon$ cancel,
+#
+# $$f(x+\varepsilon) - f(x-\varepsilon) = 2\varepsilon f'(x) + \tfrac{\varepsilon^3}{3} f'''(x) + \dots
+# \qquad\Longrightarrow\qquad
+# \boxed{\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon}}
+# = \bar x_i + \tfrac{\varepsilon^2}{6} f''' + \dots$$
+#
+# the **central difference**, truncation error $O(\varepsilon^2)$ for the same two calls per
+# entry. Balance it against round-off as before: $\varepsilon^2 |f'''| / 6 \approx u |f| / \varepsilon$
+# at $\varepsilon \approx u^{1/3} \approx 5 \times 10^{-6}$, with a best error of about
+# $u^{2/3} \approx 10^{-11}$ in float64. The same picture, with your estimate in it, and in float32:
+# %%
+def f32(x):  # the same f, every operation rounded to float32
+    return torch.exp(torch.sin(3 * x))
+
+
+def central32(eps):
+    """The central difference with every number rounded to float32."""
+    x32, e32 = torch.tensor(x0, dtype=torch.float32), torch.tensor(eps, dtype=torch.float32)
+    return ((f32(x32 + e32) - f32(x32 - e32)) / (2 * e32)).item()
+
+
+errors = {
+    "forward, float64": forward_err,
+    "central, float64": estimate_errors(lambda eps: (f(x0 + eps) - f(x0 - eps)) / (2 * eps)),
+    "central, float32": estimate_errors(central32),
+}
+course.plots.loglog(
+    epsilons, errors, xlabel="step ε", ylabel="relative error of the estimate of f′(0.4)",
+    title="Forward against central differences", marks={"ε = 1e-6": 1e-6},
+)
+plt.show()
+for name, errs in errors.items():
+    best = min(range(len(errs)), key=errs.__getitem__)
+    print(f"{name:17}: smallest error {errs[best]:.0e} at ε = {epsilons[best].item():.0e}")
+at = int(torch.argmin((epsilons - 1e-6).abs()))  # the step every check in this course uses
+ratio = errors["forward, float64"][at] / errors["central, float64"][at]
+print(f"at ε = 1e-6 the forward difference is off {ratio:.0e} times as much as the central one")
+
+# %% [markdown]
+# The central difference falls with slope 2 ($\propto \varepsilon^2$) on the right, turns
+# around at the same round-off line, and bottoms out between $10^{-12}$ and $10^{-10}$ for
+# $\varepsilon$ near $10^{-6}$. At that step the forward difference is off by a few $10^{-6}$:
+# the last line above measures how many times worse that is, for the same number of calls —
+# tens of thousands. In float32 nothing works: the best central difference is off by about
+# $10^{-5}$, and a step below a few $10^{-8}$ is lost in rounding altogether
+# ($x + \varepsilon = x$: error 1). A gradient check in float32 cannot tell a right backward
+# from a slightly wrong one. That is why every check in this course uses **central
+# differences, in float64, with $\varepsilon = 10^{-6}$**.
+#
 # ## 4. How far apart are two gradients? Relative error
 #
 # Your backward gives $a$, the numerical gradient gives $b$. "Close" cannot mean a small
@@ -244,19 +323,13 @@ for scale in (1e-6, 1.0, 1e6):
     print(f"scale {scale:7.0e}:  ‖a − b‖ = {absolute:7.1e}   ‖a − b‖ / ‖b‖ = {absolute / torch.linalg.vector_norm(b).item():.4f}")
 
 # %% [markdown]
-# So we divide by the size of the gradients. The course's definition:
+# So divide $\lVert a - b \rVert$ by the size of the gradients — with $\lVert\cdot\rVert$ the
+# Euclidean norm over *every* entry, whatever the shape (the Frobenius norm, for a matrix).
+# Dividing by $\lVert b \rVert$ alone, as above, works at any scale, but it makes $b$ special:
+# swap the arguments and the number changes, and a check should not care which side is "the
+# truth". Which size, then? That is Part B.
 #
-# $$\operatorname{rel}(a, b) = \frac{\lVert a - b \rVert}{\max(\lVert a \rVert,\ \lVert b \rVert,\ \text{tiny})}$$
-#
-# with $\lVert\cdot\rVert$ the Euclidean norm over *every* entry, whatever the shape
-# (the Frobenius norm, for a matrix). Why each piece:
-#
-# - dividing by a norm makes it **scale-free**: $\operatorname{rel}(ca, cb) = \operatorname{rel}(a, b)$;
-# - the **max** makes it **symmetric** — it does not matter which argument is "the truth" —
-#   and bounds it: $\lVert a - b \rVert \le \lVert a \rVert + \lVert b \rVert \le 2\max$, so $0 \le \operatorname{rel} \le 2$;
-# - **tiny** (the smallest positive float64) keeps two all-zero gradients at $0/\text{tiny} = 0$ instead of $0/0 = $ NaN.
-#
-# How to read it, for a float64 central-difference check:
+# How to read a relative error, for a float64 central-difference check:
 #
 # | relative error | verdict |
 # |---|---|
@@ -265,27 +338,63 @@ for scale in (1e-6, 1.0, 1e6):
 # | $10^{-4}$ to $10^{-3}$ | probably wrong |
 # | above $10^{-3}$ | a bug |
 #
-# Some values name their bug on sight: exactly **2** is a flipped sign ($a = -b$), **1** is a
-# gradient that came back all zeros, and $(M-1)/M$ — **0.857** at batch 7 — is a gradient
-# $M$ times too large: a mean over the batch written as a sum.
-#
 # ## Part B — relative_error (1 point)
 #
-# Write $\operatorname{rel}(a, b)$ above. Take norms over every entry (any shape), compute in
-# float64, return a Python `float` (a 0-d tensor is accepted too), and return `0.0` — not
-# NaN — when both are zero. `torch.linalg.vector_norm` flattens for you.
+# Write $\operatorname{rel}(a, b) = \lVert a - b \rVert / D$, where the denominator $D$ is
+# built from $\lVert a \rVert$ and $\lVert b \rVert$ alone, such that:
+#
+# 1. it is **scale-free**: $\operatorname{rel}(ca, cb) = \operatorname{rel}(a, b)$ for every $c > 0$;
+# 2. it is **symmetric**: $\operatorname{rel}(a, b) = \operatorname{rel}(b, a)$;
+# 3. a gradient that came back **all zeros** reads exactly **1**: $\operatorname{rel}(a, 0) = 1$ for every $a \neq 0$;
+# 4. a **flipped sign** reads exactly **2**, $\operatorname{rel}(a, -a) = 2$, and nothing reads more than 2;
+# 5. two all-zero gradients read **0**, not NaN.
+#
+# Take norms over every entry (any shape), compute in float64, and return a Python `float`
+# (a 0-d tensor is accepted too). Find the $D$ that meets all five.
 # %% solution id=relative_error
 def relative_error(a, b):
-    """‖a − b‖ / max(‖a‖, ‖b‖, tiny), norms over every entry, in float64."""
+    """rel(a, b): how far apart two gradients of the same shape are, as one float64 number.
+
+    a, b : tensors of the same shape (any shape, any float dtype)
+    Returns a Python float with the five properties of Part B.
+    """
     ### BEGIN SOLUTION
     a, b = a.detach().to(torch.float64), b.detach().to(torch.float64)
-    norm = torch.linalg.vector_norm  # √(Σ entry²) over every axis, whatever the shape
+    norm = torch.linalg.vector_norm  # √(Σ entry²) over every axis, whatever the shape or layout
     tiny = torch.finfo(torch.float64).tiny  # keeps 0/0 (both zero) at 0 instead of NaN
     return norm(a - b).item() / max(norm(a).item(), norm(b).item(), tiny)
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — try the candidates</summary>
+#
+# Property 1 needs $D$ to grow like the gradients: $D(ca, cb) = c\,D(a, b)$. Property 2 needs
+# $D$ to treat $\lVert a \rVert$ and $\lVert b \rVert$ alike. That leaves a handful of natural
+# candidates: the sum, the mean, the geometric mean, the smaller and the larger of the two
+# norms. Test each against properties 3 ($b = 0$, so $\lVert b \rVert = 0$) and 4
+# ($\lVert a - b \rVert = 2\lVert a \rVert$ and $\lVert b \rVert = \lVert a \rVert$). Exactly one survives.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the zero case and the tools</summary>
+#
+# When both gradients are zero, the survivor of Hint 1 is 0 too, and $0/0$ is NaN. Keep the
+# denominator away from zero without changing any other value: let it never fall below the
+# smallest positive float64, `torch.finfo(torch.float64).tiny`. `torch.linalg.vector_norm(t)`
+# takes the norm over every entry of any shape (and any layout); `.item()` turns a 0-d tensor
+# into a Python float.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula</summary>
+#
+# $$\operatorname{rel}(a, b) = \frac{\lVert a - b \rVert}{\max(\lVert a \rVert, \lVert b \rVert, \text{tiny})}$$
+#
+# In code: `norm(a - b).item() / max(norm(a).item(), norm(b).item(), tiny)`.
+#
+# </details>
 # %% test id=test_relative_error points=1
-"""relative_error: scale-free (1e-6 to 1e6), symmetric, any shape, and 0 — not NaN — when both are zero."""
+"""relative_error: scale-free (1e-6 to 1e6), symmetric, any shape and layout, and 0 — not NaN — when both are zero."""
 course.selfcheck.relative_error(relative_error)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -293,6 +402,25 @@ autograder.check.relative_error(relative_error)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived: the course's relative error
+#
+# $$\boxed{\operatorname{rel}(a, b) = \frac{\lVert a - b \rVert}{\max(\lVert a \rVert, \lVert b \rVert, \text{tiny})}}$$
+#
+# Why each piece:
+#
+# - dividing by a norm makes it **scale-free**;
+# - the **max** makes it **symmetric** and pins the readings: with $b = 0$ it is
+#   $\lVert a \rVert / \lVert a \rVert = 1$; with $b = -a$ it is $2\lVert a \rVert / \lVert a \rVert = 2$; and since
+#   $\lVert a - b \rVert \le \lVert a \rVert + \lVert b \rVert \le 2\max$, never more than 2. The sum
+#   would read $\tfrac12$ and 1 there, the mean 2 and 2, the smaller norm $\infty$;
+# - **tiny** (the smallest positive float64) keeps two all-zero gradients at $0/\text{tiny} = 0$
+#   instead of $0/0 = $ NaN.
+#
+# Some values now name their bug on sight: exactly **2** is a flipped sign, **1** a gradient
+# that came back all zeros, and $(M-1)/M$ — **0.857** at batch 7 — a gradient $M$ times too
+# large, a mean over the batch written as a sum: with $a = Mb$, $\lVert a - b \rVert = (M-1)\lVert b \rVert$
+# and the max is $M\lVert b \rVert$.
+#
 # ## 5. One chain, with real numbers
 #
 # Now a real chain: one example with two inputs, a linear layer to three classes, softmax,
@@ -309,13 +437,12 @@ autograder.check.relative_error(relative_error)
 # 2. **Softmax.** $y_i = e^{z_i} / \sum_k e^{z_k}$ has the dense Jacobian
 #    $\partial y_i / \partial z_j = y_i(\delta_{ij} - y_j)$, so
 #    $\bar z_j = \sum_i \bar y_i\, y_i (\delta_{ij} - y_j) = y_j\,(\bar y_j - \langle y, \bar y \rangle)$.
-# 3. **Linear.** $z_c = \sum_k x_k W_{kc} + b_c$, so $\bar W_{kc} = x_k \bar z_c$, i.e.
-#    $\bar W = x^\top \bar z$ with shapes $(2, 1)(1, 3) \to (2, 3)$, the shape of $W$;
-#    $\bar b = \bar z$; and $\bar x_k = \sum_c \bar z_c W_{kc}$, i.e. $\bar x = \bar z\, W^\top$,
-#    $(1, 3)(3, 2) \to (1, 2)$, the shape of $x$.
+# 3. **Linear.** $z_c = \sum_k x_k W_{kc} + b_c$. Its VJP — $\bar W$, $\bar b$ and $\bar x$ from
+#    $\bar z$ — is yours to derive in Part C. The numbers below include them, so you can hold
+#    your derivation against this one example.
 #
-# Here are the numbers — computed by autograd, so you can hold your own arithmetic
-# against them. Each line is one stage; `→` marks the forward pass, `←` the backward one.
+# Here are the numbers — computed by autograd. Each line is one stage; `→` marks the forward
+# pass, `←` the backward one.
 # %% check-output
 x = torch.tensor([[1.0, -2.0]], dtype=F64)  # (1, 2): one example, two inputs
 W = torch.tensor([[0.5, -0.4, 0.3], [0.2, 0.6, -0.1]], dtype=F64)  # (2, 3)
@@ -380,27 +507,13 @@ print("collapsed, y − e_t:", (y - e_t)[0].tolist())
 # $$z = xW + b \quad (M, C), \qquad y = \operatorname{softmax}(z) \text{ row by row}, \qquad
 # L = \frac{1}{M} \sum_{m=1}^{M} -\log y_{m, t_m}.$$
 #
-# Each row's loss enters $L$ with weight $1/M$, so row by row the collapse gives
-#
-# $$\bar z = \frac{1}{M}(y - E) \quad (M, C),$$
-#
-# where row $m$ of $E$ is the one-hot $e_{t_m}$. Then the linear layer, with the shapes
-# doing the bookkeeping:
-#
-# - $\bar W = x^\top \bar z$: $(K, M)(M, C) \to (K, C)$. Written out,
-#   $\bar W_{kc} = \sum_m x_{mk}\, \bar z_{mc}$ — **a sum over the batch**: every example
-#   contributes to every weight.
-# - $\bar b = \sum_m \bar z_m$, shape $(C,)$: $b$ was *broadcast* (copied) to every row in the
-#   forward pass, so its gradient *sums* the rows. Broadcast forward, reduce backward.
-# - $\bar x = \bar z\, W^\top$: $(M, C)(C, K) \to (M, K)$. $\bar x_{mk} = \sum_c \bar z_{mc} W_{kc}$
-#   — no sum over the batch: each example's $\bar x$ depends on its own row only.
-#
-# If you forget which side a transpose goes on, write the shapes down: there is exactly one
-# way to combine $x$ $(M, K)$ and $\bar z$ $(M, C)$ into something $(K, C)$.
+# Derive $\bar z$ for the whole batch — the collapse above is for one example and a loss that
+# is not averaged — and then the linear layer's VJP: $\bar W$, $\bar b$ and $\bar x$, each with
+# the shape of what it is the gradient of. Section 5's numbers are this chain at $M = 1$.
 #
 # Return `(dx, dW, db)`, shaped like `(x, W, b)`, and do not call autograd — the test
 # refuses it. `torch.softmax` and `torch.nn.functional.one_hot` are fine: they are the
-# forward pass.
+# forward pass. The inputs may arrive non-contiguous (a transposed tensor, say).
 # %% solution id=linear_softmax_ce_backward
 def linear_softmax_ce_backward(x, W, b, target):
     """Gradients of L = mean over rows of cross-entropy(softmax(x @ W + b), target).
@@ -421,8 +534,38 @@ def linear_softmax_ce_backward(x, W, b, target):
     return dx, dW, db
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — shapes first, and the mean</summary>
+#
+# Write down the shapes you must return: $\bar x$ is $(M, K)$, $\bar W$ is $(K, C)$, $\bar b$ is
+# $(C,)$. Then $\bar z$, $(M, C)$: row $m$ of $z$ affects the loss only through row $m$'s
+# cross-entropy, and that term enters $L$ with a weight. Which weight, and what does it do to
+# row $m$ of $\bar z$ compared with the one-example collapse of §5?
+#
+# </details>
+#
+# <details><summary>Hint 2 — one product per gradient, one sum per copy</summary>
+#
+# - $\bar W$ is made of $x$ $(M, K)$ and $\bar z$ $(M, C)$: there is exactly one way to
+#   multiply them, each perhaps transposed, into something $(K, C)$ — and its inner axis is
+#   the batch, so every example contributes to every weight.
+# - $\bar x$ is made of $\bar z$ and $W$, and must come out $(M, K)$: each example's row depends
+#   on its own row of $\bar z$ only.
+# - $b$ is *copied* into every row of $z$ by broadcasting. A value used $M$ times receives the
+#   gradients of all $M$ uses: how do you turn $\bar z$ $(M, C)$ into something $(C,)$?
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formulas</summary>
+#
+# $$\bar z = \frac{1}{M}(y - E), \qquad \bar W = x^\top \bar z, \qquad \bar b = \sum_m \bar z_m, \qquad \bar x = \bar z\, W^\top,$$
+#
+# with row $m$ of $E$ the one-hot $e_{t_m}$. In code: `dz = (y - E) / M`, `dW = x.T @ dz`,
+# `db = dz.sum(dim=0)`, `dx = dz @ W.T`.
+#
+# </details>
 # %% test id=test_linear_softmax_ce_backward points=3
-"""linear_softmax_ce_backward: dx, dW, db at batch 1 and 7, square and non-square W, against autograd; no autograd inside."""
+"""linear_softmax_ce_backward: dx, dW, db at batch 1 and 7, square and non-square W, a transposed x, against autograd; no autograd inside."""
 course.selfcheck.linear_softmax_ce_backward(linear_softmax_ce_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -430,21 +573,50 @@ autograder.check.linear_softmax_ce_backward(linear_softmax_ce_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived: the batch chain
+#
+# Each row's loss enters $L$ with weight $1/M$, so row by row the collapse gives
+#
+# $$\boxed{\bar z = \frac{1}{M}(y - E)} \quad (M, C),$$
+#
+# where row $m$ of $E$ is the one-hot $e_{t_m}$. Then the linear layer, with the shapes doing
+# the bookkeeping:
+#
+# - $\boxed{\bar W = x^\top \bar z}$: $(K, M)(M, C) \to (K, C)$. Written out,
+#   $\bar W_{kc} = \sum_m x_{mk}\, \bar z_{mc}$ — **a sum over the batch**: every example
+#   contributes to every weight.
+# - $\boxed{\bar b = \sum_m \bar z_m}$, shape $(C,)$: $b$ was *broadcast* (copied) to every row in
+#   the forward pass, so its gradient *sums* the rows. Broadcast forward, reduce backward.
+# - $\boxed{\bar x = \bar z\, W^\top}$: $(M, C)(C, K) \to (M, K)$. $\bar x_{mk} = \sum_c \bar z_{mc} W_{kc}$
+#   — no sum over the batch: each example's $\bar x$ depends on its own row only.
+#
+# If you forget which side a transpose goes on, write the shapes down: there is exactly one
+# way to combine $x$ $(M, K)$ and $\bar z$ $(M, C)$ into something $(K, C)$.
+#
 # ## 6. When a backward is wrong: the debugging order
 #
 # Wrong gradients are rarely random. They are the right answer with one mistake applied, and
-# the same few mistakes account for nearly all of them. Check in this order:
+# the same few mistakes account for nearly all of them. The grader names each one with the
+# same word in every notebook (the `diagnosis:` line). Check in this order:
 #
-# 1. **A transpose.** $\bar W = \bar z^\top x$ instead of $x^\top \bar z$. When $W$ is not
-#    square the shape gives it away; when it is square the shapes agree and only the values
-#    are wrong.
-# 2. **A missing reduction over the batch axis.** $\bar b$ taken from one row, or a mean
-#    written as a sum. At batch 1 a sum over the batch has one term and a mean divides by 1,
-#    so this bug is **invisible at batch 1** and shows above it.
-# 3. **A sign.** `onehot − softmax` instead of `softmax − onehot`; relative error exactly 2.
-# 4. **A scatter that needed an atomic add.** When several outputs read the same input (an
-#    embedding row used twice, repeated indices), their gradients must all be added into it;
-#    a plain store keeps one. Invisible without repeated indices — notebook 06.
+# 1. **`transpose`.** $\bar W = \bar z^\top x$ instead of $x^\top \bar z$. When $W$ is not square
+#    the shape gives it away; when it is square the shapes agree and only the values are wrong.
+# 2. **`batch-reduction`.** A reduction over the batch axis missing or done in the wrong place:
+#    $\bar b$ taken from one row, $\bar W$ from one example. At batch 1 a sum over the batch has
+#    one term, so this bug is **invisible at batch 1** and shows above it.
+# 3. **`sign`.** `onehot − softmax` instead of `softmax − onehot`; relative error exactly 2.
+# 4. **`scale`.** Right up to a constant factor: a missing $1/M$ (a mean written as a sum),
+#    a $1/\sqrt{d}$, a $2$. A factor of $M$ is invisible at batch 1 too — test for a constant
+#    factor *before* blaming a missing reduction.
+# 5. **`broadcast-axis`.** A reduction over the wrong axis: $\bar b$ summed over the classes
+#    instead of the rows. Usually the wrong shape; with a square $\bar z$ ($M = C$) only the
+#    values tell.
+# 6. **`non-atomic-scatter`.** When several outputs read the same input (an embedding row used
+#    twice, repeated indices), their gradients must all be added into it; a plain store keeps
+#    one. Invisible without repeated indices — notebook 06.
+#
+# A wrong result that none of these explains is `wrong-values`: then the derivation itself is
+# off, not one step of it.
 #
 # Hence the rule of every check in this course: **test at batch 1 and at batch 7**. Batch 1
 # pins down the per-example math; batch 7 exposes the batch reductions. And 7 is prime: no
@@ -467,23 +639,29 @@ def correct_grads(M, K, C, seed=0):
     return z.grad, W.grad, b.grad
 
 
-rel = course.relative_error  # the course's copy of what you wrote in Part B
+def compare(got, right):
+    """The relative error, or the word 'shape' when the shapes already disagree."""
+    return f"{course.relative_error(got, right):.2f}" if got.shape == right.shape else "shape"
+
+
 grads = {M: correct_grads(M, K=4, C=4) for M in (1, 7)}  # square W: a transpose keeps its shape
 bugs = {  # each bug applied to the correct (z̄, W̄, b̄)
-    "dW transposed (square W)": lambda M, dz, dW, db: rel(dW.T, dW),
-    "mean written as a sum: dW × M": lambda M, dz, dW, db: rel(M * dW, dW),
-    "db from row 0 only": lambda M, dz, dW, db: rel(dz[0], db),
-    "sign flipped: −dW": lambda M, dz, dW, db: rel(-dW, dW),
+    "transpose: W̄ transposed (square W)": lambda M, dz, dW, db: compare(dW.T, dW),
+    "batch-reduction: b̄ from row 0 only": lambda M, dz, dW, db: compare(dz[0], db),
+    "sign: −W̄": lambda M, dz, dW, db: compare(-dW, dW),
+    "scale: a mean written as a sum, M·W̄": lambda M, dz, dW, db: compare(M * dW, dW),
+    "broadcast-axis: b̄ summed over classes": lambda M, dz, dW, db: compare(dz.sum(dim=1), db),
 }
-print(f"{'bug':<32}{'batch 1':>9}{'batch 7':>9}")
+print(f"{'bug':<40}{'batch 1':>9}{'batch 7':>9}")
 for name, bug in bugs.items():
-    print(f"{name:<32}" + "".join(f"{bug(M, *grads[M]):>9.2f}" for M in (1, 7)))
+    print(f"{name:<40}" + "".join(f"{bug(M, *grads[M]):>9}" for M in (1, 7)))
 
 # %% [markdown]
-# Two of the four bugs score a perfect 0.00 at batch 1. That is the whole argument for
+# Two of the five bugs score a perfect 0.00 at batch 1. That is the whole argument for
 # batch 7. The `diagnosis:` line of every test cell in this course runs exactly this kind of
 # comparison: it checks your result against the right answer *transposed, negated, scaled,
-# and un-reduced*, and names the one that matches.
+# and un-reduced*, and names the one that matches. Notebook 01 ends by asking you to write
+# that classifier yourself, and to repair a broken backward with it.
 #
 # ## 7. Your tools, on your backward
 #
@@ -529,7 +707,8 @@ except Exception as exc:  # a part still has a bug; its test cell above says whi
 # - Softmax + cross-entropy collapse to $\bar z = (y - E)/M$; the linear layer then gives
 #   $\bar W = x^\top \bar z$ (a sum over the batch), $\bar b = \sum_m \bar z_m$ (broadcast ⇄ reduce),
 #   $\bar x = \bar z W^\top$.
-# - Debug in the order transpose → batch reduction → sign → atomic scatter, and test at batch 1 *and* 7.
+# - Debug in the order transpose → batch-reduction → sign → scale → broadcast-axis → atomic
+#   scatter, and test at batch 1 *and* 7.
 #
 # Next, `01_matmul_from_shapes`: deriving matmul backwards from shapes alone, and what the
 # batch reduction in $\bar W$ means for a GPU kernel.

@@ -5,14 +5,22 @@
 # input, one for the weights. In this notebook you derive both without looking anything up,
 # from shapes alone. Then you look at them the way a kernel writer does: which entries each
 # output element reads, which of the two needs a sum over the whole batch, and why that sum
-# is the hard half of a GPU backward. It ends with the rule behind every bias gradient:
-# **a value that is copied in the forward pass is summed in the backward pass.**
+# is the hard half of a GPU backward. Then the rule behind every bias gradient — what
+# happens in the backward pass to a value that is *copied* in the forward pass — and, to
+# finish, the debugging order turned into code: you name the bug in broken backwards and
+# repair one.
 #
 # | Part | you write | points |
 # |---|---|---|
 # | A | `linear_backward(x, w, dy) -> (dx, dw)` | 3 |
 # | B | `linear_bias_backward(x, w, b, dy) -> (dx, dw, db)` | 2 |
 # | C | `reduce_to_shape(grad, shape)` | 2 |
+# | D | `name_the_bug(backward) -> str` | 2 |
+# | E | `batched_matmul_backward(a, c, dy) -> (da, dc)` | 2 |
+#
+# Each part asks; you derive. Below each exercise sit collapsed hints — open them one at a
+# time, only when stuck: the first asks the right question, the last gives the answer. After
+# each test cell a recap derives the result.
 #
 # **Notation** (from notebook 00). $L$ is a scalar loss. For any tensor $t$, the bar
 # $\bar t = \partial L / \partial t$ is its gradient, and it has **exactly the shape of $t$**.
@@ -45,31 +53,32 @@ def autograd_grads(forward, inputs, dy):
 # %% [markdown]
 # ## 1 · Let the shapes place the transposes
 #
-# Is it $x^\top \bar y$ or $\bar y\, x^\top$? $\bar y W^\top$ or $W^\top \bar y$? There is no
-# need to remember: the shapes decide.
+# Is it $x^\top$ on the left or on the right? Is a weight transposed or not? There is no need
+# to remember: the shapes decide. Here is the method, worked on the layout that
+# `torch.nn.Linear` uses: it stores its weight as **(out features, in features)**, call it $V$,
+# and computes
 #
-# Take one linear layer with a batch of $B$ rows, $K$ input features and $N$ output features:
+# $$y = x V^\top, \qquad x \in \mathbb{R}^{B\times K},\quad V \in \mathbb{R}^{N\times K},\quad y \in \mathbb{R}^{B\times N},$$
 #
-# $$y = x W, \qquad x \in \mathbb{R}^{B\times K},\quad W \in \mathbb{R}^{K\times N},\quad y \in \mathbb{R}^{B\times N}.$$
-#
-# The backward pass receives $\bar y$, of shape $(B, N)$, and must return $\bar x$, of shape
-# $(B, K)$, and $\bar W$, of shape $(K, N)$. Since $y$ is linear in $x$, $\bar x$ is made of
-# $\bar y$ and $W$ alone: one product of the two, each perhaps transposed. Ask which product
-# comes out $(B, K)$:
+# for a batch of $B$ rows, $K$ input features and $N$ output features. The backward pass
+# receives $\bar y$, of shape $(B, N)$, and must return $\bar x$, of shape $(B, K)$, and
+# $\bar V$, of shape $(N, K)$. Since $y$ is linear in $x$, $\bar x$ is made of $\bar y$ and $V$
+# alone: one product of the two, each perhaps transposed. Ask which product comes out $(B, K)$:
 #
 # - Its rows must be $B$, and only $\bar y$ has a $B$ axis: $\bar y$ goes on the left.
-# - Its columns must be $K$, and only $W$ has a $K$ axis, as its rows: $W$ goes on the right, transposed.
+# - Its columns must be $K$, and $V$ has $K$ as its columns: $V$ goes on the right, as it is.
 # - The inner axes then agree, $N$ against $N$, and the product sums over them.
 #
-# $$\bar x = \bar y\, W^\top: \qquad (B, N)\,(N, K) \to (B, K).$$
+# $$\bar x = \bar y\, V: \qquad (B, N)\,(N, K) \to (B, K).$$
 #
-# The same three questions for $\bar W$, made of $x$ and $\bar y$: rows $K$ (only $x$ has it,
-# as columns, so $x^\top$ on the left), columns $N$ ($\bar y$ on the right), inner axis $B$:
+# The same three questions for $\bar V$, made of $\bar y$ and $x$: rows $N$ (only $\bar y$ has
+# it, as columns, so $\bar y^\top$ on the left), columns $K$ ($x$ on the right), inner axis $B$:
 #
-# $$\bar W = x^\top \bar y: \qquad (K, B)\,(B, N) \to (K, N).$$
+# $$\bar V = \bar y^\top x: \qquad (N, B)\,(B, K) \to (N, K).$$
 #
 # Exactly one arrangement fits. The cell below tries all eight — both orders, each operand
-# transposed or not — and keeps those whose shapes chain into the shape of the gradient.
+# transposed or not — keeps those whose shapes chain into the shape of the gradient, and
+# holds the survivors against autograd.
 # %% check-output
 def arrangements(a_name, a, b_name, b, target):
     """Every product of a and b (either order, either one transposed) whose result has shape `target`."""
@@ -84,71 +93,69 @@ def arrangements(a_name, a, b_name, b, target):
     return fits
 
 
+gen = torch.Generator().manual_seed(0)
 B, K, N = 7, 5, 3  # batch, in features, out features: three different sizes on purpose
-x, w, dy = torch.empty(B, K), torch.empty(K, N), torch.empty(B, N)
-print("x̄ (B, K) from ȳ and W:", arrangements("ȳ", dy, "W", w, (B, K)))
-print("W̄ (K, N) from x and ȳ:", arrangements("x", x, "ȳ", dy, (K, N)))
+x, v, dy = randn(gen, B, K), randn(gen, N, K), randn(gen, B, N)  # (B, K), (N, K), (B, N)
+print("x̄ (B, K) from ȳ and V:", arrangements("ȳ", dy, "V", v, (B, K)))
+print("V̄ (N, K) from x and ȳ:", arrangements("x", x, "ȳ", dy, (N, K)))
+dx_ref, dv_ref = autograd_grads(lambda x, v: x @ v.mT, (x, v), dy)
+print("autograd agrees:", torch.allclose(dy @ v, dx_ref), torch.allclose(dy.mT @ x, dv_ref))
 
-K = N = 4  # a square W: now the shapes cannot tell ȳ W from ȳ Wᵀ
-w, dy = torch.empty(K, N), torch.empty(B, N)
-print("x̄ with a square W:    ", arrangements("ȳ", dy, "W", w, (B, K)))
+K = N = 4  # a square V: now the shapes cannot tell ȳ V from ȳ Vᵀ
+v, dy = torch.empty(N, K), torch.empty(B, N)
+print("x̄ with a square V:    ", arrangements("ȳ", dy, "V", v, (B, K)))
 
 # %% [markdown]
 # With three different sizes, exactly one product fits, and it is the right one. With a
-# square $W$, $\bar y W$ fits as well — and is wrong. The shape argument needs distinct sizes
-# to bite: test your backward with $K \neq N$. The checks in this notebook also use a square
-# $W$ on purpose: there a transposed placement passes every shape test, and only the values
-# give it away (the `transpose` diagnosis).
-# %% [markdown]
+# square $V$, $\bar y V^\top$ fits as well — and is wrong. The shape argument needs distinct
+# sizes to bite: test your backward with $K \neq N$. The checks in this notebook also use a
+# square weight on purpose: there a transposed placement passes every shape test, and only
+# the values give it away (the `transpose` diagnosis).
+#
+# This course stores its weights the other way round, $W$ of shape $(K, N)$, and computes
+# $y = xW$. Part A asks you the same three questions about that layout.
+#
 # ## 2 · The elementwise view: which index is summed
 #
 # Shapes tell you where the transposes go. Indices tell you what each output element costs.
-# Entry by entry, the forward pass is
+# Entry by entry, this course's forward pass is
 #
 # $$y_{bn} = \sum_k x_{bk}\, W_{kn}.$$
 #
-# Nudge one input entry $x_{bk}$ and only row $b$ of $y$ moves: $y_{bn}$ by $W_{kn}$ times the
-# nudge, for every $n$. The chain rule adds up those effects, each weighted by how much the
-# loss cares about that output, $\bar y_{bn}$:
-#
-# $$\bar x_{bk} = \sum_{n} \bar y_{bn}\, W_{kn} \qquad \text{a sum over the features } n.$$
-#
-# Nudge one weight $W_{kn}$ instead and *every* row moves, because every sample is multiplied
-# by the same weight:
-#
-# $$\bar W_{kn} = \sum_{b} x_{bk}\, \bar y_{bn} \qquad \text{a sum over the batch } b.$$
-#
-# The two formulas use the same three matrices; what differs is the index summed away, and it is
-# the inner axis of each product in §1. The rest of this notebook follows from that difference:
-# each entry of $\bar x$ is its own short sum of $N$ terms, while every entry of $\bar W$
-# collects a contribution from every sample in the batch.
-#
-# One entry of each, by hand, against autograd:
-# %%
+# Notebook 00's chain rule, $\bar x_j = \sum_i \bar y_i\, \partial y_i / \partial x_j$, says how
+# to get the gradient of one input entry: find every output entry it moves, and by how much,
+# and add up those effects, each weighted by how much the loss cares about that output.
+# So the first question about any backward is: **nudge one input entry — which outputs move?**
+# The cell below nudges one entry of $x$ and one entry of $W$ and marks the entries of $y$
+# that moved.
+# %% check-output
 gen = torch.Generator().manual_seed(0)
 B, K, N = 7, 5, 3
-x, w, dy = randn(gen, B, K), randn(gen, K, N), randn(gen, B, N)  # (B, K), (K, N), (B, N)
-dx_ref, dw_ref = autograd_grads(torch.matmul, (x, w), dy)
-
+x, w = randn(gen, B, K), randn(gen, K, N)  # (B, K), (K, N)
+y = x @ w  # (B, N)
 b, k, n = 2, 4, 1
-dx_bk = sum(dy[b, j] * w[k, j] for j in range(N))  # Σ over n of ȳ[b, n] W[k, n]: N terms
-dw_kn = sum(x[i, k] * dy[i, n] for i in range(B))  # Σ over b of x[b, k] ȳ[b, n]: B terms
-print(f"x̄[{b}, {k}]: sum over n = {dx_bk:+.6f}   autograd = {dx_ref[b, k]:+.6f}")
-print(f"W̄[{k}, {n}]: sum over b = {dw_kn:+.6f}   autograd = {dw_ref[k, n]:+.6f}")
+x_nudged, w_nudged = x.clone(), w.clone()
+x_nudged[b, k] += 1e-3
+w_nudged[k, n] += 1e-3
+print(f"entries of y (B = {B} rows, N = {N} columns) that move when x[{b}, {k}] moves:")
+print(((x_nudged @ w - y).abs() > 0).int())
+print(f"entries of y that move when W[{k}, {n}] moves:")
+print(((x @ w_nudged - y).abs() > 0).int())
 
 # %% [markdown]
+# One entry of $x$ moves one **row** of $y$: $N$ outputs, all of them in its own sample. One
+# entry of $W$ moves one **column** of $y$: an output in **every** sample of the batch,
+# because every sample is multiplied by the same weight. So each entry of $\bar x$ collects
+# $N$ effects from its own row, while each entry of $\bar W$ collects $B$ effects, one from
+# every sample. Which effects, exactly, is Part A. The rest of this notebook follows from
+# that difference.
+#
 # ## 3 · Many leading axes: every one is a batch axis
 #
 # In a transformer the input of a linear layer has shape $(B, T, K)$ — a batch of sequences of
 # tokens — and `x @ w` multiplies every token's row by $W$. A matmul does not care how the rows
-# are stacked: $(B, T, K)$ behaves exactly like $B \cdot T$ rows of length $K$. So for $x$ of
-# shape $(\dots, K)$:
-#
-# - $\bar x = \bar y W^\top$ keeps all the leading axes. `dy @ w.mT` broadcasts over them and
-#   comes out with the shape of `x`.
-# - $\bar W$ sums over **every** leading axis, because every row — every token of every
-#   sequence — used the same $W$. The simplest way: flatten both to rows first,
-#   `x.reshape(-1, K)` and `dy.reshape(-1, N)`, then use the two-axis formula.
+# are stacked: $(B, T, K)$ behaves exactly like $B \cdot T$ rows of length $K$. Which of your two
+# gradients keeps the leading axes, and which must gather from all of them? §2's nudges decide.
 #
 # Careful with `.T` on a tensor of more than two axes: it reverses *all* of them (and PyTorch
 # warns that this use is deprecated). `.mT` swaps the last two.
@@ -164,15 +171,16 @@ print("x @ w on (4, 3, 5) equals x @ w on its 12 rows:", torch.allclose(y3.resha
 # ## Part A — linear_backward (3 points)
 #
 # Write the backward pass of $y = xW$ for `x` of shape $(\dots, K)$ — any number of leading
-# axes — and `w` of shape $(K, N)$:
-#
-# $$\bar x = \bar y\, W^\top, \qquad \bar W = x^\top \bar y \quad \text{(summed over every leading axis)}.$$
+# axes — and `w` of shape $(K, N)$: given $\bar y$ of shape $(\dots, N)$, return $\bar x$ and
+# $\bar W$. Derive both: place the transposes by the shapes (§1), and decide from the nudges
+# (§2, §3) which gradient sums over the leading axes.
 #
 # - `dx` must have the shape of `x`, and `dw` the shape of `w`.
+# - The inputs may arrive non-contiguous (a transposed tensor, say).
 # - Use plain tensor operations, not autograd: the checks stop any call into it.
-# - The test cell first runs a visible check — batch 1, batch 7, a 3-D input and a square `w`,
-#   compared with torch's autograd. A failure's first line names the kind of bug. Grading then
-#   runs more shapes on random inputs.
+# - The test cell first runs a visible check — batch 1, batch 7, a 3-D input, a square `w`
+#   and transposed inputs, compared with torch's autograd. A failure's first line names the
+#   kind of bug. Grading then runs more shapes on random inputs.
 # %% solution id=linear_backward
 def linear_backward(x, w, dy):
     """Gradients of y = x @ w.
@@ -188,13 +196,76 @@ def linear_backward(x, w, dy):
     return dx, dw
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — the shapes, and the three questions</summary>
+#
+# For a 2-D `x` of shape $(B, K)$, write down what you must return: $\bar x$ is $(B, K)$, $\bar W$
+# is $(K, N)$. $\bar x$ is one product of $\bar y$ $(B, N)$ and $W$ $(K, N)$, each perhaps
+# transposed; $\bar W$ is one product of $x$ and $\bar y$. For each, ask §1's three questions:
+# which operand supplies the rows, which the columns, and do the inner axes then agree? Use
+# three different sizes, so that only one arrangement can fit.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the leading axes</summary>
+#
+# §2: an entry of $x$ moves only its own row of $y$, so row $b$ of $\bar x$ needs only row $b$
+# of $\bar y$ — whatever leading axes there are, they ride along, and `@` broadcasts over them.
+# An entry of $W$ moves a column of $y$ in every row, so $\bar W$ gathers from **every** row of
+# every leading axis: flatten all of them into one row axis first (`reshape(-1, K)` and
+# `reshape(-1, N)`), then multiply — the product's inner axis is then the rows. On tensors with
+# more than two axes, transpose with `.mT`, not `.T`. Stuck on a placement? `arrangements`
+# from §1 lists the products that fit a target shape.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formulas</summary>
+#
+# $$\bar x = \bar y\, W^\top: \; (B, N)(N, K) \to (B, K), \qquad \bar W = x^\top \bar y: \; (K, B)(B, N) \to (K, N).$$
+#
+# In code, for any leading axes: `dx = dy @ w.mT` and
+# `dw = x.reshape(-1, K).mT @ dy.reshape(-1, N)`.
+#
+# </details>
 # %% test id=test_linear_backward points=3
-"""linear_backward: dx has the shape of x and dw that of w, with the right values at batch 1 and batch 7, for a 3-D x and for a square w."""
+"""linear_backward: dx has the shape of x and dw that of w, with the right values at batch 1 and batch 7, for a 3-D x, a square w and transposed inputs."""
 course.selfcheck.linear_backward(linear_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
 autograder.check.linear_backward(linear_backward)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived
+#
+# The shapes place the transposes: $\bar x$ must come out $(B, K)$, so $\bar y$ $(B, N)$ goes on
+# the left and $W$ $(K, N)$ on the right, transposed; $\bar W$ must come out $(K, N)$, so $x$
+# goes on the left, transposed, and $\bar y$ on the right:
+#
+# $$\boxed{\bar x = \bar y\, W^\top: \; (B, N)\,(N, K) \to (B, K), \qquad \bar W = x^\top \bar y: \; (K, B)\,(B, N) \to (K, N).}$$
+#
+# Entry by entry, the two products sum over different indices — the inner axis of each:
+#
+# $$\bar x_{bk} = \sum_{n} \bar y_{bn}\, W_{kn} \quad \text{a sum over the features } n, \qquad
+# \bar W_{kn} = \sum_{b} x_{bk}\, \bar y_{bn} \quad \text{a sum over the batch } b.$$
+#
+# With leading axes, $\bar x$ keeps them (`dy @ w.mT` broadcasts) and $\bar W$ sums over every
+# one of them: every token of every sequence used the same $W$. The shapes, and one entry of
+# each by hand, against autograd:
+# %%
+gen = torch.Generator().manual_seed(0)
+B, K, N = 7, 5, 3
+x, w, dy = randn(gen, B, K), randn(gen, K, N), randn(gen, B, N)  # (B, K), (K, N), (B, N)
+print("x̄ (B, K) from ȳ and W:", arrangements("ȳ", dy, "W", w, (B, K)))
+print("W̄ (K, N) from x and ȳ:", arrangements("x", x, "ȳ", dy, (K, N)))
+dx_ref, dw_ref = autograd_grads(torch.matmul, (x, w), dy)
+
+b, k, n = 2, 4, 1
+dx_bk = sum(dy[b, j] * w[k, j] for j in range(N))  # Σ over n of ȳ[b, n] W[k, n]: N terms
+dw_kn = sum(x[i, k] * dy[i, n] for i in range(B))  # Σ over b of x[b, k] ȳ[b, n]: B terms
+print(f"x̄[{b}, {k}]: sum over n = {dx_bk:+.6f}   autograd = {dx_ref[b, k]:+.6f}")
+print(f"W̄[{k}, {n}]: sum over b = {dw_kn:+.6f}   autograd = {dw_ref[k, n]:+.6f}")
+
 
 # %% [markdown]
 # ## 4 · Picture: what one output element reads
@@ -298,31 +369,32 @@ for B in (1, 7):
 # Batch 1 passes all four; batch 7 catches every one (the mean is off by exactly
 # $1 - 1/7 \approx 0.86$). That is why every check in this course runs at batch 1 *and* at
 # batch 7: the first separates a missing reduction from a wrong formula, the second exposes it.
-# Seven is prime on purpose — it never splits evenly into power-of-two blocks, so the kernels of
+# The grader names the first three `batch-reduction` and the last `scale`: a constant factor is
+# a scale bug, even one that only shows above batch 1. Seven is prime on purpose — it never splits evenly into power-of-two blocks, so the kernels of
 # later notebooks also meet a ragged last block.
 # %% [markdown]
 # ## 6 · Broadcast forward ⇄ reduce backward
 #
-# Add a bias: $y = xW + b$ with $b \in \mathbb{R}^{N}$. PyTorch broadcasts $b$, which copies it
-# into every row:
+# Parts B and C are about values that are **copied** in the forward pass. Take a per-row
+# offset: row $b$ of a $(B, N)$ tensor gets its own offset $c_b$, and PyTorch broadcasts the
+# column $c$, shape $(B, 1)$, along the columns:
 #
-# $$y_{bn} = \sum_k x_{bk}\, W_{kn} + b_n \qquad \text{for every row } b.$$
+# $$y_{bn} = x_{bn} + c_b \qquad \text{for every column } n.$$
 #
-# Nudge $b_n$ and all $B$ entries of column $n$ move. So $b_n$ collects the gradient of every copy:
-#
-# $$\bar b_n = \sum_b \bar y_{bn}: \qquad \bar b \text{ is the column sums of } \bar y, \text{ shape } (N,).$$
+# Nudge $c_b$ and all $N$ entries of row $b$ move, each by the nudge. The chain rule adds up
+# those effects: $\bar c_b = \sum_n \bar y_{bn}$. So $\bar c$ is the row sums of $\bar y$ — with the
+# size-1 axis kept, because $\bar c$ has the shape of $c$, $(B, 1)$.
 #
 # This is a law, not a special case: **a value used $m$ times in the forward pass receives the
-# sum of those $m$ gradients in the backward pass.** $\bar W$ in §2 obeys it too — one $W$, used
-# by every row. And it works in both directions: a sum in the forward pass copies $\bar y$ back
-# to every term of the sum.
+# sum of those $m$ gradients in the backward pass.** $W$ in §2 obeys it too — one $W$, used by
+# every row. And it works in both directions: a sum in the forward pass copies $\bar y$ back to
+# every term of the sum.
 #
 # | forward | backward |
 # |---|---|
-# | broadcast $b$, $(N,)$, to $(B, N)$: a bias | $\bar b$ = $\bar y$ summed over the rows, shape $(N,)$ |
-# | `t.expand(B, N)` from $(1, N)$ | $\bar t$ = $\bar y$ summed over the rows *keeping* the size-1 axis, shape $(1, N)$ |
-# | `x.sum(0)`, $(B, N) \to (N,)$ | $\bar x$ = $\bar y$ copied into all $B$ rows |
-# | `x.mean(0)`, $(B, N) \to (N,)$ | $\bar x$ = $\bar y / B$ copied into all $B$ rows |
+# | `x + c` with $c$ $(B, 1)$, copied along the $N$ columns | $\bar c$ = $\bar y$ summed along each row, *keeping* the size-1 axis: $(B, 1)$ |
+# | `x.sum(1)`, $(B, N) \to (B,)$ | $\bar x$ = $\bar y$ copied into all $N$ columns |
+# | `x.mean(1)`, $(B, N) \to (B,)$ | $\bar x$ = $\bar y / N$ copied into all $N$ columns |
 #
 # The last row is where the `scale` bug lives. When a loss averages over the batch, the $1/B$
 # arrives already inside $\bar y$; the matmul backward itself never divides. A $\bar W$ that
@@ -332,14 +404,13 @@ for B in (1, 7):
 # %% check-output
 gen = torch.Generator().manual_seed(4)
 B, N = 7, 3
-b, t, x = randn(gen, N), randn(gen, 1, N), randn(gen, B, N)  # (N,), (1, N), (B, N)
-dy, dy_row = randn(gen, B, N), randn(gen, N)  # the gradient at a (B, N) output, and at an (N,) one
+c, x = randn(gen, B, 1), randn(gen, B, N)  # (B, 1), (B, N)
+dy, dy_col = randn(gen, B, N), randn(gen, B)  # the gradient at a (B, N) output, and at a (B,) one
 
 table = [  # (forward, its input, ȳ at its output, what the law predicts for the input's gradient)
-    ("bias x + b", lambda b: x + b, b, dy, dy.sum(0)),
-    ("t.expand(B, N)", lambda t: t.expand(B, N), t, dy, dy.sum(0, keepdim=True)),
-    ("x.sum(0)", lambda x: x.sum(0), x, dy_row, dy_row.expand(B, N)),
-    ("x.mean(0)", lambda x: x.mean(0), x, dy_row, dy_row.expand(B, N) / B),
+    ("offset x + c", lambda c: x + c, c, dy, dy.sum(1, keepdim=True)),
+    ("x.sum(1)", lambda x: x.sum(1), x, dy_col, dy_col[:, None].expand(B, N)),
+    ("x.mean(1)", lambda x: x.mean(1), x, dy_col, dy_col[:, None].expand(B, N) / N),
 ]
 for name, forward, inp, upstream, law in table:
     grad = autograd_grads(forward, (inp,), upstream)[0]
@@ -349,10 +420,10 @@ for name, forward, inp, upstream, law in table:
 # %% [markdown]
 # ## Part B — linear_bias_backward (2 points)
 #
-# Write the backward pass of $y = xW + b$, for `x` of shape $(\dots, K)$, `w` of shape
-# $(K, N)$ and `b` of shape $(N,)$. $\bar x$ and $\bar W$ are those of Part A; $\bar b$ sums
-# $\bar y$ over every leading axis — every row the bias was copied into — and has the shape of
-# `b`. (You may call your `linear_backward`; a bug there will then cost points here as well.)
+# Add a bias: $y = xW + b$, for `x` of shape $(\dots, K)$, `w` of shape $(K, N)$ and `b` of
+# shape $(N,)$. PyTorch broadcasts $b$: it is copied into every row. $\bar x$ and $\bar W$ are
+# those of Part A (you may call your `linear_backward`; a bug there will then cost points here
+# as well). Derive $\bar b$ — it must have the shape of `b` — and return all three.
 # %% solution id=linear_bias_backward
 def linear_bias_backward(x, w, b, dy):
     """Gradients of y = x @ w + b.
@@ -369,8 +440,33 @@ def linear_bias_backward(x, w, b, dy):
     return dx, dw, db
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — how many times is each b_n used?</summary>
+#
+# Write the forward entry by entry, $y_{bn} = \sum_k x_{bk} W_{kn} + b_n$, and nudge $b_n$:
+# which entries of $y$ move, and by how much? How many uses of $b_n$ does that make, and what
+# does the law of §6 say its gradient collects? The result must have the shape of `b`, $(N,)$.
+#
+# </details>
+#
+# <details><summary>Hint 2 — which axes, and which stay</summary>
+#
+# §6's offset was copied along the columns and kept its size-1 axis. The bias is copied the
+# other way — down every row, of every leading axis — and $b$ has no row axis at all, so
+# nothing of those axes stays. The features axis $N$ is not summed: each $b_n$ collects only
+# its own column. Flatten the leading axes into rows first, as for $\bar W$ in Part A.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula</summary>
+#
+# $$\bar b_n = \sum_b \bar y_{bn}: \qquad \bar b \text{ is the column sums of } \bar y, \text{ shape } (N,),$$
+#
+# over every row of every leading axis. In code: `db = dy.reshape(-1, N).sum(dim=0)`.
+#
+# </details>
 # %% test id=test_linear_bias_backward points=2
-"""linear_bias_backward: dx, dw and db have the shapes of x, w and b, with the right values at batch 1 and batch 7, for a 3-D x and for a square w."""
+"""linear_bias_backward: dx, dw and db have the shapes of x, w and b, with the right values at batch 1 and batch 7, for a 3-D x, a square w and transposed inputs."""
 course.selfcheck.linear_bias_backward(linear_bias_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -378,6 +474,15 @@ autograder.check.linear_bias_backward(linear_bias_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived
+#
+# $b_n$ is added to all $B$ entries of column $n$, so it collects the gradient of every copy:
+#
+# $$\boxed{\bar b_n = \sum_b \bar y_{bn}}: \qquad \bar b \text{ is the column sums of } \bar y, \text{ shape } (N,),$$
+#
+# summed over every row of every leading axis — the same law as $\bar W$ (one $W$, used by every
+# row) and §6's offset, along the other axis and with no size-1 axis to keep.
+#
 # ## 7 · The backward of any broadcast
 #
 # A bias is one case of broadcasting. PyTorch broadcasts whenever two shapes differ, by two rules:
@@ -386,19 +491,18 @@ autograder.check.linear_bias_backward(linear_bias_backward)
 # 2. A size-1 axis stretches to the other tensor's size: its one entry is copied along it.
 #
 # So $(3,)$ against $(7, 3)$ becomes $(1, 3)$ and is copied to $(7, 3)$; $(7, 1)$ against
-# $(4, 7, 3)$ becomes $(1, 7, 1)$ and is copied to $(4, 7, 3)$. A tensor of shape `shape`
-# broadcast to `grad.shape` was copied along two kinds of axes, and its gradient sums over both:
+# $(4, 7, 3)$ becomes $(1, 7, 1)$ and is copied to $(4, 7, 3)$. Every copy is a use, and §6's
+# law says what the original collects. Part C asks for it in general: given the gradient `grad`
+# at the broadcast result and the shape the tensor had before, return its gradient. Cases your
+# function must handle, among others:
 #
-# - the **leading axes** that broadcasting prepended: sum them away, since `shape` does not have them;
-# - its own **size-1 axes** that got stretched: sum them with `keepdim=True`, since `shape` has them, with size 1.
-#
-# | `grad.shape` | `shape` | sum over |
+# | `grad.shape` | `shape` | what happened in the forward pass |
 # |---|---|---|
-# | (7, 3) | (3,) | axis 0, removed |
-# | (7, 3) | (1, 3) | axis 0, kept with size 1 |
-# | (4, 7, 3) | (7, 1) | axis 0 removed and axis 2 kept with size 1: (7, 1) |
-# | (4, 3) | () | everything: a scalar |
-# | (5, 3) | (5, 3) | nothing: `grad` as it is |
+# | (7, 3) | (3,) | a bias |
+# | (7, 3) | (1, 3) | the same, with the size-1 axis written out |
+# | (4, 7, 3) | (7, 1) | both rules at once |
+# | (4, 3) | () | a scalar, copied everywhere |
+# | (5, 3) | (5, 3) | nothing was broadcast |
 #
 # Two traps. On a square `grad`, summing the wrong axis still gives the right *shape*; only the
 # values tell (the `broadcast-axis` diagnosis). And an empty tuple does not mean "no axes":
@@ -412,12 +516,11 @@ print("grad.sum(dim=()) has shape", tuple(grad.sum(dim=()).shape), "— not (5, 
 #
 # Write `reduce_to_shape(grad, shape)`: the gradient of a tensor of shape `shape` that was
 # broadcast to `grad.shape`. `shape` may be a tuple or a `torch.Size`; it may equal
-# `grad.shape` (nothing to do) or be `()` (a scalar). The result must have exactly the shape
-# `shape`. Build it from `sum`. (PyTorch has it built in as `Tensor.sum_to_size`; compare with
-# that afterwards, if you like.)
+# `grad.shape` (nothing to do) or be `()` (a scalar). `grad` may be non-contiguous. The
+# result must have exactly the shape `shape`. Build it from `sum`.
 # %% solution id=reduce_to_shape
 def reduce_to_shape(grad, shape):
-    """Sum grad, the gradient of a broadcast result, back to the shape the tensor had before broadcasting.
+    """The gradient of a tensor of shape `shape` that was broadcast to grad.shape.
 
     grad: the gradient at the broadcast result; shape: a tuple or torch.Size that broadcasts to grad.shape.
     Returns a tensor of exactly that shape.
@@ -433,8 +536,41 @@ def reduce_to_shape(grad, shape):
     return grad
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — along which axes was it copied?</summary>
+#
+# Line `shape` up with `grad.shape` from the right, as rule 1 does. The axes `grad` has and
+# `shape` does not were *prepended*; among the rest, an axis where `shape` says 1 and `grad`
+# does not was *stretched* (rule 2). Along both kinds, the tensor was copied — and §6's law says
+# what a copied value receives. For each kind, ask: does `shape` have that axis?
+#
+# </details>
+#
+# <details><summary>Hint 2 — two steps</summary>
+#
+# First sum away the prepended axes: they are the first `grad.ndim - len(shape)` axes, and
+# `shape` does not have them. Then sum over the stretched axes, keeping each with size 1
+# (`keepdim=True`), since `shape` has them. Skip a step when it has no axes: `grad.sum(dim=())`
+# would sum over everything.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# shape = tuple(shape)
+# lead = grad.ndim - len(shape)
+# if lead > 0:
+#     grad = grad.sum(dim=tuple(range(lead)))
+# stretched = tuple(i for i, size in enumerate(shape) if size == 1 and grad.shape[i] != 1)
+# if stretched:
+#     grad = grad.sum(dim=stretched, keepdim=True)
+# return grad
+# ```
+#
+# </details>
 # %% test id=test_reduce_to_shape points=2
-"""reduce_to_shape: the result has exactly `shape` and sums grad over the prepended leading axes and the stretched size-1 axes — for a bias, a kept size-1 axis, both at once, a square grad, a scalar, and nothing to reduce."""
+"""reduce_to_shape: the result has exactly `shape` and is the gradient of the broadcast — for a bias, a kept size-1 axis, both at once, a square grad, a scalar, nothing to reduce, and a transposed grad."""
 course.selfcheck.reduce_to_shape(reduce_to_shape)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -442,6 +578,24 @@ autograder.check.reduce_to_shape(reduce_to_shape)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived
+#
+# A tensor broadcast to `grad.shape` was copied along two kinds of axes, and its gradient sums
+# over both:
+#
+# $$\boxed{\operatorname{reduce}(\bar z, s) = \bar z \text{ summed over the prepended axes (dropped), then over the stretched size-1 axes (kept, size 1)}}$$
+#
+# | `grad.shape` | `shape` | sum over |
+# |---|---|---|
+# | (7, 3) | (3,) | axis 0, removed |
+# | (7, 3) | (1, 3) | axis 0, kept with size 1 |
+# | (4, 7, 3) | (7, 1) | axis 0 removed and axis 2 kept with size 1: (7, 1) |
+# | (4, 3) | () | everything: a scalar |
+# | (5, 3) | (5, 3) | nothing: `grad` as it is |
+#
+# PyTorch has it built in, as `Tensor.sum_to_size(shape)`; autograd calls the same reduction
+# for every broadcasting op.
+#
 # ## 8 · Every broadcasting op gets its backward for free
 #
 # With `reduce_to_shape`, the backward of *any* elementwise op that broadcasts takes two steps:
@@ -465,6 +619,295 @@ except NotImplementedError:
     print("Finish Part C first: this cell uses your reduce_to_shape.")
 
 # %% [markdown]
+# ## 9 · The debugging order, as code
+#
+# Notebook 00 (§6) gave the order in which to suspect a wrong backward, in the grader's words:
+# `transpose`, `batch-reduction`, `sign`, `scale`, `broadcast-axis`. This notebook has shown
+# each of them at work: a square $W$ hides a transpose (§1), batch 1 hides a missing reduction
+# and a mean written as a sum (§5), a square `grad` hides a wrong axis (§7). Now you are the
+# grader.
+#
+# A colleague wrote the five backward functions below for $y = xW + b$, with `x` of shape
+# $(B, K)$. Each has exactly one bug. A sixth, for a batched matmul, passes its author's tests
+# and is wrong all the same.
+# %%
+def suspect_1(x, w, b, dy):
+    dx = dy @ w.mT
+    dw = dy.mT @ x
+    db = dy.sum(dim=0)
+    return dx, dw, db
+
+
+def suspect_2(x, w, b, dy):
+    dx = dy @ w.mT
+    dw = x.mT @ dy
+    for row in dy:
+        db = row
+    return dx, dw, db
+
+
+def suspect_3(x, w, b, dy):
+    dx = dy @ w.mT
+    dw = x.mT @ dy / x.shape[0]
+    db = dy.sum(dim=0)
+    return dx, dw, db
+
+
+def suspect_4(x, w, b, dy):
+    dx = dy @ w.mT
+    dw = x.mT @ dy
+    db = dy.sum(dim=1)
+    return dx, dw, db
+
+
+def suspect_5(x, w, b, dy):
+    step = dy @ w.mT
+    dw = x.mT @ dy
+    db = dy.sum(dim=0)
+    return -step, dw, db
+
+
+def broken_batched_matmul_backward(a, c, dy):
+    """y = a @ c for a (B, M, K) and c (B, K, N), or one c (K, N) shared by the whole batch."""
+    K, N = c.shape[-2:]
+    da = dy @ c.mT  # (B, M, K)
+    dc = a.reshape(-1, K).mT @ dy.reshape(-1, N)  # (K, N)
+    return da, dc.expand(c.shape)
+
+# %% [markdown]
+# You could read them. The grader cannot: it meets backwards it has never seen, and it must
+# *measure*. So will you.
+#
+# ## Part D — name_the_bug (2 points)
+#
+# Write `name_the_bug(backward)`. `backward(x, w, b, dy) -> (dx, dw, db)` claims to be the
+# backward pass of $y = xW + b$ for a 2-D `x` $(B, K)$, `w` $(K, N)$, `b` $(N,)$ and `dy`
+# $(B, N)$, any sizes. It is either right, or it has exactly one bug, in one of its three
+# outputs. Return the bug's class — one of the strings below, the grader's own words — or
+# `"none"` when it is right:
+#
+# | class | the one wrong output … |
+# |---|---|
+# | `"transpose"` | … is the transpose of the right one |
+# | `"batch-reduction"` | … is right at batch 1 and wrong above it, and not by a constant factor |
+# | `"sign"` | … is the negative of the right one |
+# | `"scale"` | … is a constant multiple $c \neq \pm 1$ of the right one, at some batch size ($c$ may depend on it) |
+# | `"broadcast-axis"` | … is `db`, reduced over the wrong axis of `dy` |
+# | `"wrong-values"` | … is wrong already at batch 1, and none of the above |
+#
+# Run `backward` on inputs you make — as many as you like, any sizes you choose — and compare
+# its outputs with a reference you trust: your own `linear_bias_backward` from Part B,
+# autograd (allowed here: `name_the_bug` is a test, not a backward), or central differences.
+# Which experiments separate the six classes, and in which order must you look?
+#
+# The hidden check hands your function a fresh set of broken backwards, written differently
+# from the suspects above and drawn anew on every run; reading their code will not help, and
+# neither will their names. One more rule: the course's helpers (`course.relative_error`, …)
+# are off limits inside a graded function — a check reads a call to one as the answer coming
+# from the course instead of from you — so write any comparison you need with `torch`.
+# %% solution id=name_the_bug
+def name_the_bug(backward):
+    """Name the one bug of a backward for y = x @ w + b.
+
+    backward: a function (x, w, b, dy) -> (dx, dw, db) for x (B, K), w (K, N), b (N,), dy (B, N).
+    Returns one of "transpose", "batch-reduction", "sign", "scale", "broadcast-axis", "wrong-values", or "none".
+    """
+    ### BEGIN SOLUTION
+    def close(got, ref):  # relative error below 1e-9, in float64
+        scale = max(float(torch.linalg.vector_norm(ref)), float(torch.linalg.vector_norm(got)), 1e-300)
+        return float(torch.linalg.vector_norm(got - ref)) <= 1e-9 * scale
+
+    gen = torch.Generator().manual_seed(12)  # fixed, so that the same backward gets the same name every run
+    K, N = 3, 5  # every size different from every other, so a transpose or a wrong axis shows in the shape
+    for B in (1, 7):  # batch 1 first: a batch-reduction is right there
+        x, w, b, dy = (torch.randn(*s, generator=gen, dtype=torch.float64) for s in ((B, K), (K, N), (N,), (B, N)))
+        reference = (dy @ w.mT, x.mT @ dy, dy.sum(dim=0))  # (dx, dw, db), Part B's answer
+        for got, ref in zip(backward(x, w, b, dy), reference):
+            if got.shape != ref.shape:  # the shape first: a reversed one is a transpose, any other a wrong axis
+                transposed = ref.ndim == 2 and got.shape == ref.mT.shape and close(got, ref.mT)
+                return "transpose" if transposed else "broadcast-axis"
+            if close(got, ref):
+                continue
+            if close(got, -ref):
+                return "sign"
+            factor = float((got * ref).sum() / (ref * ref).sum())  # the c that fits got ≈ c · ref best
+            if close(got, factor * ref):
+                return "scale"
+            return "batch-reduction" if B > 1 else "wrong-values"  # right at batch 1, wrong above: a missing sum
+    return "none"
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — which experiments?</summary>
+#
+# Two bug classes are invisible at batch 1, so you need a run at batch 1 and a run above it.
+# Choose sizes that are all different ($B$, $K$ and $N$ pairwise distinct above batch 1): then a
+# transposed output, or a `db` reduced over the wrong axis, already has the wrong *shape*. At
+# each batch size, compare each of the three outputs with your reference. What does each class
+# look like in that comparison — a shape, a sign, a factor, or a value right at 1 and wrong at 7?
+# Whatever you find, return exactly one of the words of the table, or `"none"`, as a string.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the order of the tests</summary>
+#
+# Test the specific classes before the generic one. For each output, at batch 1 and then above
+# it: the shape (a reversed shape holding the transposed values is a transpose; any other wrong
+# shape can only be `db` on the wrong axis), then equality, then the negative, then a constant
+# factor — and only then ask at which batch size it went wrong: right at batch 1 and wrong above
+# it is a `batch-reduction`, wrong at batch 1 already is `wrong-values`. A mean written as a sum
+# is right at batch 1 too, and it is a `scale`. Compare with a relative error and a tolerance
+# (say $10^{-9}$ in float64), never with `==`.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# The factor that fits `got ≈ c · ref` best is $c = \langle g, r \rangle / \langle r, r \rangle$,
+# `(got * ref).sum() / (ref * ref).sum()`. With `close(got, ref)` a relative-error test:
+#
+# ```python
+# for B in (1, 7):
+#     x, w, b, dy = ...  # random float64, shapes (B, 3), (3, 5), (5,), (B, 5)
+#     for got, ref in zip(backward(x, w, b, dy), your_reference(x, w, b, dy)):
+#         if got.shape != ref.shape:
+#             transposed = ref.ndim == 2 and got.shape == ref.mT.shape and close(got, ref.mT)
+#             return "transpose" if transposed else "broadcast-axis"
+#         if close(got, ref):
+#             continue
+#         if close(got, -ref):
+#             return "sign"
+#         c = (got * ref).sum() / (ref * ref).sum()
+#         if close(got, c * ref):
+#             return "scale"
+#         return "batch-reduction" if B > 1 else "wrong-values"
+# return "none"
+# ```
+#
+# </details>
+# %% test id=test_name_the_bug points=2
+"""name_the_bug: names the class of each of a set of broken backwards for y = x @ w + b — transpose, batch-reduction, sign, scale, broadcast-axis, wrong-values — and "none" for a right one."""
+course.selfcheck.name_the_bug(name_the_bug)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.name_the_bug(name_the_bug)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived: the debugging order as a procedure
+#
+# Run at batch 1, then above it, with sizes that differ; for each output, test from the most
+# specific class to the least:
+#
+# 1. the **shape** — reversed: `transpose`; any other wrong shape of `db`: `broadcast-axis`;
+# 2. **equal** to the reference: next output;
+# 3. the **negative**: `sign`;
+# 4. a **constant multiple**, with the best-fitting factor
+#    $\boxed{c = \langle g, r \rangle / \langle r, r \rangle}$: `scale` — before step 5, because a
+#    mean written as a sum is right at batch 1 too;
+# 5. otherwise, by the batch size where it first went wrong: above batch 1 only, `batch-reduction`;
+#    at batch 1 already, `wrong-values`. That is why both runs are needed.
+#
+# That is how the grader's `diagnosis:` line is made. Your classifier on the five suspects of §9:
+# %%
+try:
+    for suspect in (suspect_1, suspect_2, suspect_3, suspect_4, suspect_5):
+        print(f"{suspect.__name__}: {name_the_bug(suspect)}")
+except NotImplementedError:
+    print("Finish Part D first: this cell runs your name_the_bug on the suspects.")
+
+# %% [markdown]
+# It should print `transpose`, `batch-reduction` (a loop that assigns where it must add),
+# `scale` (a mean), `broadcast-axis` and `sign`. The sixth suspect has a bug of one of these
+# classes too; finding it is Part E.
+#
+# ## Part E — batched_matmul_backward (2 points)
+#
+# Repair `broken_batched_matmul_backward` from §9. The op is a batched matmul,
+# `y = a @ c` (`torch.matmul`), with
+#
+# - `a` of shape $(B, M, K)$: one matrix per batch element;
+# - `c` either of shape $(B, K, N)$ — its own matrix for every batch element — or one matrix
+#   shared by the whole batch, of shape $(K, N)$ or $(1, K, N)$, which `torch.matmul` broadcasts;
+# - `dy` of shape $(B, M, N)$.
+#
+# Return `(da, dc)` with the shapes of `a` and `c`. The inputs may arrive non-contiguous. Its
+# author tested it at batch 1 and with a shared `c`, and it passed. Which class is its bug —
+# your `name_the_bug` reasoning applies, even if the function does not fit its signature — and
+# what is the right `dc` for each kind of `c`? Plain tensor operations only, no autograd. (You
+# may call your `reduce_to_shape`; a bug there will then cost points here as well.)
+# %% solution id=batched_matmul_backward
+def batched_matmul_backward(a, c, dy):
+    """Gradients of y = a @ c (torch.matmul).
+
+    a: (B, M, K); c: (B, K, N), or (K, N) or (1, K, N) shared by the batch; dy: (B, M, N), the gradient ȳ.
+    Returns (da, dc) with the shapes of a and c.
+    """
+    ### BEGIN SOLUTION
+    da = dy @ c.mT  # (B, M, N) @ (..., N, K) -> (B, M, K): each element's own rows, as x̄ in Part A
+    dc = a.mT @ dy  # (B, K, M) @ (B, M, N) -> (B, K, N): c̄ of each batch element, as if c were not shared
+    lead = dc.ndim - c.ndim  # undo the broadcast of c: reduce_to_shape(dc, c.shape), written out
+    if lead > 0:
+        dc = dc.sum(dim=tuple(range(lead)))  # c (K, N): one matrix used by every element
+    if c.ndim == 3 and c.shape[0] == 1 and dc.shape[0] != 1:
+        dc = dc.sum(dim=0, keepdim=True)  # c (1, K, N): the same, with its size-1 batch axis kept
+    return da, dc
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — who uses which c?</summary>
+#
+# Nudge one entry of `c`. When `c` has its own matrix per batch element, `c[i]` enters only
+# `y[i] = a[i] @ c[i]`: which batch elements of `y` move? When `c` is one shared matrix, which
+# move then? The author tested only with a shared `c`, or at batch 1 — where the two cases
+# cannot differ. What shape must `dc` have in each case?
+#
+# </details>
+#
+# <details><summary>Hint 2 — as if nothing were broadcast, then reduce</summary>
+#
+# §8's recipe. For one batch element, `y[i] = a[i] @ c[i]` is Part A's $y = xW$ with $x = a_i$
+# and $W = c_i$, and `@` on 3-D tensors does that for every element at once. Compute the
+# gradient of every element's own `c[i]` that way — shape $(B, K, N)$ — and then undo the
+# broadcast of `c`: reduce it to `c.shape` (your `reduce_to_shape` does exactly that). `da` in
+# the broken function is already right.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula</summary>
+#
+# The bug is a `batch-reduction`: `dc` sums over the batch even when every element has its own
+# `c`. Per batch element, $\bar a_i = \bar y_i\, c_i^\top$ and $\bar c_i = a_i^\top \bar y_i$; then
+# $\bar c = \operatorname{reduce}(a^\top \bar y, \text{shape of } c)$:
+#
+# ```python
+# da = dy @ c.mT
+# dc = reduce_to_shape(a.mT @ dy, c.shape)
+# ```
+#
+# </details>
+# %% test id=test_batched_matmul_backward points=2
+"""batched_matmul_backward: da and dc have the shapes of a and c, with the right values at batch 1 and batch 7, for a per-element c, a shared (K, N) or (1, K, N) c, a square c and transposed inputs."""
+course.selfcheck.batched_matmul_backward(batched_matmul_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.batched_matmul_backward(batched_matmul_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived
+#
+# The broken function summed `dc` over the batch — right for a shared `c`, right at batch 1,
+# and wrong for a per-element `c` above batch 1: a `batch-reduction` bug, with the sum in a
+# place where it does not belong. Per element, the batched matmul is Part A's linear layer;
+# across elements, `c` is either copied (shared: sum) or not (per element: no sum):
+#
+# $$\boxed{\bar a = \bar y\, c^\top, \qquad \bar c = \operatorname{reduce}(a^\top \bar y, \text{shape of } c)}$$
+#
+# with the products taken per batch element. Whether a weight's gradient sums over the batch is
+# not a property of matmul; it is a question of who shares the weight. A linear layer's $W$ is
+# shared by every token, attention's keys are not shared across sequences — notebook 05.
+#
 # ## What to take away
 #
 # - **Write the shapes down and let them place the transposes.** $\bar x = \bar y W^\top$ and
@@ -474,9 +917,10 @@ except NotImplementedError:
 #   independent programs. $\bar W$'s partial sums must be combined across programs on a GPU: atomics,
 #   split-K with a second pass, or one program looping over the whole batch.
 # - **Copied forward, summed backward** — and summed forward, copied backward. Leading axes are
-#   summed away; stretched size-1 axes are summed and kept.
+#   summed away; stretched size-1 axes are summed and kept. Only what is shared is summed.
 # - **Test at batch 1 and at batch 7.** When a backward is wrong, suspect in this order: a
 #   transpose (the shapes agree, the values don't), a missing sum over the batch (right at 1,
-#   wrong at 7), a sign, a scale.
+#   wrong at 7), a sign, a scale, a wrong axis — and test for a factor before blaming a
+#   missing sum.
 #
 # Next, notebook 02: softmax's $N \times N$ Jacobian collapses to one scalar per row.

@@ -7,22 +7,26 @@
 # float32, for one row of one batch. And yet the softmax backward that real kernels run reads
 # two vectors, writes one, and keeps a single number on the side.
 #
-# This notebook derives why. You write the dense Jacobian, multiply it by $\bar y$, and watch
-# one scalar per row fall out of the algebra. Then three facts a kernel writer leans on: the
-# backward needs $y$, not $x$; the max subtracted for stability costs nothing in the backward;
-# and softmax fused with cross-entropy collapses further, into a gradient that survives where
-# the unfused chain dies.
+# This notebook has you find out why. You write the dense Jacobian, then multiply it by
+# $\bar y$ on paper and see what is left of it. Then three questions a kernel writer needs
+# answered: does the backward need the logits $x$, or is the output $y$ enough? Does the number
+# a stable forward subtracts from every logit cost anything in the backward? And what happens
+# when softmax meets the cross-entropy loss that usually follows it?
 #
 # | Part | you write | points |
 # |---|---|---|
 # | A | `softmax_jacobian(y) -> J`, shape $(\dots, N, N)$ | 1 |
 # | B | `softmax_backward(y, dy) -> dx` without building $J$ | 3 |
-# | C | `softmax_cross_entropy_backward(logits, target) -> dlogits` | 2 |
+# | C | `shifted_softmax_vjp(x, c, dy) -> (y, dx, dc)`: softmax of $x - c$ and its gradients, in float32 too | 2 |
+# | D | `softmax_cross_entropy_backward(logits, target) -> dlogits` | 2 |
 #
 # **Notation** (from notebook 00). $L$ is a scalar loss; $\bar t = \partial L / \partial t$ is
 # the gradient of a tensor $t$ and has exactly its shape; in code $\bar t$ is `dt`. Softmax acts
 # on the last axis: `x` of shape $(\dots, N)$ holds rows of $N$ logits, and every leading axis
 # is a batch axis.
+#
+# Each exercise is followed by collapsed hints: open the first only when you are stuck, and the
+# next only when that was not enough. The last one gives the answer away.
 # %%
 import course
 import matplotlib.pyplot as plt
@@ -45,98 +49,124 @@ def autograd_vjp(forward, x, dy):
     return torch.autograd.grad(forward(x), x, dy)[0]
 
 # %% [markdown]
-# ## 1 · The forward pass, and what it moves
+# ## 1 · The forward pass, what it moves, and where it breaks
 #
 # For one row $x \in \mathbb{R}^N$,
 #
 # $$y_i = \frac{e^{x_i}}{\sum_j e^{x_j}} .$$
 #
-# Every $y_i$ is positive and the row sums to 1. A kernel never computes $e^{x_i}$ directly:
-# $e^{89}$ already overflows float32. It subtracts the row maximum $m = \max_j x_j$ first, so
-# every exponent is $\le 0$; §5 shows why that shift needs nothing in the backward.
-#
-# The comments count what one row moves through memory, the unit of cost for a kernel as
+# Every $y_i$ is positive and the row sums to 1. Here it is exactly as the formula reads. The
+# comments count what one row moves through memory, the unit of cost for an op as
 # memory-bound as this one.
 # %% check-output
-def softmax_forward(x):
-    """Softmax over the last axis of x, shape (..., N), the way a kernel does it."""
-    m = x.amax(dim=-1, keepdim=True)  # (..., 1) row max: read N, keep 1
-    e = (x - m).exp()  # (..., N), every exponent ≤ 0: no overflow
-    z = e.sum(dim=-1, keepdim=True)  # (..., 1) the row's normaliser
-    return e / z  # (..., N): write N. A fused kernel reads N and writes N per row, nothing else
+def naive_softmax(x):
+    """Softmax over the last axis of x, shape (..., N), exactly as the formula reads."""
+    e = x.exp()  # (..., N): read N
+    z = e.sum(dim=-1, keepdim=True)  # (..., 1) the row's normaliser: keep 1
+    return e / z  # (..., N): write N. Fused into one kernel: read N, write N per row, nothing else
 
 
 gen = torch.Generator().manual_seed(0)
 x = randn(gen, 3, 6)  # (B, N) = 3 rows of 6 logits
-y = softmax_forward(x)
-print("matches torch.softmax:       ", torch.allclose(y, torch.softmax(x, dim=-1)))
-print("each row sums to 1:          ", torch.allclose(y.sum(-1), torch.ones(3, dtype=F64)))
+y = naive_softmax(x)
+print("matches torch.softmax:   ", torch.allclose(y, torch.softmax(x, dim=-1)))
+print("each row sums to 1:      ", torch.allclose(y.sum(-1), torch.ones(3, dtype=F64)))
 big = torch.tensor([1000.0, 999.0, 0.0])  # float32 logits whose exp overflows
-print("stable with huge logits:     ", softmax_forward(big).isfinite().all().item(),
-      "  naive exp(x)/sum:", (big.exp() / big.exp().sum()).tolist())
+print("float32 logits [1000, 999, 0]")
+print("  naive_softmax:         ", naive_softmax(big).tolist())
+print("  torch.softmax:         ", [round(v, 4) for v in torch.softmax(big, dim=-1).tolist()])
 
 # %% [markdown]
+# The formula as written is right on ordinary logits and useless on large ones: $e^{1000}$ is
+# inf in float32 (so is anything above $e^{88.7}$), and inf / inf is NaN. Large logits are not
+# exotic: attention scores are dot products of vectors with hundreds of entries, and a
+# classifier trained to be confident pushes its logits apart. `torch.softmax` gives the right
+# answer there. How it does that without changing the answer, and what that costs in the
+# backward, is Part C's question; until then the experiments use `torch.softmax`.
+#
 # ## 2 · The dense Jacobian
 #
-# Differentiate $y_i = e^{x_i} / Z$ with $Z = \sum_k e^{x_k}$ by the quotient rule. The
-# numerator depends on $x_j$ only when $j = i$; the denominator depends on every $x_j$, with
-# $\partial Z / \partial x_j = e^{x_j}$:
+# The Jacobian of one row is the $N \times N$ matrix $J$ with $J_{ij} = \partial y_i / \partial x_j$.
+# Before Part A, two questions to settle on paper. With $Z = \sum_k e^{x_k}$ and
+# $y_i = e^{x_i} / Z$: which of $e^{x_i}$ and $Z$ depend on $x_j$ — when $j = i$, and when
+# $j \ne i$? And can the result be written with $y$ alone, without $x$?
 #
-# $$\frac{\partial y_i}{\partial x_j}
-#   = \frac{\delta_{ij}\, e^{x_i}}{Z} - \frac{e^{x_i}\, e^{x_j}}{Z^2}
-#   = y_i\,\delta_{ij} - y_i\, y_j .$$
-#
-# As a matrix, with $\operatorname{diag}(y)$ the $N \times N$ matrix with $y$ on its diagonal and
-# $y y^\top$ the outer product of the row with itself:
-#
-# $$J = \frac{\partial y}{\partial x} = \operatorname{diag}(y) - y\, y^\top \qquad (N \times N).$$
-#
-# Three things to read off before writing any code:
-#
-# - **$J$ is symmetric**: $y_i y_j = y_j y_i$. So $J^\top \bar y = J \bar y$.
-# - **$J$ is made of $y$ alone.** The logits $x$ do not appear: whoever saved $y$ can backprop.
-# - **Every row of $J$ sums to zero**: $\sum_j (y_i \delta_{ij} - y_i y_j) = y_i - y_i \cdot 1 = 0$,
-#   that is, $J\,\mathbf{1} = 0$. Adding the same constant to every logit changes nothing (§5).
-#
-# The naive way to get $J$ is to ask autograd for it: `torch.autograd.functional.jacobian`
-# runs one backward pass per output, $N$ passes for an $N \times N$ matrix.
+# Autograd gives you something to test a guess against. `torch.autograd.functional.jacobian`
+# builds $J$ by running one backward pass per output: $N$ passes for an $N \times N$ matrix.
 # %%
 gen = torch.Generator().manual_seed(1)
 x = randn(gen, 5)  # one row, N = 5
 y = torch.softmax(x, dim=-1)  # (N,)
 J_auto = torch.autograd.functional.jacobian(lambda x: torch.softmax(x, dim=-1), x)  # (N, N), N backward passes
-print("J has shape", tuple(J_auto.shape))
-print("symmetric:                     ", torch.allclose(J_auto, J_auto.mT))
-print("rows sum to 0 (J·1 = 0):       ", torch.allclose(J_auto.sum(-1), torch.zeros(5, dtype=F64)))
-print("diagonal is y_i (1 − y_i):     ", torch.allclose(J_auto.diagonal(), y * (1 - y)))
+print("y =", [round(v, 4) for v in y.tolist()])
+print("J has shape", tuple(J_auto.shape), "and holds")
+print(J_auto.numpy().round(4))
 
 # %% [markdown]
 # ## Part A — softmax_jacobian (1 point)
 #
-# Write `softmax_jacobian(y)`: the Jacobian $J = \operatorname{diag}(y) - y y^\top$ of every
-# row, from the softmax output `y` of shape $(\dots, N)$. The result has shape $(\dots, N, N)$:
-# one $N \times N$ matrix per row, `J[..., i, j]` $= \partial y_i / \partial x_j$. A single row
-# of shape $(N,)$ gives one $(N, N)$ matrix.
+# Write `softmax_jacobian(y)`: the Jacobian of softmax for every row, from the softmax output
+# `y` of shape $(\dots, N)$ alone. The result has shape $(\dots, N, N)$: one $N \times N$
+# matrix per row, `J[..., i, j]` $= \partial y_i / \partial x_j$. A single row of shape $(N,)$
+# gives one $(N, N)$ matrix.
 #
-# - `torch.diag_embed` puts the last axis of a tensor on the diagonal of a new pair of axes.
-# - The outer product of each row with itself is a broadcast: a $(\dots, N, 1)$ column times a
-#   $(\dots, 1, N)$ row. `unsqueeze` makes both.
-# - The test cell compares with torch's own Jacobian at one row, batch 1, batch 7 and a 3-D
-#   input. This is the one exercise in the course that *should* build $J$: the next one must not.
+# - You get $y$, not $x$: write every entry of $J$ in terms of $y$.
+# - Every row is a softmax of its own, so no entry of $J$ mixes two rows.
+# - The test cell compares with torch's own Jacobian at one row, batch 1, batch 7, a 3-D input
+#   and a transposed (non-contiguous) view. This is the one exercise in the course that
+#   *should* build $J$: the next one must not.
 # %% solution id=softmax_jacobian
 def softmax_jacobian(y):
     """Jacobian of softmax for every row, from its output.
 
     y: (..., N), softmax output (each row positive, summing to 1).
-    Returns J: (..., N, N) with J[..., i, j] = ∂y_i/∂x_j = y_i δ_ij − y_i y_j.
+    Returns J: (..., N, N) with J[..., i, j] = ∂y_i/∂x_j.
     """
     ### BEGIN SOLUTION
     column, row = y.unsqueeze(-1), y.unsqueeze(-2)  # (..., N, 1) and (..., 1, N)
     return torch.diag_embed(y) - column * row  # diag(y) − y yᵀ: write N² per row
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what depends on x_j?</summary>
+#
+# Write $y_i = e^{x_i} / Z$ with $Z = \sum_k e^{x_k}$. The numerator depends on $x_j$ only
+# when $j = i$; the denominator depends on every $x_j$, with $\partial Z / \partial x_j = e^{x_j}$.
+# So there are two cases, $i = j$ and $i \ne j$, and both get a term from $Z$.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the quotient rule, then only y</summary>
+#
+# Differentiate by the quotient rule, $(u / v)' = u' / v - u\, v' / v^2$. Every
+# $e^{x_k} / Z$ that appears is $y_k$: rewrite it so, and $x$ disappears. The Kronecker delta
+# $\delta_{ij}$ (1 when $i = j$, else 0) writes both cases in one line. Check your signs against
+# autograd's $J$ above: its diagonal is positive and everything off it is negative.
+#
+# </details>
+#
+# <details><summary>Hint 3 — one matrix per row</summary>
+#
+# As a matrix, the answer is a diagonal matrix minus a product of the row with itself.
+# `torch.diag_embed` puts the last axis of a tensor on the diagonal of a new pair of axes,
+# $(\dots, N) \to (\dots, N, N)$. A product of every entry of a row with every entry of the same
+# row is a broadcast: a $(\dots, N, 1)$ column times a $(\dots, 1, N)$ row, both made with
+# `unsqueeze`. Unsqueezing the batch axes instead pairs entries of different rows.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the formula</summary>
+#
+# $$\frac{\partial y_i}{\partial x_j}
+#   = \frac{\delta_{ij}\, e^{x_i}}{Z} - \frac{e^{x_i}\, e^{x_j}}{Z^2}
+#   = y_i\,\delta_{ij} - y_i\, y_j ,
+#   \qquad J = \operatorname{diag}(y) - y\, y^\top ,$$
+#
+# in code `torch.diag_embed(y) - y.unsqueeze(-1) * y.unsqueeze(-2)`.
+#
+# </details>
 # %% test id=test_softmax_jacobian points=1
-"""softmax_jacobian: J has shape (..., N, N) and equals torch's Jacobian of softmax, for one row, batch 1, batch 7 and a 3-D y."""
+"""softmax_jacobian: J has shape (..., N, N) and equals torch's Jacobian of softmax, for one row, batch 1, batch 7, a 3-D y and a transposed view."""
 course.selfcheck.softmax_jacobian(softmax_jacobian)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -144,7 +174,23 @@ autograder.check.softmax_jacobian(softmax_jacobian)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 3 · Multiply by $\bar y$, and watch $s$ fall out
+# ### What you just derived: the softmax Jacobian
+#
+# By the quotient rule — the numerator depends on $x_j$ only when $j = i$, the denominator
+# $Z = \sum_k e^{x_k}$ on every $x_j$, with $\partial Z / \partial x_j = e^{x_j}$:
+#
+# $$\frac{\partial y_i}{\partial x_j}
+#   = \frac{\delta_{ij}\, e^{x_i}}{Z} - \frac{e^{x_i}\, e^{x_j}}{Z^2}
+#   = y_i\,\delta_{ij} - y_i\, y_j ,
+#   \qquad\qquad
+#   \boxed{\;J = \operatorname{diag}(y) - y\, y^\top\;} \quad (N \times N).$$
+#
+# Two things to read off before the backward:
+#
+# - **$J$ is symmetric**: $y_i y_j = y_j y_i$. So $J^\top \bar y = J \bar y$.
+# - **$J$ is made of $y$ alone.** The logits $x$ do not appear: whoever saved $y$ can backprop.
+#
+# ## 3 · Multiply by $\bar y$
 #
 # The backward of softmax is the vector–Jacobian product $\bar x = J^\top \bar y = J \bar y$
 # ($J$ is symmetric). The naive version builds $J$ and multiplies:
@@ -166,8 +212,91 @@ except course.ExerciseNotDone:
     print("Finish Part A first: this cell multiplies your Jacobian by ȳ.")
 
 # %% [markdown]
-# It is right, and it is hopeless at scale: $N^2$ numbers written and read again per row, to
-# produce $N$. Now do the multiplication on paper instead, entry by entry:
+# It is right, and it is hopeless at scale. Per row of length $N$:
+#
+# | | time | extra memory | memory traffic |
+# |---|---|---|---|
+# | dense: build $J$, then $J \bar y$ | $O(N^2)$ | $N^2$ numbers | write $N^2$, read $N^2 + 2N$, write $N$ |
+#
+# $N^2$ numbers written and read back, to produce $N$. But $J$ is not just any matrix: you wrote
+# every entry of it in Part A. Part B asks you to do the product $J \bar y$ on paper, entry by
+# entry, and to find out how much of $J$ the answer really needs.
+#
+# ## Part B — softmax_backward (3 points)
+#
+# Write `softmax_backward(y, dy)`: $\bar x = J^\top \bar y$ for every row, for `y` and `dy` of
+# shape $(\dots, N)$, **without building $J$**. `dx` has the shape of `y`.
+#
+# - What you have: $y$ (the forward saved it) and $\bar y$. Not $x$.
+# - The memory rule: nothing with $N^2$ entries. The check records every tensor your function
+#   allocates (with `course.memory.AllocationRecorder`, §4) and, on rows of $N \ge 256$, a
+#   tensor of $N^2$ elements or more fails with `materialized-jacobian` — even when the values
+#   are right.
+# - No autograd, and none of torch's own backward kernels: the gradient is yours to derive.
+# - The question: write $\bar x_j = \sum_i J_{ij}\, \bar y_i$ with the entries of $J$ from Part A.
+#   Which part of it depends on $j$, and which is the same for every $j$?
+# - The visible check uses one row, batch 1, batch 7 (once with as many rows as columns), a
+#   3-D input, a transposed view, and rows of 300. Grading adds more shapes on random inputs.
+# %% solution id=softmax_backward
+def softmax_backward(y, dy):
+    """Gradient of the loss with respect to the logits of y = softmax(x), from y alone.
+
+    y: (..., N), softmax output; dy: (..., N), ȳ, the gradient at y.
+    Returns dx: (..., N), x̄, the shape of y. Nothing N×N is built.
+    """
+    ### BEGIN SOLUTION
+    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
+    return y * (dy - s)  # (..., N): x̄ = y ⊙ (ȳ − s), write N per row
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — do the product on paper</summary>
+#
+# Substitute $J_{ij}$ from Part A into $\bar x_j = \sum_i J_{ij}\, \bar y_i$ and split the sum
+# in two: the part with $\delta_{ij}$ and the rest. The $\delta_{ij}$ keeps only one term of its
+# sum. Nothing in the result needs $J$ as a matrix.
+#
+# </details>
+#
+# <details><summary>Hint 2 — one number per row</summary>
+#
+# The other part is $y_j$ times a sum over $i$ in which $j$ does not appear: the same number
+# for every entry of the row. Compute it once per row, then use it $N$ times. (A kernel does it
+# in two sweeps over the row: one accumulates that number, one writes $\bar x$.) Mind the sign
+# of each part.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the shapes of a row reduction</summary>
+#
+# That number is a sum over the last axis, one per row. Keep the axis (`keepdim=True`), so that
+# it has shape $(\dots, 1)$ and broadcasts down the row it belongs to. Without it, a tensor of
+# shape $(B,)$ meets one of shape $(B, N)$ aligned from the right — along the wrong axis — and
+# when $B = N$ nothing even complains. Sum over the last axis only: each row has its own number.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the formula</summary>
+#
+# $$\bar x_j = \sum_i \left(y_i \delta_{ij} - y_i y_j\right) \bar y_i
+#   = y_j\, \bar y_j - y_j \sum_i y_i\, \bar y_i ,
+#   \qquad s = \langle y, \bar y \rangle, \qquad \bar x = y \odot (\bar y - s),$$
+#
+# in code `s = (y * dy).sum(dim=-1, keepdim=True)`, then `y * (dy - s)`.
+#
+# </details>
+# %% test id=test_softmax_backward points=3
+"""softmax_backward: dx has the shape of y and matches autograd at one row, batch 1, batch 7, a 3-D y and a transposed view, and no tensor of N² elements is allocated for rows of N = 300."""
+course.selfcheck.softmax_backward(softmax_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.softmax_backward(softmax_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived: the collapse to one scalar per row
+#
+# Entry by entry,
 #
 # $$\bar x_j = \sum_i J_{ij}\, \bar y_i
 #   = \sum_i \left(y_i \delta_{ij} - y_i y_j\right) \bar y_i
@@ -188,9 +317,8 @@ except course.ExerciseNotDone:
 # | dense: build $J$, then $J \bar y$ | $O(N^2)$ | $N^2$ numbers | write $N^2$, read $N^2 + 2N$, write $N$ |
 # | collapsed: $s$, then $y \odot (\bar y - s)$ | $O(N)$ | **one** number, $s$ | read $2N$, write $N$ |
 #
-# A kernel does it in two sweeps over the row held on chip: one accumulates $s$, one writes
-# $\bar x$. Here is a row of 12 drawn both ways — everything the dense product uses on the
-# left, everything the collapsed one uses on the right:
+# Here is a row of 12 drawn both ways — everything the dense product uses on the left,
+# everything the collapsed one uses on the right:
 # %%
 gen = torch.Generator().manual_seed(3)
 N = 12
@@ -244,42 +372,6 @@ n = 4096
 print(f"N = {n}: the dense Jacobian holds {n * n:,} floats ({FLOAT * n * n / 2**20:.0f} MiB) per row; the hub holds 1.")
 
 # %% [markdown]
-# ## Part B — softmax_backward (3 points)
-#
-# Write `softmax_backward(y, dy)`: $\bar x = y \odot (\bar y - s)$ with $s = \langle y, \bar y\rangle$
-# taken **along each row**, for `y` and `dy` of shape $(\dots, N)$. `dx` has the shape of `y`.
-#
-# - $s$ is one number per row: a sum over the last axis. Keep that axis (`keepdim=True`), so
-#   that $s$ has shape $(\dots, 1)$ and broadcasts down the row it belongs to. Without it, $s$
-#   of shape $(B,)$ meets $\bar y$ of shape $(B, N)$ aligned from the right — along the wrong
-#   axis — and when $B = N$ nothing even complains.
-# - **Do not build $J$**, nor anything else with $N^2$ entries. The check records every tensor
-#   your function allocates (with `course.memory.AllocationRecorder`, below) and, on rows of
-#   $N \ge 256$, a tensor of $N^2$ elements or more fails with `materialized-jacobian` — even
-#   when the values are right.
-# - The visible check uses batch 1, batch 7 (once with as many rows as columns), a 3-D input,
-#   and rows of 300. Grading adds more shapes on random inputs.
-# %% solution id=softmax_backward
-def softmax_backward(y, dy):
-    """Gradient of the loss with respect to the logits of y = softmax(x), from y alone.
-
-    y: (..., N), softmax output; dy: (..., N), ȳ, the gradient at y.
-    Returns dx: (..., N), x̄ = y ⊙ (ȳ − s) with s = ⟨y, ȳ⟩ for each row. Nothing N×N is built.
-    """
-    ### BEGIN SOLUTION
-    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
-    return y * (dy - s)  # (..., N): x̄ = y ⊙ (ȳ − s), write N per row
-    ### END SOLUTION
-
-# %% test id=test_softmax_backward points=3
-"""softmax_backward: dx has the shape of y and matches autograd at one row, batch 1, batch 7 and a 3-D y, and no tensor of N² elements is allocated for rows of N = 300."""
-course.selfcheck.softmax_backward(softmax_backward)
-### BEGIN HIDDEN TESTS
-import autograder.check
-autograder.check.softmax_backward(softmax_backward)
-### END HIDDEN TESTS
-
-# %% [markdown]
 # ## 4 · Watching the allocations
 #
 # The check of Part B sees what your function builds through `AllocationRecorder`, a
@@ -305,25 +397,134 @@ for backward in (naive_softmax_backward, softmax_backward):
 # here — to produce an answer of $B \times N$. The collapsed one allocates nothing bigger than
 # its inputs.
 #
-# ## 5 · Two facts for free
+# ## 5 · The backward needs $y$, not $x$
 #
-# **The backward needs $y$, not $x$.** $\bar x = y \odot (\bar y - s)$ never mentions the
-# logits. So the forward pass saves its output $y$ for the backward and can drop $x$. A fused
-# kernel can do even better and save *one number per row*, the log-sum-exp
-# $\ell = m + \log \sum_j e^{x_j - m}$, then rebuild $y = e^{x - \ell}$ from $x$ whenever it
-# needs it. FlashAttention does exactly that (notebook 05), because its $y$ is a $T \times T$
-# matrix too big to save.
+# $\bar x = y \odot (\bar y - s)$ never mentions the logits. So the forward pass saves its
+# output $y$ for the backward and can drop $x$: whoever holds $y$ can backprop. Notebook 03
+# builds its Triton softmax on exactly that.
 #
-# **The max shift costs nothing.** Softmax ignores a constant added to the whole row:
-# $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$ for any $c$. That is
-# $J\mathbf{1} = 0$ from §2. So the shift $c = \max_j x_j$ gets the gradient
+# ## 6 · A shift for free?
 #
-# $$\bar c = -\mathbf{1}^\top J \bar y = -(J \mathbf{1})^\top \bar y = 0$$
+# Back to the question §1 left open: `torch.softmax` survives logits of 1000 where the formula
+# as written gives NaN. The cheapest change a forward can make is to subtract one number $c$
+# from every logit of a row before exponentiating. Part C asks what that does: to $y$, to
+# $\bar x$, and to the gradient of $c$ itself. That last one matters whenever $c$ is computed
+# from the logits, as a stabilising shift would be: if any gradient flowed through $c$, the
+# backward of a stable softmax would need a correction that Part B's does not have.
 #
-# (using $J^\top = J$): nothing flows back through the max, whichever entry it picks, even at a
-# tie where max has no derivative at all. The backward of the stable softmax is the backward
-# of the plain one. Equivalently, every $\bar x$ row sums to zero:
+# ## Part C — shifted_softmax_vjp (2 points)
+#
+# Write `shifted_softmax_vjp(x, c, dy)`: the forward $y = \operatorname{softmax}(x - c)$ over
+# the last axis, with one shift $c$ per row subtracted from every logit of that row, and its
+# vector–Jacobian product — the gradients $\bar x$ and $\bar c$ for an upstream $\bar y$.
+#
+# - `x`: $(\dots, N)$ logits, float32 or float64. `c`: $(\dots, 1)$, one shift per row,
+#   broadcast along it. `dy`: $(\dots, N)$, $\bar y$. Return `(y, dx, dc)`: `y` and `dx` of the
+#   shape of `x`, `dc` of the shape of `c`.
+# - `y` must be finite and right for **float32 logits as large as ±1000, whatever `c` you are
+#   handed**: the check hands you $c = 0$, $c$ above the row's largest logit, $c$ at its
+#   smallest, and rows a thousand apart in one batch.
+# - Write the forward yourself, from `exp` and row reductions (`amax`, `sum`): `torch.softmax`,
+#   `log_softmax` and `logsumexp` are refused here, because they stabilise for you. The
+#   backward may not call autograd.
+# - The questions: does $y$ depend on $c$? What, then, are $\bar x$ and $\bar c$?
+# - The visible check uses one row, batch 1, batch 7 (once square), a 3-D input, a transposed
+#   view in float64, and three float32 batches of large logits.
+# %% solution id=shifted_softmax_vjp
+def shifted_softmax_vjp(x, c, dy):
+    """y = softmax(x − c) over the last axis, with one shift per row, and the gradients for x and c.
+
+    x: (..., N) logits, float32 or float64; c: (..., 1), one shift per row; dy: (..., N), ȳ = ∂L/∂y.
+    Returns (y, dx, dc): y and dx of shape (..., N); dc of shape (..., 1), the shape of c.
+    """
+    ### BEGIN SOLUTION
+    # softmax(x − c) = softmax(x − m) for any c: shift by the row max m instead, so that every
+    # exponent is ≤ 0 (no overflow) and the largest is 0 (ℓ ≥ 1: no 0/0).
+    m = x.amax(dim=-1, keepdim=True)  # (..., 1), one per row
+    e = (x - m).exp()  # (..., N), in (0, 1]
+    y = e / e.sum(dim=-1, keepdim=True)  # (..., N)
+    s = (y * dy).sum(dim=-1, keepdim=True)  # (..., 1) the hub of Part B
+    dx = y * (dy - s)  # the plain softmax backward: c appears nowhere
+    dc = torch.zeros_like(c)  # c̄ = −1ᵀ J ȳ = −(J 1)ᵀ ȳ = 0: every row of J sums to zero
+    return y, dx, dc
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — does y depend on c?</summary>
+#
+# Write one entry, $y_i = e^{x_i - c} / \sum_j e^{x_j - c}$, and split each exponential:
+# $e^{x_i - c} = e^{x_i}\, e^{-c}$. Where does the factor $e^{-c}$ appear, and what is left of
+# it once you simplify?
+#
+# </details>
+#
+# <details><summary>Hint 2 — choose your own shift, one per row</summary>
+#
+# If $y$ does not depend on $c$, the forward may subtract any number it likes from a row —
+# the $c$ it is handed included, or not. In float32, $e^z$ is inf above $z \approx 88.7$ and
+# rounds to 0 below $z \approx -103.9$, and both inf / inf and 0 / 0 are NaN. Which number,
+# computed from the row itself, makes every exponent $\le 0$ and at least one of them exactly 0
+# (so that the denominator is at least 1)? It must be one number per row — a reduction over
+# the last axis with the axis kept: one number for the whole batch fails on a batch whose rows
+# are a thousand apart.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the backward, through c</summary>
+#
+# $y$ does not depend on $c$, so the $\bar x$ here is Part B's, for every $c$. For $\bar c$:
+# $c$ reaches $y$ only through the $N$ numbers $z_j = x_j - c$, each with
+# $\partial z_j / \partial c = -1$, so $\bar c = -\sum_j \bar z_j$: a sum over the row, of shape
+# $(\dots, 1)$ like $c$. And $\bar z = J \bar y$, so $\bar c = -\mathbf{1}^\top J \bar y$. What does
+# $J$ do to the all-ones vector? Add up one row of Part A's $J$. (Differentiating only the
+# numerator $e^{x_i - c}$ forgets that $c$ sits in every exponent of the denominator too.)
+#
+# </details>
+#
+# <details><summary>Hint 4 — the formulas</summary>
+#
+# $y_i = e^{-c} e^{x_i} / (e^{-c} \sum_j e^{x_j})$, so
+# $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$ for every $c$. Shift by the
+# row max $m = \max_j x_j$: `m = x.amax(dim=-1, keepdim=True)`, `e = (x - m).exp()`,
+# `y = e / e.sum(dim=-1, keepdim=True)`. Then $\bar x = y \odot (\bar y - s)$ as in Part B. Each
+# row of $J$ sums to $y_i - y_i \sum_j y_j = 0$, so $J\mathbf{1} = 0$ and
+# $\bar c = -\mathbf{1}^\top J \bar y = -(J\mathbf{1})^\top \bar y = 0$ ($J$ is symmetric):
+# `dc = torch.zeros_like(c)`.
+#
+# </details>
+# %% test id=test_shifted_softmax_vjp points=2
+"""shifted_softmax_vjp: y, dx and dc against autograd at one row, batch 1, batch 7, a 3-D x and a transposed view, finite and right for float32 logits up to ±1000 whatever the shift, with the forward written by hand."""
+course.selfcheck.shifted_softmax_vjp(shifted_softmax_vjp)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.shifted_softmax_vjp(shifted_softmax_vjp)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived: the max shift is free
+#
+# The factor $e^{-c}$ is in the numerator and in every term of the denominator, so it cancels:
+#
+# $$\boxed{\;\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)\ \text{ for every } c\;}$$
+#
+# So a forward may subtract whatever keeps the arithmetic safe, and the kernels do: the row max
+# $m = \max_j x_j$ makes every exponent $\le 0$ and the largest exactly 0, so the sum is at least
+# 1 — no overflow, and no 0/0.
+#
+# And the backward? $y$ does not depend on $c$, so $\bar x = y \odot (\bar y - s)$ for every $c$,
+# and the gradient of $c$ itself is
+#
+# $$\bar c = -\mathbf{1}^\top J \bar y = -(J \mathbf{1})^\top \bar y = 0 ,
+#   \qquad\text{since}\quad J\mathbf{1} = 0 :$$
+#
+# every row of $J$ sums to $y_i - y_i \sum_j y_j = 0$. When the shift is computed from the
+# logits, $c = \max_j x_j$, autograd would send $\bar c$ back through the max to the entry it
+# picked — and $\bar c = 0$, so nothing flows, whichever entry the max picks, even at a tie
+# where max has no derivative at all. **The backward of the stable softmax is the backward of
+# the plain one.** Equivalently, every row of $\bar x$ sums to zero:
 # $\sum_j \bar x_j = \sum_j y_j \bar y_j - s \sum_j y_j = s - s = 0$.
+#
+# Autograd agrees — through the max, with the shift held constant, and without one:
 # %% check-output
 gen = torch.Generator().manual_seed(5)
 x, dy = randn(gen, 7, 10), randn(gen, 7, 10)  # (B, N)
@@ -345,16 +546,134 @@ lse = torch.logsumexp(x, dim=-1, keepdim=True)  # (B, 1): one saved number per r
 print("y rebuilt from x and one number per row:     ", torch.allclose((x - lse).exp(), torch.softmax(x, dim=-1)))
 
 # %% [markdown]
-# ## 6 · Softmax + cross-entropy: the second collapse
+# The last line is the other use of the shift. A fused kernel can save *one number per row*, the
+# log-sum-exp $L = m + \log \sum_j e^{x_j - m}$ (computed with the shift, so it never overflows),
+# and rebuild $y = e^{x - L}$ from $x$ whenever it needs it. FlashAttention does exactly that
+# (notebook 05), because its $y$ is a $T \times T$ matrix too big to save.
+#
+# In float32 the difference the shift makes is all or nothing. Rows of 64 logits drawn at a
+# growing scale, through the formula as written and through the shifted one:
+# %%
+def shifted_softmax(x):
+    """Softmax over the last axis with the row max subtracted first."""
+    e = (x - x.amax(dim=-1, keepdim=True)).exp()
+    return e / e.sum(dim=-1, keepdim=True)
+
+
+gen = torch.Generator().manual_seed(6)
+scales = torch.logspace(0, 3, 31).tolist()  # logits of size 1 … 1000
+rows = [randn(gen, 256, 64, dtype=torch.float32) * sc for sc in scales]  # (256, 64) float32 each
+broken = {name: [(~torch.isfinite(f(r))).any(dim=-1).float().mean().item() for r in rows]
+          for name, f in (("as written, exp(x) / Σ exp(x)", naive_softmax), ("shifted by the row max", shifted_softmax))}
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+for name, frac in broken.items():
+    ax.semilogx(scales, frac, marker="o", markersize=3, label=name)
+ax.axvline(88.7 / 2.5, color="grey", linestyle="--", linewidth=1)  # the largest of 64 normals is about 2.5σ
+ax.annotate("largest logit of a row ≈ 88.7:\nexp(x) overflows", (88.7 / 2.5 * 1.15, 0.15), fontsize=8, color="grey")
+ax.set(xlabel="scale of the logits (standard deviation)", ylabel="fraction of rows with NaN or inf",
+       title="softmax in float32, rows of 64")
+ax.grid(True, alpha=0.3)
+ax.legend(fontsize=8)
+plt.show()
+
+# %% [markdown]
+# ## 7 · Softmax + cross-entropy
 #
 # A classifier's loss for $M$ rows of logits $x_r$ with target classes $t_r$ is the mean
-# negative log-probability of the target, exactly as `torch.nn.functional.cross_entropy` computes it:
+# negative log-probability of the target, exactly as `torch.nn.functional.cross_entropy`
+# computes it:
 #
 # $$L = \frac{1}{M} \sum_{r=1}^{M} -\log y_{r, t_r}, \qquad y_r = \operatorname{softmax}(x_r).$$
 #
-# Take one row and drop its index $r$. The loss touches only entry $t$ of $y$, so
-# $\bar y = -\frac{1}{M\, y_t}\, e_t$, where $e_t$ is the one-hot vector of the target. Feed it to
-# the softmax backward. The hub:
+# Its gradient with respect to the logits can always be had by chaining two backwards: the
+# backward of $-\log$, which gives $\bar y$, then Part B's softmax backward. Part D asks what
+# that chain collapses to when you do it on paper — and whether the result survives where the
+# chain, computed in floating point, does not: at a target whose probability rounds to zero.
+# %% [markdown]
+# ## Part D — softmax_cross_entropy_backward (2 points)
+#
+# Write `softmax_cross_entropy_backward(logits, target)`: the gradient of the mean
+# cross-entropy over all rows with respect to the logits.
+#
+# - `logits` has shape $(M, C)$: $M$ rows of $C$ class scores. `target` has shape $(M,)$ and
+#   dtype int64, one class index per row. Leading axes are batch axes here too: logits of shape
+#   $(B, T, C)$ with targets $(B, T)$ are $M = B \cdot T$ rows, and the mean runs over all of
+#   them. That is the loss `F.cross_entropy(logits.reshape(-1, C), target.reshape(-1))`
+#   computes. Flatten first if you try it on 3-D logits: `F.cross_entropy` reads axis 1 as the
+#   classes, so on a $(B, T, C)$ tensor it raises (or, when $T = C$, quietly normalises over the
+#   wrong axis).
+# - `dlogits` has the shape of `logits`. No autograd and none of torch's own backward kernels;
+#   `torch.softmax` is fine here (Part C is why it is safe).
+# - The questions: what is $\bar y$ for this loss, and what does Part B's backward make of it?
+#   Does the result still need $1/y_t$?
+# - The check includes a batch of saturated logits, where the target's probability is below the
+#   smallest float64, and a transposed view.
+# %% solution id=softmax_cross_entropy_backward
+def softmax_cross_entropy_backward(logits, target):
+    """Gradient of the mean cross-entropy over rows with respect to the logits.
+
+    logits: (M, C) class scores, or (..., C): every leading axis is a batch axis.
+    target: (M,) int64 class indices, or the leading shape of logits.
+    Returns dlogits: the shape of logits.
+    """
+    ### BEGIN SOLUTION
+    C = logits.shape[-1]  # classes
+    M = logits.numel() // C  # rows, over every leading axis
+    y = torch.softmax(logits, dim=-1)  # (..., C): read C, write C per row
+    e_t = torch.nn.functional.one_hot(target, num_classes=C).to(y.dtype)  # (..., C), 1 at the target
+    return (y - e_t) / M  # no log, no 1/y_t: finite however saturated the row
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — what is ȳ?</summary>
+#
+# Take one row and drop its index $r$. The loss touches only entry $t$ of $y$, through
+# $-\frac{1}{M} \log y_t$. So $\bar y$ is zero everywhere but at $t$ — what is it there? Write it
+# with the one-hot vector $e_t$ of the target.
+#
+# </details>
+#
+# <details><summary>Hint 2 — feed it to Part B</summary>
+#
+# Compute Part B's hub $s = \langle y, \bar y \rangle$ for that $\bar y$ first: the $1/y_t$ from
+# the logarithm meets a factor $y_t$. Then apply Part B's formula and simplify. What is left
+# needs no division by $y_t$ and no logarithm — which matters, because $y_t$ can round to 0
+# (the saturated case), where $1/y_t$ is inf and the chain gives NaN. The softmax itself must
+# be the stable one of Part C (`torch.softmax` is).
+#
+# </details>
+#
+# <details><summary>Hint 3 — M, and each row's own target</summary>
+#
+# $M$ counts the rows over every leading axis: `logits.numel() // C`. The target of row $r$ is
+# a column index of that row only: `F.one_hot(target, C)` gives a $(\dots, C)$ tensor with a 1 at
+# each row's own target (in int64: convert it to the dtype of the logits). Indexing
+# `[:, target]` instead hits every row at every row's target.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the formula</summary>
+#
+# $$\bar y = -\frac{1}{M\, y_t}\, e_t, \qquad
+#   s = y_t \cdot \left(-\frac{1}{M\, y_t}\right) = -\frac{1}{M}, \qquad
+#   \bar x = y \odot (\bar y - s) = \frac{y - e_t}{M},$$
+#
+# in code `(torch.softmax(logits, dim=-1) - F.one_hot(target, C).to(logits.dtype)) / M`.
+#
+# </details>
+# %% test id=test_softmax_cross_entropy_backward points=2
+"""softmax_cross_entropy_backward: dlogits has the shape of logits and matches autograd through F.cross_entropy on the flattened rows, at batch 1, batch 7, 3-D logits, saturated logits and a transposed view."""
+course.selfcheck.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived: the second collapse
+#
+# For one row, the loss touches only entry $t$ of $y$, so $\bar y = -\frac{1}{M\, y_t}\, e_t$,
+# where $e_t$ is the one-hot vector of the target. Feed it to the softmax backward. The hub:
 #
 # $$s = \langle y, \bar y \rangle = y_t \cdot \left(-\frac{1}{M\, y_t}\right) = -\frac{1}{M},$$
 #
@@ -369,46 +688,8 @@ print("y rebuilt from x and one number per row:     ", torch.allclose((x - lse).
 # at the target, over $M$. That is why every framework ships softmax and cross-entropy as one
 # op (`cross_entropy` takes logits, never probabilities), and why a fused cross-entropy kernel
 # needs to save only one log-sum-exp per row for its backward.
-# %% [markdown]
-# ## Part C — softmax_cross_entropy_backward (2 points)
 #
-# Write `softmax_cross_entropy_backward(logits, target)`: the gradient of
-# `F.cross_entropy(logits, target)` — the mean over rows — with respect to the logits.
-#
-# - `logits` has shape $(M, C)$: $M$ rows of $C$ class scores. `target` has shape $(M,)$ and
-#   dtype int64, one class index per row. Leading axes are batch axes here too: logits of shape
-#   $(B, T, C)$ with targets $(B, T)$ are $M = B \cdot T$ rows, and the mean runs over all of them.
-# - `dlogits` has the shape of `logits`. Compute it fused, $(y - e_t)/M$ — not through $-1/y_t$.
-# - `torch.softmax` subtracts the row max for you; `F.one_hot(target, C)` makes $e_t$ (`F` is
-#   `torch.nn.functional`; the one-hot comes out in int64: convert it to the dtype of the logits).
-# - The check includes a batch of saturated logits, where the target's probability is below the
-#   smallest float64. The fused gradient is perfectly finite there.
-# %% solution id=softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    """Gradient of F.cross_entropy(logits, target) (mean over rows) with respect to the logits.
-
-    logits: (M, C) class scores, or (..., C): every leading axis is a batch axis.
-    target: (M,) int64 class indices, or the leading shape of logits.
-    Returns dlogits: the shape of logits, (softmax(logits) − onehot(target)) / M.
-    """
-    ### BEGIN SOLUTION
-    C = logits.shape[-1]  # classes
-    M = logits.numel() // C  # rows, over every leading axis
-    y = torch.softmax(logits, dim=-1)  # (..., C): read C, write C per row
-    e_t = torch.nn.functional.one_hot(target, num_classes=C).to(y.dtype)  # (..., C), 1 at the target
-    return (y - e_t) / M  # no log, no 1/y_t: finite however saturated the row
-    ### END SOLUTION
-
-# %% test id=test_softmax_cross_entropy_backward points=2
-"""softmax_cross_entropy_backward: dlogits has the shape of logits and matches autograd through F.cross_entropy at batch 1, batch 7, 3-D logits and saturated logits."""
-course.selfcheck.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
-### BEGIN HIDDEN TESTS
-import autograder.check
-autograder.check.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
-### END HIDDEN TESTS
-
-# %% [markdown]
-# ## 7 · Saturation: where the unfused chain dies
+# ## 8 · Saturation: where the unfused chain dies
 #
 # In exact arithmetic the fused and the unfused chain give the same $\bar x$. In floating point
 # they part ways exactly when training needs the gradient most: when the model is confidently
@@ -474,7 +755,9 @@ plt.show()
 #   paper and the structure shows: here one scalar per row, $s = \langle y, \bar y\rangle$, and
 #   $\bar x = y \odot (\bar y - s)$ — $O(N)$ time and $O(1)$ extra memory instead of $O(N^2)$.
 # - The softmax backward needs $y$ (or $x$ and one log-sum-exp per row), not the logits alone.
-# - The max shift is free: $J\mathbf{1} = 0$.
+# - The max shift is free: $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$, so
+#   the forward subtracts the row max, and $\bar c = -(J\mathbf{1})^\top \bar y = 0$, so the
+#   backward does nothing about it.
 # - Softmax + cross-entropy collapse to $(y - e_t)/M$, which stays finite and of order one where
 #   the unfused chain overflows or vanishes.
 #

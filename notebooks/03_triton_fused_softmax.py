@@ -22,7 +22,10 @@
 # float64 well, so every experiment here uses small tensors in those two dtypes.
 #
 # Each test cell prints `✓ ...` when your code is right; when it is wrong, its first line
-# names the kind of bug (`diagnosis: non-finite — ...`) and the next lines say where.
+# names the kind of bug (`diagnosis: non-finite — ...`), the next lines say where, and the last
+# one points to the hint that covers it. Every exercise is followed by collapsed hints: open the
+# first only when you are stuck, and the next only when that was not enough. The last one gives
+# the code away.
 # %%
 import course
 
@@ -56,8 +59,8 @@ def unfinished(exc):
 # $$m = \max_j x_j, \qquad e_j = e^{x_j - m}, \qquad \ell = \sum_j e_j, \qquad y_j = \frac{e_j}{\ell}.$$
 #
 # Subtracting the row max $m$ changes nothing mathematically — softmax is unchanged when
-# the same number is added to every entry — but it keeps every exponent $\le 0$, so
-# $e^{x - m}$ never overflows. (In float32, $e^{x}$ is inf from $x \approx 88.7$.)
+# the same number is added to every entry (notebook 02, Part C) — but it keeps every exponent
+# $\le 0$, so $e^{x - m}$ never overflows. (In float32, $e^{x}$ is inf from $x \approx 88.7$.)
 #
 # The backward, from notebook 02: given $\bar y$, the gradient of the loss with respect to
 # the row's output,
@@ -149,39 +152,47 @@ for name, count in elements_moved(N).items():
 # of $N$ gets `BLOCK = triton.next_power_of_2(N)`: 1024 lanes for a row of 1000, and the last 24
 # lanes point past the end of the row.
 #
-# **The mask keeps those lanes out.** `mask = cols < n_cols` is true on the row, false on the
-# tail. `tl.load(ptr + cols, mask=mask, other=v)` reads only the lanes where the mask is true
-# and gives `v` to the others; `tl.store(ptr + cols, val, mask=mask)` writes only where it is
-# true. Without the mask, the load reads whatever lies after the row (the next row, another
-# tensor, or an illegal address), and the store overwrites it.
+# **A mask keeps those lanes out of memory.** A boolean block such as `cols < n_cols` is true
+# on the row and false on the tail. `tl.load(ptr + cols, mask=mask, other=v)` reads only the
+# lanes where the mask is true and gives `v` to the others; `tl.store(ptr + cols, val, mask=mask)`
+# writes only where it is true. Without a mask, a load reads whatever lies after the row (the
+# next row, another tensor, or an illegal address), and a store overwrites it.
 #
-# **`other` must be harmless.** The forward takes a max and a sum over the block, so the
-# masked-off lanes must change neither: `other=-float("inf")` does it, since $\max$ ignores
-# $-\infty$ and $e^{-\infty} = 0$. (With `other=0.0` those lanes would add $e^{0 - m}$ each to
-# $\ell$.) In the backward, `other=0.0` is harmless: a zero adds nothing to $s$.
+# **But the masked-off lanes are still in the block.** Whatever the load gives them takes part
+# in every block operation that follows: `tl.max` and `tl.sum` over the block see them like any
+# other lane. So `v` is a choice, and a wrong one changes the answer without any error. (On a GPU,
+# a masked load without `other` leaves those lanes undefined.)
 #
 # **Rows are found by their stride.** Row `row` starts at `X_ptr + row * x_row_stride`, and the
 # stride need not equal `n_cols`: a slice `x[:, :1000]` of a wider tensor has rows that are
 # farther apart. Pass each tensor's `stride(0)` and never assume.
 #
-# The same steps in PyTorch, for one row of 5 (the numbers after it in memory could be anything):
+# The same steps in PyTorch, for one row of 5 logits (the numbers after it in memory could be
+# anything), loaded with a fill of 0:
 # %% check-output
 n_cols = 5
 BLOCK = 1 << (n_cols - 1).bit_length()  # the next power of two, as triton.next_power_of_2(n_cols)
-memory = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, 7.0, float("nan"), -3.0])  # the row, then what follows it
+memory = torch.tensor([-0.5, -1.0, -2.0, -3.0, -1.5, 7.0, float("nan"), -3.0])  # the row, then what follows it
 cols = torch.arange(BLOCK)  # tl.arange(0, BLOCK)
 mask = cols < n_cols
+fill = 0.0  # the `other` of the load
 # torch reads every lane and then picks; a masked tl.load never touches the masked-off addresses
-x = torch.where(mask, memory[cols], -math.inf)  # tl.load(X_ptr + cols, mask=mask, other=-float("inf"))
-m = x.max()
-e = torch.exp(x - m)
+x = torch.where(mask, memory[cols], torch.tensor(fill))  # tl.load(X_ptr + cols, mask=mask, other=fill)
+row = memory[:n_cols]  # what the row really is
 
 print(f"n_cols = {n_cols}, BLOCK = {BLOCK}")
-print("mask      ", mask.int().tolist())
-print("loaded x  ", [f"{v:.1f}" for v in x.tolist()])
-print("e^(x - m) ", [f"{v:.3f}" for v in e.tolist()])
-print("y         ", [f"{v:.3f}" for v in (e / e.sum()).tolist()], "<- store only the first", n_cols)
+print("mask          ", mask.int().tolist())
+print("loaded x      ", [f"{v:.1f}" for v in x.tolist()])
+print(f"max: of the block {x.max().item():.2f}, of the row {row.max().item():.2f}")
+print(f"Σ e^(x - m): of the block {torch.exp(x - x.max()).sum().item():.3f}, "
+      f"of the row {torch.exp(row - row.max()).sum().item():.3f}")
 
+# %% [markdown]
+# With a fill of 0 the block's max and sum are not the row's: the tail lanes win the max (every
+# logit of this row is negative) and add $e^{0 - m}$ each to the sum, so $y$ comes out wrong and
+# nothing complains. Which fill leaves both reductions exactly as they are on the row alone?
+# That is one of Part A's questions. (The backward reduces something else over the block:
+# Part B asks the same question again.)
 # %% [markdown]
 # ## Part A — softmax_fwd_kernel (2 points)
 #
@@ -192,16 +203,18 @@ print("y         ", [f"{v:.3f}" for v in (e / e.sum()).tolist()], "<- store only
 # softmax_fwd_kernel[(n_rows,)](x, y, x.stride(0), y.stride(0), n_cols, BLOCK=BLOCK)
 # ```
 #
-# - One program per row: `row = tl.program_id(0)`. Each row's elements are adjacent in memory
-#   (column stride 1); rows are `x_row_stride` apart in `X` and `y_row_stride` apart in `Y`.
-# - Mask the load and the store with `cols < n_cols`, and give the load an `other` that changes nothing.
-# - Subtract the row max before `tl.exp`. Compute in the dtype you load (float64 stays float64:
-#   the gradient check in §6 needs it).
+# - One program per row: `tl.program_id(0)` is the row. Each row's elements are adjacent in
+#   memory (column stride 1); rows are `x_row_stride` elements apart in `X` and `y_row_stride`
+#   apart in `Y`, which need not be `n_cols`.
+# - Load the row as one block of `BLOCK` lanes (a power of two, at least `n_cols`). The lanes past
+#   `n_cols` must read nothing from memory and write nothing to it, and what the load gives
+#   them must leave the row's max and sum unchanged.
+# - No overflow for large logits: the check sends float32 logits of a hundred and more. Compute
+#   in the dtype you load (float64 stays float64: the gradient check in §6 needs it).
 # - Use the names of §1: `m`, `e`, `ell` (for ℓ), `y`.
 #
 # The test cell launches your kernel on rows that sit inside wider buffers, with NaN in the
-# padding after each row, so that a load without a mask shows up, and it checks that the
-# padding of the output is untouched, so that a store without a mask shows up too.
+# padding after each row, and it checks that the padding of the output buffer is untouched.
 # %% solution id=softmax_fwd_kernel
 import triton
 import triton.language as tl
@@ -216,7 +229,7 @@ def softmax_fwd_kernel(
     n_cols,  # N, the length of a row
     BLOCK: tl.constexpr,  # a power of two ≥ n_cols: the lanes of the block
 ):
-    """y = e / ℓ with e = exp(x − m), m = max x, ℓ = Σ e over the row; one row per program.
+    """Softmax of each row of X, written to the same row of Y; one program per row.
 
     Reads N elements and writes N per row; m, e and ℓ never leave the program.
     """
@@ -233,6 +246,41 @@ def softmax_fwd_kernel(
     tl.store(Y_ptr + row * y_row_stride + cols, y, mask=mask)  # write N
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what does a tail lane do?</summary>
+#
+# Lanes `n_cols` … `BLOCK − 1` exist in every block operation of the kernel. Go through them one
+# by one — the load, `tl.max`, `tl.exp`, `tl.sum`, the store — and ask what a tail lane
+# contributes to each. Which of them may touch memory at all, and which reductions would the
+# tail change if it held an ordinary number?
+#
+# </details>
+#
+# <details><summary>Hint 2 — two masks and a fill</summary>
+#
+# Both memory operations need the mask that is true exactly on the row's `n_cols` lanes: the
+# load, so that the tail reads nothing past the row (NaN in the check's padding), and the
+# store, so that it writes nothing past it (the next row, or another tensor). The fill of the
+# load must be a value that never wins a max and whose exponential adds nothing to a sum: what
+# must $e^v$ be? Find the row at `row * stride` elements from the base pointer, with the stride
+# of its own tensor; and subtract the row max before `tl.exp`, as notebook 02's Part C did.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# row = tl.program_id(0)
+# cols = tl.arange(0, BLOCK)
+# mask = cols < n_cols
+# x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # max ignores −∞; e^−∞ = 0
+# m = tl.max(x, axis=0)
+# e = tl.exp(x - m)
+# ell = tl.sum(e, axis=0)
+# tl.store(Y_ptr + row * y_row_stride + cols, e / ell, mask=mask)
+# ```
+#
+# </details>
 # %% test id=test_softmax_fwd_kernel points=2
 """softmax_fwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at batch 1 and 7, float32 and float64, and large logits, against torch.softmax; the padding after each output row is left untouched."""
 course.selfcheck.softmax_fwd_kernel(softmax_fwd_kernel)
@@ -242,6 +290,19 @@ autograder.check.softmax_fwd_kernel(softmax_fwd_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just wrote: a masked row in one program
+#
+# The masked-off lanes load $-\infty$: $\max$ ignores it, and $e^{-\infty} = 0$ adds nothing
+# to $\ell$, so the block reduces exactly as the row would. The same mask guards the store, so
+# the tail writes nothing:
+#
+# $$\boxed{\;\texttt{tl.load}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols},\
+#   \texttt{other} = -\infty), \qquad \texttt{tl.store}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols})\;}$$
+#
+# in code `x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))`. A fill
+# of 0 would raise the max of a row of negative logits to 0 and add $e^{0 - m}$ per tail lane
+# to $\ell$; an unmasked load would read the padding's NaN into both.
+#
 # Watch the mask at work. Two rows of 5 live inside a buffer 8 wide whose padding holds NaN;
 # the output buffer starts full of −1. After the launch the first 5 columns of each row hold
 # softmax values (each row sums to 1), and the 3 padding columns still hold −1: the masked store
@@ -264,20 +325,17 @@ except Exception as exc:
 # ## 4 · The backward kernel: s and x̄ in one program
 #
 # The backward kernel gets three pointers: $\bar y$ (from autograd), $y$ (saved by the
-# forward) and $\bar x$ (to write). One program per row again:
+# forward) and $\bar x$ (to write). One program per row again, and everything notebook 02
+# derived happens in its registers: the program reads the two rows it needs ($2N$ reads),
+# reduces them to the one number per row of notebook 02, and writes $\bar x$ ($N$ writes).
 #
-# 1. load the row of $\bar y$ and the row of $y$ — $2N$ reads;
-# 2. $s = \sum_j y_j \bar y_j$ — one `tl.sum` over the block, a scalar that stays in a register;
-# 3. $\bar x = y \odot (\bar y - s)$ — elementwise, with $s$ broadcast over the block;
-# 4. store the row of $\bar x$ — $N$ writes.
+# Compare the naive backward of §2: it wrote $y \odot \bar y$ to memory only to read it back for
+# the sum, then wrote $\bar y - s$ only to read it back for the product — $9N$ elements moved
+# where $3N$ do. In the fused kernel no $N \times N$ Jacobian appears anywhere, and neither does
+# any $N$-long temporary in memory.
 #
-# Compare the naive backward: it wrote $y \odot \bar y$ to memory only to read it back for the
-# sum, then wrote $\bar y - s$ only to read it back for the product — $9N$ elements moved
-# where $3N$ do. No $N \times N$ Jacobian appears anywhere, and neither does any $N$-long
-# temporary in memory.
-#
-# The masked-off lanes load `other=0.0` for both $y$ and $\bar y$: then $y_j \bar y_j = 0$ there
-# and $s$ is exact.
+# The rows still end in a masked tail, and the tail lanes still take part in the block's
+# reduction — which here is not a max and a sum of exponentials.
 # %% [markdown]
 # ## Part B — softmax_bwd_kernel (2 points)
 #
@@ -287,9 +345,12 @@ except Exception as exc:
 # softmax_bwd_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols, BLOCK=BLOCK)
 # ```
 #
-# - One program per row; each row's elements are adjacent in memory, rows are the given
-#   strides apart.
-# - Mask both loads and the store with `cols < n_cols`.
+# - One program per row; each row's elements are adjacent in memory, and the rows of each
+#   tensor are its own stride apart.
+# - Read the row of $\bar y$ and the row of $y$, write the row of $\bar x$. The lanes past
+#   `n_cols` read nothing and write nothing, and what the loads give them must leave the row's
+#   scalar exact.
+# - Compute in the dtype you load; the scalar stays in a register.
 # - Use the names of §1: `s` for the scalar hub, `dx` for $\bar x$.
 #
 # The test cell checks it the way Part A's does, against torch's own autograd.
@@ -305,7 +366,7 @@ def softmax_bwd_kernel(
     n_cols,  # N, the length of a row
     BLOCK: tl.constexpr,  # a power of two ≥ n_cols: the lanes of the block
 ):
-    """x̄ = y ⊙ (ȳ − s) with s = ⟨y, ȳ⟩ = Σ y·ȳ over the row; one row per program.
+    """The softmax VJP of each row: x̄ from ȳ and the saved y, written to DX; one row per program.
 
     Reads 2N elements and writes N per row; s never leaves the program.
     """
@@ -321,6 +382,39 @@ def softmax_bwd_kernel(
     tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)  # write N
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — the plan, in registers</summary>
+#
+# Two masked loads (one per input row), one reduction over the block to notebook 02's hub, one
+# elementwise expression with that scalar broadcast over the block, one masked store. Keep the
+# roles straight: `DY_ptr` points to $\bar y$, `Y_ptr` to $y$, and each has its own row stride.
+# Check the sign of each term against notebook 02's recap of Part B.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the fill for a sum of products</summary>
+#
+# A tail lane enters $s$ through a product $y_j \bar y_j$. A fill that makes that product zero
+# leaves $s$ exact; Part A's fill would not: the product of two infinities is infinite, and
+# $s$ with it. The store needs the mask exactly as the forward's did: the tail of $\bar x$
+# belongs to the next row.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# row = tl.program_id(0)
+# cols = tl.arange(0, BLOCK)
+# mask = cols < n_cols
+# dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
+# y = tl.load(Y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
+# s = tl.sum(y * dy, axis=0)  # the hub of notebook 02
+# dx = y * (dy - s)
+# tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)
+# ```
+#
+# </details>
 # %% test id=test_softmax_bwd_kernel points=2
 """softmax_bwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at batch 1 and 7, float32 and float64, against torch's autograd; the padding after each output row is left untouched."""
 course.selfcheck.softmax_bwd_kernel(softmax_bwd_kernel)
@@ -330,39 +424,53 @@ autograder.check.softmax_bwd_kernel(softmax_bwd_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ## 5 · Wiring the kernels into autograd: save y, nothing else
+# ### What you just wrote: the hub in a register
+#
+# Both loads fill the tail with 0, so $y_j \bar y_j = 0$ there and the reduction is exact; the
+# scalar never leaves the program, and the store is masked like the forward's:
+#
+# $$\boxed{\;s = \texttt{tl.sum}(y \cdot \bar y), \qquad \bar x = y \odot (\bar y - s),
+#   \qquad \text{tail lanes load } 0\;}$$
+#
+# in code `s = tl.sum(y * dy, axis=0)` and `dx = y * (dy - s)`, after loads with
+# `mask=mask, other=0.0`. $2N$ elements read and $N$ written per row: the least a softmax
+# backward can move.
+#
+# ## 5 · Wiring the kernels into autograd
 #
 # A `torch.autograd.Function` pairs a forward with a hand-written backward. Its `forward(ctx, x)`
 # computes the output and stores on `ctx` what the backward will need; autograd later calls
-# `backward(ctx, dy)` with $\bar y$ and expects $\bar x$, shaped like $x$, back.
-#
-# **What should the forward save?** The backward reads $y$ and $\bar y$, so: $y$, with
-# `ctx.save_for_backward(y)`. Saving $x$ as well would keep $N$ more elements per row alive
-# until the backward, for nothing. Saving $x$ *instead* of $y$ would force the backward to
-# recompute $y$ — read $x$, redo the max and the sum — before it could start. (Saving the two
-# scalars $m$ and $\ell$ and recomputing $e^{x - m} / \ell$ is what FlashAttention does, in
-# notebook 05; it pays off there because the tensor it avoids storing is $T \times T$, not $N$.)
-# Use `ctx.save_for_backward`, not `ctx.y = y`: autograd then checks that nobody modified $y$ in
+# `backward(ctx, dy)` with $\bar y$ and expects $\bar x$, shaped like $x$, back. Tensors for the
+# backward go through `ctx.save_for_backward(...)` and come back as `ctx.saved_tensors`, not as
+# attributes such as `ctx.t = t`: autograd then checks that nobody modified a saved tensor in
 # place before the backward ran.
+#
+# **What should the forward save?** Look at what your backward kernel reads. Every tensor saved
+# stays alive, $N$ elements per row, from the forward until the backward; every tensor needed but
+# not saved must be recomputed before the backward can start. Which way that trade goes depends
+# on sizes: FlashAttention-2 (notebook 05) saves a single number per row, the log-sum-exp
+# $L = m + \log \ell$, and recomputes its softmax from the inputs, because the tensor it avoids
+# storing is $T \times T$, not $N$ per row.
 #
 # **Launching.** One program per row, `grid = (n_rows,)`, and `BLOCK = triton.next_power_of_2(N)`
 # for rows of `N`. `BLOCK` is a compile-time constant: on a GPU each new value compiles the
 # kernel once more (rows of 1000 and of 1020 share `BLOCK = 1024`).
 #
-# **$\bar y$ need not be contiguous.** Autograd passes on whatever gradient the next op produced:
-# after `y.mT` it is a transposed view, after `y.sum()` it is a single 1 expanded to the shape of
-# $y$ with stride 0. The kernel steps along a row one element at a time, so make it
-# contiguous first: `dy = dy.contiguous()` (free when it already is).
+# **The $\bar y$ autograd hands you.** It is whatever gradient the next op produced: after `y.mT`
+# it is a transposed view, after `y.sum()` it is a single 1 expanded to the shape of $y$, with
+# stride 0. Your kernel's contract is rows whose elements are adjacent (column stride 1), found
+# by one stride per row.
 # %% [markdown]
 # ## Part C — TritonSoftmax (2 points)
 #
 # Write `TritonSoftmax`, for an input `x` of shape `(n_rows, n_cols)` whose rows are contiguous
 # (Part D takes care of other shapes):
 #
-# - `forward(ctx, x)` allocates `y`, launches `softmax_fwd_kernel`, saves `y` and nothing else,
-#   and returns `y`;
-# - `backward(ctx, dy)` launches `softmax_bwd_kernel` on `dy` and the saved `y` and returns `dx`.
-#   It must not call autograd (the checks stop any call into it).
+# - `forward(ctx, x)` allocates `y`, launches `softmax_fwd_kernel` with one program per row,
+#   saves what the backward needs — and nothing it does not — and returns `y`;
+# - `backward(ctx, dy)` launches `softmax_bwd_kernel` and returns `dx`, the shape of `x`, for
+#   any $\bar y$ autograd hands it, contiguous or not. It must not call autograd (the checks
+#   stop any call into it).
 #
 # Both are `@staticmethod`s. The test cell runs your class through autograd, checks what it
 # saved, and feeds it a contiguous $\bar y$ and a transposed one.
@@ -370,8 +478,8 @@ autograder.check.softmax_bwd_kernel(softmax_bwd_kernel)
 class TritonSoftmax(torch.autograd.Function):
     """Softmax over the rows of a (n_rows, n_cols) tensor with contiguous rows, by the two kernels above.
 
-    forward(ctx, x): launch softmax_fwd_kernel, save y only, return y.
-    backward(ctx, dy): launch softmax_bwd_kernel on dy and the saved y, return dx (the shape of x).
+    forward(ctx, x): launch softmax_fwd_kernel, save what the backward needs, return y.
+    backward(ctx, dy): launch softmax_bwd_kernel, return dx (the shape of x).
     """
 
     @staticmethod
@@ -399,6 +507,40 @@ class TritonSoftmax(torch.autograd.Function):
         return dx
         ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what does the backward read?</summary>
+#
+# Your backward kernel reads two tensors. One is $\bar y$, which autograd passes to `backward`.
+# Where does the other come from — and is $x$ among what it reads? Save exactly that, through
+# `ctx.save_for_backward`. (If the check names `softmax_fwd_kernel` or `softmax_bwd_kernel`, the
+# bug is in that kernel: its Part's hints cover it.)
+#
+# </details>
+#
+# <details><summary>Hint 2 — a ȳ you did not make</summary>
+#
+# The kernel walks a row one element at a time and gets one stride per tensor, the row stride.
+# A transposed $\bar y$ has a column stride other than 1, an expanded one has stride 0: hand the
+# kernel a tensor laid out the way its contract says. Making that copy costs nothing when
+# $\bar y$ already is laid out so. Allocate `dx` like the saved tensor, and launch with the
+# strides of the tensors you actually pass.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# # forward, after the launch:
+# ctx.save_for_backward(y)
+# # backward:
+# (y,) = ctx.saved_tensors
+# dy = dy.contiguous()
+# dx = torch.empty_like(y)
+# softmax_bwd_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols,
+#                               BLOCK=triton.next_power_of_2(n_cols))
+# ```
+#
+# </details>
 # %% test id=test_TritonSoftmax points=2
 """TritonSoftmax: y and x̄ through autograd at batch 1 and 7, float32 and float64; saves y and nothing else; a contiguous and a transposed ȳ; no autograd inside backward."""
 course.selfcheck.TritonSoftmax(TritonSoftmax)
@@ -408,14 +550,25 @@ autograder.check.TritonSoftmax(TritonSoftmax)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just wrote: save y, and a ȳ the kernel can walk
+#
+# The backward kernel reads $\bar y$ and $y$ — never $x$ — so the forward saves $y$ and nothing
+# else: saving $x$ as well would keep $N$ more elements per row alive for nothing, and saving $x$
+# instead would make the backward recompute $y$ before it could start. And whatever layout
+# autograd hands over, the kernel gets a $\bar y$ with adjacent elements:
+#
+# $$\boxed{\;\texttt{ctx.save\_for\_backward}(y), \qquad \bar y \leftarrow \texttt{dy.contiguous()}\;}$$
+#
+# in code `ctx.save_for_backward(y)` in the forward and `dy = dy.contiguous()` before the launch
+# in the backward (a no-op for a $\bar y$ that already is contiguous).
+#
 # ## Part D — triton_softmax (1 point)
 #
 # The function users call: softmax over the **last** dimension of `x` of any rank, differentiable.
 #
-# - Flatten the leading dimensions into rows: `x.reshape(-1, N)` gives `(n_rows, N)`. It returns a
-#   view when it can, and a view may still have rows that are not contiguous (a transposed
-#   input, say), so add `.contiguous()`: free when the rows already are.
-# - Run `TritonSoftmax.apply` on the rows and give the result the shape of `x`.
+# - `TritonSoftmax` takes `(n_rows, n_cols)` with contiguous rows. `x` may be 1-D, 3-D, or a
+#   transposed view whose rows are not contiguous: turn it into such rows without changing which
+#   numbers form a row, run `TritonSoftmax.apply`, and return `y` with the shape of `x`.
 # - Check the input first, with a message a user can act on (a 0-d tensor has no last dimension).
 #
 # One block per row works for rows up to at least 8192, which is all this notebook needs. Much
@@ -437,6 +590,33 @@ def triton_softmax(x):
     return TritonSoftmax.apply(rows).view(x.shape)
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — rows, from any rank</summary>
+#
+# Every leading axis is a batch axis: an `x` of shape $(2, 3, N)$ is 6 rows of $N$. `reshape`
+# lines them up as $(n_\text{rows}, N)$ — and returns a *view* whenever it can, with strides taken
+# from `x`. A softmax over any axis but the last is a different function. (If the check names
+# one of the kernels, the bug is there: its Part's hints cover it.)
+#
+# </details>
+#
+# <details><summary>Hint 2 — a view is not enough</summary>
+#
+# A transposed `x` reshaped to rows can still be a view whose rows are not contiguous, and
+# `TritonSoftmax` launches the kernel on it as it is. Make the rows contiguous before `apply`
+# (free when they already are). `TritonSoftmax` gives back $(n_\text{rows}, N)$: reshape the
+# result to the shape of `x`.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# rows = x.reshape(-1, x.shape[-1]).contiguous()  # (n_rows, N), each row contiguous
+# return TritonSoftmax.apply(rows).view(x.shape)
+# ```
+#
+# </details>
 # %% test id=test_triton_softmax points=1
 """triton_softmax: y and x̄ for 1-D, 2-D (batch 1 and 7) and 3-D inputs, a transposed view and rows of 3000, float32 and float64, run through TritonSoftmax."""
 course.selfcheck.triton_softmax(triton_softmax)
@@ -446,10 +626,21 @@ autograder.check.triton_softmax(triton_softmax)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just wrote: any shape, as contiguous rows
+#
+# $$\boxed{\;x \;\to\; \texttt{x.reshape(-1, N).contiguous()} \;\to\; \texttt{TritonSoftmax.apply}
+#   \;\to\; \texttt{.view(x.shape)}\;}$$
+#
+# `reshape` keeps a view, strides and all, when it can; `.contiguous()` copies only when the rows
+# are not already adjacent, so the common case costs nothing. Autograd carries $\bar y$ back
+# through the `view` and the `reshape` by itself.
+#
 # ## 6 · gradcheck against a naive reference
 #
-# Two independent checks of the whole thing, both in float64 (central differences lose about
-# half of a dtype's digits, and float32 keeps too few):
+# Two independent checks of the whole thing, both in float64. A central difference at its best
+# step keeps only about two thirds of a dtype's digits (its error is about $u^{2/3}$, notebook 00):
+# some 11 of float64's 16, but only about 5 of float32's 7 — too few to tell a right backward
+# from a slightly wrong one.
 #
 # 1. `torch.autograd.gradcheck` perturbs each input entry by ±ε, runs **your forward** twice,
 #    and compares the difference quotients with what **your backward** returns. It checks that the
@@ -457,7 +648,12 @@ autograder.check.triton_softmax(triton_softmax)
 # 2. So compare the forward, and the gradient, with the naive PyTorch version of §2 too: that
 #    checks the forward is softmax.
 #
-# The interpreter runs float64 kernels exactly as a GPU would, so this works on a laptop.
+# Without a GPU, the interpreter runs the same kernel code on the CPU, with numpy, in float64
+# — the same operations in the same dtype, so the check means the same thing on a laptop. It
+# is not bit for bit a GPU run: the order in which `tl.sum` and `tl.max` combine the lanes, and
+# the `exp` of numpy's math library against the GPU's, differ, so the last bits of a result
+# can too (far below gradcheck's tolerances); and programs run one at a time, so a race between
+# programs never shows.
 # %%
 try:
     gen = torch.Generator().manual_seed(1)
@@ -490,7 +686,11 @@ except Exception as exc:
 # subtract, exp, sum, divide) and moves 8 bytes (read $x$, write $y$); the backward does about
 # 4 (multiply, sum, subtract, multiply) and moves 12 (read $y$ and $\bar y$, write $\bar x$).
 # An H100 SXM has about 3.35 TB/s of HBM bandwidth and about 67 TFLOP/s of float32 arithmetic
-# without tensor cores, a ridge point near 20 FLOPs per byte.
+# without tensor cores, a ridge point near 20 FLOPs per byte. (Tensor cores multiply float32
+# matrices much faster, but only by cutting the inputs to TF32, a 10-bit mantissa — and that is
+# what Triton's `tl.dot` does with float32 inputs on such a GPU by default, unless asked for
+# `input_precision="ieee"`. Softmax has no matmul, so the figure without tensor cores is the one
+# that applies.)
 # %%
 BANDWIDTH = 3.35e12  # bytes/s, H100 SXM HBM3
 PEAK = 67e12  # FLOP/s, H100 SXM float32 without tensor cores

@@ -101,14 +101,50 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
     return y, mean, rstd
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what shape does each statistic have, and how does it meet a row?</summary>
+#
+# A reduction over the last dimension leaves one number per row, shaped `x.shape[:-1]`: that is the shape
+# `mean` and `rstd` must be returned in. To subtract a row's mean from that row, the statistic needs a
+# size-1 last axis back, so that it broadcasts **along** its row and not across rows (§1).
+#
+# </details>
+#
+# <details><summary>Hint 2 — which variance, and where does ε go?</summary>
+#
+# LayerNorm's $\sigma^2$ divides by $N$, not $N - 1$: §1's first cell shows which call gives which. And
+# $\varepsilon$ is added to the variance, before the square root. `rstd` is the reciprocal of the
+# standard deviation, not the standard deviation.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# mean = x.mean(dim=-1)                                # (...,)
+# var = ((x - mean[..., None]) ** 2).mean(dim=-1)      # (...,), biased; or x.var(dim=-1, correction=0)
+# rstd = torch.rsqrt(var + eps)                        # (...,), 1/√(σ² + ε)
+# y = (x - mean[..., None]) * rstd[..., None] * gamma + beta
+# ```
+#
+# </details>
 # %% test id=test_layernorm_forward points=1
-"""layernorm_forward: y, mean and rstd at batch 1 and 7 and for 3-D x, N not a power of two, eps honoured, against torch.nn.functional.layer_norm; mean and rstd shaped x.shape[:-1]."""
+"""layernorm_forward: y, mean and rstd at batch 1 and 7, for 3-D x and for a transposed (non-contiguous) x, N not a power of two, eps honoured, against torch.nn.functional.layer_norm; mean and rstd shaped x.shape[:-1]."""
 course.selfcheck.layernorm_forward(layernorm_forward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
 autograder.check.layernorm_forward(layernorm_forward)
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# ### What you just wrote
+#
+# Two reductions along each row, and one elementwise pass:
+#
+# $$\mu = \operatorname{mean}(x), \qquad \boxed{\;\text{rstd} = \frac{1}{\sqrt{\operatorname{mean}\big((x-\mu)^2\big) + \varepsilon}}, \qquad y = (x - \mu)\cdot\text{rstd} \odot \gamma + \beta\;}$$
+#
+# with $\mu$ and rstd one number per row, given a size-1 axis back to act on their row. Those two
+# numbers per row are what a LayerNorm keeps for its backward.
 # %% [markdown]
 # ## 2. The Jacobian looks dense
 #
@@ -160,33 +196,148 @@ print("autograd's J equals rstd·(I − 11ᵀ/N − x̂x̂ᵀ/N):", torch.allclo
 print(f"entries of J that are zero: {(J.abs() < 1e-12).sum().item()} of {N * N}")
 
 # %% [markdown]
-# ## 3. The collapse: two scalars per row
+# ## 3. The question: what does $\bar x$ need?
 #
-# The backward needs $\bar x$ from $\bar y$. Start from the end of the chain:
-# $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so $\bar{\hat x} = \gamma \odot \bar y$.
-# Call that vector $\hat w\bar y$ (`wdy` in code); then $\bar x = J^\top \hat w\bar y$. $J$ is symmetric,
-# and each rank-one piece multiplies a vector by doing one dot product:
+# The backward needs $\bar x$ from $\bar y$. Two things set it up; the derivation is Part B.
 #
-# $$\mathbf 1 \mathbf 1^\top \hat w\bar y = \mathbf 1 \cdot \textstyle\sum_j \hat w\bar y_j, \qquad
-# \hat x \hat x^\top \hat w\bar y = \hat x \cdot \sum_j \hat x_j\, \hat w\bar y_j .$$
+# - $y = \hat x \odot \gamma + \beta$ is **elementwise** in $\hat x$. Call the gradient that reaches $\hat x$
+#   $\bar{\hat x}$ (`dxhat` in code) — what it is, you will work out. Then, row by row,
+#   $\bar x = J^\top \bar{\hat x}$ with the $J$ of §2.
+# - A rank-one matrix times a vector is one dot product: $(u v^\top)\, w = u\,\langle v, w\rangle$ —
+#   $N$ multiply-adds, not $N^2$.
 #
-# Divide the sums by $N$ and name them — they are the only two numbers that couple the row:
+# Built and multiplied, $J$ costs $N^2$ work and memory per row. The title of this notebook says the
+# product collapses to **two numbers per row**. Which two, and why exactly two? That is the derivation.
 #
-# $$c_1 = \operatorname{mean}(\hat x \odot \hat w\bar y), \qquad c_2 = \operatorname{mean}(\hat w\bar y),
-# \qquad \boxed{\;\bar x = \big(\hat w\bar y - (\hat x\, c_1 + c_2)\big)\cdot \text{rstd}\;}$$
+# ## 4. $\bar\gamma$ and $\bar\beta$ — and what the forward saves
 #
-# Two reductions over the row, then one elementwise pass: $O(N)$ work and $O(1)$ extra memory per
-# row instead of an $N \times N$ matrix. In code `c1` and `c2` are one number per row, so they
-# keep a size-1 last axis (`keepdim=True`) to broadcast **along** their row.
+# $\gamma$ and $\beta$ are **broadcast** in the forward: the same $N$ numbers are used by every row of a
+# `(..., N)` input. Notebook 01 said what that does to a gradient. Whatever it is, $\bar\gamma$ and
+# $\bar\beta$ have the shape of $\gamma$, $(N,)$, for any number of leading axes of $x$ — and a mistake
+# there hides at batch 1, so the checks run at batch 7.
 #
-# **Without $\gamma$ and $\beta$** ($\gamma = 1$, $\beta = 0$, so $y = \hat x$ and $\hat w \bar y = \bar y$) it
-# reads, with $\sigma = \sqrt{\sigma^2 + \varepsilon} = 1/\text{rstd}$,
+# **What the forward saves.** The backward will need $\hat x$ (it is in $J$). $\hat x$ is a full $N$ per
+# row; $\mu$ and $\text{rstd}$ are one number per row each, and with $x$ they rebuild
+# $\hat x = (x - \mu)\cdot\text{rstd}$ for two FLOPs an element. $x$ is kept anyway (in a transformer
+# it is the residual stream), so a LayerNorm saves **$x$, $\gamma$, and two scalars per row** — not
+# $\hat x$, which would be a second activation-sized tensor held from the forward to the backward.
+# That is why `layernorm_backward` below takes `mean` and `rstd`, not `xhat`.
+# %% [markdown]
+# ## Part B — layernorm_backward (3 points)
 #
-# $$\bar x = \frac{\bar y - \operatorname{mean}(\bar y) - y \cdot \operatorname{mean}(\bar y \odot y)}{\sigma}.$$
+# The forward is §1's: $y = \hat x \odot \gamma + \beta$ with $\hat x = (x - \mu)\cdot\text{rstd}$ row by row.
+# Given the upstream gradient `dy` (shaped like `x`), the input `x` of shape `(..., N)`, `gamma`
+# `(N,)`, and the `mean` and `rstd` the forward saved (shaped `x.shape[:-1]`), return
+# `(dx, dgamma, dbeta)` shaped like `(x, gamma, gamma)`, for any number of leading dimensions.
 #
-# Subtract the mean of the gradient (the centring), subtract the part of it along $y$ (the
-# scaling), divide by $\sigma$. Here it is against central differences of the forward, which
-# know nothing of the derivation:
+# Rules: rebuild $\hat x$ from what was saved (nothing else is); $O(N)$ work and $O(1)$ extra numbers
+# per row — no $N \times N$ matrix; no autograd (the test refuses it). Derive $\bar x$ from the $J$ of
+# §2 and $\bar\gamma$, $\bar\beta$ from how $\gamma$ and $\beta$ are used. The hints below the cell help
+# if you get stuck; open them one at a time.
+# %% solution id=layernorm_backward
+def layernorm_backward(dy, x, gamma, mean, rstd):
+    """Gradients of y = LayerNorm(x) ⊙ γ + β given ȳ = dy, from the saved mean and rstd.
+
+    dy, x: (..., N); gamma: (N,); mean, rstd: x.shape[:-1].
+    Returns (dx, dgamma, dbeta), shaped like (x, gamma, gamma).
+    """
+    ### BEGIN SOLUTION
+    N = x.shape[-1]  # features
+    rstd = rstd.unsqueeze(-1)  # (..., 1): one per row, broadcast along it
+    xhat = (x - mean.unsqueeze(-1)) * rstd  # (..., N): rebuilt, never saved
+    dxhat = gamma * dy  # (..., N): the gradient reaching x̂
+    c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)  # (..., 1)
+    c2 = dxhat.mean(dim=-1, keepdim=True)  # (..., 1)
+    dx = (dxhat - (xhat * c1 + c2)) * rstd  # (..., N), the shape of x
+    dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,): γ was used by every row
+    dbeta = dy.reshape(-1, N).sum(dim=0)  # (N,)
+    return dx, dgamma, dbeta
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — what reaches x̂, and what shape is each gradient?</summary>
+#
+# $y_j = \hat x_j \gamma_j + \beta_j$: output $j$ of a row depends on $\hat x_j$ alone, through one multiply.
+# So what is $\bar{\hat x}_j$? As for the shapes: `dx` is `(..., N)` like `x`; `dgamma` and `dbeta` are
+# `(N,)` like $\gamma$ — every leading axis of `x` must be gone from them. $\gamma$ and $\beta$ were used
+# by every row. What did notebook 01 say a broadcast forward means for the backward?
+#
+# </details>
+#
+# <details><summary>Hint 2 — J times a vector, without J</summary>
+#
+# $J$ is symmetric, so $\bar x = J \bar{\hat x}$ for each row. Multiply $\bar{\hat x}$ by the three pieces of
+# $J$ one at a time: $I$ gives $\bar{\hat x}$ back, and each rank-one piece gives a fixed vector
+# ($\mathbf 1$, or $\hat x$) times one dot product with $\bar{\hat x}$. Divide those two dot products by $N$
+# — they are means over the row — and call them $c_1$ (the one that multiplies $\hat x$) and $c_2$.
+# They are one number per row: to act on their row they need a size-1 last axis, or they broadcast
+# across rows (with as many rows as features, row $i$'s number lands on column $i$ of every row).
+#
+# </details>
+#
+# <details><summary>Hint 3 — the parameter gradients</summary>
+#
+# Entry $j$ of $\gamma$ multiplies $\hat x_j$ in **every** row, and each of those rows sends back its own
+# $\bar y$. Collect every row's contribution to entry $j$: over every leading axis, so flatten them into
+# one first. $\beta$ is the same with $\hat x$ replaced by what $\beta_j$ is multiplied by.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the formulas</summary>
+#
+# $$\bar{\hat x} = \gamma \odot \bar y, \qquad c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad
+# c_2 = \operatorname{mean}(\bar{\hat x}), \qquad \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd},$$
+#
+# $$\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y .$$
+#
+# ```python
+# xhat = (x - mean[..., None]) * rstd[..., None]
+# dxhat = gamma * dy
+# c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)     # keepdim: one per row, broadcast along it
+# c2 = dxhat.mean(dim=-1, keepdim=True)
+# dx = (dxhat - (xhat * c1 + c2)) * rstd[..., None]
+# dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)
+# dbeta = dy.reshape(-1, N).sum(dim=0)
+# ```
+#
+# </details>
+# %% test id=test_layernorm_backward points=3
+"""layernorm_backward: dx, dgamma, dbeta at batch 1 and 7 (a square case too), for 3-D x and for transposed (non-contiguous) x and dy, N not a power of two, against autograd through torch.nn.functional.layer_norm; no autograd inside."""
+course.selfcheck.layernorm_backward(layernorm_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.layernorm_backward(layernorm_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived: the collapse
+#
+# $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so the gradient reaching $\hat x$ is
+# $\bar{\hat x} = \gamma \odot \bar y$. $J$ is symmetric, and each rank-one piece of it multiplies a vector
+# by doing one dot product:
+#
+# $$\mathbf 1 \mathbf 1^\top \bar{\hat x} = \mathbf 1 \cdot \textstyle\sum_j \bar{\hat x}_j, \qquad
+# \hat x \hat x^\top \bar{\hat x} = \hat x \cdot \sum_j \hat x_j\, \bar{\hat x}_j .$$
+#
+# Divided by $N$ and named, they are the only two numbers that couple the row:
+#
+# $$c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad c_2 = \operatorname{mean}(\bar{\hat x}),
+# \qquad \boxed{\;\bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot \text{rstd}\;}$$
+#
+# Two reductions over the row, then one elementwise pass: $O(N)$ work and $O(1)$ extra memory per row
+# instead of an $N \times N$ matrix. $\gamma$ and $\beta$ are broadcast in the forward, so their gradients
+# reduce over every row (notebook 01's law):
+#
+# $$\boxed{\;\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y\;}$$
+#
+# **Without $\gamma$ and $\beta$** ($\gamma = 1$, $\beta = 0$, so $y = \hat x$ and $\bar{\hat x} = \bar y$) it reads,
+# with $\sigma = \sqrt{\sigma^2 + \varepsilon} = 1/\text{rstd}$,
+#
+# $$\bar x = \frac{\bar y - \operatorname{mean}(\bar y) - y \cdot \operatorname{mean}(\bar y \odot y)}{\sigma}:$$
+#
+# subtract the mean of the gradient (the centring), subtract the part of it along $y$ (the scaling),
+# divide by $\sigma$. Here it is against central differences of the forward, which know nothing of the
+# derivation:
 # %% check-output
 gen = torch.Generator().manual_seed(1)
 x = 2.0 * torch.randn(3, 6, generator=gen, dtype=F64) + 0.5  # (M, N) = (3, 6)
@@ -205,25 +356,8 @@ err = course.relative_error(dx_formula, dx_numeric)
 print("x̄ = (ȳ − mean ȳ − y·mean(ȳ⊙y)) / σ agrees with central differences:", err < 1e-8)
 
 # %% [markdown]
-# ## 4. $\bar\gamma$ and $\bar\beta$: sums over the batch — and what the forward saves
-#
-# $\gamma$ and $\beta$ are **broadcast** in the forward: the same $N$ numbers are used by every row.
-# Broadcast forward, reduce backward (notebook 01): every row contributes to their gradients,
-#
-# $$\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y,$$
-#
-# both of shape $(N,)$, summed over **every** leading axis of a `(..., N)` input. At batch 1 the sum
-# has one term, so forgetting it is invisible there; test at batch 7.
-#
-# **What the forward saves.** The backward needs $\hat x$, $\text{rstd}$, $\gamma$ and $\bar y$. $\hat x$ is a
-# full $N$ per row; $\mu$ and $\text{rstd}$ are one number per row each, and with $x$ they rebuild
-# $\hat x = (x - \mu)\cdot\text{rstd}$ for two FLOPs an element. $x$ is kept anyway (in a transformer
-# it is the residual stream), so a LayerNorm saves **$x$, $\gamma$, and two scalars per row** — not
-# $\hat x$, which would be a second activation-sized tensor held from the forward to the backward.
-# That is why `layernorm_backward` below takes `mean` and `rstd`, not `xhat`.
-#
-# The naive backward builds the Jacobian of each row and multiplies — correct, and $N^2$ work
-# and memory per row:
+# The naive backward builds the Jacobian of each row and multiplies — correct, and $N^2$ work and
+# memory per row:
 # %%
 def layernorm_backward_dense(dy, x, gamma, mean, rstd):
     """x̄ for x (M, N) by building each row's N×N Jacobian: the version the collapse replaces."""
@@ -235,47 +369,6 @@ def layernorm_backward_dense(dy, x, gamma, mean, rstd):
         J_m = r * (torch.eye(N, dtype=x.dtype) - 1.0 / N - torch.outer(xh_m, xh_m) / N)  # (N, N): write N²
         dx[m] = J_m @ (gamma * dy[m])  # read N² + N, write N; J is symmetric
     return dx
-
-# %% [markdown]
-# ## Part B — layernorm_backward (3 points)
-#
-# Given the upstream gradient `dy` (shaped like `x`), the input `x` of shape `(..., N)`, `gamma`
-# `(N,)`, and the `mean` and `rstd` the forward saved (shaped `x.shape[:-1]`), return
-# `(dx, dgamma, dbeta)` shaped like `(x, gamma, gamma)`:
-#
-# - rebuild $\hat x$ from `x`, `mean` and `rstd`;
-# - $\bar x = (\hat w\bar y - (\hat x\, c_1 + c_2))\cdot\text{rstd}$ with $c_1$, $c_2$ one per row — keep their last axis;
-# - $\bar\gamma$ and $\bar\beta$ summed over every row, whatever the number of leading dimensions
-#   (`t.reshape(-1, N).sum(0)` does it for any of them).
-#
-# Do not call autograd — the test refuses it — and do not build an $N \times N$ matrix.
-# %% solution id=layernorm_backward
-def layernorm_backward(dy, x, gamma, mean, rstd):
-    """Gradients of y = LayerNorm(x) ⊙ γ + β given ȳ = dy, from the saved mean and rstd.
-
-    dy, x: (..., N); gamma: (N,); mean, rstd: x.shape[:-1].
-    Returns (dx, dgamma, dbeta), shaped like (x, gamma, gamma).
-    """
-    ### BEGIN SOLUTION
-    N = x.shape[-1]  # features
-    rstd = rstd.unsqueeze(-1)  # (..., 1): one per row, broadcast along it
-    xhat = (x - mean.unsqueeze(-1)) * rstd  # (..., N): rebuilt, never saved
-    wdy = gamma * dy  # (..., N): ŵȳ, the gradient reaching x̂
-    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)  # (..., 1)
-    c2 = wdy.mean(dim=-1, keepdim=True)  # (..., 1)
-    dx = (wdy - (xhat * c1 + c2)) * rstd  # (..., N), the shape of x
-    dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,): γ was used by every row
-    dbeta = dy.reshape(-1, N).sum(dim=0)  # (N,)
-    return dx, dgamma, dbeta
-    ### END SOLUTION
-
-# %% test id=test_layernorm_backward points=3
-"""layernorm_backward: dx, dgamma, dbeta at batch 1 and 7 (a square case too) and for 3-D x, N not a power of two, against autograd through torch.nn.functional.layer_norm; no autograd inside."""
-course.selfcheck.layernorm_backward(layernorm_backward)
-### BEGIN HIDDEN TESTS
-import autograder.check
-autograder.check.layernorm_backward(layernorm_backward)
-### END HIDDEN TESTS
 
 # %% [markdown]
 # Your collapse against the dense version, and the cost of each, for rows of 4096:
@@ -299,28 +392,21 @@ N = 4096
 print(f"per row of {N}: the dense Jacobian holds {N * N:,} numbers; the collapse keeps 2 (c1, c2)")
 
 # %% [markdown]
-# ## 5. RMSNorm: the same skeleton, one scalar
+# ## 5. RMSNorm: the same skeleton, fewer pieces
 #
 # RMSNorm (LLaMA, T5) drops the centring and the shift: no $\mu$, no $\beta$.
 #
 # $$\text{rrms} = \frac{1}{\sqrt{\operatorname{mean}(x^2) + \varepsilon}}, \qquad \hat x = x\cdot\text{rrms},
 # \qquad y = \hat x \odot g .$$
 #
-# Redo §2 without $\mu$: $\partial\,\text{rrms}/\partial x_j = -\text{rrms}^2\, \hat x_j / N$, and
-#
-# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rrms}\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{N}\Big)
-# \qquad\Longleftrightarrow\qquad J = \text{rrms}\,\Big(I - \tfrac1N \hat x \hat x^\top\Big).$$
-#
-# The $\mathbf 1 \mathbf 1^\top$ piece is gone — it came from $\mu$. One rank-one matrix is left, so
-# one scalar per row survives. The rest is Part B with a piece removed: $\hat w\bar y = g \odot \bar y$
-# reaches $\hat x$, $J$ is symmetric, and $\bar g = \sum_{\text{rows}} \bar y \odot \hat x$ sums over the batch
-# for the same reason $\bar\gamma$ does. The forward saves `rrms`, one number per row.
+# The forward saves `rrms`, one number per row. Its backward is yours to derive: redo §2 without
+# $\mu$ and see which pieces of the Jacobian survive, then redo Part B with what is left.
 # %% [markdown]
 # ## Part C — rmsnorm_backward (2 points)
 #
 # Given `dy` and `x` of shape `(..., N)`, the weight `g` `(N,)` and the `rrms` the forward saved
-# (shape `x.shape[:-1]`), return `(dx, dg)`, shaped like `(x, g)`. Work out $\bar x = J^\top(g \odot \bar y)$
-# from the $J$ above and write it with one row scalar `c1`. No autograd.
+# (shape `x.shape[:-1]`), return `(dx, dg)`, shaped like `(x, g)`, for any number of leading
+# dimensions. Same rules as Part B: $O(N)$ per row, no $N \times N$ matrix, no autograd.
 # %% solution id=rmsnorm_backward
 def rmsnorm_backward(dy, x, g, rrms):
     """Gradients of y = x · rrms ⊙ g, rrms = 1/√(mean(x²) + ε), from the saved rrms.
@@ -332,21 +418,67 @@ def rmsnorm_backward(dy, x, g, rrms):
     N = x.shape[-1]  # features
     rrms = rrms.unsqueeze(-1)  # (..., 1)
     xhat = x * rrms  # (..., N)
-    wdy = g * dy  # (..., N): ŵȳ
-    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)  # (..., 1): the one scalar left
-    dx = (wdy - xhat * c1) * rrms  # (..., N)
+    dxhat = g * dy  # (..., N): the gradient reaching x̂
+    c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)  # (..., 1): the one scalar left
+    dx = (dxhat - xhat * c1) * rrms  # (..., N)
     dg = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,): g was used by every row
     return dx, dg
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — which pieces of J survive without μ?</summary>
+#
+# Redo §2's three bullets with $\mu = 0$: there is no $\partial\mu/\partial x_j$, and
+# $\partial\,\text{rrms}/\partial x_j = -\tfrac12\text{rrms}^3 \cdot \tfrac2N x_j$. Which of LayerNorm's two
+# rank-one pieces came from $\mu$? What is left is symmetric again.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the structure</summary>
+#
+# As in Part B: find the gradient that reaches $\hat x$, multiply it by $J$ without building $J$ (one
+# rank-one piece, so one number per row, kept with a size-1 last axis), and sum $g$'s gradient over
+# every row, because $g$ is used by every row.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formulas</summary>
+#
+# $$J = \text{rrms}\,\big(I - \tfrac1N \hat x \hat x^\top\big), \qquad \bar{\hat x} = g \odot \bar y, \qquad
+# c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad \bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms},
+# \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x .$$
+#
+# ```python
+# xhat = x * rrms[..., None]
+# dxhat = g * dy
+# c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
+# dx = (dxhat - xhat * c1) * rrms[..., None]
+# dg = (dy * xhat).reshape(-1, N).sum(dim=0)
+# ```
+#
+# </details>
 # %% test id=test_rmsnorm_backward points=2
-"""rmsnorm_backward: dx and dg at batch 1 and 7 (a square case too) and for 3-D x, N not a power of two, against autograd; no autograd inside."""
+"""rmsnorm_backward: dx and dg at batch 1 and 7 (a square case too), for 3-D x and for transposed (non-contiguous) x and dy, N not a power of two, against autograd; no autograd inside."""
 course.selfcheck.rmsnorm_backward(rmsnorm_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
 autograder.check.rmsnorm_backward(rmsnorm_backward)
 ### END HIDDEN TESTS
 
+# %% [markdown]
+# ### What you just derived: one scalar per row
+#
+# Without $\mu$, $\partial\,\text{rrms}/\partial x_j = -\text{rrms}^2\, \hat x_j / N$ and
+#
+# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rrms}\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{N}\Big)
+# \qquad\Longleftrightarrow\qquad J = \text{rrms}\,\Big(I - \tfrac1N \hat x \hat x^\top\Big).$$
+#
+# The $\mathbf 1 \mathbf 1^\top$ piece is gone — it came from $\mu$ — and with it $c_2$. With
+# $\bar{\hat x} = g \odot \bar y$ and $c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x})$,
+#
+# $$\boxed{\;\bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms}, \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x\;}$$
+#
+# Part B with a piece removed: $\bar g$ sums over the batch for the same reason $\bar\gamma$ does.
 # %% [markdown]
 # ## 6. On a GPU: x̄ is parallel, γ̄ is a reduction across programs
 #
@@ -467,34 +599,34 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 # %% [markdown]
 # ## Part D — TritonLayerNorm (2 points)
 #
-# Two things to write in one cell.
+# Two things to write in one cell: a backward kernel that does Part B's work for a group of rows,
+# and the `autograd.Function` around it. This is the contract; the code is yours.
 #
-# **The backward kernel `layernorm_bwd_kernel`**, launched on a grid of `n_programs` programs. Its
-# signature is fixed (the test launches it too). Program `p` handles rows
-# `p * rows_per_program` up to, not including, `min((p + 1) * rows_per_program, n_rows)` — the last
-# program may get fewer rows. For each of its rows it:
+# **The kernel `layernorm_bwd_kernel`.** Its signature is fixed (the test launches it too). All
+# `(n_rows, n_cols)` tensors have contiguous rows: row `r` starts `r * n_cols` elements in. The grid
+# is `(n_programs,)`, and program `p`:
 #
-# 1. loads the row of $x$ and $\bar y$ (masked: `cols < n_cols`, `other=0.0`) and the row's `mean` and `rstd`;
-# 2. rebuilds $\hat x$, forms $\hat w\bar y = \gamma \odot \bar y$, reduces $c_1$ and $c_2$ with `tl.sum(...) / n_cols`;
-# 3. stores $\bar x = (\hat w\bar y - (\hat x c_1 + c_2))\cdot\text{rstd}$;
-# 4. adds $\bar y \odot \hat x$ and $\bar y$ into two accumulators held in registers (`tl.zeros([BLOCK], ...)`
-#    before the loop).
+# - owns rows `p * rows_per_program` up to, not including, `min((p + 1) * rows_per_program, n_rows)` —
+#   the last program may get fewer rows; row offsets can pass $2^{31}$ on a large activation;
+# - reads $\gamma$ once (it is the same for every row), and for each of its rows reads that row of
+#   $x$ and $\bar y$ and the row's `mean` and `rstd`;
+# - writes that row of $\bar x$ into `DX_ptr`, and nothing else of `DX_ptr`;
+# - writes its share of $\bar\gamma$ and of $\bar\beta$ — the contribution of **its** rows — into
+#   **row `p`** of `DW_partial` and `DB_partial` (shape `(n_programs, n_cols)`), once, after its last row.
+#   No other program writes that row.
 #
-# After the loop it stores the two accumulators into **row `p`** of `DW_partial` and `DB_partial`.
-# Load $\gamma$ once, before the loop: it is the same for every row. Compute in the dtype you load
-# (float64 stays float64). A loop whose bounds are computed in the kernel is fine in Triton:
-# `for r in range(start, stop):` with `start` and `stop` from `tl.program_id` and `tl.minimum`.
+# `BLOCK` is a power of two $\ge$ `n_cols`: the lanes past the end of a row are neither data to add
+# into any sum nor places to store. Compute in the dtype you load (float64 stays float64).
 #
 # **The class `TritonLayerNorm`**, for `x` of shape `(n_rows, N)` with contiguous rows:
 #
-# - `forward(ctx, x, gamma, beta, eps)`: run the given `layernorm_fwd`, save what the backward
-#   needs with `ctx.save_for_backward` — $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
-# - `backward(ctx, dy)`: make `dy` contiguous (autograd may hand you a strided view), allocate $\bar x$
-#   and two zeroed `(n_programs, N)` partial buffers — at most `MAX_PROGRAMS` programs, fewer when
-#   there are fewer rows, each given `rows_per_program` rows (`triton.cdiv` rounds up); launch the
-#   kernel on a grid of `(n_programs,)`; then the **second pass**: sum each buffer over its rows.
-#   Return `dx, dgamma, dbeta, None` — one gradient per input of `forward`, `None` for `eps`. No
-#   autograd in here.
+# - `forward(ctx, x, gamma, beta, eps)`: run the given `layernorm_fwd`, save what the backward needs —
+#   $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
+# - `backward(ctx, dy)`: launch the kernel on `n_programs = min(n_rows, MAX_PROGRAMS)` programs with
+#   `rows_per_program` rows each (rounded up); then a **second pass** turns the partial buffers into
+#   $\bar\gamma$ and $\bar\beta$ of shape `(N,)`. Return `dx, dgamma, dbeta, None` — one gradient per input
+#   of `forward`, `None` for `eps`. No autograd in here. Autograd may hand `backward` a `dy` whose rows
+#   are not contiguous (a transposed view, say); the kernel's contract is contiguous rows.
 #
 # One trap: if `backward` returns the `(n_programs, N)` buffer itself as $\bar\gamma$, autograd quietly
 # sums it to `(N,)` for you, and a training run never notices. The test looks at what your `backward`
@@ -518,9 +650,9 @@ def layernorm_bwd_kernel(
     rows_per_program,  # program p handles rows p·rows_per_program, … (fewer for the last program)
     BLOCK: tl.constexpr,  # a power of two ≥ n_cols
 ):
-    """x̄ = (ŵȳ − (x̂·c1 + c2))·rstd per row, c1 = mean(x̂ ⊙ ŵȳ), c2 = mean(ŵȳ), ŵȳ = γ ⊙ ȳ;
-    row p of DW_partial / DB_partial = Σ ȳ ⊙ x̂ / Σ ȳ over this program's rows.
+    """Program p: the backward of LayerNorm for rows p·rows_per_program … min((p + 1)·rows_per_program, n_rows) − 1.
 
+    Stores those rows of x̄ into DX, and this program's shares of γ̄ and β̄ into row p of DW_partial and DB_partial.
     Per row: reads 2N (x, ȳ) + 2 (μ, rstd), writes N (x̄). Per program: reads N (γ), writes 2N (partials).
     """
     ### BEGIN SOLUTION
@@ -540,10 +672,10 @@ def layernorm_bwd_kernel(
         mean = tl.load(Mean_ptr + row)  # read 1
         rstd = tl.load(Rstd_ptr + row)  # read 1
         xhat = (x - mean) * rstd  # rebuilt from two scalars instead of read back
-        wdy = w * dy
-        c1 = tl.sum(xhat * wdy, axis=0) / n_cols
-        c2 = tl.sum(wdy, axis=0) / n_cols
-        tl.store(DX_ptr + offs, (wdy - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
+        dxhat = w * dy
+        c1 = tl.sum(xhat * dxhat, axis=0) / n_cols
+        c2 = tl.sum(dxhat, axis=0) / n_cols
+        tl.store(DX_ptr + offs, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
         dgamma_acc += dy * xhat
         dbeta_acc += dy
     # One store per program: no other program writes row pid, so no atomics are needed.
@@ -588,8 +720,67 @@ class TritonLayerNorm(torch.autograd.Function):
         return dx, dgamma, dbeta, None
         ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — which rows, and what is read once?</summary>
+#
+# Start from `tl.program_id(0)`: the first row is `pid * rows_per_program` (cast to int64 before
+# multiplying by `n_cols`), the end is the smaller of the next group's first row and `n_rows`. Triton
+# accepts a Python `for` loop whose bounds are computed in the kernel. $\gamma$ is loaded before the
+# loop; so are two accumulators of `BLOCK` lanes for the program's shares of $\bar\gamma$ and $\bar\beta$.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the lanes past the end of the row</summary>
+#
+# What must a lane past `n_cols` add to $c_1$, $c_2$ and the partial sums? Whatever a masked load puts
+# there flows into every `tl.sum`, so choose the fill value that adds nothing. The means divide by the
+# row's length, not by `BLOCK`. A store without a mask writes all `BLOCK` lanes — past the row, into the
+# next one or past the buffer.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the partial sums and the second pass</summary>
+#
+# Each row adds its contribution to the two accumulators (they live in registers across the loop);
+# only after the loop does the program store them, into row `pid` of each buffer. Storing inside the
+# loop overwrites the row with each new row's contribution. On the host: zeroed `(n_programs, N)`
+# buffers, the launch, then a sum over the programs axis; and a `dy` with contiguous rows before the
+# launch.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the code</summary>
+#
+# ```python
+# pid = tl.program_id(0)
+# cols = tl.arange(0, BLOCK)
+# mask = cols < n_cols
+# w = tl.load(W_ptr + cols, mask=mask, other=0.0)
+# dgamma_acc = tl.zeros([BLOCK], dtype=w.dtype)
+# dbeta_acc = tl.zeros([BLOCK], dtype=w.dtype)
+# first = pid.to(tl.int64) * rows_per_program
+# for row in range(first, tl.minimum(first + rows_per_program, n_rows)):
+#     offs = row * n_cols + cols
+#     x = tl.load(X_ptr + offs, mask=mask, other=0.0)
+#     dy = tl.load(DY_ptr + offs, mask=mask, other=0.0)
+#     rstd = tl.load(Rstd_ptr + row)
+#     xhat = (x - tl.load(Mean_ptr + row)) * rstd
+#     dxhat = w * dy
+#     c1 = tl.sum(xhat * dxhat, axis=0) / n_cols
+#     c2 = tl.sum(dxhat, axis=0) / n_cols
+#     tl.store(DX_ptr + offs, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)
+#     dgamma_acc += dy * xhat
+#     dbeta_acc += dy
+# tl.store(DW_partial_ptr + pid * n_cols + cols, dgamma_acc, mask=mask)
+# tl.store(DB_partial_ptr + pid * n_cols + cols, dbeta_acc, mask=mask)
+# ```
+#
+# In `backward`: `dy = dy.contiguous()` before the launch, and `dgamma = dgamma_partial.sum(dim=0)`
+# (the same for $\bar\beta$) after it.
+#
+# </details>
 # %% test id=test_TritonLayerNorm points=2
-"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward."""
+"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7, with a contiguous and a transposed (non-contiguous) dy: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward."""
 course.selfcheck.TritonLayerNorm(TritonLayerNorm)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -597,15 +788,25 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just built
+#
+# Part B's formulas, one row at a time inside a program, plus the cross-program reduction of §6:
+#
+# $$\text{DW\_partial}[p] = \sum_{r \in \text{rows}(p)} \bar y_r \odot \hat x_r, \qquad
+# \boxed{\;\bar\gamma = \sum_{p} \text{DW\_partial}[p]\;} \quad(\text{and the same for } \bar\beta),$$
+#
+# with $\bar x$ stored row by row, each masked to the row's `n_cols` lanes. Per row the kernel reads
+# $x$, $\bar y$ and two scalars and writes $\bar x$; per program it reads $\gamma$ once and writes two
+# buffer rows. No two programs write the same address, so there is no race — on the interpreter, or
+# on a GPU where the programs really run at once.
+# %% [markdown]
 # ## Part E — triton_layernorm (1 point)
 #
 # The function users call: LayerNorm over the **last** dimension of `x` of any rank (1-D, a batch
-# of rows, `(batch, tokens, N)`), differentiable in `x`, `gamma` and `beta`.
-#
-# - Flatten the leading dimensions into rows, `x.reshape(-1, N)`, and make the rows contiguous
-#   (`.contiguous()` is free when they already are; a transposed input needs it).
-# - Run `TritonLayerNorm.apply(rows, gamma, beta, eps)` and give the result the shape of `x`.
-# - Check the inputs first, with a message a user can act on: `gamma` and `beta` must be `(N,)`.
+# of rows, `(batch, tokens, N)`), differentiable in `x`, `gamma` and `beta`, with `y` shaped like `x`.
+# It runs on `TritonLayerNorm`, whose contract is `(n_rows, N)` with contiguous rows — and `x` may be
+# a transposed (non-contiguous) view. Check the inputs first, with a message a user can act on:
+# `gamma` and `beta` must be `(N,)`, and raise a `ValueError` otherwise.
 # %% solution id=triton_layernorm
 def triton_layernorm(x, gamma, beta, eps=1e-5):
     """LayerNorm over the last dimension of x (any rank) by TritonLayerNorm; y has the shape of x."""
@@ -620,6 +821,32 @@ def triton_layernorm(x, gamma, beta, eps=1e-5):
     return TritonLayerNorm.apply(rows, gamma, beta, eps).view(x.shape)
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what does TritonLayerNorm accept?</summary>
+#
+# Every leading dimension of `x` just counts rows (§1). Turn `x` into `(n_rows, N)` rows, and make sure
+# each row's `N` elements sit next to each other in memory — a view of a transposed tensor does not.
+#
+# </details>
+#
+# <details><summary>Hint 2 — what comes back</summary>
+#
+# `TritonLayerNorm.apply(...)` returns `(n_rows, N)`. Give it the shape of `x` back; autograd carries the
+# gradient through the reshape to `x` in `x`'s own layout.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# N = x.shape[-1]
+# if tuple(gamma.shape) != (N,) or tuple(beta.shape) != (N,):
+#     raise ValueError(f"gamma and beta must have shape ({N},), the size of x's last dimension")
+# rows = x.reshape(-1, N).contiguous()     # free when the rows already are contiguous
+# return TritonLayerNorm.apply(rows, gamma, beta, eps).view(x.shape)
+# ```
+#
+# </details>
 # %% test id=test_triton_layernorm points=1
 """triton_layernorm: y and the gradients of x, gamma and beta for 1-D, 2-D (batch 1 and 7) and 3-D x, a transposed view, eps honoured, float32 and float64, run through TritonLayerNorm."""
 course.selfcheck.triton_layernorm(triton_layernorm)
@@ -629,12 +856,24 @@ autograder.check.triton_layernorm(triton_layernorm)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just wrote
+#
+# $$\boxed{\;\text{triton\_layernorm}(x) = \text{TritonLayerNorm}\big(x \text{ as } (n_{\text{rows}}, N) \text{ contiguous rows}\big) \text{ in the shape of } x\;}$$
+#
+# The leading dimensions only count rows, and the kernels' one layout assumption — contiguous rows —
+# is met once, at the boundary, instead of inside every kernel.
+# %% [markdown]
 # ## 8. gradcheck, and the traffic
 #
 # `torch.autograd.gradcheck` perturbs every input entry — of $x$, $\gamma$ and $\beta$ — runs your
 # forward twice per entry, and compares the difference quotients with what your backward returns.
-# It needs float64, which the interpreter runs exactly as a GPU would. It is slow in the
-# interpreter (a hundred launches), so the input is small: batch 3, N = 5.
+# It needs float64. On a CPU the interpreter runs your kernels' code itself, one program after
+# another, with numpy: the same operations in the same dtype as on a GPU, so a float64 gradcheck
+# there tests your formulas and your indexing. It is not a GPU, though. The order in which a
+# `tl.sum` adds its lanes and the math library behind `tl.sqrt` differ, so the last bits of a result
+# can differ from a GPU's; and because programs never overlap, a race between programs cannot show
+# here (§6's partial buffers avoid races by construction, not because the interpreter tested them).
+# It is slow in the interpreter (a hundred launches), so the input is small: batch 3, N = 5.
 # %%
 try:
     gen = torch.Generator().manual_seed(5)
@@ -659,18 +898,17 @@ M, N, P = 4096, 4096, 528  # rows, features, programs
 MN = M * N
 op_by_op = {  # (elements read, elements written) per PyTorch op of Part B
     "xhat = (x − μ)·rstd": (2 * MN + 2 * M, 2 * MN),  # two ops
-    "wdy = γ ⊙ ȳ": (MN + N, MN),
-    "c1 = mean(xhat ⊙ wdy)": (3 * MN, MN + M),  # a product, then a mean
-    "c2 = mean(wdy)": (MN, M),
-    "dx = (wdy − (xhat·c1 + c2))·rstd": (5 * MN + 3 * M, 4 * MN),  # four ops
+    "dxhat = γ ⊙ ȳ": (MN + N, MN),
+    "c1 = mean(xhat ⊙ dxhat)": (3 * MN, MN + M),  # a product, then a mean
+    "c2 = mean(dxhat)": (MN, M),
+    "dx = (dxhat − (xhat·c1 + c2))·rstd": (5 * MN + 3 * M, 4 * MN),  # four ops
     "dγ = Σ ȳ ⊙ xhat, dβ = Σ ȳ": (4 * MN, MN + 2 * N),
 }
 naive = sum(r + w for r, w in op_by_op.values())
 fused = (2 * MN + 2 * M + P * N + MN + 2 * P * N) + (2 * P * N + 2 * N)  # kernel, then the second pass
-dense = M * (N * N + N * N + 2 * N)  # write each row's J, read it back, read ŵȳ, write x̄
+dense = M * (N * N + N * N + 2 * N)  # write each row's J, read it back, read dxhat, write x̄
 for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive), ("fused + second pass", fused)):
     print(f"{name:20} {count / MN:8.2f} elements per element of x   {4 * count / 2**30:9.2f} GiB in float32")
-
 # %% [markdown]
 # The fused kernel moves about 3.6 elements per element of $x$ — the $3MN$ it cannot avoid (read $x$,
 # read $\bar y$, write $\bar x$), plus $\gamma$ once per program and the partial buffers written and read
@@ -680,14 +918,13 @@ for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive), ("f
 #
 # ## What to take away
 #
-# - LayerNorm's Jacobian is dense but structured: $\text{rstd}\,(I - \tfrac1N \mathbf{1}\mathbf{1}^\top - \tfrac1N \hat x\hat x^\top)$.
-#   Its VJP needs two row scalars, $c_1 = \operatorname{mean}(\hat x \odot \hat w\bar y)$ and
-#   $c_2 = \operatorname{mean}(\hat w\bar y)$: $\bar x = (\hat w\bar y - (\hat x c_1 + c_2))\cdot\text{rstd}$.
+# - LayerNorm's Jacobian is dense but structured: the identity minus two rank-one matrices, times
+#   rstd. Its VJP never builds it: two dot products per row ($c_1$, $c_2$), then one elementwise pass.
 # - Save $\mu$ and $\text{rstd}$ (two numbers per row) and rebuild $\hat x$; do not save $\hat x$.
 # - $\bar\gamma$ and $\bar\beta$ sum over every row: invisible at batch 1, so test at batch 7.
 # - On a GPU that sum crosses programs. Partial sums per program plus a second pass are
 #   deterministic and contention-free; atomics save the pass but not the nondeterminism.
-# - RMSNorm is the same skeleton with one scalar: $\bar x = (\hat w\bar y - \hat x c_1)\cdot\text{rrms}$.
+# - RMSNorm is the same skeleton with one rank-one piece fewer, so one scalar per row.
 #
 # Next, notebook 05: attention, where the saved scalar per row is the log-sum-exp and the tensor
 # you avoid saving is $T \times T$.

@@ -3,28 +3,26 @@
 #
 # Every backward so far did arithmetic: transposed matmuls, a softmax collapsing to one scalar
 # per row, two scalars for LayerNorm. This notebook is about backwards that do almost none.
-# Top-k, an embedding lookup, ReLU, max-pooling and dropout *select* or *mask* their input;
-# their backwards put each incoming gradient back where its value came from, and add zeros
-# elsewhere. What they cost is the memory they touch, and what goes wrong is *where* the
-# gradient lands — above all when two outputs read the same input, and their gradients must
-# be added into one slot instead of one overwriting the other.
+# Top-k, an embedding lookup, ReLU, max-pooling and dropout *select* or *mask* their input.
+# What their backwards cost is the memory they touch, and what goes wrong is *where* the
+# gradient lands — above all when two outputs read the same input.
 #
-# 1. **Top-k is a selection, not a computation**: its backward is a scatter into the $k$ chosen slots.
+# 1. **Top-k is a selection, not a computation**: where does its gradient go, and where does none go?
 # 2. **The indices are constants**: no gradient flows through *which* entries were chosen.
-# 3. **Repeated indices need an add** (an atomic one on a GPU); a plain store silently drops gradient.
+# 3. **Repeated indices**: what a slot read twice is owed, and what a plain store does to it — on a CPU and on a GPU.
 # 4. **The zero-FLOP family**: ReLU, max-pool and dropout, whose backwards are pure memory traffic.
 # 5. **A mixture-of-experts router** learns through the softmax gate multiplied into the output.
-# 6. **A scatter-add kernel in Triton** with `tl.atomic_add`.
+# 6. **A scatter-add kernel in Triton** that stays right when programs collide.
 #
 # | part | you write | points |
 # |---|---|---|
-# | A | `topk_backward(dy, indices, n)` — scatter ȳ into the chosen slots | 2 |
-# | B | `embedding_backward(dy, ids, num_embeddings)` — rows read many times add up | 2 |
+# | A | `topk_backward(dy, indices, n)` — the backward of a selection | 2 |
+# | B | `embedding_backward(dy, ids, num_embeddings)` — rows read many times | 2 |
 # | C | `relu_backward(dy, x)` | 1 |
 # | D | `maxpool1d_backward(dy, x, kernel_size, stride)` — overlapping windows | 2 |
-# | E | `dropout_backward(dy, mask, p)` — reuse the mask | 1 |
+# | E | `dropout_backward(dy, mask, p)` — with the forward's mask | 1 |
 # | F | `moe_gate_backward(dy, logits, indices, expert_out)` — the router's gradient | 3 |
-# | G | `scatter_add_kernel` — `@triton.jit`, one source row per program, `tl.atomic_add` | 2 |
+# | G | `scatter_add_kernel` — `@triton.jit`, one source row and column block per program | 2 |
 #
 # Each test cell prints `✓ ...` when your function is right; when it is wrong, its first line
 # names the kind of bug (`diagnosis: non-atomic-scatter — ...`) and the next lines say where.
@@ -64,44 +62,21 @@ def unfinished(exc):
 #
 # $$y_m = x_{i_m}, \qquad m = 1, \dots, k.$$
 #
-# Nothing is computed — the forward is a *gather*. Its Jacobian $\partial y_m / \partial x_j$
-# is 1 where $j = i_m$ and 0 everywhere else: a $k \times N$ matrix with a single 1 per row.
-# The VJP $\bar x = J^\top \bar y$ reads
-#
-# $$\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m \qquad (\text{zero for every } j \text{ that was not chosen}).$$
-#
-# Each $\bar y_m$ goes back to the slot its value came from: the backward is a **scatter**.
-# It does no floating-point work at all. It reads $k$ gradients and $k$ indices and writes
-# $N$ numbers, $N - k$ of them zeros — and on a GPU, writing those zeros is most of its cost.
-#
-# Here it is for one row of $N = 8$ and $k = 3$, with autograd doing the work:
+# Nothing is computed — the forward is a *gather*. Its Jacobian $\partial y_m / \partial x_j$ is a
+# $k \times N$ matrix with a very particular pattern; $\bar x = J^\top \bar y$ is Part A. Before you derive it,
+# here is what autograd makes of one row of $N = 8$ with $k = 3$ — look at where the numbers land:
 # %% check-output
 x = torch.tensor([0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1], dtype=F64)  # (N,) = (8,)
 dy = torch.tensor([1.0, -0.5, 2.0], dtype=F64)  # ȳ: (k,) = (3,), one gradient per selected value
-top = topk_scatter.topk_scatter(x, 3, dy)  # torch.topk forward, autograd backward
-for name in ("x", "indices", "y", "dy", "dx"):
-    print(f"{name:>8}: {top[name].tolist()}")
+leaf = x.clone().requires_grad_(True)
+y, indices = leaf.topk(3)  # the forward: values and where they came from
+(dx,) = torch.autograd.grad(y, leaf, dy)  # autograd's backward
+for name, value in (("x", x), ("indices", indices), ("y", y.detach()), ("dy", dy), ("dx", dx)):
+    print(f"{name:>8}: {value.tolist()}")
 
 # %% [markdown]
-# The top three are at positions 2, 5 and 7 (the last slot). $\bar x$ holds $\bar y$ at exactly
-# those positions and zeros elsewhere. The picture shows it, and beneath it the case this
-# notebook keeps coming back to: a gather that reads the same slot several times.
-# %%
-topk_scatter.plot_topk_scatter(
-    x, 3, dy,
-    index=torch.tensor([2, 5, 2, 7, 2]),  # a gather that reads slot 2 three times
-    dy_repeated=torch.tensor([1.0, 0.5, -2.0, 1.5, 0.25], dtype=F64),
-)
-plt.show()
-
-# %% [markdown]
-# In the top-k the indices are distinct — each slot is chosen at most once — so each slot of
-# $\bar x$ receives at most one $\bar y_m$, and writing it with a plain store is correct. In
-# the gather underneath, slot 2 was read three times. Its gradient is the **sum** of the three
-# $\bar y$'s, $1 - 2 + 0.25 = -0.75$. A plain store writes all three, one after the other, and
-# keeps only the last one, $0.25$: two contributions vanish without an error message. This is
-# notebook 01's law again, broadcast forward ⇄ reduce backward: a value read by many outputs
-# must collect the gradient of all of them.
+# The top three are at positions 2, 5 and 7 (the last slot). In a top-k the indices of a row are
+# distinct. Part A asks for more: the backward of *any* gather, where a slot may be read twice.
 #
 # ## 2. The indices are constants
 #
@@ -123,9 +98,9 @@ print("indices: requires_grad =", indices.requires_grad, f"— {indices.dtype}, 
 
 # %% [markdown]
 # The values move continuously (each one is some $x_j$); the indices stay put between the
-# points where $x_3$ passes another entry (1.1, 1.7, 2.1) and jump there. The gradient of top-k is therefore only the scatter of §1: the
-# "which" part contributes nothing. Keep this in mind for §5 — a router that only *chooses*
-# experts would never learn from the loss.
+# points where $x_3$ passes another entry (1.1, 1.7, 2.1) and jump there. Whatever the gradient of
+# top-k is, the "which" part contributes nothing to it. Keep this in mind for §5 — a router that
+# only *chooses* experts would never learn from the loss.
 #
 # ## Part A — topk_backward (2 points)
 #
@@ -134,17 +109,17 @@ print("indices: requires_grad =", indices.requires_grad, f"— {indices.dtype}, 
 # - `dy` has shape `(..., k)`: the gradient of the selected values;
 # - `indices` has shape `(..., k)`, int64: where each value came from;
 # - `n` is the size of the last axis of $x$;
-# - return $\bar x$ of shape `(..., n)`: $\bar y_m$ in slot $i_m$ of its row, zero elsewhere.
+# - return $\bar x$, shaped like $x$: `(..., n)`.
 #
 # Top-k's forward is a gather, `y = x.gather(-1, indices)`, and your function must be the
-# backward of **any** such gather, where an index may appear more than once in a row (Part D
-# reuses this). So add, never store. `Tensor.scatter_add_(dim, index, src)` adds `src` into
-# the slots named by `index`; `scatter_` stores, and keeps one value per slot.
+# backward of **any** such gather along the last axis — one where an index may appear **more than
+# once** in a row (Part D reuses it). The test runs distinct indices first, then repeated ones.
+# No autograd.
 # %% solution id=topk_backward
 def topk_backward(dy, indices, n):
     """x̄ of y = x.gather(-1, indices) (top-k's forward), with x of last size n.
 
-    dy (..., k), indices (..., k) int64 → dx (..., n): ȳ_m added into slot indices[..., m].
+    dy (..., k), indices (..., k) int64, an index possibly repeated within a row → dx (..., n), shaped like x.
     """
     ### BEGIN SOLUTION
     dx = dy.new_zeros(*dy.shape[:-1], n)  # (..., n): zero at every slot nobody chose; write n
@@ -153,8 +128,35 @@ def topk_backward(dy, indices, n):
     return dx
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what does the Jacobian look like?</summary>
+#
+# $y_m = x_{i_m}$ depends on one entry of $x$, with slope 1. So row $m$ of $J$ has a single nonzero
+# entry: where? $\bar x = J^\top \bar y$ then says where each $\bar y_m$ ends up — and which slots of
+# $\bar x$ receive nothing at all (and must still be there, as zeros).
+#
+# </details>
+#
+# <details><summary>Hint 2 — what if an index repeats?</summary>
+#
+# If $i_1 = i_3 = j$, then $x_j$ was read twice: $y_1$ and $y_3$ both depend on it, and the chain rule
+# owes $\bar x_j$ a contribution from each. A write that *stores* into a slot keeps one value per slot,
+# whatever was there before. Which torch operation writes into indexed slots without overwriting?
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula and the code</summary>
+#
+# $$\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m \qquad (\text{zero for every } j \text{ that no } i_m \text{ names}).$$
+#
+# ```python
+# dx = dy.new_zeros(*dy.shape[:-1], n)
+# dx.scatter_add_(-1, indices, dy)      # adds; scatter_ and index_put_ (without accumulate) store
+# ```
+#
+# </details>
 # %% test id=test_topk_backward points=2
-"""topk_backward: top-k of rows of 8, 10 and 9 at batch 1, batch 7 and 3-D, then gathers with repeated indices (the last slot among them), against autograd."""
+"""topk_backward: top-k of rows of 8, 10 and 9 at batch 1, batch 7, 3-D and transposed (non-contiguous), then gathers with repeated indices (the last slot among them), against autograd."""
 course.selfcheck.topk_backward(topk_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -162,21 +164,45 @@ autograder.check.topk_backward(topk_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived: the backward of a gather is a scatter-add
+#
+# Row $m$ of $J$ is 1 at column $i_m$ and 0 elsewhere, so $J^\top \bar y$ sends each $\bar y_m$ back to the
+# slot its value came from, and adds what lands on the same slot:
+#
+# $$\boxed{\;\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m\;} \qquad (\text{zero for every } j \text{ that was not chosen}).$$
+#
+# It does no floating-point work beyond those adds. It reads $k$ gradients and $k$ indices and writes
+# $N$ numbers, $N - k$ of them zeros — and on a GPU, writing those zeros is most of its cost. The
+# picture shows the top-k of §1 and, beneath it, a gather that reads one slot several times:
+# %%
+topk_scatter.plot_topk_scatter(
+    x, 3, dy,
+    index=torch.tensor([2, 5, 2, 7, 2]),  # a gather that reads slot 2 three times
+    dy_repeated=torch.tensor([1.0, 0.5, -2.0, 1.5, 0.25], dtype=F64),
+)
+plt.show()
+
+# %% [markdown]
+# In the top-k the indices are distinct — each slot is chosen at most once — so each slot of
+# $\bar x$ receives at most one $\bar y_m$, and writing it with a plain store happens to be correct. In
+# the gather underneath, slot 2 was read three times. Its gradient is the **sum** of the three
+# $\bar y$'s, $1 - 2 + 0.25 = -0.75$. A plain store keeps one of the three. Run one after another, as
+# on a CPU and as drawn, the last one survives, $0.25$; on a GPU the three stores race, and which one
+# survives is unspecified — any of them may, and it can change from run to run. Either way two
+# contributions vanish without an error message. This is notebook 01's law again, broadcast
+# forward ⇄ reduce backward: a value read by many outputs must collect the gradient of all of them.
+# %% [markdown]
 # ## 3. Repeated indices: the embedding lookup
 #
 # An embedding is a gather of rows. A table $W$ of shape `(num_embeddings, D)` holds one row
 # per token id; a batch of ids of shape `(B, T)` reads
 #
-# $$y_{b,t} = W_{\text{ids}_{b,t}} \qquad (B, T, D),$$
-#
-# and the backward scatters each $\bar y_{b,t}$ back onto the row it was read from:
-#
-# $$\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t} \qquad (\text{num\_embeddings}, D).$$
+# $$y_{b,t} = W_{\text{ids}_{b,t}} \qquad (B, T, D).$$
 #
 # Here repeats are the rule, not the exception: in any real text "the" appears many times per
-# batch, and its row must receive the gradient of every occurrence. $\bar W$ has the shape of
-# $W$ — every position of every sequence in the batch adds into that one table, so it is also
-# a reduction over the batch axis. Three ways to write the scatter, on *the cat saw the dog*:
+# batch, and its row of $W$ is read at every occurrence. $\bar W$ has the shape of $W$, and every
+# position of every sequence in the batch may touch it. What a plain store makes of that, on
+# *the cat saw the dog*, next to autograd's answer:
 # %% check-output
 vocab = {"the": 0, "cat": 1, "saw": 2, "dog": 3}
 ids = torch.tensor([vocab[w] for w in "the cat saw the dog".split()])  # (T,) = (5,): "the" twice
@@ -185,15 +211,17 @@ dy_tokens = torch.tensor([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0], [10.0, -1.0], [0.5
 stored = torch.zeros(4, 2, dtype=F64)
 stored[ids] = dy_tokens  # a store: the second "the" overwrites the first
 put = torch.zeros(4, 2, dtype=F64).index_put_((ids,), dy_tokens)  # also a store (accumulate=False)
-added = torch.zeros(4, 2, dtype=F64).index_add_(0, ids, dy_tokens)  # an add: both "the"s count
-for name, dW in (("dW[ids] = dy", stored), ("index_put_", put), ("index_add_", added)):
+table = torch.zeros(4, 2, dtype=F64, requires_grad=True)  # W, (num_embeddings, D)
+(by_autograd,) = torch.autograd.grad(F.embedding(ids, table), table, dy_tokens)  # the true W̄
+for name, dW in (("dW[ids] = dy", stored), ("index_put_", put), ("autograd", by_autograd)):
     print(f"{name:>13}: row of 'the' = {dW[0].tolist()}   rows of cat, saw, dog = {dW[1:].tolist()}")
 
 # %% [markdown]
-# Every row read once is right in all three; only the row of "the" differs, and only the add
-# gives $1 + 10 = 11$. A test without a repeated token cannot tell them apart, which is why
-# every check in this notebook runs first without repeats and then with them — and a result
-# that is right without and wrong with is diagnosed as `non-atomic-scatter`.
+# Every row read once is right in all three; only the row of "the" differs, and autograd's holds
+# $1 + 10 = 11$ in its first column: both occurrences count. A test without a repeated token cannot
+# tell a store from the right answer, which is why every check in this notebook runs first without
+# repeats and then with them — and a result that is right without and wrong with is diagnosed as
+# `non-atomic-scatter`.
 #
 # **On a GPU the add must be atomic.** A GPU scatter runs thousands of programs at once, one
 # per row of $\bar y$ say. Two programs holding two occurrences of "the" both read row 0 of
@@ -226,12 +254,10 @@ print(f"exact (float64):        {terms.double().sum().item():.9g}")
 # ## Part B — embedding_backward (2 points)
 #
 # - `dy` has shape `(..., D)`: the gradient of the looked-up rows; `ids` has shape `(...)`,
-#   int64, the same leading shape (1-D, 2-D `(B, T)` or more);
-# - return $\bar W$ of shape `(num_embeddings, D)`: row $r$ is the sum of the $\bar y$ rows whose
-#   id is $r$, and zero for ids that never occurred.
+#   int64, the same leading shape (1-D, 2-D `(B, T)` or more, possibly a non-contiguous view);
+# - return $\bar W$, the gradient of the whole table: shape `(num_embeddings, D)`.
 #
-# Flatten the leading axes: `ids.reshape(-1)` and `dy.reshape(-1, D)` list every lookup once.
-# `Tensor.index_add_(0, index, source)` adds row `source[j]` into row `index[j]`.
+# No autograd. The test runs distinct ids first, then repeated ones.
 # %% solution id=embedding_backward
 def embedding_backward(dy, ids, num_embeddings):
     """W̄ of y = W[ids]: dy (..., D), ids (...) int64 → (num_embeddings, D)."""
@@ -243,8 +269,36 @@ def embedding_backward(dy, ids, num_embeddings):
     return dW
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — which rows of W̄ receive gradient, and from where?</summary>
+#
+# Each lookup $y_{b,t} = W_{\text{ids}_{b,t}}$ copies one row of $W$, so $\bar y_{b,t}$ belongs to that row of
+# $\bar W$ and to no other. Rows no id names receive nothing, but $\bar W$ still has them (as zeros). The
+# leading axes of `ids` only count lookups: nothing about their shape matters to $\bar W$.
+#
+# </details>
+#
+# <details><summary>Hint 2 — many lookups, one row</summary>
+#
+# Part A again, with rows instead of entries: a row read by several lookups owes each of them. List
+# every lookup once — flatten the leading axes of `ids` and of `dy` (whatever their memory layout) —
+# and find the torch operation that adds rows into indexed rows without overwriting.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula and the code</summary>
+#
+# $$\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t} \qquad (\text{num\_embeddings}, D).$$
+#
+# ```python
+# D = dy.shape[-1]
+# dW = dy.new_zeros(num_embeddings, D)
+# dW.index_add_(0, ids.reshape(-1), dy.reshape(-1, D))   # adds row dy[j] into row ids[j]
+# ```
+#
+# </details>
 # %% test id=test_embedding_backward points=2
-"""embedding_backward: distinct ids at batch 1 and 7, then repeated ids (the last row of the table among them) at batch 1 and 7, with 1-D and 3-D ids, against autograd through F.embedding."""
+"""embedding_backward: distinct ids at batch 1 and 7 and transposed (non-contiguous), then repeated ids (the last row of the table among them) at batch 1 and 7, with 1-D and 3-D ids, against autograd through F.embedding."""
 course.selfcheck.embedding_backward(embedding_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -252,19 +306,22 @@ autograder.check.embedding_backward(embedding_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived
+#
+# $$\boxed{\;\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t}\;}$$
+#
+# A scatter-add of rows. Every position of every sequence adds into the one table, so this is also a
+# reduction over the batch axis (notebook 01) — which is why a result taken from the first sequence
+# only is right at batch 1 and wrong at batch 7.
+# %% [markdown]
 # ## 4. The zero-FLOP family
 #
-# The same skeleton — put $\bar y$ where the forward took its value, zero elsewhere — covers
-# a family of ops whose backwards do no arithmetic worth counting. Their whole cost is the
-# memory they read and write, so what the forward saves decides the speed.
+# The same question — where did each output take its value from? — covers a family of ops
+# whose backwards do no arithmetic worth counting. Their whole cost is the memory they read and
+# write, so what the forward saves decides the speed. The forwards:
 #
-# **ReLU.** $y = \max(x, 0)$ passes $x$ through where $x > 0$ and outputs 0 elsewhere, so
-#
-# $$\bar x = \bar y \odot \mathbb{1}[x > 0].$$
-#
-# A select, not a multiply. The backward needs only the *sign* of $x$: a framework may save
-# a 1-bit mask instead of $x$ and read $N/8$ bytes instead of $4N$ (float32). At $x = 0$ the
-# derivative does not exist; PyTorch uses 0 there, and the checks here never put an input on the kink.
+# **ReLU.** $y = \max(x, 0)$, elementwise. At $x = 0$ the derivative does not exist; PyTorch uses 0
+# there, and the checks here never put an input on the kink.
 #
 # **Max-pool.** With windows of `kernel_size` $K$ moved by `stride` $s$ along the last axis
 # (no padding), window $j$ covers $x_{js}, \dots, x_{js + K - 1}$ and outputs its max:
@@ -272,48 +329,43 @@ autograder.check.embedding_backward(embedding_backward)
 # $$y_j = \max_{0 \le t < K} x_{js + t} = x_{a_j}, \qquad a_j = js + \operatorname*{argmax}_{t} x_{js + t},
 # \qquad j = 0, \dots, L_{\text{out}} - 1, \quad L_{\text{out}} = \lfloor (L - K)/s \rfloor + 1 .$$
 #
-# Max-pool is a gather at the positions $a_j$, so its backward is Part A's scatter:
-# $\bar x_i = \sum_{j : a_j = i} \bar y_j$. When $s < K$ the windows **overlap**, and one large
-# value can be the max of several windows: repeated indices, so add. The backward needs
-# $a_j$: recompute it from $x$ (read $L$) or save it from the forward (an int64 per window,
-# 8 bytes — more than the float32 value it points to).
+# When $s < K$ the windows **overlap**, and one large value can be the max of several windows.
 #
 # **Dropout.** In training, *inverted* dropout keeps each entry with probability $1 - p$ and
 # scales the survivors so that $y$ has the mean of $x$:
 #
-# $$y = \frac{x \odot m}{1 - p}, \quad m \in \{0, 1\} \qquad\Longrightarrow\qquad \bar x = \frac{\bar y \odot m}{1 - p}.$$
+# $$y = \frac{x \odot m}{1 - p}, \qquad m \in \{0, 1\} \text{ drawn once, in the forward}.$$
 #
-# The backward must **reuse the mask** of the forward — a fresh random mask is a different
-# function. Saving $m$ costs a byte per entry; fused kernels save only the random seed and
-# regenerate $m$ in the backward (Philox counters make that cheap), so the mask costs nothing.
-#
-# Here is what each backward moves per element of $x$, in float32, next to a matmul-heavy op
-# for contrast:
-# %%
-N = 1 << 24  # 16M elements of x
-traffic = {  # bytes read + written by the backward, per the comments beside each op
-    "ReLU, saved x": 4 * N + 4 * N + 4 * N,  # read ȳ and x, write x̄
-    "ReLU, saved 1-bit mask": 4 * N + N / 8 + 4 * N,  # read ȳ and N bits, write x̄
-    "max-pool K=3 s=1, saved argmax": 4 * N + 8 * N + 4 * N,  # read ȳ (L_out ≈ N), argmax (int64), write x̄
-    "dropout, saved bool mask": 4 * N + N + 4 * N,  # read ȳ and N bytes, write x̄
-    "dropout, seed only": 4 * N + 4 * N,  # read ȳ, write x̄; m regenerated in registers
-}
-for name, moved in traffic.items():
-    print(f"{name:32}: {moved / N:5.2f} bytes per element, {moved / 2**20:6.0f} MiB, 0 FLOPs that matter")
-
-# %% [markdown]
 # ## Part C — relu_backward (1 point)
 #
-# $\bar x = \bar y \odot \mathbb{1}[x > 0]$, for `dy` and `x` of the same (any) shape.
+# `dy` and `x` have the same (any) shape; return $\bar x$ of $y = \max(x, 0)$, shaped like `x`. No autograd.
 # %% solution id=relu_backward
 def relu_backward(dy, x):
-    """x̄ of y = max(x, 0): ȳ where x > 0, zero elsewhere; dy and x of the same shape."""
+    """x̄ of y = max(x, 0) elementwise: dy and x of the same shape → dx shaped like x."""
     ### BEGIN SOLUTION
     return dy * (x > 0)  # read ȳ and x (or a 1-bit mask), write x̄: a select, no FLOPs
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — two regions</summary>
+#
+# Where $x > 0$, $y = x$: what is $\partial y / \partial x$ there? Where $x < 0$, $y = 0$ whatever $x$ does.
+# Each output depends on one input, so the Jacobian is diagonal: $\bar x$ is $\bar y$ times that derivative,
+# entry by entry. The derivative is a 0/1 pattern, not the forward's output.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the formula and the code</summary>
+#
+# $$\bar x = \bar y \odot \mathbb{1}[x > 0]$$
+#
+# ```python
+# return dy * (x > 0)
+# ```
+#
+# </details>
 # %% test id=test_relu_backward points=1
-"""relu_backward: batch 1, batch 7 and 3-D, no input at the kink x = 0, against autograd."""
+"""relu_backward: batch 1, batch 7, 3-D and transposed (non-contiguous), no input at the kink x = 0, against autograd."""
 course.selfcheck.relu_backward(relu_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -321,19 +373,20 @@ autograder.check.relu_backward(relu_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived
+#
+# $$\boxed{\;\bar x = \bar y \odot \mathbb{1}[x > 0]\;}$$
+#
+# A select, not a multiply. The backward needs only the *sign* of $x$: a framework may save a 1-bit
+# mask instead of $x$ and read $N/8$ bytes instead of $4N$ (float32).
+# %% [markdown]
 # ## Part D — maxpool1d_backward (2 points)
 #
 # `x` has shape `(..., L)`; the pooling runs over the last axis with windows of `kernel_size`,
-# moved by `stride`, no padding (as `F.max_pool1d` with those two arguments). `dy` has shape
-# `(..., L_out)`. Return $\bar x$ of shape `(..., L)`.
-#
-# 1. Find $a_j$ for every window. `x.unfold(-1, kernel_size, stride)` is a view of shape
-#    `(..., L_out, kernel_size)` whose row $j$ is window $j$; its `argmax(-1)` is the position
-#    *within* each window — add the window's start $j \cdot s$.
-# 2. Scatter $\bar y$ to $a$ with an add (overlapping windows share positions). Part A's
-#    `topk_backward(dy, a, L)` does exactly this, if you like.
-#
-# The check uses inputs without ties, so every window has one max.
+# moved by `stride`, no padding (as `F.max_pool1d` with those two arguments) — the forward of §4.
+# `dy` has shape `(..., L_out)`. Return $\bar x$ of shape `(..., L)`. Windows may overlap. The check uses
+# inputs without ties, so every window has one max. No autograd; your Part A function is yours to
+# reuse.
 # %% solution id=maxpool1d_backward
 def maxpool1d_backward(dy, x, kernel_size, stride):
     """x̄ of y = max_pool1d(x, kernel_size, stride) over the last axis: dy (..., L_out), x (..., L) → (..., L)."""
@@ -347,8 +400,36 @@ def maxpool1d_backward(dy, x, kernel_size, stride):
     return dx
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — where did each output come from?</summary>
+#
+# $y_j = x_{a_j}$: max-pool is a gather, at the positions $a_j$ of §4. So first find $a_j$ for every
+# window — the position of its max **in $x$**, not within the window — then it is Part A's question.
+# Recomputing $a$ from $x$ costs one read of $x$; a framework may instead save it from the forward.
+#
+# </details>
+#
+# <details><summary>Hint 2 — overlapping windows</summary>
+#
+# With $s < K$ a large value can be the max of several windows: the same $a_j$ for several $j$, repeated
+# indices. Positions that are no window's max get nothing.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formula and the code</summary>
+#
+# $$\bar x_i = \sum_{j \,:\, a_j = i} \bar y_j$$
+#
+# ```python
+# L_out = dy.shape[-1]
+# windows = x.unfold(-1, kernel_size, stride)                   # (..., L_out, kernel_size): a view
+# a = windows.argmax(dim=-1) + stride * torch.arange(L_out)     # (..., L_out): positions in x
+# return torch.zeros_like(x).scatter_add_(-1, a, dy)            # or topk_backward(dy, a, x.shape[-1])
+# ```
+#
+# </details>
 # %% test id=test_maxpool1d_backward points=2
-"""maxpool1d_backward: windows side by side (stride = kernel_size), then overlapping windows that share a max, at batch 1, batch 7 and 3-D, against autograd through F.max_pool1d."""
+"""maxpool1d_backward: windows side by side (stride = kernel_size), then overlapping windows that share a max, at batch 1, batch 7, 3-D and transposed (non-contiguous), against autograd through F.max_pool1d."""
 course.selfcheck.maxpool1d_backward(maxpool1d_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -356,8 +437,14 @@ autograder.check.maxpool1d_backward(maxpool1d_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# The overlap in a picture of numbers: with kernel 3 and stride 1, the large value at
-# position 2 is the max of three windows, and its gradient is the sum of theirs.
+# ### What you just derived
+#
+# $$\boxed{\;\bar x_i = \sum_{j \,:\, a_j = i} \bar y_j, \qquad a_j = js + \operatorname*{argmax}_t x_{js + t}\;}$$
+#
+# Part A's scatter-add at the windows' argmax positions. The backward needs $a$: recompute it from
+# $x$ (read $L$) or save it from the forward (an int64 per window, 8 bytes — more than the float32
+# value it points to). The overlap in a picture of numbers: with kernel 3 and stride 1, the large
+# value at position 2 is the max of three windows, and its gradient is the sum of theirs.
 # %%
 try:
     x_pool = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # (1, 8)
@@ -371,21 +458,61 @@ except NotImplementedError:
 # ## Part E — dropout_backward (1 point)
 #
 # `mask` is a bool tensor shaped like `dy`, True where the forward kept the entry; `p` is the
-# drop probability (a float). Return $\bar x = \bar y \odot m / (1 - p)$.
+# drop probability (a float). The forward was §4's $y = x \odot m / (1 - p)$ with this mask. Return
+# $\bar x$, shaped like `dy`. No autograd.
 # %% solution id=dropout_backward
 def dropout_backward(dy, mask, p):
-    """x̄ of inverted dropout y = x ⊙ mask / (1 − p): reuse the forward's mask."""
+    """x̄ of inverted dropout y = x ⊙ mask / (1 − p), given the forward's bool mask: dy, mask of one shape → dx."""
     ### BEGIN SOLUTION
     return dy * mask / (1 - p)  # read ȳ and the mask (1 byte each), write x̄
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — what multiplies x?</summary>
+#
+# $y$ is linear in $x$: each entry is multiplied by a constant the forward fixed — which constant, for a
+# kept entry and for a dropped one? A freshly drawn mask would be the gradient of a different function.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the formula and the code</summary>
+#
+# $$\bar x = \bar y \odot m / (1 - p)$$
+#
+# ```python
+# return dy * mask / (1 - p)
+# ```
+#
+# </details>
 # %% test id=test_dropout_backward points=1
-"""dropout_backward: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D, against autograd; the mask and the 1/(1 − p) are checked."""
+"""dropout_backward: p = 0.25, 0.6, 0.5 and 0.3 at batch 1, batch 7, 3-D and transposed (non-contiguous), against autograd; the mask and the scale are checked."""
 course.selfcheck.dropout_backward(dropout_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
 autograder.check.dropout_backward(dropout_backward)
 ### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just derived
+#
+# $$\boxed{\;\bar x = \frac{\bar y \odot m}{1 - p}\;}$$
+#
+# The backward **reuses the mask** of the forward and keeps its $1/(1 - p)$. Saving $m$ costs a byte per
+# entry; fused kernels save only the random seed and regenerate $m$ in the backward (Philox counters
+# make that cheap), so the mask costs nothing.
+#
+# Here is what each backward of this family moves per element of $x$, in float32:
+# %%
+N = 1 << 24  # 16M elements of x
+traffic = {  # bytes read + written by the backward, per the comments beside each op
+    "ReLU, saved x": 4 * N + 4 * N + 4 * N,  # read ȳ and x, write x̄
+    "ReLU, saved 1-bit mask": 4 * N + N / 8 + 4 * N,  # read ȳ and N bits, write x̄
+    "max-pool K=3 s=1, saved argmax": 4 * N + 8 * N + 4 * N,  # read ȳ (L_out ≈ N), argmax (int64), write x̄
+    "dropout, saved bool mask": 4 * N + N + 4 * N,  # read ȳ and N bytes, write x̄
+    "dropout, seed only": 4 * N + 4 * N,  # read ȳ, write x̄; m regenerated in registers
+}
+for name, moved in traffic.items():
+    print(f"{name:32}: {moved / N:5.2f} bytes per element, {moved / 2**20:6.0f} MiB, 0 FLOPs that matter")
 
 # %% [markdown]
 # ## 5. A mixture-of-experts router: gradient through the weights
@@ -403,21 +530,14 @@ autograder.check.dropout_backward(dropout_backward)
 #
 # where $h_m \in \mathbb{R}^D$ (row $m$ of `expert_out`) is the output of expert $i_m$ on this
 # token. The choice $i$ is still a constant, but the *weights* $g_m$ are smooth functions of
-# $z$, and the gradient reaches the router through them. The gates are not renormalised, as in
-# Switch Transformer and GShard: $\sum_m g_m \le 1$. (Mixtral renormalises; see the end of
-# this section.)
+# $z$, and the gradient reaches the router through them.
 #
-# The backward, by the rules we already have. Given $\bar y$ $(D,)$:
-#
-# 1. **Expert outputs.** $y$ is linear in each $h_m$: $\;\bar h_m = g_m\, \bar y$ $\quad (k, D)$.
-# 2. **Gates.** $y$ is linear in each $g_m$: $\;\bar g_m = \langle \bar y, h_m \rangle$ $\quad (k,)$.
-# 3. **Top-k.** $g = p[i]$ is a gather: $\;\bar p$ is $\bar g$ scattered into $E$ slots — Part A,
-#    $\bar p_j = \bar g_m$ if $j = i_m$, else 0 $\quad (E,)$.
-# 4. **Softmax.** Notebook 02's collapse: $\;s = \langle p, \bar p \rangle,\; \bar z = p \odot (\bar p - s)$ $\quad (E,)$.
-#
-# Step 4 gives **every** expert's logit a gradient, chosen or not: for an expert $j$ that was
-# not chosen, $\bar p_j = 0$ and $\bar z_j = -p_j\, s$. Raising any logit takes probability
-# mass from the chosen experts, and the router learns that too. The indices get nothing.
+# **This layer's gates are not renormalised**: $g_m$ is the full softmax's probability, and
+# $\sum_m g_m \le 1$. That is the Switch Transformer's router, which picks $k = 1$ expert (renormalising
+# a single gate would make it the constant 1, and the router would learn nothing from it). Top-2
+# GShard and Mixtral do renormalise: GShard divides its two gates by their sum, $g_1 + g_2$, and
+# Mixtral takes a softmax over the $k$ chosen logits, which is the same thing. The exercise and its
+# check use the forward above; the end of this section shows what renormalising changes.
 #
 # The other classic way across a discrete choice is the **straight-through estimator**: use
 # the hard choice in the forward and pretend, in the backward, that it was the soft one.
@@ -446,9 +566,9 @@ print("straight-through:  z̄ =", [round(v, 4) for v in grad_st.tolist()])
 # - `indices` `(..., k)`, int64: the chosen experts, `logits.topk(k).indices` (constants);
 # - `expert_out` `(..., k, D)`: $h$, the outputs of the chosen experts, in the order of `indices`.
 #
-# Return `(dlogits, dexpert_out)` with the shapes of `logits` and `expert_out`, following the
-# four steps above (names: `p`, `g`, `dg`, `dp`, `s`). Do not call autograd; `torch.softmax`
-# is fine (it is the forward), and so is your `topk_backward`.
+# Return `(dlogits, dexpert_out)` with the shapes of `logits` and `expert_out`, for the forward of
+# §5 (gates not renormalised). Do not call autograd; `torch.softmax` is fine (it is the forward), and
+# so is your `topk_backward`.
 # %% solution id=moe_gate_backward
 def moe_gate_backward(dy, logits, indices, expert_out):
     """Gradients of y = Σ_m g_m · expert_out[..., m, :], g = softmax(logits).gather(-1, indices).
@@ -467,8 +587,43 @@ def moe_gate_backward(dy, logits, indices, expert_out):
     return dlogits, dexpert_out
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — walk the forward backwards</summary>
+#
+# The forward is a chain: $z \to p = \operatorname{softmax}(z) \to g = p[i] \to y = \sum_m g_m h_m$. Four
+# gradients to find, in reverse order, each with the shape of what it is the gradient of:
+# $\bar h$ `(..., k, D)`, $\bar g$ `(..., k)`, $\bar p$ `(..., E)`, $\bar z$ `(..., E)`. $y$ is linear in each
+# $h_m$ (with coefficient $g_m$) and in each $g_m$ (with coefficient $h_m$).
+#
+# </details>
+#
+# <details><summary>Hint 2 — a gather and a softmax, both met before</summary>
+#
+# $g = p[i]$ is a gather along the last axis: its backward is Part A's, into $E$ slots. The softmax's
+# backward is notebook 02's collapse: one scalar per token, kept with a size-1 axis. Every logit gets a
+# gradient from it — chosen or not.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the formulas and the code</summary>
+#
+# $$\bar h_m = g_m\,\bar y, \qquad \bar g_m = \langle \bar y, h_m \rangle, \qquad
+# \bar p = \text{$\bar g$ scattered to the slots } i, \qquad s = \langle p, \bar p \rangle, \qquad
+# \bar z = p \odot (\bar p - s).$$
+#
+# ```python
+# p = torch.softmax(logits, dim=-1)                          # (..., E)
+# g = p.gather(-1, indices)                                  # (..., k)
+# dexpert_out = g[..., :, None] * dy[..., None, :]           # (..., k, D)
+# dg = (expert_out * dy[..., None, :]).sum(dim=-1)           # (..., k)
+# dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)     # (..., E)
+# s = (p * dp).sum(dim=-1, keepdim=True)                     # (..., 1)
+# dlogits = p * (dp - s)                                     # (..., E)
+# ```
+#
+# </details>
 # %% test id=test_moe_gate_backward points=3
-"""moe_gate_backward: top-1, 2 and 3 of 4 to 8 experts at batch 1, batch 7 and 3-D (batch, tokens), dlogits and dexpert_out against autograd; no autograd inside."""
+"""moe_gate_backward: top-1, 2 and 3 of 4 to 8 experts at batch 1, batch 7, 3-D (batch, tokens) and transposed (non-contiguous), dlogits and dexpert_out against autograd; no autograd inside."""
 course.selfcheck.moe_gate_backward(moe_gate_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -476,6 +631,22 @@ autograder.check.moe_gate_backward(moe_gate_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
+# ### What you just derived
+#
+# Given $\bar y$ $(D,)$, by the rules we already have:
+#
+# 1. **Expert outputs.** $y$ is linear in each $h_m$: $\;\bar h_m = g_m\, \bar y$ $\quad (k, D)$.
+# 2. **Gates.** $y$ is linear in each $g_m$: $\;\bar g_m = \langle \bar y, h_m \rangle$ $\quad (k,)$.
+# 3. **Top-k.** $g = p[i]$ is a gather: $\;\bar p$ is $\bar g$ scattered into $E$ slots — Part A,
+#    $\bar p_j = \bar g_m$ if $j = i_m$, else 0 $\quad (E,)$.
+# 4. **Softmax.** Notebook 02's collapse: $\;s = \langle p, \bar p \rangle$ and
+#
+# $$\boxed{\;\bar z = p \odot (\bar p - s)\;}\quad (E,).$$
+#
+# Step 4 gives **every** expert's logit a gradient, chosen or not: for an expert $j$ that was
+# not chosen, $\bar p_j = 0$ and $\bar z_j = -p_j\, s$. Raising any logit takes probability
+# mass from the chosen experts, and the router learns that too. The indices get nothing.
+#
 # Check it the independent way, with central differences on the forward. The indices are
 # held fixed — they are constants, and a step of $10^{-6}$ is too small to change the choice:
 # %%
@@ -499,8 +670,8 @@ except NotImplementedError:
     print("Finish Part F first: this cell checks your moe_gate_backward.")
 
 # %% [markdown]
-# **Renormalised gates.** Mixtral divides the chosen probabilities by their sum,
-# $g_m = p_{i_m} / \sum_{m'} p_{i_{m'}}$, which equals a softmax over the $k$ chosen logits
+# **Renormalised gates.** GShard's top-2 router and Mixtral divide the chosen probabilities by their
+# sum, $g_m = p_{i_m} / \sum_{m'} p_{i_{m'}}$, which equals a softmax over the $k$ chosen logits
 # alone. Then the logits of the experts *not* chosen do not appear in $y$ at all and get
 # exactly zero gradient — only the chosen experts compete. Autograd shows the difference:
 # %%
@@ -517,25 +688,20 @@ for name, renormalise in (("not renormalised", False), ("renormalised", True)):
 # %% [markdown]
 # ## 6. A scatter-add kernel in Triton
 #
-# The reference backward of every gather in this notebook is one kernel:
+# The backward of every gather in this notebook is one operation:
 #
 # $$\text{OUT}[\text{index}_i, :] \mathrel{+}= \text{SRC}[i, :] \qquad \text{for every source row } i,$$
 #
 # with `OUT` of shape `(n, D)` zeroed first. For an embedding, `SRC` is $\bar y$ flattened to
 # `(R, D)`, `index` is the flattened ids and `n = num_embeddings`.
 #
-# Launch one program per source row and block of `BLOCK_D` columns, grid
-# `(n_src, cdiv(D, BLOCK_D))`. Program $(i, j)$ loads `index[i]` and columns
-# $j \cdot \text{BLOCK\_D} + [0, \text{BLOCK\_D})$ of source row $i$, and adds them into the same
-# columns of output row `index[i]`. Two programs whose rows share a destination run *at the
-# same time* on a GPU, so the add must be `tl.atomic_add(pointers, values, mask=...)`.
-#
-# Traffic: read $R \cdot D$ values and $R$ indices; each atomic is a read-modify-write of
-# $R \cdot D$ values in the GPU's L2 cache; zeroing `OUT` writes $n \cdot D$. No FLOPs besides the adds.
+# Traffic: read $R \cdot D$ values and $R$ indices; each add is a read-modify-write of $D$ values (in
+# the GPU's L2 cache, when it is atomic); zeroing `OUT` writes $n \cdot D$. No FLOPs besides the adds.
 #
 # **A warning about the CPU.** Triton's interpreter runs programs one after another, so a
-# plain `tl.load` + `+` + `tl.store` of the output row gives the right sum there — and loses
-# additions on a GPU. The test cell therefore also checks that your kernel uses `tl.atomic_add`.
+# plain load, add and store of the output row gives the right sum there — and loses additions on
+# a GPU, where programs that share a destination run at the same time (§3). A CPU cannot show that
+# race, so the test cell also checks that your kernel's add is Triton's atomic one.
 #
 # Here is the host function that allocates, checks its inputs and launches your kernel:
 # %%
@@ -564,11 +730,15 @@ def scatter_add(src, index, n, BLOCK_D=None):
 # scatter_add_kernel[(R, cdiv(D, BLOCK_D))](src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=BLOCK_D)
 # ```
 #
-# - Source row `i = tl.program_id(0)` (make it `.to(tl.int64)`: `i * stride` can pass $2^{31}$);
-#   columns `cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)`, masked with `cols < n_cols`.
-# - Rows are the given strides apart; columns are adjacent.
-# - Load the destination `tl.load(INDEX_ptr + i)`, then the block of the source row, and add it
-#   into the output row with `tl.atomic_add`.
+# The contract, for program $(i, j)$ — $i$ its index along the grid's first axis, $j$ along the second:
+#
+# - it handles source row $i$, and of that row the columns $j \cdot \text{BLOCK\_D}$ up to, not including,
+#   $(j + 1) \cdot \text{BLOCK\_D}$ — only those below `n_cols`;
+# - it reads `index[i]` and that block of source row $i$; rows of `SRC` and `OUT` are the given strides
+#   apart (not `n_cols`), columns are adjacent, and a row offset can pass $2^{31}$;
+# - it adds the block into the same columns of output row `index[i]`. Other programs may be adding
+#   into that row at the same moment, so the add must be **atomic**;
+# - it writes nothing outside the `n × n_cols` output, and nothing into `SRC` or `INDEX`.
 #
 # The test cell launches it on rows inside wider buffers (so a missing mask shows), first with
 # distinct indices, then with repeated ones, in float64 and float32.
@@ -601,8 +771,39 @@ def scatter_add_kernel(
     tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row, mask=mask)
     ### END SOLUTION
 
+# %% [markdown]
+# <details><summary>Hint 1 — which program does what?</summary>
+#
+# `tl.program_id(0)` is the source row and `tl.program_id(1)` the column block. The block's columns are
+# its start plus `tl.arange(0, BLOCK_D)`; the last block of a row may run past `n_cols`, and those
+# lanes must be masked out of the load **and** of the add. Cast the row index to int64 before
+# multiplying it by a stride.
+#
+# </details>
+#
+# <details><summary>Hint 2 — where to add, and how</summary>
+#
+# The destination row is a number stored at `INDEX_ptr + i`: load it, then point at that row of `OUT`
+# with `out_row_stride`. On a GPU a load, an add and a store from two programs interleave, and one
+# addition is lost; `tl.atomic_add(pointers, values, mask=...)` does the read-add-write as one step
+# (and returns the old values, which you do not need).
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# ```python
+# i = tl.program_id(0).to(tl.int64)
+# cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+# mask = cols < n_cols
+# dest = tl.load(INDEX_ptr + i)
+# row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)
+# tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row, mask=mask)
+# ```
+#
+# </details>
 # %% test id=test_scatter_add_kernel points=2
-"""scatter_add_kernel: one row, distinct rows, then repeated rows (the last output row among them), float64 and float32, rows inside padded buffers, against index_add_; tl.atomic_add is used."""
+"""scatter_add_kernel: one row, distinct rows, then repeated rows (the last output row among them), float64 and float32, rows inside padded (strided, non-contiguous) buffers, against index_add_; the add is atomic."""
 course.selfcheck.scatter_add_kernel(scatter_add_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -610,8 +811,13 @@ autograder.check.scatter_add_kernel(scatter_add_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# With the kernel, the embedding backward of Part B is one launch. Both against autograd, on
-# a batch of token ids with many repeats:
+# ### What you just wrote
+#
+# $$\boxed{\;\text{OUT}[\text{index}_i,\ j\text{-th block}] \mathrel{+}= \text{SRC}[i,\ j\text{-th block}] \text{ as one atomic read-add-write, lanes past } n_{\text{cols}} \text{ masked}\;}$$
+#
+# One program per source row and column block; no program owns an output row, so the atomic — not
+# the grid — is what keeps every contribution. With it, the embedding backward of Part B is one
+# launch. Both against autograd, on a batch of token ids with many repeats:
 # %%
 gen = torch.Generator().manual_seed(66)
 W = torch.randn(10, 6, generator=gen, dtype=F64, requires_grad=True)  # (num_embeddings, D)
@@ -635,14 +841,15 @@ except Exception as exc:
 #   values, the backward puts each $\bar y$ back where its value came from and writes zeros
 #   elsewhere. No FLOPs; the cost is the memory traffic.
 # - **Indices are constants.** Selection is piecewise constant, so no gradient flows through
-#   the choice. A router learns through the softmax gate multiplied into the output,
-#   $y = \sum_m p_{i_m} h_m$, whose backward is top-k's scatter followed by softmax's collapse
-#   — or through a straight-through estimator.
-# - **Repeated indices need an add**: a plain store keeps one contribution and drops the rest
-#   silently, and a test without repeats cannot see it. On a GPU the add is atomic, which
-#   makes floating-point results depend on the order of arrival: correct, not bit-reproducible.
-# - ReLU ($\bar y \odot \mathbb{1}[x > 0]$), max-pool (scatter to the argmax; overlapping windows
-#   add) and dropout (reuse the mask, keep the $1/(1-p)$) complete the family.
+#   the choice. A router learns through the softmax gate multiplied into the output — its
+#   backward chains a scatter and notebook 02's softmax collapse — or through a straight-through
+#   estimator.
+# - **Repeated indices need an add**: a plain store keeps one contribution (on a GPU, an
+#   unspecified one) and drops the rest silently, and a test without repeats cannot see it. On a
+#   GPU the add is atomic, which makes floating-point results depend on the order of arrival:
+#   correct, not bit-reproducible.
+# - ReLU (a mask from the sign of $x$), max-pool (a scatter to the argmax; overlapping windows add)
+#   and dropout (the forward's mask, and its scale) complete the family.
 #
 # This is the last item of the debugging order of notebook 00: transpose → batch reduction →
 # sign → **a scatter that needed an atomic add**.

@@ -7,11 +7,12 @@ run; AUTOGRADER_SEED replays one), closed-form references, and bug-specific alte
 that would give the formulas away.
 
 - ``layernorm_forward``: batch 1 and 7, a 3-D x, N never a power of two, eps=0.05 passed
-  by keyword; rows with means far from 0 and spreads far from 1.
+  by keyword, a transposed (non-contiguous) x; rows with means far from 0 and spreads far from 1.
 - ``layernorm_backward`` and ``rmsnorm_backward``: batch 1, a square case (N = rows, where
-  a row scalar broadcast across rows keeps its shape), batch 7, 3-D, batch 13; against
-  x̄ = (ŵȳ − (x̂c1 + c2))·rstd (one scalar fewer for RMSNorm), with c1 and c2 swapped, one
-  of them left out, a sum for a mean, and an rstd recomputed with N − 1 named.
+  a row scalar broadcast across rows keeps its shape), batch 7, 3-D, batch 13, transposed x
+  and dy; against the closed form x̄ = (dxhat − (x̂c1 + c2))·rstd, dxhat = γ ⊙ ȳ the gradient
+  reaching x̂ (one scalar fewer for RMSNorm), with c1 and c2 swapped, one of them left out, a
+  sum for a mean, and an rstd recomputed with N − 1 named.
 - ``TritonLayerNorm``: the kernel on 1, 3 and 4 programs (ragged last groups), N a power of
   two then not, float64 and float32; then the class at batch 1, 7 and 13.
 - ``triton_layernorm``: 1-D, batch 1 and 7, two 3-D shapes, a transposed view, eps.
@@ -23,9 +24,9 @@ import torch
 
 from course.diagnose import Alternative, Case, graded
 from course.selfcheck.layernorm import (
-    EPS, F32, RMS_EPS, ClassCase, FunctionCase, KernelCase, backward_alternatives, check_backward, check_forward,
-    check_function_class, check_layernorm_function, check_rms, forward_alternatives, normalised, rms_alternatives,
-    row_stats, shape_label,
+    EPS, F32, HINTS, RMS_EPS, TRANSPOSED, ClassCase, FunctionCase, KernelCase, backward_alternatives, check_backward,
+    check_forward, check_function_class, check_layernorm_function, check_rms, forward_alternatives,
+    rms_alternatives, row_stats, shape_label, transposed_view,
 )
 
 from ..inputs import DTYPE, generator, randn
@@ -57,30 +58,35 @@ def _rows(shape) -> int:
 # References, in closed form
 
 
+def _xhat(x, mean, rstd):
+    """x̂ = (x − μ)·rstd, one μ and rstd per row (a private copy: tests call these references inside student code)."""
+    return (x - mean[..., None]) * rstd[..., None]
+
+
 def _forward(x, gamma, beta, eps=EPS):
     mean = x.mean(dim=-1)
     var = ((x - mean[..., None]) ** 2).mean(dim=-1)
     rstd = 1.0 / torch.sqrt(var + eps)
-    return normalised(x, mean, rstd) * gamma + beta, mean, rstd
+    return _xhat(x, mean, rstd) * gamma + beta, mean, rstd
 
 
 def _ln_dx(dy, x, gamma, mean, rstd, *, swap=False, drop=None):
-    """x̄ = (ŵȳ − (x̂c1 + c2))·rstd, or a named variant of it."""
-    xhat = normalised(x, mean, rstd)
-    wdy = gamma * dy
-    c1 = (xhat * wdy).mean(dim=-1, keepdim=True)
-    c2 = wdy.mean(dim=-1, keepdim=True)
+    """x̄ = (dxhat − (x̂c1 + c2))·rstd with dxhat = γ ⊙ ȳ, or a named variant of it."""
+    xhat = _xhat(x, mean, rstd)
+    dxhat = gamma * dy  # the gradient reaching x̂
+    c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
+    c2 = dxhat.mean(dim=-1, keepdim=True)
     if swap:
         c1, c2 = c2, c1
     if drop == "c1":
         c1 = torch.zeros_like(c1)
     if drop == "c2":
         c2 = torch.zeros_like(c2)
-    return (wdy - (xhat * c1 + c2)) * rstd[..., None]
+    return (dxhat - (xhat * c1 + c2)) * rstd[..., None]
 
 
 def _ln_backward(dy, x, gamma, mean, rstd):
-    xhat = normalised(x, mean, rstd)
+    xhat = _xhat(x, mean, rstd)
     N = x.shape[-1]
     return _ln_dx(dy, x, gamma, mean, rstd), (dy * xhat).reshape(-1, N).sum(0), dy.reshape(-1, N).sum(0)
 
@@ -91,37 +97,37 @@ def _ln_alternatives(case: Case) -> dict[str, list[Alternative]]:
     N = x.shape[-1]
     _, rstd_unbiased = row_stats(x, EPS, correction=1)
     alts["dx"] = alts["dx"] + [
-        Alternative("wrong-values", "dx has c1 and c2 swapped: x̂ multiplies c1 = mean(x̂ ⊙ ŵȳ), and c2 = mean(ŵȳ) "
-                    "stands alone.", _ln_dx(dy, x, gamma, mean, rstd, swap=True)),
-        Alternative("wrong-values", "dx is missing the x̂·c1 term: σ depends on x too, and that dependence is what "
-                    "c1 = mean(x̂ ⊙ ŵȳ) carries.", _ln_dx(dy, x, gamma, mean, rstd, drop="c1")),
-        Alternative("wrong-values", "dx is missing c2 = mean(ŵȳ): μ depends on every x of the row, and that "
-                    "dependence is what c2 carries.", _ln_dx(dy, x, gamma, mean, rstd, drop="c2")),
-        Alternative("wrong-values", "dx uses an rstd recomputed with the unbiased variance (N − 1): use the rstd the "
+        Alternative("wrong-values", "dx has c1 and c2 swapped: the row scalar that comes from σ's dependence on x "
+                    "belongs with x̂, the one from μ's stands alone.", _ln_dx(dy, x, gamma, mean, rstd, swap=True)),
+        Alternative("wrong-values", "dx is missing the x̂·c1 term: σ depends on every x of the row too, and that "
+                    "dependence is what c1 carries.", _ln_dx(dy, x, gamma, mean, rstd, drop="c1")),
+        Alternative("wrong-values", "dx is missing c2: μ depends on every x of the row, and that dependence is what "
+                    "c2 carries.", _ln_dx(dy, x, gamma, mean, rstd, drop="c2")),
+        Alternative("wrong-values", "dx uses an rstd recomputed with the unbiased variance (N − 1), not the rstd the "
                     "forward saved, which divides by N.", _ln_dx(dy, x, gamma, mean, rstd_unbiased)),
     ]
     alts["dgamma"] = alts["dgamma"] + [Alternative(
-        "wrong-values", "dgamma uses an x̂ recomputed with the unbiased variance (N − 1): use the rstd the forward "
-        "saved.", (dy * normalised(x, mean, rstd_unbiased)).reshape(-1, N).sum(0))]
+        "wrong-values", "dgamma uses an x̂ recomputed with the unbiased variance (N − 1), not the rstd the forward "
+        "saved.", (dy * _xhat(x, mean, rstd_unbiased)).reshape(-1, N).sum(0))]
     return alts
 
 
 def _rms_backward(dy, x, g, rrms, *, sum_not_mean=False, drop_c1=False):
     xhat = x * rrms[..., None]
-    wdy = g * dy
-    c1 = (xhat * wdy).sum(dim=-1, keepdim=True) if sum_not_mean else (xhat * wdy).mean(dim=-1, keepdim=True)
+    dxhat = g * dy  # the gradient reaching x̂
+    c1 = (xhat * dxhat).sum(dim=-1, keepdim=True) if sum_not_mean else (xhat * dxhat).mean(dim=-1, keepdim=True)
     if drop_c1:
         c1 = torch.zeros_like(c1)
-    return (wdy - xhat * c1) * rrms[..., None], (dy * xhat).reshape(-1, x.shape[-1]).sum(0)
+    return (dxhat - xhat * c1) * rrms[..., None], (dy * xhat).reshape(-1, x.shape[-1]).sum(0)
 
 
 def _rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
     alts = rms_alternatives(case)
     alts["dx"] = alts["dx"] + [
-        Alternative("wrong-values", "dx uses the sum Σ x̂ ⊙ ŵȳ where the mean is needed: c1 = mean(x̂ ⊙ ŵȳ) "
-                    "(the 1/N comes from mean(x²)).", _rms_backward(*case.args, sum_not_mean=True)[0]),
-        Alternative("wrong-values", "dx is ŵȳ·rrms alone: rrms depends on every x of the row, and that dependence is "
-                    "the −x̂·c1 term.", _rms_backward(*case.args, drop_c1=True)[0]),
+        Alternative("wrong-values", "dx uses a sum over the row where the mean is needed: the 1/N comes from the mean "
+                    "inside rrms.", _rms_backward(*case.args, sum_not_mean=True)[0]),
+        Alternative("wrong-values", "dx leaves out rrms's own dependence on x: rrms depends on every x of the row.",
+                    _rms_backward(*case.args, drop_c1=True)[0]),
     ]
     return alts
 
@@ -130,12 +136,13 @@ def _rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
 # The PyTorch exercises
 
 
-def _forward_case(gen, *shape: int, eps: float | None = None) -> Case:
+def _forward_case(gen, *shape: int, eps: float | None = None, transposed: bool = False) -> Case:
     N = shape[-1]
-    args = (_x(gen, *shape), _weight(gen, N), randn(gen, N, scale=0.5))
+    x = _x(gen, *shape)
+    args = (transposed_view(x) if transposed else x, _weight(gen, N), randn(gen, N, scale=0.5))
     kwargs = {} if eps is None else {"eps": eps}
-    return Case(shape_label(shape, _rows(shape), f"eps={eps:g}" if eps is not None else ""), args,
-                batch=_rows(shape), kwargs=kwargs)
+    note = TRANSPOSED if transposed else (f"eps={eps:g}" if eps is not None else "")
+    return Case(shape_label(shape, _rows(shape), note), args, batch=_rows(shape), kwargs=kwargs)
 
 
 @graded
@@ -146,14 +153,18 @@ def layernorm_forward(fn) -> None:
         _forward_case(gen, 7, 19),  # batch 7 (prime), N prime
         _forward_case(gen, 3, 5, 12),  # 3-D: mean and rstd are (3, 5)
         _forward_case(gen, 7, 9, eps=0.05),  # eps passed by keyword must be used
+        _forward_case(gen, 3, 4, 11, transposed=True),  # rows not contiguous: a .view(-1, N) of x fails
     ]
     check_forward(fn, cases, reference=_forward, alternatives=forward_alternatives)
 
 
-def _backward_case(gen, *shape: int, note: str = "") -> Case:
+def _backward_case(gen, *shape: int, note: str = "", transposed: bool = False) -> Case:
     x = _x(gen, *shape)
     mean, rstd = row_stats(x)
-    args = (randn(gen, *shape), x, _weight(gen, shape[-1]), mean, rstd)
+    dy = randn(gen, *shape)
+    if transposed:
+        dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
+    args = (dy, x, _weight(gen, shape[-1]), mean, rstd)
     return Case(shape_label(shape, _rows(shape), note), args, batch=_rows(shape))
 
 
@@ -169,14 +180,18 @@ def layernorm_backward(fn) -> None:
         _backward_case(gen, 7, 19),  # batch 7, N prime
         _backward_case(gen, 3, 5, 12),  # 3-D: γ̄ sums over 15 rows
         _backward_case(gen, 13, 6),  # more rows than features
+        _backward_case(gen, 3, 4, 11, transposed=True),  # rows not contiguous: a .view(-1, N) fails
     ]
     check_backward(fn, cases, reference=_ln_backward, alternatives=_ln_alternatives)
 
 
-def _rms_case(gen, *shape: int, note: str = "") -> Case:
+def _rms_case(gen, *shape: int, note: str = "", transposed: bool = False) -> Case:
     x = _x(gen, *shape)
     rrms = 1.0 / torch.sqrt((x * x).mean(dim=-1) + RMS_EPS)
-    args = (randn(gen, *shape), x, _weight(gen, shape[-1]), rrms)
+    dy = randn(gen, *shape)
+    if transposed:
+        dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
+    args = (dy, x, _weight(gen, shape[-1]), rrms)
     return Case(shape_label(shape, _rows(shape), note), args, batch=_rows(shape))
 
 
@@ -189,6 +204,7 @@ def rmsnorm_backward(fn) -> None:
         _rms_case(gen, 7, 19),  # batch 7
         _rms_case(gen, 3, 5, 12),  # 3-D
         _rms_case(gen, 13, 6),
+        _rms_case(gen, 3, 4, 11, transposed=True),  # rows not contiguous: a .view(-1, N) fails
     ]
     check_rms(fn, cases, reference=_rms_backward, alternatives=_rms_alternatives)
 

@@ -18,7 +18,9 @@ the repeats always include the last slot (where an off-by-one hides). Inputs hav
 - ``dropout_backward``: p on both sides of 0.5 (where 1/p and 1/(1 − p) coincide), batch 1, 7, 3-D.
 - ``moe_gate_backward``: top-1 to top-k = E of 4 to 9 experts, batch 1, 7 and (batch, tokens).
 - ``scatter_add_kernel``: one row, distinct rows, repeated rows, 1 to 3 column blocks, float64
-  and float32; then the kernel must call ``tl.atomic_add``.
+  and float32, rows inside padded (strided) buffers; then the kernel must call ``tl.atomic_add``.
+
+Every PyTorch exercise also gets a case whose inputs are transposed (non-contiguous) views.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from course.diagnose import Alternative, Case, graded
-from course.selfcheck.routing import (
-    F32, F64, KernelCase, ScatterCase, check_dropout_backward, check_embedding_backward, check_maxpool1d_backward,
+from course.selfcheck.routing import (  # noqa: F401 — HINTS: course.diagnose.graded reads it from this module
+    F32, F64, HINTS, KernelCase, ScatterCase, check_dropout_backward, check_embedding_backward, check_maxpool1d_backward,
     check_moe_gate_backward, check_relu_backward, check_scatter_add_kernel, check_topk_backward, dropout_case,
     embedding_case, keep_mask, maxpool_case, moe_case, relu_case, topk_case,
 )
@@ -95,20 +97,18 @@ def _moe_alternatives(case: Case) -> dict[str, list[Alternative]]:
     return {
         "dlogits": [
             Alternative("wrong-values", "dlogits is p̄, the gradient with respect to the probabilities p = softmax(z): "
-                        "the softmax between the logits and p still needs its backward, z̄ = p ⊙ (p̄ − s) with "
-                        "s = ⟨p, p̄⟩.", dp),
-            Alternative("wrong-values", "dlogits is p ⊙ p̄: the −s term of the softmax backward is missing "
-                        "(s = ⟨p, p̄⟩); every logit moves every probability through the normalisation.", p * dp),
+                        "the softmax between the logits and p still needs its backward.", dp),
+            Alternative("wrong-values", "dlogits is p ⊙ p̄: the softmax backward is missing its −s term; every logit "
+                        "moves every probability through the normalisation.", p * dp),
             Alternative("wrong-values", "dlogits is zero at the experts that were not chosen: with these gates every "
-                        "logit takes probability away from the chosen experts, so z̄_j = −p_j s there too.",
-                        dlogits * chosen),
+                        "logit takes probability away from the chosen experts, chosen or not.", dlogits * chosen),
             Alternative("wrong-values", "dlogits is the gradient of renormalised gates (a softmax over the k chosen "
-                        "logits, as in Mixtral); this layer's gates are the full softmax's probabilities, "
-                        "g_m = p[i_m], not renormalised.", renormalised),
+                        "logits, as in GShard's top-2 and Mixtral); this layer's gates are the full softmax's "
+                        "probabilities, not renormalised.", renormalised),
         ],
         "dexpert_out": [
             Alternative("wrong-values", "dexpert_out is ȳ copied to each chosen expert: each expert's output was "
-                        "multiplied by its gate g_m, so h̄_m = g_m ȳ.", dy[..., None, :].expand_as(expert_out).clone()),
+                        "multiplied by its gate in the forward.", dy[..., None, :].expand_as(expert_out).clone()),
         ],
     }
 
@@ -134,6 +134,8 @@ def _topk_cases(gen) -> list[ScatterCase]:
         x = distinct(gen, *lead, n)
         x[(0,) * len(lead) + (n - 1,)] = 10.0  # the last slot is chosen in the first row
         cases.append(topk_case(label, randn(gen, *lead, k), x.topk(k, dim=-1).indices, n, False))
+    x = distinct(gen, 9, 11)
+    cases.append(topk_case("batch 9", randn(gen, 9, 4), x.topk(4, dim=-1).indices, 11, False, transposed=True))
     for label, lead, n, k in (("batch 1", (1,), 7, 9), ("batch 7", (7,), 6, 10), ("3-D", (3, 2), 5, 7)):
         indices = _last_slot_twice(randint(gen, n, *lead, k), n)  # k > n: repeats in every row
         cases.append(topk_case(label, randn(gen, *lead, k), indices, n, True))
@@ -147,6 +149,8 @@ def _embedding_cases(gen) -> list[ScatterCase]:
     cases = [
         embedding_case("batch 1", randn(gen, 1, 6, D), one.reshape(1, 6), 13),
         embedding_case("batch 7", randn(gen, 7, 5, D), seven.reshape(7, 5), 41),
+        embedding_case("batch 5", randn(gen, 5, 3, D), torch.randperm(19, generator=gen)[:15].reshape(5, 3), 19,
+                       transposed=True),
     ]
     for label, shape, num in (("batch 1", (1, 9), 5), ("batch 7", (7, 6), 11), ("1-D ids", (13,), 6), ("3-D ids", (2, 3, 5), 9)):
         ids = randint(gen, num, *shape)
@@ -173,6 +177,7 @@ def _maxpool_cases(gen) -> list[ScatterCase]:
         ("batch 1", (1,), 12, 3, 3, False),
         ("batch 7", (7,), 14, 2, 3, False),  # stride > kernel_size: positions no window reads get 0
         ("3-D", (2, 3), 10, 5, 5, False),
+        ("batch 9", (9,), 12, 4, 4, False),  # then laid out transposed (non-contiguous)
         ("batch 1", (1,), 11, 3, 1, True),
         ("batch 7", (7,), 14, 4, 2, True),
         ("3-D", (2, 3), 14, 5, 3, True),
@@ -180,7 +185,8 @@ def _maxpool_cases(gen) -> list[ScatterCase]:
     for label, lead, L, K, s, share in shapes:
         x = _pool_input(gen, lead, L, K, s, share)
         L_out = (L - K) // s + 1
-        cases.append(maxpool_case(label, randn(gen, *lead, L_out), x, K, s, repeats=share))
+        cases.append(maxpool_case(label, randn(gen, *lead, L_out), x, K, s, repeats=share,
+                                  transposed=label == "batch 9"))
     return cases
 
 
@@ -207,6 +213,7 @@ def relu_backward(fn) -> None:
     gen = generator("relu_backward")
     cases = [relu_case(label, randn(gen, *shape), away_from_zero(gen, *shape))
              for label, shape in (("batch 1", (1, 9)), ("batch 7", (7, 13)), ("3-D", (3, 5, 7)))]
+    cases.append(relu_case("batch 9", randn(gen, 9, 11), away_from_zero(gen, 9, 11), transposed=True))
     check_relu_backward(fn, cases, reference=_relu_reference)
 
 
@@ -225,6 +232,8 @@ def dropout_backward(fn) -> None:
                                    ("3-D", (3, 4, 5), (0.2, 0.45))):
         p = round(_uniform(gen, lo, hi), 3)
         cases.append(dropout_case(label, randn(gen, *shape), keep_mask(gen, p, *shape), p))
+    p = round(_uniform(gen, 0.2, 0.8), 3)
+    cases.append(dropout_case("batch 9", randn(gen, 9, 10), keep_mask(gen, p, 9, 10), p, transposed=True))
     check_dropout_backward(fn, cases, reference=_dropout_reference)
 
 
@@ -237,6 +246,7 @@ def moe_gate_backward(fn) -> None:
         moe_case("batch 7", gen, (7,), 5, 1, 3),  # top-1
         moe_case("batch 7", gen, (7,), 4, 4, 2),  # every expert chosen: the gates sum to 1
         moe_case("3-D (batch, tokens)", gen, (2, 5), 9, 2, 6),
+        moe_case("batch 9", gen, (9,), 7, 3, 5, transposed=True),
     ]
     check_moe_gate_backward(fn, cases, reference=_moe_reference, alternatives=_moe_alternatives)
 

@@ -1,11 +1,17 @@
-"""Hidden checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``, ``softmax_cross_entropy_backward``.
+"""Hidden checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``,
+``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``.
 
 Every call draws fresh float64 inputs (``autograder.inputs.generator``; set
 AUTOGRADER_SEED to replay a run): logits with no ties from ``inputs.distinct``, on shapes
-chosen to expose one kind of bug each — the comment beside each shape says which — and
-compares the student's result with the closed forms below. The named bugs are the
-alternatives of the visible checks (``course.selfcheck.softmax``), so a student reads the
-same diagnosis in both.
+chosen to expose one kind of bug each — the comment beside each shape says which, and
+every check has one transposed (non-contiguous) input — and compares the student's result
+with the closed forms below. The named bugs are the alternatives of the visible checks
+(``course.selfcheck.softmax``), so a student reads the same diagnosis in both, and the
+same ``HINTS`` point to the notebook's hints.
+
+``shifted_softmax_vjp`` also gets float32 logits up to ±1000 with shifts that do not help
+(``course.selfcheck.softmax.shift_large_cases``, on fresh random rows): without a shift of
+its own, a forward gives inf or NaN there (``non-finite``).
 
 ``softmax_backward`` is graded on a property as well: it runs under
 ``course.memory.AllocationRecorder``, and on rows of N ≥ 256 any allocation of N² elements
@@ -22,9 +28,10 @@ import torch
 import torch.nn.functional as F
 
 from course.diagnose import Case, graded
-from course.selfcheck.softmax import (
-    MEMORY_MIN_N, RecordedCalls, backward_alternatives, ce_alternatives, check_no_jacobian, check_no_library_backward,
-    jacobian_alternatives, rows_of, run_checked, saturated_logits,
+from course.selfcheck.softmax import (  # noqa: F401 — HINTS: the hint pointers course.diagnose.graded reads
+    HINTS, MEMORY_MIN_N, RecordedCalls, ShiftCase, backward_alternatives, ce_alternatives, check_no_jacobian,
+    check_no_library_backward, check_shift, jacobian_alternatives, rows_of, run_checked, saturated_logits,
+    shift_large_cases, transposed,
 )
 
 from ..inputs import distinct, generator, randint, randn
@@ -60,6 +67,15 @@ CE_SHAPES = [
     ((1, 11), True),  # saturated logits, the least likely class as target: y_t is 0 in float64. One row, so that
                       # run_cases does not read a wrong answer here as a missing batch reduction
 ]
+# Shapes of x for shifted_softmax_vjp (c is (..., 1)); the float32 cases come from shift_large_cases.
+SHIFT_SHAPES = [
+    (8,),  # one row, no batch axis
+    (1, 9),  # batch 1
+    (7, 7),  # batch 7, square: a row max without its axis shifts along the wrong axis silently
+    (7, 11),  # batch 7, N prime
+    (3, 2, 6),  # 3-D
+]
+TRANSPOSED_SHAPE = (6, 7)  # (rows, columns) of the transposed (non-contiguous) case of every check
 
 
 # ---------------------------------------------------------------------------
@@ -75,6 +91,13 @@ def backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     """x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩), the hub taken along each row."""
     hub = torch.einsum("...n,...n->...", y, dy).unsqueeze(-1)  # (..., 1)
     return y * (dy - hub)
+
+
+def shift_reference(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """y = softmax(x − c) = softmax(x); x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩), the same for every c; c̄ = −1ᵀ J ȳ = 0."""
+    x, dy = x.to(torch.float64), dy.to(torch.float64)
+    y = torch.log_softmax(x, dim=-1).exp()  # stable however large the logits
+    return y, backward_reference(y, dy), torch.zeros(c.shape, dtype=torch.float64)
 
 
 def ce_reference(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -99,6 +122,9 @@ def jacobian_cases(gen: torch.Generator) -> list[Case]:
     for shape in JACOBIAN_SHAPES:
         y, _ = _rows_and_grad(gen, shape)
         cases.append(Case(f"y {shape}", (y,), batch=rows_of(shape)))
+    y, _ = _rows_and_grad(gen, TRANSPOSED_SHAPE)
+    cases.append(Case(f"y {TRANSPOSED_SHAPE}, a transposed (non-contiguous) view", (transposed(y),),
+                      batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
 
 
@@ -107,7 +133,26 @@ def backward_cases(gen: torch.Generator) -> list[Case]:
     for shape in BACKWARD_SHAPES:
         y, dy = _rows_and_grad(gen, shape)
         cases.append(Case(f"y {shape}, dy {shape}", (y, dy), batch=rows_of(shape)))
+    y, dy = _rows_and_grad(gen, TRANSPOSED_SHAPE)
+    cases.append(Case(f"y {TRANSPOSED_SHAPE}, dy {TRANSPOSED_SHAPE}, both transposed (non-contiguous) views",
+                      (transposed(y), transposed(dy)), batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
+
+
+def shift_cases(gen: torch.Generator) -> list[ShiftCase]:
+    cases = []
+    for shape in SHIFT_SHAPES:
+        x, dy = distinct(gen, *shape), randn(gen, *shape)  # (..., N) each
+        c = randn(gen, *shape[:-1], 1, scale=3.0)  # (..., 1): any shift, one per row
+        cases.append(ShiftCase(f"x {shape}, c {(*shape[:-1], 1)}, dy {shape}", (x, c, dy), batch=rows_of(shape)))
+    x, dy = distinct(gen, *TRANSPOSED_SHAPE), randn(gen, *TRANSPOSED_SHAPE)
+    c = randn(gen, TRANSPOSED_SHAPE[0], 1, scale=3.0)
+    cases.append(ShiftCase(f"x {TRANSPOSED_SHAPE}, c {(TRANSPOSED_SHAPE[0], 1)}, dy {TRANSPOSED_SHAPE}, x and dy "
+                           "transposed (non-contiguous) views", (transposed(x), c, transposed(dy)),
+                           batch=rows_of(TRANSPOSED_SHAPE)))
+    n = int(torch.randint(6, 14, (1,), generator=gen))
+    u = lambda *shape: torch.rand(shape, generator=gen, dtype=torch.float64)  # noqa: E731 — uniform in [0, 1)
+    return cases + shift_large_cases(2 * u(5, n) - 1, u(2, n), 2 * u(3, n) - 1)
 
 
 def ce_cases(gen: torch.Generator) -> list[Case]:
@@ -119,6 +164,10 @@ def ce_cases(gen: torch.Generator) -> list[Case]:
             logits, target = saturated_logits(logits)
         label = f"logits {shape}, target {shape[:-1]}" + (", saturated logits (softmax one-hot)" if saturated else "")
         cases.append(Case(label, (logits, target), batch=rows_of(shape)))
+    logits = distinct(gen, *TRANSPOSED_SHAPE)
+    target = randint(gen, TRANSPOSED_SHAPE[-1], *TRANSPOSED_SHAPE[:-1])
+    cases.append(Case(f"logits {TRANSPOSED_SHAPE}, target {TRANSPOSED_SHAPE[:-1]}, logits a transposed "
+                      "(non-contiguous) view", (transposed(logits), target), batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
 
 
@@ -148,6 +197,12 @@ def softmax_backward(fn: Callable) -> None:
     )
     check_no_library_backward("softmax_backward", recorded.calls)
     check_no_jacobian("softmax_backward", recorded.calls, MEMORY_MIN_N)
+
+
+@graded
+def shifted_softmax_vjp(fn: Callable) -> None:
+    """Grade ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP for any c, finite in float32."""
+    check_shift("shifted_softmax_vjp", fn, shift_cases(generator("shifted_softmax_vjp")), shift_reference)
 
 
 @graded

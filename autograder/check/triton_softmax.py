@@ -6,7 +6,12 @@ float32 and float64 — the dtypes Triton's interpreter handles — and compares
 closed forms below. The machinery is the visible checks' (``course.selfcheck.triton_softmax``):
 rows inside wider NaN-padded buffers, so that a missing load or store mask is caught and
 named with the columns it touches; the same named bugs, so a student reads the same
-diagnosis in both. ``TritonSoftmax`` is also put through ``torch.autograd.gradcheck`` in float64.
+diagnosis in both, and the same ``HINTS`` point to the notebook's hints. ``TritonSoftmax`` is also
+put through ``torch.autograd.gradcheck`` in float64.
+
+Non-contiguous inputs: every kernel case is a strided view (rows inside wider buffers; the
+kernel's contract is adjacent elements within a row), ``TritonSoftmax`` gets a transposed ȳ
+and ``triton_softmax`` a transposed x.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from collections.abc import Callable
 import torch
 
 from course.diagnose import graded
-from course.selfcheck.triton_softmax import (
-    BWD, F32, F64, FWD, ClassCase, FunctionCase, backward_case, check_function_class, check_kernel,
+from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint pointers course.diagnose.graded reads
+    BWD, F32, F64, FWD, HINTS, ClassCase, FunctionCase, backward_case, check_function_class, check_kernel,
     check_softmax_function, forward_case,
 )
 

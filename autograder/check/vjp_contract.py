@@ -10,13 +10,14 @@ references, and bug-specific alternatives that would give the formulas away.
   frequencies, phases and a dense symmetric A, whose central and one-sided differences
   are exact for every step. At ε = 1e-6 a correct central difference is within ~1e-9
   (relative) of the exact value and a forward difference is ~1e-6 away; the tolerance
-  1e-8 separates the two. Shapes (1, 6), (7, 3), (2, 3, 5); eps=1e-3 must be used;
-  a float32 x must be handled in float64; x must be unchanged; f may return a float.
+  1e-8 separates the two. Shapes (1, 6), (7, 3), (2, 3, 5) and a transposed (non-contiguous)
+  (5, 4); eps=1e-3 must be used; a float32 x must be handled in float64; x must be unchanged;
+  f may return a float. The student's code is handed a plain function, never the probe.
 - ``relative_error``: random pairs at batch 1 and 7, 3-D, magnitudes 1e6 and 1e-6
   (where an absolute error is off by twelve orders of magnitude), both argument
-  orders, a zero argument, both zero.
+  orders, a zero argument, both zero, a transposed (non-contiguous) pair.
 - ``linear_softmax_ce_backward``: batch 1 and 7 (and 13), non-square and square W,
-  non-power-of-two sizes, against the closed form.
+  non-power-of-two sizes, transposed (non-contiguous) x and W, against the closed form.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from __future__ import annotations
 import torch
 
 from course.diagnose import Alternative, Case, graded
-from course.selfcheck.vjp_contract import (
-    Probe, check_lsce, check_numerical_gradient, check_relative_error, relative_error_alternatives,
+from course.selfcheck.vjp_contract import (  # noqa: F401 (HINTS: graded reads it from this module)
+    HINTS, Probe, check_lsce, check_numerical_gradient, check_relative_error, relative_error_alternatives,
 )
 
 from ..inputs import DTYPE, generator, randint, randn
@@ -52,7 +53,7 @@ class SineQuadratic(Probe):
         self.A = (B @ B.T) / (4 * n)  # symmetric, entries O(1/√n): couples every entry to every other
         self.as_float = as_float  # f may hand back a Python float instead of a 0-d tensor
 
-    def value(self, p):
+    def _value(self, p):
         q = p.reshape(-1)
         out = (self.w * torch.sin(self.omega * p + self.phi)).sum() + 0.5 * q @ self.A @ q
         return float(out) if self.as_float else out
@@ -78,12 +79,17 @@ def numerical_gradient(fn) -> None:
         x = randn(gen, *shape).to(dtype)
         return label, x, SineQuadratic(x, gen, eps or 1e-6, as_float), eps
 
+    def transposed_case():
+        x = randn(gen, 4, 5).T  # (5, 4), strides (1, 5): .view(-1) of a plain copy refuses it
+        return "x of shape (5, 4), non-contiguous (a transpose)", x, SineQuadratic(x, gen, 1e-6), None
+
     check_numerical_gradient(fn, [
         case("x of shape (1, 6)", 1, 6),  # batch 1
         case("x of shape (7, 3); f returns a Python float", 7, 3, as_float=True),  # batch 7 (prime)
         case("x of shape (2, 3, 5)", 2, 3, 5),  # any shape: 3-D, odd sizes
         case("x of shape (3, 5), eps=0.001", 3, 5, eps=1e-3),  # the eps argument is used
         case("x of shape (7, 2) given in float32", 7, 2, dtype=torch.float32),  # float64 inside whatever comes in
+        transposed_case(),  # last: each earlier bug is named before a layout problem
     ])
 
 
@@ -104,7 +110,8 @@ def _alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Alternative]:
     top = max(norm(a).item(), norm(b).item())
     if top > 0:
         alts.append(Alternative(
-            "wrong-values", "relative_error returned the square of the answer: take norms, not squared norms.",
+            "wrong-values", "relative_error returned the square of the answer: squared norms, where a relative "
+            "error compares lengths.",
             torch.tensor((norm(a - b).item() / top) ** 2, dtype=DTYPE),
         ))
     return alts
@@ -134,6 +141,8 @@ def relative_error(fn) -> None:
     add("a ≈ 3b and b (7, 5): the same pair swapped", b, a)
     add("b = 0, a of shape (7, 3)", randn(gen, 7, 3), torch.zeros(7, 3, dtype=DTYPE))  # exactly 1
     add("a = b = 0, shape (7, 3)", torch.zeros(7, 3, dtype=DTYPE), torch.zeros(7, 3, dtype=DTYPE))  # 0, finite
+    a = randn(gen, 5, 7)
+    add("a, b of shape (7, 5), non-contiguous (transposes)", a.T, (a + 0.05 * randn(gen, 5, 7)).T)  # any layout
     check_relative_error(fn, cases, alternatives=_alternatives)
 
 
@@ -166,7 +175,7 @@ def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
     x, W, b, target = case.args
     z, _, E = _lsce_forward(x, W, b, target)
     dz_logits = (z - E) / x.shape[0]  # softmax left out: its derivative was never applied
-    no_softmax = "is what you get with the logits z in place of softmax(z): apply the softmax before subtracting the one-hot."
+    no_softmax = "is what you get with the logits z in place of softmax(z): the softmax's part of the chain is missing."
     return {
         "dx": [Alternative("wrong-values", f"dx {no_softmax}", dz_logits @ W.T)],
         "dW": [Alternative("wrong-values", f"dW {no_softmax}", x.T @ dz_logits)],
@@ -174,13 +183,15 @@ def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
     }
 
 
-def _lsce_case(gen: torch.Generator, M: int, K: int, C: int) -> Case:
-    x = randn(gen, M, K)
-    W = randn(gen, K, C, scale=0.5)
+def _lsce_case(gen: torch.Generator, M: int, K: int, C: int, transposed: bool = False) -> Case:
+    """One batch; ``transposed`` hands x and W over non-contiguous (each the transpose of a stored tensor)."""
+    x = randn(gen, K, M).T if transposed else randn(gen, M, K)  # (M, K)
+    W = randn(gen, C, K, scale=0.5).T if transposed else randn(gen, K, C, scale=0.5)  # (K, C)
     b = randn(gen, C, scale=0.5)
     target = randint(gen, C, M)
     shape = "square W" if K == C else "W not square"
-    return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}", (x, W, b, target), batch=M)
+    layout = "; x and W non-contiguous (transposes)" if transposed else ""
+    return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}{layout}", (x, W, b, target), batch=M)
 
 
 @graded
@@ -192,6 +203,7 @@ def linear_softmax_ce_backward(fn) -> None:
         _lsce_case(gen, 7, 5, 3),  # batch 7 (prime): a missing mean or batch sum shows
         _lsce_case(gen, 7, 6, 6),  # batch 7, square W
         _lsce_case(gen, 13, 9, 10),  # odd batch, no size a power of two
+        _lsce_case(gen, 7, 6, 5, transposed=True),  # non-contiguous x and W
     ]
     check_lsce(fn, cases, reference=_lsce_reference, logit_gradient=_lsce_logit_gradient, alternatives=_lsce_alternatives)
 

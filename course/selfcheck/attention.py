@@ -1,38 +1,51 @@
-"""Visible checks for 05_attention_recompute: manual attention, the recompute pair, and the D kernel.
+"""Visible checks for 05_attention_recompute: manual attention, the recompute pair, the D kernel and FlashAttention's kernels.
 
 Every check runs the student's code on small fixed float64 inputs — batch 1 first, then
 batch 7, with T never equal to the head dim d (so a transposed T×T product cannot hide
-behind matching shapes) and, but for the T = 256 property case, T not a multiple of the
-64-row blocks — and compares with
+behind matching shapes), T not a multiple of the blocks, and at least one case whose
+inputs are transposed views (non-contiguous) — and compares with
 ``torch.nn.functional.scaled_dot_product_attention`` and its autograd for an explicit
 upstream gradient ō. A failure raises ``GradingFailure`` whose first line names the bug;
-success prints one line.
+success prints one line. ``HINTS`` maps each failure class to the notebook hint that covers
+it; ``course.diagnose.graded`` adds the pointer.
 
 What is graded besides the values:
 
 - **No autograd in a hand-written backward.** ``ManualAttention.backward`` and
   ``RecomputeAttention.backward`` run with every autograd entry point refused, as do
   ``attention_forward_lse`` and ``attention_backward_recompute``: ``autograd-in-backward``.
-- **Nothing T×T.** On a case with T = 256 (and a small head dim, so that every legitimate
-  tensor — (B, T, d), (B, T), a tile of at most 64×64 — stays far below T² elements):
+- **Tiles, not strips (Parts C and D).** On a case with T = 256 and a head dim of 3,
   ``attention_forward_lse`` and ``attention_backward_recompute`` run under
-  :class:`course.memory.AllocationRecorder`; ``RecomputeAttention``'s forward runs inside
+  :class:`course.memory.AllocationRecorder`, and the largest tensor either allocates may be
+  one tile, B·BLOCK_Q·BLOCK_K elements (the notebook's own ``BLOCK_Q`` and ``BLOCK_K``, each
+  counted as at most 64), or O(T·d): three (B, T, d) tensors' worth. A (B, 64, T) strip of
+  scores against every key is four tiles at T = 256, and T×T is far more:
+  ``saved-quadratic-tensor``, naming the tensor, even with every value right.
+- **Nothing T×T (Parts E and F).** ``RecomputeAttention``'s forward runs inside
   ``torch.autograd.graph.saved_tensors_hooks`` (and its ``ctx`` is searched for tensors kept
   as attributes), its backward under the recorder; ``recompute_attention`` likewise. Any
-  tensor of T² elements or more is ``saved-quadratic-tensor``, even with every value right.
+  tensor of T² elements or more is ``saved-quadratic-tensor``.
 - **Through the Function.** ``manual_attention`` and ``recompute_attention`` must return a
   result whose autograd graph runs through ``ManualAttention`` / ``RecomputeAttention``; when
   that class fails its own check, the function's check says so.
-- **The kernel's masks.** ``attention_delta_kernel`` is launched on views into wider buffers
+- **The kernels' masks.** ``attention_delta_kernel`` is launched on views into wider buffers
   whose padding (columns past the head dim, rows past ``n_rows``) holds NaN, with ``n_rows``
   not a multiple of ``BLOCK_M``; the output buffer past ``n_rows`` holds a sentinel that an
-  unmasked store overwrites.
+  unmasked store overwrites. ``flash_fwd_kernel`` and ``flash_bwd_dkdv_kernel`` get the same
+  treatment in three dimensions: every (BH, T, d) tensor is a view into a buffer padded past
+  T and past d with NaN (outputs with a sentinel), once row-major and once transposed (the
+  token axis the unit-stride one), with T not a multiple of either block; then a float64
+  gradcheck runs through each kernel — ``torch.autograd.gradcheck``'s fast mode, written out
+  (one random direction per input) so that a mismatch costs no full Jacobian of interpreted
+  launches.
 
 The named bugs (``*_alternatives``) live here so that the hidden checks
 (``autograder.check.attention``) give the same diagnosis with the same words. Each is the
 right answer with one mistake applied: the 1/√d forgotten or doubled, S̄ used where S̄ᵀ
 belongs, P instead of Pᵀ, the row sum left out or broadcast along the wrong axis, the
-gradients returned in the wrong order.
+gradients returned in the wrong order; in the kernels, padded keys given weight and the
+online softmax's rescale skipped. Their sentences name the bug and why, never the fix:
+the fix is in the hints.
 """
 
 from __future__ import annotations
@@ -54,29 +67,60 @@ from ..triton_check import device, namespace_of, pow2_at_least, quiet, run_stude
 
 __all__ = [
     "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
-    "RecomputeAttention", "recompute_attention", "attention_delta_kernel",
-    "MEMORY_T", "PROPERTY_MIN_T", "attention_case", "sdpa_reference", "lse_reference", "gradient_alternatives",
-    "output_alternatives", "backward_case", "check_forward_lse", "check_backward_recompute", "check_function_class", "check_attention_function",
-    "DeltaCase", "check_delta_kernel",
+    "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel",
+    "flash_bwd_dkdv_kernel", "HINTS",
+    "MEMORY_T", "MEMORY_D", "PROPERTY_MIN_T", "MAX_BLOCK", "attention_case", "sdpa_reference", "lse_reference",
+    "gradient_alternatives", "output_alternatives", "backward_case", "check_forward_lse", "check_backward_recompute",
+    "check_function_class", "check_attention_function", "DeltaCase", "check_delta_kernel", "FlashCase",
+    "check_flash_fwd_kernel", "check_flash_dkdv_kernel", "attention_forward_reference", "attention_vjp_reference",
+    "flash_output_alternatives", "flash_gradient_alternatives", "gradcheck_forward_kernel",
+    "gradcheck_dkdv_kernel",
 ]
 
 F32, F64 = torch.float32, torch.float64
 SEED = 505
-MEMORY_T = 256  # the visible property case: T² = 65,536 elements, far above any tile or (B, T, d) tensor
-PROPERTY_MIN_T = 200  # cases with T at least this get the T×T checks (the hidden ones draw T in [200, 320))
+MEMORY_T = 256  # the visible property case: a (B, 64, T) strip is 4 tiles, T² = 65,536 elements
+MEMORY_D = 3  # its head dim: small, so that O(T·d) stays below a 16-row strip (3·T·d < 16·T)
+PROPERTY_MIN_T = 200  # cases with T at least this get the memory checks (the hidden ones draw T in [200, 320))
+MAX_BLOCK = 64  # the largest BLOCK_Q / BLOCK_K the tile bound counts: Part C allows at most 64
+TD_TENSORS = 3  # one allocation may hold this many (B, T, d) tensors' elements (a stack of dq, dk, dv)
 GRADS = ("dq", "dk", "dv")
 OF = ("q", "k", "v")
 KERNEL_TOL = {F32: 1e-5, F64: 1e-10}
-SENTINEL = -12345.0  # fills the output past n_rows: no D here takes this value
+SENTINEL = -12345.0  # fills outputs past their end: no D, o, L or gradient here takes this value
+
+# The hint (by number, in the notebook cell after each exercise) that covers each failure class;
+# "*" covers any other. not-implemented and error get no pointer (course.diagnose.graded).
+HINTS = {
+    "ManualAttention": {"shape": 1, "transpose": 2, "scale": 2, "broadcast-axis": 2, "batch-reduction": 2,
+                        "sign": 2, "autograd-in-backward": 2, "*": 3},
+    "manual_attention": {"*": 1},
+    "attention_forward_lse": {"saved-quadratic-tensor": 2, "scale": 2, "shape": 2, "autograd-in-backward": 2,
+                              "*": 3},
+    "attention_backward_recompute": {"saved-quadratic-tensor": 2, "scale": 2, "transpose": 2, "batch-reduction": 2,
+                                     "autograd-in-backward": 2, "shape": 2, "*": 3},
+    "RecomputeAttention": {"saved-quadratic-tensor": 1, "*": 2},
+    "recompute_attention": {"*": 1},
+    "attention_delta_kernel": {"non-finite": 1, "wrong-values": 2, "*": 3},
+    "flash_fwd_kernel": {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3},
+    "flash_bwd_dkdv_kernel": {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3},
+}
 
 
 # ---------------------------------------------------------------------------
 # Inputs and references
 
 
-def attention_case(gen: torch.Generator, B: int, T: int, d: int, note: str = "") -> Case:
-    """q, k, v and an upstream gradient ō, all (B, T, d) float64, as one Case."""
-    q, k, v, do = (torch.randn(B, T, d, generator=gen, dtype=F64) for _ in range(4))
+def attention_case(gen: torch.Generator, B: int, T: int, d: int, note: str = "", transposed: bool = False) -> Case:
+    """q, k, v and an upstream gradient ō, all (B, T, d) float64, as one Case.
+
+    ``transposed``: each is the transpose of a (B, d, T) tensor — the right shape, not contiguous.
+    """
+    if transposed:
+        q, k, v, do = (torch.randn(B, d, T, generator=gen, dtype=F64).mT for _ in range(4))
+        note = ", ".join(filter(None, [note, "transposed (non-contiguous) inputs"]))
+    else:
+        q, k, v, do = (torch.randn(B, T, d, generator=gen, dtype=F64) for _ in range(4))
     label = f"q, k, v, ō of shape ({B}, {T}, {d}); batch {B}" + (f", {note}" if note else "")
     return Case(label, (q, k, v, do), batch=B)
 
@@ -96,10 +140,10 @@ def lse_reference(q, k):
 
 
 # ---------------------------------------------------------------------------
-# Named bugs
+# Named bugs: each sentence names the bug and why, never the fixed line.
 
 
-def _softmax_pieces(q, k, v, do):
+def softmax_pieces(q, k, v, do):
     """The score scale c, the forward's P, P̄ = Ō Vᵀ and the row sums of P̄ ⊙ P; float64."""
     q, k, v, do = (t.to(F64) for t in (q, k, v, do))
     c = q.shape[-1] ** -0.5  # the score scale 1/√d
@@ -119,40 +163,42 @@ def output_alternatives(q, k, v) -> dict[str, list[Alternative]]:
     o_right = torch.softmax(c * scores, dim=-1) @ v
     return {
         "o": [
-            Alternative("scale", "o is softmax(QKᵀ)V: the scores must be scaled, S = QKᵀ/√d, before the softmax.",
-                        torch.softmax(scores, dim=-1) @ v),
-            Alternative("wrong-values", "o is Σ exp(S − m)·V without the division by ℓ = Σ exp(S − m): divide the "
-                        "accumulated output by ℓ after the last key block.", o_right * ell[..., None]),
+            Alternative("scale", "o is attention over unscaled scores: the 1/√d of S is missing, so every softmax "
+                        "is sharper than the forward's.", torch.softmax(scores, dim=-1) @ v),
+            Alternative("wrong-values", "o is the accumulated Σ exp(S − m)·V never divided by its row sum ℓ: the "
+                        "weights of a row do not add up to 1.", o_right * ell[..., None]),
         ],
         "lse": [
-            Alternative("scale", "lse is the log-sum-exp of QKᵀ without the 1/√d: L is computed from the scaled "
-                        "scores S = QKᵀ/√d, the same S the softmax uses.", torch.logsumexp(scores, dim=-1)),
-            Alternative("wrong-values", "lse is the row max m alone: L = m + log ℓ, with ℓ = Σ exp(S − m).", m),
-            Alternative("wrong-values", "lse is log ℓ alone: L = m + log ℓ — add the row max back.", torch.log(ell)),
+            Alternative("scale", "lse is the log-sum-exp of unscaled scores: the 1/√d is missing from the S it sums "
+                        "over.", torch.logsumexp(scores, dim=-1)),
+            Alternative("wrong-values", "lse is the row max m alone: the row sum ℓ taken under that max never enters "
+                        "it.", m),
+            Alternative("wrong-values", "lse is log ℓ alone: ℓ was summed relative to the row max m, and that max is "
+                        "missing from L.", torch.log(ell)),
         ],
     }
 
 
 def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
     """Named wrong versions of (dq, dk, dv), given the right ones."""
-    c, P, P_bar, rows = _softmax_pieces(q, k, v, do)
+    c, P, P_bar, rows = softmax_pieces(q, k, v, do)
     q, k, do = q.to(F64), k.to(F64), do.to(F64)
     dS = P * (P_bar - rows[..., None])
     no_rowsum = P * P_bar
     wrong_axis = P * (P_bar - rows[..., None, :])
-    missing_c = ("is √d times too large: S = QKᵀ/√d, so the forward's 1/√d multiplies the gradients of both Q and K.")
-    twice_c = "carries 1/√d twice: the scale belongs once in each of Q̄ = c·S̄K and K̄ = c·S̄ᵀQ."
-    rowsum = ("is what you get without the −rowsum(P̄ ⊙ P) term: S̄ = P ⊙ (P̄ − rowsum(P̄ ⊙ P)) — every score of a row "
-              "moves every probability of that row through the normalisation.")
-    axis = ("subtracts rowsum(P̄ ⊙ P) along the wrong axis: it is one number per query row, so keep it a column "
-            "(keepdim=True, or [..., None]) and subtract it across its own row.")
-    order = "holds the gradient of {other}: return (dq, dk, dv), in the order forward received (q, k, v)."
+    missing_c = "is √d times too large: the forward scales the scores by 1/√d, and that scale is missing from it."
+    twice_c = "carries the 1/√d scale twice: the forward applies it once."
+    rowsum = ("is what the softmax step gives without its row scalar: every score of a row moves every probability "
+              "of that row through the normalisation, and that coupling is missing.")
+    axis = ("subtracts the softmax's row scalar along the wrong axis: it is one number per query row, but it was "
+            "broadcast down the columns instead of across its own row.")
+    order = "holds the gradient of {other}: the three gradients come back in the wrong order."
     return {
         "dq": [
             Alternative("scale", f"dq {missing_c}", dq / c),
             Alternative("scale", f"dq {twice_c}", dq * c),
-            Alternative("transpose", "dq uses S̄ᵀ where it needs S̄: Q̄ = c·S̄K — the rows of S̄ belong to queries, so "
-                        "Q̄ takes S̄ as it is and K̄ takes S̄ᵀ.", c * dS.mT @ k),
+            Alternative("transpose", "dq matches a product with S̄ transposed: the rows of S̄ belong to queries and its "
+                        "columns to keys, and dq needs one row per query.", c * dS.mT @ k),
             Alternative("wrong-values", f"dq {rowsum}", c * no_rowsum @ k),
             Alternative("broadcast-axis", f"dq {axis}", c * wrong_axis @ k),
             Alternative("wrong-values", order.format(other="k"), dk),
@@ -161,28 +207,28 @@ def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative
         "dk": [
             Alternative("scale", f"dk {missing_c}", dk / c),
             Alternative("scale", f"dk {twice_c}", dk * c),
-            Alternative("transpose", "dk uses S̄ where it needs S̄ᵀ: K̄ = c·S̄ᵀQ — the roles of Q and K are swapped.",
-                        c * dS @ q),
+            Alternative("transpose", "dk matches a product with S̄ untransposed: the roles of queries and keys are "
+                        "swapped (the shapes agree only because S̄ is square).", c * dS @ q),
             Alternative("wrong-values", f"dk {rowsum}", c * no_rowsum.mT @ q),
             Alternative("broadcast-axis", f"dk {axis}", c * wrong_axis.mT @ q),
             Alternative("wrong-values", order.format(other="q"), dq),
         ],
         "dv": [
-            Alternative("transpose", "dv is P Ō; it must be Pᵀ Ō: the rows of P belong to queries and the rows of V "
-                        "to keys, so P enters transposed.", P @ do),
+            Alternative("transpose", "dv matches P Ō with P untransposed: the rows of P belong to queries and the rows "
+                        "of V to keys.", P @ do),
             Alternative("wrong-values", order.format(other="q"), dq),
         ],
     }
 
 
-def _recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
+def recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
     q, k, v, o, lse, do = case.args
     _, dq, dk, dv = sdpa_reference(q, k, v, do)
     return gradient_alternatives(q, k, v, do, dq, dk, dv)
 
 
 # ---------------------------------------------------------------------------
-# Properties: nothing T×T saved or allocated
+# Properties: one tile at a time (Parts C and D); nothing T×T saved or allocated (Parts E and F)
 
 
 def _tensors_in(obj, depth: int = 0):
@@ -211,8 +257,8 @@ def check_saved(name: str, packed: Sequence[torch.Tensor], node, T: int, label: 
         raise GradingFailure(
             "saved-quadratic-tensor",
             f"{name} gives the right values, but its forward keeps {found[0]} for the backward: at T = {T} that is "
-            f"at least T² = {limit:,} elements. Save q, k, v, o and lse — O(T) per head — and rebuild each tile of "
-            "P = exp(S − L) in the backward.",
+            f"at least T² = {limit:,} elements, held from the forward until the backward runs — the memory this "
+            "part exists to remove.",
             f"kept for the backward: {'; '.join(found[:3])}\ninputs: {label}",
         )
 
@@ -225,32 +271,90 @@ def check_allocations(name: str, recorders: Sequence[AllocationRecorder], T: int
         raise GradingFailure(
             "saved-quadratic-tensor",
             f"{name} gives the right values, but while {what} ran at T = {T} it allocated a tensor of at least "
-            f"T² = {limit:,} elements ({big[0]}): work one (BLOCK_Q × BLOCK_K) tile of S at a time, and keep only "
-            "(B, T, d) and (B, T) tensors whole.",
+            f"T² = {limit:,} elements ({big[0]}): a T×T tensor in the backward costs the memory that saving only "
+            "L was meant to remove.",
             f"allocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {label}",
         )
 
 
+@dataclass(frozen=True)
+class Blocks:
+    """The tile a Part C/D answer may allocate: its notebook's BLOCK_Q × BLOCK_K, each counted as at most 64."""
+
+    q: int
+    k: int
+    note: str  # what was read from the notebook, for the message
+
+
+def notebook_blocks(fn) -> Blocks:
+    """BLOCK_Q and BLOCK_K from the namespace ``fn`` was defined in; a missing or larger one counts as 64."""
+    namespace = namespace_of(fn)
+    counted, notes = [], []
+    for name in ("BLOCK_Q", "BLOCK_K"):
+        value = namespace.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            counted.append(min(value, MAX_BLOCK))
+            notes.append(f"{name} = {value}" + (f", counted as {MAX_BLOCK}" if value > MAX_BLOCK else ""))
+        else:
+            counted.append(MAX_BLOCK)
+            notes.append(f"no {name} in the notebook, counted as {MAX_BLOCK}")
+    return Blocks(counted[0], counted[1], "; ".join(notes))
+
+
+def _kind_of(shape: tuple[int, ...], T: int) -> str:
+    """Say what an oversized allocation is, from its shape."""
+    spans = sum(1 for s in shape[1:] if s >= T) if len(shape) >= 2 else 0
+    if spans >= 2:
+        return "a T×T matrix, the size of all of S"
+    if spans == 1:
+        return f"a strip, one of whose sides spans all T = {T} tokens"
+    return "more than a tile"
+
+
+def check_tiles(name: str, rec: AllocationRecorder, shape: tuple[int, int, int], blocks: Blocks, label: str,
+                part: str) -> None:
+    """``saved-quadratic-tensor`` when an allocation is bigger than one tile and bigger than O(T·d)."""
+    B, T, d = shape
+    tile = B * blocks.q * blocks.k
+    linear = TD_TENSORS * B * T * d
+    limit = max(tile, linear)
+    big = sorted((a for a in rec.allocations if a.numel > limit), key=lambda a: -a.numel)
+    if not big:
+        return
+    worst = big[0]
+    raise GradingFailure(
+        "saved-quadratic-tensor",
+        f"{name} gives the right values, but at T = {T} it allocated a {_dims(worst.shape)} tensor ({worst.op}), "
+        f"{_kind_of(worst.shape, T)}: {worst.numel / tile:.3g} times one {B}×{blocks.q}×{blocks.k} tile "
+        f"(B × BLOCK_Q × BLOCK_K). {part} works one tile of S at a time beside tensors of O(T·d): anything wider "
+        "grows with T, and on a GPU it no longer fits in the on-chip memory a tile lives in.",
+        f"allowed: one tile, B·BLOCK_Q·BLOCK_K = {tile:,} elements ({blocks.note}), or {TD_TENSORS}·B·T·d = "
+        f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {label}",
+    )
+
+
 class RecordedCalls:
-    """Wrap a function so that every call runs under an AllocationRecorder; keep (T, recorder) per call."""
+    """Wrap a function so that every call runs under an AllocationRecorder; keep (input shape, recorder) per call."""
 
     def __init__(self):
-        self.calls: list[tuple[int, AllocationRecorder]] = []
+        self.calls: list[tuple[tuple[int, ...] | None, AllocationRecorder]] = []
 
     def __call__(self, fn: Callable) -> Callable:
         def recorded(*args, **kwargs):
             rec = AllocationRecorder(ignore=(args, kwargs))
-            T = args[0].shape[-2] if args and isinstance(args[0], torch.Tensor) and args[0].ndim >= 2 else 0
-            self.calls.append((T, rec))
+            first = args[0] if args else None
+            shape = tuple(first.shape) if isinstance(first, torch.Tensor) and first.ndim == 3 else None
+            self.calls.append((shape, rec))
             with rec:
                 return fn(*args, **kwargs)
 
         return recorded
 
-    def check(self, name: str, cases: Sequence[Case], min_T: int = PROPERTY_MIN_T) -> None:
-        for (T, rec), case in zip(self.calls, cases):
-            if T >= min_T:
-                check_allocations(name, [rec], T, case.label, "it")
+    def check_tiles(self, name: str, fn, cases: Sequence[Case], min_T: int, part: str) -> None:
+        blocks = notebook_blocks(fn)
+        for (shape, rec), case in zip(self.calls, cases):
+            if shape is not None and shape[1] >= min_T:
+                check_tiles(name, rec, shape, blocks, case.label, part)
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +362,7 @@ class RecordedCalls:
 
 
 def check_forward_lse(fn, cases: Sequence[Case], *, reference=None, alternatives=None, min_T: int = PROPERTY_MIN_T) -> None:
-    """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; nothing T×T on cases with T ≥ min_T."""
+    """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; one tile at a time on cases with T ≥ min_T."""
     name = "attention_forward_lse"
     reference = reference or (lambda q, k, v: (F.scaled_dot_product_attention(q, k, v), lse_reference(q, k)))
     alternatives = alternatives or (lambda case: output_alternatives(*case.args))
@@ -267,7 +371,7 @@ def check_forward_lse(fn, cases: Sequence[Case], *, reference=None, alternatives
     qkv_cases = [Case(c.label, c.args[:3], c.batch) for c in cases]
     run_cases(name, target, qkv_cases, reference, outputs=("o", "lse"), of=("q", "q without its last axis"),
               alternatives=alternatives)
-    recorded.check(name, qkv_cases, min_T)
+    recorded.check_tiles(name, fn, qkv_cases, min_T, "Part C")
 
 
 def backward_case(case: Case, forward=None) -> Case:
@@ -281,13 +385,13 @@ def backward_case(case: Case, forward=None) -> Case:
 
 
 def check_backward_recompute(fn, cases: Sequence[Case], *, reference=None, alternatives=None, min_T: int = PROPERTY_MIN_T) -> None:
-    """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; nothing T×T on cases with T ≥ min_T."""
+    """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; one tile at a time on cases with T ≥ min_T."""
     name = "attention_backward_recompute"
     reference = reference or (lambda q, k, v, o, lse, do: sdpa_reference(q, k, v, do)[1:])
     recorded = RecordedCalls()
     target = recorded(fn) if callable(fn) else fn
-    run_cases(name, target, cases, reference, outputs=GRADS, of=OF, alternatives=alternatives or _recompute_alternatives)
-    recorded.check(name, cases, min_T)
+    run_cases(name, target, cases, reference, outputs=GRADS, of=OF, alternatives=alternatives or recompute_alternatives)
+    recorded.check_tiles(name, fn, cases, min_T, "Part D")
 
 
 # ---------------------------------------------------------------------------
@@ -322,8 +426,8 @@ def _guarded(name: str, cls: type, used: list, returned: dict, recorders: list |
 def _autograd_in_backward(name: str, used: list) -> GradingFailure:
     return GradingFailure(
         "autograd-in-backward",
-        f"{name}.backward called {used[0]}: write dq, dk and dv from the formulas — the point of the exercise is a "
-        "backward by hand.")
+        f"{name}.backward called {used[0]}: autograd would differentiate the forward for you, and the point of the "
+        "exercise is a backward derived by hand.")
 
 
 def _with_batch(out: str, failure: GradingFailure, passed_batch1: bool, batch: int) -> GradingFailure:
@@ -332,7 +436,8 @@ def _with_batch(out: str, failure: GradingFailure, passed_batch1: bool, batch: i
         return GradingFailure(
             "batch-reduction",
             f"{out} is right at batch 1 and wrong at batch {batch}: something mixes the batch axis into the "
-            "products — transpose the last two axes only (.mT), and keep every sum inside one batch entry.",
+            "products: a transpose or a sum crosses from one batch entry into another, which a single batch entry never "
+            "shows.",
             failure.where)
     return failure
 
@@ -432,8 +537,8 @@ def _check_class_cases(name, cls, cases, reference, alternatives, recompute, min
         alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
         _compare("o", o, expected[0], case, "q", alts, passed_batch1)
         if o.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: return "
-                                 f"the o that forward computes, and call the class as {name}.apply(q, k, v).")
+            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
+                                 "forward returns is not the output autograd tracks, so no backward can ever run.")
         grads = _grads_through(name, o, leaves, do, returned, expected[1:], case.label, notes)
         if used:
             raise _autograd_in_backward(name, used)
@@ -483,8 +588,8 @@ def check_attention_function(
         if o.grad_fn is None or not runs_through(o, owner_cls if isinstance(owner_cls, type) else None):
             raise GradingFailure(
                 "wrong-values",
-                f"{name} must run through {owner}.apply(q, k, v), but the autograd graph of its result holds no "
-                f"{owner}: autograd would differentiate something else, not your backward.", f"inputs: {case.label}")
+                f"{name} gives a result whose autograd graph holds no {owner}: autograd would differentiate "
+                "something else, and your backward would never run.", f"inputs: {case.label}")
         rec = AllocationRecorder()
         with quiet():
             if watch:
@@ -524,10 +629,10 @@ class DeltaCase:
 def delta_alternatives(o: torch.Tensor, do: torch.Tensor) -> list[Alternative]:
     o, do = o.to(F64), do.to(F64)
     return [
-        Alternative("wrong-values", "D is the row sum of O alone: D = rowsum(Ō ⊙ O) multiplies the two tiles "
-                    "entry by entry first.", o.sum(dim=-1)),
-        Alternative("wrong-values", "D is the row sum of Ō alone: D = rowsum(Ō ⊙ O) multiplies the two tiles "
-                    "entry by entry first.", do.sum(dim=-1)),
+        Alternative("wrong-values", "D is the row sum of O alone: Ō never enters it, so D "
+                    "does not depend on the upstream gradient.", o.sum(dim=-1)),
+        Alternative("wrong-values", "D is the row sum of Ō alone: O never enters it, so D "
+                    "does not depend on the forward's output.", do.sum(dim=-1)),
     ]
 
 
@@ -569,7 +674,7 @@ def check_delta_case(kernel, case: DeltaCase, expected: torch.Tensor) -> None:
     label = f"{case.label}; rows of O {strides[0]} apart, of Ō {strides[1]} apart"
     if touched:
         raise GradingFailure("wrong-values", f"attention_delta_kernel wrote into its input {', '.join(touched)}: O and "
-                             "Ō are read-only; store D through Delta_ptr.", f"inputs: {label}")
+                             "Ō are the forward's output and the upstream gradient, read-only for this kernel.", f"inputs: {label}")
     failure = diagnose("D", got, expected, tol=tol, alternatives=delta_alternatives(case.o, case.do), case=label)
     if failure is None:
         if wrote_past:
@@ -578,50 +683,422 @@ def check_delta_case(kernel, case: DeltaCase, expected: torch.Tensor) -> None:
                 f"attention_delta_kernel writes past the end of D: the last program's block covers rows up to "
                 f"{((n + case.block_m - 1) // case.block_m) * case.block_m - 1}, but there are only n_rows = {n}; the "
                 "extra stores land on memory that belongs to something else.",
-                f"entries ≥ {n} of Delta: the store needs mask=rows < n_rows\ninputs: {label}")
+                f"entries ≥ {n} of Delta were overwritten\ninputs: {label}")
         return
     # Wrong values: padding an unmasked load cannot hurt tells a missing column mask apart.
     second, wrote_past_too, _, _ = _launch_delta(kernel, case, 0.0, math.nan)
     if diagnose("D", second, expected, tol=tol) is None:
         cls = "non-finite" if not bool(torch.isfinite(got).all()) else "wrong-values"
-        store = " The store needs its mask too: rows < n_rows." if wrote_past or wrote_past_too else ""
+        store = " The store also writes past n_rows." if wrote_past or wrote_past_too else ""
         raise GradingFailure(
             cls,
             f"attention_delta_kernel reads past the end of each row: lanes {d}…{block_d - 1} of the block are not part "
             f"of a row of head_dim = {d}, and what they read (NaN here, as memory after a row may hold anything) "
             f"reached D.{store}",
-            f"columns ≥ {d}: the loads need mask=cols < head_dim (with the row mask), and other=0.0 so the padding "
-            f"adds nothing\n" + where_mismatch("D", got, expected, label))
+            f"columns ≥ {d} of O and Ō hold NaN here\n" + where_mismatch("D", got, expected, label))
     if n > case.block_m and diagnose("D", got[:case.block_m], expected[:case.block_m], tol=tol) is None:
         raise GradingFailure(
             "wrong-values",
-            f"D is right for the first block of {case.block_m} rows and wrong after it: program p handles rows "
-            "p·BLOCK_M … p·BLOCK_M + BLOCK_M − 1, with p = tl.program_id(0).",
+            f"D is right for the first block of {case.block_m} rows and wrong after it: every program works on the "
+            "first block of rows instead of its own.",
             where_mismatch("D", got, expected, label))
     if n > 1 and diagnose("D", got[:1], expected[:1], tol=tol) is None:
         raise GradingFailure(
             "wrong-values",
-            "D is right on row 0 and wrong after it: row r of O starts at O_ptr + r·o_row_stride (and of Ō at "
-            f"DO_ptr + r·do_row_stride) — here the rows sit inside wider buffers, so head_dim ({d}) is not the "
-            "distance between them.", where_mismatch("D", got, expected, label))
+            "D is right on row 0 and wrong after it: the rows here sit inside wider buffers, so head_dim "
+            f"({d}) is not the distance from one row to the next.", where_mismatch("D", got, expected, label))
     err = relative_error(got, expected)
     if case.dtype == F64 and err < 1e-5 and failure.cls == "wrong-values" and bool(torch.isfinite(got).all()):
         raise GradingFailure(
             "wrong-values",
             f"D is right only to about float32 precision (relative error {err:.1e}) for float64 inputs: part of the "
-            "kernel computes in float32. Keep the loaded dtype.", where_mismatch("D", got, expected, label))
+            "kernel computes in float32.", where_mismatch("D", got, expected, label))
     raise failure
 
 
 def check_delta_kernel(kernel, cases: Sequence[DeltaCase], reference: Callable) -> None:
     if not _is_kernel(kernel):
         if callable(kernel):
-            raise GradingFailure("error", "attention_delta_kernel is not a Triton kernel: keep the @triton.jit line "
-                                 "above its def.")
+            raise GradingFailure("error", "attention_delta_kernel is not a Triton kernel: without @triton.jit above "
+                                 "its def it cannot be launched on a grid.")
         raise GradingFailure("error", f"attention_delta_kernel is a {type(kernel).__name__}, not a kernel: run the "
                              "cell that defines it.")
     for case in cases:
         check_delta_case(kernel, case, reference(case.o, case.do))
+
+
+# ---------------------------------------------------------------------------
+# FlashAttention's kernels: the forward's online softmax, and the dK/dV loop
+
+
+@dataclass
+class FlashCase:
+    """One launch of a FlashAttention kernel: q, k, v, ō of shape (BH, T, d) as float64 values, its blocks, its layout.
+
+    ``transposed``: every (BH, T, d) tensor is a transposed view of a (BH, d, T) buffer, so the
+    token axis has stride 1; otherwise a row-major view. Either way the buffers are padded
+    past T and past d, and Q, K, V, O (and Ō, K̄, V̄) share one set of strides.
+    """
+
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    do: torch.Tensor
+    block_m: int
+    block_n: int
+    transposed: bool = False
+
+    @property
+    def block_d(self) -> int:
+        return max(16, pow2_at_least(self.q.shape[-1]))
+
+    @property
+    def label(self) -> str:
+        BH, T, d = self.q.shape
+        layout = ("transposed views, the token axis of stride 1" if self.transposed
+                  else "row-major views into buffers padded past T and past d")
+        return (f"q, k, v, ō of shape ({BH}, {T}, {d}); BLOCK_M = {self.block_m}, BLOCK_N = {self.block_n}, "
+                f"BLOCK_D = {self.block_d}; {layout}")
+
+
+def attention_forward_reference(q, k, v):
+    """(o, L) of attention in float64, from the closed form."""
+    S = q @ k.mT / math.sqrt(q.shape[-1])
+    L = torch.logsumexp(S, dim=-1)
+    return torch.exp(S - L[..., None]) @ v, L
+
+
+def attention_vjp_reference(q, k, v, do, dL=None):
+    """(dq, dk, dv) of (o, L) = attention(q, k, v) for upstream gradients ō and L̄ (L̄ may be None), by autograd."""
+    leaves = [t.detach().to(F64).requires_grad_(True) for t in (q, k, v)]
+    with torch.enable_grad():
+        o, L = attention_forward_reference(*leaves)
+        return torch.autograd.grad((o, L), leaves, (do.to(F64), torch.zeros_like(L) if dL is None else dL.to(F64)))
+
+
+def flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
+    """Named wrong versions of o and L for the forward kernel: Part C's. (The hidden check adds the online
+    softmax's own; simulating them here would spell out the loop in the package students receive.)"""
+    return output_alternatives(case.q, case.k, case.v)
+
+
+def flash_gradient_alternatives(case: FlashCase, L, dq, dk, dv) -> dict[str, list[Alternative]]:
+    """Named wrong versions of dk and dv for the dK/dV kernel: Part D's (the hidden check adds more)."""
+    q, k, v, do = (t.to(F64) for t in (case.q, case.k, case.v, case.do))
+    return gradient_alternatives(q, k, v, do, dq, dk, dv)
+
+
+def _padded(case: FlashCase, values, fill: float, dev, contiguous: bool = False):
+    """(BH, T, d) views sharing one set of strides, into buffers whose padding past T and past d holds ``fill``.
+
+    The padding is wider than a block, so even an unmasked lane stays inside its own buffer.
+    ``contiguous``: plain contiguous views instead, followed by two slabs of ``fill``.
+    """
+    BH, T, d = case.q.shape
+    pad_t, pad_e = max(case.block_m, case.block_n) + 1, case.block_d - d + 1
+    views, buffers = [], []
+    for x in values:
+        if contiguous:
+            buf = torch.full((BH + 2, T, d), fill, dtype=F64, device=dev)
+            view = buf[:BH]
+        elif case.transposed:
+            buf = torch.full((BH, d + pad_e, T + pad_t), fill, dtype=F64, device=dev)
+            view = buf[:, :d, :T].mT
+        else:
+            buf = torch.full((BH, T + pad_t, d + pad_e), fill, dtype=F64, device=dev)
+            view = buf[:, :T, :d]
+        if x is not None:
+            view.copy_(x.to(dev, F64))
+        views.append(view)
+        buffers.append(buf)
+    return views, buffers
+
+
+def _outside(case: FlashCase, buf: torch.Tensor) -> torch.Tensor:
+    """True on the padding of a buffer made by ``_padded``."""
+    mask = torch.ones_like(buf, dtype=torch.bool)
+    T, d = case.q.shape[1:]
+    if case.transposed:
+        mask[:, :d, :T] = False
+    else:
+        mask[:, :T, :d] = False
+    return mask
+
+
+def _rows(values: torch.Tensor | None, extra: int, fill: float, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """A contiguous (BH, T) view and its buffer, which goes on for ``extra`` entries of ``fill``."""
+    BH, T = values.shape if values is not None else (0, 0)
+    buf = torch.full((BH * T + extra,), fill, dtype=F64, device=dev)
+    if values is not None:
+        buf[:BH * T] = values.reshape(-1).to(dev, F64)
+    return buf[:BH * T].view(BH, T), buf
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+
+
+def _launch_flash_fwd(kernel, case: FlashCase, fill: float, contiguous: bool = False):
+    """Launch the forward kernel on padded views; return (o, L, inputs it wrote into, outputs it wrote past)."""
+    BH, T, d = case.q.shape
+    dev = device()
+    (q, k, v), inputs = _padded(case, (case.q, case.k, case.v), fill, dev, contiguous)
+    (o,), (o_buf,) = _padded(case, (None,), SENTINEL, dev, contiguous)
+    L_buf = torch.full((BH * T + case.block_m + 1,), SENTINEL, dtype=F64, device=dev)
+    L = L_buf[:BH * T].view(BH, T)
+    before = [b.clone() for b in inputs]
+    grid = ((T + case.block_m - 1) // case.block_m, BH)
+    strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
+    run_student("flash_fwd_kernel", lambda: kernel[grid](
+        q, k, v, o, L, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    touched = [name for name, b, b0 in zip(("Q_ptr", "K_ptr", "V_ptr"), inputs, before) if not _same(b, b0)]
+    wrote = (["O"] if not contiguous and bool((o_buf[_outside(case, o_buf)] != SENTINEL).any()) else []) + \
+        (["L"] if bool((L_buf[BH * T:] != SENTINEL).any()) else [])
+    return o.detach().to("cpu", F64).clone(), L.detach().to("cpu", F64).clone(), touched, wrote
+
+
+def _launch_flash_dkdv(kernel, case: FlashCase, L: torch.Tensor, D: torch.Tensor, fill: float, contiguous: bool = False):
+    """Launch the dK/dV kernel on padded views; return (dk, dv, inputs it wrote into, outputs it wrote past)."""
+    BH, T, d = case.q.shape
+    dev = device()
+    (q, k, v, do), inputs = _padded(case, (case.q, case.k, case.v, case.do), fill, dev, contiguous)
+    (dk, dv), outputs = _padded(case, (None, None), SENTINEL, dev, contiguous)
+    L_view, L_buf = _rows(L, case.block_m + 1, fill, dev)
+    D_view, D_buf = _rows(D, case.block_m + 1, fill, dev)
+    inputs += [L_buf, D_buf]
+    before = [b.clone() for b in inputs]
+    grid = ((T + case.block_n - 1) // case.block_n, BH)
+    strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
+    run_student("flash_bwd_dkdv_kernel", lambda: kernel[grid](
+        q, k, v, do, L_view, D_view, dk, dv, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd))
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+    names = ("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr")
+    touched = [name for name, b, b0 in zip(names, inputs, before) if not _same(b, b0)]
+    wrote = [] if contiguous else \
+        [name for name, buf in zip(("DK", "DV"), outputs) if bool((buf[_outside(case, buf)] != SENTINEL).any())]
+    return dk.detach().to("cpu", F64).clone(), dv.detach().to("cpu", F64).clone(), touched, wrote
+
+
+def _first_failure(outputs, alternatives: Callable[[], dict], label: str, tol: float) -> GradingFailure | None:
+    """The diagnosis of the first wrong output; the named bugs are built only when one is wrong."""
+    if all(diagnose(name, got, expected, tol=tol) is None for name, got, expected in outputs):
+        return None
+    alts = alternatives()
+    for name, got, expected in outputs:
+        failure = diagnose(name, got, expected, tol=tol, alternatives=alts.get(name, ()), case=label)
+        if failure is not None:
+            return failure
+    return None
+
+
+def _kernel_failure(name: str, failure: GradingFailure, outputs, rerun, label: str, tol: float, result: str):
+    """Say more about a wrong kernel result: loads past the data (right once the padding is 0), strides ignored
+    (right on contiguous tensors), float32 precision.
+
+    ``rerun(fill, contiguous)`` launches the kernel again and returns its outputs as ``outputs`` are given.
+    """
+    cls = "non-finite" if any(not bool(torch.isfinite(g).all()) for _, g, _ in outputs) else "wrong-values"
+    first = next((out for out in outputs if diagnose(out[0], out[1], out[2], tol=tol) is not None), outputs[0])
+    if failure.cls in ("non-finite", "wrong-values") and _first_failure(rerun(0.0, False), dict, label, tol) is None:
+        return GradingFailure(
+            cls,
+            f"{name} reads lanes that are not part of the tensors: the last block runs past T (and BLOCK_D past "
+            f"head_dim), and what those lanes read — NaN here, as memory past a tensor may hold anything — reached "
+            f"{result}.",
+            "with 0 in the padding instead of NaN, every value is right\n" + where_mismatch(*first, label))
+    if failure.cls in ("non-finite", "wrong-values") and _first_failure(rerun(0.0, True), dict, label, tol) is None:
+        return GradingFailure(
+            cls,
+            f"{name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by distances "
+            "of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors sit inside "
+            "wider buffers, or transposed.",
+            "with contiguous tensors, every value is right\n" + where_mismatch(*first, label))
+    for out, got, expected in outputs:
+        err = relative_error(got, expected)
+        if tol < err < 1e-5 and bool(torch.isfinite(got).all()):
+            return GradingFailure(
+                "wrong-values",
+                f"{out} is right only to about float32 precision (relative error {err:.1e}) for float64 inputs: part "
+                f"of {name} computes in float32 (an accumulator or a cast), which no float64 gradcheck can pass.",
+                where_mismatch(out, got, expected, label))
+    return failure
+
+
+def _not_a_kernel(name: str, kernel) -> GradingFailure | None:
+    if hasattr(kernel, "__getitem__") and hasattr(kernel, "run"):
+        return None
+    if callable(kernel):
+        return GradingFailure("error", f"{name} is not a Triton kernel: without @triton.jit above its def it cannot be "
+                              "launched on a grid.")
+    return GradingFailure("error", f"{name} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+
+
+def check_flash_fwd_case(kernel, case: FlashCase, expected_o: torch.Tensor, expected_L: torch.Tensor,
+                         alternatives: Callable = flash_output_alternatives) -> None:
+    name, tol = "flash_fwd_kernel", KERNEL_TOL[F64]
+    o, L, touched, wrote = _launch_flash_fwd(kernel, case, math.nan)
+    if touched:
+        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: q, k and v are read-only "
+                             "for the forward.", f"inputs: {case.label}")
+    outputs = [("o", o, expected_o), ("lse", L, expected_L)]
+    failure = _first_failure(outputs, lambda: alternatives(case), case.label, tol)
+    if failure is None:
+        if wrote:
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} writes outside its output: the last query block runs past T (and BLOCK_D past head_dim), and "
+                "those stores land on memory that belongs to something else.",
+                f"changed past the end of: {', '.join(wrote)}\ninputs: {case.label}")
+        return
+
+    def rerun(fill: float, contiguous: bool):
+        o0, L0, _, _ = _launch_flash_fwd(kernel, case, fill, contiguous)
+        return [("o", o0, expected_o), ("lse", L0, expected_L)]
+
+    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, "o")
+
+
+def check_flash_dkdv_case(kernel, case: FlashCase, reference: Callable,
+                          alternatives: Callable = flash_gradient_alternatives) -> None:
+    name, tol = "flash_bwd_dkdv_kernel", KERNEL_TOL[F64]
+    o, L, dq, dk_ref, dv_ref = reference(case.q, case.k, case.v, case.do)
+    D = (case.do.to(F64) * o).sum(dim=-1)
+    dk, dv, touched, wrote = _launch_flash_dkdv(kernel, case, L, D, math.nan)
+    if touched:
+        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: only DK_ptr and DV_ptr "
+                             "are outputs.", f"inputs: {case.label}")
+    outputs = [("dk", dk, dk_ref), ("dv", dv, dv_ref)]
+    failure = _first_failure(outputs, lambda: alternatives(case, L, dq, dk_ref, dv_ref), case.label, tol)
+    if failure is None:
+        if wrote:
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} writes outside its outputs: the last key block runs past T (and BLOCK_D past head_dim), and "
+                "those stores land on memory that belongs to something else.",
+                f"changed outside the (T, d) views: {', '.join(wrote)}\ninputs: {case.label}")
+        return
+
+    def rerun(fill: float, contiguous: bool):
+        dk0, dv0, _, _ = _launch_flash_dkdv(kernel, case, L, D, fill, contiguous)
+        return [("dk", dk0, dk_ref), ("dv", dv0, dv_ref)]
+
+    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, "dk and dv")
+
+
+def _forward_launch(kernel, q, k, v, block_m: int, block_n: int):
+    """(o, L) by the student's forward kernel on contiguous q, k, v: only the launch, nothing of the answer."""
+    BH, T, d = q.shape
+    o, L = torch.empty_like(q), q.new_empty(BH, T)
+    grid, c, bd = ((T + block_m - 1) // block_m, BH), 1 / math.sqrt(d), max(16, pow2_at_least(d))
+    run_student("flash_fwd_kernel", lambda: kernel[grid](
+        q, k, v, o, L, *q.stride(), c, T, d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=bd))
+    return o, L
+
+
+def _dkdv_launch(kernel, q, k, v, do, L, D, block_m: int, block_n: int):
+    """(dk, dv) by the student's dK/dV kernel on contiguous tensors: only the launch."""
+    BH, T, d = q.shape
+    dk, dv = torch.empty_like(k), torch.empty_like(v)
+    grid, c, bd = ((T + block_n - 1) // block_n, BH), 1 / math.sqrt(d), max(16, pow2_at_least(d))
+    run_student("flash_bwd_dkdv_kernel", lambda: kernel[grid](
+        q, k, v, do, L, D, dk, dv, *q.stride(), c, T, d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=bd))
+    return dk, dv
+
+
+def _close_enough(numerical: float, analytical: float, rtol: float = 1e-3, atol: float = 1e-5) -> bool:
+    return abs(numerical - analytical) <= atol + rtol * abs(analytical)
+
+
+def _directions(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Size]):
+    """Fixed random weights for the outputs and directions for the inputs, float64."""
+    gen = torch.Generator().manual_seed(SEED)
+    weights = [torch.randn(shape, generator=gen, dtype=F64).to(inputs[0].device) for shape in outputs]
+    directions = [torch.randn(x.shape, generator=gen, dtype=F64).to(x.device) for x in inputs]
+    return weights, directions
+
+
+def gradcheck_forward_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
+    """A float64 gradcheck of the forward kernel, in torch.autograd.gradcheck's fast mode.
+
+    For fixed random weights (ō, L̄) and a random direction u of each input, the central difference
+    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the closed form.
+    Written out rather than torch.autograd.gradcheck because on a mismatch torch computes the whole
+    Jacobian to print it — hundreds of interpreted launches for a message nobody reads here — and so
+    that only the launches run as the student's code.
+    """
+    q, k, v = (t.contiguous() for t in inputs)
+    BH, T, d = q.shape
+    (w_o, w_L), directions = _directions((q, k, v), (q.shape, (BH, T)))
+    analytical = attention_vjp_reference(q, k, v, w_o, w_L)
+    for i, u in enumerate(directions):
+        ends = []
+        for sign in (1, -1):
+            moved = [x + sign * eps * u if j == i else x for j, x in enumerate((q, k, v))]
+            o, L = _forward_launch(kernel, *moved, block, block)
+            ends.append(float((o * w_o).sum() + (L * w_L).sum()))
+        if not _close_enough((ends[0] - ends[1]) / (2 * eps), float((analytical[i] * u).sum())):
+            return False
+    return True
+
+
+def gradcheck_dkdv_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
+    """A float64 gradcheck of a backward whose K̄ and V̄ come from the dK/dV kernel (Q̄ from the closed form).
+
+    For a fixed random ō and a random direction u of k and of v, the central difference of ⟨ō, o⟩ along u,
+    from attention's closed form, against ⟨the kernel's K̄ (or V̄), u⟩ — torch.autograd.gradcheck's fast mode.
+    """
+    q, k, v = (t.contiguous() for t in inputs)
+    (w_o,), directions = _directions((q, k, v), (q.shape,))
+    o, L = attention_forward_reference(q, k, v)
+    D = (w_o * o).sum(dim=-1)
+    dk, dv = _dkdv_launch(kernel, q, k, v, w_o, L, D, block, block)
+    for i, (u, analytical) in enumerate(zip(directions[1:], (dk, dv)), start=1):
+        ends = []
+        for sign in (1, -1):
+            moved = [x + sign * eps * u if j == i else x for j, x in enumerate((q, k, v))]
+            ends.append(float((attention_forward_reference(*moved)[0] * w_o).sum()))
+        if not _close_enough((ends[0] - ends[1]) / (2 * eps), float((analytical * u).sum())):
+            return False
+    return True
+
+
+def _gradcheck(name: str, passed: bool, inputs: Sequence[torch.Tensor], what: str) -> None:
+    if not passed:
+        BH, T, d = inputs[0].shape
+        raise GradingFailure(
+            "wrong-values",
+            f"a float64 gradcheck (central differences along a random direction, as torch.autograd.gradcheck's "
+            f"fast mode) disagrees with {name}: {what}",
+            f"inputs: q, k, v of shape ({BH}, {T}, {d}), contiguous")
+
+
+def check_flash_fwd_kernel(kernel, cases: Sequence[FlashCase], reference: Callable, gradcheck_qkv,
+                           alternatives: Callable = flash_output_alternatives) -> None:
+    """Values of o and L on padded and transposed layouts, then a float64 gradcheck through the kernel."""
+    problem = _not_a_kernel("flash_fwd_kernel", kernel)
+    if problem:
+        raise problem
+    for case in cases:
+        check_flash_fwd_case(kernel, case, *reference(case.q, case.k, case.v), alternatives=alternatives)
+    inputs = [t.to(device(), F64) for t in gradcheck_qkv]
+    _gradcheck("flash_fwd_kernel", gradcheck_forward_kernel(kernel, inputs), gradcheck_qkv,
+               "the o and lse it computes do not move with q, k and v the way attention's do.")
+
+
+def check_flash_dkdv_kernel(kernel, cases: Sequence[FlashCase], reference: Callable, gradcheck_qkv,
+                            alternatives: Callable = flash_gradient_alternatives) -> None:
+    """Values of dk and dv on padded and transposed layouts, then a float64 gradcheck through the kernel."""
+    problem = _not_a_kernel("flash_bwd_dkdv_kernel", kernel)
+    if problem:
+        raise problem
+    for case in cases:
+        check_flash_dkdv_case(kernel, case, reference, alternatives=alternatives)
+    inputs = [t.to(device(), F64) for t in gradcheck_qkv]
+    _gradcheck("flash_bwd_dkdv_kernel", gradcheck_dkdv_kernel(kernel, inputs), gradcheck_qkv,
+               "the dk and dv it returns are not the derivative of attention's forward.")
 
 
 # ---------------------------------------------------------------------------
@@ -636,7 +1113,7 @@ def _small_cases(salt: int) -> list[Case]:
     gen = _gen(salt)
     return [
         attention_case(gen, 1, 6, 4),  # batch 1
-        attention_case(gen, 1, 11, 3),  # batch 1, T not a power of two
+        attention_case(gen, 1, 11, 3, transposed=True),  # batch 1, T not a power of two, non-contiguous
         attention_case(gen, 7, 9, 5),  # batch 7 (prime)
     ]
 
@@ -645,9 +1122,9 @@ def _blockwise_cases(salt: int) -> list[Case]:
     gen = _gen(salt)
     return [
         attention_case(gen, 1, 11, 3, "T below one block"),  # batch 1
-        attention_case(gen, 1, 70, 6, "a second, short block of keys and queries"),  # T = 64 + 6
+        attention_case(gen, 1, 70, 6, "a second, short block of keys and queries", transposed=True),  # T = 64 + 6
         attention_case(gen, 7, 37, 5),  # batch 7 (prime)
-        attention_case(gen, 2, MEMORY_T, 8, "T² = 65,536 elements"),  # the property checks run here
+        attention_case(gen, 2, MEMORY_T, MEMORY_D, "a (B, 64, T) strip would be 4 tiles"),  # the memory checks run here
     ]
 
 
@@ -655,7 +1132,7 @@ def _blockwise_cases(salt: int) -> list[Case]:
 def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """o and the three gradients through autograd, against SDPA; no autograd inside backward."""
     check_function_class("ManualAttention", cls, _small_cases(1))
-    print("✓ ManualAttention passes the visible checks (o, dq, dk, dv at batch 1 and 7, T ≠ d, "
+    print("✓ ManualAttention passes the visible checks (o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, "
           "no autograd in backward)")
 
 
@@ -669,18 +1146,18 @@ def manual_attention(fn) -> None:
 
 @graded
 def attention_forward_lse(fn) -> None:
-    """(o, lse) against SDPA and torch.logsumexp; nothing T×T allocated at T = 256."""
+    """(o, lse) against SDPA and torch.logsumexp; nothing bigger than a tile or O(T·d) allocated at T = 256."""
     check_forward_lse(fn, _blockwise_cases(3))
-    print(f"✓ attention_forward_lse passes the visible checks (o and lse at batch 1 and 7, T = 11, 37, 70, "
-          f"and nothing T×T allocated at T = {MEMORY_T})")
+    print(f"✓ attention_forward_lse passes the visible checks (o and lse at batch 1 and 7, T = 11, 37, 70, transposed "
+          f"inputs, and nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T})")
 
 
 @graded
 def attention_backward_recompute(fn) -> None:
-    """(dq, dk, dv) against SDPA's autograd from o and lse; nothing T×T allocated at T = 256."""
+    """(dq, dk, dv) against SDPA's autograd from o and lse; nothing bigger than a tile or O(T·d) allocated at T = 256."""
     check_backward_recompute(fn, [backward_case(c) for c in _blockwise_cases(4)])
     print(f"✓ attention_backward_recompute passes the visible checks (dq, dk, dv at batch 1 and 7, T = 11, 37, 70, "
-          f"and nothing T×T allocated at T = {MEMORY_T})")
+          f"transposed inputs, and nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T})")
 
 
 _RECOMPUTE_HELPERS = (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))
@@ -706,18 +1183,63 @@ def recompute_attention(fn) -> None:
           f"RecomputeAttention; nothing T×T saved or allocated at T = {MEMORY_T})")
 
 
-def _delta_reference(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
+def delta_reference(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
     return (o.to(F64) * do.to(F64)).sum(dim=-1)
 
 
 @graded
 def attention_delta_kernel(kernel) -> None:
-    """D = rowsum(Ō ⊙ O) from views into NaN-padded buffers; nothing written past n_rows."""
+    """D from views into NaN-padded buffers (rows not contiguous); nothing written past n_rows."""
     gen = _gen(7)
     cases = []
     for n, d, dtype, block_m in [(13, 5, F32, 16), (37, 12, F32, 16), (37, 12, F64, 16), (91, 20, F64, 32)]:
         o, do = (torch.randn(n, d, generator=gen, dtype=F64) for _ in range(2))
         cases.append(DeltaCase(o, do, dtype, block_m))
-    check_delta_kernel(kernel, cases, _delta_reference)
+    check_delta_kernel(kernel, cases, delta_reference)
     print("✓ attention_delta_kernel passes the visible checks (n_rows 13, 37, 91 with BLOCK_M 16 and 32; head dims "
           "5, 12, 20; float32 and float64; NaN padding; nothing written past n_rows)")
+
+
+def _flash_cases(salt: int) -> list[FlashCase]:
+    gen = _gen(salt)
+
+    def values(BH: int, T: int, d: int) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.randn(BH, T, d, generator=gen, dtype=F64) for _ in range(4))
+
+    return [
+        FlashCase(*values(1, 21, 5), block_m=16, block_n=16),  # one slab; T = 16 + 5; d = 5 padded to 16 lanes
+        FlashCase(*values(3, 37, 12), block_m=16, block_n=32, transposed=True),  # BLOCK_M ≠ BLOCK_N; token axis stride 1
+    ]
+
+
+def _gradcheck_inputs(salt: int) -> tuple[torch.Tensor, ...]:
+    gen = _gen(salt)
+    return tuple(torch.randn(1, 19, 3, generator=gen, dtype=F64) for _ in range(3))
+
+
+def flash_fwd_reference(q, k, v):
+    return F.scaled_dot_product_attention(q.to(F64), k.to(F64), v.to(F64)), lse_reference(q, k)
+
+
+def flash_dkdv_reference(q, k, v, do):
+    """(o, L, dq, dk, dv) from torch's attention and its autograd."""
+    o, dq, dk, dv = sdpa_reference(q, k, v, do)
+    return o, lse_reference(q, k), dq, dk, dv
+
+
+@graded
+def flash_fwd_kernel(kernel) -> None:
+    """o and L against SDPA and torch.logsumexp on padded and transposed layouts; a float64 gradcheck through it."""
+    check_flash_fwd_kernel(kernel, _flash_cases(8), flash_fwd_reference, _gradcheck_inputs(9))
+    print("✓ flash_fwd_kernel passes the visible checks (o and L for T = 21, 37 with blocks of 16 and 32, head dims 5 "
+          "and 12, row-major and transposed layouts padded with NaN, nothing written outside o and L; float64 "
+          "gradcheck)")
+
+
+@graded
+def flash_bwd_dkdv_kernel(kernel) -> None:
+    """dk and dv against SDPA's autograd on padded and transposed layouts; a float64 gradcheck through it."""
+    check_flash_dkdv_kernel(kernel, _flash_cases(10), flash_dkdv_reference, _gradcheck_inputs(11))
+    print("✓ flash_bwd_dkdv_kernel passes the visible checks (dk and dv for T = 21, 37 with blocks of 16 and 32, head "
+          "dims 5 and 12, row-major and transposed layouts padded with NaN, nothing written outside dk and dv; float64 "
+          "gradcheck)")

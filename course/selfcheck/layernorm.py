@@ -1,9 +1,14 @@
 """Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
 
 The three PyTorch exercises run on fixed float64 inputs (batch 1 first, then batch 7, a
-square case where N equals the number of rows, and a 3-D x) whose rows have means far from
-0 and spreads far from 1, so that a missing ``rstd`` cannot hide. References are
-``torch.nn.functional.layer_norm`` and torch's own autograd.
+square case where N equals the number of rows, a 3-D x, and last a transposed — non-contiguous —
+view of the same kind of values) whose rows have means far from 0 and spreads far from 1, so
+that a missing ``rstd`` cannot hide. References are ``torch.nn.functional.layer_norm`` and
+torch's own autograd. A result that is right for contiguous inputs and wrong only for the
+transposed view depends on memory layout, and is named so.
+
+Diagnoses name the bug and say why; they never print the fixed code or the formula. ``HINTS``
+maps each diagnosis class to the notebook's hint that covers it.
 
 Two refinements beyond comparing values:
 
@@ -49,6 +54,17 @@ RMS_EPS = 1e-6  # the ε that the rrms handed to rmsnorm_backward was computed w
 TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton parts, per dtype
 SENTINEL = -12345.0  # fills x̄ before a launch: no gradient here takes this value
 SEED = 404
+
+# Which hint of the notebook covers each diagnosis class ("*": any other class). course.diagnose.graded
+# adds the pointer to a failure; the hidden checks use the same map.
+HINTS = {
+    "layernorm_forward": {"shape": 1, "broadcast-axis": 1, "wrong-values": 2, "*": 2},
+    "layernorm_backward": {"shape": 1, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 3, "scale": 3,
+                           "*": 2},
+    "rmsnorm_backward": {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2, "*": 2},
+    "TritonLayerNorm": {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3, "*": 3},
+    "triton_layernorm": {"shape": 2, "*": 1},
+}
 
 
 def _gen(salt: int) -> torch.Generator:
@@ -96,6 +112,25 @@ def normalised(x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> torch
 def shape_label(shape: Sequence[int], rows: int, note: str = "") -> str:
     what = f"batch {rows}" if len(shape) == 2 else f"{len(shape)}-D, {rows} rows"
     return f"x {tuple(shape)}, {what}" + (f", {note}" if note else "")
+
+
+TRANSPOSED = "a transposed (non-contiguous) view"
+
+
+def transposed_view(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t``, laid out with the last two axes swapped in memory: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+def _strided(case: Case) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.ndim >= 2 and not a.is_contiguous() for a in case.args)
+
+
+def _layout_failure(name: str, out: str, where: str) -> GradingFailure:
+    return GradingFailure(
+        "wrong-values",
+        f"{out} is right for contiguous inputs and wrong for {TRANSPOSED} of the same values: {name} depends on how "
+        "its inputs are laid out in memory, not only on their values.", where)
 
 
 # ---------------------------------------------------------------------------
@@ -152,8 +187,7 @@ def _leak_failure(out: str, batch: int, where: str) -> GradingFailure:
         "broadcast-axis",
         f"{out} is right at batch 1 and wrong at batch {batch}, and one row's {out} changes when the other rows "
         "change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over the wrong axis or broadcast "
-        "across rows. Reduce over dim=-1 and keep that axis (keepdim=True, or [..., None]) so it broadcasts along its "
-        "own row.", where)
+        "across rows instead of along its own row.", where)
 
 
 def _broadcast_error(name: str, failure: GradingFailure, case: Case) -> GradingFailure:
@@ -161,8 +195,8 @@ def _broadcast_error(name: str, failure: GradingFailure, case: Case) -> GradingF
     return GradingFailure(
         "broadcast-axis",
         f"{name} raised a broadcasting error at {rows} row(s) of N = {case.args[0].shape[-1]}: a per-row quantity "
-        f"of shape x.shape[:-1] = {tuple(case.args[0].shape[:-1])} was combined with rows of N. Give it a size-1 "
-        "last axis (keepdim=True, or [..., None]) so it broadcasts along its own row.",
+        f"of shape x.shape[:-1] = {tuple(case.args[0].shape[:-1])} was combined with rows of N without the size-1 "
+        "last axis that makes it broadcast along its own row.",
         "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
 
 
@@ -171,7 +205,7 @@ def run_row_cases(
     alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None, tol: float = 1e-7,
 ) -> None:
     """Compare every output of ``fn`` with ``reference`` on each case (batch 1 first); raise the first diagnosis."""
-    passed_batch1 = False
+    passed_batch1 = passed_contiguous = False
     for case in cases:
         expected = reference(*clone_args(case.args), **case.kwargs)
         try:
@@ -180,6 +214,9 @@ def run_row_cases(
         except GradingFailure as failure:
             if failure.cls == "error" and "must match the size of tensor" in failure.sentence:
                 raise _broadcast_error(spec.name, failure, case) from None
+            if failure.cls == "error":  # say which inputs: a transposed view breaks code that assumes a layout
+                where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
+                raise GradingFailure(failure.cls, failure.sentence, where) from None
             raise
         got = as_outputs(spec.name, result, spec.outputs)
         for out, of, kind, g, e in zip(spec.outputs, spec.of, spec.out_kinds, got, expected):
@@ -190,7 +227,9 @@ def run_row_cases(
             alts = alternatives(case) if alternatives else {}
             failure = diagnose(out, g, e, tol=tol, alternatives=alts.get(out, ()), **extra)
             unexplained = getattr(failure, "generic", False)  # no named bug matched
-            if passed_batch1 and case.batch > 1 and (unexplained or failure.cls == "scale"):
+            if passed_contiguous and _strided(case) and failure.cls != "shape":
+                failure = _layout_failure(spec.name, out, failure.where)
+            elif passed_batch1 and case.batch > 1 and (unexplained or failure.cls == "scale"):
                 if kind in ("row", "stat") and rows_leak(spec, fn, case, got):
                     failure = _leak_failure(out, case.batch, failure.where)
                 elif kind == "param" and unexplained:
@@ -202,6 +241,8 @@ def run_row_cases(
             raise failure
         if case.batch == 1:
             passed_batch1 = True
+        if case.batch > 1 and not _strided(case):
+            passed_contiguous = True
 
 
 def run_with_batch_refinement(spec: Spec, fn: Callable, cases: Sequence[Case], reference: Callable, **kwargs) -> None:
@@ -229,54 +270,54 @@ def param_alternatives(out: str, param: str, case: Case, per_row: torch.Tensor) 
     flat = per_row.reshape(-1, N)
     alts = [Alternative(
         "broadcast-axis",
-        f"{out} is summed along each row (over the N features), shape x.shape[:-1]; {param} is shared by the rows, "
-        f"so sum over the rows instead — every leading axis — and keep the N features: shape ({N},).",
+        f"{out} is summed along each row (over the N features), shape x.shape[:-1]: {param} is shared by the rows, "
+        "not by the features of a row.",
         per_row.sum(dim=-1))]
     if rows > 1:
         alts += [
             Alternative(
                 "batch-reduction",
-                f"{out} keeps one row per example, shape {tuple(per_row.shape)}: {param} was used by every row, so "
-                f"its gradient is the sum of the rows' contributions over every leading axis, shape ({N},).",
+                f"{out} keeps one row per example, shape {tuple(per_row.shape)}: {param} was used by every row, and "
+                f"its gradient has {param}'s shape, ({N},).",
                 per_row),
             Alternative(
                 "batch-reduction",
-                f"{out} comes from the first row alone: {param} was used by every row, so every row's contribution "
-                "must be summed.", flat[0]),
+                f"{out} comes from the first row alone: {param} was used by every row, and every row contributes "
+                "to its gradient.", flat[0]),
             Alternative(
                 "batch-reduction",
-                f"{out} comes from the last row alone: {param} was used by every row, so every row's contribution "
-                "must be summed.", flat[-1]),
+                f"{out} comes from the last row alone: {param} was used by every row, and every row contributes "
+                "to its gradient.", flat[-1]),
         ]
     return alts
 
 
-def row_scalar_alternatives(dx: torch.Tensor, xhat: torch.Tensor, wdy: torch.Tensor, scale: torch.Tensor,
+def row_scalar_alternatives(dx: torch.Tensor, xhat: torch.Tensor, dxhat: torch.Tensor, scale: torch.Tensor,
                             names: str, with_c2: bool) -> list[Alternative]:
     """dx with its row scalars taken the wrong way, built from the right dx: each differs from it by
     x̂·(c1 − c1') (+ (c2 − c2')) times the per-row ``scale`` (rstd or rrms).
 
-    c1 = mean(x̂ ⊙ ŵȳ) and c2 = mean(ŵȳ) are reduced over a leading axis (keepdim) instead of the last,
-    or over the last without keepdim (which broadcasts across rows when the row count equals N).
+    ``dxhat`` is the gradient reaching x̂. The row scalars are reduced over a leading axis (keepdim) instead
+    of the last, or over the last without keepdim (which broadcasts across rows when the row count equals N).
     """
 
     def shifted(c1w, c2w):
-        c1 = (xhat * wdy).mean(dim=-1, keepdim=True)
-        c2 = wdy.mean(dim=-1, keepdim=True)
+        c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
+        c2 = dxhat.mean(dim=-1, keepdim=True)
         delta = xhat * (c1 - c1w) + ((c2 - c2w) if with_c2 else 0.0)
         return dx + delta * scale[..., None]
 
     alts = []
     for d in range(xhat.ndim - 1):
         alts.append(Alternative(
-            "broadcast-axis", f"{names} reduced over axis {d} (across rows) instead of along each row: reduce over "
-            "dim=-1 with keepdim=True, so there is one per row, broadcast along it.",
-            shifted((xhat * wdy).mean(dim=d, keepdim=True), wdy.mean(dim=d, keepdim=True))))
+            "broadcast-axis", f"{names} reduced over axis {d}, across rows, instead of along each row: there is "
+            "one per row.",
+            shifted((xhat * dxhat).mean(dim=d, keepdim=True), dxhat.mean(dim=d, keepdim=True))))
     if xhat.ndim >= 2 and xhat.shape[-2] == xhat.shape[-1]:
         alts.append(Alternative(
-            "broadcast-axis", f"{names} lost {'their' if with_c2 else 'its'} last axis (keepdim forgotten): shape "
-            "x.shape[:-1] lines up with the features, so row i's scalar is applied to column i of every row. Reduce "
-            "with keepdim=True.", shifted((xhat * wdy).mean(dim=-1), wdy.mean(dim=-1))))
+            "broadcast-axis", f"{names} reduced along the row without keeping {'their' if with_c2 else 'its'} last axis: shape "
+            "x.shape[:-1] lines up with the features, so row i's scalar is applied to column i of every row.",
+            shifted((xhat * dxhat).mean(dim=-1), dxhat.mean(dim=-1))))
     return alts
 
 
@@ -306,10 +347,10 @@ def forward_alternatives(case: Case) -> dict[str, list[Alternative]]:
         return xc * r[..., None] * gamma + beta
 
     wrong_rstd = [
-        ("wrong-values", "σ² divides by N − 1 (torch.var's default, the unbiased estimate); LayerNorm's divides by N: "
-         "torch.var(x, dim=-1, correction=0), or the mean of (x − μ)².", 1.0 / torch.sqrt(unbiased + eps)),
-        ("wrong-values", "ε is added outside the square root, 1/(σ + ε); it belongs inside: 1/√(σ² + ε).",
-         1.0 / (torch.sqrt(var) + eps)),
+        ("wrong-values", "σ² divides by N − 1 (torch.var's default, the unbiased estimate); LayerNorm's σ² is the "
+         "biased one, a mean over the N features.", 1.0 / torch.sqrt(unbiased + eps)),
+        ("wrong-values", "ε is added outside the square root; LayerNorm's ε is added to the variance, where it keeps "
+         "rstd finite for a constant row.", 1.0 / (torch.sqrt(var) + eps)),
     ]
     if eps != EPS:
         wrong_rstd.append(("wrong-values", f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} "
@@ -321,45 +362,49 @@ def forward_alternatives(case: Case) -> dict[str, list[Alternative]]:
         alts["y"].append(Alternative(cls, sentence, affine(r)))
         alts["rstd"].append(Alternative(cls, sentence, r))
     alts["rstd"].append(Alternative(
-        "wrong-values", "rstd is the standard deviation √(σ² + ε); return its reciprocal, 1/√(σ² + ε) (torch.rsqrt).",
-        torch.sqrt(var + eps)))
+        "wrong-values", "rstd is the standard deviation itself; the forward saves its reciprocal, the number the "
+        "backward multiplies by.", torch.sqrt(var + eps)))
     alts["rstd"].append(Alternative(
-        "wrong-values", "rstd is the variance σ² (+ ε); return 1/√(σ² + ε).", var + eps))
+        "wrong-values", "rstd is the variance (+ ε), not the reciprocal of the standard deviation.", var + eps))
     alts["y"] += [
-        Alternative("wrong-values", "y is x̂ without γ and β: y = x̂ ⊙ γ + β.", xc * rstd[..., None]),
+        Alternative("wrong-values", "y is x̂ without γ and β: the per-feature scale and shift are missing.",
+                    xc * rstd[..., None]),
         Alternative("wrong-values", "y has γ and β swapped: γ scales x̂, β is added.", xc * rstd[..., None] * beta + gamma),
     ]
     if case.batch > 1:
         flat = x.reshape(-1)
         m_all, v_all = flat.mean(), flat.var(correction=0)
         alts["y"].append(Alternative(
-            "broadcast-axis", "μ and σ² are taken over the whole tensor; LayerNorm normalises each row on its own: "
-            "reduce over the last dim only.", (x - m_all) / torch.sqrt(v_all + eps) * gamma + beta))
+            "broadcast-axis", "μ and σ² are taken over the whole tensor; LayerNorm normalises each row on its own.",
+            (x - m_all) / torch.sqrt(v_all + eps) * gamma + beta))
         for d in range(x.ndim - 1):
             m_d = x.mean(dim=d, keepdim=True)
             v_d = x.var(dim=d, correction=0, keepdim=True)
             alts["y"].append(Alternative(
-                "broadcast-axis", f"μ and σ² are reduced over axis {d} (across rows) instead of along each row: "
-                "reduce over dim=-1.", (x - m_d) / torch.sqrt(v_d + eps) * gamma + beta))
+                "broadcast-axis", f"μ and σ² are reduced over axis {d} (across rows) instead of along each row.",
+                (x - m_d) / torch.sqrt(v_d + eps) * gamma + beta))
     lead = tuple(x.shape[:-1])
     for out, value in (("mean", mean), ("rstd", rstd)):
         alts.setdefault(out, [])
         alts[out].append(Alternative(
-            "shape", f"{out} keeps a size-1 last axis, shape {(*lead, 1)}: return one number per row, shaped like x "
-            f"without its last dim, {lead} — reduce without keepdim, or .squeeze(-1) before returning.", value[..., None]))
+            "shape", f"{out} keeps a size-1 last axis, shape {(*lead, 1)}: the contract is one number per row, shaped "
+            f"like x without its last dim, {lead}.", value[..., None]))
         if x.ndim > 2:
             alts[out].append(Alternative(
-                "shape", f"{out} is flat, shape ({value.numel()},): keep x's leading shape, {lead} (one number per row, "
-                "x.shape[:-1]).", value.reshape(-1)))
+                "shape", f"{out} is flat, shape ({value.numel()},): the contract keeps x's leading shape, {lead} (one "
+                "number per row, x.shape[:-1]).", value.reshape(-1)))
     return alts
 
 
-def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, note: str = "") -> Case:
+def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, note: str = "",
+                 transposed: bool = False) -> Case:
     x = spread_rows(gen, *shape)
     N = shape[-1]
     gamma, beta = weight(gen, N), 0.5 * torch.randn(N, generator=gen, dtype=F64)
     rows = math.prod(shape[:-1])
     kwargs = {} if eps is None else {"eps": eps}
+    if transposed:
+        x, note = transposed_view(x), TRANSPOSED
     label = shape_label(shape, rows, note or (f"eps={eps:g}" if eps is not None else ""))
     return Case(label, (x, gamma, beta), batch=rows, kwargs=kwargs)
 
@@ -377,10 +422,11 @@ def layernorm_forward(fn) -> None:
         forward_case(gen, 7, 13),  # batch 7 (prime)
         forward_case(gen, 2, 3, 11),  # 3-D: mean and rstd are (2, 3)
         forward_case(gen, 7, 6, eps=0.1),  # a large eps, so an ignored one shows
+        forward_case(gen, 2, 5, 9, transposed=True),  # rows not contiguous: a .view(-1, N) of x fails
     ]
     check_forward(fn, cases)
-    print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, eps honoured; mean and rstd "
-          "shaped x.shape[:-1])")
+    print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, a transposed view, eps honoured; "
+          "mean and rstd shaped x.shape[:-1])")
 
 
 # ---------------------------------------------------------------------------
@@ -406,26 +452,29 @@ def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
     xhat = normalised(x, mean, rstd)
     return {
         "dx": [
-            Alternative("wrong-values", "dx is missing the final factor rstd: x̂ = (x − μ)·rstd, so every path back "
-                        "to x ends with a multiply by rstd.", dx / rstd[..., None]),
-            Alternative("wrong-values", "dx ignores γ: what reaches x̂ is ŵȳ = γ ⊙ ȳ, not ȳ.", dx_no_gamma),
+            Alternative("wrong-values", "dx is missing a factor rstd: x̂ = (x − μ)·rstd, and every path from x̂ back "
+                        "to x goes through that multiply.", dx / rstd[..., None]),
+            Alternative("wrong-values", "dx ignores γ: γ multiplies x̂ in the forward, so the gradient that reaches x̂ "
+                        "is not ȳ itself.", dx_no_gamma),
             *row_scalar_alternatives(dx, xhat, gamma * dy, rstd, "c1 and c2 are", with_c2=True),
         ],
         "dgamma": [
-            Alternative("wrong-values", "dgamma sums ȳ ⊙ x; γ multiplies x̂, so dgamma = Σ ȳ ⊙ x̂ with "
-                        "x̂ = (x − μ)·rstd.", (dy * x).reshape(-1, x.shape[-1]).sum(dim=0)),
+            Alternative("wrong-values", "dgamma is built from x itself, but γ multiplies x̂, the normalised x.",
+                        (dy * x).reshape(-1, x.shape[-1]).sum(dim=0)),
             *param_alternatives("dgamma", "γ", case, dy * xhat),
         ],
         "dbeta": param_alternatives("dbeta", "β", case, dy),
     }
 
 
-def backward_case(gen: torch.Generator, *shape: int, note: str = "") -> Case:
+def backward_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
     x = spread_rows(gen, *shape)
     gamma = weight(gen, shape[-1])
     dy = torch.randn(shape, generator=gen, dtype=F64)
     mean, rstd = row_stats(x)
     rows = math.prod(shape[:-1])
+    if transposed:
+        dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
     return Case(shape_label(shape, rows, note), (dy, x, gamma, mean, rstd), batch=rows)
 
 
@@ -442,9 +491,10 @@ def layernorm_backward(fn) -> None:
         backward_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
         backward_case(gen, 7, 13),  # batch 7, N not a power of two
         backward_case(gen, 2, 3, 11),  # 3-D: γ̄ sums over both leading axes
+        backward_case(gen, 2, 5, 9, transposed=True),  # rows not contiguous: a .view(-1, N) fails
     ]
     check_backward(fn, cases)
-    print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x)")
+    print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
 
 
 # ---------------------------------------------------------------------------
@@ -472,27 +522,31 @@ def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
     c2 = (g * dy).mean(dim=-1, keepdim=True)
     return {
         "dx": [
-            Alternative("wrong-values", "dx is missing the final factor rrms: x̂ = x·rrms, so every path back to x "
-                        "ends with a multiply by rrms.", dx / rrms[..., None]),
-            Alternative("wrong-values", "dx ignores g: what reaches x̂ is ŵȳ = g ⊙ ȳ, not ȳ.", dx_no_g),
-            Alternative("wrong-values", "dx still subtracts LayerNorm's c2 = mean(ŵȳ): that term came from the mean μ, "
-                        "and RMSNorm has no mean to subtract.", dx - c2 * rrms[..., None]),
+            Alternative("wrong-values", "dx is missing a factor rrms: x̂ = x·rrms, and every path from x̂ back to x "
+                        "goes through that multiply.", dx / rrms[..., None]),
+            Alternative("wrong-values", "dx ignores g: g multiplies x̂ in the forward, so the gradient that reaches x̂ "
+                        "is not ȳ itself.", dx_no_g),
+            Alternative("wrong-values", "dx still has LayerNorm's c2 term: that term came from the mean μ, and RMSNorm "
+                        "subtracts no mean.", dx - c2 * rrms[..., None]),
             *row_scalar_alternatives(dx, xhat, g * dy, rrms, "c1 is", with_c2=False),
         ],
         "dg": [
-            Alternative("wrong-values", "dg sums ȳ ⊙ x; g multiplies x̂ = x·rrms, so dg = Σ ȳ ⊙ x̂.",
+            Alternative("wrong-values", "dg is built from x itself, but g multiplies x̂ = x·rrms.",
                         (dy * x).reshape(-1, x.shape[-1]).sum(dim=0)),
             *param_alternatives("dg", "g", case, dy * xhat),
         ],
     }
 
 
-def rms_case(gen: torch.Generator, *shape: int, note: str = "") -> Case:
+def rms_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
     x = spread_rows(gen, *shape)
     g = weight(gen, shape[-1])
     dy = torch.randn(shape, generator=gen, dtype=F64)
     rows = math.prod(shape[:-1])
-    return Case(shape_label(shape, rows, note), (dy, x, g, rms_stat(x)), batch=rows)
+    rrms = rms_stat(x)
+    if transposed:
+        dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
+    return Case(shape_label(shape, rows, note), (dy, x, g, rrms), batch=rows)
 
 
 def check_rms(fn, cases, *, reference=rms_reference, alternatives=rms_alternatives) -> None:
@@ -508,9 +562,10 @@ def rmsnorm_backward(fn) -> None:
         rms_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
         rms_case(gen, 7, 11),  # batch 7, N not a power of two
         rms_case(gen, 2, 3, 9),  # 3-D
+        rms_case(gen, 2, 5, 10, transposed=True),  # rows not contiguous: a .view(-1, N) fails
     ]
     check_rms(fn, cases)
-    print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x)")
+    print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
 
 
 # ---------------------------------------------------------------------------
@@ -628,11 +683,12 @@ def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -
         Alternative(
             "batch-reduction",
             f"row p of {buffer} holds only the last row of program p: the partial sum is overwritten on every pass "
-            "of the loop. Accumulate in registers (acc += …) over the program's rows and store once, after the loop.",
+            "of the loop instead of collecting every row of the group.",
             group_picks(per_row, case, -1)),
         Alternative(
             "batch-reduction",
-            f"row p of {buffer} holds only the first row of program p: every row of the group must be added in.",
+            f"row p of {buffer} holds only the first row of program p: the other rows of the group are missing "
+            "from it.",
             group_picks(per_row, case, 0)),
     ]
 
@@ -657,24 +713,23 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
         label = case.label
         if run.touched:
             raise GradingFailure("wrong-values", f"{KERNEL} wrote into its input {', '.join(run.touched)}: inputs are "
-                                 "read-only; store x̄ through DX_ptr and the partial sums through the partial buffers.",
-                                 f"inputs: {label}")
+                                 "read-only, and x̄ and the partial sums have buffers of their own.", f"inputs: {label}")
         if run.unwritten:
             raise GradingFailure(
                 "wrong-values",
-                f"{KERNEL} never wrote x̄ for row(s) {run.unwritten}: program p handles rows p·rows_per_program up to "
-                "(not including) min((p + 1)·rows_per_program, n_rows) — loop over all of them.", f"inputs: {label}")
+                f"{KERNEL} never wrote x̄ for row(s) {run.unwritten}: every row belongs to one program's group, and "
+                "that program must write all of its rows.", f"inputs: {label}")
         if run.spilled:
             raise GradingFailure(
                 "wrong-values",
-                f"{KERNEL} writes past the end of {', '.join(run.spilled)}: a store without mask=cols < n_cols writes "
-                "all BLOCK lanes, or the last program runs past row n_rows − 1 — stop its loop at "
-                "min(first + rows_per_program, n_rows).", f"inputs: {label}")
+                f"{KERNEL} writes past the end of {', '.join(run.spilled)}: a store wrote the lanes past the end of a "
+                "row, or the last program ran past the last row (its group can be shorter than rows_per_program).",
+                f"inputs: {label}")
         expected_dx = dx_reference(dy, x, gamma, mean, rstd)
         failures = [
             diagnose("dx", run.dx, expected_dx, tol=tol, case=label, alternatives=[
-                Alternative("wrong-values", "dx is missing the final factor rstd: x̂ = (x − μ)·rstd, so every path "
-                            "back to x ends with a multiply by rstd.", expected_dx / rstd[:, None])]),
+                Alternative("wrong-values", "dx is missing a factor rstd: x̂ = (x − μ)·rstd, and every path from x̂ "
+                            "back to x goes through that multiply.", expected_dx / rstd[:, None])]),
             diagnose("DW_partial", run.dw, group_sums(dy * xhat, case), tol=tol, case=label,
                      alternatives=partial_alternatives("DW_partial", dy * xhat, case)),
             diagnose("DB_partial", run.db, group_sums(dy, case), tol=tol, case=label,
@@ -686,8 +741,8 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
             raise GradingFailure(
                 "wrong-values",
                 f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = "
-                f"{pow2_at_least(n)}: the {pow2_at_least(n) - n} lanes past the end of each row leak in. Mask every "
-                "load and store with cols < n_cols (other=0.0), and divide row sums by n_cols, not BLOCK.",
+                f"{pow2_at_least(n)}: the {pow2_at_least(n) - n} lanes past the end of each row leak into the row sums "
+                "or the stores.",
                 failure.where or f"inputs: {label}")
         if failure is not None:
             raise failure
@@ -768,8 +823,8 @@ def _instrumented(cls: type, used: list, returned: list) -> type:
 def _autograd_in_backward(used: list) -> GradingFailure:
     return GradingFailure(
         "autograd-in-backward",
-        f"TritonLayerNorm.backward called {used[0]}: launch layernorm_bwd_kernel on ȳ and the saved tensors instead "
-        "— the point of the exercise is a backward written by hand.")
+        f"TritonLayerNorm.backward called {used[0]}: the point of the exercise is a backward written by hand, in "
+        "layernorm_bwd_kernel.")
 
 
 def _check_saved(packed: list, x, y, xhat, label: str) -> None:
@@ -789,8 +844,8 @@ def _check_saved(packed: list, x, y, xhat, label: str) -> None:
                 raise GradingFailure(
                     "wrong-values",
                     f"TritonLayerNorm's forward saves {what} for the backward: a second activation-sized tensor "
-                    f"({x.shape[0]}×{x.shape[1]}) kept alive until the backward. Save x, γ, mean and rstd — two numbers "
-                    "per row — and rebuild x̂ = (x − μ)·rstd in the kernel.", f"inputs: {label}")
+                    f"({x.shape[0]}×{x.shape[1]}) kept alive until the backward, where x and two numbers per row "
+                    "rebuild it.", f"inputs: {label}")
 
 
 def _raw_param_failure(out: str, raw, expected: torch.Tensor, tol: float, label: str) -> GradingFailure | None:
@@ -801,8 +856,8 @@ def _raw_param_failure(out: str, raw, expected: torch.Tensor, tol: float, label:
         return GradingFailure(
             "batch-reduction",
             f"backward returns {out} as the ({raw.shape[0]}, {raw.shape[1]}) buffer of partial sums, one row per program: "
-            "the second pass — the sum over its rows — is missing. Autograd quietly sums it to the shape of the "
-            "parameter, so training would not notice; write the second pass yourself.",
+            "the second pass is missing. Autograd would quietly reduce it to the parameter's shape, so training "
+            "would not notice.",
             f"{out} has shape {tuple(raw.shape)}; it must be ({expected.shape[-1]},)\ninputs: {label}")
     return None
 
@@ -810,11 +865,6 @@ def _raw_param_failure(out: str, raw, expected: torch.Tensor, tol: float, label:
 def _host(t):
     """A result on the CPU, where the float64 references live (a no-op without a GPU)."""
     return t.detach().cpu() if isinstance(t, torch.Tensor) else t
-
-
-def _transposed(t: torch.Tensor) -> torch.Tensor:
-    """The same values as ``t`` (rows, N), laid out column by column: a non-contiguous view."""
-    return t.mT.contiguous().mT
 
 
 def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequence[ClassCase], *,
@@ -846,7 +896,7 @@ def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequenc
         _check_saved(packed, x, y_ref, normalised(x64, mean, rstd), case.label)
         variants = [("contiguous", case.dy.to(dev, case.dtype))]
         if min(case.x.shape) > 1:
-            variants.append(("transposed view", _transposed(case.dy.to(dev, case.dtype))))
+            variants.append(("transposed view", transposed_view(case.dy.to(dev, case.dtype))))
         for layout, dy in variants:
             returned.clear()
             try:
@@ -873,7 +923,7 @@ def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequenc
                         "wrong-values",
                         f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
                         "autograd may hand backward a non-contiguous ȳ, and the kernel steps through rows as if they "
-                        "were contiguous. Call dy.contiguous() before launching.", failure.where)
+                        "were contiguous.", failure.where)
                 raise failure
 
 
@@ -896,7 +946,7 @@ def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it 
     cases = [class_case(gen, 1, 6), class_case(gen, 7, 13), class_case(gen, 7, 13, F32)]
     check_function_class(cls, visible_kernel_cases(gen), cases)
     print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group; y, dx, "
-          "dgamma, dbeta at batch 1 and 7, float32 and float64; saves no x̂; no autograd in backward)")
+          "dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; saves no x̂; no autograd in backward)")
 
 
 # ---------------------------------------------------------------------------
@@ -959,8 +1009,8 @@ def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequ
         y = run_student(name, fn, x, gamma, beta, **kwargs)
         alts = []
         if x.ndim != 2:
-            alts.append(Alternative("shape", "y has the shape of the rows, (n_rows, N), not the shape of x: give the "
-                                    "result x's shape back (.view(x.shape)).", y_ref.reshape(-1, x.shape[-1])))
+            alts.append(Alternative("shape", "y has the shape of the rows, (n_rows, N), not the shape of x.",
+                                    y_ref.reshape(-1, x.shape[-1])))
         if case.eps is not None:
             alts.append(Alternative("wrong-values", f"{name} ignores its eps argument: it was called with "
                                     f"eps={case.eps:g} and used {EPS:g}.", reference(x64, g64, b64, dy64, EPS)[0]))
@@ -969,12 +1019,12 @@ def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequ
             raise GradingFailure(
                 "wrong-values",
                 f"{name} is right for contiguous inputs and wrong for a transposed view: the kernels step through rows "
-                "as if they were contiguous. x.reshape(-1, N) keeps a view when it can — add .contiguous().",
+                "as if they were contiguous, and a reshape keeps a strided view when it can.",
                 failure.where)
         if failure is not None:
             raise failure
         if not torch.equal(x.detach(), kept):
-            raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
+            raise GradingFailure("wrong-values", f"{name} changed its input x in place: a forward leaves its input as it was.",
                                  f"inputs: {case.label}")
         if not runs_through(y):
             raise GradingFailure(

@@ -1,9 +1,12 @@
-"""Visible checks for 01_matmul_from_shapes: ``linear_backward``, ``linear_bias_backward``, ``reduce_to_shape``.
+"""Visible checks for 01_matmul_from_shapes: ``linear_backward``, ``linear_bias_backward``,
+``reduce_to_shape``, ``name_the_bug`` and ``batched_matmul_backward``.
 
 Each check runs the student's function on small fixed float64 inputs — batch 1 and
-batch 7, a 3-D input, a square weight — and compares it with torch's own autograd.
-A failure raises ``GradingFailure`` whose first line names the kind of bug; success
-prints one line.
+batch 7, a 3-D input, a square weight, a transposed (non-contiguous) input — and compares
+it with torch's own autograd. A failure raises ``GradingFailure`` whose first line names
+the kind of bug; success prints one line. ``name_the_bug`` is handed broken backwards
+whose bug class is known (private functions here: while the student's code runs, a public
+course function is a delegation tripwire) and must name each one.
 
 The bug-specific alternatives live here too (the hidden checks in ``autograder`` reuse
 them, so a student reads the same sentence in both). Where it can, an alternative is
@@ -21,12 +24,24 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from ..diagnose import Alternative, Case, graded, relative_error, run_cases
+from ..diagnose import Alternative, Case, GradingFailure, call_student, graded, relative_error, run_cases
 
-__all__ = ["linear_backward", "linear_bias_backward", "reduce_to_shape"]
+__all__ = ["HINTS", "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward"]
 
 F64 = torch.float64
 SEED = 20240101  # fixed: the visible checks show the same numbers on every run
+
+# The notebook hint that covers each bug class (``course.diagnose.graded`` appends the pointer).
+HINTS = {
+    "linear_backward": {"batch-reduction": 2, "scale": 2, "*": 1},
+    "linear_bias_backward": {"broadcast-axis": 2, "shape": 2, "*": 1},
+    "reduce_to_shape": {"shape": 2, "*": 1},
+    "name_the_bug": {"shape": 1, "*": 2},
+    "batched_matmul_backward": {"batch-reduction": 1, "shape": 1, "*": 2},
+}
+
+# name_the_bug's answers: the grader's own classes, and "none" for a right backward.
+BUG_NAMES = ("transpose", "batch-reduction", "sign", "scale", "broadcast-axis", "wrong-values", "none")
 
 # (leading axes of x, K, N). Batch-1 cases first: run_cases reads "right at batch 1,
 # wrong later" as a missing batch reduction.
@@ -45,6 +60,16 @@ REDUCE_SHAPES = [
     ((6, 6), (6,)),  # square: summing the wrong axis also gives shape (6,)
     ((4, 7, 3), (7, 1)),  # both at once
     ((4, 3), ()),  # a scalar broadcast everywhere
+]
+
+# (B, the shape of c, K, N) for y = a @ c with a (B, M, K): per-element c, or one shared c.
+BATCHED_SHAPES = [
+    (1, "per-element", 4, 3),  # batch 1: per-element and shared c cannot differ yet
+    (1, "shared", 4, 3),  # batch 1, c (K, N)
+    (7, "per-element", 4, 3),  # batch 7: a sum over the batch where c is not shared shows here
+    (7, "shared", 4, 3),  # c (K, N), broadcast to every element: its gradient sums them
+    (7, "shared-1", 4, 3),  # c (1, K, N): the same, with the size-1 batch axis kept
+    (7, "per-element", 4, 4),  # square c: a transposed dc keeps its shape
 ]
 
 
@@ -92,28 +117,27 @@ def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alterna
     if K == N:
         alts["dx"].append(Alternative(
             "transpose",
-            "dx is dy @ w where it must use wᵀ. With a square w both have the shape of x, so only the "
-            "values tell: write the shapes with K ≠ N, and the one arrangement that fits is (B, N) @ (N, K).",
+            "dx multiplies dy by w untransposed. With a square w that product has the shape of x too, so "
+            "only the values tell; with K ≠ N the shapes would have caught it.",
             reference(x, w.mT, dy)[0],
         ))
     if x.ndim > 2:
         alts["dx"].append(Alternative(
             "shape",
-            f"dx is still flattened to (rows, K) = {tuple(x2.shape)}: reshape it back to the shape of x, "
-            f"{tuple(x.shape)} — a gradient has the shape of its input.",
+            f"dx is still flattened to (rows, K) = {tuple(x2.shape)}, where a gradient has the shape of its "
+            f"input, {tuple(x.shape)}.",
             _rows(dx, K),
         ))
     if rows > 1:
         first, last = (reference(x2[s], w, dy2[s])[1] for s in (slice(0, 1), slice(-1, None)))
         sums = reference(x2.sum(0, keepdim=True), w, dy2.sum(0, keepdim=True))[1]
         alts["dw"] += [
-            Alternative("batch-reduction", "dw is the first sample's contribution alone: every row of x and dy "
-                        "adds its own outer product to dw, so sum over all of them.", first),
-            Alternative("batch-reduction", "dw is the last sample's contribution alone: a loop overwrote dw "
-                        "where it must add to it (+=).", last),
+            Alternative("batch-reduction", "dw is the first sample's contribution alone, but every sample used "
+                        "the same w, so every sample contributes to its gradient.", first),
+            Alternative("batch-reduction", "dw is the last sample's contribution alone: a loop overwrote dw with "
+                        "each sample's contribution instead of accumulating them.", last),
             Alternative("batch-reduction", "dw is the outer product of x summed over the batch with dy summed "
-                        "over the batch. That mixes samples (x of one row times dy of another); sum the "
-                        "per-sample products instead.", sums),
+                        "over the batch. That mixes samples: it adds x of one row times dy of another.", sums),
             Alternative("scale", f"dw is the mean over the {rows} rows instead of the sum: every row's "
                         "contribution counts in full — the chain rule adds, it never averages.", dw / rows),
         ]
@@ -127,19 +151,19 @@ def bias_alternatives(reference: Callable, x, w, b, dy) -> dict[str, list[Altern
     rows = dy2.shape[0]
     alts = linear_alternatives(lambda x, w, dy: reference(x, w, b, dy), x, w, dy)
     db = reference(x, w, b, dy)[2]
-    wrong_axis = "db sums dy over its last axis (the features); b is copied along the rows, so sum over " \
-                 "every row instead and keep the feature axis: db has shape (N,)."
+    wrong_axis = "db sums dy over its last axis (the features), but b is copied along the rows: each b_n is " \
+                 "used once per row, not once per feature."
     alts["db"] = [Alternative("broadcast-axis", wrong_axis, dy.sum(-1))]
     if dy.ndim > 2:
         alts["db"].append(Alternative("broadcast-axis", wrong_axis, dy2.sum(-1)))
     if rows > 1:
         alts["db"] += [
-            Alternative("batch-reduction", "db is dy itself: b is added to every row, so every row's dy adds "
-                        "up into db.", dy),
-            Alternative("batch-reduction", "db is the first row of dy alone: b is added to every row, so "
-                        "every row's dy adds up into db.", dy2[0]),
-            Alternative("batch-reduction", "db is the last row of dy alone: a loop overwrote db where it must "
-                        "add to it (+=).", dy2[-1]),
+            Alternative("batch-reduction", "db is dy itself, one row per sample: b is one vector added to every "
+                        "row, so its gradient has no row axis.", dy),
+            Alternative("batch-reduction", "db is the first row of dy alone, but b is added to every row, and "
+                        "every row's use of it contributes.", dy2[0]),
+            Alternative("batch-reduction", "db is the last row of dy alone: a loop overwrote db with each row "
+                        "instead of accumulating them.", dy2[-1]),
             Alternative("scale", f"db is the mean of dy over the {rows} rows instead of the sum: b received "
                         "the gradient of every row it was added to, in full.", db / rows),
         ]
@@ -172,18 +196,19 @@ def reduce_alternatives(grad: torch.Tensor, shape, expected: torch.Tensor) -> li
             kept = kept.sum(lead + i, keepdim=True)
         alts.append(Alternative(
             "batch-reduction", f"the result keeps the leading axes {tuple(grad.shape[:lead])} that broadcasting "
-                               "prepended: every copy along them contributed, so sum them away.", kept))
+                               "prepended, which the tensor never had: every copy along them contributed to "
+                               "the one original.", kept))
     if stretched:
         alts.append(Alternative(
-            "shape", f"the result lost the size-1 axes {tuple(stretched)} of the target shape {shape}: sum "
-                     "them with keepdim=True so they stay, with size 1.", expected.squeeze(tuple(stretched))))
+            "shape", f"the result lost the size-1 axes {tuple(stretched)} of the target shape {shape}, which "
+                     "the tensor had before broadcasting.", expected.squeeze(tuple(stretched))))
     if lead == 0 and not stretched and grad.ndim > 0:
         # grad.sum(dim=()) sums over *every* axis: an empty tuple does not mean "no axes".
         for value in (grad.sum(), grad.sum(dim=tuple(range(grad.ndim)), keepdim=True)):
             alts.append(Alternative(
                 "shape", "the result is the sum of every element of grad, but nothing was broadcast here "
-                         "(shape == grad.shape). Careful: grad.sum(dim=()) sums over all axes — when there is "
-                         "nothing to reduce, return grad as it is.", value))
+                         "(shape == grad.shape): grad.sum(dim=()) sums over every axis, an empty tuple "
+                         "included.", value))
     return _distinct(alts, expected)
 
 
@@ -214,6 +239,12 @@ def _linear_cases(bias: bool) -> list[Case]:
         args = (x, w, b, dy) if bias else (x, w, dy)
         label = f"x {tuple(x.shape)}, w {tuple(w.shape)}, " + (f"b {tuple(b.shape)}, " if bias else "") + f"dy {tuple(dy.shape)}"
         cases.append(Case(label, args, batch=math.prod(lead)))
+    # Last: x, w and dy non-contiguous, each the transpose of a stored tensor.
+    B, K, N = 7, 5, 3
+    x, w = torch.randn(K, B, generator=gen, dtype=F64).T, torch.randn(N, K, generator=gen, dtype=F64).T
+    b, dy = torch.randn(N, generator=gen, dtype=F64), torch.randn(N, B, generator=gen, dtype=F64).T
+    args = (x, w, b, dy) if bias else (x, w, dy)
+    cases.append(Case(f"x ({B}, {K}), w ({K}, {N}), dy ({B}, {N}), all three non-contiguous (transposes)", args, batch=B))
     return cases
 
 
@@ -224,6 +255,8 @@ def _reduce_cases() -> list[Case]:
         grad = torch.randn(grad_shape, generator=gen, dtype=F64)
         copies = grad.numel() // max(math.prod(shape), 1)
         cases.append(Case(f"grad {grad_shape} → shape {tuple(shape)}", (grad, shape), batch=copies))
+    grad = torch.randn(3, 4, 7, generator=gen, dtype=F64).mT  # (3, 7, 4), non-contiguous
+    cases.append(Case("grad (3, 7, 4), non-contiguous (a transpose) → shape (7, 1)", (grad, (7, 1)), batch=12))
     return cases
 
 
@@ -240,7 +273,7 @@ def linear_backward(fn: Callable) -> None:
         outputs=("dx", "dw"), of=("x", "w"),
         alternatives=lambda case: linear_alternatives(_linear_reference, *case.args),
     )
-    print("✓ linear_backward passes the visible checks (batch 1, batch 7, 3-D input, square w)")
+    print("✓ linear_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
 
 
 @graded
@@ -251,7 +284,7 @@ def linear_bias_backward(fn: Callable) -> None:
         outputs=("dx", "dw", "db"), of=("x", "w", "b"),
         alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args),
     )
-    print("✓ linear_bias_backward passes the visible checks (batch 1, batch 7, 3-D input, square w)")
+    print("✓ linear_bias_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
 
 
 @graded
@@ -261,4 +294,175 @@ def reduce_to_shape(fn: Callable) -> None:
         "reduce_to_shape", fn, _reduce_cases(), _reduce_reference,
         outputs=("result",), of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives,
     )
-    print("✓ reduce_to_shape passes the visible checks (leading axes, size-1 axes, a scalar, nothing to reduce)")
+    print("✓ reduce_to_shape passes the visible checks (leading axes, size-1 axes, a scalar, nothing to reduce, "
+          "a transposed grad)")
+
+
+# ---------------------------------------------------------------------------
+# name_the_bug: the debugging order as code
+#
+# The broken backwards below run inside the student's call, so they are private: a public
+# course function is a tripwire then (course.delegation). Their names say nothing either.
+
+
+def _suspect_1(x, w, b, dy):
+    return dy @ w.mT, dy.mT @ x, dy.sum(dim=0)
+
+
+def _suspect_2(x, w, b, dy):
+    for row in dy:
+        db = row
+    return dy @ w.mT, x.mT @ dy, db
+
+
+def _suspect_3(x, w, b, dy):
+    return dy @ w.mT, x.mT @ dy / x.shape[0], dy.sum(dim=0)
+
+
+def _suspect_4(x, w, b, dy):
+    return dy @ w.mT, x.mT @ dy, dy.sum(dim=1)
+
+
+def _suspect_5(x, w, b, dy):
+    return -(dy @ w.mT), x.mT @ dy, dy.sum(dim=0)
+
+
+def _suspect_6(x, w, b, dy):
+    return dy @ w.mT, torch.outer(x[0], dy[0]), dy.sum(dim=0)
+
+
+def _suspect_7(x, w, b, dy):
+    return dy @ w.mT, x.mT @ dy, 2 * dy.sum(dim=0)
+
+
+def _suspect_8(x, w, b, dy):
+    return dy @ w.mT, x.mT @ dy, dy.sum(dim=0)
+
+
+def _suspect_9(x, w, b, dy):
+    return dy @ w.mT, x.mT @ dy + 1e-2 * w, dy.sum(dim=0)
+
+
+# (label, backward, its class, what is wrong with it): the five suspects of the notebook's §9 first.
+SUSPECTS = [
+    ("suspect_1 of §9", _suspect_1, "transpose", "dw is the transpose of the right one"),
+    ("suspect_2 of §9", _suspect_2, "batch-reduction", "db is the last row of dy alone"),
+    ("suspect_3 of §9", _suspect_3, "scale", "dw is the right one divided by the batch size"),
+    ("suspect_4 of §9", _suspect_4, "broadcast-axis", "db sums dy over the features instead of the rows"),
+    ("suspect_5 of §9", _suspect_5, "sign", "dx is the negative of the right one"),
+    ("a backward whose dw comes from the first sample", _suspect_6, "batch-reduction",
+     "dw is the first sample's contribution alone"),
+    ("a backward with a doubled db", _suspect_7, "scale", "db is twice the right one"),
+    ("a backward with weight decay folded into dw", _suspect_9, "wrong-values",
+     "dw has a weight-decay term that y = x @ w + b does not have"),
+    ("a right backward", _suspect_8, "none", "every output is right"),
+]
+
+# Why a likely confusion is wrong: (what the student said, what it is) -> one sentence.
+_CONFUSIONS = {
+    ("batch-reduction", "scale"): "a constant factor is a scale bug, even one that shows only above batch 1",
+    ("none", "batch-reduction"): "this bug is invisible at batch 1 and shows above it",
+    ("none", "scale"): "a factor of the batch size is invisible at batch 1 and shows above it",
+    ("none", "transpose"): "with square sizes a transposed output keeps its shape and only its values show it",
+    ("none", "broadcast-axis"): "with a square dy a wrong reduction axis keeps db's shape and only its values show it",
+    ("batch-reduction", "broadcast-axis"): "db reduced over the wrong axis is wrong at batch 1 already",
+    ("broadcast-axis", "transpose"): "an output of reversed shape holding the transposed values is a transpose",
+    ("transpose", "broadcast-axis"): "db is a vector: it cannot be transposed, only reduced over the wrong axis",
+    ("batch-reduction", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
+    ("scale", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
+    ("batch-reduction", "wrong-values"): "it is wrong at batch 1 already, where no missing reduction can show",
+    ("wrong-values", "batch-reduction"): "it is right at batch 1 and wrong only above it",
+    ("none", "wrong-values"): "that output is wrong at every batch size",
+}
+
+
+def misnamed(name: str, said: str, cls: str, what: str) -> str:
+    """The sentence for a backward that ``name_the_bug`` named ``said`` when its class is ``cls``."""
+    why = _CONFUSIONS.get((said, cls), f"that is a {cls} bug" if cls != "none" else "there is no bug to name")
+    return f"{name} called a backward {said!r} where its {what}: {why}."
+
+
+def check_name_the_bug(fn, suspects, *, name: str = "name_the_bug") -> None:
+    """Hand ``fn`` each (label, backward, class, what) and compare its answer with the class."""
+    for label, backward, cls, what in suspects:
+        # Autograd is allowed: name_the_bug is a test of a backward, not a backward.
+        said = call_student(name, fn, backward, forbid_autograd_use=False)
+        where = f"backward: {label}"
+        if not isinstance(said, str) or said not in BUG_NAMES:
+            raise GradingFailure(
+                "shape", f"{name} must return one of the strings {', '.join(map(repr, BUG_NAMES))}; it returned "
+                         f"{said!r}.", where)
+        if said != cls:
+            raise GradingFailure("wrong-values", misnamed(name, said, cls, what), where)
+
+
+@graded
+def name_the_bug(fn: Callable) -> None:
+    """Check ``fn(backward) -> str`` on the notebook's suspects, two more broken backwards and a right one."""
+    check_name_the_bug(fn, SUSPECTS)
+    print("✓ name_the_bug passes the visible checks (the five suspects of §9, three more broken backwards, "
+          "a right one)")
+
+
+# ---------------------------------------------------------------------------
+# batched_matmul_backward: y = a @ c, c per batch element or shared
+
+
+def _batched_reference(a, c, dy):
+    return vjp(torch.matmul, (a, c), dy)
+
+
+def batched_alternatives(reference: Callable, a, c, dy) -> dict[str, list[Alternative]]:
+    """Named bugs of ``(da, dc)`` for y = a @ c with c (B, K, N), (K, N) or (1, K, N)."""
+    B = a.shape[0]
+    K, N = c.shape[-2:]
+    da, dc = reference(a, c, dy)[:2]
+    per_element = a.mT @ dy  # (B, K, N): the gradient of every element's own c
+    alts: dict[str, list[Alternative]] = {"da": [], "dc": []}
+    if K == N:
+        alts["da"].append(Alternative(
+            "transpose", "da multiplies dy by c untransposed. With a square c that product has the shape of a too, "
+                         "so only the values tell.", dy @ c))
+    if B > 1 and c.ndim == 3 and c.shape[0] == B:
+        summed = (a.reshape(-1, K).mT @ dy.reshape(-1, N)).expand(c.shape)
+        alts["dc"].append(Alternative(
+            "batch-reduction", "dc adds up the contributions of every batch element, but here every element has "
+                               "its own c, used by that element alone.", summed))
+    if B > 1 and (c.ndim == 2 or c.shape[0] == 1):
+        alts["dc"].append(Alternative(
+            "batch-reduction", f"dc keeps one matrix per batch element, shape {tuple(per_element.shape)}, but c is one "
+                               f"matrix, shape {tuple(c.shape)}, shared by all of them.", per_element))
+    return {"da": _distinct(alts["da"], da), "dc": _distinct(alts["dc"], dc)}
+
+
+def _batched_cases() -> list[Case]:
+    gen = torch.Generator().manual_seed(SEED + 2)
+    cases = []
+    M = 5
+    for B, kind, K, N in BATCHED_SHAPES:
+        c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind]
+        a = torch.randn(B, M, K, generator=gen, dtype=F64)  # (B, M, K)
+        c = torch.randn(c_shape, generator=gen, dtype=F64)
+        dy = torch.randn(B, M, N, generator=gen, dtype=F64)  # (B, M, N), the shape of y
+        cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)} ({kind.replace('-1', '')}), dy {tuple(dy.shape)}",
+                          (a, c, dy), batch=B))
+    # Last: every input non-contiguous, the transpose of a stored tensor.
+    B, K, N = 7, 4, 3
+    a = torch.randn(B, K, M, generator=gen, dtype=F64).mT  # (B, M, K)
+    c = torch.randn(B, N, K, generator=gen, dtype=F64).mT  # (B, K, N)
+    dy = torch.randn(B, N, M, generator=gen, dtype=F64).mT  # (B, M, N)
+    cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)}, dy {tuple(dy.shape)}, all non-contiguous (transposes)",
+                      (a, c, dy), batch=B))
+    return cases
+
+
+@graded
+def batched_matmul_backward(fn: Callable) -> None:
+    """Check ``fn(a, c, dy) -> (da, dc)`` for y = a @ c against torch autograd."""
+    run_checked(
+        "batched_matmul_backward", fn, _batched_cases(), _batched_reference,
+        outputs=("da", "dc"), of=("a", "c"),
+        alternatives=lambda case: batched_alternatives(_batched_reference, *case.args),
+    )
+    print("✓ batched_matmul_backward passes the visible checks (batch 1 and 7; c per element, (K, N) and (1, K, N); "
+          "square c; transposed inputs)")

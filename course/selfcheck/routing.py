@@ -14,6 +14,11 @@ the first), the message says so. Triton's interpreter runs one program at a time
 read-add-store between programs cannot race there: the kernel check also asks that the
 kernel call ``tl.atomic_add``.
 
+Every check also runs a case whose tensors are transposed (non-contiguous) views of the same
+kind of values; a result right for contiguous inputs and wrong only there depends on memory
+layout, and is named so. Diagnoses name the bug and say why, never the fixed code; ``HINTS``
+maps each diagnosis class to the notebook's hint that covers it.
+
 The hidden checks (``autograder.check.routing``) reuse these runners on random inputs.
 """
 
@@ -34,6 +39,35 @@ from ..triton_check import device, is_kernel, quiet, unwrapped
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: every op here is exact up to summation order
 SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here takes this value
+TRANSPOSED = "a transposed (non-contiguous) view"
+
+# Which hint of the notebook covers each diagnosis class ("*": any other class). course.diagnose.graded
+# adds the pointer to a failure; the hidden checks use the same map.
+HINTS = {
+    "topk_backward": {"non-atomic-scatter": 2, "shape": 1, "wrong-values": 1, "batch-reduction": 1, "*": 1},
+    "embedding_backward": {"non-atomic-scatter": 2, "batch-reduction": 2, "shape": 1, "*": 1},
+    "relu_backward": {"*": 1},
+    "maxpool1d_backward": {"non-atomic-scatter": 2, "batch-reduction": 1, "*": 1},
+    "dropout_backward": {"*": 1},
+    "moe_gate_backward": {"shape": 1, "wrong-values": 2, "sign": 2, "*": 1},
+    "scatter_add_kernel": {"non-atomic-scatter": 2, "wrong-values": 1, "*": 1},
+}
+
+
+def transposed_view(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t``, with its last two axes laid out swapped in memory: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+def _strided(args: tuple) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.ndim >= 2 and not a.is_contiguous() for a in args)
+
+
+def _layout_failure(name: str, where: str) -> GradingFailure:
+    return GradingFailure(
+        "wrong-values",
+        f"{name} is right for contiguous inputs and wrong for {TRANSPOSED} of the same values: the code depends on "
+        "how its inputs are laid out in memory, not only on their values.", where)
 
 
 def _generator(salt: int = 0) -> torch.Generator:
@@ -69,8 +103,8 @@ class Collisions:
 def store_alternatives(name: str, collisions: Collisions, how: str) -> list[Alternative]:
     """The two results of a store where an add is needed, named ``non-atomic-scatter``."""
     overwrite = (
-        f"{name} keeps one contribution where several land on the same slot: {how} overwrites what is there. "
-        "Every output that read the slot in the forward must add its gradient into it."
+        f"{name} keeps one contribution where several land on the same slot: {how} overwrites what is there, "
+        "but every output that read the slot in the forward owes it its gradient."
     )
     return [
         Alternative("non-atomic-scatter", overwrite + " (Here the last writer won, as with a store run in order.)", collisions.last),
@@ -81,13 +115,15 @@ def store_alternatives(name: str, collisions: Collisions, how: str) -> list[Alte
 def scatter_failure(
     name: str, got, expected: torch.Tensor, case: ScatterCase, collisions: Collisions | None, *, how: str,
     passed_without_repeats: bool, passed_batch1: bool, alternatives: Sequence[Alternative] = (), of: str = "",
-    tol: float = TOL[F64],
+    tol: float = TOL[F64], passed_contiguous: bool = False,
 ) -> GradingFailure | None:
     """``diagnose``, plus the two classes a scatter adds: ``non-atomic-scatter`` and ``batch-reduction``."""
     alts = list(alternatives)
     if case.repeats and collisions is not None:
         alts = store_alternatives(name, collisions, how) + alts
     failure = diagnose(name, got, expected, tol=tol, alternatives=alts, batch=case.batch, case=case.label, of=of)
+    if failure is not None and passed_contiguous and _strided(case.args) and failure.cls != "shape":
+        return _layout_failure(name, failure.where)
     if failure is None or failure.cls != "wrong-values":
         return failure
     if case.repeats and passed_without_repeats and collisions is not None:
@@ -99,8 +135,8 @@ def scatter_failure(
             return GradingFailure(
                 "non-atomic-scatter",
                 f"{name} is right wherever one contribution lands and wrong only where several land on the same "
-                f"slot ({int(collisions.collided.sum())} such entries here): {how} does not add them all up. "
-                "Every output that read the slot in the forward must add its gradient into it.",
+                f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
+                "every output that read the slot in the forward owes it its gradient.",
                 failure.where,
             )
     if passed_batch1 and case.batch > 1 and not case.repeats:
@@ -123,21 +159,29 @@ def run_scatter_cases(
 
     ``collisions(*args)`` returns the :class:`Collisions` of a case with repeats.
     """
-    passed_without_repeats = passed_batch1 = False
+    passed_without_repeats = passed_batch1 = passed_contiguous = False
     for case in cases:
         args = _clone(case.args)
         expected = reference(*_clone(case.args))
-        got = run_student(name, fn, *args)
+        try:
+            got = run_student(name, fn, *args)
+        except GradingFailure as failure:
+            if failure.cls != "error":
+                raise
+            # Say which inputs: a transposed view breaks code that assumes a memory layout (a .view, say).
+            where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
+            raise GradingFailure(failure.cls, failure.sentence, where) from None
         coll = collisions(*_clone(case.args)) if case.repeats else None
         alts = alternatives(case) if alternatives else []
         failure = scatter_failure(
             output, got, expected, case, coll, how=how, passed_without_repeats=passed_without_repeats,
-            passed_batch1=passed_batch1, alternatives=alts, of=of, tol=tol,
+            passed_batch1=passed_batch1, alternatives=alts, of=of, tol=tol, passed_contiguous=passed_contiguous,
         )
         if failure is not None:
             raise failure
         passed_without_repeats |= not case.repeats
         passed_batch1 |= case.batch == 1
+        passed_contiguous |= case.batch > 1 and not _strided(case.args)
 
 
 def _clone(args: tuple) -> tuple:
@@ -180,14 +224,17 @@ def topk_alternatives(case: ScatterCase) -> list[Alternative]:
     front[..., : dy.shape[-1]] = dy
     return [Alternative(
         "wrong-values",
-        "dx holds ȳ in its first k slots: ȳ_m belongs in slot indices[..., m], the place y_m was read from.",
+        "dx holds ȳ in its first k slots, not in the slots the values were read from.",
         front,
     )]
 
 
-def topk_case(label: str, dy: torch.Tensor, indices: torch.Tensor, n: int, repeats: bool) -> ScatterCase:
+def topk_case(label: str, dy: torch.Tensor, indices: torch.Tensor, n: int, repeats: bool,
+              transposed: bool = False) -> ScatterCase:
     batch = dy.shape[0] if dy.ndim > 1 else 1
     what = "repeated indices" if repeats else "distinct indices (a top-k)"
+    if transposed:
+        dy, indices, what = transposed_view(dy), transposed_view(indices), f"{what}, dy and indices {TRANSPOSED}"
     return ScatterCase(
         f"dy {_shape(dy)}, indices {_shape(indices)}, n = {n}; {label}, {what}", (dy, indices, n), batch=batch,
         repeats=repeats,
@@ -198,7 +245,7 @@ def check_topk_backward(fn, cases: Sequence[ScatterCase], reference=gather_refer
                         alternatives=topk_alternatives) -> None:
     run_scatter_cases(
         "topk_backward", fn, cases, reference, collisions, output="dx", of="x",
-        how="a store (dx[..., i] = ȳ, scatter_, index_put_ without accumulate)", alternatives=alternatives,
+        how="a store (an indexed assignment, scatter_ or index_put_)", alternatives=alternatives,
     )
 
 
@@ -219,12 +266,13 @@ def topk_backward(fn) -> None:
         topk_case("batch 1", dy, x.topk(3).indices, 8, False),  # the N = 8, k = 3 example of the notebook
         topk_case("batch 7", torch.randn(7, 4, generator=gen, dtype=F64), x7.topk(4).indices, 10, False),
         topk_case("3-D", torch.randn(2, 3, 2, generator=gen, dtype=F64), x3.topk(2).indices, 9, False),
+        topk_case("batch 7", torch.randn(7, 3, generator=gen, dtype=F64), x7.topk(3).indices, 10, False, transposed=True),
         topk_case("batch 1", torch.randn(1, 5, generator=gen, dtype=F64), torch.tensor([[5, 0, 5, 2, 5]]), 6, True),
         topk_case("batch 7", torch.randn(7, 8, generator=gen, dtype=F64), rep7, 5, True),  # k > n: repeats certain
         topk_case("3-D", torch.randn(2, 3, 6, generator=gen, dtype=F64), rep3, 4, True),
     ]
     check_topk_backward(fn, cases)
-    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7 and 3-D; repeated indices add)")
+    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7, 3-D and transposed; repeated indices)")
 
 
 # ---------------------------------------------------------------------------
@@ -252,10 +300,15 @@ def embedding_collisions(dy: torch.Tensor, ids: torch.Tensor, num_embeddings: in
     return Collisions(collided, last, first)
 
 
-def embedding_case(label: str, dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int) -> ScatterCase:
+def embedding_case(label: str, dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int,
+                   transposed: bool = False) -> ScatterCase:
+    """``transposed``: ids (B, T) and dy (B, T, D) laid out with B and T swapped in memory (non-contiguous views)."""
     repeats = bool((torch.bincount(ids.reshape(-1)) >= 2).any())
     batch = ids.shape[0] if ids.ndim > 1 else 1
     what = "repeated ids" if repeats else "distinct ids"
+    if transposed:
+        ids, dy = transposed_view(ids), dy.transpose(0, 1).contiguous().transpose(0, 1)
+        what += f", ids and dy {TRANSPOSED}"
     return ScatterCase(
         f"dy {_shape(dy)}, ids {_shape(ids)}, num_embeddings = {num_embeddings}; {label}, {what}",
         (dy, ids, num_embeddings), batch=batch, repeats=repeats,
@@ -266,7 +319,7 @@ def check_embedding_backward(fn, cases, reference=embedding_reference, collision
                              alternatives=None) -> None:
     run_scatter_cases(
         "embedding_backward", fn, cases, reference, collisions, output="dW", of="the embedding table W",
-        how="a store (dW[ids] = ȳ, index_put_ without accumulate=True, index_copy_)", alternatives=alternatives,
+        how="a store (dW[ids] = ȳ, index_put_ or index_copy_)", alternatives=alternatives,
     )
 
 
@@ -281,13 +334,16 @@ def embedding_backward(fn) -> None:
         embedding_case("batch 1", torch.randn(1, 5, D, generator=gen, dtype=F64), torch.tensor([[10, 3, 0, 7, 4]]), 11),
         embedding_case("batch 7", torch.randn(7, 3, D, generator=gen, dtype=F64),
                        torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
+        embedding_case("batch 7", torch.randn(7, 2, D, generator=gen, dtype=F64),
+                       torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17, transposed=True),
         embedding_case("batch 1", torch.randn(1, 6, D, generator=gen, dtype=F64), torch.tensor([[10, 3, 10, 0, 3, 10]]), 11),
         embedding_case("batch 7", torch.randn(7, 4, D, generator=gen, dtype=F64), rep7, 6),
         embedding_case("1-D ids", torch.randn(9, D, generator=gen, dtype=F64), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
         embedding_case("3-D ids", torch.randn(2, 3, 4, D, generator=gen, dtype=F64), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
     ]
     check_embedding_backward(fn, cases)
-    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7; repeated ids add; 1-D and 3-D ids)")
+    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7, transposed; repeated ids; "
+          "1-D and 3-D ids)")
 
 
 # ---------------------------------------------------------------------------
@@ -304,18 +360,19 @@ def relu_alternatives(case: Case) -> dict[str, list[Alternative]]:
     dy, x = case.args
     on = (x > 0).to(dy.dtype)
     return {"dx": [
-        Alternative("wrong-values", "dx is relu(ȳ): ReLU's backward does not apply ReLU to the gradient. It lets ȳ "
-                    "through where the input x was positive and blocks it elsewhere: ȳ ⊙ 1[x > 0].", torch.relu(dy)),
-        Alternative("wrong-values", "dx is ȳ ⊙ relu(x): that multiplies by the forward's output. The derivative of "
-                    "max(x, 0) is the 0/1 mask 1[x > 0], not max(x, 0).", dy * torch.relu(x)),
-        Alternative("wrong-values", "dx is ȳ where x < 0: the mask is inverted. The gradient flows where x > 0.",
-                    dy * (1 - on)),
-        Alternative("wrong-values", "dx is the mask 1[x > 0] alone: multiply it by ȳ.", on),
-        Alternative("wrong-values", "dx is ȳ everywhere: block it where x ≤ 0 (there y = 0 whatever x does).", dy.clone()),
+        Alternative("wrong-values", "dx is relu(ȳ): ReLU's backward depends on where the input x was positive, not "
+                    "on the sign of the gradient.", torch.relu(dy)),
+        Alternative("wrong-values", "dx is ȳ ⊙ relu(x): that multiplies by the forward's output, not by the "
+                    "derivative of max(x, 0).", dy * torch.relu(x)),
+        Alternative("wrong-values", "dx is ȳ where x < 0: the mask is inverted.", dy * (1 - on)),
+        Alternative("wrong-values", "dx is the 0/1 derivative alone, without the upstream gradient ȳ.", on),
+        Alternative("wrong-values", "dx is ȳ everywhere: where x < 0, y = 0 whatever x does.", dy.clone()),
     ]}
 
 
-def relu_case(label: str, dy: torch.Tensor, x: torch.Tensor) -> Case:
+def relu_case(label: str, dy: torch.Tensor, x: torch.Tensor, transposed: bool = False) -> Case:
+    if transposed:
+        dy, x, label = transposed_view(dy), transposed_view(x), f"{label}, dy and x {TRANSPOSED}"
     return Case(f"dy {_shape(dy)}, x {_shape(x)}; {label}", (dy, x), batch=x.shape[0])
 
 
@@ -336,8 +393,9 @@ def relu_backward(fn) -> None:
     gen = _generator(3)
     cases = [relu_case(label, torch.randn(shape, generator=gen, dtype=F64), _off_zero(gen, *shape))
              for label, shape in (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4)))]
+    cases.append(relu_case("batch 7", torch.randn(7, 6, generator=gen, dtype=F64), _off_zero(gen, 7, 6), transposed=True))
     check_relu_backward(fn, cases)
-    print("✓ relu_backward passes the visible checks (batch 1, 7 and 3-D)")
+    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed)")
 
 
 # ---------------------------------------------------------------------------
@@ -376,14 +434,17 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
     avg = F.avg_pool1d(xa.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape)
     (spread,) = torch.autograd.grad(avg, xa, dy)
     return [
-        Alternative("wrong-values", "dx puts ȳ_j at the argmax *within* window j (0 … kernel_size − 1): add the "
-                    "window's start, j · stride, to get the position in x.", in_window),
+        Alternative("wrong-values", "dx puts ȳ_j at the argmax's position *within* window j (0 … kernel_size − 1), "
+                    "not at its position in x.", in_window),
         Alternative("wrong-values", "dx spreads ȳ_j evenly over window j: that is the backward of average pooling. "
-                    "Max-pool's output y_j is one input, the window's max, so all of ȳ_j goes there.", spread),
+                    "Max-pool's output y_j is one input, the window's max.", spread),
     ]
 
 
-def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, repeats: bool | None = None) -> ScatterCase:
+def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, repeats: bool | None = None,
+                 transposed: bool = False) -> ScatterCase:
+    if transposed:
+        dy, x, label = transposed_view(dy), transposed_view(x), f"{label}, dy and x {TRANSPOSED}"
     if repeats is None:
         pos = maxpool_positions(x, kernel_size, stride)
         repeats = bool((F.one_hot(pos, x.shape[-1]).sum(dim=-2) >= 2).any())
@@ -419,12 +480,14 @@ def maxpool1d_backward(fn) -> None:
     cases = [
         maxpool_case("batch 1", torch.randn(1, 3, generator=gen, dtype=F64), distinct(1, 9), 3, 3),
         maxpool_case("batch 7", torch.randn(7, 5, generator=gen, dtype=F64), distinct(7, 10), 2, 2),
+        maxpool_case("batch 7", torch.randn(7, 3, generator=gen, dtype=F64), distinct(7, 9), 3, 3, transposed=True),
         maxpool_case("batch 1", torch.randn(1, 6, generator=gen, dtype=F64), x1, 3, 1),
         maxpool_case("batch 7", torch.randn(7, 4, generator=gen, dtype=F64), x7, 4, 2),
         maxpool_case("3-D", torch.randn(2, 3, 4, generator=gen, dtype=F64), x3, 3, 2),
     ]
     check_maxpool1d_backward(fn, cases)
-    print("✓ maxpool1d_backward passes the visible checks (side-by-side and overlapping windows, batch 1, 7 and 3-D)")
+    print("✓ maxpool1d_backward passes the visible checks (side-by-side and overlapping windows, batch 1, 7, 3-D "
+          "and transposed)")
 
 
 # ---------------------------------------------------------------------------
@@ -442,21 +505,21 @@ def dropout_alternatives(case: Case) -> dict[str, list[Alternative]]:
     dy, mask, p = case.args
     kept = dy * mask
     return {"dx": [
-        Alternative("scale", f"dx is ȳ ⊙ mask without the 1/(1 − p): the forward scaled every kept entry by "
-                    f"1/(1 − p) = {1 / (1 - p):.4g} (so that y has the mean of x), and the backward must scale by "
-                    "the same factor.", kept),
-        Alternative("scale", "dx is ȳ ⊙ mask · (1 − p): divide by (1 − p), as the forward did; do not multiply.",
-                    kept * (1 - p)),
-        Alternative("scale", "dx divides by p: p is the probability of dropping an entry; the kept ones were "
-                    "divided by 1 − p, the probability of keeping.", kept / p),
-        Alternative("wrong-values", "dx is not zero where the mask dropped x: a dropped entry had no influence on y, "
-                    "so its gradient is 0. Multiply by the mask.", dy / (1 - p)),
+        Alternative("scale", f"dx leaves out the forward's scale: the forward multiplied every kept entry by "
+                    f"1/(1 − p) = {1 / (1 - p):.4g}, so that y has the mean of x.", kept),
+        Alternative("scale", "dx multiplies by (1 − p) where the forward divided by it.", kept * (1 - p)),
+        Alternative("scale", "dx divides by p, the probability of dropping an entry; the forward scaled by the "
+                    "probability of keeping one.", kept / p),
+        Alternative("wrong-values", "dx is not zero where the mask dropped x: a dropped entry had no influence on y.",
+                    dy / (1 - p)),
         Alternative("wrong-values", "dx uses the inverted mask: True in mask marks the entries that were kept.",
                     dy * ~mask / (1 - p)),
     ]}
 
 
-def dropout_case(label: str, dy: torch.Tensor, mask: torch.Tensor, p: float) -> Case:
+def dropout_case(label: str, dy: torch.Tensor, mask: torch.Tensor, p: float, transposed: bool = False) -> Case:
+    if transposed:
+        dy, mask, label = transposed_view(dy), transposed_view(mask), f"{label}, dy and mask {TRANSPOSED}"
     return Case(f"dy {_shape(dy)}, mask {_shape(mask)}, p = {p:g}; {label}", (dy, mask, p), batch=dy.shape[0])
 
 
@@ -480,8 +543,10 @@ def dropout_backward(fn) -> None:
     gen = _generator(5)
     cases = [dropout_case(label, torch.randn(shape, generator=gen, dtype=F64), keep_mask(gen, p, *shape), p)
              for label, shape, p in (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6), ("3-D", (2, 3, 5), 0.5))]
+    cases.append(dropout_case("batch 7", torch.randn(7, 8, generator=gen, dtype=F64), keep_mask(gen, 0.3, 7, 8), 0.3,
+                              transposed=True))
     check_dropout_backward(fn, cases)
-    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5; batch 1, 7 and 3-D)")
+    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed)")
 
 
 # ---------------------------------------------------------------------------
@@ -504,14 +569,20 @@ def moe_reference(dy, logits, indices, expert_out):
     return torch.autograd.grad(moe_forward(logits, indices, expert_out), (logits, expert_out), dy)
 
 
-def moe_case(label: str, gen: torch.Generator, lead: tuple[int, ...], E: int, k: int, D: int) -> Case:
+def moe_case(label: str, gen: torch.Generator, lead: tuple[int, ...], E: int, k: int, D: int,
+             transposed: bool = False) -> Case:
+    """``transposed``: every tensor a view with its last two axes swapped in memory (non-contiguous)."""
     logits = torch.randn(*lead, E, generator=gen, dtype=F64)
     indices = logits.topk(k, dim=-1).indices  # (..., k): chosen by the forward, constants from here on
     expert_out = torch.randn(*lead, k, D, generator=gen, dtype=F64)
     dy = torch.randn(*lead, D, generator=gen, dtype=F64)
+    args = (dy, logits, indices, expert_out)
+    if transposed:
+        args = tuple(transposed_view(t) for t in args)
+        label = f"{label}, every input {TRANSPOSED}"
     return Case(
         f"dy {(*lead, D)}, logits {(*lead, E)}, indices {(*lead, k)}, expert_out {(*lead, k, D)}; {label}, "
-        f"top-{k} of {E} experts", (dy, logits, indices, expert_out), batch=lead[0],
+        f"top-{k} of {E} experts", args, batch=lead[0],
     )
 
 
@@ -530,9 +601,11 @@ def moe_gate_backward(fn) -> None:
         moe_case("batch 7", gen, (7,), 5, 3, 3),
         moe_case("batch 7", gen, (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
         moe_case("3-D (batch, tokens)", gen, (2, 3), 8, 2, 5),
+        moe_case("batch 7", gen, (7,), 6, 2, 3, transposed=True),
     ]
     check_moe_gate_backward(fn, cases)
-    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7 and 3-D)")
+    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and "
+          "transposed)")
 
 
 # ---------------------------------------------------------------------------
@@ -621,14 +694,13 @@ def kernel_failure(kernel, case: KernelCase, reference=index_add_reference, coll
     rows, D = case.src.shape
     if launch.touched_inputs:
         return GradingFailure("wrong-values", "scatter_add_kernel wrote into SRC_ptr or INDEX_ptr: they are inputs, "
-                              "read-only; add into OUT_ptr.", f"inputs: {label}")
+                              "read-only.", f"inputs: {label}")
     if launch.wrote_outside:
         return GradingFailure(
             "wrong-values",
-            f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row, or "
-            f"into rows that do not exist. Mask the columns with cols < n_cols (a row of {D} needs "
-            f"{math.ceil(D / case.block)} block(s) of BLOCK_D = {case.block}), and write to row index[i] of OUT, "
-            "out_row_stride elements per row.", f"inputs: {label}")
+            f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
+            f"row of {D} takes {math.ceil(D / case.block)} block(s) of BLOCK_D = {case.block}), or into rows that do "
+            "not exist.", f"inputs: {label}")
     expected = reference(case.src, case.index, case.n)
     scase = ScatterCase(label, (), batch=rows, repeats=case.repeats)
     coll = collisions(case.src, case.index, case.n) if case.repeats else None
@@ -645,15 +717,14 @@ def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Altern
     if rows <= case.n:
         own_row = torch.zeros_like(expected)
         own_row[:rows] = case.src.to(F64)
-        alts.append(Alternative("wrong-values", "out holds source row i in output row i: the destination of row i is "
-                                "index[i], loaded from INDEX_ptr + i.", own_row))
+        alts.append(Alternative("wrong-values", "out holds source row i in output row i: each source row has its own "
+                                "destination, index[i].", own_row))
     blocks = math.ceil(D / case.block)
     if blocks == 1:
         return alts
     block = case.block
     sentence = (f"out holds only the first BLOCK_D = {block} columns of each row{{}}: a row of n_cols = {D} takes "
-                f"{blocks} programs along axis 1, and program (i, j) handles columns j · BLOCK_D + tl.arange(0, BLOCK_D) "
-                "of source row i — use tl.program_id(1).")
+                f"{blocks} programs along the grid's second axis, each with its own block of columns.")
     first = torch.zeros_like(expected)
     first[:, :block] = expected[:, :block]
     return alts + [
@@ -679,8 +750,7 @@ def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase], **kwargs) -> N
             "non-atomic-scatter",
             "scatter_add_kernel gives the right sums here only because Triton's interpreter runs one program at a "
             "time: it never calls tl.atomic_add. On a GPU, programs whose rows share a destination run at once, and "
-            "a load, an add and a store from two of them interleave — one of the two additions is lost. Add with "
-            "tl.atomic_add(OUT_ptr + ..., row, mask=...).")
+            "a load, an add and a store from two of them interleave — one of the two additions is lost.")
 
 
 def _names(fn) -> set[str]:

@@ -1,10 +1,20 @@
-"""Visible checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``, ``softmax_cross_entropy_backward``.
+"""Visible checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``,
+``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``.
 
 Each check runs the student's function on small fixed float64 inputs — a single row,
 batch 1, batch 7 (once with as many rows as columns, where a row scalar broadcast along
-the wrong axis keeps the right shape), a 3-D input — and compares it with torch's own
-autograd. A failure raises ``GradingFailure`` whose first line names the kind of bug;
-success prints one line.
+the wrong axis keeps the right shape), a 3-D input, a transposed (non-contiguous) view —
+and compares it with torch's own autograd. A failure raises ``GradingFailure`` whose
+first line names the kind of bug and why, never the fixed code; ``HINTS`` maps each
+class to the notebook hint that covers it. Success prints one line.
+
+``shifted_softmax_vjp(x, c, dy) -> (y, dx, dc)`` is the free max shift: y = softmax(x − c)
+with one shift c per row, and its VJP for x and for c. It also gets float32 logits as
+large as ±1000 with shifts that do not help (c = 0, c above the row, c at the row's
+minimum, rows a thousand apart): a forward that exponentiates what it is handed gives
+inf or NaN there (``non-finite``). dc is compared with an absolute bound, since it can be
+far smaller than ȳ; and the forward must be the student's own — torch's softmax,
+log_softmax and logsumexp, which stabilise for you, are refused.
 
 Two checks grade a property as well as the values, and both refuse torch's own backward
 kernels (``aten._softmax_backward_data`` and friends: autograd by another door, read from
@@ -30,20 +40,36 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from ..diagnose import Alternative, Case, GradingFailure, as_outputs, graded, relative_error, run_cases
+from ..diagnose import (
+    Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, graded, relative_error, run_cases,
+    where_mismatch,
+)
 from ..memory import AllocationRecorder
 
 __all__ = [
-    "softmax_jacobian", "softmax_backward", "softmax_cross_entropy_backward",
+    "softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
     "jacobian_alternatives", "backward_alternatives", "ce_alternatives", "check_no_jacobian", "check_no_library_backward", "run_checked", "RecordedCalls",
-    "MEMORY_MIN_N",
+    "MEMORY_MIN_N", "HINTS", "ShiftCase", "check_shift", "shift_large_cases", "transposed",
 ]
 
-F64 = torch.float64
+# The notebook's hint (1-based, in the collapsed hint cell after each exercise) that covers each
+# diagnosis class; "*" is any other class. not-implemented and error get no pointer.
+HINTS = {
+    "softmax_jacobian": {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 4},
+    "softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
+                         "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3, "*": 4},
+    "shifted_softmax_vjp": {"non-finite": 2, "broadcast-axis": 2, "wrong-values": 3, "sign": 3, "shape": 3,
+                            "batch-reduction": 3, "*": 4},
+    "softmax_cross_entropy_backward": {"wrong-values": 2, "non-finite": 2, "autograd-in-backward": 2, "scale": 3,
+                                       "batch-reduction": 3, "broadcast-axis": 3, "shape": 3, "*": 4},
+}
+
+F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
 MEMORY_MIN_N = 256  # rows at least this long must not meet an N×N tensor in the backward
 
@@ -108,12 +134,23 @@ def _label(**tensors) -> str:
     return ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
 
 
+def transposed(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t`` (..., R, N), laid out column by column: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+TRANSPOSED = ", a transposed (non-contiguous) view"
+TRANSPOSED_SHAPE = (5, 9)  # rows × columns of the transposed case of every check
+
+
 def _jacobian_cases() -> list[Case]:
     gen = torch.Generator().manual_seed(SEED)
     cases = []
     for shape in JACOBIAN_SHAPES:
         y, _ = _backward_inputs(gen, shape)
         cases.append(Case(_label(y=y), (y,), batch=rows_of(shape)))
+    y, _ = _backward_inputs(gen, TRANSPOSED_SHAPE)
+    cases.append(Case(_label(y=y) + TRANSPOSED, (transposed(y),), batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
 
 
@@ -123,6 +160,9 @@ def _backward_cases() -> list[Case]:
     for shape in BACKWARD_SHAPES:
         y, dy = _backward_inputs(gen, shape)
         cases.append(Case(_label(y=y, dy=dy), (y, dy), batch=rows_of(shape)))
+    y, dy = _backward_inputs(gen, TRANSPOSED_SHAPE)
+    cases.append(Case(_label(y=y, dy=dy) + ", both transposed (non-contiguous) views", (transposed(y), transposed(dy)),
+                      batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
 
 
@@ -136,6 +176,10 @@ def _ce_cases() -> list[Case]:
             logits, target = saturated_logits(logits)
         label = _label(logits=logits, target=target) + (", saturated logits (softmax one-hot)" if saturated else "")
         cases.append(Case(label, (logits, target), batch=rows_of(shape)))
+    logits = torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64)
+    target = torch.randint(0, TRANSPOSED_SHAPE[-1], TRANSPOSED_SHAPE[:-1], generator=gen)
+    cases.append(Case(_label(logits=logits, target=target) + ", logits a transposed (non-contiguous) view",
+                      (transposed(logits), target), batch=rows_of(TRANSPOSED_SHAPE)))
     return cases
 
 
@@ -196,21 +240,22 @@ def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]
     outer = y.unsqueeze(-1) * y.unsqueeze(-2)  # (..., N, N): y_i y_j within one row
     diagonal = J + outer  # the diag(y) part alone
     alts = [
-        Alternative("wrong-values", "J holds only its diagonal: every y_i depends on every x_j through the "
-                    "sum in the denominator, so the off-diagonal entries −y_i y_j belong too.", diagonal),
-        Alternative("wrong-values", "J holds only the diagonal of the right answer, y_i (1 − y_i): the "
-                    "off-diagonal entries −y_i y_j are missing.", torch.diag_embed(torch.diagonal(J, dim1=-2, dim2=-1))),
-        Alternative("wrong-values", "J is missing its diagonal term: ∂y_i/∂x_i has a y_i from the numerator "
-                    "as well as the −y_i² from the denominator.", -outer),
-        Alternative("wrong-values", "J is the Jacobian at softmax(y): y is already the softmax's output — "
-                    "write J from y directly, do not apply softmax to it again.", _jacobian_of(torch.softmax(y, -1))),
+        Alternative("wrong-values", "J has only the numerator's part: every y_i depends on every x_j through the "
+                    "sum in the denominator, so the entries off the diagonal are not zero.", diagonal),
+        Alternative("wrong-values", "J is right on its diagonal and zero off it: every y_i depends on every x_j "
+                    "through the sum in the denominator, so the entries off the diagonal are not zero.",
+                    torch.diag_embed(torch.diagonal(J, dim1=-2, dim2=-1))),
+        Alternative("wrong-values", "J has only the denominator's part: on the diagonal, x_i also appears in the "
+                    "numerator of y_i, and that derivative is missing.", -outer),
+        Alternative("wrong-values", "J is the Jacobian at softmax(y): y is already the softmax's output, and "
+                    "applying softmax to it again gives another point.", _jacobian_of(torch.softmax(y, -1))),
     ]
     if y.ndim >= 2:
         wrong = _broadcast_to(lambda: diagonal - y.unsqueeze(-2) * y.unsqueeze(-3), J.shape)
         if wrong is not None:
             alts.append(Alternative(
-                "broadcast-axis", "J pairs entries of different rows of y: the outer product y yᵀ is taken "
-                "within one row, between an (..., N, 1) column and a (..., 1, N) row of the same y.", wrong))
+                "broadcast-axis", "J pairs entries of different rows of y: each row is a separate softmax, so "
+                "every product in its Jacobian pairs two entries of the same row.", wrong))
     return _distinct(alts, J)
 
 
@@ -231,30 +276,30 @@ def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -
         return _broadcast_to(lambda: dx - y * (wrong_hub - hub), dx.shape)
 
     alts: list[tuple[str, str, torch.Tensor | None]] = [
-        ("broadcast-axis", "dx uses one s for the whole batch: the row sum ⟨y, ȳ⟩ was taken over every element "
-         "(or over the batch) instead of along each row's last axis.", with_hub((y * dy).sum())),
+        ("broadcast-axis", "dx uses one number for the whole batch where each row needs its own: the row "
+         "reduction ran over every element instead of along each row's last axis.", with_hub((y * dy).sum())),
     ]
     if y.ndim >= 2:
         alts += [
-            ("broadcast-axis", "dx uses column sums where s is a row sum: ⟨y, ȳ⟩ was reduced over the batch axis "
-             "instead of the last axis.", with_hub((y * dy).sum(-2, keepdim=True))),
-            ("broadcast-axis", "dx subtracts each row's s along the wrong axis: the row sum lost its last axis "
-             "(keepdim forgotten), so s of shape (..., rows) was broadcast across columns instead of down each "
-             "row. Keep the axis (keepdim=True) so s has shape (..., 1).", with_hub(hub.squeeze(-1).unsqueeze(-2))),
+            ("broadcast-axis", "dx uses column sums where each row needs a sum of its own: the reduction ran "
+             "over the batch axis instead of the last axis.", with_hub((y * dy).sum(-2, keepdim=True))),
+            ("broadcast-axis", "dx subtracts each row's number along the wrong axis: the row sum lost its last "
+             "axis, so a (..., rows) tensor was broadcast across the columns instead of down each row.",
+             with_hub(hub.squeeze(-1).unsqueeze(-2))),
         ]
     if y.ndim >= 3:
-        alts.append(("broadcast-axis", "dx uses s summed over the first batch axis too: reduce along the last "
-                     "axis only.", with_hub((y * dy).sum((0, -1), keepdim=True))))
+        alts.append(("broadcast-axis", "dx uses a row number summed over the first batch axis too: rows of "
+                     "different samples were mixed.", with_hub((y * dy).sum((0, -1), keepdim=True))))
     N = y.shape[-1]
     alts += [
-        ("wrong-values", f"dx uses the mean of y ⊙ ȳ over the row for s, where s = ⟨y, ȳ⟩ is the sum "
-         f"(a factor 1/{N} too small).", with_hub(hub / N)),
-        ("wrong-values", "dx is y ⊙ ȳ: only the diagonal of the Jacobian was applied; the −s term from the "
-         "off-diagonal entries is missing.", with_hub(torch.zeros_like(hub))),
-        ("wrong-values", "dx subtracts s without multiplying it by y: every term of x̄ = J ȳ carries a factor "
-         "y_j, s included.", _broadcast_to(lambda: dx + y * hub - hub, dx.shape)),
-        ("wrong-values", "dx is the backward at softmax(y): y is already the softmax's output — use it as it "
-         "is, do not apply softmax to it again.", _backward_reference(torch.softmax(y, -1), dy)),
+        ("wrong-values", f"dx uses a mean over the row where the product J ȳ sums (a factor 1/{N} too "
+         "small in the row's shared term).", with_hub(hub / N)),
+        ("wrong-values", "dx applies only the diagonal of the Jacobian: the entries off the diagonal, which "
+         "couple every output to every input, contribute nothing here.", with_hub(torch.zeros_like(hub))),
+        ("wrong-values", "dx has the row's shared term without the factor every entry of J carries: column j "
+         "of the Jacobian is proportional to y_j throughout.", _broadcast_to(lambda: dx + y * hub - hub, dx.shape)),
+        ("wrong-values", "dx is the backward at softmax(y): y is already the softmax's output, and applying "
+         "softmax to it again gives another point.", _backward_reference(torch.softmax(y, -1), dy)),
     ]
     return _distinct([Alternative(c, s, v) for c, s, v in alts if v is not None], dx)
 
@@ -279,8 +324,8 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
         alts += [
             ("scale", f"dlogits is {M} times the right answer, the number of rows: the loss is the mean over "
              f"the {M} rows, so each row's gradient carries a factor 1/{M}.", dlogits * M),
-            ("batch-reduction", "dlogits has −1 in every row at every row's target: index the rows and the "
-             "targets together (row r, column target[r]), not all rows at all targets.",
+            ("batch-reduction", "dlogits has −1 in every row at every row's target: each row's loss reads only "
+             "its own target's entry, so the rows and the targets must be paired.",
              dlogits + (onehot - _any_target(target, C)) / M),
         ]
     if C != M and M > 1:
@@ -292,22 +337,23 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
             ("broadcast-axis", "dlogits uses a softmax taken down the columns (over the batch): softmax "
              "normalises each row, along the last axis.", wrong_dim),
             ("broadcast-axis", "dlogits divides by the row sums along the wrong axis: the sum of exponentials "
-             "lost its last axis (keepdim forgotten), so row i's sum divided column i. Keep the axis.",
+             "lost its last axis, so row i's sum divided column i.",
              softmax_along_wrong_axes(False, True)),
             ("broadcast-axis", "dlogits subtracts the row maxima along the wrong axis: the max lost its last "
              "axis (keepdim forgotten), so row i's max shifted column i — and a shift is only free when the "
              "whole row moves together.", softmax_along_wrong_axes(True, False)),
             ("broadcast-axis", "dlogits takes the row max and the row sum along the wrong axis: both lost "
-             "their last axis (keepdim forgotten). Keep it, so they broadcast down each row.",
+             "their last axis, so they were broadcast across the columns instead of down each row.",
              softmax_along_wrong_axes(True, True)),
         ]
-    alts.append(("wrong-values", "dlogits is missing the −onehot term: the target's own entry gets −1/M "
-                 "on top of its softmax share.", _broadcast_to(lambda: dlogits + onehot / M, dlogits.shape)))
+    alts.append(("wrong-values", "dlogits is missing the term at each row's target: the loss reads the "
+                 "target's entry through the log as well as through the softmax.",
+                 _broadcast_to(lambda: dlogits + onehot / M, dlogits.shape)))
     target_logp = torch.log_softmax(logits, -1).gather(-1, target.unsqueeze(-1))  # (..., 1): log y_t
     if bool((target_logp < -700).any()):  # y_t is 0 in float64 on some row: the softmax saturated
         alts.append(("wrong-values", "dlogits vanished (it is zero) where the right answer is of order 1/M: "
                      "the softmax is saturated there, and a chain through −log y with a guard such as "
-                     "log(y + eps) loses the gradient. The fused (softmax − onehot)/M does not.",
+                     "log(y + eps) loses the gradient; the fused gradient has no such factor.",
                      torch.zeros_like(dlogits)))
     return _distinct([Alternative(c, s, v) for c, s, v in alts if v is not None], dlogits)
 
@@ -317,6 +363,207 @@ def _any_target(target: torch.Tensor, C: int) -> torch.Tensor:
     hit = torch.zeros(C, dtype=F64)
     hit[target.reshape(-1)] = 1.0
     return hit.expand(*target.shape, C)
+
+
+# ---------------------------------------------------------------------------
+# The free shift: y = softmax(x − c) and its VJP for x and for c
+
+
+# Relative error allowed in y and dx, per dtype. In float32 a forward that rebuilds y = exp(x − L) from the
+# log-sum-exp L (a fine answer) loses about |x|·u to the subtraction: 3e-5 at logits of 1000.
+SHIFT_TOL = {F32: 2e-4, F64: 1e-7}
+# |dc − reference| allowed, times the largest |ȳ|: an absolute bound, since dc can be far smaller than ȳ,
+# where a relative error means nothing. The same bound holds dx on the float32 cases: on a row that is
+# one-hot to float32 precision, x̄ is a difference of nearly equal numbers, exact only to about u·|ȳ|.
+ABS_TOL = {F32: 2e-4, F64: 1e-10}
+SHIFT_OUTPUTS = ("y", "dx", "dc")
+LIBRARY_SOFTMAX = ("aten._softmax", "aten._log_softmax", "aten.logsumexp", "aten._safe_softmax")
+
+
+@dataclass
+class ShiftCase(Case):
+    """A case of ``shifted_softmax_vjp(x, c, dy)``; ``large`` marks float32 logits of size up to 1000."""
+
+    large: bool = False
+
+
+# Shapes of x (c is (..., 1), ȳ the shape of x). Batch 1 first; the square case before the others of
+# batch 7, so that a row max that lost its axis is named (broadcast-axis) before it can crash.
+SHIFT_SHAPES = [
+    (6,),  # one row, no batch axis: c has shape (1,)
+    (1, 7),  # batch 1
+    (7, 7),  # batch 7, square: a row max broadcast along the wrong axis keeps the shape
+    (7, 10),  # batch 7
+    (2, 3, 5),  # 3-D: every leading axis is a batch axis
+]
+
+
+def shift_large_cases(x: torch.Tensor, split: torch.Tensor, spread: torch.Tensor) -> list[ShiftCase]:
+    """The float32 cases: logits up to ±1000, with shifts that do not keep exp in range.
+
+    ``x``: (R, N) values in [-1, 1]; ``split``: (2, N) values in [0, 1]; ``spread``: (3, N) in [-1, 1].
+    """
+    big = (1000.0 * x).to(F32)  # every row spans most of [-1000, 1000]
+    apart = torch.stack([900.0 + 100.0 * split[0], -1000.0 + 100.0 * split[1]]).to(F32)  # two rows 1900 apart
+    wide = (1000.0 * spread).to(F32)
+    shifts = torch.stack([wide[0].amax() + 300.0, wide[1].amin(), torch.tensor(-1000.0)]).to(F32)[:, None]
+    cases = []
+    for label, logits, c in [
+        ("c = 0", big, torch.zeros(big.shape[0], 1, dtype=F32)),
+        ("c = 0, one row near +1000 and one near −1000", apart, torch.zeros(2, 1, dtype=F32)),
+        ("c above row 0's max, at row 1's min, and −1000 for row 2", wide, shifts),
+    ]:
+        dy = torch.linspace(-1.0, 1.0, logits.numel(), dtype=F32).reshape(logits.shape).flip(-1)
+        cases.append(ShiftCase(f"x {tuple(logits.shape)} float32 logits up to ±1000, {label}", (logits, c, dy),
+                               batch=logits.shape[0], large=True))
+    return cases
+
+
+def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
+                       expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
+    """Named bugs of one output of ``shifted_softmax_vjp``; ``expected`` is the right (y, dx, dc)."""
+    y, dx, dc = expected
+    x, dy = x.to(F64), dy.to(F64)
+    if out == "dx":
+        return backward_alternatives(y, dy, dx)
+    if out == "dc":
+        hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c
+        alts = [
+            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
+                        "exponent of the denominator, and that dependence counts too.", _broadcast_to(lambda: -hub, dc.shape)),
+            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
+                        "flipped: c also sits in every exponent of the denominator.", _broadcast_to(lambda: hub, dc.shape)),
+            Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
+                        "c reaches y through the softmax, not directly.",
+                        _broadcast_to(lambda: -dy.sum(-1, keepdim=True), dc.shape)),
+        ]
+        return [a for a in alts if a.value is not None and relative_error(a.value, torch.zeros_like(a.value)) > 0]
+    m = x.amax(-1, keepdim=True)
+    e = (x - m).exp()
+    alts = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.", e)]
+    if x.ndim >= 2:
+        def along_wrong_axes(shift_wrong: bool, sum_wrong: bool) -> torch.Tensor | None:
+            def value():
+                ex = (x - (m.squeeze(-1).unsqueeze(-2) if shift_wrong else m)).exp()
+                z = ex.sum(-1, keepdim=True)
+                return ex / (z.squeeze(-1).unsqueeze(-2) if sum_wrong else z)
+            return _broadcast_to(value, y.shape)
+
+        alts += [
+            Alternative("broadcast-axis", "y is a softmax down the columns (over the batch): each row is a softmax "
+                        "of its own, along the last axis.", torch.softmax(x, -2)),
+            Alternative("broadcast-axis", "y subtracts each row's own number along the wrong axis: the row "
+                        "reduction lost its last axis, so row i's value shifted column i — and only a shift of "
+                        "the whole row together leaves a softmax alone.", along_wrong_axes(True, False)),
+            Alternative("broadcast-axis", "y divides by the row sums along the wrong axis: the sum of exponentials "
+                        "lost its last axis, so row i's sum divided column i.", along_wrong_axes(False, True)),
+            Alternative("broadcast-axis", "y takes two row reductions along the wrong axis: both lost their last "
+                        "axis, so they were broadcast across the columns instead of down each row.",
+                        along_wrong_axes(True, True)),
+        ]
+    return _distinct([a for a in alts if a.value is not None], y)
+
+
+def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
+    bad = torch.nonzero(~torch.isfinite(got))[0].tolist()
+    where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
+    return GradingFailure(
+        "non-finite",
+        f"y is NaN or inf (first at {where}) for float32 logits as large as ±1000 with the shift handed in: exp "
+        "overflows float32 above about 88.7 and rounds to 0 below about −103.9, and inf/inf or 0/0 is NaN. Each "
+        "row's exponents have to stay in range whatever c you are handed.",
+        f"inputs: {case.label}")
+
+
+def _bound(dy: torch.Tensor) -> float:
+    return ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
+
+
+def _within(got, expected: torch.Tensor, bound: float) -> bool:
+    """``got`` has the expected shape, is finite, and is within ``bound`` of ``expected`` everywhere."""
+    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
+        return False
+    if not bool(torch.isfinite(got).all()):
+        return False
+    return got.numel() == 0 or (got.detach().to("cpu", F64) - expected.to(F64)).abs().max().item() <= bound
+
+
+def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: Callable) -> None:
+    """Run ``fn(x, c, dy) -> (y, dx, dc)`` on every case: y and dx within a relative tolerance, dc ≈ 0.
+
+    A NaN or inf in y on the float32 cases is the missing (or insufficient) shift, said so;
+    torch's own softmax kernels are refused once the values pass.
+    """
+    recorded = RecordedCalls()
+    target = recorded(fn) if callable(fn) else fn
+    passed_batch1 = False
+    for case in cases:
+        expected = reference(*clone_args(case.args))
+        got = as_outputs(name, call_student(name, target, *clone_args(case.args)), SHIFT_OUTPUTS)
+        x, c, dy = case.args
+        tol = SHIFT_TOL[x.dtype]
+        for out, g, e, of in zip(SHIFT_OUTPUTS, got, expected, ("x", "x", "c")):
+            if out == "dc" or (out == "dx" and case.large):
+                if _within(g, e, _bound(dy)):
+                    continue
+                # Against the reference rounded to the bound: a relative comparison with a value at the level
+                # of rounding would read any wrong dc of one entry as a "scale" bug.
+                e = torch.where(e.abs() <= _bound(dy), torch.zeros_like(e), e)
+                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
+                                   alternatives=shift_alternatives(x, c, dy, out, expected))
+                if failure is None:  # within the relative tolerance, yet not within the bound
+                    failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
+                                             where_mismatch(out, g, e, case.label))
+                    failure.generic = True
+            else:
+                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of)
+                if failure is None:
+                    continue
+                if out == "y" and failure.cls == "non-finite" and case.large:
+                    raise _overflow(case, g)
+                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
+                                   alternatives=shift_alternatives(x, c, dy, out, expected))
+            if getattr(failure, "generic", False) and passed_batch1 and case.batch > 1:
+                failure = GradingFailure(
+                    "batch-reduction",
+                    f"{out} is right at batch 1 and wrong at batch {case.batch}: rows of a batch were mixed, or a "
+                    "reduction ran over the batch axis (each row is a softmax of its own).", failure.where)
+            raise failure
+        if case.batch == 1:
+            passed_batch1 = True
+    for _, rec in recorded.calls:
+        used = [op for op in LIBRARY_SOFTMAX if rec.ops[op]]
+        if used:
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} called torch's own {used[0]}: its values are right, but it does the stabilising for you — "
+                "the forward here is yours to write, from exp and row reductions.")
+
+
+def _shift_reference(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """y = softmax(x − c) and autograd's gradients for x and c, in float64 (dc is zero up to rounding)."""
+    x = x.detach().to(F64).requires_grad_(True)
+    c = c.detach().to(F64).requires_grad_(True)
+    with torch.enable_grad():
+        y = torch.softmax(x - c, dim=-1)  # torch shifts by the row max inside: finite for any x and c
+        dx, dc = torch.autograd.grad(y, (x, c), dy.to(F64))
+    return y.detach(), dx, dc
+
+
+def _shift_cases() -> list[ShiftCase]:
+    gen = torch.Generator().manual_seed(SEED + 3)
+    cases = []
+    for shape in SHIFT_SHAPES:
+        x = torch.randn(shape, generator=gen, dtype=F64)  # (..., N)
+        c = 3 * torch.randn((*shape[:-1], 1), generator=gen, dtype=F64)  # (..., 1): any shift, one per row
+        dy = torch.randn(shape, generator=gen, dtype=F64)
+        cases.append(ShiftCase(_label(x=x, c=c, dy=dy), (x, c, dy), batch=rows_of(shape)))
+    x, dy = torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64), torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64)
+    c = 3 * torch.randn((TRANSPOSED_SHAPE[0], 1), generator=gen, dtype=F64)
+    cases.append(ShiftCase(_label(x=x, c=c, dy=dy) + ", x and dy transposed (non-contiguous) views",
+                           (transposed(x), c, transposed(dy)), batch=rows_of(TRANSPOSED_SHAPE)))
+    u = lambda *shape: torch.rand(shape, generator=gen, dtype=F64)  # noqa: E731 — uniform in [0, 1)
+    return cases + shift_large_cases(2 * u(4, 8) - 1, u(2, 8), 2 * u(3, 8) - 1)
 
 
 # ---------------------------------------------------------------------------
@@ -403,8 +650,8 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
             raise GradingFailure(
                 "materialized-jacobian",
                 f"{name} gives the right values, but on rows of length N = {N} it built a tensor of at least "
-                f"N² = {N * N:,} elements: the Jacobian, or something as big. Multiply the Jacobian by ȳ on "
-                "paper instead: each row needs only the one scalar s = ⟨y, ȳ⟩.",
+                f"N² = {N * N:,} elements: the Jacobian, or something as big. The product with ȳ can be "
+                "done on paper, and what each row needs from it is far smaller than N².",
                 f"allocated: {shapes}\ninputs: {_label(y=y, dy=args[1])}",
             )
 
@@ -416,7 +663,7 @@ def softmax_jacobian(fn: Callable) -> None:
         "softmax_jacobian", fn, _jacobian_cases(), _jacobian_reference, output="J", of="y with one more N axis",
         alternatives=lambda case: jacobian_alternatives(case.args[0], _jacobian_reference(*case.args)),
     )
-    print("✓ softmax_jacobian passes the visible checks (one row, batch 1, batch 7, 3-D input)")
+    print("✓ softmax_jacobian passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view)")
 
 
 @graded
@@ -430,8 +677,16 @@ def softmax_backward(fn: Callable) -> None:
     )
     check_no_library_backward("softmax_backward", recorded.calls)
     check_no_jacobian("softmax_backward", recorded.calls)
-    print(f"✓ softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, "
+    print(f"✓ softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
           f"and no N×N tensor at N = {BACKWARD_SHAPES[-1][-1]})")
+
+
+@graded
+def shifted_softmax_vjp(fn: Callable) -> None:
+    """Check ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP, finite for float32 logits of ±1000."""
+    check_shift("shifted_softmax_vjp", fn, _shift_cases(), _shift_reference)
+    print("✓ shifted_softmax_vjp passes the visible checks (one row, batch 1, batch 7, 3-D, a transposed view, "
+          "and float32 logits up to ±1000 with unhelpful shifts)")
 
 
 @graded
@@ -444,4 +699,5 @@ def softmax_cross_entropy_backward(fn: Callable) -> None:
         call_wrapper=recorded,
     )
     check_no_library_backward("softmax_cross_entropy_backward", recorded.calls)
-    print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax)")
+    print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax, "
+          "a transposed view)")

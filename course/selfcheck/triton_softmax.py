@@ -19,6 +19,9 @@ bug is then reported as that kernel's bug, with its own class, instead of as gar
 further down. ``TritonSoftmax`` must save y and nothing else, and its backward must not
 call autograd.
 
+A failure names the bug and why, never the fixed line of code; ``HINTS`` maps each class to
+the notebook hint that covers it (``course.diagnose.graded`` appends the pointer).
+
 References are ``torch.softmax`` and torch's own autograd; this module holds no kernel.
 Hidden checks (``autograder.check.triton_softmax``) reuse this machinery on random inputs.
 """
@@ -40,6 +43,16 @@ TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
 SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
 SEED = 303
 
+# The notebook's hint (1-based, in the collapsed hint cell after each exercise) that covers each
+# diagnosis class; "*" is any other class. A kernel's failure met while checking TritonSoftmax or
+# triton_softmax carries the kernel's class: Hint 1 of those two says that its Part's hints cover it.
+HINTS = {
+    "softmax_fwd_kernel": {"non-finite": 2, "wrong-values": 2, "shape": 2, "*": 3},
+    "softmax_bwd_kernel": {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2, "*": 3},
+    "TritonSoftmax": {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1, "*": 3},
+    "triton_softmax": {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 2, "wrong-values": 2, "*": 3},
+}
+
 
 # ---------------------------------------------------------------------------
 # Calling student code that Triton wraps
@@ -56,9 +69,9 @@ def forward_alternatives(x: torch.Tensor, block: int) -> list[Alternative]:
     m = x.max(dim=-1, keepdim=True).values
     e = torch.exp(x - m)
     alts = [
-        Alternative("wrong-values", "y is exp(x − m) without the division by ℓ = Σ exp(x − m): every row "
-                    "must sum to 1.", e),
-        Alternative("wrong-values", "y is log-softmax, x − m − log ℓ: take exp(x − m) and divide by ℓ.",
+        Alternative("wrong-values", "y is not normalised: every row of a softmax sums to 1, and this one sums "
+                    "to ℓ.", e),
+        Alternative("wrong-values", "y is the logarithm of the softmax, not the softmax.",
                     x - m - torch.log(e.sum(dim=-1, keepdim=True))),
     ]
     if block > n:
@@ -69,8 +82,8 @@ def forward_alternatives(x: torch.Tensor, block: int) -> list[Alternative]:
         alts.append(Alternative(
             "wrong-values",
             f"y counts the {block - n} masked-off lanes of each block in the row sum: a masked load fills them "
-            "with `other` (0 when none is given), and exp(0 − m) is not 0. Load with other=-float('inf'), so "
-            "they add exp(−inf) = 0 to ℓ and nothing to the max.", e0 / ell0))
+            "with `other` (0 when none is given), and exp(0 − m) is not 0 — each one adds to ℓ, and for a row "
+            "of negative logits the fill also wins the max.", e0 / ell0))
     return alts
 
 
@@ -80,13 +93,13 @@ def backward_alternatives(y: torch.Tensor, dy: torch.Tensor) -> list[Alternative
     hub = torch.einsum("...n,...n->...", y, dy).unsqueeze(-1)  # s, one per row
     dy_total = dy.sum(dim=-1, keepdim=True)
     return [
-        Alternative("wrong-values", "dx is y ⊙ ȳ: the −s term is missing. Every input moves every output "
-                    "through the normalisation, which is what s = ⟨y, ȳ⟩ = Σ y·ȳ collects.", y * dy),
-        Alternative("wrong-values", "dx uses s = Σ ȳ; the hub is s = ⟨y, ȳ⟩ = Σ y·ȳ over the row.",
-                    y * (dy - dy_total)),
-        Alternative("wrong-values", "dx is ȳ − s: the factor y in front is missing, x̄ = y ⊙ (ȳ − s).",
-                    dy - hub),
-        Alternative("wrong-values", "dx is ȳ ⊙ (y − s): y and ȳ swapped roles. DY_ptr is ȳ and Y_ptr is y.",
+        Alternative("wrong-values", "dx leaves out the row's scalar: every input moves every output through "
+                    "the normalisation, and notebook 02's hub is what collects that coupling.", y * dy),
+        Alternative("wrong-values", "dx builds the row's scalar from ȳ alone: notebook 02's hub weighs each "
+                    "entry of ȳ by the matching entry of y.", y * (dy - dy_total)),
+        Alternative("wrong-values", "dx is missing the factor y that every entry of the softmax Jacobian "
+                    "carries.", dy - hub),
+        Alternative("wrong-values", "dx has y and ȳ in each other's roles: DY_ptr points to ȳ, Y_ptr to y.",
                     dy * (y - hub)),
     ]
 
@@ -104,13 +117,11 @@ class KernelSpec:
     output: str  # pointer name of the output
     result: str  # what the output is called in messages
     neutral: float  # padding an unmasked load cannot hurt
-    other: str  # the `other` that makes a masked load harmless, and why
     part: str
 
 
-FWD = KernelSpec("softmax_fwd_kernel", ("X",), "Y", "y", -math.inf,
-                 "other=-float('inf'): it adds nothing to the max or the sum", "Part A")
-BWD = KernelSpec("softmax_bwd_kernel", ("DY", "Y"), "DX", "dx", 0.0, "other=0.0: it adds nothing to s", "Part B")
+FWD = KernelSpec("softmax_fwd_kernel", ("X",), "Y", "y", -math.inf, "Part A")
+BWD = KernelSpec("softmax_bwd_kernel", ("DY", "Y"), "DX", "dx", 0.0, "Part B")
 
 
 @dataclass
@@ -190,20 +201,20 @@ def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
                 f"{spec.name} writes past the end of each row: it stores all BLOCK = {block} lanes, but a row has "
                 f"only n_cols = {n}; the other {block - n} land on memory that belongs to something else (the next "
                 "row, or another tensor).",
-                f"columns ≥ {n} of each row: the store needs mask=cols < n_cols\ninputs: {label}")
+                f"columns ≥ {n} of each row were written (they held {SENTINEL:g} before the launch)\ninputs: {label}")
         return
 
     # Wrong values. Padding that an unmasked load cannot hurt tells a missing load mask apart.
     second = launch(spec, kernel, case, spec.neutral)
     if diagnose(spec.result, second.got, case.expected, tol=tol) is None:
-        needs = "the load and the store need" if (first.wrote_padding or second.wrote_padding) else "the load needs"
+        touched = "read and written" if (first.wrote_padding or second.wrote_padding) else "read"
         cls = "non-finite" if not bool(torch.isfinite(first.got).all()) else "wrong-values"
         raise GradingFailure(
             cls,
             f"{spec.name} reads past the end of each row: lanes {n}…{block - 1} of the block are not part of a row "
             f"of n_cols = {n}, and what they read (NaN here, as memory after a row may hold anything) reached "
             f"{spec.result}.",
-            f"columns ≥ {n} of each row: {needs} mask=cols < n_cols, with {spec.other}\n"
+            f"columns ≥ {n} of each row were {touched}\n"
             + where_mismatch(spec.result, first.got, case.expected, label))
     finite = bool(torch.isfinite(first.got).all())
     if case.large and not finite:
@@ -211,25 +222,25 @@ def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
         raise GradingFailure(
             "non-finite",
             f"{spec.result} is NaN or inf for large inputs (|x| up to {biggest:.0f} here): exp overflows float32 "
-            "above x ≈ 88. Subtract the row max before tl.exp: softmax(x) = softmax(x − max x), and the shift "
-            "costs nothing in the backward.", f"inputs: {label}")
+            "above about 88.7, and inf / inf is NaN — the exponents tl.exp sees must stay small whatever the "
+            "logits (notebook 02, Part C).", f"inputs: {label}")
     if rows > 1:
         row0 = diagnose(spec.result, first.got[:1], case.expected[:1], tol=tol)
         if row0 is None:
             stride_names = " and ".join(f"{p.lower()}_row_stride" for p in (*spec.inputs, spec.output))
             raise GradingFailure(
                 "wrong-values",
-                f"{spec.result} is right on row 0 and wrong after it: each program handles row tl.program_id(0), "
-                f"which starts at row · stride — with {stride_names}, not n_cols. The rows here sit inside wider "
-                f"buffers, as rows of a slice do, so n_cols ({n}) is not the distance between them.",
+                f"{spec.result} is right on row 0 and wrong after it: each program finds its row by its distance "
+                f"from the start, and the rows here sit inside wider buffers, as rows of a slice do — n_cols ({n}) "
+                f"is not the distance between them; the row-stride arguments ({stride_names}) are.",
                 where_mismatch(spec.result, first.got, case.expected, label))
     err = relative_error(first.got, case.expected)
     if case.dtype == F64 and finite and err < 1e-5 and failure.cls == "wrong-values":
         raise GradingFailure(
             "wrong-values",
             f"{spec.result} is right only to about float32 precision (relative error {err:.1e}) for a float64 input: "
-            "part of the kernel computes in float32. Keep the loaded dtype — the float64 gradcheck needs float64 "
-            "all the way.", where_mismatch(spec.result, first.got, case.expected, label))
+            "part of the kernel computes in float32, and the float64 gradcheck needs float64 all the way.",
+            where_mismatch(spec.result, first.got, case.expected, label))
     raise failure
 
 
@@ -310,8 +321,8 @@ def _guarded(name: str, cls: type, used: list) -> type:
 def _autograd_in_backward(name: str, used: list) -> GradingFailure:
     return GradingFailure(
         "autograd-in-backward",
-        f"{name}.backward called {used[0]}: launch softmax_bwd_kernel on ȳ and the saved y instead — "
-        "the point of the exercise is a backward written by hand.")
+        f"{name}.backward called {used[0]}: the backward here is the kernel you wrote in Part B — the point of "
+        "the exercise is a backward written by hand.")
 
 
 def _transposed(t: torch.Tensor) -> torch.Tensor:
@@ -333,9 +344,9 @@ def _check_saved(name: str, packed: list, x: torch.Tensor, y: torch.Tensor, labe
     if stashed:
         raise GradingFailure(
             "wrong-values",
-            f"TritonSoftmax must save y only, with ctx.save_for_backward(y), but it stores the tensor(s) "
-            f"{', '.join('ctx.' + k for k in stashed)} on ctx as attributes. Only ctx.save_for_backward lets autograd "
-            "check that a saved tensor was not modified in place before the backward.", f"inputs: {label}")
+            f"TritonSoftmax keeps the tensor(s) {', '.join('ctx.' + k for k in stashed)} on ctx as attributes: "
+            "autograd checks a tensor for in-place changes before the backward only when it went through "
+            "ctx.save_for_backward.", f"inputs: {label}")
     kinds = [what(t) for t in packed]
     if kinds == ["y"]:
         return
@@ -345,8 +356,8 @@ def _check_saved(name: str, packed: list, x: torch.Tensor, y: torch.Tensor, labe
         said = f"saves {len(kinds)} tensor(s) ({', '.join(kinds)})"
     raise GradingFailure(
         "wrong-values",
-        f"TritonSoftmax must save y only: it {said}. The backward x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩) is written in terms "
-        "of the output, so y is all it needs; anything more is N more elements per row kept alive and read back.",
+        f"TritonSoftmax {said} for its backward: what the backward kernel reads besides ȳ is all it needs, and "
+        "every tensor saved stays alive, N elements per row, until the backward runs.",
         f"inputs: {label}")
 
 
@@ -391,7 +402,7 @@ def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *
                     "wrong-values",
                     f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
                     "autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand after .sum()), "
-                    "and the kernel steps along a row one element at a time. Call dy.contiguous() before launching.",
+                    "and the kernel steps along a row one element at a time, with one stride per row.",
                     failure.where)
             raise failure
     if gradcheck_x is not None:
@@ -433,12 +444,12 @@ def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
     for d in range(x.ndim - 1):  # a softmax over an axis of size 1 is all ones: that is named too
         alts.append(Alternative(
             "broadcast-axis",
-            f"y is a softmax over axis {d} of x, not over the last axis: the rows are the last dimension — "
-            "x.reshape(-1, x.shape[-1]) lines them up.", torch.softmax(x.to(F64), dim=d)))
+            f"y is a softmax over axis {d} of x, not over the last axis: the rows are the last dimension, and "
+            "every other axis is a batch axis.", torch.softmax(x.to(F64), dim=d)))
     if x.ndim != 2:
         alts.append(Alternative(
-            "shape", "y has the shape of the rows, (n_rows, N), not the shape of x: give the result x's shape "
-            "back (.view(x.shape)).", torch.softmax(x.to(F64), dim=-1).reshape(-1, x.shape[-1])))
+            "shape", "y has the shape of the rows, (n_rows, N), not the shape of x: a softmax returns a tensor "
+            "of its input's shape.", torch.softmax(x.to(F64), dim=-1).reshape(-1, x.shape[-1])))
     return alts
 
 
@@ -463,8 +474,8 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callabl
             raise GradingFailure(
                 "wrong-values",
                 f"{name} is right for contiguous inputs and wrong for a transposed view: the kernel steps along a "
-                "row one element at a time, so each row must be contiguous. x.reshape(-1, N) keeps a view when it "
-                "can — add .contiguous().", failure.where)
+                "row one element at a time, so a row whose elements are not adjacent in memory is read wrong — and "
+                "reshape keeps a view, strides and all, whenever it can.", failure.where)
         if failure is not None:
             raise failure
         if not torch.equal(x.detach(), kept):

@@ -8,6 +8,8 @@ own autograd. On success it prints one line; on failure it raises a
 - ``numerical_gradient`` is probed with f(x) = Σ cos(ωx) + ½(v·x)², a function whose
   central and forward differences are known exactly for every step ε, so the check
   can tell a central difference from a forward one and see whether ``eps`` is used.
+  The student is handed a plain function (a closure over the probe), never the probe
+  itself, whose exact differences would answer the exercise.
 - ``relative_error`` is compared with values worked out by hand (a 3-4-5 triangle).
 - ``linear_softmax_ce_backward`` is compared with autograd through
   ``torch.nn.functional.cross_entropy``.
@@ -25,6 +27,15 @@ from ..diagnose import (
 
 F64 = torch.float64
 
+# The notebook hint that covers each bug class (``course.diagnose.graded`` appends the pointer).
+HINTS = {
+    # "procedure": a right formula applied in the wrong way (entries moved together, the caller's x
+    # changed, float32 in or out), which Hint 2's loop covers, not the Taylor series of Hint 1.
+    "numerical_gradient": {"shape": 2, "non-finite": 2, "procedure": 2, "*": 1},
+    "relative_error": {"shape": 2, "non-finite": 2, "*": 1},
+    "linear_softmax_ce_backward": {"scale": 1, "shape": 1, "sign": 1, "*": 2},
+}
+
 
 def _generator() -> torch.Generator:
     return torch.Generator().manual_seed(2024)
@@ -37,9 +48,11 @@ def _generator() -> torch.Generator:
 class Probe:
     """A scalar function of x with known finite differences, that watches how it is called.
 
-    Subclasses give the value and the exact central and one-sided differences for any
-    step h. Each call records how many entries of the point are away from x, so a
+    Subclasses give the value (``_value``) and the exact central and one-sided differences
+    for any step h. Each call records how many entries of the point are away from x, so a
     routine that forgets to put an entry back is caught at the call where it happens.
+    What runs while the student's code does is private (``__call__``, ``_value``): the
+    public methods of a course class are tripwires then (``course.delegation``).
     """
 
     def __init__(self, x: torch.Tensor, eps: float):
@@ -53,10 +66,16 @@ class Probe:
             raise ValueError(f"f takes a tensor shaped like x, {tuple(self.base.shape)}; it was given {got}")
         p = point.detach().to(F64)
         self.moved = max(self.moved, int(((p - self.base).abs() > 0.01 * self.eps).sum()))
-        return self.value(p)
+        return self._value(p)
 
-    def value(self, p: torch.Tensor) -> torch.Tensor:
+    def _value(self, p: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
+
+    def _as_function(self):
+        """A plain function of one tensor that calls the probe: what the student's code receives as f."""
+        def f(point):
+            return self(point)
+        return f
 
     def central(self, h: float) -> torch.Tensor:
         """(f(x + h eᵢ) − f(x − h eᵢ))/(2h) for every i, exactly."""
@@ -80,7 +99,7 @@ class CosineBowl(Probe):
         super().__init__(x, eps)
         self.v = v
 
-    def value(self, p):
+    def _value(self, p):
         return torch.cos(self.omega * p).sum() + 0.5 * (self.v * p).sum() ** 2
 
     def central(self, h):
@@ -97,21 +116,21 @@ def probe_alternatives(probe: Probe, eps: float) -> list[Alternative]:
     alts = [
         Alternative(
             "wrong-values",
-            f"numerical_gradient is a forward difference (f(x + ε) − f(x))/ε: its error shrinks only like ε, "
-            f"about {eps:.0e} here. Step both ways: (f(x + ε) − f(x − ε))/(2ε).",
+            f"numerical_gradient is a forward difference (f(x + ε) − f(x))/ε: its truncation error shrinks "
+            f"only like ε, about {eps:.0e} here, where the exercise asks for one that shrinks like ε².",
             probe.one_sided(eps),
         ),
         Alternative(
             "wrong-values",
-            "numerical_gradient is a backward difference (f(x) − f(x − ε))/ε: its error shrinks only like ε. "
-            "Step both ways: (f(x + ε) − f(x − ε))/(2ε).",
+            "numerical_gradient is a backward difference (f(x) − f(x − ε))/ε: its truncation error shrinks "
+            "only like ε, where the exercise asks for one that shrinks like ε².",
             probe.one_sided(-eps),
         ),
     ]
     if eps != 1e-6:
         alts.append(Alternative(
             "wrong-values",
-            f"numerical_gradient ignores its eps argument: these are central differences with ε = 1e-6, "
+            f"numerical_gradient ignores its eps argument: these are the right differences for a step of 1e-6, "
             f"but it was called with eps={eps:g}.",
             probe.central(1e-6),
         ))
@@ -122,6 +141,7 @@ def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol
     """Run ``fn`` on each (label, x, probe, eps-or-None) case; raise a diagnosis at the first problem.
 
     The visible and the hidden check share this; they differ in inputs and probe functions.
+    ``fn`` receives a plain function that calls the probe, not the probe.
     ``tol`` sits between a central difference's error at ε = 1e-6 (below 1e-9 for
     these probes) and a forward difference's (above 1e-6).
     """
@@ -129,13 +149,19 @@ def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol
         h = 1e-6 if eps is None else eps
         before = x.clone()
         kwargs = {} if eps is None else {"eps": eps}
-        got = call_student(name, fn, probe, x, **kwargs)
+        try:
+            got = call_student(name, fn, probe._as_function(), x, **kwargs)
+        except GradingFailure as failure:
+            if failure.cls != "error":
+                raise
+            # Say which input it crashed on: a transposed x is the usual one.
+            raise GradingFailure("error", failure.sentence, "\n".join(filter(None, [failure.where, f"inputs: {label}"]))) from None
         if probe.moved > 1:
             raise GradingFailure(
                 "wrong-values",
-                f"{name} called f at a point where {probe.moved} entries of x had moved at once: put each entry "
-                "back before perturbing the next one.",
-                f"inputs: {label}",
+                f"{name} called f at a point where {probe.moved} entries of x had moved at once: an estimate of "
+                "one entry must see that entry moved and every other one where it was.",
+                f"inputs: {label}", topic="procedure",
             )
         drift = (x.to(F64) - before.to(F64)).abs() > 0.01 * h  # an ulp of rounding is not a change
         if bool(drift.any()):
@@ -143,15 +169,15 @@ def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol
             raise GradingFailure(
                 "wrong-values",
                 f"{name} changed the caller's x: x[{', '.join(map(str, changed))}] was {before[changed].item():.10g} "
-                f"and is {x[changed].item():.10g} after the call. Perturb a copy, or put every entry back.",
-                f"inputs: {label}",
+                f"and is {x[changed].item():.10g} after the call, and the caller may still need it.",
+                f"inputs: {label}", topic="procedure",
             )
         if isinstance(got, torch.Tensor) and got.is_floating_point() and got.dtype != F64:
             raise GradingFailure(
                 "wrong-values",
-                f"{name} returned a {got.dtype} tensor: compute and return float64. In float32 the round-off "
-                "of f(x ± ε), about 1e-7/ε, swamps the derivative.",
-                f"inputs: {label}",
+                f"{name} returned a {got.dtype} tensor where the contract asks for float64: in float32 the "
+                "round-off of f(x ± ε), about 1e-7/ε, swamps the derivative.",
+                f"inputs: {label}", topic="procedure",
             )
         failure = diagnose(name, got, probe.central(h), tol=tol, alternatives=probe_alternatives(probe, h), case=label, of="x")
         if failure is None:
@@ -159,9 +185,9 @@ def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol
         if failure.cls == "wrong-values" and x.dtype != F64 and failure.sentence.endswith("wrong values."):
             failure = GradingFailure(
                 "wrong-values",
-                f"{name} is wrong when x arrives as {x.dtype}: convert x to float64 before perturbing it "
-                f"(a step of {h:g} is lost in float32 rounding).",
-                failure.where,
+                f"{name} is wrong when x arrives as {x.dtype}: a step of {h:g} taken in that dtype is lost in "
+                "its rounding.",
+                failure.where, topic="procedure",
             )
         raise failure
 
@@ -183,9 +209,13 @@ def numerical_gradient(fn) -> None:
         case("x of shape (3, 2), eps=0.001", 3, 2, eps=1e-3),  # eps is honoured
         case("x of shape (7, 2) given in float32", 7, 2, dtype=torch.float32),  # float64 inside
     ]
+    # Last, so that each earlier bug is named first: a non-contiguous x, the transpose of a (3, 5) tensor.
+    x = torch.randn(3, 5, generator=gen, dtype=F64).T  # (5, 3), strides (1, 5)
+    cases.append(("x of shape (5, 3), non-contiguous (a transpose)", x,
+                  CosineBowl(x, 0.3 * torch.randn(5, 3, generator=gen, dtype=F64), 1e-6), None))
     check_numerical_gradient(fn, cases)
-    print("✓ numerical_gradient passes the visible checks (shapes (1, 4), (7, 3), (2, 3, 2); eps honoured; "
-          "x left unchanged; float64)")
+    print("✓ numerical_gradient passes the visible checks (shapes (1, 4), (7, 3), (2, 3, 2), a transposed x; "
+          "eps honoured; x left unchanged; float64)")
 
 
 # ---------------------------------------------------------------------------
@@ -199,7 +229,7 @@ def scalar_failure(name: str, got, expected: float, alternatives: list[Alternati
         return GradingFailure(
             "shape",
             f"{name} must return one number (a Python float or a 0-d tensor), but it returned a tensor of shape "
-            f"{tuple(got.shape)}: take each norm over every entry, not along an axis.",
+            f"{tuple(got.shape)}: its norms were taken along an axis, where one number measures the whole gradient.",
             f"inputs: {label}",
         )
     failure = diagnose(name, got, torch.tensor(expected, dtype=F64), tol=1e-6, alternatives=alternatives, case=label)
@@ -218,15 +248,17 @@ def relative_error_alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Altern
         return []
     alts = [Alternative(
         "scale",
-        "relative_error returned the absolute error ‖a − b‖: it is missing the division by max(‖a‖, ‖b‖), so "
-        "its value says how large the gradients are instead of how well they agree.",
+        "relative_error returned the absolute error ‖a − b‖: with no division by the size of the gradients, "
+        "its value says how large they are instead of how well they agree.",
         torch.tensor(nd, dtype=F64),
     )]
-    one_sided = "relative_error divides by only one of the norms, so relative_error(a, b) ≠ relative_error(b, a): divide by max(‖a‖, ‖b‖)."
+    one_sided = "relative_error divides by only one of the norms, so relative_error(a, b) ≠ relative_error(b, a)."
     for denom, sentence in (
         (na, one_sided), (nb, one_sided),
-        (min(na, nb), "relative_error divides by the smaller norm: divide by max(‖a‖, ‖b‖)."),
-        (na + nb, "relative_error divides by ‖a‖ + ‖b‖: divide by max(‖a‖, ‖b‖)."),
+        (min(na, nb), "relative_error divides by the smaller norm: a gradient of zeros against any other would "
+                      "read infinity, where it must read 1."),
+        (na + nb, "relative_error divides by ‖a‖ + ‖b‖: a flipped sign then reads 1 and a gradient of zeros ½, "
+                  "where they must read 2 and 1."),
     ):
         if denom > 0:
             alts.append(Alternative("wrong-values", sentence, torch.tensor(nd / denom, dtype=F64)))
@@ -242,6 +274,11 @@ def check_relative_error(fn, cases, *, name: str = "relative_error", alternative
             raise failure
 
 
+def _spread(v: torch.Tensor, n: int) -> torch.Tensor:
+    """(2, n): the two entries of v, each repeated n times; its norm is √n‖v‖."""
+    return v[:, None].expand(2, n).contiguous()
+
+
 @graded
 def relative_error(fn) -> None:
     """Visible check against values worked out by hand."""
@@ -255,9 +292,11 @@ def relative_error(fn) -> None:
         ("a = 2·ones(7, 2, 3), b = ones(7, 2, 3)", 2 * ones, ones, 0.5),  # symmetric: the order does not matter
         ("a = (3, 4), b = (0, 0)", u, torch.zeros(2, dtype=F64), 1.0),  # one side zero
         ("a = b = zeros(7, 2)", torch.zeros(7, 2, dtype=F64), torch.zeros(7, 2, dtype=F64), 0.0),  # finite, 0
+        # Non-contiguous: 1e3·(3, 4) and 1e3·(4, 3) in each of 7 rows, each the transpose of a (2, 7) tensor.
+        ("a, b of shape (7, 2), non-contiguous (transposes)", 1e3 * _spread(u, 7).T, 1e3 * _spread(w, 7).T, math.sqrt(2) / 5),
     ]
     check_relative_error(fn, cases)
-    print("✓ relative_error passes the visible checks (scales 1e-6 to 1e6, symmetric, 3-D, both zero → 0)")
+    print("✓ relative_error passes the visible checks (scales 1e-6 to 1e6, symmetric, 3-D, transposed, both zero → 0)")
 
 
 # ---------------------------------------------------------------------------
@@ -281,13 +320,19 @@ def lsce_logit_gradient(x, W, b, target):
     return dz
 
 
-def lsce_case(gen: torch.Generator, M: int, K: int, C: int, dtype=F64) -> Case:
-    x = torch.randn(M, K, generator=gen, dtype=dtype)
-    W = 0.5 * torch.randn(K, C, generator=gen, dtype=dtype)
+def lsce_case(gen: torch.Generator, M: int, K: int, C: int, dtype=F64, transposed: bool = False) -> Case:
+    """One batch; ``transposed`` hands x and W over non-contiguous (each the transpose of a stored tensor)."""
+    if transposed:
+        x = torch.randn(K, M, generator=gen, dtype=dtype).T  # (M, K), strides (1, M)
+        W = 0.5 * torch.randn(C, K, generator=gen, dtype=dtype).T  # (K, C), strides (1, K)
+    else:
+        x = torch.randn(M, K, generator=gen, dtype=dtype)
+        W = 0.5 * torch.randn(K, C, generator=gen, dtype=dtype)
     b = 0.5 * torch.randn(C, generator=gen, dtype=dtype)
     target = torch.randint(0, C, (M,), generator=gen)
     shape = "square W" if K == C else "W not square"
-    return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}", (x, W, b, target), batch=M)
+    layout = "; x and W non-contiguous (transposes)" if transposed else ""
+    return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}{layout}", (x, W, b, target), batch=M)
 
 
 def check_lsce(
@@ -306,8 +351,8 @@ def check_lsce(
         if case.batch > 1:
             kept = Alternative(
                 "batch-reduction",
-                f"db keeps one row per example, shape {(case.batch, case.args[1].shape[1])}: b was added to every "
-                "row, so its gradient is z̄ summed over the batch axis.",
+                f"db keeps one row per example, shape {(case.batch, case.args[1].shape[1])}: b is one vector shared "
+                "by every row, so its gradient has no batch axis.",
                 logit_gradient(*case.args),
             )
             alts["db"] = [*alts.get("db", []), kept]
@@ -341,7 +386,7 @@ def _db_shape_failure(name, fn, cases, reference) -> GradingFailure | None:
         expected = reference(*clone_args(case.args))[2]
         got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), LSCE_OUTPUTS)[2]
         if isinstance(got, torch.Tensor) and got.shape != expected.shape:
-            hint = " A size-1 axis was added: sum without keepdim=True." if got.numel() == expected.numel() else ""
+            hint = " It kept a size-1 axis that b does not have." if got.numel() == expected.numel() else ""
             return GradingFailure(
                 "shape", f"db has shape {tuple(got.shape)} but must be {tuple(expected.shape)}, the shape of b.{hint}",
                 f"inputs: {case.label}",
@@ -358,9 +403,10 @@ def linear_softmax_ce_backward(fn) -> None:
         lsce_case(gen, 1, 4, 4),  # batch 1, square W: a transposed W̄ keeps its shape
         lsce_case(gen, 7, 5, 3),  # batch 7 (prime), W not square
         lsce_case(gen, 7, 4, 4),  # batch 7, square W
+        lsce_case(gen, 7, 5, 3, transposed=True),  # non-contiguous x and W
     ]
     check_lsce(fn, cases)
-    print("✓ linear_softmax_ce_backward passes the visible checks (batch 1 and 7, square and non-square W)")
+    print("✓ linear_softmax_ce_backward passes the visible checks (batch 1 and 7, square and non-square W, transposed inputs)")
 
 
-__all__ = ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"]
+__all__ = ["HINTS", "numerical_gradient", "relative_error", "linear_softmax_ce_backward"]

@@ -4,8 +4,9 @@ The solution, the release stubs and each mutant's diagnosis are checked for ever
 in ``test_samples.py``. Every check is run twice where it matters: the hidden one (``autograder.check``, random
 inputs — several seeds here, since grading draws a fresh one each run) and the visible one
 (``course.selfcheck``, fixed inputs). A mutant must get the same diagnosis from both. The
-property checks (nothing T×T saved or allocated) get their own tests below: what they must
-catch, and what they must let through. Warnings are errors here: a warning in a test cell
+property checks (one tile at a time in Parts C and D, nothing T×T saved or allocated in E and F)
+get their own tests below: what they must catch, and what they must let through. So do the
+FlashAttention kernels' named bugs. Warnings are errors here: a warning in a test cell
 writes to stderr, and nbgrader scores such a cell zero.
 """
 
@@ -23,14 +24,15 @@ import course.selfcheck.attention as visible
 from autograder.inputs import generator, randn
 from autograder.submissions import Mutant, mutants
 from course.diagnose import relative_error
-from tests.support import failure_of, mutant_functions, solutions
+from tests.notebooks.test_derivation import answer_table, found
+from tests.support import failure_of, mutant_functions, solution_cells, solutions
 
 pytestmark = pytest.mark.filterwarnings("error")
 
 SLUG = "05_attention_recompute"
 EXERCISES = (
     "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
-    "RecomputeAttention", "recompute_attention", "attention_delta_kernel",
+    "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel", "flash_bwd_dkdv_kernel",
 )
 MUTANTS = mutants(SLUG)
 F64 = torch.float64
@@ -42,6 +44,8 @@ REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant sho
     "RecomputeAttention": {"saved-quadratic-tensor", "autograd-in-backward"},
     "recompute_attention": {"saved-quadratic-tensor", "wrong-values"},
     "attention_delta_kernel": {"non-finite", "wrong-values"},  # a missing column mask; a store past n_rows
+    "flash_fwd_kernel": {"scale", "wrong-values"},  # sm_scale forgotten; keys past T scored 0; the rescale skipped
+    "flash_bwd_dkdv_kernel": {"scale", "wrong-values", "non-finite"},  # sm_scale; unmasked store; no D; strides
 }
 
 
@@ -81,7 +85,7 @@ def test_the_hidden_references_agree_with_torch():
 
 
 def test_the_mutants_cover_the_bugs_this_lesson_is_about():
-    assert 1 <= len(MUTANTS) <= 6, "each mutant is a full notebook run in `make grade`: keep them few"
+    assert 1 <= len(MUTANTS) <= 7, "each mutant is a full notebook run in `make grade`: keep them few"
     seen = {name: set() for name in EXERCISES}
     for m in MUTANTS:
         assert {f"test_{g}" for g in m.cells} <= set(m.expect), f"{m.name}: every replaced cell must fail its test"
@@ -153,7 +157,7 @@ class ManualAttention(torch.autograd.Function):
 
 @pytest.mark.parametrize("result, cls, words", [
     ("dk, dq, dv", "wrong-values", "holds the gradient of k"),  # returned in the wrong order
-    ("dq, dk, P @ do", "transpose", "dv is P Ō"),  # P where Pᵀ belongs
+    ("dq, dk, P @ do", "transpose", "dv matches P Ō"),  # P where Pᵀ belongs
     ("dq, -dk, dv", "sign", "negative"),
     ("dq * c, dk, dv", "scale", "twice"),
     ("dq.mT, dk, dv", "transpose", "transpose"),  # a shape autograd refuses: diagnosed, not a crash
@@ -207,18 +211,39 @@ def test_the_row_max_alone_is_named(solution):
 BLOCKWISE_CASES = visible._blockwise_cases(9)  # ends with the T = 256 case
 
 
-def test_a_query_strip_over_all_keys_is_allowed(solution):
-    """(B, 64, T) strips are O(T) for a fixed block: only T² is refused."""
-    def strip_forward(q, k, v):
-        B, T, d = q.shape
-        o, lse = torch.empty_like(q), q.new_empty(B, T)
-        for i in range(0, T, 64):
-            S = q[:, i:i + 64] @ k.mT / math.sqrt(d)  # (B, 64, T)
-            lse[:, i:i + 64] = torch.logsumexp(S, dim=-1)
-            o[:, i:i + 64] = torch.exp(S - lse[:, i:i + 64, None]) @ v
-        return o, lse
+def strip_forward(q, k, v):
+    """Right values from a (B, 64, T) strip of scores per query block: O(T) memory, but not a tile."""
+    B, T, d = q.shape
+    o, lse = torch.empty_like(q), q.new_empty(B, T)
+    for i in range(0, T, 64):
+        S = q[:, i:i + 64] @ k.mT / math.sqrt(d)  # (B, 64, T)
+        lse[:, i:i + 64] = torch.logsumexp(S, dim=-1)
+        o[:, i:i + 64] = torch.exp(S - lse[:, i:i + 64, None]) @ v
+    return o, lse
 
-    visible.check_forward_lse(strip_forward, BLOCKWISE_CASES)
+
+def test_a_query_strip_over_all_keys_is_refused_with_its_shape():
+    """A (B, 64, T) strip is 4 tiles at T = 256: the check names it, and why."""
+    failure = failure_of(lambda f: visible.check_forward_lse(f, BLOCKWISE_CASES), strip_forward)
+    assert failure.cls == "saved-quadratic-tensor"
+    assert "2×64×256" in failure.sentence and "strip" in failure.sentence and "4 times" in failure.sentence
+
+
+def test_the_tile_is_the_notebooks_own_and_capped_at_64(solution):
+    """The check reads BLOCK_Q and BLOCK_K where the function was defined; a block above 64 counts as 64."""
+    for blocks, verdict in [((32, 16), "pass"), ((64, 64), "pass"), ((64, 256), "saved-quadratic-tensor")]:
+        ns = variant({"attention_forward_lse": solution_cells(SLUG)["attention_forward_lse"]
+                      .replace("BLOCK_Q = 64", f"BLOCK_Q = {blocks[0]}").replace("BLOCK_K = 64", f"BLOCK_K = {blocks[1]}")})
+        fn = ns["attention_forward_lse"]
+        assert (ns["BLOCK_Q"], ns["BLOCK_K"]) == blocks
+        for check in (lambda f: visible.check_forward_lse(f, BLOCKWISE_CASES),
+                      lambda f: visible.check_backward_recompute(ns["attention_backward_recompute"],
+                                                                 [visible.backward_case(c) for c in BLOCKWISE_CASES])):
+            if verdict == "pass":
+                check(fn)
+            else:
+                failure = failure_of(check, fn)
+                assert failure.cls == verdict and "BLOCK_K = 256, counted as 64" in str(failure), str(failure)
 
 
 def test_one_T_by_T_matrix_per_batch_entry_is_caught(solution):
@@ -316,6 +341,147 @@ def test_a_plain_function_is_not_a_kernel(capsys):
     for check in both("attention_delta_kernel"):
         failure = failure_of(check, lambda *args: None)
         assert failure.cls == "error" and "@triton.jit" in failure.sentence
+
+
+# ---------------------------------------------------------------------------
+# FlashAttention's kernels
+
+
+def test_the_flash_references_agree_with_torch():
+    gen = generator("flash-reference-test")
+    q, k, v, do = (randn(gen, 3, 37, 5) for _ in range(4))
+    case = visible.FlashCase(q, k, v, do, 16, 32)
+    for bug in hidden.ONLINE_BUGS:  # each named bug is really a bug, here
+        o, _ = hidden.online_softmax_forward(q, k, v, 16, bug)
+        assert relative_error(o, visible.sdpa_reference(q, k, v, do)[0]) > 1e-6, bug
+    o, L = hidden.online_softmax_forward(q, k, v, 16, "none")  # and the simulation without one is attention
+    assert relative_error(o, hidden.forward_reference(q, k, v)[0]) < 1e-13
+    assert relative_error(L, hidden.forward_reference(q, k, v)[1]) < 1e-13
+    mine = hidden._flash_dkdv_reference(q, k, v, do)
+    theirs = visible.flash_dkdv_reference(q, k, v, do)
+    assert all(relative_error(a, b) < 1e-13 for a, b in zip(mine, theirs))
+    assert case.block_d == 16
+
+
+def flash_variant(name: str, old: str, new: str):
+    """The solution kernel ``name`` with one line changed."""
+    code = solution_cells(SLUG)[name]
+    assert code.count(old) == 1, old
+    return variant({name: code.replace(old, new)})[name]
+
+
+FLASH_FWD_BUGS = [  # (old, new, class, words)
+    ("* sm_scale  # (BLOCK_M, BLOCK_N): a tile of S", "# (BLOCK_M, BLOCK_N): a tile of S", "scale", "unscaled"),
+    ('s = tl.where(keys[None, :] < seq_len, s, -float("inf"))', "pass", "wrong-values", "keys past T"),
+    ("alpha = tl.exp(m - m_new)", "alpha = tl.exp(m_new - m_new)", "wrong-values", "never rescaled"),
+    ("acc = acc * alpha[:, None] + tl.dot(p, v)", "acc = acc + tl.dot(p, v)", "wrong-values", "not the accumulated"),
+    ("alpha = tl.exp(m - m_new)", "alpha = tl.exp(m_new - m)", "non-finite", "NaN"),  # e^(+inf) at the first block
+    ("mask=kv_mask, other=0.0)\n        v = ", ")\n        v = ", "non-finite", "reads lanes"),  # K loaded unmasked
+    ("acc / ell[:, None], mask=q_mask)", "acc / ell[:, None])", "wrong-values", "writes outside"),
+    ("mask=rows < seq_len)", "mask=rows < seq_len + 5)", "wrong-values", "L"),  # L stored past T
+    ("m + tl.log(ell)", "tl.log(ell)", "wrong-values", "log ℓ alone"),
+    ("keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)\n        v",
+     "keys[:, None] * head_dim + cols[None, :], mask=kv_mask, other=0.0)\n        v", "non-finite", "contiguous"),
+]
+
+
+# Bugs only the hidden check names: telling them apart takes a simulation of the online softmax (or of
+# an unnormalised P), which would spell out the exercise in the package students receive. The visible
+# check gives them the same class without the name.
+NAMED_BY_THE_HIDDEN_CHECK_ONLY = {"keys past T", "never rescaled", "not the accumulated", "without the rows' L"}
+
+
+def named(check, kernel, cls: str, words: str) -> None:
+    failure = failure_of(check, kernel)
+    assert failure.cls == cls, str(failure)
+    if check.__module__.startswith("autograder") or words not in NAMED_BY_THE_HIDDEN_CHECK_ONLY:
+        assert words in str(failure), str(failure)
+
+
+@pytest.mark.parametrize("old, new, cls, words", FLASH_FWD_BUGS, ids=[
+    "no-scale", "keys-past-T-scored-0", "alpha-always-1", "acc-not-rescaled", "alpha-inverted", "unmasked-load",
+    "unmasked-store", "L-past-T", "lse-without-m", "head_dim-stride"])
+def test_named_bugs_of_the_flash_forward(old, new, cls, words, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", "4")  # one seed: interpreted kernels are slow, and each bug runs both checks
+    kernel = flash_variant("flash_fwd_kernel", old, new)
+    for check in both("flash_fwd_kernel"):
+        named(check, kernel, cls, words)
+
+
+FLASH_DKDV_BUGS = [
+    ("dk * sm_scale, mask=kv_mask)", "dk, mask=kv_mask)", "scale", "√d times too large"),
+    ("dv, mask=kv_mask)", "dv)", "wrong-values", "writes outside"),
+    ("ds = p * (dp - D[:, None])", "ds = p * dp", "wrong-values", "row scalar"),
+    ("ds = p * (dp - D[:, None])", "ds = p * (D[:, None] - dp)", "sign", "sign"),
+    ("tl.exp(s - L[:, None])", "tl.exp(s)", "wrong-values", "without the rows' L"),
+    ("dv += tl.dot(tl.trans(p), do)", "dv += tl.dot(tl.trans(p), q)", "wrong-values", "dv"),
+    ("mask=q_mask, other=0.0)\n        do", ")\n        do", "non-finite", "reads lanes"),  # Q loaded unmasked
+    ("mask=q_mask, other=0.0)\n        do = tl.load(DO_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e",
+     "mask=q_mask, other=0.0)\n        do = tl.load(DO_ptr + base + rows[:, None] * head_dim + cols[None, :]",
+     "non-finite", "contiguous"),
+]
+
+
+@pytest.mark.parametrize("old, new, cls, words", FLASH_DKDV_BUGS, ids=[
+    "no-scale", "unmasked-store", "no-D", "sign", "no-L", "dv-from-q", "unmasked-Q", "head_dim-stride"])
+def test_named_bugs_of_the_flash_dkdv_kernel(old, new, cls, words, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", "5")  # one seed: interpreted kernels are slow, and each bug runs both checks
+    kernel = flash_variant("flash_bwd_dkdv_kernel", old, new)
+    for check in both("flash_bwd_dkdv_kernel"):
+        named(check, kernel, cls, words)
+
+
+@pytest.mark.parametrize("name", ["flash_fwd_kernel", "flash_bwd_dkdv_kernel"])
+def test_a_plain_function_is_not_a_flash_kernel(name):
+    for check in both(name):
+        failure = failure_of(check, lambda *args: None)
+        assert failure.cls == "error" and "@triton.jit" in failure.sentence
+
+
+def test_the_gradcheck_catches_what_the_values_let_through(monkeypatch):
+    """A forward kernel right on the value cases but wrong elsewhere is caught by the gradcheck case."""
+    kernel = flash_variant("flash_fwd_kernel", "acc / ell[:, None], mask=q_mask)",
+                           "acc / ell[:, None] * tl.where(seq_len == 19, 1.01, 1.0), mask=q_mask)")
+    failure = failure_of(visible.flash_fwd_kernel, kernel)  # T = 19 only in the visible gradcheck case
+    assert failure.cls == "wrong-values" and "gradcheck" in failure.sentence
+
+
+# ---------------------------------------------------------------------------
+# Diagnoses: a pointer to a hint, never the fix
+
+
+def test_every_class_the_mutants_get_points_to_a_hint():
+    for m in MUTANTS:
+        for test, cls in m.expect.items():
+            table = visible.HINTS[test.removeprefix("test_")]
+            assert cls in table or "*" in table, (m.name, test, cls)
+    assert hidden.HINTS is visible.HINTS
+
+
+FORBIDDEN_IN_MESSAGES = [  # the fixes and formulas the hints give, which a failure must not
+    "keepdim=True", "[..., None]", "mask=rows < n_rows", "cols < head_dim", "other=0.0", "rowsum(Ō ⊙ O)",
+    "= c·S̄", "S̄ = P ⊙", "Pᵀ Ō", "exp(m − m", "-float('inf')", '-float("inf")', "tl.where", ".apply(q, k, v)",
+]
+
+
+def test_no_failure_message_gives_the_fix(monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_SEED", "6")
+    messages = []
+    for m in MUTANTS:
+        functions = mutant_functions(m)
+        for test in m.expect:
+            name = test.removeprefix("test_")
+            for check in both(name):
+                messages.append(str(failure_of(check, functions[name])))
+    for old, new, _, _ in FLASH_FWD_BUGS:
+        messages += [str(failure_of(check, flash_variant("flash_fwd_kernel", old, new)))
+                     for check in both("flash_fwd_kernel")]
+    forms = [f for entry in answer_table(SLUG).values() for f in entry.get("forms", [])]
+    assert len(forms) > 20
+    for text in messages:
+        for fix in FORBIDDEN_IN_MESSAGES:
+            assert fix not in text, f"{fix!r} in:\n{text}"
+        assert not found(forms, text), f"an answer form in:\n{text}"
 
 
 # ---------------------------------------------------------------------------

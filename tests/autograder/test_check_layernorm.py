@@ -196,7 +196,7 @@ def keepdim_forgotten(dy, x, gamma, mean, rstd):
 def test_a_broadcasting_error_from_a_forgotten_keepdim_is_broadcast_axis():
     """Without a square case the bug raises instead of giving wrong values; it is named the same."""
     gen = torch.Generator().manual_seed(0)
-    with pytest.raises(GradingFailure, match="keepdim=True") as info:
+    with pytest.raises(GradingFailure, match="size-1 last axis") as info:
         check_backward(keepdim_forgotten, [backward_case(gen, 1, 5), backward_case(gen, 7, 13)])
     assert info.value.cls == "broadcast-axis"
     assert "return (wdy - (xhat * c1 + c2))" in str(info.value), "the student's line is shown"
@@ -226,9 +226,16 @@ def test_statistics_over_the_whole_tensor_are_broadcast_axis(seeded):
     assert diagnosis(visible.layernorm_forward, global_stats) == "broadcast-axis"
 
 
+def plain_forward(x, gamma, beta, eps=1e-5):
+    """LayerNorm's forward in plain torch: a student's function must not call the course's own helpers."""
+    mean = x.mean(dim=-1)
+    rstd = torch.rsqrt(x.var(dim=-1, correction=0) + eps)
+    return (x - mean[..., None]) * rstd[..., None] * gamma + beta, mean, rstd
+
+
 def test_an_ignored_eps_is_named(seeded):
     def ignores_eps(x, gamma, beta, eps=1e-5):
-        return forward_reference(x, gamma, beta)  # always 1e-5
+        return plain_forward(x, gamma, beta)  # always 1e-5
 
     for check in (hidden.layernorm_forward, visible.layernorm_forward):
         with pytest.raises(GradingFailure, match="ignores its eps"):
@@ -237,11 +244,11 @@ def test_an_ignored_eps_is_named(seeded):
 
 def test_flat_statistics_for_a_3d_input_are_shape():
     def flat(x, gamma, beta, eps=1e-5):
-        y, mean, rstd = forward_reference(x, gamma, beta, eps)
+        y, mean, rstd = plain_forward(x, gamma, beta, eps)
         return y, mean.reshape(-1), rstd.reshape(-1)
 
     gen = torch.Generator().manual_seed(2)
-    with pytest.raises(GradingFailure, match="keep x's leading shape") as info:
+    with pytest.raises(GradingFailure, match="keeps x's leading shape") as info:
         check_forward(flat, [forward_case(gen, 1, 5), forward_case(gen, 2, 3, 7)])
     assert info.value.cls == "shape"
 
@@ -274,7 +281,9 @@ def test_rms_with_a_sum_for_the_mean_is_named(seeded):
 
 def test_autograd_inside_rmsnorm_backward_is_refused():
     def with_autograd(dy, x, g, rrms):
-        return rms_reference(dy, x, g, rrms)
+        x, g = x.clone().requires_grad_(True), g.clone().requires_grad_(True)
+        y = x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + 1e-6) * g
+        return torch.autograd.grad(y, (x, g), dy)
 
     assert diagnosis(visible.rmsnorm_backward, with_autograd) == "autograd-in-backward"
 
@@ -375,3 +384,50 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
         mean, rstd = row_stats(x)
         err = relative_error(run.dx, kernel_dx_reference(case.dy.to(dtype).to(F64), x, case.gamma.to(dtype).to(F64), mean, rstd))
         assert err < TRITON_TOL[dtype] / 10, (dtype, err)
+
+
+# ---------------------------------------------------------------------------
+# A transposed (non-contiguous) input in every check
+
+
+def test_every_pytorch_check_has_a_transposed_input(seeded):
+    from autograder.check.layernorm import _backward_case, _forward_case, _rms_case
+    from course.selfcheck.layernorm import rms_case
+
+    gen = torch.Generator().manual_seed(0)
+    for case in (forward_case(gen, 2, 5, 9, transposed=True), backward_case(gen, 2, 5, 9, transposed=True),
+                 rms_case(gen, 2, 5, 9, transposed=True), _forward_case(generator("t"), 3, 4, 11, transposed=True),
+                 _backward_case(generator("t"), 3, 4, 11, transposed=True),
+                 _rms_case(generator("t"), 3, 4, 11, transposed=True)):
+        x = case.args[0] if len(case.args) == 3 else case.args[1]  # the forward's first argument, the backward's second
+        assert not x.is_contiguous() and "transposed" in case.label
+        with pytest.raises(RuntimeError):
+            x.view(-1, x.shape[-1])  # the layout bug this case is there to catch
+
+
+def view_backward(dy, x, gamma, mean, rstd):
+    """Right for contiguous inputs; .view cannot flatten a transposed one."""
+    N = x.shape[-1]
+    xhat = (x - mean[..., None]) * rstd[..., None]
+    dxhat = gamma * dy
+    c1, c2 = (xhat * dxhat).mean(-1, keepdim=True), dxhat.mean(-1, keepdim=True)
+    dx = (dxhat - (xhat * c1 + c2)) * rstd[..., None]
+    return dx, (dy * xhat).view(-1, N).sum(0), dy.view(-1, N).sum(0)
+
+
+def test_a_layout_dependent_backward_fails_on_the_transposed_case(seeded):
+    for check in (hidden.layernorm_backward, visible.layernorm_backward):
+        with pytest.raises(GradingFailure, match="transposed") as info:
+            check(view_backward)
+        assert info.value.cls == "error"
+        assert "view(-1, N)" in str(info.value), "the student's own line is shown"
+
+
+def test_a_wrong_answer_only_for_a_transposed_input_is_named_a_layout_bug():
+    def layout_bound(x, gamma, beta, eps=1e-5):
+        y, mean, rstd = plain_forward(x, gamma, beta, eps)
+        return (y if x.is_contiguous() else y + 1.0), mean, rstd
+
+    with pytest.raises(GradingFailure, match="laid out in memory") as info:
+        visible.layernorm_forward(layout_bound)
+    assert info.value.cls == "wrong-values"

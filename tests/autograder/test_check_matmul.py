@@ -12,13 +12,17 @@ import pytest
 import torch
 
 import autograder.check.matmul as hidden
+import course
 import course.selfcheck.matmul as visible
+from autograder.inputs import generator
 from autograder.submissions import mutants
 from course.diagnose import diagnose
-from tests.support import failure_of, solutions
+from tests.support import diagnosis, failure_of, solutions
+from tools.build_notebooks import TEXT_DIR, parse
 
 SLUG = "01_matmul_from_shapes"
-FUNCTIONS = ["linear_backward", "linear_bias_backward", "reduce_to_shape"]
+FUNCTIONS = ["linear_backward", "linear_bias_backward", "reduce_to_shape", "batched_matmul_backward"]  # gradients
+EXERCISES = [*FUNCTIONS[:3], "name_the_bug", "batched_matmul_backward"]  # every graded function, in notebook order
 SOLUTION = solutions(SLUG)
 MUTANTS = mutants(SLUG)
 F64 = torch.float64
@@ -28,6 +32,8 @@ REQUIRED = {
     "linear_backward": {"transpose", "batch-reduction", "sign", "scale", "shape"},
     "linear_bias_backward": {"transpose", "batch-reduction", "sign", "scale", "shape", "broadcast-axis"},
     "reduce_to_shape": {"batch-reduction", "scale", "shape", "broadcast-axis"},
+    "name_the_bug": {"wrong-values", "shape"},  # a backward misnamed; an answer outside the vocabulary
+    "batched_matmul_backward": {"transpose", "batch-reduction", "sign", "scale", "shape"},
 }
 
 
@@ -47,9 +53,9 @@ def both(name: str):
 
 def test_the_mutants_cover_every_bug_class_of_every_exercise():
     assert 1 <= len(MUTANTS) <= 6, "each mutant is a full notebook run in `make grade`: keep them few"
-    seen = {name: set() for name in FUNCTIONS}
+    seen = {name: set() for name in EXERCISES}
     for m in MUTANTS:
-        assert set(m.cells) == set(FUNCTIONS) and set(m.expect) == {f"test_{f}" for f in FUNCTIONS}
+        assert set(m.cells) == set(EXERCISES) and set(m.expect) == {f"test_{f}" for f in EXERCISES}
         for test, cls in m.expect.items():
             seen[test.removeprefix("test_")].add(cls)
     for name, classes in REQUIRED.items():
@@ -238,3 +244,132 @@ def test_the_square_cases_produce_the_bugs_only_values_can_show(one_seed):
     named = {(out, alt.cls) for out, expected, alts, _ in hidden_alternatives() for alt in alts
              if alt.value.shape == expected.shape}
     assert ("dx", "transpose") in named and ("db", "broadcast-axis") in named and ("result", "broadcast-axis") in named
+
+
+# ---------------------------------------------------------------------------
+# name_the_bug
+
+
+def suspects_of_the_notebook() -> dict:
+    """What §9's given cell defines: suspect_1 … suspect_5 and broken_batched_matmul_backward."""
+    cell = next(c for c in parse((TEXT_DIR / f"{SLUG}.py").read_text(), SLUG) if "def suspect_1" in c.source)
+    ns = {"torch": torch}
+    exec(compile(cell.source, "<§9>", "exec"), ns)
+    return ns
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_every_hidden_broken_backward_has_the_class_it_declares(seed, monkeypatch):
+    """The solution's classifier agrees with every flavour's label, whatever the draw."""
+    monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
+    for label, backward, cls, what in hidden.name_the_bug_cases(generator("name_the_bug")):
+        assert SOLUTION["name_the_bug"](backward) == cls, f"{label}: {what}"
+
+
+def test_every_flavour_is_named_right_and_every_class_is_drawn(monkeypatch):
+    flavours = [(cls, what, fn) for cls, groups in hidden.BROKEN.items() for group in groups for what, fn in group]
+    for cls, what, backward in flavours:
+        assert SOLUTION["name_the_bug"](backward) == cls, what
+    for seed in range(5):
+        monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
+        drawn = [cls for _, _, cls, _ in hidden.name_the_bug_cases(generator("name_the_bug"))]
+        assert set(drawn) == set(visible.BUG_NAMES) and len(drawn) == sum(map(len, hidden.BROKEN.values()))
+
+
+def test_the_hidden_backwards_give_nothing_away(monkeypatch):
+    """Their names are all alike; the label a student reads is a number."""
+    monkeypatch.setenv("AUTOGRADER_SEED", "0")
+    cases = hidden.name_the_bug_cases(generator("name_the_bug"))
+    assert {backward.__name__ for _, backward, cls, _ in cases if backward is not hidden._right_by_einsum} == {"backward"}
+    assert all(label.startswith("hidden backward ") for label, *_ in cases)
+    assert all(not any(word in backward.__name__ for word in visible.BUG_NAMES) for _, backward, _, _ in cases)
+
+
+def test_the_visible_suspects_are_the_notebooks_and_are_labelled_right():
+    """The first five are §9's suspects (same bug on the same inputs); every label is the solution's answer."""
+    ns = suspects_of_the_notebook()
+    gen = torch.Generator().manual_seed(3)
+    args = (torch.randn(7, 3, generator=gen, dtype=F64), torch.randn(3, 5, generator=gen, dtype=F64),
+            torch.randn(5, generator=gen, dtype=F64), torch.randn(7, 5, generator=gen, dtype=F64))
+    for i, (label, backward, cls, what) in enumerate(visible.SUSPECTS[:5], start=1):
+        theirs, ours = ns[f"suspect_{i}"](*args), backward(*args)
+        assert all(torch.equal(t, o) for t, o in zip(theirs, ours)), label
+    for label, backward, cls, what in visible.SUSPECTS:
+        assert SOLUTION["name_the_bug"](backward) == cls, label
+    assert not any(fn.__name__[:1] != "_" for _, fn, _, _ in visible.SUSPECTS), "course functions a student calls are private"
+
+
+@pytest.mark.parametrize("answer", visible.BUG_NAMES)
+def test_a_constant_answer_fails(answer, one_seed):
+    for check in both("name_the_bug"):
+        assert failure_of(check, lambda backward: answer).cls == "wrong-values"
+
+
+def test_an_answer_outside_the_vocabulary_is_a_shape_failure():
+    for check in both("name_the_bug"):
+        assert failure_of(check, lambda backward: "transposed").cls == "shape"
+        assert failure_of(check, lambda backward: 3).cls == "shape"
+
+
+def test_a_lookup_of_the_visible_suspects_fails_the_hidden_check(one_seed):
+    """Learning the visible labels by heart passes the visible check and nothing else."""
+    table = {fn: cls for _, fn, cls, _ in visible.SUSPECTS}
+    lookup = lambda backward: table.get(backward, "none")  # noqa: E731
+    visible.name_the_bug(lookup)
+    assert failure_of(hidden.name_the_bug, lookup).cls == "wrong-values"
+
+
+def test_a_course_helper_inside_name_the_bug_is_delegation(one_seed):
+    def borrows(backward):
+        course.relative_error(torch.ones(2, dtype=F64), torch.ones(2, dtype=F64))
+        return SOLUTION["name_the_bug"](backward)
+
+    for check in both("name_the_bug"):
+        assert diagnosis(check, borrows) == "delegated-to-helper"
+
+
+def test_autograd_is_allowed_inside_name_the_bug(one_seed):
+    """name_the_bug is a test of a backward, and autograd is a fair reference there."""
+    def with_autograd(backward):
+        x, w, b = (torch.randn(*s, dtype=F64, requires_grad=True) for s in ((7, 3), (3, 5), (5,)))
+        torch.autograd.grad((x @ w + b).sum(), (x, w, b))
+        return SOLUTION["name_the_bug"](backward)
+
+    for check in both("name_the_bug"):
+        check(with_autograd)
+
+
+# ---------------------------------------------------------------------------
+# batched_matmul_backward
+
+
+def test_the_handed_over_broken_backward_is_a_batch_reduction(one_seed):
+    ns = suspects_of_the_notebook()
+    for check in both("batched_matmul_backward"):
+        assert failure_of(check, ns["broken_batched_matmul_backward"]).cls == "batch-reduction"
+
+
+def test_the_hidden_batched_reference_agrees_with_autograd(one_seed):
+    for case in hidden.batched_cases(generator("ref")):
+        for ours, torchs in zip(hidden.batched_reference(*case.args), visible._batched_reference(*case.args)):
+            assert ours.shape == torchs.shape and torch.allclose(ours, torchs, rtol=1e-12, atol=1e-12), case.label
+
+
+def test_every_named_batched_bug_is_diagnosed_as_itself(one_seed):
+    count = 0
+    for case in hidden.batched_cases(generator("alts")):
+        expected = dict(zip(("da", "dc"), hidden.batched_reference(*case.args)))
+        for out, alts in visible.batched_alternatives(hidden.batched_reference, *case.args).items():
+            for alt in alts:
+                failure = diagnose(out, alt.value, expected[out], alternatives=alts)
+                assert failure is not None and (failure.cls, failure.sentence) == (alt.cls, alt.sentence), case.label
+                count += 1
+    assert count >= 5
+
+
+def test_every_check_ends_with_non_contiguous_inputs(one_seed):
+    for cases in (hidden.linear_cases(generator("x"), bias=True), hidden.reduce_cases(generator("x")),
+                  hidden.batched_cases(generator("x")), visible._linear_cases(bias=False), visible._reduce_cases(),
+                  visible._batched_cases()):
+        tensors = [a for a in cases[-1].args if isinstance(a, torch.Tensor)]
+        assert any(not t.is_contiguous() for t in tensors), cases[-1].label

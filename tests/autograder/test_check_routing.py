@@ -287,8 +287,11 @@ def test_moe_bugs_are_named_by_the_hidden_check(bug, match, solution, seeded):
 
 
 def test_autograd_inside_the_backward_is_refused():
-    def with_autograd(dy, logits, indices, expert_out):
-        return visible_routing.moe_reference(dy, logits, indices, expert_out)
+    def with_autograd(dy, logits, indices, expert_out):  # plain torch: a course helper would be delegation
+        logits, expert_out = logits.clone().requires_grad_(True), expert_out.clone().requires_grad_(True)
+        gates = torch.softmax(logits, dim=-1).gather(-1, indices)
+        y = (gates[..., :, None] * expert_out).sum(dim=-2)
+        return torch.autograd.grad(y, (logits, expert_out), dy)
 
     assert diagnosis(hidden.moe_gate_backward, with_autograd) == "autograd-in-backward"
     assert diagnosis(visible.moe_gate_backward, with_autograd) == "autograd-in-backward"
@@ -360,3 +363,32 @@ def test_an_exception_is_error_and_names_the_students_line():
             check(ns["embedding_backward"])
         assert info.value.cls == "error"
         assert "line 3: dW.index_add_(0, ids, dy)" in str(info.value)
+
+
+# ---------------------------------------------------------------------------
+# A transposed (non-contiguous) input in every check
+
+
+def test_a_view_that_assumes_contiguous_ids_fails_on_the_transposed_case(seeded):
+    def with_view(dy, ids, num_embeddings):
+        D = dy.shape[-1]
+        return dy.new_zeros(num_embeddings, D).index_add_(0, ids.view(-1), dy.view(-1, D))
+
+    for check in (hidden.embedding_backward, visible.embedding_backward):
+        with pytest.raises(GradingFailure, match="transposed") as info:
+            check(with_view)
+        assert info.value.cls == "error"
+        assert "ids.view(-1)" in str(info.value), "the student's own line is shown"
+
+
+def test_a_wrong_answer_only_for_a_transposed_input_is_named_a_layout_bug(solution, seeded):
+    right = solution["topk_backward"]
+
+    def layout_bound(dy, indices, n):
+        dx = right(dy, indices, n)
+        return dx if dy.is_contiguous() else dx + 1.0
+
+    for check in (hidden.topk_backward, visible.topk_backward):
+        with pytest.raises(GradingFailure, match="laid out in memory") as info:
+            check(layout_bound)
+        assert info.value.cls == "wrong-values"

@@ -8,6 +8,7 @@ The solution, the release stubs and each mutant's diagnosis are checked for ever
 in ``test_samples.py``.
 """
 
+import pytest
 import torch
 
 import autograder.check.softmax as hidden
@@ -16,7 +17,7 @@ from autograder.submissions import mutants
 from tests.support import failure_of, solutions
 
 SLUG = "02_softmax_collapse"
-FUNCTIONS = ["softmax_jacobian", "softmax_backward", "softmax_cross_entropy_backward"]
+FUNCTIONS = ["softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward"]
 SOLUTION = solutions(SLUG)
 MUTANTS = mutants(SLUG)
 F64 = torch.float64
@@ -25,6 +26,7 @@ F64 = torch.float64
 REQUIRED = {
     "softmax_jacobian": {"sign", "broadcast-axis"},
     "softmax_backward": {"materialized-jacobian", "broadcast-axis", "sign"},
+    "shifted_softmax_vjp": {"non-finite", "broadcast-axis", "wrong-values", "shape"},
     "softmax_cross_entropy_backward": {"scale", "broadcast-axis", "batch-reduction", "non-finite"},
 }
 
@@ -46,6 +48,29 @@ def test_the_hidden_references_agree_with_autograd():
     target = torch.randint(0, 7, (2, 3), generator=gen)
     for logits, t in [(x, target), visible.saturated_logits(x)]:
         assert torch.allclose(hidden.ce_reference(logits, t), visible._ce_reference(logits, t), atol=1e-15)
+    c = torch.randn(2, 3, 1, generator=gen, dtype=F64)
+    for got, want in zip(hidden.shift_reference(x, c, dy), visible._shift_reference(x, c, dy)):
+        assert torch.allclose(got, want, atol=1e-15)
+
+
+def test_the_ce_reference_is_the_loss_on_the_flattened_rows():
+    """F.cross_entropy reads axis 1 as the classes: on (B, T, C) logits it raises, so the checks flatten."""
+    logits, target = torch.randn(2, 3, 5, dtype=F64), torch.randint(0, 5, (2, 3))
+    with pytest.raises((RuntimeError, ValueError)):
+        torch.nn.functional.cross_entropy(logits, target)
+    flat = logits.reshape(-1, 5).clone().requires_grad_(True)
+    torch.nn.functional.cross_entropy(flat, target.reshape(-1)).backward()
+    assert torch.allclose(visible._ce_reference(logits, target), flat.grad.reshape(logits.shape))
+    assert torch.allclose(hidden.ce_reference(logits, target), flat.grad.reshape(logits.shape))
+
+
+def test_every_check_has_a_transposed_input():
+    for cases in (visible._jacobian_cases(), visible._backward_cases(), visible._shift_cases(), visible._ce_cases()):
+        assert any(not a.is_contiguous() for case in cases for a in case.args if isinstance(a, torch.Tensor))
+    gen = torch.Generator().manual_seed(0)
+    for make in (hidden.jacobian_cases, hidden.backward_cases, hidden.shift_cases, hidden.ce_cases):
+        cases = make(gen)
+        assert any(not a.is_contiguous() for case in cases for a in case.args if isinstance(a, torch.Tensor)), make
 
 
 # ---------------------------------------------------------------------------
@@ -152,3 +177,50 @@ def test_the_saturated_case_catches_a_guarded_log_that_vanishes():
     for check in both("softmax_cross_entropy_backward"):
         failure = failure_of(check, softmax_cross_entropy_backward)
         assert failure.cls == "wrong-values" and "vanished" in str(failure)
+
+
+# ---------------------------------------------------------------------------
+# The free shift
+
+
+def _shifted(dc=None, forward=None):
+    """A shifted_softmax_vjp with the right backward, and the given forward and dc."""
+    def shifted_softmax_vjp(x, c, dy):
+        y = forward(x, c) if forward else None
+        if y is None:
+            e = (x - x.amax(dim=-1, keepdim=True)).exp()
+            y = e / e.sum(dim=-1, keepdim=True)
+        s = (y * dy).sum(dim=-1, keepdim=True)
+        dx = y * (dy - s)
+        return y, dx, dc(y, dx, dy, c) if dc else torch.zeros_like(c)
+    return shifted_softmax_vjp
+
+
+def test_a_dc_computed_from_dx_passes_in_both_dtypes():
+    fn = _shifted(dc=lambda y, dx, dy, c: -dx.sum(dim=-1, keepdim=True))  # zero up to rounding
+    for check in both("shifted_softmax_vjp"):
+        check(fn)
+
+
+def test_the_named_dc_bugs():
+    for dc, words in [
+        (lambda y, dx, dy, c: -dy.sum(dim=-1, keepdim=True), "through the softmax"),
+        (lambda y, dx, dy, c: (y * dy).sum(dim=-1, keepdim=True), "numerator"),
+    ]:
+        for check in both("shifted_softmax_vjp"):
+            failure = failure_of(check, _shifted(dc=dc))
+            assert failure.cls == "wrong-values" and words in str(failure), str(failure)
+
+
+def test_torchs_own_softmax_is_refused_in_the_shift_exercise():
+    for forward in (lambda x, c: torch.softmax(x - c, dim=-1), lambda x, c: (x - torch.logsumexp(x, -1, keepdim=True)).exp()):
+        for check in both("shifted_softmax_vjp"):
+            failure = failure_of(check, _shifted(forward=forward))
+            assert failure.cls == "wrong-values" and "stabilising for you" in str(failure), str(failure)
+
+
+def test_a_missing_shift_is_non_finite_and_says_why_not_how():
+    fn = _shifted(forward=lambda x, c: (x - c).exp() / (x - c).exp().sum(dim=-1, keepdim=True))
+    for check in both("shifted_softmax_vjp"):
+        failure = failure_of(check, fn)
+        assert failure.cls == "non-finite" and "float32" in str(failure) and "amax" not in str(failure)

@@ -128,17 +128,18 @@ MASKED = 'mask=mask, other=-float("inf")'
 # (exercise, replacement cells, expected class, words the message must contain)
 MORE_BUGS = {
     "unmasked store": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(store="")}, "wrong-values",
-                       ["columns ≥", "the store needs mask=cols < n_cols"]),
+                       ["columns ≥", "were written", "past the end"]),
     "unmasked load": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load="")}, "non-finite",
-                      ["columns ≥", "the load needs mask=cols < n_cols"]),
+                      ["columns ≥", "were read", "reads past the end"]),
     "no max shift": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, shift="- 0.0")},
-                     "non-finite", ["row max"]),
+                     "non-finite", ["88.7", "Part C"]),
     "rows n_cols apart": ("softmax_fwd_kernel",
                           {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, row="row * n_cols", out_row="row * n_cols")},
                           "wrong-values", ["row 0", "x_row_stride"]),
     "float32 inside": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, dtype=".to(tl.float32)")},
                        "wrong-values", ["float32 precision"]),
-    "missing s": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * dy")}, "wrong-values", ["−s"]),
+    "missing s": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * dy")}, "wrong-values",
+                  ["row's scalar"]),
     "kernel error": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * (dy - undefined_name)")},
                      "error", ["NameError"]),
     "wrong axis": ("triton_softmax", {"triton_softmax": '''
@@ -165,7 +166,7 @@ class TritonSoftmax(torch.autograd.Function):
         dx = torch.empty_like(y)
         softmax_bwd_kernel[(x.shape[0],)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), x.shape[1],
                                           BLOCK=triton.next_power_of_2(x.shape[1]))
-        return dx'''}, "wrong-values", ["save y only", "(x)"]),
+        return dx'''}, "wrong-values", ["(x)", "backward kernel reads"]),
 }
 
 
@@ -179,3 +180,24 @@ def test_more_bugs_are_named(bug, capsys):
         for word in words:
             assert word in str(failure), f"{bug}: {word!r} not in {failure}"
     assert capsys.readouterr().err == ""
+
+
+# Diagnoses name the bug and why; the literal fix lives in the notebook's last hint.
+LITERAL_FIXES = ("other=-float", "other=0", "mask=cols < n_cols", "save_for_backward(y)", "dy.contiguous()",
+                 ".contiguous()", ".view(x.shape)", "reshape(-1,", "tl.sum(y * dy", "y * (dy - s)")
+
+
+@pytest.mark.parametrize("bug", list(MORE_BUGS))
+def test_no_diagnosis_prints_the_fixed_code(bug):
+    name, cells, _, _ = MORE_BUGS[bug]
+    ns = variant(bug, cells)
+    for check in (getattr(visible, name), getattr(hidden, name)):
+        message = str(failure_of(check, ns[name]))
+        assert not [fix for fix in LITERAL_FIXES if fix in message], message
+
+
+def test_every_hint_table_covers_its_exercises():
+    from course.selfcheck.triton_softmax import HINTS
+
+    assert set(HINTS) == set(EXERCISES)
+    assert all("*" in table for table in HINTS.values())

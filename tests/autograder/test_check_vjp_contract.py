@@ -22,7 +22,7 @@ from autograder.inputs import generator, randn
 from autograder.submissions import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.vjp_contract import CosineBowl, check_lsce, lsce_case, lsce_reference
-from tests.support import diagnosis, mutant_named, solutions
+from tests.support import diagnosis, mutant_named, solutions, unguarded
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -111,7 +111,7 @@ def test_probe_differences_are_exact_and_approach_the_gradient(probe_kind):
     assert relative_error(probe.one_sided(h), forward) < 1e-10
     # As h → 0 the exact central difference tends to the true gradient (autograd's).
     xg = x.clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(torch.as_tensor(probe.value(xg)), xg)
+    (grad,) = torch.autograd.grad(torch.as_tensor(probe._value(xg)), xg)
     assert relative_error(probe.central(1e-6), grad) < 1e-10
 
 
@@ -128,6 +128,54 @@ def test_the_tolerance_separates_central_from_forward_differences(solution):
             best_forward = min(best_forward, relative_error(probe.one_sided(1e-6), probe.central(1e-6)))
     assert worst_central < 1e-9, worst_central  # 10× below the tolerance
     assert best_forward > 1e-7, best_forward  # 10× above it
+
+
+def test_the_student_gets_a_plain_function_not_the_probe(seeded):
+    """The probe knows its exact differences (``central``): handing it over would hand over the answer."""
+    seen = []
+
+    def inspects_f(f, x, eps=1e-6):
+        seen.append(f)
+        raise NotImplementedError
+
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        with pytest.raises(GradingFailure):
+            check(inspects_f)
+    assert seen and all(type(f).__name__ == "function" for f in seen)
+    assert not any(hasattr(f, name) for f in seen for name in ("central", "one_sided", "value", "base"))
+
+
+def test_a_non_contiguous_x_is_in_every_check(solution, seeded):
+    """The transposed case comes last, and a copy that keeps x's strides cannot .view(-1) it."""
+    layouts = []
+
+    def records(f, x, eps=1e-6):
+        layouts.append(x.is_contiguous())
+        return solution["numerical_gradient"](f, x, eps)
+
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        layouts.clear()
+        check(records)
+        assert layouts[-1] is False and all(layouts[:-1])
+
+    def strided_copy(f, x, eps=1e-6):  # the old solution: .to(copy=True) keeps a transpose's strides
+        x = x.detach().to(F64, copy=True)
+        dx = torch.zeros_like(x)
+        x_flat, dx_flat = x.view(-1), dx.view(-1)
+        for i in range(x_flat.numel()):
+            x_i = x_flat[i].item()
+            x_flat[i] = x_i + eps
+            f_plus = float(f(x))
+            x_flat[i] = x_i - eps
+            f_minus = float(f(x))
+            x_flat[i] = x_i
+            dx_flat[i] = (f_plus - f_minus) / (2 * eps)
+        return dx
+
+    for check in (hidden.numerical_gradient, visible.numerical_gradient):
+        with pytest.raises(GradingFailure, match="non-contiguous") as info:
+            check(strided_copy)
+        assert info.value.cls == "error"
 
 
 def test_the_references_agree_with_autograd_and_known_values():
@@ -249,8 +297,10 @@ def test_a_transposed_dW_is_seen_with_a_square_W_alone(solution):
 
 
 def test_autograd_inside_the_backward_is_refused():
+    reference = unguarded(lsce_reference)  # autograd inside, but not a course helper's tripwire
+
     def with_autograd(x, W, b, target):
-        return lsce_reference(x, W, b, target)
+        return reference(x, W, b, target)
 
     assert diagnosis(hidden.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"
     assert diagnosis(visible.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"

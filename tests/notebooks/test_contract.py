@@ -13,13 +13,16 @@ ROOT = Path(__file__).resolve().parents[2]
 # call these names; renaming one breaks them.
 CONTRACT = {
     "00_vjp_contract": ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"],
-    "01_matmul_from_shapes": ["linear_backward", "linear_bias_backward", "reduce_to_shape"],
-    "02_softmax_collapse": ["softmax_jacobian", "softmax_backward", "softmax_cross_entropy_backward"],
+    "01_matmul_from_shapes": [
+        "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward",
+    ],
+    "02_softmax_collapse": ["softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward"],
     "03_triton_fused_softmax": ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"],
     "04_layernorm": ["layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm"],
     "05_attention_recompute": [
         "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
-        "RecomputeAttention", "recompute_attention", "attention_delta_kernel",
+        "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel",
+        "flash_bwd_dkdv_kernel",
     ],
     "06_topk_routing": [
         "topk_backward", "embedding_backward", "relu_backward", "maxpool1d_backward", "dropout_backward",
