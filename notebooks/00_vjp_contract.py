@@ -244,7 +244,7 @@ def numerical_gradient(f, x, eps=1e-6):
 #
 # $$\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon},$$
 #
-# in the loop of Hint 2: `dx_flat[i] = (f_plus - f_minus) / (2 * eps)`.
+# one division per entry, in the loop of Hint 2.
 #
 # </details>
 # %% test id=test_numerical_gradient points=2

@@ -555,18 +555,18 @@ def reduce_to_shape(grad, shape):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the two sums, precisely</summary>
 #
-# ```python
-# shape = tuple(shape)
-# lead = grad.ndim - len(shape)
-# if lead > 0:
-#     grad = grad.sum(dim=tuple(range(lead)))
-# stretched = tuple(i for i, size in enumerate(shape) if size == 1 and grad.shape[i] != 1)
-# if stretched:
-#     grad = grad.sum(dim=stretched, keepdim=True)
-# return grad
-# ```
+# Let $p$ = `grad.ndim - len(shape)` be the number of prepended axes. Once they are summed away,
+# `grad` has as many axes as `shape`, and the stretched axes are
+# $S = \{\, i : \text{shape}_i = 1 \text{ and } \text{grad.shape}_i \neq 1 \,\}$. Then
+#
+# $$\operatorname{reduce}(\bar z, s) = \Big(\sum_{\text{axes } 0, \dots, p - 1} \bar z\Big)
+# \text{ summed over the axes in } S, \text{ each kept with size 1}.$$
+#
+# In code: the first sum is one `sum` whose `dim` is `tuple(range(p))`, done only when $p > 0$;
+# the second is one `sum` whose `dim` is the tuple $S$, with `keepdim=True`, done only when $S$
+# is not empty.
 #
 # </details>
 # %% test id=test_reduce_to_shape points=2
@@ -761,28 +761,26 @@ def name_the_bug(backward):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the procedure</summary>
 #
-# The factor that fits `got ≈ c · ref` best is $c = \langle g, r \rangle / \langle r, r \rangle$,
-# `(got * ref).sum() / (ref * ref).sum()`. With `close(got, ref)` a relative-error test:
+# The factor that fits $g \approx c\, r$ best (least squares, $g$ the output you got and $r$ the
+# reference) is
 #
-# ```python
-# for B in (1, 7):
-#     x, w, b, dy = ...  # random float64, shapes (B, 3), (3, 5), (5,), (B, 5)
-#     for got, ref in zip(backward(x, w, b, dy), your_reference(x, w, b, dy)):
-#         if got.shape != ref.shape:
-#             transposed = ref.ndim == 2 and got.shape == ref.mT.shape and close(got, ref.mT)
-#             return "transpose" if transposed else "broadcast-axis"
-#         if close(got, ref):
-#             continue
-#         if close(got, -ref):
-#             return "sign"
-#         c = (got * ref).sum() / (ref * ref).sum()
-#         if close(got, c * ref):
-#             return "scale"
-#         return "batch-reduction" if B > 1 else "wrong-values"
-# return "none"
-# ```
+# $$c = \langle g, r \rangle / \langle r, r \rangle,$$
+#
+# the sum of the elementwise product of the two over the sum of the reference squared. With
+# `close(got, ref)` a relative-error test, run at $B = 1$ and then at $B = 7$, on random float64
+# inputs of shapes $(B, 3)$, $(3, 5)$, $(5,)$ and $(B, 5)$. Walk the three outputs in order, each
+# with its reference, and stop at the first rule that fires:
+#
+# 1. the shapes differ: `"transpose"` if `got` has the shape of `ref.mT` and is close to its
+#    values, and `"broadcast-axis"` otherwise;
+# 2. `got` is close to `ref`: go on to the next output;
+# 3. close to the negative of `ref`: `"sign"`;
+# 4. close to $c$ times `ref`: `"scale"`;
+# 5. anything else: `"batch-reduction"` at $B = 7$, `"wrong-values"` at $B = 1$.
+#
+# Only when both runs get through all three outputs: `"none"`.
 #
 # </details>
 # %% test id=test_name_the_bug points=2

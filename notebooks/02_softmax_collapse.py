@@ -282,7 +282,7 @@ def softmax_backward(y, dy):
 #   = y_j\, \bar y_j - y_j \sum_i y_i\, \bar y_i ,
 #   \qquad s = \langle y, \bar y \rangle, \qquad \bar x = y \odot (\bar y - s),$$
 #
-# in code `s = (y * dy).sum(dim=-1, keepdim=True)`, then `y * (dy - s)`.
+# in code, `s` is the row sum of `y * dy` kept as a column (`keepdim=True`), then `y * (dy - s)`.
 #
 # </details>
 # %% test id=test_softmax_backward points=3
@@ -485,8 +485,8 @@ def shifted_softmax_vjp(x, c, dy):
 #
 # $y_i = e^{-c} e^{x_i} / (e^{-c} \sum_j e^{x_j})$, so
 # $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$ for every $c$. Shift by the
-# row max $m = \max_j x_j$: `m = x.amax(dim=-1, keepdim=True)`, `e = (x - m).exp()`,
-# `y = e / e.sum(dim=-1, keepdim=True)`. Then $\bar x = y \odot (\bar y - s)$ as in Part B. Each
+# row max $m = \max_j x_j$ (`amax` over the last axis, `keepdim=True`), exponentiate `x - m`,
+# and divide by its row sum, kept as a column. Then $\bar x = y \odot (\bar y - s)$ as in Part B. Each
 # row of $J$ sums to $y_i - y_i \sum_j y_j = 0$, so $J\mathbf{1} = 0$ and
 # $\bar c = -\mathbf{1}^\top J \bar y = -(J\mathbf{1})^\top \bar y = 0$ ($J$ is symmetric):
 # `dc = torch.zeros_like(c)`.

@@ -267,18 +267,14 @@ def softmax_fwd_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the fill, the mask and the formula</summary>
 #
-# ```python
-# row = tl.program_id(0)
-# cols = tl.arange(0, BLOCK)
-# mask = cols < n_cols
-# x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # max ignores −∞; e^−∞ = 0
-# m = tl.max(x, axis=0)
-# e = tl.exp(x - m)
-# ell = tl.sum(e, axis=0)
-# tl.store(Y_ptr + row * y_row_stride + cols, e / ell, mask=mask)
-# ```
+# The lanes are the offsets `tl.arange(0, BLOCK)` from the start of the row, and the mask is true
+# where they are below `n_cols`; the load and the store both take it. The load fills the tail with
+# $-\infty$, `other=-float("inf")`: $\max$ ignores it and $e^{-\infty} = 0$ adds nothing to $\ell$.
+# Then §1, in registers, with one `tl.max` and one `tl.sum` over `axis=0`:
+#
+# $$m = \max_j x_j, \qquad e = \exp(x - m), \qquad \ell = \textstyle\sum_j e_j, \qquad y = e / \ell .$$
 #
 # </details>
 # %% test id=test_softmax_fwd_kernel points=2
@@ -299,7 +295,7 @@ autograder.check.softmax_fwd_kernel(softmax_fwd_kernel)
 # $$\boxed{\;\texttt{tl.load}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols},\
 #   \texttt{other} = -\infty), \qquad \texttt{tl.store}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols})\;}$$
 #
-# in code `x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))`. A fill
+# in code, `other=-float("inf")` on the load and the same `mask` on the load and the store. A fill
 # of 0 would raise the max of a row of negative logits to 0 and add $e^{0 - m}$ per tail lane
 # to $\ell$; an unmasked load would read the padding's NaN into both.
 #
@@ -401,18 +397,15 @@ def softmax_bwd_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the fill and the formulas</summary>
 #
-# ```python
-# row = tl.program_id(0)
-# cols = tl.arange(0, BLOCK)
-# mask = cols < n_cols
-# dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
-# y = tl.load(Y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
-# s = tl.sum(y * dy, axis=0)  # the hub of notebook 02
-# dx = y * (dy - s)
-# tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)
-# ```
+# Both loads take the forward's mask and `other=0.0`, each at its own row stride: a tail lane then
+# adds $0 \cdot 0 = 0$ to $s$. In registers, with the names of §1:
+#
+# $$s = \textstyle\sum_j y_j \bar y_j, \qquad \bar x = y \odot (\bar y - s),$$
+#
+# in code `tl.sum(y * dy, axis=0)` for `s`, and `dx = y * (dy - s)`. The store of `dx` takes the
+# mask too.
 #
 # </details>
 # %% test id=test_softmax_bwd_kernel points=2
@@ -432,7 +425,7 @@ autograder.check.softmax_bwd_kernel(softmax_bwd_kernel)
 # $$\boxed{\;s = \texttt{tl.sum}(y \cdot \bar y), \qquad \bar x = y \odot (\bar y - s),
 #   \qquad \text{tail lanes load } 0\;}$$
 #
-# in code `s = tl.sum(y * dy, axis=0)` and `dx = y * (dy - s)`, after loads with
+# in code `s` is `tl.sum(y * dy, axis=0)` and `dx = y * (dy - s)`, after loads with
 # `mask=mask, other=0.0`. $2N$ elements read and $N$ written per row: the least a softmax
 # backward can move.
 #
@@ -609,12 +602,12 @@ def triton_softmax(x):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the layout, step by step</summary>
 #
-# ```python
-# rows = x.reshape(-1, x.shape[-1]).contiguous()  # (n_rows, N), each row contiguous
-# return TritonSoftmax.apply(rows).view(x.shape)
-# ```
+# With `N = x.shape[-1]`: `x.reshape(-1, N)` lines up the rows as $(n_\text{rows}, N)$, then
+# `.contiguous()` makes each row adjacent in memory (a no-op when it already is). Run
+# `TritonSoftmax.apply` on those rows, and give its $(n_\text{rows}, N)$ result the shape of `x`
+# with `.view(x.shape)`.
 #
 # </details>
 # %% test id=test_triton_softmax points=1

@@ -118,14 +118,16 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the formulas</summary>
 #
-# ```python
-# mean = x.mean(dim=-1)                                # (...,)
-# var = ((x - mean[..., None]) ** 2).mean(dim=-1)      # (...,), biased; or x.var(dim=-1, correction=0)
-# rstd = torch.rsqrt(var + eps)                        # (...,), 1/√(σ² + ε)
-# y = (x - mean[..., None]) * rstd[..., None] * gamma + beta
-# ```
+# Per row, over its $N$ entries:
+#
+# $$\mu = \tfrac1N \textstyle\sum_j x_j, \qquad \sigma^2 = \tfrac1N \sum_j (x_j - \mu)^2, \qquad
+# \text{rstd} = 1/\sqrt{\sigma^2 + \varepsilon}, \qquad y = (x - \mu)\cdot\text{rstd} \odot \gamma + \beta .$$
+#
+# In code, `mean[..., None]` gives a row statistic its size-1 axis back. The biased variance is
+# `((x - mean[..., None]) ** 2).mean(dim=-1)` (or `x.var(dim=-1, correction=0)`), and
+# `torch.rsqrt(var + eps)` is $1/\sqrt{\sigma^2 + \varepsilon}$.
 #
 # </details>
 # %% test id=test_layernorm_forward points=1
@@ -290,15 +292,10 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # $$\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y .$$
 #
-# ```python
-# xhat = (x - mean[..., None]) * rstd[..., None]
-# dxhat = gamma * dy
-# c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)     # keepdim: one per row, broadcast along it
-# c2 = dxhat.mean(dim=-1, keepdim=True)
-# dx = (dxhat - (xhat * c1 + c2)) * rstd[..., None]
-# dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)
-# dbeta = dy.reshape(-1, N).sum(dim=0)
-# ```
+# In code, $\hat x$ is rebuilt from `mean[..., None]` and `rstd[..., None]`; each of $c_1$ and $c_2$ is
+# a `.mean(dim=-1, keepdim=True)` — one number per row, kept with a size-1 axis so that it broadcasts
+# along its own row. $\bar\gamma$ and $\bar\beta$ sum over every row of every leading axis: flatten
+# those with `reshape(-1, N)`, then `sum(dim=0)`.
 #
 # </details>
 # %% test id=test_layernorm_backward points=3
@@ -448,13 +445,9 @@ def rmsnorm_backward(dy, x, g, rrms):
 # c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad \bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms},
 # \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x .$$
 #
-# ```python
-# xhat = x * rrms[..., None]
-# dxhat = g * dy
-# c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
-# dx = (dxhat - xhat * c1) * rrms[..., None]
-# dg = (dy * xhat).reshape(-1, N).sum(dim=0)
-# ```
+# In code, as in Part B: `rrms[..., None]` acts along each row, $c_1$ is a
+# `.mean(dim=-1, keepdim=True)`, and $\bar g$ sums over the flattened rows, `reshape(-1, N)` then
+# `sum(dim=0)`.
 #
 # </details>
 # %% test id=test_rmsnorm_backward points=2
@@ -622,7 +615,7 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 #
 # - `forward(ctx, x, gamma, beta, eps)`: run the given `layernorm_fwd`, save what the backward needs —
 #   $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
-# - `backward(ctx, dy)`: launch the kernel on `n_programs = min(n_rows, MAX_PROGRAMS)` programs with
+# - `backward(ctx, dy)`: launch the kernel on `min(n_rows, MAX_PROGRAMS)` programs (call it `n_programs`) with
 #   `rows_per_program` rows each (rounded up); then a **second pass** turns the partial buffers into
 #   $\bar\gamma$ and $\bar\beta$ of shape `(N,)`. Return `dx, dgamma, dbeta, None` — one gradient per input
 #   of `forward`, `None` for `eps`. No autograd in here. Autograd may hand `backward` a `dy` whose rows
@@ -749,34 +742,25 @@ class TritonLayerNorm(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 4 — the code</summary>
+# <details><summary>Hint 4 — the formulas, in the kernel</summary>
 #
-# ```python
-# pid = tl.program_id(0)
-# cols = tl.arange(0, BLOCK)
-# mask = cols < n_cols
-# w = tl.load(W_ptr + cols, mask=mask, other=0.0)
-# dgamma_acc = tl.zeros([BLOCK], dtype=w.dtype)
-# dbeta_acc = tl.zeros([BLOCK], dtype=w.dtype)
-# first = pid.to(tl.int64) * rows_per_program
-# for row in range(first, tl.minimum(first + rows_per_program, n_rows)):
-#     offs = row * n_cols + cols
-#     x = tl.load(X_ptr + offs, mask=mask, other=0.0)
-#     dy = tl.load(DY_ptr + offs, mask=mask, other=0.0)
-#     rstd = tl.load(Rstd_ptr + row)
-#     xhat = (x - tl.load(Mean_ptr + row)) * rstd
-#     dxhat = w * dy
-#     c1 = tl.sum(xhat * dxhat, axis=0) / n_cols
-#     c2 = tl.sum(dxhat, axis=0) / n_cols
-#     tl.store(DX_ptr + offs, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)
-#     dgamma_acc += dy * xhat
-#     dbeta_acc += dy
-# tl.store(DW_partial_ptr + pid * n_cols + cols, dgamma_acc, mask=mask)
-# tl.store(DB_partial_ptr + pid * n_cols + cols, dbeta_acc, mask=mask)
-# ```
+# Row $r$ of the program starts `r * n_cols` elements in (an int64 $r$); its $\mu_r$ and $\text{rstd}_r$
+# are two scalar loads. Then Part B's formulas, on the row's `BLOCK` lanes:
 #
-# In `backward`: `dy = dy.contiguous()` before the launch, and `dgamma = dgamma_partial.sum(dim=0)`
-# (the same for $\bar\beta$) after it.
+# $$\hat x = (x - \mu_r)\cdot\text{rstd}_r, \qquad \bar{\hat x} = \gamma \odot \bar y, \qquad
+# c_1 = \tfrac1N \textstyle\sum_j \hat x_j\, \bar{\hat x}_j, \qquad c_2 = \tfrac1N \sum_j \bar{\hat x}_j, \qquad
+# \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd}_r .$$
+#
+# - Load $\gamma$, $x$ and $\bar y$ with the mask of the row's `n_cols` lanes and `other=0.0`: a zero
+#   $\bar y$ adds nothing to $c_1$, $c_2$ or the partial sums. Each mean is a `tl.sum(..., axis=0)`
+#   divided by `n_cols`, not by `BLOCK`; the store of $\bar x$ takes the same mask.
+# - The accumulators start as `tl.zeros([BLOCK], ...)` in the dtype of $\gamma$; each row adds
+#   `dgamma_acc += dy * xhat` and `dbeta_acc += dy`.
+# - After the loop, one masked `tl.store` of each accumulator into row `pid` of its buffer, which
+#   starts `pid * n_cols` elements in.
+# - In `backward`: `dy.contiguous()` before the launch, `triton.cdiv(n_rows, n_programs)` rows per
+#   program, zeroed `(n_programs, N)` buffers, and after the launch a `.sum(dim=0)` of each buffer
+#   over its programs axis.
 #
 # </details>
 # %% test id=test_TritonLayerNorm points=2
@@ -836,15 +820,13 @@ def triton_layernorm(x, gamma, beta, eps=1e-5):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the checks and the layout, step by step</summary>
 #
-# ```python
-# N = x.shape[-1]
-# if tuple(gamma.shape) != (N,) or tuple(beta.shape) != (N,):
-#     raise ValueError(f"gamma and beta must have shape ({N},), the size of x's last dimension")
-# rows = x.reshape(-1, N).contiguous()     # free when the rows already are contiguous
-# return TritonLayerNorm.apply(rows, gamma, beta, eps).view(x.shape)
-# ```
+# With `N = x.shape[-1]`: raise a `ValueError` when `gamma` or `beta` does not have the shape `(N,)`,
+# naming the shape it has and the one it needs. Then `x.reshape(-1, N)` lines up the rows, and
+# `.contiguous()` makes each one adjacent in memory (free when it already is). Run
+# `TritonLayerNorm.apply` on those rows with `gamma`, `beta` and `eps`, and give its
+# $(n_\text{rows}, N)$ result the shape of `x` with `.view(x.shape)`.
 #
 # </details>
 # %% test id=test_triton_layernorm points=1

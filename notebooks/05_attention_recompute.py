@@ -202,8 +202,10 @@ class ManualAttention(torch.autograd.Function):
 # \bar S = P \odot \big(\bar P - \operatorname{rowsum}(\bar P \odot P)\big), \qquad
 # \bar Q = c\,\bar S K, \qquad \bar K = c\,\bar S^\top Q.$$
 #
-# In code, with `P` and `do` of the saved and received tensors: `dv = P.mT @ do`, `dP = do @ v.mT`,
-# `dS = P * (dP - (dP * P).sum(dim=-1, keepdim=True))`, `dq = c * (dS @ k)`, `dk = c * (dS.mT @ q)`.
+# In code, with `P` the saved tensor and `do` the received one, the four products are `P.mT @ do`,
+# `do @ v.mT`, `dS @ k` and `dS.mT @ q`, the last two times `c`. The softmax step: the row sum of
+# `dP * P` over the last axis, kept as a column with `keepdim=True`, subtracted from `dP`, and the
+# difference multiplied by `P`.
 #
 # </details>
 # %% test id=test_ManualAttention points=3
@@ -270,7 +272,8 @@ def manual_attention(q, k, v):
 #
 # <details><summary>Hint 2 — the line</summary>
 #
-# `return ManualAttention.apply(q, k, v)`
+# One line: return what `ManualAttention.apply` gives for `q, k, v` — the arguments of `forward` after
+# `ctx`, in the same order. (Calling `forward` yourself would skip the graph, and with it your backward.)
 #
 # </details>
 # %% test id=test_manual_attention points=1
@@ -436,10 +439,11 @@ def attention_forward_lse(q, k, v):
 # \ell \leftarrow \alpha\,\ell + \textstyle\sum e^{S_{\text{blk}} - m'}, \qquad
 # A \leftarrow \alpha A + e^{S_{\text{blk}} - m'}\, V_{\text{blk}}, \qquad m \leftarrow m'.$$
 #
-# In code: `m_new = torch.maximum(m, S.amax(dim=-1))`, `alpha = torch.exp(m - m_new)`,
-# `p = torch.exp(S - m_new[..., None])`, `ell = alpha * ell + p.sum(dim=-1)`,
-# `acc = alpha[..., None] * acc + p @ v_j`, `m = m_new`; after the key loop, `o_i = acc / ell[..., None]`
-# and `lse_i = m + torch.log(ell)`.
+# In code, per tile: the new max `m_new` is `torch.maximum` of `m` and `S.amax(dim=-1)`; the factor is
+# `torch.exp(m - m_new)`; the tile's terms `p` are `torch.exp` of `S` minus `m_new[..., None]`. Then
+# `ell` becomes `alpha * ell` plus `p.sum(dim=-1)`, `acc` becomes `alpha[..., None] * acc` plus `p` times
+# the block of `v`, and `m` becomes `m_new`. After the key loop, the block's rows of `o` are
+# `acc / ell[..., None]` and those of `lse` are `m + torch.log(ell)`.
 #
 # </details>
 # %% test id=test_attention_forward_lse points=2
@@ -607,9 +611,11 @@ def attention_backward_recompute(q, k, v, o, lse, do):
 #
 # $$\bar Q_i \mathrel{+}= c\,\bar S_{ij} K_j, \qquad \bar K_j \mathrel{+}= c\,\bar S_{ij}^\top Q_i .$$
 #
-# In code: `D = (do * o).sum(dim=-1)`; in the loops, `P = torch.exp(c * (qi @ kj.mT) - lse[:, i:i + BLOCK_Q, None])`,
-# `dvj += P.mT @ doi`, `dS = P * (doi @ vj.mT - D[:, i:i + BLOCK_Q, None])`,
-# `dq[:, i:i + BLOCK_Q] += c * (dS @ kj)`, `dkj += c * (dS.mT @ qi)`.
+# In code: `D` is `(do * o).sum(dim=-1)`, before the loops. In them, the tile `P` is `torch.exp` of
+# `c * (qi @ kj.mT)` minus the block's rows of `lse` — sliced `[:, i:i + BLOCK_Q]`, with a trailing
+# `None` axis so that each row's value is subtracted across its row. Then `dvj += P.mT @ doi`; the tile
+# `dS` is `P` times `doi @ vj.mT` minus the block's rows of `D`, sliced the same way; the block's rows of
+# `dq` add `c * (dS @ kj)`, and `dkj` adds `c * (dS.mT @ qi)`.
 #
 # </details>
 # %% test id=test_attention_backward_recompute points=3
@@ -713,9 +719,11 @@ class RecomputeAttention(torch.autograd.Function):
 #
 # <details><summary>Hint 2 — the wiring</summary>
 #
-# `forward`: `o, lse = attention_forward_lse(q, k, v)`, then `ctx.save_for_backward(q, k, v, o, lse)`,
-# `return o`. `backward`: `q, k, v, o, lse = ctx.saved_tensors`, then
-# `return attention_backward_recompute(q, k, v, o, lse, do)`.
+# - `forward`: Part C's function returns a pair; unpack it into `o` and `lse`. Pass the five tensors
+#   `q, k, v, o, lse` to `ctx.save_for_backward` in one call, and return `o` alone.
+# - `backward`: `ctx.saved_tensors` hands the five back in the order they were saved; unpack them under
+#   the names Part D's signature uses, and return what Part D returns for them and `do` — its three
+#   gradients, already in the order `q, k, v`.
 #
 # </details>
 # %% test id=test_RecomputeAttention points=2
@@ -754,7 +762,7 @@ def recompute_attention(q, k, v):
 #
 # <details><summary>Hint 2 — the line</summary>
 #
-# `return RecomputeAttention.apply(q, k, v)`
+# One line, as in Part B: return what `RecomputeAttention.apply` gives for `q, k, v`.
 #
 # </details>
 # %% test id=test_recompute_attention points=1
@@ -1015,16 +1023,15 @@ def attention_delta_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the pieces</summary>
 #
-# ```python
-# rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-# cols = tl.arange(0, BLOCK_D)
-# mask = (rows[:, None] < n_rows) & (cols[None, :] < head_dim)
-# o = tl.load(O_ptr + rows[:, None] * o_row_stride + cols[None, :], mask=mask, other=0.0)
-# do = tl.load(DO_ptr + rows[:, None] * do_row_stride + cols[None, :], mask=mask, other=0.0)
-# tl.store(Delta_ptr + rows, tl.sum(o * do, axis=1), mask=rows < n_rows)
-# ```
+# - The rows: `tl.program_id(0)` times `BLOCK_M`, plus `tl.arange(0, BLOCK_M)`; the columns:
+#   `tl.arange(0, BLOCK_D)`.
+# - The mask of both loads: `rows[:, None] < n_rows` and `cols[None, :] < head_dim`, joined by `&`.
+# - Each load: its pointer, plus `rows[:, None]` times its own row stride, plus `cols[None, :]`; with
+#   that mask and `other=0.0`.
+# - The result, $D_r = \sum_e \bar O_{re} O_{re}$, is `tl.sum(o * do, axis=1)`, stored at
+#   `Delta_ptr + rows` with `mask=rows < n_rows`.
 #
 # </details>
 # %% test id=test_attention_delta_kernel points=2
@@ -1127,9 +1134,10 @@ def flash_fwd_kernel(
     bh = tl.program_id(1).to(tl.int64)  # this program's slab; int64: b · stride_bh can pass 2³¹
     base = bh * stride_bh  # start of the slab
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) this program's queries
-    cols = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head-dim lanes
-    q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D)
-    q = tl.load(Q_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
+    cols = tl.arange(0, BLOCK_D)  # head-dim lanes, (BLOCK_D,)
+    q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D): lanes that are data
+    q_offs = base + rows[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_M, BLOCK_D): these rows of Q, and of O
+    q = tl.load(Q_ptr + q_offs, mask=q_mask, other=0.0)
     ### BEGIN SOLUTION
     m = tl.full([BLOCK_M], -float("inf"), dtype=q.dtype)  # running row max
     ell = tl.zeros([BLOCK_M], dtype=q.dtype)  # running Σ exp(S − m)
@@ -1147,7 +1155,7 @@ def flash_fwd_kernel(
         ell = ell * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m = m_new
-    tl.store(O_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, acc / ell[:, None], mask=q_mask)
+    tl.store(O_ptr + q_offs, acc / ell[:, None], mask=q_mask)  # O shares Q's strides
     tl.store(L_ptr + bh * seq_len + rows, m + tl.log(ell), mask=rows < seq_len)
     ### END SOLUTION
 
@@ -1166,39 +1174,36 @@ def flash_fwd_kernel(
 # <details><summary>Hint 2 — the loop body</summary>
 #
 # Start the running max, sum and accumulator of the block's rows with `tl.full` / `tl.zeros` in
-# `q.dtype` — the max at $-\infty$. For each key block: its key indices from `start_n` and
+# `q.dtype` — the max at $-\infty$. For each key block: its key indices from the loop's start and
 # `tl.arange(0, BLOCK_N)`; a 2-D mask (keys below `seq_len`, lanes below `head_dim`) for the loads of
-# the $K$ and $V$ tiles, addressed like the $Q$ block; the score tile `tl.dot(q, tl.trans(k)) * sm_scale`;
-# then, with `tl.where` on a condition over the keys, replace the scores of keys past $T$ before taking
-# the max. Part C's update follows, in `tl.maximum`, `tl.max(..., axis=1)`, `tl.exp`, `tl.sum(..., axis=1)`
-# and `tl.dot(p, v)`, with `[:, None]` to spread a per-row vector over a tile. After the loop, the rows
-# of $O$ are the accumulator divided by the sum (store with `q_mask`), and $L = m + \log \ell$ (store with
-# a mask on the rows, at `L_ptr + bh * seq_len + rows`).
+# the $K$ and $V$ tiles, whose offsets are built like the prologue's `q_offs`; the score tile, `tl.dot`
+# of `q` and `tl.trans(k)`, times `sm_scale`; then, with `tl.where` on a condition over the keys, replace
+# the scores of keys past $T$ before taking the max. Part C's update follows, in `tl.maximum`,
+# `tl.max(..., axis=1)`, `tl.exp`, `tl.sum(..., axis=1)` and `tl.dot(p, v)`, with `[:, None]` to spread a
+# per-row vector over a tile. After the loop, the rows of $O$ are the accumulator divided by the sum
+# (stored at `O_ptr + q_offs` with `q_mask`, since $O$ shares $Q$'s strides), and $L = m + \log \ell$
+# (stored with a mask on the rows, at `bh * seq_len + rows` from `L_ptr`).
 #
 # </details>
 #
-# <details><summary>Hint 3 — the loop</summary>
+# <details><summary>Hint 3 — the formulas, and the pieces of the loop</summary>
 #
-# ```python
-# m = tl.full([BLOCK_M], -float("inf"), dtype=q.dtype)
-# ell = tl.zeros([BLOCK_M], dtype=q.dtype)
-# acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)
-# for start_n in range(0, seq_len, BLOCK_N):
-#     keys = start_n + tl.arange(0, BLOCK_N)
-#     kv_mask = (keys[:, None] < seq_len) & (cols[None, :] < head_dim)
-#     k = tl.load(K_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-#     v = ...  # the same for V_ptr
-#     s = tl.dot(q, tl.trans(k)) * sm_scale
-#     s = tl.where(keys[None, :] < seq_len, s, -float("inf"))
-#     m_new = tl.maximum(m, tl.max(s, axis=1))
-#     alpha = tl.exp(m - m_new)
-#     p = tl.exp(s - m_new[:, None])
-#     ell = ell * alpha + tl.sum(p, axis=1)
-#     acc = acc * alpha[:, None] + tl.dot(p, v)
-#     m = m_new
-# ```
+# For each block of keys, with $i$ this program's query rows and $j$ the block's keys:
 #
-# Then store `acc / ell[:, None]` with `q_mask`, and `m + tl.log(ell)` with `mask=rows < seq_len`.
+# $$S_{ij} = c\,Q_i K_j^\top \ \text{ for } j < T, \qquad S_{ij} = -\infty \ \text{ for } j \ge T,$$
+#
+# $$m' = \max\big(m, \max_j S_{ij}\big), \quad \alpha = e^{m - m'}, \quad
+# \ell \leftarrow \alpha\,\ell + \textstyle\sum_j e^{S_{ij} - m'}, \quad
+# A \leftarrow \alpha A + e^{S - m'} V, \quad m \leftarrow m'.$$
+#
+# - Before the loop: `m` full of `-float("inf")`, `ell` and `acc` zeros, all in `q.dtype`.
+# - The keys of the block start at `start_n`; load $K$ and $V$ at `base` plus `keys[:, None] * stride_t`
+#   plus `cols[None, :] * stride_e`, masked on `keys[:, None] < seq_len` and on the head-dim lanes.
+# - The scores of keys past $T$: `tl.where` on `keys[None, :] < seq_len`, keeping `s` where it holds and
+#   `-float("inf")` elsewhere, before the max.
+# - The factor is `tl.exp(m - m_new)`; `p` is `tl.exp` of `s` minus `m_new[:, None]`; `ell` becomes
+#   `ell * alpha` plus `tl.sum(p, axis=1)`, and `acc` becomes `acc * alpha[:, None]` plus `tl.dot(p, v)`.
+# - After the loop: `acc / ell[:, None]` with `q_mask`, and `m + tl.log(ell)` with `mask=rows < seq_len`.
 #
 # </details>
 # %% test id=test_flash_fwd_kernel points=2
@@ -1219,8 +1224,9 @@ autograder.check.flash_fwd_kernel(flash_fwd_kernel)
 # \alpha = e^{m - m'}, \quad \ell \leftarrow \alpha\,\ell + \textstyle\sum_j e^{S_{ij} - m'}, \quad
 # A \leftarrow \alpha A + e^{S - m'} V\;}$$
 #
-# In the kernel: `s = tl.where(keys[None, :] < seq_len, s, -float("inf"))`, then Part C's update,
-# `alpha = tl.exp(m - m_new)`, `acc = acc * alpha[:, None] + tl.dot(p, v)`. Every query row has at least
+# In the kernel: a `tl.where` on `keys[None, :] < seq_len` sets every other score to `-float("inf")`
+# before the max; then Part C's update, with the factor `tl.exp(m - m_new)` and the accumulator
+# `acc * alpha[:, None]` plus `tl.dot(p, v)`. Every query row has at least
 # one key below $T$, so $m$ is finite after the first block and $\alpha$ is never $e^{-\infty - (-\infty)}$.
 # The tile of $S$ is $\text{BLOCK\_M} \times \text{BLOCK\_N}$ numbers in registers; what reaches HBM is
 # $Q$, $K$, $V$ read and $O$, $L$ written.
@@ -1273,10 +1279,12 @@ def flash_bwd_dkdv_kernel(
     bh = tl.program_id(1).to(tl.int64)  # this program's slab
     base = bh * stride_bh
     keys = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) this program's keys
-    cols = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head-dim lanes
-    kv_mask = (keys[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_N, BLOCK_D)
-    k = tl.load(K_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-    v = tl.load(V_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
+    cols = tl.arange(0, BLOCK_D)  # head-dim lanes, (BLOCK_D,)
+    key_ok = keys < seq_len  # the last key block may run past T
+    kv_mask = key_ok[:, None] & (cols[None, :] < head_dim)  # (BLOCK_N, BLOCK_D): lanes that are data
+    kv_offs = base + keys[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_N, BLOCK_D): rows of K, V, K̄, V̄
+    k = tl.load(K_ptr + kv_offs, mask=kv_mask, other=0.0)
+    v = tl.load(V_ptr + kv_offs, mask=kv_mask, other=0.0)
     ### BEGIN SOLUTION
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # K̄_j, local until every query block has added to it
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # V̄_j
@@ -1290,13 +1298,13 @@ def flash_bwd_dkdv_kernel(
         D = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)  # (BLOCK_M,)
         s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N)
         # Rebuild the tile of P from L; outside the T×T square it is 0.
-        p = tl.where(row_ok[:, None] & (keys[None, :] < seq_len), tl.exp(s - L[:, None]), 0.0)
+        p = tl.where(row_ok[:, None] & key_ok[None, :], tl.exp(s - L[:, None]), 0.0)
         dv += tl.dot(tl.trans(p), do)  # V̄_j += P_ijᵀ Ō_i
         dp = tl.dot(do, tl.trans(v))  # (BLOCK_M, BLOCK_N): P̄_ij = Ō_i V_jᵀ
         ds = p * (dp - D[:, None])  # S̄_ij
         dk += tl.dot(tl.trans(ds), q)  # K̄_j += S̄_ijᵀ Q_i; the scale waits for the store
-    tl.store(DK_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, dk * sm_scale, mask=kv_mask)
-    tl.store(DV_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, dv, mask=kv_mask)
+    tl.store(DK_ptr + kv_offs, dk * sm_scale, mask=kv_mask)  # K̄ and V̄ share K's strides
+    tl.store(DV_ptr + kv_offs, dv, mask=kv_mask)
     ### END SOLUTION
 
 # %% [markdown]
@@ -1313,40 +1321,39 @@ def flash_bwd_dkdv_kernel(
 #
 # <details><summary>Hint 2 — Part D's inner loop, tile by tile</summary>
 #
-# Start $\bar K_j$ and $\bar V_j$ as `tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)`. For each query
-# block: its row indices from `start_m` and `tl.arange(0, BLOCK_M)`; a row mask and a 2-D mask; the
-# $(\text{BLOCK\_M}, \text{BLOCK\_D})$ loads of $Q_i$ and $\bar O_i$ addressed with the strides; $L_i$ and
-# $D_i$ as `(BLOCK_M,)` vectors at `bh * seq_len + rows`. The score tile is
+# Start $\bar K_j$ and $\bar V_j$ as zeros of shape `[BLOCK_N, BLOCK_D]` in `k.dtype`. For each query
+# block: its row indices from the loop's start and `tl.arange(0, BLOCK_M)`; a row mask and a 2-D mask,
+# as the prologue builds `key_ok` and `kv_mask` for the keys; the $(\text{BLOCK\_M}, \text{BLOCK\_D})$
+# loads of $Q_i$ and $\bar O_i$, at offsets built like `kv_offs`; $L_i$ and $D_i$ as `(BLOCK_M,)` vectors
+# at `bh * seq_len + rows`. The score tile is
 # $(\text{BLOCK\_M}, \text{BLOCK\_N})$, and $P$ is rebuilt from it and $L$ as in §3, $L$ spread over the
 # columns with `[:, None]`. Then Part D's four lines for one tile — $\bar V_j$'s share is a
 # $(\text{BLOCK\_N}, \text{BLOCK\_M}) \times (\text{BLOCK\_M}, \text{BLOCK\_D})$ product, so the tile of $P$
 # enters transposed (`tl.trans`); the tiles of $\bar P$ and $\bar S$; $\bar K_j$'s share, with $\bar S$
 # transposed the same way. The scale $c$ multiplies $\bar K_j$ once, which can wait for the store. Store
-# both with `kv_mask`.
+# both at `kv_offs` with `kv_mask`.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the loop</summary>
+# <details><summary>Hint 3 — the formulas, and the pieces of the loop</summary>
 #
-# ```python
-# dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)
-# dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)
-# for start_m in range(0, seq_len, BLOCK_M):
-#     rows = start_m + tl.arange(0, BLOCK_M)
-#     row_ok = rows < seq_len
-#     q_mask = row_ok[:, None] & (cols[None, :] < head_dim)
-#     q = tl.load(Q_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
-#     do = ...  # the same for DO_ptr
-#     L = tl.load(L_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)
-#     D = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)
-#     s = tl.dot(q, tl.trans(k)) * sm_scale
-#     p = tl.where(row_ok[:, None] & (keys[None, :] < seq_len), tl.exp(s - L[:, None]), 0.0)
-#     dv += tl.dot(tl.trans(p), do)
-#     ds = p * (tl.dot(do, tl.trans(v)) - D[:, None])
-#     dk += tl.dot(tl.trans(ds), q)
-# ```
+# For each block $i$ of query rows, with $j$ this program's keys:
 #
-# Then store `dk * sm_scale` and `dv`, each with `kv_mask`.
+# $$P_{ij} = e^{c\,Q_i K_j^\top - L_i} \ \text{ inside the } T \times T \text{ square, 0 outside}, \qquad
+# \bar V_j \mathrel{+}= P_{ij}^\top \bar O_i, \qquad
+# \bar S_{ij} = P_{ij} \odot (\bar O_i V_j^\top - D_i), \qquad \bar K_j \mathrel{+}= \bar S_{ij}^\top Q_i,$$
+#
+# and after the last block $\bar K_j$ is multiplied by $c$, once.
+#
+# - The query block starts at `start_m`; its `rows` and `row_ok` are built as the prologue builds `keys`
+#   and `key_ok`. Load $Q_i$ and $\bar O_i$ at `base` plus `rows[:, None] * stride_t` plus
+#   `cols[None, :] * stride_e`, masked on `row_ok[:, None]` and the head-dim lanes; $L_i$ and $D_i$ at
+#   `bh * seq_len + rows`, masked on `row_ok`.
+# - The scores: `tl.dot(q, tl.trans(k))` times `sm_scale`. The tile of $P$: a `tl.where` on
+#   `row_ok[:, None]` and `key_ok[None, :]`, between `tl.exp(s - L[:, None])` and 0.
+# - `dv` adds `tl.dot(tl.trans(p), do)`; `ds` is `p` times `tl.dot(do, tl.trans(v))` minus `D[:, None]`;
+#   `dk` adds `tl.dot(tl.trans(ds), q)`.
+# - After the loop: `dk * sm_scale` and `dv`, at `kv_offs` with `kv_mask`.
 #
 # </details>
 # %% test id=test_flash_bwd_dkdv_kernel points=3
@@ -1366,8 +1373,9 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 # \bar K_j = c \sum_i \bar S_{ij}^\top Q_i, \qquad P_{ij} = e^{S_{ij} - L_i}, \quad
 # \bar S_{ij} = P_{ij} \odot (\bar O_i V_j^\top - D_i)\;}$$
 #
-# In the kernel: `p = tl.where(..., tl.exp(s - L[:, None]), 0.0)`, `dv += tl.dot(tl.trans(p), do)`,
-# `dk += tl.dot(tl.trans(ds), q)`, and `dk * sm_scale` at the store. A row past $T$ adds nothing (its
+# In the kernel: the tile of $P$ is `tl.exp(s - L[:, None])`, set to 0 outside the square by a `tl.where`;
+# `dv` adds `tl.dot(tl.trans(p), do)`, `dk` adds `tl.dot(tl.trans(ds), q)`, and `dk * sm_scale` goes to
+# the store. A row past $T$ adds nothing (its
 # $\bar O$, $D$ and $Q$ load as 0), and a key past $T$ collects values that the store's mask keeps out of
 # memory; zeroing $P$ outside the square says both at once.
 #
@@ -1382,7 +1390,25 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 # The price: the second kernel rebuilds $S$ and $\bar P$ once more — seven $N \times N \times d$ products
 # instead of five, all on chip, none of them $N \times N$ in memory. (The course's reference version,
 # `kernels/attention.py`, is the same design with causal masking and GPU block sizes added.)
+#
+# Every tile this kernel moves is a rectangle of a $(T, d)$ matrix, masked to the matrix, as in your
+# kernels; two small `@triton.jit` helpers say that once. A `@triton.jit` function called from a kernel
+# is inlined into it: the helpers cost nothing.
 # %%
+@triton.jit
+def load_tile(ptr, rows, cols, n_rows, n_cols, stride_r, stride_c):
+    """The (len(rows), len(cols)) tile of the (n_rows, n_cols) matrix at ptr, strides (stride_r, stride_c); 0 outside the matrix."""
+    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)  # lanes that are data
+    return tl.load(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, mask=inside, other=0.0)
+
+
+@triton.jit
+def store_tile(ptr, tile, rows, cols, n_rows, n_cols, stride_r, stride_c):
+    """Write `tile` to rows `rows`, columns `cols` of the (n_rows, n_cols) matrix at ptr; nothing outside the matrix."""
+    inside = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    tl.store(ptr + rows[:, None] * stride_r + cols[None, :] * stride_c, tile, mask=inside)
+
+
 @triton.jit
 def flash_bwd_dq_kernel(
     Q_ptr,  # (BH, T, d)
@@ -1402,28 +1428,31 @@ def flash_bwd_dq_kernel(
     BLOCK_N: tl.constexpr,  # keys per step of the loop
     BLOCK_D: tl.constexpr,  # a power of two ≥ head_dim, ≥ 16
 ):
-    """Q̄_i = c·Σ_j S̄_ij K_j for one query block i, with S̄_ij = P_ij ⊙ (Ō_i V_jᵀ − D_i) rebuilt per key block."""
-    bh = tl.program_id(1).to(tl.int64)
+    """Q̄_i = c·Σ_j S̄_ij K_j for one query block i, with S̄_ij = P_ij ⊙ (Ō_i V_jᵀ − D_i) rebuilt per key block.
+
+    Grid (cdiv(T, BLOCK_M), BH), the layout of flash_fwd_kernel. Writes Q̄ for this program's rows, and nothing else.
+    """
+    bh = tl.program_id(1).to(tl.int64)  # this program's slab
     base = bh * stride_bh
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    cols = tl.arange(0, BLOCK_D)
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) the queries of block i
+    cols = tl.arange(0, BLOCK_D)  # head-dim lanes
     row_ok = rows < seq_len
-    q_mask = row_ok[:, None] & (cols[None, :] < head_dim)
-    q = tl.load(Q_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
-    do = tl.load(DO_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
-    L = tl.load(L_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)
-    D = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)
-    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)
-    for start_n in range(0, seq_len, BLOCK_N):
-        keys = start_n + tl.arange(0, BLOCK_N)
-        kv_mask = (keys[:, None] < seq_len) & (cols[None, :] < head_dim)
-        k = tl.load(K_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-        v = tl.load(V_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * sm_scale
-        p = tl.where(row_ok[:, None] & (keys[None, :] < seq_len), tl.exp(s - L[:, None]), 0.0)
-        ds = p * (tl.dot(do, tl.trans(v)) - D[:, None])  # S̄ again: the price of no atomics
-        dq += tl.dot(ds, k)
-    tl.store(DQ_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, dq * sm_scale, mask=q_mask)
+    q = load_tile(Q_ptr + base, rows, cols, seq_len, head_dim, stride_t, stride_e)  # Q_i, (BLOCK_M, BLOCK_D)
+    do = load_tile(DO_ptr + base, rows, cols, seq_len, head_dim, stride_t, stride_e)  # Ō_i
+    row_offs = bh * seq_len + rows  # where these rows' L and D sit
+    L = tl.load(L_ptr + row_offs, mask=row_ok, other=0.0)  # (BLOCK_M,)
+    D = tl.load(Delta_ptr + row_offs, mask=row_ok, other=0.0)  # (BLOCK_M,)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)  # Q̄_i, one term per key block
+    for j in range(tl.cdiv(seq_len, BLOCK_N)):  # key block j
+        keys = j * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
+        k = load_tile(K_ptr + base, keys, cols, seq_len, head_dim, stride_t, stride_e)  # K_j, (BLOCK_N, BLOCK_D)
+        v = load_tile(V_ptr + base, keys, cols, seq_len, head_dim, stride_t, stride_e)  # V_j
+        s = sm_scale * tl.dot(q, tl.trans(k))  # S_ij, (BLOCK_M, BLOCK_N)
+        inside = row_ok[:, None] & (keys[None, :] < seq_len)  # the T×T square
+        p = tl.where(inside, tl.exp(s - L[:, None]), 0.0)  # P_ij rebuilt from L
+        ds = p * (tl.dot(do, tl.trans(v)) - D[:, None])  # S̄_ij again: the price of no atomics
+        dq += tl.dot(ds, k)  # Q̄_i += S̄_ij K_j; the scale waits for the store
+    store_tile(DQ_ptr + base, dq * sm_scale, rows, cols, seq_len, head_dim, stride_t, stride_e)
 
 # %% [markdown]
 # The host side: allocate, pick the blocks, launch; then the `autograd.Function` that saves what

@@ -145,14 +145,13 @@ def topk_backward(dy, indices, n):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula and the code</summary>
+# <details><summary>Hint 3 — the formula, and the operation that adds</summary>
 #
 # $$\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m \qquad (\text{zero for every } j \text{ that no } i_m \text{ names}).$$
 #
-# ```python
-# dx = dy.new_zeros(*dy.shape[:-1], n)
-# dx.scatter_add_(-1, indices, dy)      # adds; scatter_ and index_put_ (without accumulate) store
-# ```
+# In code: a tensor of zeros shaped `(..., n)`, in the dtype and on the device of `dy` (`new_zeros`),
+# then `scatter_add_` along the last axis, with `indices` as the slots and `dy` as the values. It
+# adds; `scatter_` and `index_put_` (without `accumulate`) store.
 #
 # </details>
 # %% test id=test_topk_backward points=2
@@ -286,15 +285,13 @@ def embedding_backward(dy, ids, num_embeddings):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula and the code</summary>
+# <details><summary>Hint 3 — the formula, and the operation that adds rows</summary>
 #
 # $$\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t} \qquad (\text{num\_embeddings}, D).$$
 #
-# ```python
-# D = dy.shape[-1]
-# dW = dy.new_zeros(num_embeddings, D)
-# dW.index_add_(0, ids.reshape(-1), dy.reshape(-1, D))   # adds row dy[j] into row ids[j]
-# ```
+# In code: zeros of shape `(num_embeddings, D)` like `dy`, then `index_add_` along axis 0, with
+# the ids flattened to one axis, `ids.reshape(-1)`, and the rows of `dy` flattened to match,
+# `dy.reshape(-1, D)`. It adds row `j` of the second into row `ids[j]`.
 #
 # </details>
 # %% test id=test_embedding_backward points=2
@@ -416,16 +413,15 @@ def maxpool1d_backward(dy, x, kernel_size, stride):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula and the code</summary>
+# <details><summary>Hint 3 — the formula, and the steps</summary>
 #
 # $$\bar x_i = \sum_{j \,:\, a_j = i} \bar y_j$$
 #
-# ```python
-# L_out = dy.shape[-1]
-# windows = x.unfold(-1, kernel_size, stride)                   # (..., L_out, kernel_size): a view
-# a = windows.argmax(dim=-1) + stride * torch.arange(L_out)     # (..., L_out): positions in x
-# return torch.zeros_like(x).scatter_add_(-1, a, dy)            # or topk_backward(dy, a, x.shape[-1])
-# ```
+# with $a_j = js + \operatorname*{argmax}_t x_{js + t}$. In code: `unfold` along the last axis, with
+# `kernel_size` and `stride`, gives the windows as a view of shape `(..., L_out, kernel_size)`; an
+# `argmax` over its last axis gives each max's place in its window, and adding each window's start,
+# `stride` times its number $j$, gives $a$. Then it is Part A:
+# `topk_backward(dy, a, x.shape[-1])`.
 #
 # </details>
 # %% test id=test_maxpool1d_backward points=2
@@ -479,9 +475,7 @@ def dropout_backward(dy, mask, p):
 #
 # $$\bar x = \bar y \odot m / (1 - p)$$
 #
-# ```python
-# return dy * mask / (1 - p)
-# ```
+# In code, `dy * mask / (1 - p)`: the bool mask multiplies as 0 and 1.
 #
 # </details>
 # %% test id=test_dropout_backward points=1
@@ -605,21 +599,17 @@ def moe_gate_backward(dy, logits, indices, expert_out):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas and the code</summary>
+# <details><summary>Hint 3 — the formulas, step by step</summary>
 #
 # $$\bar h_m = g_m\,\bar y, \qquad \bar g_m = \langle \bar y, h_m \rangle, \qquad
 # \bar p = \text{$\bar g$ scattered to the slots } i, \qquad s = \langle p, \bar p \rangle, \qquad
 # \bar z = p \odot (\bar p - s).$$
 #
-# ```python
-# p = torch.softmax(logits, dim=-1)                          # (..., E)
-# g = p.gather(-1, indices)                                  # (..., k)
-# dexpert_out = g[..., :, None] * dy[..., None, :]           # (..., k, D)
-# dg = (expert_out * dy[..., None, :]).sum(dim=-1)           # (..., k)
-# dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)     # (..., E)
-# s = (p * dp).sum(dim=-1, keepdim=True)                     # (..., 1)
-# dlogits = p * (dp - s)                                     # (..., E)
-# ```
+# In code: recompute $p$ with `torch.softmax` over the last axis and gather $g$ from it at
+# `indices`. $\bar h$ is an outer product per token: `g[..., :, None]` times `dy[..., None, :]`.
+# $\bar g$ multiplies `expert_out` by `dy[..., None, :]` and sums over $D$. $\bar p$ is your
+# `topk_backward` of $\bar g$ into $E$ slots; $s$ is a sum over the last axis with
+# `keepdim=True`; and `dlogits` is `p * (dp - s)`, shape `(..., E)`.
 #
 # </details>
 # %% test id=test_moe_gate_backward points=3
@@ -790,16 +780,16 @@ def scatter_add_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the addresses, step by step</summary>
 #
-# ```python
-# i = tl.program_id(0).to(tl.int64)
-# cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-# mask = cols < n_cols
-# dest = tl.load(INDEX_ptr + i)
-# row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)
-# tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row, mask=mask)
-# ```
+# - The lanes: `tl.program_id(1) * BLOCK_D` plus `tl.arange(0, BLOCK_D)`, masked where they reach
+#   `n_cols`.
+# - The source: row `i` (int64) of `SRC` starts at `SRC_ptr + i * src_row_stride`; load the lanes
+#   from there with the mask and `other=0.0`.
+# - The destination: `dest`, loaded from `INDEX_ptr + i`; its row starts at
+#   `OUT_ptr + dest * out_row_stride`.
+# - One `tl.atomic_add` of the loaded block into those lanes of the destination row, with the
+#   same mask.
 #
 # </details>
 # %% test id=test_scatter_add_kernel points=2

@@ -5,7 +5,7 @@ import zipfile
 
 import pytest
 
-from tests.test_student_side import solution_lines
+from tests.test_student_side import solution_lines, student_text
 from tools.bundle import TOP, write_bundle
 
 
@@ -41,5 +41,6 @@ def test_bundle_holds_no_solution_region_hidden_test_or_solution_import(bundle):
 def test_bundle_holds_no_line_of_any_solution(bundle):
     lines = solution_lines()
     for name, text in bundle.items():
+        text = student_text(name, text)
         leaked = [ln for ln in lines if ln in text]
         assert not leaked, f"{name} contains solution lines: {leaked[:3]}"

@@ -301,9 +301,17 @@ def row_scalar_alternatives(dx: torch.Tensor, xhat: torch.Tensor, dxhat: torch.T
     of the last, or over the last without keepdim (which broadcasts across rows when the row count equals N).
     """
 
+    # The right row scalars, read off the right dx rather than written down: per row, dx̂ − dx/scale is
+    # x̂·c1 (+ c2), so c1 (and c2) are the least-squares line through it against x̂.
+    r = dxhat - dx / scale[..., None]
+    if with_c2:
+        x_c, r_c = xhat - xhat.mean(dim=-1, keepdim=True), r - r.mean(dim=-1, keepdim=True)
+        c1 = (x_c * r_c).sum(dim=-1, keepdim=True) / (x_c * x_c).sum(dim=-1, keepdim=True)
+        c2 = r.mean(dim=-1, keepdim=True) - c1 * xhat.mean(dim=-1, keepdim=True)
+    else:
+        c1, c2 = (xhat * r).sum(dim=-1, keepdim=True) / (xhat * xhat).sum(dim=-1, keepdim=True), 0.0
+
     def shifted(c1w, c2w):
-        c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
-        c2 = dxhat.mean(dim=-1, keepdim=True)
         delta = xhat * (c1 - c1w) + ((c2 - c2w) if with_c2 else 0.0)
         return dx + delta * scale[..., None]
 

@@ -174,15 +174,15 @@ def bias_alternatives(reference: Callable, x, w, b, dy) -> dict[str, list[Altern
 def reduce_alternatives(grad: torch.Tensor, shape, expected: torch.Tensor) -> list[Alternative]:
     """Named bugs of ``reduce_to_shape(grad, shape)``; ``expected`` is the right answer."""
     shape = tuple(shape)
-    lead = grad.ndim - len(shape)
-    stretched = [i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1]
+    added = grad.dim() - len(shape)  # axes the broadcast put in front
+    stretched = [i for i, n in enumerate(shape) if n == 1 and grad.shape[added + i] != 1]
     alts = []
     copies = grad.numel() // max(math.prod(shape), 1)
     if copies > 1:
         alts.append(Alternative(
             "scale", f"the result is the mean over the {copies} copies instead of the sum: a value copied "
                      "forward receives every copy's gradient, in full.", expected / copies))
-    if lead > 0:
+    if added > 0:
         # Broadcasting lines shapes up from the right; summing the trailing axes is the classic slip.
         wrong = grad.sum(dim=tuple(range(len(shape), grad.ndim)))
         for i, n in enumerate(shape):
@@ -193,16 +193,16 @@ def reduce_alternatives(grad: torch.Tensor, shape, expected: torch.Tensor) -> li
                               "from the right: the axes it added are the leading ones.", wrong))
         kept = grad
         for i in stretched:
-            kept = kept.sum(lead + i, keepdim=True)
+            kept = kept.sum(added + i, keepdim=True)
         alts.append(Alternative(
-            "batch-reduction", f"the result keeps the leading axes {tuple(grad.shape[:lead])} that broadcasting "
+            "batch-reduction", f"the result keeps the leading axes {tuple(grad.shape[:added])} that broadcasting "
                                "prepended, which the tensor never had: every copy along them contributed to "
                                "the one original.", kept))
     if stretched:
         alts.append(Alternative(
             "shape", f"the result lost the size-1 axes {tuple(stretched)} of the target shape {shape}, which "
                      "the tensor had before broadcasting.", expected.squeeze(tuple(stretched))))
-    if lead == 0 and not stretched and grad.ndim > 0:
+    if added == 0 and not stretched and grad.ndim > 0:
         # grad.sum(dim=()) sums over *every* axis: an empty tuple does not mean "no axes".
         for value in (grad.sum(), grad.sum(dim=tuple(range(grad.ndim)), keepdim=True)):
             alts.append(Alternative(

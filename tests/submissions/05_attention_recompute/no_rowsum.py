@@ -63,9 +63,10 @@ def flash_fwd_kernel(
     bh = tl.program_id(1).to(tl.int64)  # this program's slab; int64: b · stride_bh can pass 2³¹
     base = bh * stride_bh  # start of the slab
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) this program's queries
-    cols = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head-dim lanes
-    q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D)
-    q = tl.load(Q_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
+    cols = tl.arange(0, BLOCK_D)  # head-dim lanes, (BLOCK_D,)
+    q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D): lanes that are data
+    q_offs = base + rows[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_M, BLOCK_D): these rows of Q, and of O
+    q = tl.load(Q_ptr + q_offs, mask=q_mask, other=0.0)
     m = tl.full([BLOCK_M], -float("inf"), dtype=q.dtype)  # running row max
     ell = tl.zeros([BLOCK_M], dtype=q.dtype)  # running Σ exp(S − m)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)  # running Σ exp(S − m) V
@@ -83,7 +84,7 @@ def flash_fwd_kernel(
         ell = ell * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m = m_new
-    tl.store(O_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, acc / ell[:, None], mask=q_mask)
+    tl.store(O_ptr + q_offs, acc / ell[:, None], mask=q_mask)  # O shares Q's strides
     tl.store(L_ptr + bh * seq_len + rows, m + tl.log(ell), mask=rows < seq_len)
 # %% flash_bwd_dkdv_kernel
 @triton.jit
@@ -110,10 +111,12 @@ def flash_bwd_dkdv_kernel(
     bh = tl.program_id(1).to(tl.int64)  # this program's slab
     base = bh * stride_bh
     keys = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) this program's keys
-    cols = tl.arange(0, BLOCK_D)  # (BLOCK_D,) head-dim lanes
-    kv_mask = (keys[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_N, BLOCK_D)
-    k = tl.load(K_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-    v = tl.load(V_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
+    cols = tl.arange(0, BLOCK_D)  # head-dim lanes, (BLOCK_D,)
+    key_ok = keys < seq_len  # the last key block may run past T
+    kv_mask = key_ok[:, None] & (cols[None, :] < head_dim)  # (BLOCK_N, BLOCK_D): lanes that are data
+    kv_offs = base + keys[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_N, BLOCK_D): rows of K, V, K̄, V̄
+    k = tl.load(K_ptr + kv_offs, mask=kv_mask, other=0.0)
+    v = tl.load(V_ptr + kv_offs, mask=kv_mask, other=0.0)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # K̄_j, local until every query block has added to it
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # V̄_j
     for start_m in range(0, seq_len, BLOCK_M):
@@ -126,10 +129,10 @@ def flash_bwd_dkdv_kernel(
         D = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0)  # (BLOCK_M,)
         s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N)
         # Rebuild the tile of P from L; outside the T×T square it is 0.
-        p = tl.where(row_ok[:, None] & (keys[None, :] < seq_len), tl.exp(s - L[:, None]), 0.0)
+        p = tl.where(row_ok[:, None] & key_ok[None, :], tl.exp(s - L[:, None]), 0.0)
         dv += tl.dot(tl.trans(p), do)  # V̄_j += P_ijᵀ Ō_i
         dp = tl.dot(do, tl.trans(v))  # (BLOCK_M, BLOCK_N): P̄_ij = Ō_i V_jᵀ
         ds = p * dp
         dk += tl.dot(tl.trans(ds), q)  # K̄_j += S̄_ijᵀ Q_i; the scale waits for the store
-    tl.store(DK_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, dk * sm_scale, mask=kv_mask)
-    tl.store(DV_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, dv, mask=kv_mask)
+    tl.store(DK_ptr + kv_offs, dk * sm_scale, mask=kv_mask)  # K̄ and V̄ share K's strides
+    tl.store(DV_ptr + kv_offs, dv, mask=kv_mask)
