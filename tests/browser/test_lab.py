@@ -274,11 +274,23 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             page.keyboard.press("d")  # delete it again
             expect(page.locator(".jp-NotebookPanel .jp-Cell")).to_have_count(n_cells)
 
+            # The hints between Part A's stub and its check render collapsed, and open on a click.
+            hint_cell = student.cell(solution["numerical_gradient"] + 1)
+            hints = hint_cell.locator("details")
+            expect(hints.first).to_be_visible()
+            assert hints.count() >= 2, "at least two hints under an exercise"
+            assert hints.evaluate_all("ds => ds.every(d => !d.open)"), "every hint starts collapsed"
+            hints.first.locator("summary").click()
+            expect(hints.first).to_have_attribute("open", "")
+            student.shot("first_hint_opened", solution["numerical_gradient"] + 1)
+
             # 3. Paste each answer, run it and its check.
             for grade_id in EXERCISES:
                 before = student.prompt(check[grade_id])
                 student.paste_into(solution[grade_id], _answer(grade_id))
-                page.keyboard.press("Shift+Enter")  # run the solution; the test cell below is next
+                page.keyboard.press("Shift+Enter")  # run the solution; the hints below are next
+                for _ in range(check[grade_id] - solution[grade_id] - 1):
+                    page.keyboard.press("Shift+Enter")  # step over the hints' markdown
                 page.keyboard.press("Shift+Enter")  # run the test cell
                 student.wait_ran(check[grade_id], before)
                 passed = student.outputs(check[grade_id])
