@@ -139,11 +139,17 @@ def test_the_answer_files_name_only_exercises_that_exist(assignment):
     assert set(answer_table(assignment)) <= names
 
 
-@pytest.mark.parametrize("assignment, name", CASES)
-def test_no_answer_before_the_exercise_or_in_its_stub_or_early_hints(assignment, name):
+def forms_or_skip(assignment: str, name: str) -> list[str]:
+    """The exercise's answer forms; a wiring exercise exempt from them has none to look for."""
     forms = answer_table(assignment).get(name, {}).get("forms", [])
     if not forms:
-        pytest.skip(f"{name}: no forms declared (see the test above)")
+        pytest.skip(f"{name}: exempt, or no forms declared (test_every_exercise_declares_its_answer_forms says which)")
+    return forms
+
+
+@pytest.mark.parametrize("assignment, name", CASES)
+def test_no_answer_before_the_exercise_or_in_its_stub_or_early_hints(assignment, name):
+    forms = forms_or_skip(assignment, name)
     nb, ex = release(assignment), _exercise(assignment, name)
     for i, cell in enumerate(nb.cells[:ex.solution]):
         leaked = found(forms, cell.source)
@@ -157,9 +163,7 @@ def test_no_answer_before_the_exercise_or_in_its_stub_or_early_hints(assignment,
 
 @pytest.mark.parametrize("assignment, name", CASES)
 def test_the_last_hint_or_the_recap_states_the_answer(assignment, name):
-    forms = answer_table(assignment).get(name, {}).get("forms", [])
-    if not forms:
-        pytest.skip(f"{name}: no forms declared (see the test above)")
+    forms = forms_or_skip(assignment, name)
     nb, ex = release(assignment), _exercise(assignment, name)
     last = hints(nb, ex)[-1][2] if hints(nb, ex) else ""
     assert found(forms, last + "\n" + recap(nb, ex)), \
