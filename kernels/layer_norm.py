@@ -4,8 +4,8 @@ Forward, per row x of length N:
     μ = mean(x),  rstd = 1/√(var(x) + eps),  x̂ = (x − μ)·rstd,  y = x̂ ⊙ w + b
 The forward saves μ and rstd (two scalars per row), not x̂: x̂ is rebuilt from x in the backward.
 
-Backward, per row, with ŵȳ = w ⊙ ȳ:
-    c1 = mean(x̂ ⊙ ŵȳ),  c2 = mean(ŵȳ),  x̄ = (ŵȳ − (x̂·c1 + c2))·rstd
+Backward, per row, with dx̂ = w ⊙ ȳ, the gradient that reaches x̂:
+    c1 = mean(x̂ ⊙ dx̂),  c2 = mean(dx̂),  x̄ = (dx̂ − (x̂·c1 + c2))·rstd
 and across rows (every row touches every weight, so the sum crosses programs):
     w̄ = Σ_rows ȳ ⊙ x̂,  b̄ = Σ_rows ȳ
 
@@ -83,7 +83,7 @@ def _layer_norm_bwd_kernel(
     BLOCK: tl.constexpr,
     ACC: tl.constexpr,
 ):
-    """x̄ = (ŵȳ − (x̂·c1 + c2))·rstd with c1 = mean(x̂ ⊙ ŵȳ), c2 = mean(ŵȳ);
+    """x̄ = (dx̂ − (x̂·c1 + c2))·rstd with c1 = mean(x̂ ⊙ dx̂), c2 = mean(dx̂);
     partial w̄ = Σ ȳ ⊙ x̂ and b̄ = Σ ȳ over this program's rows."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)

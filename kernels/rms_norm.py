@@ -4,8 +4,8 @@ Forward, per row x of length N:
     rrms = 1/√(mean(x²) + eps),  x̂ = x·rrms,  y = x̂ ⊙ w
 The forward saves rrms (one scalar per row).
 
-Backward, per row, with ŵȳ = w ⊙ ȳ:
-    c1 = mean(x̂ ⊙ ŵȳ),  x̄ = (ŵȳ − x̂·c1)·rrms
+Backward, per row, with dx̂ = w ⊙ ȳ, the gradient that reaches x̂:
+    c1 = mean(x̂ ⊙ dx̂),  x̄ = (dx̂ − x̂·c1)·rrms
 and across rows:  w̄ = Σ_rows ȳ ⊙ x̂  (per-program partial rows, then a second pass; no atomics).
 
 Limitations: as for kernels.layer_norm — rows up to 16384 elements, float32/float64
@@ -66,7 +66,7 @@ def _rms_norm_bwd_kernel(
     BLOCK: tl.constexpr,
     ACC: tl.constexpr,
 ):
-    """x̄ = (ŵȳ − x̂·c1)·rrms with c1 = mean(x̂ ⊙ ŵȳ); partial w̄ = Σ ȳ ⊙ x̂ over this program's rows."""
+    """x̄ = (dx̂ − x̂·c1)·rrms with c1 = mean(x̂ ⊙ dx̂); partial w̄ = Σ ȳ ⊙ x̂ over this program's rows."""
     pid = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
