@@ -517,7 +517,8 @@ print("grad.sum(dim=()) has shape", tuple(grad.sum(dim=()).shape), "— not (5, 
 # Write `reduce_to_shape(grad, shape)`: the gradient of a tensor of shape `shape` that was
 # broadcast to `grad.shape`. `shape` may be a tuple or a `torch.Size`; it may equal
 # `grad.shape` (nothing to do) or be `()` (a scalar). `grad` may be non-contiguous. The
-# result must have exactly the shape `shape`. Build it from `sum`.
+# result must have exactly the shape `shape`. Build it from `sum` (PyTorch's own one-call
+# version of this reduction does pass the values, and the check refuses it).
 # %% solution id=reduce_to_shape
 def reduce_to_shape(grad, shape):
     """The gradient of a tensor of shape `shape` that was broadcast to grad.shape.

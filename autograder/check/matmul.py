@@ -166,6 +166,7 @@ def reduce_to_shape(fn: Callable) -> None:
     run_checked(
         "reduce_to_shape", fn, reduce_cases(generator("reduce_to_shape")), reduce_reference,
         outputs=("result",), of=("the tensor before broadcasting",), alternatives=_reduce_alternatives,
+        library=False,
     )
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import contextmanager
 
 import torch
 
@@ -217,15 +218,39 @@ def reduce_alternatives(grad: torch.Tensor, shape, expected: torch.Tensor) -> li
 
 
 def run_checked(name: str, fn: Callable, cases: Sequence[Case], reference: Callable, *,
-                outputs: Sequence[str], of: Sequence[str], alternatives: Callable) -> None:
+                outputs: Sequence[str], of: Sequence[str], alternatives: Callable, library: bool = True) -> None:
     """``run_cases`` with warnings silenced while the student's code runs.
 
     nbgrader scores a test cell that writes to stderr zero, even when every value is right,
     so a deprecation warning from a correct answer must not reach the notebook.
+    ``library=False``: torch's own one-line answer to the exercise (``Tensor.sum_to_size``, the whole
+    of ``reduce_to_shape``) is refused once the values pass.
     """
-    with warnings.catch_warnings():
+    used: list[str] = []
+    with warnings.catch_warnings(), _watching_sum_to_size(used):
         warnings.simplefilter("ignore")
         run_cases(name, fn, cases, reference, outputs=outputs, of=of, alternatives=alternatives)
+    if used and not library:
+        raise GradingFailure(
+            "wrong-values",
+            f"{name} called torch's own {used[0]}: its values are right, but it is this exercise done for you — "
+            "the reduction is yours to derive from how broadcasting lines up the shapes.")
+
+
+@contextmanager
+def _watching_sum_to_size(used: list[str]):
+    """Record every call of ``Tensor.sum_to_size`` while the block runs (it still works)."""
+    original = torch.Tensor.sum_to_size
+
+    def watched(self, *args, **kwargs):
+        used.append("Tensor.sum_to_size")
+        return original(self, *args, **kwargs)
+
+    torch.Tensor.sum_to_size = watched
+    try:
+        yield
+    finally:
+        torch.Tensor.sum_to_size = original
 
 
 def _linear_cases(bias: bool) -> list[Case]:
@@ -293,6 +318,7 @@ def reduce_to_shape(fn: Callable) -> None:
     run_checked(
         "reduce_to_shape", fn, _reduce_cases(), _reduce_reference,
         outputs=("result",), of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives,
+        library=False,
     )
     print("✓ reduce_to_shape passes the visible checks (leading axes, size-1 axes, a scalar, nothing to reduce, "
           "a transposed grad)")

@@ -155,6 +155,14 @@ def test_a_result_with_too_many_axes_is_a_shape_failure_not_a_crash(name, bad):
         assert failure_of(check, bad).cls == "shape"
 
 
+def test_torchs_own_sum_to_size_is_refused_once_its_values_pass(one_seed):
+    """Tensor.sum_to_size is the whole of reduce_to_shape: right values, and no derivation."""
+    for check in both("reduce_to_shape"):
+        failure = failure_of(check, lambda grad, shape: grad.sum_to_size(shape))
+        assert failure.cls == "wrong-values" and "sum_to_size" in failure.sentence, str(failure)
+    assert torch.Tensor.sum_to_size(torch.ones(2, 3), (1, 3)).tolist() == [[2.0, 2.0, 2.0]], "put back after the check"
+
+
 def test_a_correct_answer_that_warns_still_passes_and_keeps_stderr_clean(capsys):
     def noisy(x, w, dy):
         warnings.warn("a deprecation the student did not cause", UserWarning)
