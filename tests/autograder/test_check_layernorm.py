@@ -125,18 +125,29 @@ def test_the_closed_form_references_agree_with_autograd():
         assert relative_error(y, torch.nn.functional.layer_norm(x, (N,), gamma, beta).reshape(-1, N)) < 1e-13
 
 
-def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input():
-    """Rows are spread so that rstd is far from 1: x̄ without it is nowhere near x̄ with it, even at batch 1."""
+def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input(monkeypatch):
+    """Rows are spread so that rstd is far from 1: x̄ without it is nowhere near x̄ with it, even at batch 1.
+
+    A seed sweep, the hidden draws replayed for AUTOGRADER_SEED 0–1999 (grading draws a fresh seed). What
+    grading relies on is that a missing rstd never comes within the check's tolerance, 1e-7. Measured here:
+    the closest of 2000 draws is 2.1e-3 away, and 0.2% of draws come within 1e-2 — a density near 0 of about
+    0.2 per unit of error, so a draw within 1e-7 has a probability of order 1e-8. The bound asserted,
+    1e-4, is a thousand times the tolerance and twenty times below the closest draw seen.
+    """
     from autograder.check.layernorm import _backward_case
 
-    worst = math.inf
-    for seed in range(10):
-        visible_case = backward_case(torch.Generator().manual_seed(seed), 1, 5)
-        hidden_case = _backward_case(generator(f"rstd-{seed}"), 1, 10)
-        for case in (visible_case, hidden_case):
-            dx = backward_reference(*case.args)[0]
-            worst = min(worst, relative_error(dx / case.args[4][..., None], dx))
-    assert worst > 1e-2, worst  # the tolerance is 1e-7
+    def without_rstd_error(case) -> float:
+        dx = backward_reference(*case.args)[0]
+        return relative_error(dx / case.args[4][..., None], dx)
+
+    visible = min(without_rstd_error(backward_case(torch.Generator().manual_seed(seed), 1, 5)) for seed in range(10))
+    hidden = []
+    for seed in range(2000):
+        monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
+        hidden.append(without_rstd_error(_backward_case(generator("rstd"), 1, 10)))
+    assert visible > 1e-2, visible  # the visible inputs are fixed: far, always
+    assert min(hidden) > 1e-4, min(hidden)  # the tolerance is 1e-7
+    assert sum(h < 1e-2 for h in hidden) / len(hidden) < 0.01  # close calls stay rare, as measured
 
 
 # ---------------------------------------------------------------------------
