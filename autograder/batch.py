@@ -7,12 +7,15 @@
    notebook (valid JSON, this assignment) in this trusted process;
 2. generate the assignment once in a scratch *template* course, and copy its structure
    (notebooks, test cells, points) into the course's gradebook;
-3. calibrate the trusted re-check on the source solution: an exercise whose check cannot
-   run through the value worker's proxies is left to the in-kernel result (and the
-   report says so);
+3. the preflight: grade the source solution through the same pipeline as a student's and
+   stop (InstructorError) unless it gets full marks; the same run calibrates the trusted
+   re-check: an exercise whose check cannot run through the value worker's proxies is
+   left to the in-kernel result (and the report says so);
 4. grade N submissions at a time, each in a job of its own (``autograder.worker``:
-   sandboxed nbgrader autograde; ``autograder.trusted``: the trusted re-check), and
-   record each in the gradebook as it finishes — from this process only;
+   sandboxed nbgrader autograde; ``autograder.trusted``: the trusted re-check), each with
+   a seed for its hidden inputs, decide each test cell's points (:func:`decide`: all or
+   nothing, by the checks), and record each in the gradebook as it finishes, seed
+   included — from this process only;
 5. run nbgrader's feedback generation, and write ``grades.csv``, ``report.md`` and
    ``diagnoses.png`` to ``--out``.
 
@@ -39,7 +42,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import collect, gradebook, sandbox, scratch, worker
+from . import collect, gradebook, sandbox, scratch, seeds, worker
 from .report import Row, write_outputs
 
 _CHECK_CALL = re.compile(r"autograder\.check\.(?P<check>\w+)\(\s*(?P<arg>\w+)\s*\)")
@@ -61,9 +64,12 @@ class Options:
     trusted: bool = True
     feedback: bool = True
     student_regexp: str | None = None
+    lms_exports: tuple[str, ...] = ()  # zips in ``submissions`` an LMS exported for the class (--lms-export)
     work: Path | None = None  # scratch folder (default: a temporary one, removed at the end)
     keep_work: bool = False
     progress: bool = True
+    seed: int | None = None  # the hidden inputs' seed for every submission (--seed N); None: one drawn per submission
+    student_seeds: dict[str, int] = field(default_factory=dict)  # one student's seed (--seed STUDENT=N), before ``seed``
 
 
 @dataclass
@@ -75,6 +81,7 @@ class StudentResult:
     submission: Path | None = None
     timestamp: object = None
     note: str = ""
+    seed: int | None = None  # the hidden inputs' seed it was graded with (None: it never ran)
 
 
 # ---------------------------------------------------------------------------
@@ -129,8 +136,8 @@ def positioned(nb: nbformat.NotebookNode, exercises, test_ids: set[str]) -> list
 
 def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: set[str], *, isolation: str,
                 zygote: str, limits: worker.Limits, slot: int = 0, threads: int = 1,
-                mpl_cache: Path | None = None) -> dict:
-    """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb``."""
+                mpl_cache: Path | None = None, seed: int | None = None) -> dict:
+    """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb`` (inputs from ``seed``)."""
     private = "/tmp" if isolation == "full" else str(job_dir / "vw-private")
     course_pkg = worker._package_dir("course")
     root = job_dir / "vw-root"
@@ -144,7 +151,7 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: s
         "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
         "cells": student_cells(nb, test_ids), "exercises": positioned(nb, exercises, test_ids),
         "timeout": limits.cell_timeout, "startup_timeout": max(60, limits.cell_timeout),
-        "results": str(job_dir / "trusted.json"),
+        "results": str(job_dir / "trusted.json"), "seed": seed,
     }
 
 
@@ -219,19 +226,23 @@ class Grader:
         self.exercises = exercises_of(source)
         self.tests = test_cells(template)
         self.test_ids = {t for t, _ in self.tests}
-        self.supported: dict[str, str] = {t: "" for t in self.test_ids}  # test id -> "" or why not re-checkable
+        checked = {e[0] for e in self.exercises}
+        # test id -> "" (re-checked) or why not: then the in-kernel result decides alone (see decide)
+        self.supported: dict[str, str] = {t: "" if t in checked else "its test cell calls no autograder.check function"
+                                          for t in self.test_ids}
         self.threads = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
         self.zygotes = zygotes
         self.mpl_cache = zygotes.mpl_cache
 
     # -- the trusted re-check ------------------------------------------------
 
-    def trusted_job(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int) -> dict:
+    def trusted_job(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int, seed: int | None = None) -> dict:
         return trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
-                           limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache)
+                           limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache, seed=seed)
 
-    def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int) -> dict[str, dict]:
-        job = self.trusted_job(job_dir, nb, exercises, slot)
+    def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int,
+                    seed: int | None = None) -> dict[str, dict]:
+        job = self.trusted_job(job_dir, nb, exercises, slot, seed)
         path = job_dir / "trusted-job.json"
         path.write_text(json.dumps(job))
         steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
@@ -246,6 +257,7 @@ class Grader:
         finally:
             os.close(log)
             os.close(null)
+            worker.discard_student_files(job_dir, worker.WORKER_WRITABLE)  # the value worker has ended
         try:
             return json.loads(Path(job["results"]).read_text())["results"]
         except (OSError, ValueError, KeyError):
@@ -253,36 +265,82 @@ class Grader:
             why = "timed out" if code is None else f"failed: {tail[0][:200] if tail else f'exit status {code}'}"
             return {t: {"status": "checker-error", "message": f"the trusted checker {why}"} for t, _, _ in exercises}
 
-    def calibrate(self, cache: Path) -> None:
-        """Run the trusted re-check on the source solution; an exercise it cannot pass is not re-checked."""
+    # -- the preflight ----------------------------------------------------------
+
+    def preflight(self, cache: Path, seed: int) -> bool:
+        """Grade the source solution as a student's submission; stop the batch unless it gets full marks.
+
+        The same sandbox, the same nbgrader run, the same trusted re-check as every student: a
+        grader that cannot grade its own solution (the kernel cannot import ``course``, a cell
+        timeout too short, a broken source notebook) would give the whole class zeros, so it
+        raises InstructorError with the cause instead. The same run calibrates the trusted
+        re-check: an exercise whose check the source solution cannot pass through the value
+        worker's proxies is left to the in-kernel result for the batch. Cached in ``cache``
+        beside the calibration, under one key; returns True when the cache answered.
+        """
         key = self._calibration_key()
-        if cache.exists():
-            try:
-                saved = json.loads(cache.read_text())
-                if saved.get("key") == key:
-                    self.supported.update(saved["supported"])
-                    return
-            except ValueError:
-                pass
+        try:
+            saved = json.loads(cache.read_text()) if cache.is_file() else {}
+        except ValueError:
+            saved = {}
+        if (isinstance(saved, dict) and saved.get("key") == key and saved.get("preflight") == "passed"
+                and (saved.get("trusted") or not self.opts.trusted)):
+            if self.opts.trusted:
+                self.supported.update(saved.get("supported") or {})
+            return True
         source = nbformat.read(self.template.source_notebook, as_version=4)
-        job_dir = self.work / "calibration" / self.opts.assignment
-        job_dir.mkdir(parents=True, exist_ok=True)
-        results = self.run_trusted(job_dir, source, self.exercises, slot=self.calibration_slot)
-        for test_id in self.test_ids:
+        start = time.perf_counter()
+        try:
+            res = self.grade_one(PREFLIGHT_STUDENT, source, self.calibration_slot, seed, preflight=True)
+        except Exception as exc:  # noqa: BLE001 — the grader cannot run at all: the instructor's to fix
+            raise InstructorError(f"the preflight could not grade the source solution of {self.opts.assignment}: "
+                                  f"{type(exc).__name__}: {exc}"[:1500]) from exc
+        short = [r for r in res.rows if r.score < r.max_score]
+        if short:
+            raise InstructorError(self._preflight_failure(res, short, seed))
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps({"key": key, "preflight": "passed", "trusted": self.opts.trusted, "seed": seed,
+                                     "seconds": round(time.perf_counter() - start, 1), "supported": self.supported}))
+        return False
+
+    def _calibrate(self, passed: set[str], results: dict[str, dict]) -> None:
+        """From the source solution's re-check of the cells it ``passed`` in the kernel: an exercise
+        the re-check does not pass is left to the kernel."""
+        for test_id in passed:
             r = results.get(test_id)
-            if r is None:
-                self.supported[test_id] = "its test cell calls no autograder.check function"
-            elif not (r.get("status") == "ok" and r.get("passed")):
+            if r is not None and not (r.get("status") == "ok" and r.get("passed")):
                 self.supported[test_id] = (f"the source solution does not pass it through the value worker "
                                            f"({r.get('status')}: {r.get('cls', '')} {r.get('message', '')})")[:300]
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "supported": self.supported}))
+
+    def _preflight_failure(self, res: StudentResult, short: list[Row], seed: int) -> str:
+        a = self.opts.assignment
+        lines = [f"the source solution of {a} does not get full marks when graded through the sandbox (seed {seed}), "
+                 f"so no submission was graded: every student's grade would be wrong too."]
+        for r in short:
+            why = "; ".join(x for x in (r.diagnosis, r.reason) if x) or "failed without a diagnosis"
+            lines.append(f"  {r.grade_id}: {r.score:g}/{r.max_score:g} ({why})"[:400])
+        first = _first_error(res.autograded) if res.autograded else ""
+        if first:
+            lines.append(f"The first cell that raised in the kernel: {first}")
+        elif res.note:
+            lines.append("nbgrader: " + _last_error(res.note))
+        hint = _import_hint(first or res.note)
+        if hint:
+            lines.append(hint)
+        lines.append(f"The job's logs: --work DIR keeps them, in DIR/preflight/{a}/{PREFLIGHT_STUDENT}/.")
+        return "\n".join(lines)
 
     def _calibration_key(self) -> str:
+        """The source notebook, the config, the checking code, and where and how it runs."""
         h = hashlib.sha256(self.template.source_notebook.read_bytes())
+        h.update(self.template.config_text.encode())
         for pkg in ("autograder", "course"):
             for p in sorted(Path(worker._package_dir(pkg)).rglob("*.py")):
                 h.update(p.read_bytes())
+        # Graded from another folder, with another environment, sandbox or limits, the preflight runs again.
+        where = [sys.executable, sys.prefix, self.isolation, repr(self.opts.limits)]
+        where += [worker._package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
+        h.update(json.dumps(where).encode())
         return h.hexdigest()
 
     # -- one submission ----------------------------------------------------------
@@ -290,57 +348,135 @@ class Grader:
     def rows_for_problem(self, student: str, reason: str) -> list[Row]:
         return [Row(student, self.opts.assignment, t, 0.0, pts, "", reason) for t, pts in self.tests]
 
-    def grade_one(self, student: str, nb: nbformat.NotebookNode, slot: int) -> StudentResult:
+    def grade_one(self, student: str, nb: nbformat.NotebookNode, slot: int, seed: int | None = None,
+                  preflight: bool = False) -> StudentResult:
+        """Autograde one notebook in the sandbox, re-check what passed there, decide each test cell's points.
+
+        ``seed``: the hidden inputs' seed, in the kernel and in the trusted checker. ``preflight``:
+        this is the source solution (see :meth:`preflight`): every exercise it passes in the
+        kernel is re-checked, and the re-check is calibrated from the result.
+        """
         start = time.perf_counter()
         self.zygotes.ensure()
-        job_dir = self.work / "jobs" / self.opts.assignment / student
+        job_dir = self.work / ("preflight" if preflight else "jobs") / self.opts.assignment / student
         if job_dir.exists():
             shutil.rmtree(job_dir, ignore_errors=True)
         ik = worker.autograde(job_dir, self.template, student, nb, limits=self.opts.limits, isolation=self.isolation,
                               slot=slot, zygote=self.zygotes.sandboxes.socket, threads=self.threads,
-                              mpl_cache=self.mpl_cache)
+                              mpl_cache=self.mpl_cache, seed=seed)
         if ik.status == "failed":
             return StudentResult(student, self.rows_for_problem(student, "grading failed: " + _last_error(ik.log)),
-                                 time.perf_counter() - start, note=ik.log[-2000:])
+                                 time.perf_counter() - start, note=ik.log[-2000:], seed=seed)
         trusted: dict[str, dict] = {}
-        passed = {c.grade_id for c in ik.cells.values() if c.max_score > 0 and c.score >= c.max_score}
-        wanted = [e for e in self.exercises if e[0] in passed and not self.supported.get(e[0])]
+        # A test cell can earn points only by passing in the kernel: those, and only those, are re-checked.
+        passed = {c.grade_id for c in ik.cells.values() if kernel_passed(c)}
+        wanted = [e for e in self.exercises if e[0] in passed and (preflight or not self.supported.get(e[0]))]
         t_kernel = time.perf_counter() - start
         if self.opts.trusted and wanted:
-            trusted = self.run_trusted(job_dir, nb, wanted, slot)
+            trusted = self.run_trusted(job_dir, nb, wanted, slot, seed)
             # No verdict (a timeout, a dead worker) is never a pass; but it may be the machine's load,
-            # not the submission: those exercises get one more try, in a fresh worker.
-            again = [e for e in wanted if trusted.get(e[0], {}).get("status") != "ok"]
+            # not the submission: those exercises get one more try, in a fresh worker. A refused reply
+            # is the submission's own doing, never the load's: it is not tried again.
+            again = [e for e in wanted if trusted.get(e[0], {}).get("status") not in ("ok", "refused")]
             if again:
-                trusted.update(self.run_trusted(job_dir, nb, again, slot))
+                trusted.update(self.run_trusted(job_dir, nb, again, slot, seed))
+            if preflight:
+                self._calibrate(passed, trusted)
         (job_dir / "timings.json").write_text(json.dumps({"autograde": t_kernel, "trusted": time.perf_counter() - start - t_kernel}))
         rows = []
         for test_id, points in self.tests:
             cell = ik.cells.get(test_id) or worker.CellOutcome(test_id, 0.0, points, reason="not graded: the cell is missing")
-            rows.append(self.combine(student, cell, trusted.get(test_id)))
-        return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp)
+            rechecked = self.opts.trusted and not self.supported.get(test_id)
+            rows.append(decide(student, self.opts.assignment, cell, trusted.get(test_id), rechecked))
+        return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp, seed=seed)
 
-    def combine(self, student: str, cell: worker.CellOutcome, trusted: dict | None) -> Row:
-        """The row of one test cell: the in-kernel result, overruled by the trusted re-check when they disagree.
 
-        The trusted re-check can only take points away: an in-kernel failure stands (it may
-        be a property only the kernel measures); an in-kernel pass the trusted re-check does
-        not confirm is ``tampering``.
-        """
-        a = self.opts.assignment
-        if cell.score < cell.max_score or trusted is None:
-            return Row(student, a, cell.grade_id, cell.score, cell.max_score, cell.diagnosis, cell.reason)
-        status = trusted.get("status")
-        if status == "ok" and trusted.get("passed"):
-            return Row(student, a, cell.grade_id, cell.score, cell.max_score, "", "")
-        if status == "ok":
-            what = f"found {trusted.get('cls') or 'a failure'}: {trusted.get('message', '')}"
-        elif status == "timeout":
-            what = f"timed out ({trusted.get('message', '')})"
-        else:
-            what = f"could not confirm it ({status}: {trusted.get('message', '')})"
-        reason = f"tampering: passed in the kernel, but the trusted re-check {what}"
-        return Row(student, a, cell.grade_id, 0.0, cell.max_score, "tampering", " ".join(reason.split())[:400])
+PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds Unix sockets); never a row, never recorded
+
+
+def kernel_passed(cell: worker.CellOutcome) -> bool:
+    """The cell's checks raised nothing in the kernel: no error output, whatever else it showed.
+
+    Only such a cell can earn points, and every such cell of a re-checked exercise is
+    re-checked — whatever score nbgrader would have read from its outputs.
+    """
+    return cell.passed and cell.max_score > 0
+
+
+PARTIAL = ("partial score: the test cell raised no error, but its output is not a clean pass (a displayed "
+           "number nbgrader reads as partial credit, or text on stderr); this part is not re-checked, so it "
+           "scores all or nothing")
+
+
+def decide(student: str, assignment: str, cell: worker.CellOutcome, trusted: dict | None, rechecked: bool) -> Row:
+    """The row of one test cell: all its points or none, as its checks decided.
+
+    Full marks only when the cell passed in the kernel (:func:`kernel_passed`: no error
+    output) and then, where the exercise is re-checked (``rechecked``), the trusted re-check
+    passed it too — whatever the cell displayed; where it is left to the kernel (calibration,
+    ``--no-trusted``), only for an exact, error-free pass: nbgrader's own reading of the
+    outputs full marks (``cell.score``, all or nothing: ``autograder.nbexec.SaveCheckedGrades``).
+    Anything else is 0: never a fraction read from an output. An in-kernel failure stands
+    with its diagnosis and reason (it may be a property only the kernel measures); an
+    in-kernel pass that the re-check did not confirm — wrong values, an error, a timeout, a
+    dead worker, a refused reply, no verdict at all — is ``tampering``.
+    """
+    if not kernel_passed(cell):
+        return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason)
+    if not rechecked:
+        if cell.score == cell.max_score:
+            return Row(student, assignment, cell.grade_id, cell.max_score, cell.max_score, "", "")
+        return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason or PARTIAL)
+    trusted = trusted or {"status": "no verdict", "message": "the checker returned nothing for this test cell"}
+    trusted = worker.grader_words(trusted)  # never the student's exception in a reason
+    status = trusted.get("status")
+    if status == "ok" and trusted.get("passed") is True:
+        return Row(student, assignment, cell.grade_id, cell.max_score, cell.max_score, "", "")
+    if status == "ok":
+        what = f"found {trusted.get('cls') or 'a failure'}: {trusted.get('message', '')}"
+    elif status == "timeout":
+        what = f"timed out ({trusted.get('message', '')})"
+    elif status == "refused":  # over the wire format's limits, malformed or out of step (autograder.valueworker)
+        what = f"refused the reply of the student's code: {trusted.get('message', '')}"
+    else:
+        what = f"could not confirm it ({status}: {trusted.get('message', '')})"
+    reason = f"tampering: passed in the kernel, but the trusted re-check {what}"
+    return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, "tampering", " ".join(reason.split())[:400])
+
+
+def _first_error(notebook: Path) -> str:
+    """'cell N (first line): Ename: evalue' for the first code cell with an error output in an executed notebook."""
+    try:
+        nb = nbformat.read(notebook, as_version=4)
+    except (OSError, ValueError):
+        return ""
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.get("output_type") == "error":
+                first = next((ln.strip() for ln in cell.source.splitlines() if ln.strip()), "")
+                evalue = str(out.get("evalue", "")).strip().splitlines()[:1]
+                return f"cell {i} ({first[:80]}): {out.get('ename', '')}: {evalue[0][:300] if evalue else ''}"
+    return ""
+
+
+def _import_hint(text: str) -> str:
+    """Why the kernel cannot import the course's own package, when that is what failed."""
+    m = re.search(r"No module named '(course|autograder)[.']", text or "")
+    if not m:
+        return ""
+    pkg = m.group(1)
+    held = worker._package_dir(pkg)
+    try:
+        seen = subprocess.run([sys.executable, "-I", "-c", f"import {pkg}; print(); print({pkg}.__file__)"], cwd="/",
+                              capture_output=True, text=True, timeout=120)  # `import course` prints a line of its own
+        imports = os.path.dirname(seen.stdout.strip().splitlines()[-1]) if seen.returncode == 0 and seen.stdout.strip() else ""
+    except (OSError, subprocess.TimeoutExpired):
+        imports = ""
+    return (f"The sandbox holds the `{pkg}` package this grader runs with ({held}); the environment "
+            f"({sys.prefix}) imports `{pkg}` from {imports or 'nowhere'}" +
+            (", which the sandbox does not hold. " if imports and imports != held else ". ") +
+            "Run the grader from the folder this environment was installed from, or install this folder into "
+            f"the environment (pip install -e {Path(held).parent if held else 'FOLDER'}).")
 
 
 def _last_error(log: str) -> str:
@@ -451,9 +587,10 @@ def grade_all(options: list[Options]) -> list[dict]:
             try:
                 subs_of[opts.assignment] = collect.collect(opts.assignment, opts.submissions.resolve(),
                                                            work / "zip-staging" / opts.assignment, course,
-                                                           opts.student_regexp)
+                                                           opts.student_regexp, opts.lms_exports)
             except collect.CollectError as exc:
                 raise InstructorError(str(exc)) from None
+        batch_seed, seed_of = _seeds(first, subs_of)
         progress.say(f"{sum(len(v) for v in subs_of.values())} submissions of {', '.join(subs_of)} "
                      f"(sandbox: {isolation}, {first.workers} worker(s)); preparing")
         threads = max(1, (os.cpu_count() or 1) // first.workers)
@@ -475,9 +612,12 @@ def grade_all(options: list[Options]) -> list[dict]:
                 zygotes.wait_ready()
                 waited = True
             part.grader = Grader(opts, template, work, isolation, zygotes, slots.slot(0) if slots else 0)
+            t1 = time.perf_counter()
+            progress.say(f"{opts.assignment}: preflight: grading the source solution through the sandbox"
+                         + (" (and calibrating the trusted re-check)" if opts.trusted else ""))
+            cached = part.grader.preflight(part.out / ".calibration.json", seeds.draw() if batch_seed is None else batch_seed)
+            part.phases["preflight"] = 0.0 if cached else time.perf_counter() - t1
             if opts.trusted:
-                progress.say(f"{opts.assignment}: calibrating the trusted re-check on the source solution")
-                part.grader.calibrate(part.out / ".calibration.json")
                 for test_id, why in sorted(part.grader.supported.items()):
                     if why:
                         progress.say(f"note: {test_id} is not re-checked outside the kernel: {why}")
@@ -488,7 +628,7 @@ def grade_all(options: list[Options]) -> list[dict]:
                     part.results[sub.student] = StudentResult(
                         sub.student, part.grader.rows_for_problem(sub.student, problem), submission=sub.path)
                 else:
-                    part.todo.append((part, sub.student, nb, sub.path))
+                    part.todo.append((part, sub.student, nb, sub.path, seed_of(sub.student)))
             part.phases["setup"] = time.perf_counter() - t0
         setup_done = time.perf_counter()
 
@@ -502,13 +642,13 @@ def grade_all(options: list[Options]) -> list[dict]:
             for i in range(first.workers):
                 free.put(slots.slot(i) if slots else i)
 
-            def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path):
+            def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path, seed: int):
                 slot = free.get()
                 try:
-                    res = part.grader.grade_one(student, nb, slot)
+                    res = part.grader.grade_one(student, nb, slot, seed)
                 except Exception as exc:  # noqa: BLE001 — one submission never stops the batch
                     res = StudentResult(student, part.grader.rows_for_problem(
-                        student, f"grading failed: {type(exc).__name__}: {exc}"[:300]))
+                        student, f"grading failed: {type(exc).__name__}: {exc}"[:300]), seed=seed)
                 finally:
                     free.put(slot)
                 res.submission = path
@@ -533,7 +673,8 @@ def grade_all(options: list[Options]) -> list[dict]:
                     for r in part.results[student].rows:
                         score, max_score, manual = held.get(r.grade_id, (r.score, r.max_score, False))
                         rows.append(Row(r.student, r.assignment, r.grade_id, score, max_score, r.diagnosis,
-                                        r.reason + (" (manual grade kept)" if manual and score != r.score else "")))
+                                        r.reason + (" (manual grade kept)" if manual and score != r.score else ""),
+                                        seed=part.results[student].seed))
                 rows_of[part.opts.assignment] = rows
         wanted = {p.opts.assignment: [s for s, r in p.results.items() if r.autograded] for p in parts if p.opts.feedback}
         notes = _feedback_all(course, wanted, {p.opts.assignment: p.out for p in parts})
@@ -560,12 +701,38 @@ def grade_all(options: list[Options]) -> list[dict]:
         if slots is not None:
             slots.close()
         if not first.keep_work and first.work is None:
-            shutil.rmtree(work, ignore_errors=True)
+            worker.remove_tree(work)  # job folders, extracted archives: no byte of a submission stays
+
+
+def _seeds(opts: Options, subs_of: dict[str, list]) -> tuple[int | None, object]:
+    """The batch's seed (``--seed N``, else AUTOGRADER_SEED, else None) and student -> the seed to grade them with.
+
+    Without a seed for the batch, each submission gets one drawn from the OS. ``--seed STUDENT=N``
+    replays one student's; naming a student who has no submission here is the instructor's mistake.
+    """
+    batch_seed = opts.seed
+    if batch_seed is None and os.environ.get(seeds.SEED_ENV, "").strip():
+        try:
+            batch_seed = seeds.parse(os.environ[seeds.SEED_ENV])
+        except ValueError as exc:
+            raise InstructorError(f"{seeds.SEED_ENV} in the environment: {exc}.") from None
+    students = {sub.student for subs in subs_of.values() for sub in subs}
+    unknown = sorted(set(opts.student_seeds) - students)
+    if unknown:
+        raise InstructorError(f"--seed names {', '.join(map(repr, unknown))}, who has no submission here "
+                              f"(students: {', '.join(sorted(students)[:20])}{', ...' if len(students) > 20 else ''}).")
+
+    def seed_of(student: str) -> int:
+        if student in opts.student_seeds:
+            return opts.student_seeds[student]
+        return seeds.draw() if batch_seed is None else batch_seed
+
+    return batch_seed, seed_of
 
 
 def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
     """Write one student into the gradebook and file their notebooks where nbgrader keeps them."""
-    gradebook.record(gb, assignment, res.student, {r.grade_id: r.score for r in res.rows}, res.timestamp)
+    gradebook.record(gb, assignment, res.student, {r.grade_id: r.score for r in res.rows}, res.timestamp, res.seed)
     submitted = course / "submitted" / res.student / assignment
     if res.submission is not None and res.submission.is_file():
         dest = submitted / f"{assignment}.ipynb"
@@ -620,10 +787,14 @@ def _feedback_all(course: Path, wanted: dict[str, list[str]], outs: dict[str, Pa
 
 
 def _copy_feedback(course: Path, assignment: str, students: list[str], out: Path) -> str:
+    """Make each student's feedback pages safe to open (autograder.feedback), in the course, then copy them to OUT."""
+    from .feedback import sanitize_folder
+
     dest = out / "feedback"
     for student in students:
         src = course / "feedback" / student / assignment
         if src.is_dir():
+            sanitize_folder(src)  # the course's copy too: nbgrader's release_feedback hands it to the student
             target = dest / student
             if target.exists():
                 shutil.rmtree(target)

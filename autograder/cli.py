@@ -1,12 +1,13 @@
 """The instructor's command line.
 
-    python -m autograder grade ASSIGNMENT [ASSIGNMENT ...] --submissions DIR [--workers N] [--out DIR]
+    python -m autograder grade ASSIGNMENT [ASSIGNMENT ...] --submissions DIR [--workers N] [--out DIR] [--seed N|STUDENT=N]
     python -m autograder bench [--copies N] [--assignments ...]
     python -m autograder merge OUT_DIR SHARD_DIR [SHARD_DIR ...]
 
 ``grade`` exits 0 when every submission got its rows (zeros included); 2 for the
-instructor's own mistakes (unknown assignment, no such folder, nothing in it), with a
-message saying what to do. ``docs/grading.md`` is the guide.
+instructor's own mistakes (unknown assignment, no such folder, nothing in it, a source
+solution that does not get full marks through the grader: the preflight), with a message
+saying what to do. ``docs/grading.md`` is the guide.
 """
 
 from __future__ import annotations
@@ -84,10 +85,18 @@ def parser() -> argparse.ArgumentParser:
                         "none: resource limits only (default: the best this machine allows)")
     g.add_argument("--no-trusted", action="store_true", help="skip the trusted re-check (faster; in-kernel results only)")
     g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback generation")
+    g.add_argument("--lms-export", action="append", default=[], metavar="FILE",
+                   help="a zip in DIR that an LMS exported for the whole class (files named "
+                        "<student>_<anything>_<ASSIGNMENT>.ipynb); repeatable. Every other zip is one student's, "
+                        "named <student>.zip")
     g.add_argument("--student-regexp", default=None, metavar="RE",
-                   help="for LMS zips: a regexp with (?P<student_id>...) matched against each extracted file's path")
+                   help="for --lms-export zips: a regexp with (?P<student_id>...) matched against "
+                        "extracted/<export name>/<member path>")
     g.add_argument("--work", type=Path, default=None, metavar="DIR", help="scratch folder to use and keep (for debugging)")
     g.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    g.add_argument("--seed", action="append", default=[], metavar="N|STUDENT=N",
+                   help="replay hidden inputs: N for every submission, STUDENT=N for one (repeatable); by default "
+                        "each submission gets a seed drawn for it, recorded in grades.csv's seed column")
     _add_limits(g)
 
     b = sub.add_parser("bench", help="seconds per submission and submissions per minute at 1 and 2 workers")
@@ -130,16 +139,23 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _grade(args) -> int:
+    from . import seeds
     from .batch import InstructorError, Options, grade_all
 
+    try:
+        seed, student_seeds = seeds.parse_options(args.seed)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     course = (args.course or _course_default()).resolve()
     several = len(args.assignment) > 1
     options = [Options(
         assignment=a, submissions=args.submissions, course=course,
         out=(args.out / a if several else args.out) if args.out else course / "grades" / a, workers=args.workers,
         limits=limits_from(args, course), isolation=args.isolation, trusted=not args.no_trusted,
-        feedback=not args.no_feedback, student_regexp=args.student_regexp, work=args.work,
-        keep_work=args.work is not None, progress=not args.quiet,
+        feedback=not args.no_feedback, student_regexp=args.student_regexp,
+        lms_exports=tuple(args.lms_export), work=args.work,
+        keep_work=args.work is not None, progress=not args.quiet, seed=seed, student_seeds=student_seeds,
     ) for a in dict.fromkeys(args.assignment)]
     try:
         grade_all(options)

@@ -1,48 +1,145 @@
-"""Find a class's submissions in the layouts instructors have, and check each notebook before grading.
+"""Find a class's submissions, refuse what must not be opened, and check each notebook before grading.
 
 Three layouts, in one ``--submissions DIR``:
 
 - ``DIR/<student>/<ASSIGNMENT>.ipynb`` (one folder per student);
 - nbgrader's ``DIR/submitted/<student>/<ASSIGNMENT>/<ASSIGNMENT>.ipynb`` (or ``DIR`` being
   that ``submitted`` folder itself);
-- the zip files an LMS exports: ``DIR/*.zip``, extracted and matched with nbgrader's
-  ``zip_collect``: one zip whose files are named ``<student>_<anything>_<ASSIGNMENT>.ipynb``
-  (Canvas, Moodle), or a zip per student named ``<student>.zip``. Other namings: pass
-  ``--student-regexp`` (nbgrader's ``named_regexp``, matched against each extracted path).
+- zip files: ``DIR/<student>.zip``, one per student; and the class exports an LMS makes
+  (Canvas, Moodle), named with ``--lms-export FILE``, whose notebooks are named
+  ``<student>_<anything>_<ASSIGNMENT>.ipynb`` (other namings: ``--student-regexp``, nbgrader's
+  ``named_regexp``, matched against ``extracted/<export name>/<member path>``).
+
+Everything under DIR is the students' data, so this module:
+
+- never follows a symbolic link and never opens anything but a regular file: a link, a named
+  pipe, a device or a socket where a submission is expected refuses that student
+  (``unsafe file``), without blocking;
+- never writes a zip member under its own name: each student's notebook is read out of the
+  zip on its own, after every member's path, type and size was checked from the zip's
+  directory (``unsafe archive``, ``archive too large``, ``too many files``); the bytes
+  unpacked are counted as they come, whatever the directory claims;
+- takes a student's id only from a name the instructor's layout gives it: the folder, the
+  student's zip, or the LMS's prefix in an export. A student's zip gives rows for that
+  student only, whatever its members are called. Two submissions with one id are both
+  refused (``duplicate student``), never merged.
+
+Student ids keep their Unicode (NFC). The few characters nbgrader cannot take in an id are
+written ``~XX`` (their UTF-8 bytes in hex), so that two names never become one id: ``~``
+itself, ``%`` (the id is part of the path in nbgrader's gradebook URL, which decodes ``%XX``),
+the glob characters ``* ? [ ]`` (nbgrader's ``--student`` is a glob), ``/``, control and
+format characters, a leading ``.`` (a hidden folder nbgrader skips), leading or trailing
+whitespace and a leading quote (both stripped by nbgrader's command line).
 
 Before grading, each notebook is checked here, by the trusted parent: a file that is not
 valid notebook JSON, or a notebook of another assignment, gets its rows with a reason
-instead of being run. Student ids are folder or file names made safe for nbgrader.
+instead of being run. Its grading metadata is then the instructor's: a cell whose
+``nbgrader`` metadata is of any unexpected type, or names a cell the instructor's notebook
+does not have, runs as a plain cell and counts for nothing; a known cell gets the
+instructor's metadata back (points, type, lock); a test cell missing from the submission is
+put back where the instructor's notebook has it, its source filled in by nbgrader from the
+gradebook.
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import hashlib
 import json
+import os
 import re
 import shutil
-import subprocess
+import stat
 import sys
+import unicodedata
+import zipfile
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
-from . import scratch
+MiB = 1 << 20
+MAX_NOTEBOOK_BYTES = 64 * MiB  # a course notebook with its outputs is well under 1 MiB
+MAX_FILES = 1000  # files in one submission: a student's folder (hidden entries aside) or the members of their zip
+MAX_MEMBER_BYTES = 64 * MiB  # one member of a zip, unpacked
+MAX_EXPANDED_BYTES = 256 * MiB  # a student's zip, unpacked, all members together
+MAX_ARCHIVE_BYTES = 256 * MiB  # a student's zip file itself
+MAX_EXPORT_MEMBERS = 100_000  # an LMS class export
+MAX_NAME = 1024  # characters in a zip member's name
+MAX_DEPTH = 16  # folders below a student's folder that are looked into
+MAX_ID_BYTES = 200  # a student id is a folder name: 255 bytes at most on common file systems
 
-_SAFE = re.compile(r"[^A-Za-z0-9._@+-]+")
-MAX_NOTEBOOK_BYTES = 64 << 20  # a course notebook with its outputs is well under 1 MiB
+RESERVED = ("submitted", "autograded", "feedback", "release", "source")  # nbgrader's folders, never students
+
+
+# ---------------------------------------------------------------------------
+# Student ids
+
+
+def _escaped(ch: str) -> str:
+    try:
+        data = ch.encode("utf-8", "surrogateescape")  # an undecodable byte of a file name comes back as itself
+    except UnicodeEncodeError:
+        data = ch.encode("utf-8", "surrogatepass")
+    return "".join(f"~{b:02X}" for b in data)
 
 
 def safe_student_id(name: str) -> str:
-    """A student id nbgrader can use as a folder name: unsafe characters become '-'."""
-    return _SAFE.sub("-", name).strip("-.") or "student"
+    """The student id for a folder, zip or LMS name: the name itself (NFC), with what nbgrader cannot take as ``~XX``.
+
+    One name always gives the same id, and two different names never give the same id
+    (NFC variants of one name aside), so a collision is a real one.
+    """
+    name = unicodedata.normalize("NFC", name)
+    out = [_escaped(ch) if ch in "~%*?[]/" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch
+           for ch in name]
+    # nbgrader strips surrounding whitespace and surrounding quotes from --student, and skips hidden folders.
+    for i in range(len(out)):
+        if not out[i].isspace():
+            break
+        out[i] = _escaped(out[i])
+    for i in reversed(range(len(out))):
+        if not out[i].isspace():
+            break
+        out[i] = _escaped(out[i])
+    if out and out[0] in (".", "'", '"'):
+        out[0] = _escaped(out[0])
+    sid = "".join(out)
+    if len(sid.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        while len(sid.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES - 11:
+            sid = sid[:-1]
+        sid = f"{sid}~{digest}"
+    return sid
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """A file or member name as a reason may quote it: letters, digits and ``._-/~ `` only, the rest ``?``."""
+    text = "".join(c if c.isalnum() or c in "._-/~ " else "?" for c in text)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _kind(mode: int) -> str:
+    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _unsafe_file(what: str, mode: int) -> str:
+    verb = "followed" if stat.S_ISLNK(mode) else "opened"
+    return f"unsafe file: {what} is {_kind(mode)}, not a regular file (never {verb})"
 
 
 @dataclass
 class Submission:
     student: str
-    path: Path | None  # the notebook file; None when there is none
-    problem: str = ""  # why it cannot be graded (no notebook, malformed, wrong assignment)
+    path: Path | None  # the notebook file (a regular file); None when there is none to grade
+    problem: str = ""  # why it cannot be graded: the reason its rows get
     origin: str = ""  # where it came from, for messages
 
 
@@ -50,104 +147,337 @@ class CollectError(Exception):
     """The instructor's input is unusable as a whole (no folder, nothing in it)."""
 
 
-def _notebook_in(folder: Path, assignment: str) -> Path | None:
-    """The submission inside one student's folder: ASSIGNMENT.ipynb, nbgrader's subfolder, or a lone notebook."""
-    for candidate in (folder / f"{assignment}.ipynb", folder / assignment / f"{assignment}.ipynb"):
-        if candidate.is_file():
-            return candidate
-    found = sorted(p for p in folder.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
-    return found[0] if len(found) == 1 else None
+# ---------------------------------------------------------------------------
+# Finding the submissions
+
+
+def _entries(folder: Path) -> list[os.DirEntry]:
+    with os.scandir(folder) as it:
+        return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def collect(assignment: str, submissions: Path, staging: Path, course: Path,
-            student_regexp: str | None = None) -> list[Submission]:
-    """Every student's submission in ``submissions`` (any of the three layouts), sorted by student."""
+            student_regexp: str | None = None, exports: tuple[str, ...] | list[str] = ()) -> list[Submission]:
+    """Every student's submission in ``submissions`` (any of the layouts), sorted by student.
+
+    ``exports`` names the zips in ``submissions`` that an LMS exported for the whole class; every
+    other zip is one student's. Notebooks read out of zips are written under ``staging``.
+    """
     if not submissions.is_dir():
         raise CollectError(f"--submissions {submissions} is not a folder. Give the folder that holds one entry per "
-                           "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or LMS .zip files).")
-    base = submissions / "submitted" if (submissions / "submitted").is_dir() else submissions
-    found: dict[str, Submission] = {}
-    for folder in sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if folder.name in ("submitted", "autograded", "feedback", "release", "source"):
+                           "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or .zip files).")
+    export_names = set()
+    for name in exports:
+        path = submissions / Path(name).name
+        try:
+            ok = stat.S_ISREG(os.lstat(path).st_mode) and path.name.lower().endswith(".zip")
+        except OSError:
+            ok = False
+        if not ok:
+            raise CollectError(f"--lms-export {name}: no such .zip file in {submissions} (name a class export "
+                               "that lies in the --submissions folder).")
+        export_names.add(path.name)
+    if student_regexp and not export_names:
+        raise CollectError("--student-regexp reads the file names inside an LMS class export: name the export "
+                           "with --lms-export FILE (a zip per student is always that student's).")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    others = {p.name for p in course.glob("source/*") if p.is_dir()} - {assignment}
+    found: dict[str, list[Submission]] = defaultdict(list)
+    counter = iter(range(1 << 30))
+
+    def unpack_to() -> Path:
+        dest = staging / f"{next(counter):05d}"
+        dest.mkdir()
+        return dest / f"{assignment}.ipynb"
+
+    def add_zip(entry: os.DirEntry) -> None:
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if entry.name in export_names:
+            for sid, sub in _from_export(Path(entry.path), assignment, student_regexp, unpack_to).items():
+                found[sid].append(sub)
+            return
+        sid = safe_student_id(entry.name[:-4])
+        origin = f"'{_shown(entry.name)}'"
+        if not stat.S_ISREG(mode):
+            found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode), origin))
+            return
+        path, problem = _from_student_zip(Path(entry.path), assignment, others, unpack_to)
+        found[sid].append(Submission(sid, path, problem, origin))
+
+    base = submissions / "submitted" if _is_real_dir(submissions / "submitted") else submissions
+    for entry in _entries(base):
+        mode = entry.stat(follow_symlinks=False).st_mode
+        if base == submissions and entry.name.lower().endswith(".zip") and not stat.S_ISDIR(mode):
+            add_zip(entry)
+        elif entry.name in RESERVED:
             continue
-        student = safe_student_id(folder.name)
-        nb = _notebook_in(folder, assignment)
-        problem = "" if nb else f"missing notebook: no {assignment}.ipynb in {folder}"
-        found[student] = Submission(student, nb, problem, str(folder))
-    zips = sorted(submissions.glob("*.zip"))
-    if zips:
-        for sub in zip_collect(assignment, zips, staging, course, student_regexp):
-            found.setdefault(sub.student, sub)
-    loose = sorted(submissions.glob("*.ipynb"))
+        elif stat.S_ISDIR(mode):
+            sid = safe_student_id(entry.name)
+            path, problem = _from_folder(Path(entry.path), assignment, others)
+            found[sid].append(Submission(sid, path, problem, f"the folder '{_shown(entry.name)}'"))
+        elif stat.S_ISLNK(mode) and os.path.isdir(entry.path):  # looked at, never entered
+            sid = safe_student_id(entry.name)
+            found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode),
+                                         f"the link '{_shown(entry.name)}'"))
+    if base != submissions:
+        for entry in _entries(submissions):
+            if entry.name.lower().endswith(".zip") and not entry.is_dir(follow_symlinks=False):
+                add_zip(entry)
     if not found:
+        loose = [e for e in _entries(submissions) if e.name.endswith(".ipynb") and e.is_file(follow_symlinks=False)]
         hint = (f" It holds {len(loose)} notebook(s) directly; put each in a folder named after its student "
                 f"({submissions}/<student>/{assignment}.ipynb).") if loose else ""
         raise CollectError(f"no submissions found in {submissions}.{hint}")
-    return [found[s] for s in sorted(found)]
+    out = []
+    for sid in sorted(found):
+        subs = found[sid]
+        if len(subs) == 1:
+            out.append(subs[0])
+            continue
+        origins = ", ".join(s.origin for s in subs[:3]) + (", …" if len(subs) > 3 else "")
+        out.append(Submission(sid, None, f"duplicate student: {len(subs)} submissions have the id '{_shown(sid)}' "
+                                         f"({origins}); none is graded: rename all but one", origins))
+    return out
+
+
+def choose_notebook(paths: list[str], assignment: str) -> tuple[str | None, str]:
+    """The one notebook of ``assignment`` among a submission's notebooks (relative paths), or why there is none.
+
+    ``ASSIGNMENT.ipynb`` (or nbgrader's ``ASSIGNMENT/ASSIGNMENT.ipynb``) wins; else the one notebook
+    named so (or ``..._ASSIGNMENT.ipynb``) anywhere in it; else a lone notebook under another name.
+    """
+    target = f"{assignment}.ipynb"
+    for candidate in (target, f"{assignment}/{target}"):
+        if candidate in paths:
+            return candidate, ""
+    named = [p for p in paths if p.rsplit("/", 1)[-1] == target or p.endswith("_" + target)]
+    if len(named) == 1:
+        return named[0], ""
+    if len(named) > 1:
+        shown = ", ".join(f"'{_shown(p)}'" for p in named[:3])
+        return None, f"ambiguous submission: {len(named)} notebooks named {target} ({shown}); none is graded"
+    if len(paths) == 1:
+        return paths[0], ""
+    if paths:
+        shown = ", ".join(f"'{_shown(p)}'" for p in paths[:3])
+        return None, (f"ambiguous submission: {len(paths)} notebooks and none named {target} ({shown}); "
+                      "none is graded")
+    return None, f"missing notebook: no {target} in the submission"
+
+
+def _is_notebook_name(path: str, others: set[str]) -> bool:
+    """A notebook that may be this assignment's: not hidden, not a checkpoint, not named after another assignment."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    return (bool(parts) and parts[-1].endswith(".ipynb") and not any(p.startswith(".") or p == "__MACOSX" for p in parts)
+            and parts[-1][:-len(".ipynb")] not in others)
+
+
+def _scan_folder(folder: Path, others: set[str]) -> tuple[dict[str, int], str]:
+    """{relative path: lstat mode} of the notebooks under ``folder``, or why the folder was not read through.
+
+    Hidden entries are skipped and a link is never entered; more than ``MAX_FILES`` entries refuse it.
+    """
+    found: dict[str, int] = {}
+    count, stack = 0, [(str(folder), "", 0)]
+    while stack:
+        where, rel, depth = stack.pop()
+        try:
+            it = os.scandir(where)
+        except OSError:  # an unreadable folder holds nothing to grade
+            continue
+        with it:
+            for e in it:
+                if e.name.startswith("."):
+                    continue
+                count += 1
+                if count > MAX_FILES:
+                    return found, f"too many files: more than {MAX_FILES} in the student's folder"
+                mode = e.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    if depth < MAX_DEPTH:
+                        stack.append((e.path, f"{rel}{e.name}/", depth + 1))
+                elif _is_notebook_name(rel + e.name, others):
+                    found[rel + e.name] = mode
+    return found, ""
+
+
+def _from_folder(folder: Path, assignment: str, others: set[str]) -> tuple[Path | None, str]:
+    notebooks, problem = _scan_folder(folder, others)
+    if problem:
+        return None, problem
+    chosen, problem = choose_notebook(sorted(notebooks), assignment)
+    if chosen is None:
+        return None, problem
+    if not stat.S_ISREG(notebooks[chosen]):
+        return None, _unsafe_file(_shown(chosen), notebooks[chosen])
+    return folder / chosen, ""
 
 
 # ---------------------------------------------------------------------------
-# LMS zip exports, through nbgrader's zip_collect
-
-DEFAULT_REGEXPS = (
-    # .../<student>_<anything>_<assignment>.ipynb : Canvas, Moodle and friends name files so
-    r"^.*/(?P<student_id>[^/_]+)_(?:[^/]*_)?(?P<file_id>{assignment}\.ipynb)$",
-    # .../extracted/<student>/[...]/<file>.ipynb : a zip per student, named after the student
-    r"^.*/extracted/(?P<student_id>[^/]+)/(?:.*/)?(?P<file_id>[^/]+\.ipynb)$",
-)
-
-COLLECTOR = '''
-import re
-from nbgrader.plugins import FileNameCollectorPlugin
+# Zips: checked from their directory, the one notebook read out alone
 
 
-class LmsCollector(FileNameCollectorPlugin):
-    """Try each pattern in turn; the notebook is always filed as <assignment>.ipynb."""
+@contextlib.contextmanager
+def _open_zip(path: Path, max_members: int, max_bytes: int | None):
+    """(the zip at ``path``, "") if it is a regular file (never a link) and a zip within the limits, else (None, why).
 
-    def collect(self, submitted_file):
-        if not submitted_file.endswith(".ipynb") or "/.ipynb_checkpoints/" in submitted_file:
-            return None
-        for pattern in PATTERNS:
-            m = re.match(pattern, submitted_file)
-            if m:
-                info = m.groupdict()
-                info["file_id"] = ASSIGNMENT + ".ipynb"
-                return info
-        self.log.warning("no student id found in %s", submitted_file)
-        return None
-'''
+    The number of members is read from the zip's end record before zipfile builds an object for each.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        yield None, f"unsafe file: the submission cannot be opened as a file ({exc.strerror})"
+        return
+    with os.fdopen(fd, "rb") as f:
+        zf, problem = None, ""
+        try:
+            st = os.fstat(fd)
+            end = zipfile._EndRecData(f) if stat.S_ISREG(st.st_mode) else None
+            if not stat.S_ISREG(st.st_mode):
+                problem = _unsafe_file("the submission", st.st_mode)
+            elif max_bytes is not None and st.st_size > max_bytes:
+                problem = (f"archive too large: the zip is {st.st_size / MiB:.0f} MiB, more than the "
+                           f"{max_bytes // MiB} MiB allowed")
+            elif end is None:
+                problem = "malformed archive: not a zip file"
+            elif end[zipfile._ECD_ENTRIES_TOTAL] > max_members:
+                problem = (f"too many files: the zip holds {end[zipfile._ECD_ENTRIES_TOTAL]} members, more than the "
+                           f"{max_members} allowed")
+            else:
+                zf = zipfile.ZipFile(f)
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, ValueError, EOFError, OSError) as exc:
+            problem = f"malformed archive: not a readable zip file ({type(exc).__name__})"
+        if zf is None:
+            yield None, problem
+            return
+        with zf:
+            yield zf, ""
 
 
-def zip_collect(assignment: str, zips: list[Path], staging: Path, course: Path,
-                student_regexp: str | None) -> list[Submission]:
-    """Extract LMS zips with ``nbgrader zip_collect`` in a staging course; one Submission per student found."""
-    if staging.exists():
-        shutil.rmtree(staging)
-    archive = staging / "downloaded" / assignment / "archive"
-    archive.mkdir(parents=True)
-    for z in zips:
-        shutil.copy(z, archive / z.name)
-    (staging / "release" / assignment).mkdir(parents=True)
-    shutil.copy(course / "nbgrader_config.py", staging / "nbgrader_config.py")
-    patterns = [student_regexp] if student_regexp else [p.replace("{assignment}", re.escape(assignment)) for p in DEFAULT_REGEXPS]
-    (staging / "lms_collector.py").write_text(f"PATTERNS = {patterns!r}\nASSIGNMENT = {assignment!r}\n" + COLLECTOR)
-    done = subprocess.run(
-        [sys.executable, "-m", "nbgrader", "zip_collect", assignment, "--force",
-         "--ZipCollectApp.collector_plugin=lms_collector.LmsCollector"],
-        cwd=staging, env=dict(scratch.nbgrader_env(), PYTHONPATH=str(staging)), capture_output=True, text=True,
-        timeout=600)
-    if done.returncode != 0:
-        raise CollectError(f"nbgrader zip_collect could not read {', '.join(z.name for z in zips)}:\n{done.stderr[-2000:]}")
-    out = []
-    submitted = staging / "submitted"
-    for folder in sorted(submitted.iterdir()) if submitted.is_dir() else []:
-        nb = folder / assignment / f"{assignment}.ipynb"
-        student = safe_student_id(folder.name)
-        if student != folder.name:
-            folder.rename(submitted / student)
-            nb = submitted / student / assignment / f"{assignment}.ipynb"
-        out.append(Submission(student, nb if nb.is_file() else None,
-                              "" if nb.is_file() else f"missing notebook: no {assignment}.ipynb in the zip", "zip"))
+def _member_problem(info: zipfile.ZipInfo) -> str:
+    """Why this member makes its zip unsafe or too large, from the zip's directory alone; "" when it is fine."""
+    name = info.filename
+    if len(name) > MAX_NAME:
+        return f"unsafe archive: a member's name is longer than {MAX_NAME} characters"
+    parts = re.split(r"[/\\]", name)
+    if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        return f"unsafe archive: a member has an absolute path ('{_shown(name)}'); nothing was unpacked"
+    if ".." in parts:
+        return f"unsafe archive: a member's path leaves the archive ('{_shown(name)}'); nothing was unpacked"
+    mode = info.external_attr >> 16
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return f"unsafe archive: the member '{_shown(name)}' is {_kind(mode)}; nothing was unpacked"
+    if info.file_size > MAX_MEMBER_BYTES:
+        return (f"archive too large: '{_shown(name)}' unpacks to {info.file_size / MiB:.0f} MiB, more than the "
+                f"{MAX_MEMBER_BYTES // MiB} MiB allowed for one file; nothing was unpacked")
+    return ""
+
+
+def _member_key(name: str) -> str:
+    return "/".join(p for p in re.split(r"[/\\]", name) if p not in ("", "."))
+
+
+def _unpack(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> str:
+    """Write one member to ``dest``, counting the bytes as they come; "" or why it failed (``dest`` then removed)."""
+    if info.flag_bits & 0x1:
+        return f"malformed archive: '{_shown(info.filename)}' is encrypted"
+    try:
+        with zf.open(info) as src, open(dest, "xb") as out:
+            written = 0
+            while chunk := src.read(MiB):
+                written += len(chunk)
+                if written > MAX_NOTEBOOK_BYTES:
+                    raise OverflowError
+                out.write(chunk)
+        return ""
+    except OverflowError:
+        problem = f"archive too large: the notebook unpacks to more than {MAX_NOTEBOOK_BYTES // MiB} MiB"
+    except Exception as exc:  # noqa: BLE001 — zlib, bz2, lzma and zipfile raise several kinds for one bad stream
+        problem = f"malformed archive: '{_shown(info.filename)}' cannot be unpacked ({type(exc).__name__})"
+    dest.unlink(missing_ok=True)
+    return problem
+
+
+def _from_student_zip(path: Path, assignment: str, others: set[str], unpack_to) -> tuple[Path | None, str]:
+    """One student's zip: every member checked, then its notebook (chosen as in a folder) read out alone."""
+    with _open_zip(path, MAX_FILES, MAX_ARCHIVE_BYTES) as (zf, problem):
+        if zf is None:
+            return None, problem
+        seen, total, notebooks = set(), 0, {}
+        for info in zf.infolist():
+            problem = _member_problem(info)
+            if problem:
+                return None, problem
+            key = _member_key(info.filename)
+            if key in seen:
+                return None, f"unsafe archive: two members named '{_shown(key)}'; nothing was unpacked"
+            seen.add(key)
+            total += info.file_size
+            if total > MAX_EXPANDED_BYTES:
+                return None, (f"archive too large: the zip unpacks to more than {MAX_EXPANDED_BYTES // MiB} MiB; "
+                              "nothing was unpacked")
+            if not info.is_dir() and _is_notebook_name(key, others):
+                notebooks[key] = info
+        chosen, problem = choose_notebook(sorted(notebooks), assignment)
+        if chosen is None:
+            return None, problem.replace("in the submission", "in the zip")
+        dest = unpack_to()
+        problem = _unpack(zf, notebooks[chosen], dest)
+        return (None, problem) if problem else (dest, "")
+
+
+DEFAULT_EXPORT_REGEXP = r"^.*/(?P<student_id>[^/_]+)_(?:[^/]*_)?(?P<file_id>{assignment}\.ipynb)$"
+
+
+def _from_export(path: Path, assignment: str, regexp: str | None, unpack_to) -> dict[str, Submission]:
+    """An LMS class export: {student id: Submission}, each student's notebook chosen among the members named for them.
+
+    A member is a student's when ``regexp`` (default: ``<student>_<anything>_<ASSIGNMENT>.ipynb``)
+    matches ``extracted/<export name>/<member path>``; other members are left alone, with a note.
+    """
+    pattern = regexp or DEFAULT_EXPORT_REGEXP.replace("{assignment}", re.escape(assignment))
+    stem = path.name[:-4]
+    origin = f"'{_shown(path.name)}'"
+    out: dict[str, Submission] = {}
+    with _open_zip(path, MAX_EXPORT_MEMBERS, None) as (zf, problem):
+        if zf is None:
+            raise CollectError(f"--lms-export {path.name}: {problem}")
+        mine: dict[str, dict[str, zipfile.ZipInfo]] = defaultdict(dict)
+        problems: dict[str, str] = {}
+        for info in zf.infolist():
+            key = _member_key(info.filename)
+            if info.is_dir() or not _is_notebook_name(key, set()) or len(info.filename) > MAX_NAME:
+                continue
+            m = re.match(pattern, f"extracted/{stem}/{key}")
+            sid = safe_student_id(m.group("student_id")) if m and m.groupdict().get("student_id") else ""
+            if not sid:
+                if key.endswith(f"{assignment}.ipynb"):
+                    print(f"note: {path.name}: no student id in '{_shown(key)}'; not graded", file=sys.stderr)
+                continue
+            problem = _member_problem(info)
+            if problem:
+                problems.setdefault(sid, problem)
+            elif key in mine[sid]:
+                problems.setdefault(sid, f"unsafe archive: two members named '{_shown(key)}'; nothing was unpacked")
+            mine[sid][key] = info
+        for sid, notebooks in mine.items():
+            chosen, problem = choose_notebook(sorted(notebooks), assignment)
+            problem = problems.get(sid) or problem.replace("in the submission", f"for this student in {path.name}")
+            if chosen is None or problems.get(sid):
+                out[sid] = Submission(sid, None, problem, f"'{_shown(sid)}' in {origin}")
+                continue
+            dest = unpack_to()
+            problem = _unpack(zf, notebooks[chosen], dest)
+            out[sid] = Submission(sid, None if problem else dest, problem, f"'{_shown(sid)}' in {origin}")
     return out
 
 
@@ -155,18 +485,36 @@ def zip_collect(assignment: str, zips: list[Path], staging: Path, course: Path,
 # Checking a notebook before it is run
 
 
+def _grade_id(cell) -> str | None:
+    meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell.get("metadata"), dict) else None
+    grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
+    return grade_id if isinstance(grade_id, str) and grade_id else None
+
+
 def graded_ids(nb: nbformat.NotebookNode) -> set[str]:
-    return {c.metadata["nbgrader"]["grade_id"] for c in nb.cells
-            if isinstance(c.get("metadata", {}).get("nbgrader"), dict) and c.metadata["nbgrader"].get("grade_id")}
+    """The grade_ids a notebook's cells claim (those that are strings: any other type claims nothing)."""
+    return {g for g in map(_grade_id, nb.cells) if g}
 
 
-def assignment_ids(course: Path) -> dict[str, set[str]]:
-    """assignment -> grade_ids of its solution and test cells, from the course's source notebooks."""
+def instructor_cells(nb: nbformat.NotebookNode) -> dict[str, dict]:
+    """grade_id -> what grading takes from the instructor's cell: its type, its nbgrader metadata, whether it is a test."""
+    out = {}
+    for cell in nb.cells:
+        grade_id = _grade_id(cell)
+        if grade_id and grade_id not in out:
+            meta = dict(copy.deepcopy(cell.metadata["nbgrader"]), cell_type=cell.cell_type)
+            out[grade_id] = {"cell_type": cell.cell_type, "nbgrader": meta,
+                             "test": bool(meta.get("grade")) and not meta.get("solution") and bool(meta.get("locked"))}
+    return out
+
+
+def assignment_ids(course: Path) -> dict[str, dict[str, dict]]:
+    """assignment -> its graded and locked cells (``instructor_cells``, by grade_id), from the course's source notebooks."""
     ids = {}
     for nb_path in sorted(course.glob("source/*/*.ipynb")):
         if nb_path.stem == nb_path.parent.name:
             try:
-                ids[nb_path.stem] = graded_ids(nbformat.read(nb_path, as_version=4))
+                ids[nb_path.stem] = instructor_cells(nbformat.read(nb_path, as_version=4))
             except Exception:  # noqa: BLE001 — a broken source notebook is not this submission's problem
                 continue
     return ids
@@ -175,47 +523,105 @@ def assignment_ids(course: Path) -> dict[str, set[str]]:
 def deduplicate(nb: nbformat.NotebookNode) -> None:
     """Keep the last cell of each grade_id, as nbgrader does; the earlier copies become plain cells.
 
+    nbgrader metadata of any other shape than a dict with a string ``grade_id`` is removed too.
     nbgrader's own DeduplicateIds leaves an empty ``nbgrader`` dict behind, on which its
     restoring of deleted test cells then fails; removing the key avoids that.
     """
     seen = set()
     for cell in reversed(nb.cells):
         meta = cell.get("metadata", {})
-        info = meta.get("nbgrader")
-        if info is None:
+        if "nbgrader" not in meta:
             continue
-        grade_id = info.get("grade_id") if isinstance(info, dict) else None
-        if not grade_id or grade_id in seen:
+        grade_id = _grade_id(cell)
+        if grade_id is None or grade_id in seen:
             del meta["nbgrader"]
         else:
             seen.add(grade_id)
 
 
-def check_notebook(path: Path, assignment: str, known: dict[str, set[str]]) -> tuple[nbformat.NotebookNode | None, str]:
-    """(notebook, "") when it can be graded, else (None, reason) for a malformed or foreign notebook."""
+_MISSING_TEST = "raise AssertionError('this test cell was missing from the submission')  # replaced by nbgrader"
+
+
+def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict]) -> None:
+    """Make the notebook's grading structure the instructor's (``theirs``: ``instructor_cells`` of the source).
+
+    A cell claiming a grade_id the instructor's notebook does not have becomes a plain cell;
+    a known one gets the instructor's metadata (so its points and lock). A test cell the
+    submission lacks is put back after the nearest cell that precedes it in the instructor's
+    notebook (else before the nearest that follows it: never ahead of the code it tests,
+    unlike nbgrader's own, which fails when that cell is gone too); nbgrader then fills in its source from the gradebook (a locked cell whose
+    checksum differs is overwritten), and the placeholder fails if it ever ran as it is.
+    """
+    for cell in nb.cells:
+        if "nbgrader" not in cell.metadata:
+            continue
+        mine = theirs.get(_grade_id(cell))
+        if mine is None:
+            del cell.metadata["nbgrader"]
+        else:
+            cell.metadata["nbgrader"] = nbformat.from_dict(copy.deepcopy(mine["nbgrader"]))
+    order = list(theirs)
+    for k, grade_id in enumerate(order):
+        where = {_grade_id(c): i for i, c in enumerate(nb.cells)}
+        if grade_id in where or not theirs[grade_id]["test"]:
+            continue
+        before = next((where[g] + 1 for g in reversed(order[:k]) if g in where),
+                      next((where[g] for g in order[k + 1:] if g in where), len(nb.cells)))
+        cell = nbformat.v4.new_code_cell(_MISSING_TEST, metadata={
+            "deletable": False, "editable": False, "nbgrader": copy.deepcopy(theirs[grade_id]["nbgrader"])})
+        nb.cells.insert(before, cell)
+
+
+def _read_regular(path: Path, limit: int) -> tuple[bytes | None, str]:
+    """The bytes of ``path`` if it is a regular file of at most ``limit`` bytes; never follows a link, never blocks."""
     try:
-        size = path.stat().st_size
-        if size > MAX_NOTEBOOK_BYTES:
-            return None, f"malformed notebook: {size >> 20} MiB, larger than the {MAX_NOTEBOOK_BYTES >> 20} MiB allowed"
-        raw = path.read_bytes()
+        before = os.lstat(path)
+        if not stat.S_ISREG(before.st_mode):
+            return None, _unsafe_file(_shown(path.name), before.st_mode)
+        if before.st_size > limit:
+            return None, f"malformed notebook: {before.st_size >> 20} MiB, larger than the {limit >> 20} MiB allowed"
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            now = os.fstat(f.fileno())
+            if not stat.S_ISREG(now.st_mode) or (now.st_dev, now.st_ino) != (before.st_dev, before.st_ino):
+                return None, _unsafe_file(_shown(path.name), now.st_mode)
+            raw = f.read(limit + 1)
+    except OSError as exc:
+        return None, f"malformed notebook: cannot read it ({exc.strerror})"
+    if len(raw) > limit:
+        return None, f"malformed notebook: larger than the {limit >> 20} MiB allowed"
+    return raw, ""
+
+
+def check_notebook(path: Path, assignment: str, known: dict[str, dict[str, dict]]) -> tuple[nbformat.NotebookNode | None, str]:
+    """(notebook, "") when it can be graded, else (None, reason); the notebook comes back with the instructor's
+    grading structure (see ``restore_instructor_cells``). ``known``: ``assignment_ids`` of the course."""
+    raw, problem = _read_regular(path, MAX_NOTEBOOK_BYTES)
+    if raw is None:
+        return None, problem
+    try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         return None, f"malformed notebook: not valid JSON ({str(exc)[:120]})"
-    except OSError as exc:
-        return None, f"malformed notebook: cannot read it ({exc.strerror})"
+    except RecursionError:
+        return None, "malformed notebook: nested too deeply"
     if not isinstance(data, dict) or not isinstance(data.get("cells", data.get("worksheets")), list):
         return None, "malformed notebook: valid JSON, but not a notebook (no list of cells)"
     try:
         nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
         nbformat.validate(nb)
     except Exception as exc:  # noqa: BLE001 — nbformat raises several kinds; all mean the same here
-        return None, f"malformed notebook: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return None, f"malformed notebook: {type(exc).__name__}: {_shown(first, 160)}"  # the message quotes the file
     deduplicate(nb)
-    mine = known.get(assignment, set())
+    mine = known.get(assignment, {})
     theirs = graded_ids(nb)
-    if mine and not (theirs & mine):
-        others = sorted(((len(theirs & ids), name) for name, ids in known.items() if name != assignment), reverse=True)
+    if mine and not (theirs & set(mine)):
+        others = sorted(((len(theirs & set(ids)), name) for name, ids in known.items() if name != assignment),
+                        reverse=True)
         if others and others[0][0] > 0:
             return None, f"wrong assignment: this is the notebook of {others[0][1]}, not {assignment}"
         return None, f"wrong assignment: the notebook holds none of {assignment}'s exercises"
+    if mine:
+        restore_instructor_cells(nb, mine)
     return nb, ""

@@ -7,6 +7,12 @@ them) and then records each student as their job finishes: the student, the subm
 and one automatic score per test cell — each student in one transaction, so the file is
 never left half-written. Only ``auto_score`` is written: a manual grade an instructor
 gave in the formgrader stays, and counts, on every re-run.
+
+The seed each submission's hidden inputs were drawn from (``autograder.seeds``) goes in the
+same transaction into a table of the grader's own in ``gradebook.db``, which nbgrader has no
+field for and leaves alone: ``autograder_seed(assignment, student, seed)``, one row per
+submission, replaced when it is graded again. ``sqlite3 gradebook.db "select * from
+autograder_seed"`` lists them; :func:`seed_of` reads one.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from pathlib import Path
 
 import nbgrader.api
 from nbgrader.api import Gradebook, MissingEntry
+from sqlalchemy import text
 
 # nbgrader runs `alembic` by name when it opens a gradebook: this interpreter's bin must be on PATH.
 _BIN = os.path.dirname(sys.executable)
@@ -64,8 +71,18 @@ def install_assignment(course: Path, template_gradebook: Path, assignment: str) 
                                                cell_type=cell.cell_type)
 
 
-def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float], timestamp=None) -> None:
-    """Create or update ``student``'s submission and set each test cell's automatic score (one commit)."""
+SEED_TABLE = "autograder_seed"
+
+
+def _seed_table(gb: Gradebook) -> None:
+    gb.db.execute(text(f"CREATE TABLE IF NOT EXISTS {SEED_TABLE} (assignment TEXT NOT NULL, student TEXT NOT NULL, "
+                       "seed TEXT NOT NULL, PRIMARY KEY (assignment, student))"))
+
+
+def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float], timestamp=None,
+           seed: int | None = None) -> None:
+    """Create or update ``student``'s submission, set each test cell's automatic score and the seed it
+    was graded with (one commit; a submission that never ran keeps no seed)."""
     gb.update_or_create_student(student)
     kwargs = {"timestamp": timestamp} if timestamp is not None else {}
     submission = gb.update_or_create_submission(assignment, student, **kwargs)
@@ -74,7 +91,25 @@ def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float
             if grade.cell.name in scores:
                 grade.auto_score = float(scores[grade.cell.name])
                 grade.needs_manual_grade = False
+    _seed_table(gb)
+    params = {"a": assignment, "s": student}
+    if seed is None:
+        gb.db.execute(text(f"DELETE FROM {SEED_TABLE} WHERE assignment = :a AND student = :s"), params)
+    else:
+        gb.db.execute(text(f"INSERT OR REPLACE INTO {SEED_TABLE} (assignment, student, seed) VALUES (:a, :s, :seed)"),
+                      dict(params, seed=str(int(seed))))
     gb.db.commit()
+
+
+def seed_of(gb: Gradebook, assignment: str, student: str) -> int | None:
+    """The seed ``student``'s submission of ``assignment`` was last graded with, or None."""
+    exists = gb.db.execute(text("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :t"),
+                           {"t": SEED_TABLE}).first()
+    if not exists:  # a gradebook no grader has written to: read it, never change it
+        return None
+    row = gb.db.execute(text(f"SELECT seed FROM {SEED_TABLE} WHERE assignment = :a AND student = :s"),
+                        {"a": assignment, "s": student}).first()
+    return int(row[0]) if row else None
 
 
 def effective_scores(gb: Gradebook, assignment: str, student: str) -> dict[str, tuple[float, float, bool]]:

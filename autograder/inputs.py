@@ -4,6 +4,11 @@ Each run draws a fresh seed (set AUTOGRADER_SEED to replay one), so a submission
 cannot be tuned to fixed inputs. "Non-degenerate" means no ties (so max, top-k and
 argmax are unambiguous) and no values near a kink (so ReLU-like ops are differentiable
 at every input).
+
+When a class is graded, the grader draws one seed per submission
+(``autograder.seeds``), records it (``grades.csv``'s ``seed`` column, and the gradebook)
+and hands it to that submission's kernel and trusted checker as AUTOGRADER_SEED:
+``--seed`` replays it.
 """
 
 from __future__ import annotations
@@ -12,12 +17,14 @@ import os
 
 import torch
 
+from .seeds import SEED_ENV
+
 DTYPE = torch.float64
 
 
 def generator(salt: str = "") -> torch.Generator:
     """A torch.Generator seeded from AUTOGRADER_SEED if set, else from the OS."""
-    seed = os.environ.get("AUTOGRADER_SEED")
+    seed = os.environ.get(SEED_ENV)
     base = int(seed) if seed is not None else int.from_bytes(os.urandom(8), "little")
     return torch.Generator().manual_seed((base + sum(map(ord, salt))) % (2**63))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from . import gradebook, scratch
 from .gradebook import Gradebook
-from .report import read_csv, write_outputs
+from .report import formula_safe, read_csv, write_outputs
 
 
 class MergeError(Exception):
@@ -49,7 +49,8 @@ def merge_gradebooks(shards: list[Path], target: Path) -> dict[str, str]:
                         owner[student] = str(shard)
                         scores = {g.cell.name: g.auto_score for nb in sub.notebooks for g in nb.grades
                                   if g.auto_score is not None}
-                        gradebook.record(dst, a.name, student, scores, sub.timestamp)
+                        gradebook.record(dst, a.name, student, scores, sub.timestamp,
+                                         gradebook.seed_of(src, a.name, student))
                         for nb in sub.notebooks:
                             for g in nb.grades:
                                 if g.manual_score is not None or g.extra_credit is not None:
@@ -86,6 +87,7 @@ def main(args) -> int:
         return 2
     shutil.copy(target / "gradebook.db", out / "gradebook.db")
     scratch.nbgrader(target, "export", f"--to={out / 'grades.csv'}")
+    formula_safe(out / "grades.csv")  # nbgrader writes a student id such as "=HYPERLINK(…)" as it is
     assignments = merge_cell_tables(shards, out)
     if args.course is not None:
         merge_gradebooks([target], args.course.resolve())

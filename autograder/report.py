@@ -1,25 +1,33 @@
 """What an instructor reads after grading: grades.csv, report.md and diagnoses.png.
 
 ``grades.csv`` has one row per student and test cell:
-``student,assignment,grade_id,score,max_score,diagnosis,reason`` — ``diagnosis`` is the
+``student,assignment,grade_id,score,max_score,diagnosis,reason,seed`` — ``diagnosis`` is the
 class of the check's ``diagnosis:`` line (DESIGN.md's vocabulary, ``tampering`` included),
 ``reason`` says why a part scored zero without a wrong answer (timeout, kernel died,
-memory limit, malformed notebook, wrong assignment, tampering ...).
+memory limit, malformed notebook, wrong assignment, tampering ...), ``seed`` is the seed the
+submission's hidden inputs were drawn from (``--seed`` replays it; empty if it never ran).
 
 ``report.md`` is the class summary: the score distribution and, for each exercise, how
 many students hit each diagnosis class and each reason ("12 of 40: batch-reduction in
 linear_backward"). ``diagnoses.png`` is the same per-exercise count as a chart.
+
+A student id is a folder name, and a reason may carry text a submission shaped (a
+notebook's validation error, nbgrader's log): so every CSV cell is text to a spreadsheet
+(:func:`csv_cell`, undone by :func:`read_csv`), everything such in report.md is inert
+Markdown (:func:`md`), and the chart's labels are never mathtext.
 """
 
 from __future__ import annotations
 
 import csv
+import html
+import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-FIELDS = ("student", "assignment", "grade_id", "score", "max_score", "diagnosis", "reason")
+FIELDS = ("student", "assignment", "grade_id", "score", "max_score", "diagnosis", "reason", "seed")
 
 
 @dataclass
@@ -31,6 +39,7 @@ class Row:
     max_score: float
     diagnosis: str = ""
     reason: str = ""
+    seed: int | None = None  # the hidden inputs' seed it was graded with (None: the notebook never ran)
 
 
 def reason_kind(reason: str) -> str:
@@ -51,18 +60,67 @@ def exercise_name(grade_id: str) -> str:
     return grade_id.removeprefix("test_")
 
 
+def _number(x: float) -> str:
+    """A score exactly: 3, 1.5, 2.9999999999999996 (``:g`` would print the last as 3)."""
+    text = repr(float(x))
+    return text[:-2] if text.endswith(".0") else text
+
+
+# A cell a spreadsheet would run as a formula starts with one of these (OWASP, "CSV Injection").
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: str) -> str:
+    """``value`` as a spreadsheet will read it: text, never a formula.
+
+    A cell starting with ``= + - @``, tab or CR gets a leading apostrophe, as OWASP's CSV
+    injection guidance says; so does one that already starts with an apostrophe, so that
+    :func:`csv_value` undoes exactly what was added. A number (``-1.5``) stays a number.
+    """
+    if value[:1] == "'" or (value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value)):
+        return "'" + value
+    return value
+
+
+def csv_value(cell: str) -> str:
+    """What :func:`csv_cell` was given."""
+    return cell[1:] if cell[:1] == "'" else cell
+
+
+def formula_safe(path: Path) -> None:
+    """Rewrite a CSV file another tool wrote (``nbgrader export``) with every cell through :func:`csv_cell`."""
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows([[csv_cell(c) for c in row] for row in rows])
+
+
+def md(text: object) -> str:
+    """``text`` as inert Markdown: one line; no HTML, link, image, code span, maths or table break.
+
+    For everything in report.md that a submission can shape (student ids, reasons, and the
+    class and exercise names read back from a grades.csv).
+    """
+    flat = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", str(text)).split())
+    return re.sub(r"([\\`\[\]|$])", r"\\\1", html.escape(flat, quote=False))
+
+
 def write_csv(path: Path, rows: list[Row]) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(FIELDS)
         for r in sorted(rows, key=lambda r: (r.student, r.grade_id)):
-            w.writerow([r.student, r.assignment, r.grade_id, f"{r.score:g}", f"{r.max_score:g}", r.diagnosis, r.reason])
+            w.writerow(csv_cell(v) for v in [
+                r.student, r.assignment, r.grade_id, _number(r.score), _number(r.max_score), r.diagnosis, r.reason,
+                "" if r.seed is None else str(r.seed)])
 
 
 def read_csv(path: Path) -> list[Row]:
     with open(path, newline="") as f:
         return [Row(d["student"], d["assignment"], d["grade_id"], float(d["score"]), float(d["max_score"]),
-                    d["diagnosis"], d["reason"]) for d in csv.DictReader(f)]
+                    d["diagnosis"], d["reason"], int(d["seed"]) if (d.get("seed") or "").isdigit() else None)
+                for d in ({k: csv_value(v or "") for k, v in d.items()} for d in csv.DictReader(f))]
 
 
 def summary_markdown(rows: list[Row], summary: dict) -> str:
@@ -76,7 +134,7 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
     out_of = max(max_total.values(), default=0.0)
     scores = [totals[s] for s in students]
     a = summary.get("assignment", rows[0].assignment if rows else "")
-    lines = [f"# {a}: class report", ""]
+    lines = [f"# {md(a)}: class report", ""]
     if scores:
         lines.append(f"{n} submissions, {out_of:g} points. Mean {statistics.mean(scores):.2f}, median "
                      f"{statistics.median(scores):g}, full marks {sum(1 for s in scores if s >= out_of)} of {n}.")
@@ -93,20 +151,20 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
         by_test[r.grade_id].append(r)
     for test_id in sorted(by_test, key=lambda t: min(i for i, r in enumerate(rows) if r.grade_id == t)):
         group = by_test[test_id]
-        name = exercise_name(test_id)
+        name = md(exercise_name(test_id))
         counts = Counter(outcome(r) for r in group)
         pts = max(r.max_score for r in group)
         lines.append(f"### {name} ({pts:g} points): {counts.get('passed', 0)} of {len(group)} full marks")
         lines.append("")
         for what, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
             if what != "passed":
-                lines.append(f"- {count} of {len(group)}: {what} in {name}")
+                lines.append(f"- {count} of {len(group)}: {md(what)} in {name}")
         lines.append("")
     odd = [r for r in rows if r.reason]
     if odd:
         lines += ["## Zeros with a reason", "", "| student | test cell | reason |", "|---|---|---|"]
         for r in sorted(odd, key=lambda r: (r.student, r.grade_id)):
-            lines.append(f"| {r.student} | {r.grade_id} | {r.reason.replace('|', '/')} |")
+            lines.append(f"| {md(r.student)} | {md(r.grade_id)} | {md(r.reason)} |")
         lines.append("")
     unsupported = {t: why for t, why in (summary.get("supported") or {}).items() if why}
     lines += ["## Trusted re-check", ""]
@@ -114,12 +172,12 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
         lines.append("Not run (--no-trusted): in-kernel results only.")
     elif unsupported:
         lines.append("Every exercise's values were re-checked outside the student's process, except:")
-        lines += [f"- {exercise_name(t)}: {why}" for t, why in sorted(unsupported.items())]
+        lines += [f"- {md(exercise_name(t))}: {md(why)}" for t, why in sorted(unsupported.items())]
     else:
         lines.append("Every exercise's values were re-checked outside the student's process "
                      "(a disagreement with the kernel shows as `tampering`).")
     if summary.get("feedback"):
-        lines += ["", f"Feedback: {summary['feedback']}."]
+        lines += ["", f"Feedback: {md(summary['feedback'])}."]
     return "\n".join(lines) + "\n"
 
 
@@ -145,12 +203,14 @@ def chart(path: Path, rows: list[Row], title: str) -> None:
     for i, kind in enumerate(kinds):
         values = [counts[t].get(kind, 0) for t in tests]
         color = "#4caf50" if kind == "passed" else palette[(i - 1) % len(palette)]
-        ax.barh([exercise_name(t) for t in tests], values, left=left, label=kind, color=color)
+        # Labels are text, never mathtext: a "$" from a row would make matplotlib parse (and fail on) maths.
+        ax.barh([exercise_name(t).replace("$", r"\$") for t in tests], values, left=left,
+                label=kind.replace("$", r"\$"), color=color)
         left = [a + b for a, b in zip(left, values)]
     ax.invert_yaxis()
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     ax.set_xlabel("students")
-    ax.set_title(title)
+    ax.set_title(title.replace("$", r"\$"))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=4, fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -164,4 +224,4 @@ def write_outputs(out: Path, rows: list[Row], summary: dict) -> None:
     chart(out / "diagnoses.png", rows, f"{summary.get('assignment', '')}: outcome per exercise")
 
 
-__all__ = ["FIELDS", "Row", "outcome", "read_csv", "write_outputs"]
+__all__ = ["FIELDS", "Row", "csv_cell", "csv_value", "formula_safe", "md", "outcome", "read_csv", "write_outputs"]

@@ -437,6 +437,8 @@ def run_student(spec: dict, req: dict, fds: list[int], conn_copy: str | None) ->
     os.chdir(req.get("cwd") or spec.get("cwd") or "/")
     target = req["target"]
     if spec.get("isolation") == "host":  # the grader's own code (the trusted checker): no sandbox
+        # The checker sets its own rlimits once it has started (autograder.trusted.limit_checker): its
+        # address-space limit is relative to its size then, with CUDA started where the checks use it.
         os.setsid()
         libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         import runpy
@@ -552,6 +554,12 @@ class Zygote:
     def __init__(self, folder: str, log_path: str, env: dict | None = None, preload: list[str] = (),
                  wait: bool = True):
         """Start it. Call from the thread that will outlive it: the zygote dies with the thread that started it."""
+        self.short = None
+        if len(os.path.join(folder, "zygote.sock")) > SOCKET_PATH_MAX:
+            # A Unix socket's path holds at most 107 bytes: under a long --work path, listen in a
+            # folder of /tmp named after this one instead (and remove it on stop).
+            self.short = folder = short_folder(folder, "agz")
+            shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(folder, mode=0o700, exist_ok=True)
         os.chmod(folder, 0o700)
         self.socket = os.path.join(folder, "zygote.sock")
@@ -574,6 +582,19 @@ class Zygote:
         kill_group(self.proc)
         self.proc.wait()
         self.log.close()
+        if self.short:
+            shutil.rmtree(self.short, ignore_errors=True)
+
+
+# The longest path a Unix socket may have (sun_path is 108 bytes, NUL included), less a margin.
+SOCKET_PATH_MAX = 100
+
+
+def short_folder(owner: str, prefix: str) -> str:
+    """A folder in /tmp whose short name ``owner``'s path determines: for sockets whose own place is too deep."""
+    import hashlib
+
+    return os.path.join("/tmp", f"{prefix}-{hashlib.sha256(os.path.abspath(owner).encode()).hexdigest()[:16]}")
 
 
 def available_isolation() -> str:

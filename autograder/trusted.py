@@ -6,15 +6,17 @@ itself, IPython's traceback display, the kernel's replies. So every exercise is 
 second time, like this:
 
 - this process (the checker) runs ``autograder.check.<function>(proxy)`` — the same check
-  function, with inputs drawn from a fresh seed from ``os.urandom`` that no other process
-  knows, and the references and classifier of ``autograder`` and ``course.diagnose``;
+  function, with inputs drawn from the submission's seed (the job's ``seed``, drawn and
+  recorded by the grader; the value worker never has it), and the references and
+  classifier of ``autograder`` and ``course.diagnose``;
 - ``proxy`` stands for the student's function, class or kernel. Each call is forwarded to
   the *value worker* (``autograder/valueworker.py``), a sandboxed process that ran the
   student's notebook code (test cells left out) and in which ``autograder`` does not
-  exist. Arguments go there by value and results come back by value — through
-  ``torch.load(weights_only=True)``, which cannot run code — together with whatever the
-  call wrote into its arguments (a Triton kernel's output buffer), and gradients flow
-  back through a result across the pipe;
+  exist. Arguments go there by value and results come back by value — in the bounded,
+  typed wire format of ``valueworker.py``, which carries plain data and tensors only and
+  whose reader builds nothing a frame has not declared within the limits — together with
+  whatever the call wrote into its arguments (a Triton kernel's output buffer), and
+  gradients flow back through a result across the pipe;
 - so the comparison that decides the grade happens in a process the student's code never
   ran in.
 
@@ -24,9 +26,16 @@ Properties a check measures *inside* the call (allocations, calls into autograd)
 measured in the worker's process, which the student's code controls; those verdicts
 stay with the in-kernel run. ``docs/grading.md`` has the table.
 
+The checker runs as root, so it guards itself against what the worker sends: replies are
+numbered and must answer the request in flight (:class:`Channel`); a reply that breaks the
+wire format, its limits or that order fails that check (``refused``) and the worker is
+replaced before the next one; and the process sets its own rlimits before reading anything
+(:func:`limit_checker`).
+
 Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
 names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}``, or
-``status`` ``timeout`` / ``died`` (the worker) / ``no-worker`` / ``checker-error``.
+``status`` ``timeout`` / ``died`` (the worker) / ``refused`` (its reply) / ``no-worker`` /
+``checker-error``.
 """
 
 from __future__ import annotations
@@ -44,7 +53,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import sandbox
-from .valueworker import decode, encode, map_tensors, receive, send, tensors_in
+from .valueworker import REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 
@@ -54,7 +63,15 @@ class WorkerTimeout(BaseException):
 
 
 class WorkerDied(BaseException):
-    """The worker's pipe closed or spoke nonsense."""
+    """The worker's pipe closed, or the worker could not be written to."""
+
+
+class ReplyRefused(BaseException):
+    """The worker's reply broke the wire format, its limits or the order of the protocol; ``str()`` says how.
+
+    A BaseException, like WorkerTimeout: no check may absorb it. That check fails with status
+    ``refused``, and the worker is replaced before the next one (see :class:`Channel`).
+    """
 
 
 # ---------------------------------------------------------------------------
@@ -139,13 +156,15 @@ def _function_class(channel: Channel, info: dict) -> type:
         sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else channel.enc(a)
                 for a, flag in zip(args, flags)]
         reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
-        out = channel.dec(reply["value"])
-        saved = [t for t in reply.get("saved", []) if isinstance(t, torch.Tensor)]
-        ctx.save_for_backward(*saved)
-        for key, value in channel.dec(reply.get("stashed", {"__dict__": []})).items():
-            if isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+        out = channel.dec(reply.get("value"))
+        saved, stashed = reply.get("saved", []), channel.dec(reply.get("stashed", {"__dict__": []}))
+        if not (isinstance(saved, list) and isinstance(stashed, dict)):
+            raise channel._refuse(REFUSALS["malformed"] + " (what a Function saved)")
+        ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
+        for key, value in stashed.items():
+            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
                 setattr(ctx, key, value)
-        ctx.remote_graph = reply.get("graph")
+        ctx.remote_graph = channel.graph_of(reply)
         ctx.leaf_positions = [i for i, (a, f) in enumerate(zip(args, flags)) if isinstance(a, torch.Tensor) and f]
         ctx.n_args = len(args)
         return map_tensors(out, lambda t: t.detach())
@@ -203,12 +222,27 @@ def _rebuild(chain: list[dict]) -> BaseException:
 
 
 class Channel:
+    """The checker's end of the two pipes to one worker: numbered frames, checked replies.
+
+    Every frame carries its number (``n``, counted per side) and, for a reply, the number of
+    the request it answers (``re``): a reply must answer the request in flight — the innermost
+    one, when a callback of the worker's calls into the worker again — and come after every
+    frame the worker sent before it. Anything else (a stale reply, a frame written by the
+    student's code in the worker, one the wire format refuses) raises ReplyRefused, and the
+    channel is *broken* from then on: the pipe may hold the rest of a frame or a reply to
+    nothing, so no later request may read from it. ``trusted.run`` starts a fresh worker for
+    the next exercise. So no check ever reads a reply meant for another.
+    """
+
     def __init__(self, lifeline: socket.socket, to_worker: int, from_worker: int):
         self.lifeline, self.wfd, self.rfd = lifeline, to_worker, from_worker
         self.deadline: float | None = None
         self.callbacks: dict[int, object] = {}
         self.proxies: dict[int, object] = {}  # one proxy per worker object: a class keeps its identity
         self.graph_classes: dict[tuple, type] = {}
+        self.sent = 0  # the number of the last frame sent to the worker
+        self.seen = 0  # the number of the last frame received from it
+        self.broken: str | None = None  # why the pipe is out of step, once it is
 
     # -- encoding -----------------------------------------------------------
 
@@ -227,30 +261,72 @@ class Channel:
         return encode(value, self._as_ref)
 
     def _from_ref(self, marker: dict):
-        if "__ref__" not in marker:
-            raise WorkerDied(f"unexpected marker from the worker: {sorted(marker)[:5]}")
-        rid = marker["__ref__"]
+        rid = marker.get("__ref__")
+        if not (isinstance(rid, int) and not isinstance(rid, bool)):
+            raise WireError("malformed", "a marker that is not a reference to a worker object")
         if rid not in self.proxies:
-            if marker.get("function_class"):
-                cls = _function_class(self, marker)
+            info = dict(marker)
+            name = info.get("name")
+            info["name"] = name if isinstance(name, str) and name.isprintable() and 0 < len(name) <= 100 else "student_object"
+            info["type"] = str(info.get("type", "object"))[:100]
+            if info.get("function_class") is True:
+                cls = _function_class(self, info)
                 cls._remote_ref = rid
                 self.proxies[rid] = cls
             else:
-                self.proxies[rid] = (RemoteCallable if marker.get("callable") else Remote)(self, marker)
+                self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
         return self.proxies[rid]
 
     def dec(self, value):
-        return decode(value, self._from_ref)
+        """A reply's value, decoded; what :func:`decode` refuses breaks the channel like a refused frame."""
+        try:
+            return decode(value, self._from_ref)
+        except WireError as exc:
+            raise self._refuse(str(exc)) from None
+
+    def _refuse(self, why: str) -> ReplyRefused:
+        self.broken = self.broken or why
+        return ReplyRefused(why)
+
+    # -- frames ---------------------------------------------------------------
+
+    def _send(self, message: dict, re: int = 0) -> int:
+        if self.broken:
+            raise ReplyRefused(self.broken)
+        self.sent += 1
+        try:
+            send(self.wfd, message, self.sent, re, limits=WORKER_LIMITS)
+        except OSError as exc:
+            self.broken = "the worker's pipe is closed"
+            raise WorkerDied(f"cannot write to the worker: {exc}") from None
+        return self.sent
+
+    def _receive(self) -> tuple[dict, int, int]:
+        """One frame from the worker, checked: ``(message, n, re)``."""
+        if self.broken:
+            raise ReplyRefused(self.broken)
+        try:
+            message, n, re = receive(self.rfd, self.deadline)
+        except TimeoutError:
+            self.broken = "no reply before the deadline"
+            raise WorkerTimeout() from None
+        except WireError as exc:
+            raise self._refuse(str(exc)) from None
+        except (EOFError, OSError) as exc:
+            self.broken = "the worker's pipe is closed"
+            raise WorkerDied(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        except MemoryError:
+            raise self._refuse("the reply did not fit in the checker's memory limit") from None
+        except Exception:  # noqa: BLE001 — whatever else a frame did to the reader: not a frame of ours
+            raise self._refuse(REFUSALS["malformed"]) from None
+        if not (isinstance(message, dict) and isinstance(message.get("op"), str)):
+            raise self._refuse(REFUSALS["malformed"] + " (a frame that is not a message)")
+        if n <= self.seen:
+            raise self._refuse(REFUSALS["out-of-step"] + " (a frame numbered before one already read)")
+        self.seen = n
+        return message, n, re
 
     # -- requests -------------------------------------------------------------
-
-    def _receive(self):
-        try:
-            return receive(self.rfd, self.deadline)
-        except TimeoutError:
-            raise WorkerTimeout() from None
-        except Exception as exc:  # noqa: BLE001 — EOF, bad frame, refused by weights_only: all mean the same
-            raise WorkerDied(f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
     def exchange(self, message: dict) -> dict:
         """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise).
@@ -263,45 +339,59 @@ class Channel:
             return self._exchange(message)
 
     def _exchange(self, message: dict) -> dict:
+        n = self._send(message)
         try:
-            send(self.wfd, message)
-        except OSError as exc:
-            raise WorkerDied(f"cannot write to the worker: {exc}") from None
-        while True:
-            reply = self._receive()
-            if not isinstance(reply, dict):
-                raise WorkerDied("reply is not a message")
-            op = reply.get("op")
-            if op == "callback":
-                self._run_callback(reply)
-            elif op == "raise":
-                raise _rebuild(reply.get("chain") or [])
-            elif op == "result":
-                return reply
-            else:
-                raise WorkerDied(f"unexpected reply {op!r}")
+            while True:
+                reply, m, re = self._receive()
+                if re != n:
+                    raise self._refuse(REFUSALS["out-of-step"])
+                op = reply["op"]
+                if op == "callback":
+                    self._run_callback(reply, m)
+                elif op in ("result", "raise", "refused"):
+                    break
+                else:
+                    raise self._refuse(REFUSALS["malformed"] + " (a reply of no known kind)")
+        except BaseException:
+            # Cut short between the request and its reply (a refused frame, a timeout, a check's own
+            # exception inside a callback): whatever the worker sends next answers nothing in flight.
+            self.broken = self.broken or "an exchange with the worker was cut short"
+            raise
+        if op == "raise":
+            raise _rebuild(reply.get("chain"))
+        if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
+            limit = reply.get("limit")
+            limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
+            raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
+        return reply
 
-    def _run_callback(self, msg: dict) -> None:
-        fn = self.callbacks.get(msg.get("cb"))
+    def _run_callback(self, msg: dict, m: int) -> None:
+        cb = msg.get("cb")
+        fn = self.callbacks.get(cb) if isinstance(cb, int) else None
         try:
             if fn is None:
                 raise ValueError("unknown callback")
-            value = fn(*self.dec(msg.get("args", ())), **self.dec(msg.get("kwargs", {"__dict__": []})))
-            send(self.wfd, {"op": "result", "value": self.enc(value)})
-        except (WorkerTimeout, WorkerDied):
+            args, kwargs = self.dec(msg.get("args", ())), self.dec(msg.get("kwargs", {"__dict__": []}))
+            if not (isinstance(args, (list, tuple)) and isinstance(kwargs, dict)):
+                raise ValueError("a callback's arguments must be a tuple and a dict")
+            value = fn(*args, **kwargs)
+            self._send({"op": "result", "value": self.enc(value)}, re=m)
+        except (WorkerTimeout, WorkerDied, ReplyRefused):
             raise
         except Exception as exc:  # noqa: BLE001 — the checker's own callable raised: tell the worker
-            send(self.wfd, {"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]})
+            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]}, re=m)
 
     def request(self, message: dict):
         """Send a request and return its decoded value, graphs linked back to this side."""
         reply = self.exchange(message)
-        return self._linked(self.dec(reply.get("value")), reply.get("graph"), ())
+        return self._linked(self.dec(reply.get("value")), self.graph_of(reply), ())
 
     def call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
         reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs})
         after = reply.get("args_after") or []
+        if not isinstance(after, list):
+            raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
         mine = tensors_in((args, kwargs))
         with _disable_current_modes():  # transport, not the student's computation (see exchange)
             if len(after) == len(mine):
@@ -309,12 +399,27 @@ class Channel:
                     if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
                         orig.untyped_storage().copy_(new.untyped_storage())
             leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
-            return self._linked(self.dec(reply.get("value")), reply.get("graph"), leaves)
+            return self._linked(self.dec(reply.get("value")), self.graph_of(reply), leaves)
+
+    def graph_of(self, reply: dict) -> dict | None:
+        """The reply's description of the graph its result has in the worker, checked; None when it has none."""
+        g = reply.get("graph")
+        if g is None:
+            return None
+        ok = (isinstance(g, dict) and isinstance(g.get("handle"), int) and isinstance(g.get("n_leaves"), int)
+              and isinstance(g.get("outputs"), list) and all(isinstance(t, torch.Tensor) for t in g["outputs"])
+              and isinstance(g.get("classes", []), list) and all(isinstance(c, dict) for c in g.get("classes", []))
+              and isinstance(g.get("mask", []), list))
+        if not ok:
+            raise self._refuse(REFUSALS["malformed"] + " (the description of a graph)")
+        return g
 
     def _linked(self, value, graph: dict | None, leaves):
         """Replace the worker-graph outputs in ``value`` by tensors whose backward asks the worker."""
-        if not graph or not leaves or int(graph.get("n_leaves", -1)) != len(leaves):
+        if not graph or not leaves or graph["n_leaves"] != len(leaves):
             return map_tensors(value, lambda t: t.detach())
+        if sum(t.requires_grad for t in tensors_in(value)) != len(graph["outputs"]):
+            raise self._refuse(REFUSALS["malformed"] + " (a graph with another number of outputs than the result)")
         link = {"channel": self, "handle": graph["handle"], "outputs": list(graph["outputs"])}
         outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
         return map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
@@ -362,8 +467,11 @@ def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
             os.close(fd)
     channel = Channel(lifeline, to_w, from_r)
     channel.deadline = time.monotonic() + job["startup_timeout"]
-    ready = channel._receive()
-    if not isinstance(ready, dict) or ready.get("op") != "ready":
+    try:
+        ready, _, re = channel._receive()
+    except ReplyRefused as exc:
+        raise WorkerDied(f"the worker did not start ({exc})") from None
+    if ready.get("op") != "ready" or re != 0:
         raise WorkerDied("the worker did not start")
     channel.ran = 0  # cells run so far
     return lifeline, channel
@@ -396,7 +504,7 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) 
     try:
         try:
             student = channel.get(arg_name)
-        except (WorkerTimeout, WorkerDied):
+        except (WorkerTimeout, WorkerDied, ReplyRefused):
             raise
         except Exception as exc:  # noqa: BLE001 — NameError: the notebook never defined it
             return {"status": "ok", "passed": False, "cls": "error", "message": f"{type(exc).__name__}: {exc}"[:500]}
@@ -408,6 +516,8 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) 
         return {"status": "timeout", "message": f"no answer from the student's code within {timeout:g} s"}
     except WorkerDied as exc:
         return {"status": "died", "message": f"the student's code ended the worker ({exc})"[:500]}
+    except ReplyRefused as exc:  # the grader's own words (valueworker.REFUSALS), never the frame's text
+        return {"status": "refused", "message": str(exc)[:500]}
     except Exception as exc:  # noqa: BLE001 — the check itself failed on what came back
         return {"status": "checker-error", "message": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
 
@@ -416,10 +526,17 @@ def run(job: dict) -> dict:
     """Every exercise of one submission, in notebook order.
 
     Before each check the worker runs the code cells that come before that test cell, so
-    it holds what the kernel held there. A timeout or a crash ends that worker; the next
-    exercise gets a fresh one (at most three in all), which replays the cells it needs.
+    it holds what the kernel held there. A timeout, a crash or a refused reply ends that
+    worker (a refused reply, or any exchange cut short, leaves the pipe out of step: see
+    :class:`Channel`); the next exercise gets a fresh one (at most three in all), which
+    replays the cells it needs.
     """
-    os.environ.pop("AUTOGRADER_SEED", None)  # inputs from os.urandom, known to no other process
+    # The submission's seed, drawn and recorded by the grader (replayable with --seed); the value worker never
+    # has it. Without one, inputs from os.urandom, known to no other process.
+    if job.get("seed") is not None:
+        os.environ["AUTOGRADER_SEED"] = str(int(job["seed"]))
+    else:
+        os.environ.pop("AUTOGRADER_SEED", None)
     work = Path(job["dir"])
     cells = [(int(i), code) for i, code in job["cells"]]
     timeout = float(job["timeout"])
@@ -448,9 +565,9 @@ def run(job: dict) -> dict:
                 channel.deadline = time.monotonic() + timeout * (len(todo) + 1) + 30
                 errors = channel.request({"op": "run", "cells": todo, "timeout": timeout})
                 channel.ran += len(todo)
-                cell_errors += [str(e) for e in errors or []][:5]
+                cell_errors += [str(e)[:300] for e in (errors if isinstance(errors, list) else [])][:5]
             outcome = check_one(channel, check_name, arg_name, timeout)
-            if not outcome.get("passed") and cell_errors:
+            if outcome.get("status") == "ok" and not outcome.get("passed") and cell_errors:
                 # A cell that worked in the kernel and failed here (an import of the grader's own code, say)
                 # explains the failure better than the check's own message does.
                 outcome["message"] = f"{outcome.get('message', '')} (a cell before this test raised {cell_errors[-1]})"
@@ -458,17 +575,61 @@ def run(job: dict) -> dict:
             outcome = {"status": "timeout", "message": "the notebook's cells before this test did not finish in time"}
         except WorkerDied as exc:
             outcome = {"status": "died", "message": f"the notebook's cells before this test ended the worker ({exc})"[:500]}
+        except ReplyRefused as exc:
+            outcome = {"status": "refused", "message": f"{exc} (the reply to the notebook's cells)"[:500]}
         if test_id not in results or (results[test_id].get("passed") and not outcome.get("passed")):
             results[test_id] = outcome  # a test cell with several checks passes when all of them do
-        if outcome["status"] in ("timeout", "died"):
+        if outcome["status"] in ("timeout", "died", "refused") or channel.broken:
             stop_worker(proc, channel)
             proc = channel = None
     stop_worker(proc, channel)
     return results
 
 
+CHECKER_MEMORY = 3 << 30  # address space the checker may take beyond its size after start-up
+
+
+def checker_cpu_seconds(job: dict) -> int:
+    """The checker's CPU budget: the wall time its job may take (every cell and every check a cell's time)."""
+    steps = len(job["cells"]) + 2 * len(job["exercises"])
+    return int(float(job["startup_timeout"]) + steps * float(job["timeout"]) + 60)
+
+
+def limit_checker(memory: int = CHECKER_MEMORY, cpu_seconds: int = 900) -> None:
+    """The checker's own limits, set before anything of the worker's is read. It runs as root: no one else limits it.
+
+    Address space: its size now (torch and the checks imported, CUDA started where the
+    checks use it: a CUDA context reserves more address space than any limit could allow
+    for later) plus ``memory``. CPU: ``cpu_seconds``, then SIGXCPU (and SIGKILL 5 s on). No
+    core dump (its memory holds the hidden checks); files of at most 64 MiB. A reply that
+    breaks the wire format's limits is refused before it is built (``valueworker.receive``);
+    these catch what is left: a MemoryError fails that check only, the CPU limit ends this
+    checker, which fails that submission's checks only.
+    """
+    import resource
+
+    try:
+        from course import DEVICE
+
+        if DEVICE.type == "cuda":
+            torch.zeros(1, device=DEVICE)
+    except Exception:  # noqa: BLE001 — no course or no CUDA: nothing to start
+        pass
+    limits = [(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5), (resource.RLIMIT_CORE, 0, 0),
+              (resource.RLIMIT_FSIZE, 64 << 20, 64 << 20)]
+    try:
+        with open("/proc/self/statm") as f:
+            size = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        limits.append((resource.RLIMIT_AS, size + memory, size + memory))
+    except OSError:  # no /proc (not Linux): no address-space limit, said on stderr (the job's log)
+        print("trusted checker: no /proc/self/statm, so no address-space limit", file=sys.stderr)
+    for which, soft, hard in limits:
+        resource.setrlimit(which, (soft, hard))
+
+
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text())
+    limit_checker(int(job.get("checker_memory") or CHECKER_MEMORY), checker_cpu_seconds(job))
     started = time.perf_counter()
     results = run(job)
     Path(job["results"]).write_text(json.dumps({"results": results, "seconds": time.perf_counter() - started}))

@@ -12,72 +12,427 @@ This file imports nothing from the project (it runs where the project's grading 
 hidden) and is also the protocol's one definition: ``autograder.trusted`` imports the
 framing and encoding from here.
 
-Wire format: frames of an 8-byte big-endian length and a ``torch.save`` payload. The
-trusted side reads with ``torch.load(weights_only=True)`` only, so nothing the worker
-sends can run code in the checker. Tensors travel as ``{"__t__": tensor, "rg": bool}``
-(storage shared between tensors of one message is kept, so views and in-place writes
-survive the trip); objects that are not plain data stay in the worker and travel as
+**Wire format.** The checker runs as root without the worker's limits, and everything the
+worker sends is the student's to shape, so a frame says what it holds before any of it is
+built, and the reader builds only what it declared, within :class:`WireLimits`:
+
+    "VWF1" | header length (4 bytes, big-endian) | header (JSON) | storage bytes, in order
+
+The header is ``{"n": N, "re": R, "s": [[nbytes, device], ...], "v": TREE}``: ``n`` numbers
+the frames a side sends (1, 2, ...), ``re`` is the number of the request a reply answers (0
+for a request), ``s`` declares each storage that follows (its bytes, ``"cpu"`` or
+``"cuda:K"``), and ``TREE`` is the message. JSON has no shared references, so a tree is
+never bigger than its text: nested lists that share their members (a few KiB as a pickle,
+2.2e8 entries once walked) cannot be sent, only written out in full, which the sender's
+count of entries stops long before. Every node but a JSON scalar (null, true, false, a
+number, a string) is a list whose first item names its type:
+
+    ["l", ...] list   ["u", ...] tuple   ["d", k1, v1, ...] dict (str or int keys)
+    ["b", base64] bytes   ["c", re, im] complex   ["dt", "float64"] dtype   ["dv", "cpu"] device
+    ["S", ...] torch.Size   ["t", storage, dtype, shape, stride, offset] a strided view of a storage
+
+The reader (:func:`receive`) checks the whole header first: JSON, the shape of every node,
+its depth, the number of entries, tensors and storages, each dtype against a fixed list,
+each view inside its storage, each tensor's element count (a stride-0 view of 8 bytes
+counts as the elements it shows), the element bytes of all views together, the storages'
+bytes together. Only then does it read the storages (straight into tensors of their declared
+size) and build the views. A frame that breaks any of this raises :class:`WireError`, whose
+message is the grader's own words (it never repeats the frame's text). Views of one storage
+stay views of one storage, so in-place writes and padding survive the trip. Tensors arrive
+without autograd history; ``requires_grad`` travels in :func:`encode`'s ``{"__t__": t,
+"rg": bool}``. Objects that are not plain data stay in the worker and travel as
 ``{"__ref__": id, ...}``; the checker's own callables travel as ``{"__cb__": id}`` and are
 called back.
+
+Limitations: strided tensors of the twelve dtypes of :data:`DTYPES`, on the CPU or CUDA,
+only (a sparse, quantized, nested or float8 tensor is an error of the call that returned
+it); a tensor subclass arrives as a plain tensor; a storage that a bool tensor views must
+hold 0 or 1 in every byte.
 """
 
 from __future__ import annotations
 
-import io
+import base64
+import dataclasses
+import json
 import os
 import struct
 import sys
 
-MAX_FRAME = 512 << 20  # bytes; a larger frame is a protocol error
+MAGIC = b"VWF1"
+_PREFIX = struct.Struct(">4sI")  # magic, header length
+
+
+@dataclasses.dataclass(frozen=True)
+class WireLimits:
+    """What one frame may hold. The checker reads with :data:`LIMITS`; the worker (sandboxed) with :data:`WORKER_LIMITS`.
+
+    Measured on the solutions of every assignment (the largest frame an honest re-check
+    exchanges): 47 entries, depth 4, 9 tensors, 127 KB of storage, 376 KB of tensor elements,
+    16014 elements in one tensor. The limits leave two orders of magnitude above that and keep
+    one reply of a hostile worker to a few hundred MiB in the checker.
+    """
+
+    header: int = 4 << 20  # bytes of JSON
+    depth: int = 100  # nesting of the JSON tree (a Python dict is 3 levels of it: encode's depth 20 fits)
+    entries: int = 100_000  # nodes of the tree: containers, scalars, tensors
+    tensors: int = 1024
+    storages: int = 1024
+    storage_bytes: int = 64 << 20  # all storages of one frame: the bytes read from the pipe
+    numel: int = 1 << 23  # elements of one tensor, however few bytes of storage show them (64 MiB of float64)
+    element_bytes: int = 256 << 20  # numel × element size of all tensors of one frame together
+    dims: int = 16
+
+
+LIMITS = WireLimits()
+# The checker's own requests carry the notebook's cells; the worker is sandboxed and may parse more.
+WORKER_LIMITS = WireLimits(header=256 << 20, entries=10_000_000, storage_bytes=1 << 30)
+
+# Why a frame was refused: one of these keys, and a sentence in the grader's words.
+REFUSALS = {
+    "malformed": "the reply is not a frame of the wire format",
+    "header": "the reply's header is over the size limit",
+    "depth": "the reply is nested deeper than the limit",
+    "entries": "the reply holds more entries than the limit",
+    "tensors": "the reply holds more tensors or storages than the limit",
+    "storage": "the reply's tensor storage is over the size limit",
+    "numel": "a tensor in the reply has more elements than the limit",
+    "elements": "the tensors in the reply together are over the size limit",
+    "view": "a tensor in the reply reaches outside its storage",
+    "dtype": "a tensor in the reply has a dtype the wire format does not carry",
+    "out-of-step": "the reply does not answer the request in flight",
+}
+
+
+class WireError(ValueError):
+    """A frame that breaks the wire format or its limits. ``what``: a key of :data:`REFUSALS`."""
+
+    def __init__(self, what: str, detail: str = ""):
+        self.what = what if what in REFUSALS else "malformed"
+        super().__init__(REFUSALS[self.what] + (f" ({detail})" if detail else ""))
+
+
+DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "uint8", "int8", "int16", "int32",
+          "int64", "bool")
+_TAGS = {"l", "u", "d", "b", "c", "dt", "dv", "S", "t"}
 
 
 # ---------------------------------------------------------------------------
 # Framing
 
 
-def send(fd: int, message) -> None:
+def send(fd: int, message, n: int = 0, re: int = 0, limits: WireLimits = LIMITS) -> None:
+    """Write one frame. Raises WireError (nothing written) when ``message`` is over ``limits``' entries or depth.
+
+    Only entries and depth: counting them bounds the sender's own walk. Whether the tensors
+    fit is for the reader to decide, from what the frame declares.
+    """
+    header, storages = pack(message, n, re, limits)
+    _write_all(fd, _PREFIX.pack(MAGIC, len(header)) + header)
+    for data in storages:
+        _write_all(fd, memoryview(data.numpy()).cast("B") if data.numel() else b"")
+
+
+def pack(message, n: int = 0, re: int = 0, limits: WireLimits = LIMITS) -> tuple[bytes, list]:
+    """The header and the storages (uint8 CPU tensors) of a frame holding ``message``."""
     import torch
 
-    buf = io.BytesIO()
-    torch.save(message, buf)
-    data = buf.getvalue()
-    _write_all(fd, struct.pack(">Q", len(data)) + data)
+    index: dict[tuple, int] = {}
+    storages: list = []
+    declared: list = []
+    count = [0]
+
+    def tensor(t):
+        t = t.detach()
+        if t.layout != torch.strided or t.is_quantized or t.is_nested or t.device.type not in ("cpu", "cuda"):
+            raise TypeError(f"cannot send a {t.layout} tensor on {t.device.type}")
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in DTYPES:
+            raise TypeError(f"cannot send a tensor of {t.dtype}")
+        if t.is_conj() or t.is_neg():
+            t = t.resolve_conj().resolve_neg()
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr(), storage.nbytes())
+        if key not in index:
+            index[key] = len(storages)
+            data = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage)
+            storages.append(data.cpu())
+            declared.append([storage.nbytes(), str(t.device)])
+        return ["t", index[key], dtype, list(t.shape), list(t.stride()), t.storage_offset()]
+
+    def node(v, depth: int):
+        count[0] += 1
+        if count[0] > limits.entries:
+            raise WireError("entries", f"over {limits.entries}")
+        if depth > limits.depth:
+            raise WireError("depth", f"over {limits.depth}")
+        if v is None or isinstance(v, bool):
+            return v
+        if isinstance(v, int):
+            return int(v)
+        if isinstance(v, float):
+            return float(v)
+        if isinstance(v, str):
+            return str(v)
+        if isinstance(v, bytes):
+            return ["b", base64.b64encode(v).decode("ascii")]
+        if isinstance(v, complex):
+            return ["c", v.real, v.imag]
+        if isinstance(v, torch.Tensor):
+            return tensor(v)
+        if isinstance(v, torch.Size):
+            return ["S", *(int(x) for x in v)]
+        if isinstance(v, torch.dtype):
+            return ["dt", str(v).removeprefix("torch.")]
+        if isinstance(v, torch.device):
+            return ["dv", str(v)]
+        if isinstance(v, (list, tuple)):
+            return ["l" if isinstance(v, list) else "u", *(node(x, depth + 1) for x in v)]
+        if isinstance(v, dict):
+            out = ["d"]
+            for k, x in v.items():
+                if isinstance(k, bool) or not isinstance(k, (str, int)):
+                    raise TypeError(f"cannot send a dict with a {type(k).__name__} key")
+                out += [str(k) if isinstance(k, str) else int(k), node(x, depth + 1)]
+            return out
+        raise TypeError(f"cannot send a {type(v).__name__}")
+
+    tree = node(message, 1)
+    header = json.dumps({"n": int(n), "re": int(re), "s": declared, "v": tree}, separators=(",", ":")).encode()
+    return header, storages
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
-        view = view[n:]
+        k = os.write(fd, view)
+        view = view[k:]
 
 
-def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
+def _wait(fd: int, deadline: float | None) -> None:
     import select
     import time
 
-    chunks, got = [], 0
-    while got < n:
-        if deadline is not None:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError("no reply before the deadline")
-        chunk = os.read(fd, min(n - got, 1 << 20))
-        if not chunk:
+    if deadline is not None:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise TimeoutError("no reply before the deadline")
+
+
+def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
+    buf = bytearray(n)
+    read_into(fd, memoryview(buf), deadline)
+    return bytes(buf)
+
+
+def read_into(fd: int, view: memoryview, deadline: float | None = None) -> None:
+    got = 0
+    while got < len(view):
+        _wait(fd, deadline)
+        k = os.readv(fd, [view[got:got + (1 << 20)]])
+        if not k:
             raise EOFError("the other side closed the pipe")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        got += k
 
 
-def receive(fd: int, deadline: float | None = None, trusted_reader: bool = True):
-    """One message. The trusted side loads with weights_only=True: plain data and tensors only."""
+def receive(fd: int, deadline: float | None = None, limits: WireLimits = LIMITS) -> tuple[object, int, int]:
+    """One frame: ``(message, n, re)``. Everything is checked against ``limits`` before it is built.
+
+    Raises WireError for a frame that breaks the format or its limits (the pipe is then out
+    of step: drop it), TimeoutError past ``deadline``, EOFError when the writer is gone.
+    """
     import torch
 
-    (n,) = struct.unpack(">Q", read_exact(fd, 8, deadline))
-    if n > MAX_FRAME:
-        raise ValueError(f"frame of {n} bytes is larger than the limit")
-    data = read_exact(fd, n, deadline)
-    return torch.load(io.BytesIO(data), weights_only=True, map_location=None if trusted_reader else None)
+    magic, size = _PREFIX.unpack(read_exact(fd, _PREFIX.size, deadline))
+    if magic != MAGIC:
+        raise WireError("malformed", "no frame marker")
+    if size > limits.header:
+        raise WireError("header", f"{size} bytes, the limit is {limits.header}")
+    try:
+        head = json.loads(read_exact(fd, size, deadline).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise WireError("malformed", "the header is not JSON") from None
+    if not isinstance(head, dict) or set(head) != {"n", "re", "s", "v"}:
+        raise WireError("malformed", "the header lacks its fields")
+    n, re = head["n"], head["re"]
+    if not (_is_int(n) and _is_int(re) and 0 <= n < 1 << 62 and 0 <= re < 1 << 62):
+        raise WireError("malformed", "frame numbers")
+    devices = _check_storages(head["s"], limits)
+    plan = _Plan(limits, [d[0] for d in head["s"]])
+    plan.check(head["v"], 1)
+    storages = []
+    for (nbytes, _), device in zip(head["s"], devices):
+        data = torch.empty(nbytes, dtype=torch.uint8)
+        if nbytes:
+            read_into(fd, memoryview(data.numpy()), deadline)
+        storages.append(data if device.type == "cpu" else data.to(device))
+    for i in plan.bool_storages:  # a bool is one byte holding 0 or 1; anything else is undefined in torch
+        if bool((storages[i] > 1).any()):
+            raise WireError("malformed", "a bool tensor holds a byte that is neither 0 nor 1")
+    return _build(head["v"], storages), n, re
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _device(name):
+    import torch
+
+    if name == "cpu":
+        return torch.device("cpu")
+    if isinstance(name, str) and name.startswith("cuda") and torch.cuda.is_available():
+        index = name.removeprefix("cuda").removeprefix(":")
+        if index == "" or (index.isdigit() and len(index) < 4 and int(index) < torch.cuda.device_count()):
+            return torch.device(name)
+    raise WireError("malformed", "a storage on a device this process does not have")
+
+
+def _check_storages(declared, limits: WireLimits) -> list:
+    if not isinstance(declared, list):
+        raise WireError("malformed", "the storage list")
+    if len(declared) > limits.storages:
+        raise WireError("tensors", f"{len(declared)} storages, the limit is {limits.storages}")
+    total, devices = 0, []
+    for d in declared:
+        if not (isinstance(d, list) and len(d) == 2 and _is_int(d[0]) and d[0] >= 0):
+            raise WireError("malformed", "a storage entry")
+        total += d[0]
+        if total > limits.storage_bytes:
+            raise WireError("storage", f"over {limits.storage_bytes} bytes")
+        devices.append(_device(d[1]))
+    return devices
+
+
+class _Plan:
+    """The checks of :func:`receive` on a parsed header tree, before anything is built."""
+
+    def __init__(self, limits: WireLimits, storage_bytes: list[int]):
+        self.limits, self.storage_bytes = limits, storage_bytes
+        self.entries = self.tensors = self.element_bytes = 0
+        self.bool_storages: set[int] = set()
+
+    def check(self, v, depth: int) -> None:
+        lim = self.limits
+        self.entries += 1
+        if self.entries > lim.entries:
+            raise WireError("entries", f"over {lim.entries}")
+        if depth > lim.depth:
+            raise WireError("depth", f"over {lim.depth} levels")
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return
+        if not (isinstance(v, list) and v and v[0] in _TAGS):
+            raise WireError("malformed", "a node of no known type")
+        tag, rest = v[0], v[1:]
+        if tag in ("l", "u"):
+            for x in rest:
+                self.check(x, depth + 1)
+        elif tag == "d":
+            if len(rest) % 2:
+                raise WireError("malformed", "a dict with a key and no value")
+            for k, x in zip(rest[::2], rest[1::2]):
+                if not (isinstance(k, str) or _is_int(k)):
+                    raise WireError("malformed", "a dict key that is neither str nor int")
+                self.check(x, depth + 1)
+        elif tag == "b":
+            if not (len(rest) == 1 and isinstance(rest[0], str)):
+                raise WireError("malformed", "bytes")
+        elif tag == "c":
+            if not (len(rest) == 2 and all(_is_number(x) for x in rest)):
+                raise WireError("malformed", "a complex number")
+        elif tag == "dt":
+            if not (len(rest) == 1 and rest[0] in DTYPES):
+                raise WireError("dtype")
+        elif tag == "dv":
+            if not (len(rest) == 1 and isinstance(rest[0], str)):
+                raise WireError("malformed", "a device")
+            _device(rest[0])
+        elif tag == "S":
+            if not (len(rest) <= lim.dims and all(_is_int(x) and abs(x) < 1 << 62 for x in rest)):
+                raise WireError("malformed", "a torch.Size")
+        else:
+            self.check_tensor(rest)
+
+    def check_tensor(self, rest: list) -> None:
+        lim = self.limits
+        if len(rest) != 5:
+            raise WireError("malformed", "a tensor")
+        storage, dtype, shape, stride, offset = rest
+        if dtype not in DTYPES:
+            raise WireError("dtype")
+        if not (_is_int(storage) and 0 <= storage < len(self.storage_bytes)):
+            raise WireError("malformed", "a tensor without its storage")
+        if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride) <= lim.dims):
+            raise WireError("malformed", "a tensor's shape and strides")
+        nbytes = self.storage_bytes[storage]
+        if not all(_is_int(x) and 0 <= x < 1 << 62 for x in shape):
+            raise WireError("malformed", "a tensor's shape")
+        # Any stride is harmless on a dimension of size 0 or 1; on the others the end check below bounds it.
+        if not all(_is_int(x) and 0 <= x < 1 << 62 for x in stride) or not (_is_int(offset) and 0 <= offset <= nbytes):
+            raise WireError("view", "a stride or offset outside the storage")
+        self.tensors += 1
+        if self.tensors > lim.tensors:
+            raise WireError("tensors", f"over {lim.tensors} tensors")
+        numel = _prod(shape)  # at most 16 factors below 2**62: a Python int, computed at once
+        if numel > lim.numel:
+            raise WireError("numel", f"{numel} elements, the limit is {lim.numel}")
+        itemsize = _ITEMSIZE[dtype]
+        self.element_bytes += numel * itemsize
+        if self.element_bytes > lim.element_bytes:
+            raise WireError("elements", f"over {lim.element_bytes} bytes of elements")
+        # The last element the view can reach, in bytes from the storage's start, must lie inside it.
+        end = offset if numel == 0 else offset + 1 + sum((x - 1) * s for x, s in zip(shape, stride))
+        if end * itemsize > nbytes:
+            raise WireError("view", f"{end * itemsize} bytes of a storage of {nbytes}")
+        if dtype == "bool":
+            self.bool_storages.add(storage)
+
+
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16, "uint8": 1,
+             "int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
+
+
+def _prod(shape: list[int]) -> int:
+    out = 1
+    for x in shape:
+        out *= x
+    return out
+
+
+def _build(v, storages: list):
+    """The value of a tree that :class:`_Plan` passed: every node a fresh object, no reference shared."""
+    import torch
+
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    tag, rest = v[0], v[1:]
+    if tag == "l":
+        return [_build(x, storages) for x in rest]
+    if tag == "u":
+        return tuple(_build(x, storages) for x in rest)
+    if tag == "d":
+        return {k: _build(x, storages) for k, x in zip(rest[::2], rest[1::2])}
+    if tag == "b":
+        try:
+            return base64.b64decode(rest[0], validate=True)
+        except ValueError:
+            raise WireError("malformed", "bytes") from None
+    if tag == "c":
+        return complex(rest[0], rest[1])
+    if tag == "dt":
+        return getattr(torch, rest[0])
+    if tag == "dv":
+        return _device(rest[0])
+    if tag == "S":
+        return torch.Size(rest)
+    storage, dtype, shape, stride, offset = rest
+    data = storages[storage]
+    return torch.empty(0, dtype=getattr(torch, dtype), device=data.device).set_(
+        data.untyped_storage(), offset, shape, stride)
 
 
 # ---------------------------------------------------------------------------
@@ -86,12 +441,21 @@ def receive(fd: int, deadline: float | None = None, trusted_reader: bool = True)
 PLAIN = (type(None), bool, int, float, complex, str, bytes)
 
 
-def encode(value, as_ref, depth: int = 0):
-    """Plain data and tensors by value; anything else through ``as_ref(obj) -> marker``."""
+MAX_DEPTH = 20  # nesting of a value, in containers
+
+
+def encode(value, as_ref, depth: int = 0, budget: list | None = None):
+    """Plain data and tensors by value; anything else through ``as_ref(obj) -> marker``.
+
+    Walks the value once per reference: a list that holds one list 25 times is walked 25
+    times, as the wire format will write it. So the walk stops (WireError) after
+    ``LIMITS.entries`` entries or below ``MAX_DEPTH`` levels, before it costs any time.
+    """
     import torch
 
-    if depth > 20:
-        raise ValueError("structure nested too deeply to send")
+    budget = _spend(budget)
+    if depth > MAX_DEPTH:
+        raise WireError("depth", f"over {MAX_DEPTH} levels")
     if isinstance(value, PLAIN):
         return value
     if isinstance(value, torch.Tensor):
@@ -99,21 +463,27 @@ def encode(value, as_ref, depth: int = 0):
     if isinstance(value, (torch.dtype, torch.device, torch.Size)):
         return value
     if isinstance(value, slice):
-        return {"__slice__": [encode(v, as_ref, depth + 1) for v in (value.start, value.stop, value.step)]}
+        return {"__slice__": [encode(v, as_ref, depth + 1, budget) for v in (value.start, value.stop, value.step)]}
     if value is Ellipsis:
         return {"__ellipsis__": True}
     if isinstance(value, (list, tuple)):  # a namedtuple (torch.return_types too) travels as a tuple
-        items = [encode(v, as_ref, depth + 1) for v in value]
+        items = [encode(v, as_ref, depth + 1, budget) for v in value]
         return items if isinstance(value, list) else tuple(items)
     if isinstance(value, dict) and all(isinstance(k, (str, int)) for k in value):
-        return {"__dict__": [(k, encode(v, as_ref, depth + 1)) for k, v in value.items()]}
+        return {"__dict__": [(k, encode(v, as_ref, depth + 1, budget)) for k, v in value.items()]}
     return as_ref(value)
 
 
 def decode(value, from_ref, depth: int = 0):
-    """The inverse of :func:`encode`; markers become ``from_ref(marker)``."""
-    if depth > 20:
-        raise ValueError("structure nested too deeply")
+    """The inverse of :func:`encode`; markers become ``from_ref(marker)``. WireError for what encode never makes.
+
+    What it walks came from :func:`receive`, which shares no reference: its cost is that of
+    the frame, already bounded.
+    """
+    import torch
+
+    if depth > MAX_DEPTH:
+        raise WireError("depth", f"over {MAX_DEPTH} levels")
     if isinstance(value, list):
         return [decode(v, from_ref, depth + 1) for v in value]
     if isinstance(value, tuple):
@@ -121,47 +491,68 @@ def decode(value, from_ref, depth: int = 0):
     if isinstance(value, dict):
         if "__t__" in value:
             t = value["__t__"]
-            return t.requires_grad_(True) if value.get("rg") and t.is_floating_point() else t
+            if not isinstance(t, torch.Tensor):
+                raise WireError("malformed", "a tensor marker without a tensor")
+            return t.requires_grad_(True) if value.get("rg") is True and t.is_floating_point() else t
         if "__dict__" in value:
-            return {k: decode(v, from_ref, depth + 1) for k, v in value["__dict__"]}
+            pairs = value["__dict__"]
+            if not (isinstance(pairs, list) and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], (str, int))
+                                                    for p in pairs)):
+                raise WireError("malformed", "a dict")
+            return {k: decode(v, from_ref, depth + 1) for k, v in pairs}
         if "__slice__" in value:
-            return slice(*(decode(v, from_ref, depth + 1) for v in value["__slice__"]))
+            parts = value["__slice__"]
+            if not (isinstance(parts, list) and len(parts) == 3):
+                raise WireError("malformed", "a slice")
+            return slice(*(decode(v, from_ref, depth + 1) for v in parts))
         if "__ellipsis__" in value:
             return Ellipsis
         return from_ref(value)
     return value
 
 
-def tensors_in(value, depth: int = 0) -> list:
-    """Every tensor in a (decoded) structure, in a fixed order."""
+def tensors_in(value, depth: int = 0, budget: list | None = None) -> list:
+    """Every tensor in a (decoded) structure, in a fixed order. Bounded like :func:`encode` (WireError)."""
     import torch
 
-    if depth > 20:
+    budget = _spend(budget)
+    if depth > MAX_DEPTH:
         return []
     if isinstance(value, torch.Tensor):
         return [value]
     if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_in(v, depth + 1)]
+        return [t for v in value for t in tensors_in(v, depth + 1, budget)]
     if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors_in(v, depth + 1)]
+        return [t for v in value.values() for t in tensors_in(v, depth + 1, budget)]
     return []
 
 
-def map_tensors(value, fn, depth: int = 0):
+def map_tensors(value, fn, depth: int = 0, budget: list | None = None):
     """The same structure with every tensor replaced by ``fn(tensor)``, in :func:`tensors_in` order."""
     import torch
 
-    if depth > 20:
+    budget = _spend(budget)
+    if depth > MAX_DEPTH:
         return value
     if isinstance(value, torch.Tensor):
         return fn(value)
     if isinstance(value, list):
-        return [map_tensors(v, fn, depth + 1) for v in value]
+        return [map_tensors(v, fn, depth + 1, budget) for v in value]
     if isinstance(value, tuple):
-        return tuple(map_tensors(v, fn, depth + 1) for v in value)
+        return tuple(map_tensors(v, fn, depth + 1, budget) for v in value)
     if isinstance(value, dict):
-        return {k: map_tensors(v, fn, depth + 1) for k, v in value.items()}
+        return {k: map_tensors(v, fn, depth + 1, budget) for k, v in value.items()}
     return value
+
+
+def _spend(budget: list | None) -> list:
+    """One entry of a walk's budget (``LIMITS.entries`` in all): shared references cannot make a walk long."""
+    if budget is None:
+        budget = [LIMITS.entries]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise WireError("entries", f"over {LIMITS.entries}")
+    return budget
 
 
 # ---------------------------------------------------------------------------
@@ -177,6 +568,8 @@ class Worker:
         self.contexts: dict[int, tuple] = {}  # handle -> (Function class, its ctx) of a function_forward
         self.next_id = 1
         self.shell = None
+        self.sent = 0  # the number of the last frame we sent
+        self.serving: list[int] = []  # the numbers of the checker's requests being answered, innermost last
 
     # -- references -------------------------------------------------------
 
@@ -204,14 +597,21 @@ class Worker:
         cb = marker["__cb__"]
 
         def call_checker(*args, **kwargs):
-            send(self.wfd, {"op": "callback", "cb": cb, "args": self._enc(args), "kwargs": self._enc(kwargs)})
-            return self._serve_until_reply()
+            n = self._send({"op": "callback", "cb": cb, "args": self._enc(args), "kwargs": self._enc(kwargs)},
+                           re=self.serving[-1] if self.serving else 0)
+            return self._serve_until_reply(n)
 
         call_checker.__name__ = f"checker_callable_{cb}"
         return call_checker
 
     def _enc(self, value):
         return encode(value, self._ref)
+
+    def _send(self, message: dict, re: int = 0) -> int:
+        """One frame to the checker, numbered; ``re``: the request it answers. Returns its number."""
+        self.sent += 1
+        send(self.wfd, message, self.sent, re)
+        return self.sent
 
     def _dec(self, value):
         return decode(value, self._callback)
@@ -347,43 +747,53 @@ class Worker:
             exc = exc.__cause__
         return {"op": "raise", "chain": chain}
 
-    def _serve_until_reply(self):
-        """Serve the checker's requests until the reply to our own callback arrives."""
+    def _serve_until_reply(self, n: int):
+        """Serve the checker's requests until the reply to our own callback ``n`` arrives."""
         while True:
-            msg = receive(self.rfd, trusted_reader=False)
+            msg, m, re = receive(self.rfd, limits=WORKER_LIMITS)
             op = msg.get("op")
-            if op == "result":
+            if op in ("result", "raise"):
+                if re != n:
+                    raise RuntimeError("the checker's reply is out of step")
+                if op == "raise":
+                    raise RuntimeError(msg.get("message", "the checker's callable raised"))
                 return self._dec(msg["value"])
-            if op == "raise":
-                raise RuntimeError(msg.get("message", "the checker's callable raised"))
-            self._answer(msg)
+            self._answer(msg, m)
 
-    def _answer(self, msg: dict) -> None:
+    def _answer(self, msg: dict, n: int) -> None:
+        """Handle request ``n`` and send its reply: a result, the exception it raised, or that it was over the limits."""
         import warnings
 
+        self.serving.append(n)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 reply = self.handle(msg)
+        except WireError as exc:  # what it returned is over the wire format's limits (encode stopped early)
+            reply = {"op": "refused", "limit": exc.what}
         except BaseException as exc:  # noqa: BLE001 — the student's code may raise anything, SystemExit included
             reply = self._error(exc)
+        finally:
+            self.serving.pop()
         try:
-            send(self.wfd, reply)
-        except Exception as exc:  # noqa: BLE001 — e.g. a result torch cannot serialize
-            send(self.wfd, self._error(exc))
+            self._send(reply, re=n)
+        except WireError as exc:
+            self._send({"op": "refused", "limit": exc.what}, re=n)
+        except Exception as exc:  # noqa: BLE001 — e.g. a tensor the wire format does not carry
+            self._send(self._error(exc), re=n)
 
     def serve(self) -> None:
         import IPython.core.interactiveshell  # noqa: F401 — imported before "ready", not inside a cell's time
 
-        send(self.wfd, {"op": "ready"})
+        self._send({"op": "ready"})
         while True:
             try:
-                msg = receive(self.rfd, trusted_reader=False)
+                msg, n, _ = receive(self.rfd, limits=WORKER_LIMITS)
             except EOFError:
                 return
             if msg.get("op") == "exit":
                 return
-            self._answer(msg)
+            self._answer(msg, n)
 
 
 def main(argv: list[str]) -> int:

@@ -24,6 +24,8 @@ error output, and a ``reason`` when the cell scored zero because of how the run 
 
 from __future__ import annotations
 
+import builtins
+import functools
 import json
 import os
 import shutil
@@ -161,6 +163,11 @@ class CellOutcome:
     diagnosis: str = ""  # class from the cell's `diagnosis:` line
     message: str = ""  # its sentence, or the error's first line
     reason: str = ""  # why it scored zero without a wrong answer (timeout, kernel died, limits)
+    # The cell ran and its outputs hold no error: the checks raised nothing in the kernel. Its points
+    # are decided from this and the trusted re-check (autograder.batch.decide); ``score`` (all or
+    # nothing: autograder.nbexec.SaveCheckedGrades) counts only where an exercise is left to the
+    # kernel, since nbgrader reads a score from what the cell displays, which the kernel controls.
+    passed: bool = False
 
 
 @dataclass
@@ -217,7 +224,7 @@ def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
 
 
 def student_env(private: str, threads: int) -> dict[str, str]:
-    """The environment student code runs with: private dirs, no secrets, no seed."""
+    """The environment student code runs with: private dirs, no secrets, no seed (the kernel gets its own)."""
     return {
         "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
         "HOME": f"{private}/home", "TMPDIR": f"{private}/tmp", "TRITON_CACHE_DIR": f"{private}/home/.triton",
@@ -241,7 +248,7 @@ c.Autograde.autograde_preprocessors = [
     "nbgrader.preprocessors.IgnorePattern",
     "nbconvert.preprocessors.ClearMetadataPreprocessor",
     "nbgrader.preprocessors.LimitOutput",
-    "nbgrader.preprocessors.SaveAutoGrades",
+    "autograder.nbexec.SaveCheckedGrades",  # nbgrader's SaveAutoGrades without partial credit
     "nbgrader.preprocessors.AssignLatePenalties",
     "nbgrader.preprocessors.CheckCellMetadata",
 ]
@@ -270,17 +277,40 @@ def prepare_course(job_course: Path, template: Template, student: str, notebook:
 
 def autograde(job_dir: Path, template: Template, student: str, notebook: nbformat.NotebookNode, *,
               limits: Limits, isolation: str, slot: int, zygote: str, threads: int = 1,
-              mpl_cache: Path | None = None) -> InKernel:
+              mpl_cache: Path | None = None, seed: int | None = None) -> InKernel:
     """Run nbgrader autograde on one submission, its kernel in a sandbox; read back each test cell.
 
     nbgrader itself runs here, outside the sandbox, on the job's own course folder: it is the
     grader's code. The kernel it starts is the job kernelspec's command, ``sandbox.py launch``,
     which has the zygote fork it into a sandbox holding the notebook's folder and nothing else
-    of the course.
+    of the course. ``seed`` is the submission's AUTOGRADER_SEED in the kernel (the hidden
+    tests' inputs); without it they draw from the OS.
     """
     job_dir.mkdir(parents=True, exist_ok=True)
-    ipc = job_dir / "ipc"
-    ipc.mkdir(exist_ok=True)
+    ipc = ipc_folder(job_dir)
+    remove_tree(ipc)  # a folder left by an earlier run of this very job
+    ipc.mkdir(mode=0o700)
+    try:
+        return _autograde(job_dir, ipc, template, student, notebook, limits=limits, isolation=isolation,
+                          slot=slot, zygote=zygote, threads=threads, mpl_cache=mpl_cache, seed=seed)
+    finally:
+        remove_tree(ipc)  # the kernel is gone, however the job ended: nothing it wrote stays on disk
+
+
+def ipc_folder(job_dir: Path) -> Path:
+    """The kernel's socket folder for a job: short and fixed by the job, in the system's /tmp.
+
+    A Unix socket's path may hold at most 107 bytes, and a job folder under a long ``--work`` path
+    or a long student id is past that already; so the sockets live in ``/tmp/agk-<16 hex>`` instead,
+    a name the job folder determines (a test can find it) and no other job shares
+    (``sandbox.short_folder``).
+    """
+    return Path(sandbox.short_folder(str(job_dir.resolve()), "agk"))
+
+
+def _autograde(job_dir: Path, ipc: Path, template: Template, student: str, notebook: nbformat.NotebookNode, *,
+               limits: Limits, isolation: str, slot: int, zygote: str, threads: int,
+               mpl_cache: Path | None, seed: int | None) -> InKernel:
     course = prepare_course(job_dir / "course", template, student, notebook, limits, str(ipc / "kernel"))
     root = job_dir / "kernel-root"
     root.mkdir(exist_ok=True)
@@ -292,7 +322,8 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
         binds=[(_package_dir("course"), _package_dir("course"), False),
                (_package_dir("autograder"), _package_dir("autograder"), False),  # the hidden test cells import it
                (str(ipc), str(ipc), True)],
-        hide=[p for p in (_package_dir("kernels"),) if p], env=student_env(private, threads),
+        hide=[p for p in (_package_dir("kernels"),) if p],
+        env=dict(student_env(private, threads), **({"AUTOGRADER_SEED": str(seed)} if seed is not None else {})),
         mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
         overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
     )
@@ -315,6 +346,7 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
                              extra_pids=pid_file)
     seconds = time.perf_counter() - start
     result = read_outcomes(course, template, student)
+    discard_student_files(job_dir, KERNEL_WRITABLE)  # the kernel is gone: nothing it wrote stays on disk
     result.seconds, result.log = seconds, log
     if status == "timeout":
         result.status = "timeout"
@@ -324,6 +356,46 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
     elif not result.cells or result.autograded is None:
         result.status = "failed"
     return result
+
+
+# What of a job folder the student's code can write: with limits-only isolation the private HOME/TMPDIR
+# of the kernel and of the value worker; the sandbox roots are mount points. (The kernel's socket folder,
+# bound into its sandbox writable, lives outside the job folder: see ipc_folder.) Each goes as soon as
+# the process that could write it has ended.
+KERNEL_WRITABLE = ("private", "kernel-root")
+WORKER_WRITABLE = ("vw-private", "vw-root")
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove ``path`` and all under it, whatever modes its owner set; a link is removed, never followed.
+
+    Returns whether it is gone. (The sandbox's uid owns what the student wrote; the grader,
+    root or the same user, can always take it back.)
+    """
+    def retry(func, name, _exc):
+        try:
+            os.chmod(os.path.dirname(name), 0o700)
+            if not os.path.islink(name):
+                os.chmod(name, 0o700)
+            func(name)
+        except OSError:
+            pass
+
+    for _ in range(2):  # twice: a process that was dying may have written one more file
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, onerror=retry)
+            elif os.path.lexists(path):
+                os.unlink(path)
+        except OSError:
+            pass
+    return not os.path.lexists(path)
+
+
+def discard_student_files(job_dir: Path, names: tuple[str, ...] = KERNEL_WRITABLE + WORKER_WRITABLE) -> None:
+    """Remove what the student's code could write in ``job_dir`` (see KERNEL_WRITABLE)."""
+    for name in names:
+        remove_tree(job_dir / name)
 
 
 def run_logged(argv: list[str], wall: float, log_path: Path, extra_pids: Path | None = None,
@@ -358,49 +430,119 @@ def run_logged(argv: list[str], wall: float, log_path: Path, extra_pids: Path | 
 # Reading back what nbgrader recorded
 
 
+# The execution record autograder.nbexec.SandboxExecute writes in nbgrader's working folder (the job's
+# course folder, out of the sandbox's reach): grade_id -> why the cell stopped, timed out or never ran.
+EXECUTION_RECORD = "execution-record.json"
+
+# Builtin exceptions: the only exception names a reason may quote. A student's class may borrow one
+# of these names, but then it only picks which of the grader's sentences describes its own zero.
+_BUILTIN_ERRORS = frozenset(name for name, v in vars(builtins).items()
+                            if isinstance(v, type) and issubclass(v, BaseException))
+
+
+@functools.cache
+def diagnosis_classes() -> frozenset[str]:
+    """The diagnosis vocabulary, ``course.diagnose.CLASSES``, read from its source (no torch import here)."""
+    import ast
+
+    tree = ast.parse((Path(_package_dir("course")) / "diagnose.py").read_text())
+    for node in tree.body:
+        targets = (node.targets if isinstance(node, ast.Assign) else
+                   [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == "CLASSES" for t in targets):
+            return frozenset(ast.literal_eval(node.value))
+    raise RuntimeError("course/diagnose.py defines no CLASSES")
+
+
 def _cell_errors(nb_path: Path) -> dict[str, tuple[str, str, str]]:
     """grade_id -> (ename, diagnosis class, message) for each test cell with an error output.
 
-    A cell can hold several errors: a timeout is a KeyboardInterrupt from the interrupt,
-    then nbgrader's CellTimeoutError; a stop is the cell's own error, then ours. The
-    telling one wins: a stop, then a timeout, then the first error.
+    Every error output is what the kernel sent, so the student's to shape: a class counts
+    only when it is one of the vocabulary's (:func:`diagnosis_classes`), and an error named
+    like the grader's own (``GradingStopped``, ``NotRun``, ``CellTimeoutError``) means
+    nothing here — what the grader saw happen is in the execution record
+    (:func:`read_outcomes`). The first error with a diagnosis wins, else the first error.
     """
     nb = nbformat.read(nb_path, as_version=4)
+    known = diagnosis_classes()
     found = {}
     for cell in nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if not meta.get("grade"):
+        if not isinstance(meta, dict) or not meta.get("grade") or not isinstance(meta.get("grade_id"), str):
             continue
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
         if not errors:
             continue
-        names = [e.get("ename", "") for e in errors]
-        pick = next((e for e in errors if e.get("ename") in (STOPPED, NOT_RUN)), None)
-        pick = pick or next((e for e in errors if e.get("ename") == "CellTimeoutError"), None) or errors[0]
-        ename = pick.get("ename", "")
-        text = scratch._ANSI.sub("", "\n".join([pick.get("evalue", "")] + list(pick.get("traceback", []))))
-        m = scratch._DIAGNOSIS.search(text)
-        if m and ename not in (STOPPED, NOT_RUN, "CellTimeoutError"):
-            found[meta["grade_id"]] = (ename, m.group("cls"), m.group("sentence").strip())
+        for error in errors:
+            parts = [error.get("evalue")] + list(error.get("traceback") or [])
+            text = "\n".join(x for x in parts if isinstance(x, str))
+            m = scratch._DIAGNOSIS.search(scratch._ANSI.sub("", text))
+            if m and m.group("cls") in known:
+                sentence = m.group("sentence").strip()[:500]
+                found[meta["grade_id"]] = (str(error.get("ename", "")), m.group("cls"), sentence)
+                break
         else:
-            detail = pick.get("evalue", "") or ("KeyboardInterrupt" if "KeyboardInterrupt" in names else "")
-            found[meta["grade_id"]] = (ename, "", f"{ename}: {detail}".strip(": "))
+            ename, evalue = str(errors[0].get("ename", "")), str(errors[0].get("evalue", ""))
+            found[meta["grade_id"]] = (ename, "", f"{ename}: {evalue}".strip(": ")[:500])
     return found
 
 
-def reason_for(ename: str, message: str) -> str:
-    """The `reason` of a zero that is not a wrong answer, from the error nbgrader recorded."""
-    if ename in (STOPPED, NOT_RUN):  # "GradingStopped: timeout: ..." -> "timeout: ..."
-        return message.split(": ", 1)[1] if message.startswith(ename + ":") else message
-    if ename == "CellTimeoutError":
-        return "timeout: the cell ran past the per-cell limit and was interrupted"
-    if "MemoryError" in message or ename == "MemoryError":
+def execution_record(course: Path) -> dict[str, str]:
+    """grade_id -> reason, as the grader saw the cell stop, time out or never run (see autograder.nbexec)."""
+    try:
+        reasons = json.loads((course / EXECUTION_RECORD).read_text()).get("reasons", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(reasons, dict):
+        return {}
+    return {k: v for k, v in reasons.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def _error_free(nb_path: Path) -> set[str]:
+    """grade_ids of the test cells whose outputs hold no error: their checks raised nothing in the kernel."""
+    nb = nbformat.read(nb_path, as_version=4)
+    return {cell.metadata["nbgrader"]["grade_id"] for cell in nb.cells
+            if cell.cell_type == "code" and isinstance(cell.metadata.get("nbgrader"), dict)
+            and cell.metadata["nbgrader"].get("grade") and isinstance(cell.metadata["nbgrader"].get("grade_id"), str)
+            and not any(o.get("output_type") == "error" for o in cell.get("outputs", []))}
+
+
+def reason_for(ename: str, message: str, cls: str = "") -> str:
+    """The ``reason`` of a test cell's zero, from the error the kernel reported, in the grader's own words.
+
+    The kernel runs the student's code, so its error is whatever the student raised: here it
+    only picks one of these sentences, which never quote it (a builtin exception's name at
+    most). A stop, a timeout or a cell left unrun is never read from the kernel: the grader
+    recorded it (:func:`execution_record`). ``cls``: the cell's diagnosis class, if any.
+    """
+    if ename == "MemoryError" or "MemoryError" in message:
         return "memory limit: an allocation was refused (address-space limit)"
     if ename == "SystemExit":
         return "error: the code called sys.exit()"
-    if "BlockingIOError" in message or "Resource temporarily unavailable" in message:
+    if ename == "BlockingIOError" or "BlockingIOError" in message or "Resource temporarily unavailable" in message:
         return "process limit: a new process or thread was refused (too many processes)"
+    if ename and not cls:
+        what = ename if ename in _BUILTIN_ERRORS else "an exception of the submission's own"
+        return f"error: the test cell raised {what}, without a diagnosis"
     return ""
+
+
+def grader_words(trusted: dict) -> dict:
+    """A trusted re-check's verdict with only the grader's words in it, for a ``tampering`` reason.
+
+    The re-check ran the student's code, so its ``error`` sentence quotes the exception that
+    code raised (class name and message), and a failure may say which exception a cell
+    before the test raised: those become the grader's own sentence. A class outside the
+    vocabulary is dropped; every message is one line of at most 300 characters.
+    """
+    out = dict(trusted)
+    cls = out.get("cls") if out.get("cls") in diagnosis_classes() else ""
+    message = " ".join(str(out.get("message", "")).split())
+    message = message.split(" (a cell before this test raised ", 1)[0]
+    if out.get("status") == "ok" and cls == "error":
+        message = "the student's code raised an exception"
+    out.update(cls=cls, message=message[:300])
+    return out
 
 
 def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
@@ -412,6 +554,8 @@ def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
     assignment = template.assignment
     autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
     errors = _cell_errors(autograded) if autograded.exists() else {}
+    stops = execution_record(course)
+    clean = _error_free(autograded) if autograded.exists() else set()
     cells: dict[str, CellOutcome] = {}
     timestamp = None
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
@@ -424,9 +568,13 @@ def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
             for notebook in submission.notebooks:
                 for grade in notebook.grades:
                     ename, cls, message = errors.get(grade.cell.name, ("", "", ""))
+                    stopped = stops.get(grade.cell.name, "")  # the grader saw it stop: that, not the outputs, says why
+                    cls = "" if stopped else cls
                     score = float(grade.auto_score) if grade.auto_score is not None and autograded.exists() else 0.0
                     cells[grade.cell.name] = CellOutcome(grade.cell.name, score, float(grade.max_score), cls, message,
-                                                         reason_for(ename, message) if score < grade.max_score else "")
+                                                         (stopped or reason_for(ename, message, cls))
+                                                         if score < grade.max_score else "",
+                                                         passed=grade.auto_score is not None and grade.cell.name in clean)
         if not cells:  # nbgrader recorded nothing: list the test cells from the assignment itself
             for notebook in gb.find_assignment(assignment).notebooks:
                 for gc in notebook.grade_cells:

@@ -58,3 +58,15 @@ def test_too_many_workers(course, tmp_path):
     done = run("grade", "01_matmul_from_shapes", "--submissions", str(tmp_path / "subs"), "--course", str(course),
                "--workers", "65")
     assert done.returncode == 2 and "--workers must be between 1 and 64" in done.stderr
+
+
+def test_a_seed_that_is_not_a_number(course, tmp_path):
+    done = run("grade", "01_matmul_from_shapes", "--submissions", str(tmp_path / "subs"), "--course", str(course),
+               "--seed", "alice=lucky")
+    assert done.returncode == 2 and "a seed is a non-negative integer, not 'lucky'" in done.stderr
+
+
+def test_a_seed_for_a_student_who_has_no_submission(course, tmp_path):
+    done = run("grade", "01_matmul_from_shapes", "--submissions", str(tmp_path / "subs"), "--course", str(course),
+               "--seed", "carol=12")
+    assert done.returncode == 2 and "--seed names 'carol', who has no submission here (students: alice)" in done.stderr

@@ -32,8 +32,9 @@ def shard(path: Path, template: Path, students: dict[str, dict[str, float]], man
     rows = []
     with gradebook.opened(path) as gb:
         for student, scores in students.items():
-            gradebook.record(gb, A, student, scores)
-            rows += [Row(student, A, t, s, TESTS[t], "" if s else "sign") for t, s in scores.items()]
+            gradebook.record(gb, A, student, scores, seed=1000 + len(student))  # the seed it was graded with
+            rows += [Row(student, A, t, s, TESTS[t], "" if s else "sign", seed=1000 + len(student))
+                     for t, s in scores.items()]
         for (student, test_id), score in (manual or {}).items():
             gb.find_grade(test_id, A, A, student).manual_score = score
             gb.db.commit()
@@ -63,6 +64,9 @@ def test_two_shards_make_one_table(tmp_path, template):
     with open(tmp_path / "merged" / A / "grades.csv", newline="") as f:
         cells = list(csv.DictReader(f))
     assert len(cells) == 6 and {r["student"] for r in cells} == {"alice", "bob"}
+    assert {(r["student"], r["seed"]) for r in cells} == {("alice", "1005"), ("bob", "1003")}
+    with gradebook.opened(tmp_path / "merged") as gb:  # the seeds travel with the grades
+        assert (gradebook.seed_of(gb, A, "alice"), gradebook.seed_of(gb, A, "bob")) == (1005, 1003)
     assert "1 of 2: sign in linear_backward" in (tmp_path / "merged" / A / "report.md").read_text()
 
 

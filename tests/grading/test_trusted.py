@@ -1,7 +1,8 @@
 """The trusted re-check on its own: through the value worker's proxies, it reaches the kernel's verdicts.
 
 Each sample mutant (``tests/submissions/``) says which diagnosis its test cells get in the
-kernel. Re-checked in the trusted checker — inputs from a fresh seed, the student's code in
+kernel. Re-checked in the trusted checker — inputs from the tests' seed (AUTOGRADER_SEED, 0
+unless set: tests/conftest.py), as the grader passes each submission's, the student's code in
 a sandboxed worker without ``autograder``, results back by value — a mutant must fail
 exactly those test cells, with the same class, and pass the others; the solution must
 pass everything. This is what makes ``tampering`` trustworthy: an honest submission is
@@ -24,7 +25,7 @@ import os
 import nbformat
 import pytest
 
-from autograder import sandbox, trusted, worker
+from autograder import sandbox, seeds, trusted, worker
 from autograder.batch import exercises_of, trusted_job
 from autograder.submissions import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
@@ -39,6 +40,7 @@ PROPERTY = {"autograd-in-backward", "materialized-jacobian", "saved-quadratic-te
 # through a custom autograd.Function" reads the structure of a graph that lives in the worker.
 PROPERTY_CELLS = {("03_triton_fused_softmax", "autograd_backward_and_torch_softmax", "test_triton_softmax")}
 ASSIGNMENTS = sample_assignments()
+SEED = seeds.parse(os.environ.get(seeds.SEED_ENV, "0"))
 
 
 def cases():
@@ -77,7 +79,7 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tm
         m = next(m for m in mutants(assignment) if m.name == mutant)
         nb, expect = build_submission(assignment, m.cells), m.expect
     job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(tests), isolation=ISOLATION,
-                      zygote=zygote, limits=Limits(cell_timeout=60), slot=slot)
+                      zygote=zygote, limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
     results = trusted.run(job)
     problems = []
     for t in tests:

@@ -1,0 +1,36 @@
+# Hostile: nothing implemented, but every check (hidden and visible) is replaced by one that returns the cell's points minus one ulp — 2.9999999999999996 of 3 — which the test cell displays and nbgrader reads as partial credit (every point, before the grader stopped reading it; grades.csv printed 3).
+# assignment: 01_matmul_from_shapes
+# expect: * zero tampering tampering: passed in the kernel
+# %% linear_backward
+import math
+
+import autograder.check
+import course.selfcheck
+
+POINTS = {"linear_backward": 3, "linear_bias_backward": 2, "reduce_to_shape": 2, "name_the_bug": 2,
+          "batched_matmul_backward": 2}
+
+
+def almost(points):
+    return lambda fn, *args, **kwargs: math.nextafter(float(points), 0.0)
+
+
+for name, points in POINTS.items():
+    setattr(autograder.check, name, almost(points))
+    setattr(course.selfcheck, name, lambda fn, *args, **kwargs: None)
+
+
+def linear_backward(x, w, dy):
+    raise course.todo()
+# %% linear_bias_backward
+def linear_bias_backward(x, w, b, dy):
+    raise course.todo()
+# %% reduce_to_shape
+def reduce_to_shape(grad, shape):
+    raise course.todo()
+# %% name_the_bug
+def name_the_bug(backward):
+    raise course.todo()
+# %% batched_matmul_backward
+def batched_matmul_backward(a, c, dy):
+    raise course.todo()
