@@ -8,11 +8,11 @@
 2. generate the assignment once in a scratch *template* course, and copy its structure
    (notebooks, test cells, points) into the course's gradebook;
 3. the preflight: grade the source solution through the same pipeline as a student's and
-   stop (InstructorError) unless it gets full marks; the same run calibrates the trusted
-   re-check: an exercise whose check cannot run through the value worker's proxies is
-   left to the in-kernel result (and the report says so);
+   stop (InstructorError) unless it gets full marks — a hidden check that cannot run in the
+   trusted checker stops it too;
 4. grade N submissions at a time, each in a job of its own (``autograder.worker``:
-   sandboxed nbgrader autograde; ``autograder.trusted``: the trusted re-check), each with
+   sandboxed nbgrader autograde of the visible checks; ``autograder.trusted``: the hidden
+   checks, where the student's code cannot reach them), each with
    a seed for its hidden inputs, decide each test cell's points (:func:`decide`: all or
    nothing, by the checks), and record each in the gradebook as it finishes, seed
    included — from this process only;
@@ -273,10 +273,9 @@ class Grader:
         The same sandbox, the same nbgrader run, the same trusted re-check as every student: a
         grader that cannot grade its own solution (the kernel cannot import ``course``, a cell
         timeout too short, a broken source notebook) would give the whole class zeros, so it
-        raises InstructorError with the cause instead. The same run calibrates the trusted
-        re-check: an exercise whose check the source solution cannot pass through the value
-        worker's proxies is left to the in-kernel result for the batch. Cached in ``cache``
-        beside the calibration, under one key; returns True when the cache answered.
+        raises InstructorError with the cause instead; so does a hidden check the source
+        solution cannot pass through the value worker's proxies (the hidden checks run
+        nowhere else). Cached in ``cache`` under one key; returns True when the cache answered.
         """
         key = self._calibration_key()
         try:
@@ -302,15 +301,6 @@ class Grader:
         cache.write_text(json.dumps({"key": key, "preflight": "passed", "trusted": self.opts.trusted, "seed": seed,
                                      "seconds": round(time.perf_counter() - start, 1), "supported": self.supported}))
         return False
-
-    def _calibrate(self, passed: set[str], results: dict[str, dict]) -> None:
-        """From the source solution's re-check of the cells it ``passed`` in the kernel: an exercise
-        the re-check does not pass is left to the kernel."""
-        for test_id in passed:
-            r = results.get(test_id)
-            if r is not None and not (r.get("status") == "ok" and r.get("passed")):
-                self.supported[test_id] = (f"the source solution does not pass it through the value worker "
-                                           f"({r.get('status')}: {r.get('cls', '')} {r.get('message', '')})")[:300]
 
     def _preflight_failure(self, res: StudentResult, short: list[Row], seed: int) -> str:
         a = self.opts.assignment
@@ -353,8 +343,7 @@ class Grader:
         """Autograde one notebook in the sandbox, re-check what passed there, decide each test cell's points.
 
         ``seed``: the hidden inputs' seed, in the kernel and in the trusted checker. ``preflight``:
-        this is the source solution (see :meth:`preflight`): every exercise it passes in the
-        kernel is re-checked, and the re-check is calibrated from the result.
+        this is the source solution (see :meth:`preflight`): its job folder is the preflight's.
         """
         start = time.perf_counter()
         self.zygotes.ensure()
@@ -370,7 +359,7 @@ class Grader:
         trusted: dict[str, dict] = {}
         # A test cell can earn points only by passing in the kernel: those, and only those, are re-checked.
         passed = {c.grade_id for c in ik.cells.values() if kernel_passed(c)}
-        wanted = [e for e in self.exercises if e[0] in passed and (preflight or not self.supported.get(e[0]))]
+        wanted = [e for e in self.exercises if e[0] in passed and not self.supported.get(e[0])]
         t_kernel = time.perf_counter() - start
         if self.opts.trusted and wanted:
             trusted = self.run_trusted(job_dir, nb, wanted, slot, seed)
@@ -380,8 +369,6 @@ class Grader:
             again = [e for e in wanted if trusted.get(e[0], {}).get("status") not in ("ok", "refused")]
             if again:
                 trusted.update(self.run_trusted(job_dir, nb, again, slot, seed))
-            if preflight:
-                self._calibrate(passed, trusted)
         (job_dir / "timings.json").write_text(json.dumps({"autograde": t_kernel, "trusted": time.perf_counter() - start - t_kernel}))
         rows = []
         for test_id, points in self.tests:
@@ -411,15 +398,17 @@ PARTIAL = ("partial score: the test cell raised no error, but its output is not 
 def decide(student: str, assignment: str, cell: worker.CellOutcome, trusted: dict | None, rechecked: bool) -> Row:
     """The row of one test cell: all its points or none, as its checks decided.
 
-    Full marks only when the cell passed in the kernel (:func:`kernel_passed`: no error
-    output) and then, where the exercise is re-checked (``rechecked``), the trusted re-check
-    passed it too — whatever the cell displayed; where it is left to the kernel (calibration,
-    ``--no-trusted``), only for an exact, error-free pass: nbgrader's own reading of the
-    outputs full marks (``cell.score``, all or nothing: ``autograder.nbexec.SaveCheckedGrades``).
-    Anything else is 0: never a fraction read from an output. An in-kernel failure stands
-    with its diagnosis and reason (it may be a property only the kernel measures); an
-    in-kernel pass that the re-check did not confirm — wrong values, an error, a timeout, a
-    dead worker, a refused reply, no verdict at all — is ``tampering``.
+    Where the hidden checks run in the trusted checker (``rechecked``; the default), the kernel
+    ran the cell's visible checks only. Full marks only when the cell passed there
+    (:func:`kernel_passed`: no error output, whatever it displayed) *and* the hidden checks
+    passed in the checker, a process the student's code never ran in. An in-kernel failure
+    stands with its diagnosis and reason (the student's code can only lose points there); a
+    hidden check that fails gives its own diagnosis, with the sentence the feedback shows
+    (``message``); a checker that got no verdict says why in ``reason``, and a reply it
+    refused is ``tampering``. Where the hidden tests run in the kernel (``--no-trusted``, or a
+    test cell that calls no ``autograder.check`` function), only an exact, error-free pass
+    counts: nbgrader's own reading of the outputs full marks (``cell.score``, all or nothing:
+    ``autograder.nbexec.SaveCheckedGrades``). Never a fraction read from an output.
     """
     if not kernel_passed(cell):
         return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason)
@@ -429,19 +418,23 @@ def decide(student: str, assignment: str, cell: worker.CellOutcome, trusted: dic
         return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason or PARTIAL)
     trusted = trusted or {"status": "no verdict", "message": "the checker returned nothing for this test cell"}
     trusted = worker.grader_words(trusted)  # never the student's exception in a reason
-    status = trusted.get("status")
+    status, message = trusted.get("status"), trusted.get("message", "")
+    zero = lambda diagnosis, reason, sentence="": Row(  # noqa: E731
+        student, assignment, cell.grade_id, 0.0, cell.max_score, diagnosis, " ".join(reason.split())[:400],
+        message=" ".join(sentence.split())[:600])
     if status == "ok" and trusted.get("passed") is True:
         return Row(student, assignment, cell.grade_id, cell.max_score, cell.max_score, "", "")
     if status == "ok":
-        what = f"found {trusted.get('cls') or 'a failure'}: {trusted.get('message', '')}"
-    elif status == "timeout":
-        what = f"timed out ({trusted.get('message', '')})"
-    elif status == "refused":  # over the wire format's limits, malformed or out of step (autograder.valueworker)
-        what = f"refused the reply of the student's code: {trusted.get('message', '')}"
-    else:
-        what = f"could not confirm it ({status}: {trusted.get('message', '')})"
-    reason = f"tampering: passed in the kernel, but the trusted re-check {what}"
-    return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, "tampering", " ".join(reason.split())[:400])
+        cls = trusted.get("cls") or ""
+        return zero(cls, "" if cls else f"hidden checks: failed without a diagnosis ({message})",
+                    f"The hidden checks (other inputs than the visible ones) found {cls}: {message}" if cls else "")
+    if status == "refused":  # over the wire format's limits, malformed, out of step, or its measurements switched off
+        return zero("tampering", f"tampering: the hidden checks refused the reply of the student's code: {message}")
+    if status == "timeout":
+        return zero("", f"timeout: in the hidden checks ({message})")
+    if status == "died":
+        return zero("", f"kernel died: in the hidden checks ({message})")
+    return zero("", f"grading failed: the hidden checks gave no verdict ({status}: {message})")
 
 
 def _first_error(notebook: Path) -> str:
@@ -602,7 +595,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             part.out.mkdir(parents=True, exist_ok=True)
             try:
                 template = worker.make_template(course, opts.assignment, work / "template" / opts.assignment,
-                                                cache=part.out / ".template")
+                                                cache=part.out / ".template", hidden_in_kernel=not opts.trusted)
             except RuntimeError as exc:
                 raise InstructorError(f"nbgrader could not generate {opts.assignment} from source/: fix the source "
                                       f"notebook first.\n{str(exc)[-1500:]}") from None
@@ -614,7 +607,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             part.grader = Grader(opts, template, work, isolation, zygotes, slots.slot(0) if slots else 0)
             t1 = time.perf_counter()
             progress.say(f"{opts.assignment}: preflight: grading the source solution through the sandbox"
-                         + (" (and calibrating the trusted re-check)" if opts.trusted else ""))
+                         + (" (its hidden checks in the trusted checker)" if opts.trusted else ""))
             cached = part.grader.preflight(part.out / ".calibration.json", seeds.draw() if batch_seed is None else batch_seed)
             part.phases["preflight"] = 0.0 if cached else time.perf_counter() - t1
             if opts.trusted:
@@ -751,13 +744,14 @@ def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
 def explain_in_notebook(path: Path, rows: list[Row]) -> None:
     """Write each zero's reason under its test cell in the autograded notebook, where the feedback shows it.
 
-    A part can score zero for a reason its cell's output does not show: the trusted re-check
-    overruled an in-kernel pass (``tampering``), so the output still reads as a pass. nbgrader's
+    A part can score zero for a reason its cell's output does not show: the kernel ran the
+    visible checks only, and the hidden checks, run in the trusted checker, failed (their
+    diagnosis, ``message``) or gave no verdict; so the output still reads as a pass. nbgrader's
     feedback shows the notebook's outputs beside the gradebook's score; without this line the
     student would read a zero under a check that passed. A reason the output already states
     (a timeout written where execution stopped) is not repeated.
     """
-    reasons = {r.grade_id: r.reason for r in rows if r.reason and r.score < r.max_score}
+    reasons = {r.grade_id: r.reason or r.message for r in rows if (r.reason or r.message) and r.score < r.max_score}
     if not reasons:
         return
     nb = nbformat.read(path, as_version=4)

@@ -40,6 +40,7 @@ class Row:
     diagnosis: str = ""
     reason: str = ""
     seed: int | None = None  # the hidden inputs' seed it was graded with (None: the notebook never ran)
+    message: str = ""  # the hidden checks' diagnosis sentence, for the feedback (not a column of grades.csv)
 
 
 def reason_kind(reason: str) -> str:
@@ -167,15 +168,16 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
             lines.append(f"| {md(r.student)} | {md(r.grade_id)} | {md(r.reason)} |")
         lines.append("")
     unsupported = {t: why for t, why in (summary.get("supported") or {}).items() if why}
-    lines += ["## Trusted re-check", ""]
+    lines += ["## Hidden checks", ""]
     if summary.get("supported") is None:
-        lines.append("Not run (--no-trusted): in-kernel results only.")
+        lines.append("Run in the student's kernel (--no-trusted): in-kernel results only, which the student's code "
+                     "can reach.")
     elif unsupported:
-        lines.append("Every exercise's values were re-checked outside the student's process, except:")
+        lines.append("Every exercise's hidden checks ran in the trusted checker, outside the student's process, except:")
         lines += [f"- {md(exercise_name(t))}: {md(why)}" for t, why in sorted(unsupported.items())]
     else:
-        lines.append("Every exercise's values were re-checked outside the student's process "
-                     "(a disagreement with the kernel shows as `tampering`).")
+        lines.append("Every exercise's hidden checks ran in the trusted checker, outside the student's process; the "
+                     "kernel ran the visible checks only (a reply the checker refused shows as `tampering`).")
     if summary.get("feedback"):
         lines += ["", f"Feedback: {md(summary['feedback'])}."]
     return "\n".join(lines) + "\n"

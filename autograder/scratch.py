@@ -10,6 +10,7 @@ back each test cell's score and the ``diagnosis:`` line of its output.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import shutil
@@ -56,16 +57,37 @@ def nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.
     return done
 
 
-def make_course(course_dir: Path, assignment: str, root: Path = ROOT) -> Path:
-    """A scratch course holding one assignment of the course at ``root``, generated with a fresh gradebook."""
+def make_course(course_dir: Path, assignment: str, root: Path = ROOT, hidden_tests: bool = True) -> Path:
+    """A scratch course holding one assignment of the course at ``root``, generated with a fresh gradebook.
+
+    ``hidden_tests=False``: the gradebook records each test cell without its hidden tests, so
+    ``nbgrader autograde`` puts back only the visible checks (the sandboxed grader runs the
+    hidden ones in its trusted checker instead: ``autograder.trusted``); ``source/`` keeps the
+    instructor's notebook as it is.
+    """
     course_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(root / "nbgrader_config.py", course_dir / "nbgrader_config.py")
     target = course_dir / "source" / assignment
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(root / "source" / assignment, target, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
-    nbgrader(course_dir, "generate_assignment", assignment, "--force")
+    notebook = target / f"{assignment}.ipynb"
+    original = notebook.read_bytes()
+    if not hidden_tests:
+        nbformat.write(without_hidden_tests(nbformat.reads(original.decode(), as_version=4)), notebook)
+    try:
+        nbgrader(course_dir, "generate_assignment", assignment, "--force")
+    finally:
+        notebook.write_bytes(original)
     return course_dir
+
+
+def without_hidden_tests(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook with every ``### BEGIN HIDDEN TESTS`` block removed, by nbgrader's own preprocessor."""
+    from nbgrader.preprocessors import ClearHiddenTests
+
+    nb, _ = ClearHiddenTests().preprocess(copy.deepcopy(nb), {})
+    return nb
 
 
 def submit(course_dir: Path, assignment: str, student: str, nb: nbformat.NotebookNode) -> Path:

@@ -52,10 +52,17 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from course import witness
+
 from . import sandbox
 from .valueworker import REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
+INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
+
+
+def _is_count(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
 
 
 class WorkerTimeout(BaseException):
@@ -156,6 +163,7 @@ def _function_class(channel: Channel, info: dict) -> type:
         sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else channel.enc(a)
                 for a, flag in zip(args, flags)]
         reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
+        measurement = channel.witness(reply, args)
         out = channel.dec(reply.get("value"))
         saved, stashed = reply.get("saved", []), channel.dec(reply.get("stashed", {"__dict__": []}))
         if not (isinstance(saved, list) and isinstance(stashed, dict)):
@@ -164,6 +172,12 @@ def _function_class(channel: Channel, info: dict) -> type:
         for key, value in stashed.items():
             if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
                 setattr(ctx, key, value)
+        # What the ctx keeps deeper (ctx.box.P, a NumPy array, bytes) and what the forward still held in
+        # NumPy or Python when it returned: shapes only, as tensors without storage, where a check of what
+        # the forward kept looks (vars(ctx)).
+        for path, shape in channel.kept(reply, measurement):
+            if not hasattr(ctx, path):
+                setattr(ctx, path, torch.empty(shape, device="meta"))
         ctx.remote_graph = channel.graph_of(reply)
         ctx.leaf_positions = [i for i, (a, f) in enumerate(zip(args, flags)) if isinstance(a, torch.Tensor) and f]
         ctx.n_args = len(args)
@@ -174,7 +188,9 @@ def _function_class(channel: Channel, info: dict) -> type:
         if graph is None:
             return (None,) * ctx.n_args
         sent = [None if g is None else g.detach() for g in grads]
-        got = list(channel.request({"op": "function_backward", "handle": graph["handle"], "grads": sent}))
+        reply = channel.exchange({"op": "function_backward", "handle": graph["handle"], "grads": sent})
+        channel.witness(reply, sent)
+        got = list(channel.dec(reply.get("value")))
         return tuple(got) if len(got) != 1 else got[0]
 
     # Their globals: this module's, then the notebook's (see RemoteNamespace).
@@ -196,9 +212,11 @@ class _RemoteGraph(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        link = ctx.link
-        got = link["channel"].request({"op": "grad", "handle": link["handle"],
-                                       "grads": [None if g is None else g.detach() for g in grads]})
+        link, channel = ctx.link, ctx.link["channel"]
+        sent = [None if g is None else g.detach() for g in grads]
+        reply = channel.exchange({"op": "grad", "handle": link["handle"], "grads": sent})
+        channel.witness(reply, sent)
+        got = channel.dec(reply.get("value"))
         got = list(got) + [None] * (ctx.n_leaves - len(got))
         return (None, *got[: ctx.n_leaves])
 
@@ -389,6 +407,7 @@ class Channel:
     def call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
         reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs})
+        self.witness(reply, (args, kwargs))
         after = reply.get("args_after") or []
         if not isinstance(after, list):
             raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
@@ -400,6 +419,56 @@ class Channel:
                         orig.untyped_storage().copy_(new.untyped_storage())
             leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
             return self._linked(self.dec(reply.get("value")), self.graph_of(reply), leaves)
+
+    # -- what the worker measured ------------------------------------------------
+
+    def witness(self, reply: dict, sent) -> witness.Measurement:
+        """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
+
+        Every reply to a request that ran the student's code carries one; a reply without it, or
+        one whose instruments the call switched off, is refused like a malformed frame.
+        """
+        m = reply.get("measured")
+        ints = lambda xs: isinstance(xs, list) and all(_is_count(x) for x in xs)  # noqa: E731
+        ok = (isinstance(m, dict) and ints(m.get("allocations")) and len(m["allocations"]) <= 64
+              and isinstance(m.get("ops"), dict) and len(m["ops"]) <= 200
+              and all(isinstance(k, str) and _is_count(v) for k, v in m["ops"].items())
+              and isinstance(m.get("engine"), list) and len(m["engine"]) <= 200
+              and all(isinstance(e, str) for e in m["engine"])
+              and _is_count(m.get("peak")) and _is_count(m.get("held")) and isinstance(m.get("intact"), bool))
+        if not ok:
+            raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
+        if not m["intact"]:
+            raise self._refuse(REFUSALS["measurement"])
+        sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
+        measurement = witness.Measurement(
+            tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
+            min(sizes, default=8))
+        witness.report(measurement)
+        return measurement
+
+    def kept(self, reply: dict, measurement: witness.Measurement) -> list[tuple[str, tuple[int, ...]]]:
+        """(name, shape) of what a Function's forward kept beyond its saved tensors, measured in the worker.
+
+        Each tensor and array reachable from its ctx (``box.P``, ``P (NumPy)``), and, when the
+        forward still held NumPy arrays or Python objects on return, that memory counted in
+        elements of the inputs' dtype. Checked like any frame: a bad entry refuses the reply.
+        """
+        items = reply["measured"].get("kept", [])
+        if not (isinstance(items, list) and len(items) <= 64):
+            raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+        out = []
+        for item in items:
+            if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], list)
+                    and len(item[1]) <= 16 and all(_is_count(d) for d in item[1]) and item[2] in ("tensor", "array", "bytes")):
+                raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+            path, shape, kind = item[0][:200], tuple(item[1]), item[2]
+            if kind == "bytes":
+                shape = (measurement.elements(shape[0]),)
+            out.append((path + {"tensor": "", "array": " (a NumPy array)", "bytes": " (bytes)"}[kind], shape))
+        if measurement.held:
+            out.append((witness.HELD, (measurement.elements(measurement.held),)))
+        return out
 
     def graph_of(self, reply: dict) -> dict | None:
         """The reply's description of the graph its result has in the worker, checked; None when it has none."""
@@ -453,7 +522,7 @@ def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
     from_r, from_w = os.pipe()
     spec = dict(job["spec"])
     if job["isolation"] == "full":
-        spec["write_files"] = {"valueworker.py": VALUEWORKER.read_text()}
+        spec["write_files"] = {p.name: p.read_text() for p in (VALUEWORKER, INSTRUMENTS)}
         script = f"{sandbox.SANDBOX_DIR}/valueworker.py"
     else:
         spec["refuse_imports"] = ["autograder", "kernels"]

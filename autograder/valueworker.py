@@ -101,6 +101,8 @@ REFUSALS = {
     "view": "a tensor in the reply reaches outside its storage",
     "dtype": "a tensor in the reply has a dtype the wire format does not carry",
     "out-of-step": "the reply does not answer the request in flight",
+    "measurement": "the student's code switched off the grader's measurements in the worker, or started a thread or "
+                   "a process while it was measured",
 }
 
 
@@ -559,6 +561,25 @@ def _spend(budget: list | None) -> list:
 # The worker
 
 
+def _instruments_module():
+    """``worker_instruments.py``, beside this file (in the sandbox, written there with it), loaded by its path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_instruments.py")
+    spec = importlib.util.spec_from_file_location("worker_instruments", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _node_of(out):
+    """The autograd node an ``autograd.Function``'s outputs share: its ctx."""
+    import torch
+
+    outs = out if isinstance(out, tuple) else (out,)
+    return next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+
+
 class Worker:
     def __init__(self, rfd: int, wfd: int):
         self.rfd, self.wfd = rfd, wfd
@@ -570,6 +591,14 @@ class Worker:
         self.shell = None
         self.sent = 0  # the number of the last frame we sent
         self.serving: list[int] = []  # the numbers of the checker's requests being answered, innermost last
+        # Taken before any cell runs: the notebook's code may patch what it can reach by name afterwards.
+        import torch
+
+        self.instruments = _instruments_module().Instruments()
+        self._grad_fn = torch.autograd.grad
+
+    def _measure(self, call, kept_of=None, inputs=()):
+        return self.instruments.measure(call, kept_of=kept_of, inputs=inputs)
 
     # -- references -------------------------------------------------------
 
@@ -691,15 +720,15 @@ class Worker:
         if op == "call":
             fn = self.objects[msg["ref"]]
             args, kwargs = self._dec(msg["args"]), self._dec(msg["kwargs"])
-            value = fn(*args, **kwargs)
-            return self._result(value, (args, kwargs))
+            value, measured = self._measure(lambda: fn(*args, **kwargs))
+            return {**self._result(value, (args, kwargs)), "measured": measured}
         if op == "function_forward":
             # An autograd.Function class: apply it here, keep its graph, say what its ctx saved.
             cls = self.objects[msg["ref"]]
             args = self._dec(msg["args"])
-            out = cls.apply(*args)
+            out, measured = self._measure(lambda: cls.apply(*args), kept_of=_node_of, inputs=args)
             outs = out if isinstance(out, tuple) else (out,)
-            node = next((t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None), None)
+            node = _node_of(out)
             saved, stashed = [], {}
             if node is not None:
                 try:
@@ -716,23 +745,25 @@ class Worker:
                 self.contexts[graph["handle"]] = (cls, node)
             plain = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in outs)
             return {"op": "result", "value": self._enc(plain if isinstance(out, tuple) else plain[0]), "graph": graph,
-                    "saved": saved, "stashed": {"__dict__": list(stashed.items())}}
+                    "saved": saved, "stashed": {"__dict__": list(stashed.items())}, "measured": measured}
         if op == "function_backward":
             # The student's backward itself, on its own ctx: what it returns comes back raw, so the
             # checker's autograd does to it what autograd would (and a check can see it unreduced).
+            # Called directly, not by the engine: any node the engine evaluates meanwhile is the student's.
             cls, node = self.contexts[msg["handle"]]
             grads = self._dec(msg["grads"])
-            out = cls.backward(node, *grads)
-            return {"op": "result", "value": self._enc(list(out) if isinstance(out, tuple) else [out])}
+            out, measured = self._measure(lambda: cls.backward(node, *grads))
+            return {"op": "result", "value": self._enc(list(out) if isinstance(out, tuple) else [out]),
+                    "measured": measured}
         if op == "grad":
             outs, leaves = self.graphs[msg["handle"]]
             grads = self._dec(msg["grads"])
             pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
             if not leaves or not pairs:
                 return {"op": "result", "value": [None] * len(leaves)}
-            got = torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
-                                      retain_graph=True, allow_unused=True)
-            return {"op": "result", "value": self._enc(list(got))}
+            got, measured = self._measure(lambda: self._grad_fn([o for o, _ in pairs], leaves, [g for _, g in pairs],
+                                                               retain_graph=True, allow_unused=True))
+            return {"op": "result", "value": self._enc(list(got)), "measured": measured}
         raise ValueError(f"unknown request {op!r}")
 
     def _error(self, exc: BaseException) -> dict:

@@ -112,6 +112,9 @@ class Template:
     assignment: str
     course: Path  # holds nbgrader_config.py, source/, release/, gradebook.db
     config_text: str
+    # The gradebook's test cells hold the hidden tests, which the kernel then runs and must be able to
+    # import (--no-trusted); else they hold the visible checks only, and autograder stays out of the kernel.
+    hidden_in_kernel: bool = False
 
     @property
     def gradebook(self) -> Path:
@@ -126,16 +129,18 @@ class Template:
         return self.course / "source" / self.assignment / f"{self.assignment}.ipynb"
 
 
-def make_template(course_root: Path, assignment: str, where: Path, cache: Path | None = None) -> Template:
+def make_template(course_root: Path, assignment: str, where: Path, cache: Path | None = None,
+                  hidden_in_kernel: bool = False) -> Template:
     """Generate ``assignment`` from ``course_root``'s source in the scratch folder ``where``.
 
-    With ``cache``, a template generated before from the very same source folder and config
-    (compared by content) is reused instead of running nbgrader again.
+    ``hidden_in_kernel``: see :class:`Template`. With ``cache``, a template generated before
+    from the very same source folder, config and choice (compared by content) is reused
+    instead of running nbgrader again.
     """
     import hashlib
 
     config = (course_root / "nbgrader_config.py").read_text()
-    h = hashlib.sha256(config.encode())
+    h = hashlib.sha256(config.encode() + (b"hidden in kernel" if hidden_in_kernel else b"visible only"))
     for p in sorted((course_root / "source" / assignment).rglob("*")):
         if p.is_file() and ".ipynb_checkpoints" not in p.parts:
             h.update(str(p.relative_to(course_root)).encode() + p.read_bytes())
@@ -144,13 +149,13 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
         if where.exists():
             shutil.rmtree(where)
         shutil.copytree(cache / key, where)
-        return Template(assignment, where, config)
-    scratch.make_course(where, assignment, root=course_root)
+        return Template(assignment, where, config, hidden_in_kernel)
+    scratch.make_course(where, assignment, root=course_root, hidden_tests=hidden_in_kernel)
     if cache is not None:
         if cache.exists():
             shutil.rmtree(cache)
         shutil.copytree(where, cache / key)
-    return Template(assignment, where, config)
+    return Template(assignment, where, config, hidden_in_kernel)
 
 
 @dataclass
@@ -319,10 +324,10 @@ def _autograde(job_dir: Path, ipc: Path, template: Template, student: str, noteb
     pid_file = job_dir / "kernel.pids"
     spec = spec_for(
         isolation=isolation, root=root, uid=SANDBOX_UID_BASE + slot, limits=limits, cwd=str(notebook_dir),
-        binds=[(_package_dir("course"), _package_dir("course"), False),
-               (_package_dir("autograder"), _package_dir("autograder"), False),  # the hidden test cells import it
-               (str(ipc), str(ipc), True)],
-        hide=[p for p in (_package_dir("kernels"),) if p],
+        binds=[(_package_dir("course"), _package_dir("course"), False), (str(ipc), str(ipc), True)]
+        # Only where the hidden tests run in the kernel (--no-trusted) may it import the grader's code.
+        + ([(_package_dir("autograder"), _package_dir("autograder"), False)] if template.hidden_in_kernel else []),
+        hide=[p for p in (_package_dir("kernels"), None if template.hidden_in_kernel else _package_dir("autograder")) if p],
         env=dict(student_env(private, threads), **({"AUTOGRADER_SEED": str(seed)} if seed is not None else {})),
         mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
         overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
@@ -528,7 +533,7 @@ def reason_for(ename: str, message: str, cls: str = "") -> str:
 
 
 def grader_words(trusted: dict) -> dict:
-    """A trusted re-check's verdict with only the grader's words in it, for a ``tampering`` reason.
+    """A trusted check's verdict with only the grader's words in it, for a row's reason and the feedback.
 
     The re-check ran the student's code, so its ``error`` sentence quotes the exception that
     code raised (class name and message), and a failure may say which exception a cell

@@ -62,6 +62,7 @@ from ..diagnose import (
     relative_error, run_cases, where_mismatch,
 )
 from ..autograd_graph import runs_through, saved_for_backward
+from .. import witness
 from ..memory import AllocationRecorder
 from ..triton_check import device, namespace_of, pow2_at_least, quiet, run_student
 
@@ -252,7 +253,8 @@ def check_saved(name: str, packed: Sequence[torch.Tensor], node, T: int, label: 
     limit = T * T
     found = [f"a saved {_dims(t.shape)} tensor" for t in packed if t.numel() >= limit]
     for key, value in (vars(node).items() if hasattr(node, "__dict__") else []):
-        found += [f"ctx.{key}, {_dims(t.shape)}" for t in _tensors_in(value) if t.numel() >= limit]
+        where = key if key == witness.HELD else f"ctx.{key}"  # the memory a forward still held (course.witness)
+        found += [f"{where}, {_dims(t.shape)}" for t in _tensors_in(value) if t.numel() >= limit]
     if found:
         raise GradingFailure(
             "saved-quadratic-tensor",

@@ -198,10 +198,10 @@ def check_report(out: Path, n: int) -> list[str]:
         problems.append("no feedback for the solution")
     if (out / "feedback" / "invalid_json").exists():
         problems.append("feedback for a notebook that never ran")
-    # A tampering zero sits under a cell whose own output reads as a pass: the feedback must say why.
-    forged = (out / "feedback" / "forged_replies" / f"{ASSIGNMENT}.html").read_text()
-    if "Grader: this part scored 0. tampering" not in forged:
-        problems.append("forged_replies' feedback does not explain its tampering zeros")
+    # A zero from the hidden checks sits under a cell whose own output reads as a pass: the feedback must say why.
+    patched = (out / "feedback" / "patched_checks" / f"{ASSIGNMENT}.html").read_text()
+    if "Grader: this part scored 0. The hidden checks" not in patched:
+        problems.append("patched_checks' feedback does not explain its hidden-check zero")
     return problems
 
 

@@ -46,12 +46,17 @@ def cell(score: float, passed: bool, **kw) -> worker.CellOutcome:
 @pytest.mark.parametrize("outcome, trusted, rechecked, expected", [
     # Passed in the kernel, confirmed by the re-check: all the points.
     (cell(3.0, True), CONFIRMED, True, (3.0, "", "")),
-    # Passed in the kernel, the re-check found the stub: zero, tampering — whatever nbgrader recorded.
+    # The visible checks passed in the kernel, the hidden ones found the stub: zero with their diagnosis, whatever
+    # nbgrader recorded.
     (cell(3.0, True), {"status": "ok", "passed": False, "cls": "not-implemented", "message": "stub"}, True,
-     (0.0, "tampering", "tampering: passed in the kernel, but the trusted re-check found not-implemented")),
-    # Passed in the kernel, but no verdict came back for it: never a pass.
-    (cell(3.0, True), None, True, (0.0, "tampering", "tampering: passed in the kernel, but the trusted re-check could not")),
-    (cell(3.0, True), {"status": "timeout", "message": "no answer"}, True, (0.0, "tampering", "tampering: passed in")),
+     (0.0, "not-implemented", "")),
+    # Passed in the kernel, but no verdict came back for it: never a pass, and the reason says why.
+    (cell(3.0, True), None, True, (0.0, "", "grading failed: the hidden checks gave no verdict")),
+    (cell(3.0, True), {"status": "timeout", "message": "no answer"}, True, (0.0, "", "timeout: in the hidden checks")),
+    (cell(3.0, True), {"status": "died", "message": "exit"}, True, (0.0, "", "kernel died: in the hidden checks")),
+    # A reply the checker refused (over the wire format's limits, its measurements switched off): tampering.
+    (cell(3.0, True), {"status": "refused", "message": "the reply holds more entries than the limit"}, True,
+     (0.0, "tampering", "tampering: the hidden checks refused the reply")),
     # A partial score with an error after it (the pre_run_cell hook): the error decides, 0 with its diagnosis.
     (cell(ULP_BELOW_3, False, diagnosis="not-implemented"), None, True, (0.0, "not-implemented", "")),
     (cell(ULP_BELOW_3, False, diagnosis="not-implemented"), None, False, (0.0, "not-implemented", "")),
@@ -59,7 +64,7 @@ def cell(score: float, passed: bool, **kw) -> worker.CellOutcome:
     # warns on stderr, keeps its points; the stub behind patched checks does not, see "refuted").
     (cell(ULP_BELOW_3, True), CONFIRMED, True, (3.0, "", "")),
     (cell(0.0, True), CONFIRMED, True, (3.0, "", "")),
-    # Left to the kernel (calibration, --no-trusted): an exact, error-free pass is full marks ...
+    # Left to the kernel (--no-trusted, or no autograder.check call): an exact, error-free pass is full marks ...
     (cell(3.0, True), None, False, (3.0, "", "")),
     # ... a displayed partial score, or stderr (nbgrader's reading below full marks), is 0 ...
     (cell(ULP_BELOW_3, True), None, False, (0.0, "", "partial score: the test cell raised no error")),
@@ -68,7 +73,8 @@ def cell(score: float, passed: bool, **kw) -> worker.CellOutcome:
     (cell(3.0, False, reason="timeout: the cell ran past 10 s"), None, False, (0.0, "", "timeout: the cell ran past")),
     # An in-kernel failure stands even where the re-check would pass it (a property only the kernel measures).
     (cell(0.0, False, diagnosis="materialized-jacobian"), CONFIRMED, True, (0.0, "materialized-jacobian", "")),
-], ids=["confirmed", "refuted", "no-verdict", "re-check-timeout", "hook-partial-then-error",
+], ids=["confirmed", "refuted", "no-verdict", "re-check-timeout", "re-check-died", "re-check-refused",
+        "hook-partial-then-error",
         "hook-partial-then-error-kernel-only", "partial-confirmed", "stderr-confirmed", "kernel-only-exact",
         "kernel-only-partial", "kernel-only-stderr", "kernel-only-error", "kernel-failure-stands"])
 def test_a_cell_scores_all_its_points_or_none(outcome, trusted, rechecked, expected):

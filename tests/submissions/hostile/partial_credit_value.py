@@ -1,10 +1,9 @@
-# Hostile: nothing implemented, but every check (hidden and visible) is replaced by one that returns the cell's points minus one ulp — 2.9999999999999996 of 3 — which the test cell displays and nbgrader reads as partial credit (every point, before the grader stopped reading it; grades.csv printed 3).
+# Hostile: nothing implemented, but every check the kernel runs (the visible ones: the hidden checks are not there) is replaced by one that returns the cell's points minus one ulp — 2.9999999999999996 of 3 — which the test cell displays and nbgrader reads as partial credit (every point, before the grader stopped reading it; grades.csv printed 3). The hidden checks, in the trusted checker, find the stubs.
 # assignment: 01_matmul_from_shapes
-# expect: * zero tampering tampering: passed in the kernel
+# expect: * zero not-implemented
 # %% linear_backward
 import math
 
-import autograder.check
 import course.selfcheck
 
 POINTS = {"linear_backward": 3, "linear_bias_backward": 2, "reduce_to_shape": 2, "name_the_bug": 2,
@@ -16,8 +15,7 @@ def almost(points):
 
 
 for name, points in POINTS.items():
-    setattr(autograder.check, name, almost(points))
-    setattr(course.selfcheck, name, lambda fn, *args, **kwargs: None)
+    setattr(course.selfcheck, name, almost(points))
 
 
 def linear_backward(x, w, dy):

@@ -1,19 +1,26 @@
-# Hostile: the solution cells patch the checkers themselves; every answer is wrong.
+# Hostile: the solution cells patch the checkers themselves; every answer is wrong. The kernel has only the visible
+# checks to patch (the hidden ones are not importable there): they pass, and the hidden checks, in the trusted checker,
+# find the bug — a zero under a cell that reads as a pass, which the feedback must explain.
 # assignment: 01_matmul_from_shapes
-# expect: test_linear_backward zero tampering
+# expect: test_linear_backward zero wrong-values
 # expect: test_linear_bias_backward zero sign
 # expect: test_reduce_to_shape zero sign
 # %% linear_backward
-import autograder.check
 import course.selfcheck
+
+try:
+    import autograder.check
+except ImportError:  # the kernel runs the visible checks only
+    autograder = None
 
 
 def _always_passes(fn):
     print("all tests passed")
 
 
-# Replace the hidden check and the visible one: the test cell then calls these.
-autograder.check.linear_backward = _always_passes
+# Replace the hidden check, where there is one, and the visible one: the test cell then calls these.
+if autograder is not None:
+    autograder.check.linear_backward = _always_passes
 course.selfcheck.linear_backward = _always_passes
 
 

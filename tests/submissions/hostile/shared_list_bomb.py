@@ -4,16 +4,12 @@
 # real one: a stale reply that, unnumbered, the next check would have read. Both parts: zero, the reply refused; the
 # parts after them get a fresh worker and their full marks.
 # assignment: 01_matmul_from_shapes
-# expect: test_linear_backward zero tampering tampering: passed in the kernel, but the trusted re-check refused the reply
-# expect: test_linear_bias_backward zero tampering tampering: passed in the kernel, but the trusted re-check refused the reply
+# expect: test_linear_backward zero tampering tampering: the hidden checks refused the reply
+# expect: test_linear_bias_backward zero tampering tampering: the hidden checks refused the reply
 # %% linear_backward
 import gc
 
-try:
-    import autograder  # noqa: F401 — there in the kernel (the hidden tests import it), not in the value worker
-    IN_WORKER = False
-except ImportError:
-    IN_WORKER = True
+IN_WORKER = getattr(get_ipython(), "kernel", None) is None  # not the kernel: the hidden checks' value worker
 
 
 def linear_backward(x, w, dy):

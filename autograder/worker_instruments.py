@@ -1,0 +1,339 @@
+"""What a student's call did, measured in the value worker below the Python the student's code can patch.
+
+The checks' own instruments (``course.memory.AllocationRecorder``, a TorchDispatchMode, and
+``course.diagnose.forbid_autograd``, which swaps autograd's Python entry points) live in
+the checker, where the student's code never runs, and so see nothing of it: the call
+happens in the value worker. And where the student's code does run, they are Python
+objects it can step around — ``torch._C._disable_current_modes()`` hides an allocation
+from every dispatch mode, ``Variable._execution_engine.run_backward`` reaches the engine
+without the patched functions, and NumPy allocates outside torch altogether.
+
+So the worker measures each call itself, with instruments taken before any cell of the
+notebook has run (the C functions themselves, held here, not looked up again):
+
+- **torch's profiler** (RecordFunction, in C++, on the calling thread, with memory
+  profiling): every aten op the call ran, every allocation torch's CPU allocator made and
+  its size — whatever dispatch mode is or is not active — and every node autograd's
+  engine evaluated (``autograd::engine::evaluate_function: …``), however the engine was
+  reached;
+- **tracemalloc** (all threads): NumPy's arrays and Python's objects the call allocated,
+  at their peak and still held when it returned;
+- **an audit hook**, which Python never lets anyone remove: a thread or a process started
+  during a measured call would run out of the profiler's sight, so the call's measurement
+  is marked as not intact and the checker refuses it;
+- **what a Function's forward kept** for its backward: every tensor and array reachable
+  from its ``ctx`` through attributes and containers, however nested.
+
+A measurement that was switched off during the call (the profiler stopped, tracing
+stopped) says so (``intact`` false): the checker then refuses the reply. Limits: all of
+this runs in the student's process, so code that knew this file could still reach it
+(through ``gc`` or frames) or switch RecordFunction off and on again around its own work;
+what it stops is every way the course's attacks took, and `docs/grading.md` lists the rest.
+This file imports nothing from the project: it runs where the project's grading code is
+hidden.
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import types
+
+ENGINE_PREFIX = "autograd::engine::evaluate_function: "
+MAX_OPS = 200  # distinct op names reported per call
+MAX_ALLOCATIONS = 64  # the largest allocations reported per call
+MAX_KEPT = 64  # tensors and arrays reported from one ctx
+WALK_NODES = 10_000  # objects visited walking one ctx
+WALK_DEPTH = 6
+_REFUSED_EVENTS = ("_thread.start_new_thread", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
+                   "os.system", "subprocess.Popen")
+
+
+class Instruments:
+    """The worker's instruments, captured at start-up. ``None`` fields: not available in this torch."""
+
+    def __init__(self):
+        import _tracemalloc
+
+        self._trace = (_tracemalloc.start, _tracemalloc.stop, _tracemalloc.is_tracing, _tracemalloc.reset_peak,
+                       _tracemalloc.get_traced_memory)
+        self.profiler = _profiler()
+        self.window: dict | None = None  # the traced memory of the call being measured (see measure)
+        self.active = [False]  # a measured call is running: the audit hook refuses threads and processes
+        self.refused: list[str] = []
+        active, refused = self.active, self.refused
+
+        def hook(event, args):
+            if active[0] and event.startswith(_REFUSED_EVENTS):
+                refused.append(event)  # the measurement is then refused (intact false): nothing to stop here
+
+        sys.addaudithook(hook)
+        _watch_threads(active, refused)
+
+    def measure(self, call, *, kept_of=None, inputs=()):
+        """``(value, measurement)`` of ``call()``; re-raises what it raised (its measurement is then lost with it).
+
+        ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied (with ``inputs``,
+        its arguments): what it keeps is walked, and what it still holds is measured.
+        """
+        start, stop, tracing, reset_peak, traced = self._trace
+        self._pause_triton()
+        already = tracing()
+        if not already:
+            start(1)
+        reset_peak()
+        self.window = {"base": traced()[0], "carried": 0, "best": 0, "intact": True}
+        session = self.profiler.start() if self.profiler else None
+        del self.refused[:]
+        self.active[0] = True
+        try:
+            value = call()
+        finally:
+            self.active[0] = False
+            w, self.window = self.window, None
+            traced_now = tracing()
+            if traced_now:
+                self._close_segment(w)  # before the profiler's events become Python objects
+            if not already:
+                stop()
+            events, profiled = self.profiler.stop(session) if self.profiler else ([], False)
+        m = summarize(events)
+        net = m.pop("net")
+        m.update(peak=w["best"], held=max(0, w["carried"]), profiled=profiled,
+                 intact=bool(traced_now and w["intact"] and (profiled or self.profiler is None) and not self.refused))
+        if kept_of is not None:
+            node = kept_of(value)
+            m["kept"] = kept(node)
+            # torch memory the call allocated and still holds, beyond what it returned and saved for the backward
+            # (reported on their own): a tensor kept anywhere else — a global, a closure — is in here.
+            m["held"] += max(0, net - _storage_bytes(value, _saved(node), exclude=inputs))
+        return value, m
+
+
+    # -- Triton's interpreter ------------------------------------------------------
+
+    def _close_segment(self, w: dict) -> None:
+        """Fold the traced memory since the last (re)start into the window: its peak, and what is live now."""
+        current, peak = self._trace[4]()
+        w["best"] = max(w["best"], w["carried"] + peak - w["base"])
+        w["carried"] += current - w["base"]
+
+    def _pause_triton(self) -> None:
+        """Leave the grids Triton's interpreter runs out of the NumPy count (once triton is loaded).
+
+        On a CPU every tile of a Triton kernel is NumPy arrays: its peak is the interpreter's,
+        not the answer's, and a GPU would keep it on chip. Tracing stops while a grid runs and
+        starts again after it; what the host code holds across the grid still counts.
+        """
+        module = sys.modules.get("triton.runtime.interpreter")
+        executor = getattr(module, "GridExecutor", None)
+        if executor is None or getattr(executor.__call__, "_measured", False):
+            return
+        original, instruments = executor.__call__, self
+        start, stop, tracing, reset_peak, traced = self._trace
+
+        def __call__(grid_self, *args, **kwargs):
+            w = instruments.window
+            if w is None or not tracing():
+                return original(grid_self, *args, **kwargs)
+            instruments._close_segment(w)
+            stop()
+            try:
+                return original(grid_self, *args, **kwargs)
+            finally:
+                if instruments.window is w:
+                    start(1)
+                    w["base"] = traced()[0]
+                    reset_peak()
+
+        __call__._measured = True
+        executor.__call__ = __call__
+
+
+def _watch_threads(active: list, refused: list) -> None:
+    """Record a thread started during a measured call: Python raises no audit event for it before 3.13.
+
+    Every Python thread starts through one of ``_thread``'s functions (``threading`` keeps its
+    own reference to it): each of them, under each of its names, is replaced by one that
+    records, then starts the thread.
+    """
+    import _thread
+    import threading
+
+    for module, names in ((_thread, ("start_new_thread", "start_new", "start_joinable_thread")),
+                          (threading, ("_start_new_thread", "_start_joinable_thread"))):
+        for name in names:
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+
+            def recording(*args, _original=original, **kwargs):
+                if active[0]:
+                    refused.append("thread")
+                return _original(*args, **kwargs)
+
+            setattr(module, name, recording)
+
+
+class _Profiler:
+    def __init__(self, prepare, enable, disable, enabled, config, activities):
+        self.prepare, self.enable, self.disable, self.enabled = prepare, enable, disable, enabled
+        self.config, self.activities = config, activities
+
+    def start(self) -> bool:
+        if self.enabled():
+            return False  # someone else's session is on: this call cannot be measured
+        self.prepare(self.config, self.activities)
+        self.enable(self.config, self.activities)
+        return True
+
+    def stop(self, started: bool) -> tuple[list, bool]:
+        """The session's events, and whether it ran from start to end. One the call stopped raises here."""
+        if not started:
+            return [], False
+        try:
+            result = self.disable()
+        except RuntimeError:  # the student's code stopped (or replaced) the session
+            return [], False
+        return [(e.name(), e.nbytes()) for e in result.events()], True
+
+
+def _profiler() -> _Profiler | None:
+    """The profiler's own C functions and a CPU configuration with memory profiling; None where torch has none."""
+    try:
+        from torch._C import _autograd
+        from torch.autograd.profiler import profile
+
+        p = profile(profile_memory=True, use_cuda=False) if _takes_use_cuda() else profile(profile_memory=True)
+        try:
+            config = p.config(create_trace_id=True)
+        except TypeError:  # torch before trace ids
+            config = p.config()
+        return _Profiler(_autograd._prepare_profiler, _autograd._enable_profiler, _autograd._disable_profiler,
+                         _autograd._profiler_enabled, config, p.kineto_activities)
+    except Exception:  # noqa: BLE001 — an older or newer torch without these: measured by tracemalloc only
+        return None
+
+
+def _takes_use_cuda() -> bool:
+    import inspect
+
+    from torch.autograd.profiler import profile
+
+    return "use_cuda" in inspect.signature(profile.__init__).parameters
+
+
+def summarize(events: list[tuple[str, int]]) -> dict:
+    """The profiler's events as the checker reads them: allocations (bytes, largest first), aten ops, engine nodes."""
+    allocations, ops, engine, net = [], {}, [], 0
+    for name, nbytes in events:
+        if name == "[memory]":
+            net += int(nbytes)  # an allocation, or (negative) a free
+            if nbytes > 0:
+                allocations.append(int(nbytes))
+        elif name.startswith(ENGINE_PREFIX):
+            if len(engine) < MAX_OPS:
+                engine.append(name[len(ENGINE_PREFIX):][:100])
+        elif name.startswith("aten::"):
+            key = "aten." + name[6:100]
+            if key in ops or len(ops) < MAX_OPS:
+                ops[key] = ops.get(key, 0) + 1
+    allocations.sort(reverse=True)
+    return {"allocations": allocations[:MAX_ALLOCATIONS], "ops": ops, "engine": engine, "net": net}
+
+
+def kept(ctx) -> list[list]:
+    """``[path, shape, kind]`` of every tensor and array reachable from ``ctx``'s attributes, largest first.
+
+    Through lists, tuples, sets, dicts, and any object's ``__dict__`` and ``__slots__``
+    (a ``SimpleNamespace``, a class of the student's), at most :data:`WALK_DEPTH` deep and
+    :data:`WALK_NODES` objects in all. ``kind``: ``"tensor"`` or ``"array"`` (NumPy, or
+    anything else with a shape and a byte size).
+    """
+    import torch
+
+    found, seen, budget = [], set(), [WALK_NODES]
+
+    def walk(obj, path: str, depth: int):
+        if budget[0] <= 0 or id(obj) in seen or depth > WALK_DEPTH:
+            return
+        budget[0] -= 1
+        seen.add(id(obj))
+        if isinstance(obj, torch.Tensor):
+            found.append([path, [int(s) for s in obj.shape], "tensor"])
+            return
+        if type(obj).__module__.split(".")[0] == "numpy" and hasattr(obj, "nbytes") and hasattr(obj, "shape"):
+            found.append([path, [int(s) for s in obj.shape], "array"])
+            return
+        if isinstance(obj, (bytes, bytearray, memoryview, array.array)):
+            if len(obj) >= 1024:
+                found.append([path, [memoryview(obj).nbytes], "bytes"])
+            return
+        if isinstance(obj, _LEAVES):
+            return
+        if isinstance(obj, dict):
+            for k, v in list(obj.items())[:1000]:
+                walk(v, f"{path}[{str(k)[:30]!r}]", depth + 1)
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            for i, v in enumerate(list(obj)[:1000]):
+                walk(v, f"{path}[{i}]", depth + 1)
+        else:
+            for name, v in _attributes(obj):
+                walk(v, f"{path}.{name}" if path else name, depth + 1)
+
+    for name, v in _attributes(ctx):
+        walk(v, name, 1)
+    found.sort(key=lambda item: -_numel(item[1]))
+    return found[:MAX_KEPT]
+
+
+_LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None), type, types.ModuleType, types.FunctionType,
+           types.BuiltinFunctionType, types.MethodType)
+
+
+def _saved(node) -> tuple:
+    try:
+        return tuple(node.saved_tensors) if node is not None else ()
+    except RuntimeError:  # already freed, or none
+        return ()
+
+
+def _storage_bytes(*values, exclude=()) -> int:
+    """Bytes of the distinct storages of the tensors in ``values``, leaving out those of ``exclude``'s tensors."""
+    import torch
+
+    def storages(value, depth=0):
+        if isinstance(value, torch.Tensor):
+            yield value.untyped_storage()
+        elif isinstance(value, (list, tuple)) and depth < 4:
+            for item in value:
+                yield from storages(item, depth + 1)
+
+    skip = {s.data_ptr() for s in storages(exclude)}
+    seen = {}
+    for value in values:
+        for s in storages(value):
+            if s.data_ptr() not in skip:
+                seen[s.data_ptr()] = s.nbytes()
+    return sum(seen.values())
+
+
+def _attributes(obj) -> list[tuple[str, object]]:
+    out = []
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        out += [(str(k)[:60], v) for k, v in list(d.items())[:1000]]
+    for cls in type(obj).__mro__:
+        for name in getattr(cls, "__slots__", ()) if isinstance(getattr(cls, "__slots__", ()), (tuple, list)) else ():
+            try:
+                out.append((str(name)[:60], object.__getattribute__(obj, name)))
+            except Exception:  # noqa: BLE001 — an empty slot, or a descriptor that raises
+                pass
+    return out
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n

@@ -1,0 +1,63 @@
+"""Measurements of a student's call made in the process that ran it, handed to the checks watching it.
+
+In the notebook, a check measures a call where it runs: ``AllocationRecorder`` sees each
+allocation, ``forbid_autograd`` sees each call into autograd. The grader's trusted re-check
+runs the same checks in a process of its own and sends each call to the value worker
+(``autograder.trusted``); there the worker measures the call itself
+(``autograder/worker_instruments.py``) and the checker reports what it measured here,
+to every instrument that is watching at that moment. So one check, unchanged, reaches the
+same verdict in both places.
+
+A :class:`Measurement` counts memory in bytes; a check thinks in elements, so each is
+turned into elements of the call's own floating-point inputs (``itemsize``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+# An Allocation's op names for what the worker measured, as a diagnosis quotes them.
+ALLOCATED = "an allocation (measured where the code ran)"
+NUMPY_PEAK = "NumPy arrays and Python objects, live at once (measured where the code ran)"
+HELD = "memory still held when it returned, beyond its outputs and saved tensors (measured where the code ran)"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What one call of the student's code did, as the value worker measured it."""
+
+    allocations: tuple[int, ...] = ()  # bytes of each torch allocation, largest first
+    ops: dict[str, int] = field(default_factory=dict)  # "aten.<op>" -> calls
+    engine: tuple[str, ...] = ()  # the autograd nodes the engine evaluated during the call
+    peak: int = 0  # bytes of NumPy arrays and Python objects the call allocated, at their peak
+    held: int = 0  # bytes it allocated (NumPy, Python, torch) and still held on return, beyond what it returned
+    itemsize: int = 8  # bytes of one element of the call's floating-point inputs
+
+    def elements(self, nbytes: int) -> int:
+        return nbytes // max(1, self.itemsize)
+
+
+_watchers: list[Callable[[Measurement], None]] = []
+
+
+@contextmanager
+def watching(watcher: Callable[[Measurement], None]) -> Iterator[None]:
+    """While the block runs, ``watcher`` receives every measurement reported."""
+    _watchers.append(watcher)
+    try:
+        yield
+    finally:
+        _watchers.remove(watcher)
+
+
+def report(measurement: Measurement) -> None:
+    """Hand a measurement to every instrument watching now (none in the notebook: nothing reports there)."""
+    for watcher in list(_watchers):
+        watcher(measurement)
+
+
+def is_library_backward(op: str) -> bool:
+    """An aten op that is one of torch's own backward kernels (``aten._softmax_backward_data``, ...)."""
+    return "_backward" in op
