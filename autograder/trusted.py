@@ -61,6 +61,9 @@ VALUEWORKER = Path(__file__).with_name("valueworker.py")
 INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
 
 
+_UNMEASURED = object()  # a request that runs none of the student's code: its reply carries no measurement
+
+
 def _is_count(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
 
@@ -162,8 +165,8 @@ def _function_class(channel: Channel, info: dict) -> type:
         flags = list(ctx.needs_input_grad)
         sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else channel.enc(a)
                 for a, flag in zip(args, flags)]
-        reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
-        measurement = channel.witness(reply, args)
+        reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent}, measured=args)
+        measurement = channel.measurement
         out = channel.dec(reply.get("value"))
         saved, stashed = reply.get("saved", []), channel.dec(reply.get("stashed", {"__dict__": []}))
         if not (isinstance(saved, list) and isinstance(stashed, dict)):
@@ -188,8 +191,7 @@ def _function_class(channel: Channel, info: dict) -> type:
         if graph is None:
             return (None,) * ctx.n_args
         sent = [None if g is None else g.detach() for g in grads]
-        reply = channel.exchange({"op": "function_backward", "handle": graph["handle"], "grads": sent})
-        channel.witness(reply, sent)
+        reply = channel.exchange({"op": "function_backward", "handle": graph["handle"], "grads": sent}, measured=sent)
         got = list(channel.dec(reply.get("value")))
         return tuple(got) if len(got) != 1 else got[0]
 
@@ -214,8 +216,7 @@ class _RemoteGraph(torch.autograd.Function):
     def backward(ctx, *grads):
         link, channel = ctx.link, ctx.link["channel"]
         sent = [None if g is None else g.detach() for g in grads]
-        reply = channel.exchange({"op": "grad", "handle": link["handle"], "grads": sent})
-        channel.witness(reply, sent)
+        reply = channel.exchange({"op": "grad", "handle": link["handle"], "grads": sent}, measured=sent)
         got = channel.dec(reply.get("value"))
         got = list(got) + [None] * (ctx.n_leaves - len(got))
         return (None, *got[: ctx.n_leaves])
@@ -261,6 +262,7 @@ class Channel:
         self.sent = 0  # the number of the last frame sent to the worker
         self.seen = 0  # the number of the last frame received from it
         self.broken: str | None = None  # why the pipe is out of step, once it is
+        self.measurement: witness.Measurement | None = None  # the worker's measurement of the last call
 
     # -- encoding -----------------------------------------------------------
 
@@ -346,17 +348,19 @@ class Channel:
 
     # -- requests -------------------------------------------------------------
 
-    def exchange(self, message: dict) -> dict:
+    def exchange(self, message: dict, measured=_UNMEASURED) -> dict:
         """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise).
 
         Out of sight of the checks' dispatch modes: a memory check that records what a student's call
-        allocates would otherwise count the tensors this side builds to send and receive (the student's
-        own allocations happen in the worker, where no check can see them; docs/grading.md says so).
+        allocates would otherwise count the tensors this side builds to send and receive. What the
+        student's code did there, the worker measured: for a request that runs it, ``measured`` is what
+        was sent (its floating-point tensors give the element size), and the reply's measurement goes to
+        the checks watching (:meth:`witness`) before the reply is returned or its exception raised.
         """
         with _disable_current_modes():
-            return self._exchange(message)
+            return self._exchange(message, measured)
 
-    def _exchange(self, message: dict) -> dict:
+    def _exchange(self, message: dict, measured=_UNMEASURED) -> dict:
         n = self._send(message)
         try:
             while True:
@@ -375,6 +379,8 @@ class Channel:
             # exception inside a callback): whatever the worker sends next answers nothing in flight.
             self.broken = self.broken or "an exchange with the worker was cut short"
             raise
+        if measured is not _UNMEASURED and (op == "result" or reply.get("measured") is not None):
+            self.witness(reply, measured)  # a call that raised reports what it touched too (a course helper)
         if op == "raise":
             raise _rebuild(reply.get("chain"))
         if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
@@ -406,8 +412,7 @@ class Channel:
 
     def call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
-        reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs})
-        self.witness(reply, (args, kwargs))
+        reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs}, measured=(args, kwargs))
         after = reply.get("args_after") or []
         if not isinstance(after, list):
             raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
@@ -435,7 +440,9 @@ class Channel:
               and all(isinstance(k, str) and _is_count(v) for k, v in m["ops"].items())
               and isinstance(m.get("engine"), list) and len(m["engine"]) <= 200
               and all(isinstance(e, str) for e in m["engine"])
-              and _is_count(m.get("peak")) and _is_count(m.get("held")) and isinstance(m.get("intact"), bool))
+              and _is_count(m.get("peak")) and _is_count(m.get("held")) and isinstance(m.get("intact"), bool)
+              and isinstance(m.get("delegated"), list) and len(m["delegated"]) <= 20
+              and all(isinstance(d, str) for d in m["delegated"]))
         if not ok:
             raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
         if not m["intact"]:
@@ -443,7 +450,8 @@ class Channel:
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
         measurement = witness.Measurement(
             tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
-            min(sizes, default=8))
+            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]))
+        self.measurement = measurement
         witness.report(measurement)
         return measurement
 

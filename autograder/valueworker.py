@@ -767,7 +767,7 @@ class Worker:
         raise ValueError(f"unknown request {op!r}")
 
     def _error(self, exc: BaseException) -> dict:
-        chain, seen = [], set()
+        chain, seen, measured = [], set(), None
         while exc is not None and id(exc) not in seen and len(chain) < 8:
             seen.add(id(exc))
             kind = ("not-implemented" if isinstance(exc, NotImplementedError) else
@@ -775,8 +775,9 @@ class Worker:
                     "memory" if isinstance(exc, MemoryError) else "other")
             chain.append({"module": type(exc).__module__, "name": type(exc).__name__, "message": str(exc)[:2000],
                           "kind": kind})
+            measured = measured or getattr(exc, "_measured", None)
             exc = exc.__cause__
-        return {"op": "raise", "chain": chain}
+        return {"op": "raise", "chain": chain, "measured": measured}
 
     def _serve_until_reply(self, n: int):
         """Serve the checker's requests until the reply to our own callback ``n`` arrives."""

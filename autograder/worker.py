@@ -328,7 +328,9 @@ def _autograde(job_dir: Path, ipc: Path, template: Template, student: str, noteb
         # Only where the hidden tests run in the kernel (--no-trusted) may it import the grader's code.
         + ([(_package_dir("autograder"), _package_dir("autograder"), False)] if template.hidden_in_kernel else []),
         hide=[p for p in (_package_dir("kernels"), None if template.hidden_in_kernel else _package_dir("autograder")) if p],
-        env=dict(student_env(private, threads), **({"AUTOGRADER_SEED": str(seed)} if seed is not None else {})),
+        # The seed of the hidden inputs goes where the hidden checks run: the kernel only with --no-trusted.
+        env=dict(student_env(private, threads),
+                 **({"AUTOGRADER_SEED": str(seed)} if seed is not None and template.hidden_in_kernel else {})),
         mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
         overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
     )

@@ -36,6 +36,7 @@ hidden.
 from __future__ import annotations
 
 import array
+import contextlib
 import sys
 import types
 
@@ -69,10 +70,20 @@ class Instruments:
 
         sys.addaudithook(hook)
         _watch_threads(active, refused)
+        # The course's tripwires (course.delegation): every public helper of `course` raises while a measured
+        # call runs, and the call's measurement names the ones it touched. Imported now, before any cell.
+        try:
+            import course.delegation as delegation
+
+            self.helpers = _rearmed(delegation, delegation._armed, delegation.forbid_helpers)
+        except Exception:  # noqa: BLE001 — no course here: nothing of it to call
+            self.helpers = _nothing
 
     def measure(self, call, *, kept_of=None, inputs=()):
-        """``(value, measurement)`` of ``call()``; re-raises what it raised (its measurement is then lost with it).
+        """``(value, measurement)`` of ``call()``.
 
+        What the call raises is raised again with its measurement attached (``_measured``):
+        a call that fails because it touched a course helper must still say which.
         ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied (with ``inputs``,
         its arguments): what it keeps is walked, and what it still holds is measured.
         """
@@ -85,22 +96,15 @@ class Instruments:
         self.window = {"base": traced()[0], "carried": 0, "best": 0, "intact": True}
         session = self.profiler.start() if self.profiler else None
         del self.refused[:]
+        delegated: list[str] = []
         self.active[0] = True
         try:
-            value = call()
-        finally:
-            self.active[0] = False
-            w, self.window = self.window, None
-            traced_now = tracing()
-            if traced_now:
-                self._close_segment(w)  # before the profiler's events become Python objects
-            if not already:
-                stop()
-            events, profiled = self.profiler.stop(session) if self.profiler else ([], False)
-        m = summarize(events)
-        net = m.pop("net")
-        m.update(peak=w["best"], held=max(0, w["carried"]), profiled=profiled,
-                 intact=bool(traced_now and w["intact"] and (profiled or self.profiler is None) and not self.refused))
+            with self.helpers() as delegated:
+                value = call()
+        except BaseException as exc:
+            exc._measured = self._finish(session, already, delegated)[0]
+            raise
+        m, net = self._finish(session, already, delegated)
         if kept_of is not None:
             node = kept_of(value)
             m["kept"] = kept(node)
@@ -109,6 +113,21 @@ class Instruments:
             m["held"] += max(0, net - _storage_bytes(value, _saved(node), exclude=inputs))
         return value, m
 
+    def _finish(self, session, already: bool, delegated: list) -> tuple[dict, int]:
+        stop, tracing = self._trace[1], self._trace[2]
+        self.active[0] = False
+        w, self.window = self.window, None
+        traced_now = tracing()
+        if traced_now:
+            self._close_segment(w)  # before the profiler's events become Python objects
+        if not already:
+            stop()
+        events, profiled = self.profiler.stop(session) if self.profiler else ([], False)
+        m = summarize(events)
+        net = m.pop("net")
+        m.update(peak=w["best"], held=max(0, w["carried"]), profiled=profiled, delegated=list(delegated)[:20],
+                 intact=bool(traced_now and w["intact"] and (profiled or self.profiler is None) and not self.refused))
+        return m, net
 
     # -- Triton's interpreter ------------------------------------------------------
 
@@ -148,6 +167,24 @@ class Instruments:
 
         __call__._measured = True
         executor.__call__ = __call__
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield []
+
+
+def _rearmed(delegation, armed: list, forbid_helpers):
+    """``forbid_helpers``, with the tripwires' list of armed records put back first: a cell that replaced it
+    (to disarm them for good) ran before this call; the call itself could still, and the docs say so."""
+
+    @contextlib.contextmanager
+    def helpers():
+        delegation._armed = armed
+        with forbid_helpers() as record:
+            yield record
+
+    return helpers
 
 
 def _watch_threads(active: list, refused: list) -> None:

@@ -37,6 +37,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import witness
+
 PACKAGES = ("course", "kernels")
 
 # Public functions that run while a student's code is on the stack, by design.
@@ -163,7 +165,9 @@ def forbid_helpers() -> Iterator[list[str]]:
     record: list[str] = []
     _armed.append(record)
     try:
-        yield record
+        # The grader's re-check runs the call in another process, whose own tripwires say what it touched.
+        with witness.watching(lambda m: record.extend(m.delegated)):
+            yield record
     finally:
         _armed.remove(record)
 

@@ -34,6 +34,7 @@ class Measurement:
     peak: int = 0  # bytes of NumPy arrays and Python objects the call allocated, at their peak
     held: int = 0  # bytes it allocated (NumPy, Python, torch) and still held on return, beyond what it returned
     itemsize: int = 8  # bytes of one element of the call's floating-point inputs
+    delegated: tuple[str, ...] = ()  # the course helpers it called (course.delegation's tripwires, armed there)
 
     def elements(self, nbytes: int) -> int:
         return nbytes // max(1, self.itemsize)

@@ -239,6 +239,14 @@ def check_outputs(course: Path, out: Path, hostile) -> list[str]:
             problems.append(f"{path.relative_to(course)} keeps outputs of type {sorted(kinds)}")
         if (size := len(json.dumps(outputs).encode())) > nbexec.NOTEBOOK_OUTPUT_MAX + (1 << 20):
             problems.append(f"{path.relative_to(course)}: {size} bytes of outputs, past the cap")
+    # The hidden checks' source never reaches a student: not in the kernel (prints_the_checks looks everywhere).
+    leaks = [str(p.relative_to(out.parent)) for base in (course / "autograded", out / "feedback")
+             for p in sorted(base.rglob("*")) if p.is_file() and "def linear_reference" in p.read_text(errors="replace")]
+    if leaks:
+        problems.append(f"the hidden checks' source is in {leaks[:3]}")
+    if "prints_the_checks" in names and "LEAKED: nothing" not in (
+            course / "autograded" / "prints_the_checks" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text():
+        problems.append("prints_the_checks' notebook does not show that it found nothing")
     if "huge_outputs" in names:
         text = (course / "autograded" / "huge_outputs" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb").read_text()
         for cut in ("output truncated by the grader: this cell's output passed",

@@ -82,9 +82,10 @@ def test_each_seed_is_recorded_passed_on_and_replayed(tmp_path, work):
     assert found["alice"] == {"4711"}, found
     assert len(found["bob"]) == 1 and next(iter(found["bob"])).isdigit(), found
     bob = int(next(iter(found["bob"])))
-    assert "seed in the kernel: 4711" in kernel_printed(course)
+    # The hidden checks run in the trusted checker, and only it has the seed: never the student's code.
+    assert "seed in the kernel: None" in kernel_printed(course)
     job = work / "1" / "jobs" / A / "bob"
-    assert json.loads((job / "kernel-spec.json").read_text())["env"]["AUTOGRADER_SEED"] == str(bob)
+    assert "AUTOGRADER_SEED" not in json.loads((job / "kernel-spec.json").read_text())["env"]
     checker = json.loads((job / "trusted-job.json").read_text())
     assert checker["seed"] == bob and "AUTOGRADER_SEED" not in checker["spec"]["env"]  # the value worker never has it
     with Gradebook(gradebook.db_url(course)) as gb:
@@ -99,7 +100,7 @@ def test_each_seed_is_recorded_passed_on_and_replayed(tmp_path, work):
     again = seeds_in(course / "out")
     assert again["bob"] == {str(bob)}, again
     alice_now = int(next(iter(again["alice"])))
-    assert f"seed in the kernel: {alice_now}\n" in kernel_printed(course)
+    assert "seed in the kernel: None\n" in kernel_printed(course)
     with Gradebook(gradebook.db_url(course)) as gb:
         assert (gradebook.seed_of(gb, A, "alice"), gradebook.seed_of(gb, A, "bob")) == (alice_now, bob)
     # (In a working tree being edited, a change to autograder/ or course/ between the two runs changes the key.)
