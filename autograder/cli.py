@@ -83,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--isolation", choices=("auto", "full", "none"), default="auto",
                    help="full: namespaces, a new root and an unprivileged uid (needs root on Linux); "
                         "none: resource limits only (default: the best this machine allows)")
-    g.add_argument("--no-trusted", action="store_true", help="skip the trusted re-check (faster; in-kernel results only)")
+    g.add_argument("--no-trusted", action="store_true", help="run the hidden tests in the student's kernel, as nbgrader does, instead of the trusted "
+                        "checker: faster, and the student's code can reach them (a class you trust, or development)")
     g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback generation")
     g.add_argument("--lms-export", action="append", default=[], metavar="FILE",
                    help="a zip in DIR that an LMS exported for the whole class (files named "

@@ -1,14 +1,14 @@
-"""The trusted re-check: every hidden check run again, where the student's code cannot reach it.
+"""The hidden checks, run where the student's code cannot reach them.
 
-The in-kernel tests run in the same Python process as the student's code, which can
-monkeypatch anything there: ``torch.allclose``, ``course.diagnose``, ``autograder.check``
-itself, IPython's traceback display, the kernel's replies. So every exercise is checked a
-second time, like this:
+The kernel runs each test cell's visible checks only, in the same Python process as the
+student's code, which can monkeypatch anything there: ``torch.allclose``, ``course.selfcheck``,
+IPython's traceback display, the kernel's replies. The hidden checks never run there; they
+run here, like this:
 
-- this process (the checker) runs ``autograder.check.<function>(proxy)`` — the same check
-  function, with inputs drawn from the submission's seed (the job's ``seed``, drawn and
-  recorded by the grader; the value worker never has it), and the references and
-  classifier of ``autograder`` and ``course.diagnose``;
+- this process (the checker) runs ``autograder.check.<function>(proxy)`` with inputs drawn
+  from the submission's seed (the job's ``seed``, drawn and recorded by the grader; neither
+  the kernel nor the value worker ever has it), and the references and classifier of
+  ``autograder`` and ``course.diagnose``;
 - ``proxy`` stands for the student's function, class or kernel. Each call is forwarded to
   the *value worker* (``autograder/valueworker.py``), a sandboxed process that ran the
   student's notebook code (test cells left out) and in which ``autograder`` does not
@@ -17,14 +17,15 @@ second time, like this:
   whose reader builds nothing a frame has not declared within the limits — together with
   whatever the call wrote into its arguments (a Triton kernel's output buffer), and
   gradients flow back through a result across the pipe;
+- the worker measures every call of the student's code where it runs
+  (``autograder/worker_instruments.py``: allocations, aten ops and autograd's engine through
+  torch's profiler, NumPy and Python through tracemalloc, what a Function's ctx keeps, the
+  course's helpers it touched), and :meth:`Channel.witness` hands each measurement to the
+  checks' own instruments watching the call (``course.witness``): the same checks reach
+  ``materialized-jacobian``, ``saved-quadratic-tensor``, ``autograd-in-backward`` and
+  ``delegated-to-helper`` here as in the notebook;
 - so the comparison that decides the grade happens in a process the student's code never
   ran in.
-
-What is re-checked this way is everything a check decides from values: outputs,
-shapes, dtypes, what was written where, gradients through ``autograd.Function`` s.
-Properties a check measures *inside* the call (allocations, calls into autograd) are
-measured in the worker's process, which the student's code controls; those verdicts
-stay with the in-kernel run. ``docs/grading.md`` has the table.
 
 The checker runs as root, so it guards itself against what the worker sends: replies are
 numbered and must answer the request in flight (:class:`Channel`); a reply that breaks the

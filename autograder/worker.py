@@ -2,7 +2,8 @@
 
 The parent (``autograder.batch``) builds a *template* course per assignment once: the
 config and the source assignment, generated with a throw-away gradebook that records
-the locked test cells. For each submission a job then makes a course folder holding only
+the locked test cells — without their hidden tests, which run in the trusted checker
+(``autograder.trusted``), unless ``--no-trusted`` puts them in the kernel. For each submission a job then makes a course folder holding only
 
     nbgrader_config.py                     the instructor's, plus this job's settings
     gradebook.db                           a copy of the template's
@@ -288,8 +289,8 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
     nbgrader itself runs here, outside the sandbox, on the job's own course folder: it is the
     grader's code. The kernel it starts is the job kernelspec's command, ``sandbox.py launch``,
     which has the zygote fork it into a sandbox holding the notebook's folder and nothing else
-    of the course. ``seed`` is the submission's AUTOGRADER_SEED in the kernel (the hidden
-    tests' inputs); without it they draw from the OS.
+    of the course. ``seed``: the submission's AUTOGRADER_SEED, which the kernel gets only
+    where it runs the hidden tests (``template.hidden_in_kernel``: ``--no-trusted``).
     """
     job_dir.mkdir(parents=True, exist_ok=True)
     ipc = ipc_folder(job_dir)

@@ -1,10 +1,15 @@
-# Hostile: nothing implemented, but every check the kernel runs (the visible ones: the hidden checks are not there) is replaced by one that returns the cell's points minus one ulp — 2.9999999999999996 of 3 — which the test cell displays and nbgrader reads as partial credit (every point, before the grader stopped reading it; grades.csv printed 3). The hidden checks, in the trusted checker, find the stubs.
+# Hostile: nothing implemented, but every check the kernel runs (the visible ones, and the hidden ones where --no-trusted puts them there) is replaced by one that returns the cell's points minus one ulp — 2.9999999999999996 of 3 — which the test cell displays and nbgrader reads as partial credit (every point, before the grader stopped reading it; grades.csv printed 3). The hidden checks, in the trusted checker, find the stubs.
 # assignment: 01_matmul_from_shapes
 # expect: * zero not-implemented
 # %% linear_backward
 import math
 
 import course.selfcheck
+
+try:
+    import autograder.check  # only where the hidden tests run in the kernel (--no-trusted)
+except ImportError:
+    autograder = None
 
 POINTS = {"linear_backward": 3, "linear_bias_backward": 2, "reduce_to_shape": 2, "name_the_bug": 2,
           "batched_matmul_backward": 2}
@@ -16,6 +21,8 @@ def almost(points):
 
 for name, points in POINTS.items():
     setattr(course.selfcheck, name, almost(points))
+    if autograder is not None:
+        setattr(autograder.check, name, almost(points))
 
 
 def linear_backward(x, w, dy):
