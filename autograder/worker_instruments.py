@@ -19,8 +19,9 @@ notebook has run (the C functions themselves, held here, not looked up again):
 - **tracemalloc** (all threads): NumPy's arrays and Python's objects the call allocated,
   at their peak and still held when it returned;
 - **an audit hook**, which Python never lets anyone remove: a thread or a process started
-  during a measured call would run out of the profiler's sight, so the call's measurement
-  is marked as not intact and the checker refuses it;
+  during a measured call would run out of the profiler's sight, and memory from ``mmap``
+  out of the allocators', so the call's measurement is marked as not intact and the checker
+  refuses it;
 - **what a Function's forward kept** for its backward: every tensor and array reachable
   from its ``ctx`` through attributes and containers, however nested.
 
@@ -46,8 +47,10 @@ MAX_ALLOCATIONS = 64  # the largest allocations reported per call
 MAX_KEPT = 64  # tensors and arrays reported from one ctx
 WALK_NODES = 10_000  # objects visited walking one ctx
 WALK_DEPTH = 6
+# Work out of the instruments' sight: another thread or process, or memory from mmap (which neither torch's
+# allocator nor tracemalloc sees).
 _REFUSED_EVENTS = ("_thread.start_new_thread", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
-                   "os.system", "subprocess.Popen")
+                   "os.system", "subprocess.Popen", "mmap.__new__")
 
 
 class Instruments:

@@ -277,6 +277,7 @@ def forbid_autograd(name: str):
     record survives a student's ``try/except`` around the call.
     """
     import torch.autograd as autograd
+    import torch.autograd.forward_ad as forward_ad
     import torch.func as func
 
     used: list[str] = []
@@ -294,6 +295,7 @@ def forbid_autograd(name: str):
         (autograd, "backward", "torch.autograd.backward"),
     ]
     targets += [(func, fn, f"torch.func.{fn}") for fn in ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian")]
+    targets += [(forward_ad, "make_dual", "forward-mode autograd (torch.autograd.forward_ad.make_dual)")]
     saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in targets if hasattr(obj, attr)]
     for obj, attr, what in targets:
         if hasattr(obj, attr):
@@ -306,7 +308,8 @@ def forbid_autograd(name: str):
             used.append(f"autograd's engine (it evaluated {m.engine[0]})")
         library = [op for op in m.ops if witness.is_library_backward(op)]
         if library:
-            used.append(f"torch's own backward kernel {library[0]}")
+            used.append(f"forward-mode autograd ({library[0]})" if library[0] in witness.FORWARD_AD_OPS
+                        else f"torch's own backward kernel {library[0]}")
 
     try:
         with witness.watching(witnessed):

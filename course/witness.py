@@ -59,6 +59,11 @@ def report(measurement: Measurement) -> None:
         watcher(measurement)
 
 
+# Forward-mode autograd: dual tensors, no engine, the same answer as autograd's.
+FORWARD_AD_OPS = ("aten._make_dual", "aten._unpack_dual")
+
+
 def is_library_backward(op: str) -> bool:
-    """An aten op that is one of torch's own backward kernels (``aten._softmax_backward_data``, ...)."""
-    return "_backward" in op
+    """An aten op that is autograd by another door: one of torch's own backward kernels
+    (``aten._softmax_backward_data``, ...) or forward-mode autograd's dual tensors."""
+    return "_backward" in op or op in FORWARD_AD_OPS
