@@ -70,6 +70,7 @@ class Options:
     progress: bool = True
     seed: int | None = None  # the hidden inputs' seed for every submission (--seed N); None: one drawn per submission
     student_seeds: dict[str, int] = field(default_factory=dict)  # one student's seed (--seed STUDENT=N), before ``seed``
+    scheduler: str | None = None  # a Dask scheduler's address (--scheduler): the jobs run on its cluster (autograder.cluster)
 
 
 @dataclass
@@ -570,7 +571,7 @@ def grade_all(options: list[Options]) -> list[dict]:
     work = first.work or Path(tempfile.mkdtemp(prefix=f"autograde-{names}-"))
     work.mkdir(parents=True, exist_ok=True)
     parts = [_Assignment(opts, opts.out) for opts in options]
-    zygotes = None
+    zygotes = client = None
     # Uids of our own for the sandboxes (see SandboxSlots); with limits only, code runs as the grader.
     slots = worker.SandboxSlots() if isolation == "full" else None
     try:
@@ -584,8 +585,15 @@ def grade_all(options: list[Options]) -> list[dict]:
             except collect.CollectError as exc:
                 raise InstructorError(str(exc)) from None
         batch_seed, seed_of = _seeds(first, subs_of)
+        if first.scheduler:
+            from . import cluster
+
+            client = cluster.connect(first.scheduler)
+            progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {first.scheduler}, "
+                         "each running this grader")
+        where = f"on the Dask cluster at {first.scheduler}" if first.scheduler else f"{first.workers} worker(s)"
         progress.say(f"{sum(len(v) for v in subs_of.values())} submissions of {', '.join(subs_of)} "
-                     f"(sandbox: {isolation}, {first.workers} worker(s)); preparing")
+                     f"(sandbox: {isolation}, {where}); preparing")
         threads = max(1, (os.cpu_count() or 1) // first.workers)
         zygotes = Zygotes(work, first.trusted, threads)  # they preload while the templates are made
         known = collect.assignment_ids(course)
@@ -647,15 +655,24 @@ def grade_all(options: list[Options]) -> list[dict]:
                 res.submission = path
                 return part, res
 
+            def done(part: _Assignment, res: StudentResult) -> None:
+                part.results[res.student] = res
+                _record(gb, course, part.opts.assignment, res)
+                progress.update(res)
+
             # Longest assignments first: the Triton notebooks take the longest per submission.
             todo = [t for part in reversed(parts) for t in part.todo]
-            with concurrent.futures.ThreadPoolExecutor(max_workers=first.workers) as pool:
-                futures = [pool.submit(job, *t) for t in todo]
-                for fut in concurrent.futures.as_completed(futures):
-                    part, res = fut.result()
-                    part.results[res.student] = res
-                    _record(gb, course, part.opts.assignment, res)
-                    progress.update(res)
+            if client is not None:
+                options_of = {p.opts.assignment: {"isolation": first.isolation, "limits": p.opts.limits,
+                                                  "trusted": p.opts.trusted, "hidden_in_kernel": not p.opts.trusted}
+                              for p in parts}
+                templates = {p.opts.assignment: cluster.pack_template(p.grader.template.course) for p in parts}
+                cluster.grade_all_remote(client, todo, options_of, templates, work, done)
+            else:
+                with concurrent.futures.ThreadPoolExecutor(max_workers=first.workers) as pool:
+                    futures = [pool.submit(job, *t) for t in todo]
+                    for fut in concurrent.futures.as_completed(futures):
+                        done(*fut.result())
             jobs_seconds = time.perf_counter() - setup_done
 
             rows_of = {}
@@ -678,6 +695,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             part.phases["jobs"] = jobs_seconds
             summary = {
                 "assignment": a, "students": len(part.results), "seconds": seconds, "workers": first.workers,
+                "scheduler": first.scheduler,
                 "isolation": isolation, "supported": part.grader.supported if part.opts.trusted else None,
                 "feedback": notes.get(a, ""), "phases": part.phases,
                 "per_student_seconds": {s: r.seconds for s, r in part.results.items()},
@@ -689,6 +707,8 @@ def grade_all(options: list[Options]) -> list[dict]:
         progress.say(f"graded in {seconds:.0f} s")
         return summaries
     finally:
+        if client is not None:
+            client.close()
         if zygotes is not None:
             zygotes.close()
         if slots is not None:

@@ -86,6 +86,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-trusted", action="store_true", help="run the hidden tests in the student's kernel, as nbgrader does, instead of the trusted "
                         "checker: faster, and the student's code can reach them (a class you trust, or development)")
     g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback generation")
+    g.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run each submission's grading as a task on the Dask cluster whose scheduler is at ADDRESS "
+                        "(tcp://host:8786); its workers need this checkout installed with '.[cluster]' "
+                        "(docs/grading.md, 'Beyond one machine'). Without it: a local pool of --workers")
     g.add_argument("--lms-export", action="append", default=[], metavar="FILE",
                    help="a zip in DIR that an LMS exported for the whole class (files named "
                         "<student>_<anything>_<ASSIGNMENT>.ipynb); repeatable. Every other zip is one student's, "
@@ -157,6 +161,7 @@ def _grade(args) -> int:
         feedback=not args.no_feedback, student_regexp=args.student_regexp,
         lms_exports=tuple(args.lms_export), work=args.work,
         keep_work=args.work is not None, progress=not args.quiet, seed=seed, student_seeds=student_seeds,
+        scheduler=args.scheduler,
     ) for a in dict.fromkeys(args.assignment)]
     try:
         grade_all(options)
