@@ -70,7 +70,9 @@ class Options:
     progress: bool = True
     seed: int | None = None  # the hidden inputs' seed for every submission (--seed N); None: one drawn per submission
     student_seeds: dict[str, int] = field(default_factory=dict)  # one student's seed (--seed STUDENT=N), before ``seed``
-    scheduler: str | None = None  # a Dask scheduler's address (--scheduler): the jobs run on its cluster (autograder.cluster)
+    # A Dask scheduler's address (--scheduler), or a distributed.Client already made (the Python API, for a Dask
+    # Gateway cluster): the jobs run on its cluster (autograder.cluster).
+    scheduler: object = None
 
 
 @dataclass
@@ -572,6 +574,7 @@ def grade_all(options: list[Options]) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     parts = [_Assignment(opts, opts.out) for opts in options]
     zygotes = client = None
+    own_client = False
     # Uids of our own for the sandboxes (see SandboxSlots); with limits only, code runs as the grader.
     slots = worker.SandboxSlots() if isolation == "full" else None
     try:
@@ -589,9 +592,10 @@ def grade_all(options: list[Options]) -> list[dict]:
             from . import cluster
 
             client = cluster.connect(first.scheduler)
-            progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {first.scheduler}, "
+            own_client = client is not first.scheduler  # a client the caller made stays open for the caller
+            progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {client.scheduler.address}, "
                          "each running this grader")
-        where = f"on the Dask cluster at {first.scheduler}" if first.scheduler else f"{first.workers} worker(s)"
+        where = "on a Dask cluster" if first.scheduler else f"{first.workers} worker(s)"
         progress.say(f"{sum(len(v) for v in subs_of.values())} submissions of {', '.join(subs_of)} "
                      f"(sandbox: {isolation}, {where}); preparing")
         threads = max(1, (os.cpu_count() or 1) // first.workers)
@@ -695,7 +699,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             part.phases["jobs"] = jobs_seconds
             summary = {
                 "assignment": a, "students": len(part.results), "seconds": seconds, "workers": first.workers,
-                "scheduler": first.scheduler,
+                "scheduler": client.scheduler.address if client is not None else None,
                 "isolation": isolation, "supported": part.grader.supported if part.opts.trusted else None,
                 "feedback": notes.get(a, ""), "phases": part.phases,
                 "per_student_seconds": {s: r.seconds for s, r in part.results.items()},
@@ -707,7 +711,7 @@ def grade_all(options: list[Options]) -> list[dict]:
         progress.say(f"graded in {seconds:.0f} s")
         return summaries
     finally:
-        if client is not None:
+        if client is not None and own_client:
             client.close()
         if zygotes is not None:
             zygotes.close()

@@ -112,11 +112,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--no-trusted", action="store_true")
     b.add_argument("--out", type=Path, default=None, metavar="FILE", help="also write the figures as JSON here")
 
-    m = sub.add_parser("merge", help="merge the grades of shards graded on several machines",
-                       description="Merge grades.csv from shard output folders (one per machine, each graded a "
-                                   "disjoint set of students) into one grades.csv and report.md in OUT.")
+    m = sub.add_parser("merge", help="merge the grades of sections graded apart (one course folder each)",
+                       description="Merge the gradebooks and grades.csv of course folders graded apart (one per "
+                                   "section, each a disjoint set of students) into one gradebook, grades.csv and "
+                                   "report.md in OUT. One class on several machines: grade --scheduler instead.")
     m.add_argument("out", type=Path)
-    m.add_argument("shards", type=Path, nargs="+", metavar="SHARD")
+    m.add_argument("shards", type=Path, nargs="+", metavar="COURSE")
     m.add_argument("--course", type=Path, default=None, metavar="DIR",
                    help="also record the merged grades in this course's gradebook")
     return p

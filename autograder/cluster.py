@@ -60,9 +60,16 @@ def fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def connect(address: str):
-    """A Dask client on the scheduler at ``address``; a clear message when distributed is missing or it is not there."""
+def connect(address):
+    """A Dask client on the scheduler at ``address``; a clear message when distributed is missing or it is not there.
+
+    ``address`` may also be a client already made (a Dask Gateway cluster's ``get_client()``, whose
+    credentials an address alone does not carry): it is used as it is.
+    """
     from .batch import InstructorError
+
+    if not isinstance(address, str):
+        return address
 
     try:
         from distributed import Client

@@ -1,8 +1,10 @@
-"""``python -m autograder merge OUT SHARD...``: one grade table from classes graded on several machines.
+"""``python -m autograder merge OUT COURSE...``: one grade table from sections graded apart.
 
-A class too big for one machine is split by student: each machine holds a *shard*, a
-course folder of its own (a copy of the course with that shard's students), grades it
-with ``python -m autograder grade``, and hands back the folder. This command merges them:
+A class larger than one machine is graded on a Dask cluster (``--scheduler``, see
+``autograder.cluster``), into one gradebook. This command serves the case a scheduler does
+not: sections graded apart — by different people, or on machines with no network path to
+one scheduler — each in a course folder of its own (a copy of the course with that
+section's students, graded with ``python -m autograder grade``). It merges them:
 
 - every shard's gradebook into ``OUT/gradebook.db`` (students, submissions, automatic and
   manual scores; a student found in two shards is an error, not a silent overwrite);
