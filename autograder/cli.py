@@ -169,4 +169,8 @@ def _grade(args) -> int:
     except InstructorError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # the jobs not done were cancelled (on a cluster too); each recorded student is whole
+        print("interrupted: the students graded so far are in the gradebook, each whole; the others were not "
+              "graded (run the same command again to grade everyone)", file=sys.stderr)
+        return 130
     return 0

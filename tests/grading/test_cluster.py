@@ -184,3 +184,32 @@ def test_a_worker_lost_mid_batch_costs_no_row(tmp_path, cluster):
     assert len(got) == 6 * 5
     assert all(score == max_score for (student, _), (score, max_score, *_) in got.items() if student == "alice"), got
     assert not [r for r in got.values() if r[3].startswith("grading failed")], got
+
+
+def test_ctrl_c_cancels_the_cluster_s_tasks_and_leaves_the_gradebook_whole(tmp_path, cluster):
+    from nbgrader.api import Gradebook
+
+    subs = make_class(tmp_path)
+    course = make_course(tmp_path / "remote")
+    proc = grade(course, subs, tmp_path / "out", "--scheduler", cluster.address, background=True)
+    try:
+        with cluster.client() as c:
+            deadline = time.monotonic() + 300
+            while not any(str(k).startswith("grade-") for keys in c.processing().values() for k in keys):
+                assert proc.poll() is None and time.monotonic() < deadline, "no task ever started"
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+            assert proc.returncode == 130, err[-3000:]
+            deadline = time.monotonic() + 60  # the tasks left are cancelled, not left to run for no one
+            while any(str(k).startswith("grade-") for keys in c.processing().values() for k in keys):
+                assert time.monotonic() < deadline, c.processing()
+                time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "interrupted" in err
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # each student recorded is whole
+        for submission in gb.find_assignment(A).submissions:
+            grades = [g for nb in submission.notebooks for g in nb.grades]
+            assert len(grades) == 5 and all(g.auto_score is not None for g in grades), submission.student.id
