@@ -16,7 +16,7 @@ JOBS ?= 2
 # The browser test drives Debian's Chromium through Playwright; it never downloads a browser.
 CHROMIUM ?= /usr/bin/chromium
 
-.PHONY: help install browser lab test notebooks release grade bundle bench clean
+.PHONY: help install browser lab test notebooks release grade bundle bench compile-check clean
 
 help:
 	@echo "make lab        start JupyterLab on the course (installs first if needed)"
@@ -28,6 +28,7 @@ help:
 	@echo "make bundle     write dist/student-bundle.zip (release notebooks + course, no solutions)"
 	@echo "make bench      kernel benchmarks (GPU), attention memory vs T and hidden-test run times (CPU) -> bench/"
 	@echo "make browser    install Chromium for the browser test (apt-get, only as root and only if missing)"
+	@echo "make compile-check  compile every Triton kernel for sm_80, sm_90 and gfx942 without a GPU (FULL=1: the full grid)"
 
 install: $(STAMP)
 
@@ -35,7 +36,7 @@ install: $(STAMP)
 # to the CPU build, so nothing here pulls a CUDA wheel.
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev,cluster]"
 	@touch $(STAMP)
 
 # Chromium and its driver from Debian, for tests/browser. As root (CI, a fresh Debian
@@ -77,7 +78,7 @@ release: install
 	$(BIN)/python tools/release.py $(ASSIGNMENTS)
 
 # make grade                                       the sample submissions, as before
-# make grade ASSIGNMENT=01_matmul_from_shapes SUBMISSIONS=DIR [WORKERS=N] [OUT=DIR]
+# make grade ASSIGNMENT=01_matmul_from_shapes SUBMISSIONS=DIR [WORKERS=N] [OUT=DIR] [SCHEDULER=tcp://host:8786]
 #                                                  a class, through `python -m autograder grade`
 grade: install
 	@if [ -z "$(ASSIGNMENT)" ]; then \
@@ -86,7 +87,7 @@ grade: install
 		echo "make grade ASSIGNMENT=$(ASSIGNMENT) needs SUBMISSIONS=DIR (one folder per student, nbgrader's submitted/, or LMS zips)" >&2; exit 2; \
 	else \
 		$(BIN)/python -m autograder grade "$(ASSIGNMENT)" --submissions "$(SUBMISSIONS)" \
-			$(if $(WORKERS),--workers $(WORKERS)) $(if $(OUT),--out "$(OUT)"); \
+			$(if $(WORKERS),--workers $(WORKERS)) $(if $(OUT),--out "$(OUT)") $(if $(SCHEDULER),--scheduler "$(SCHEDULER)"); \
 	fi
 
 bundle: install
@@ -94,6 +95,12 @@ bundle: install
 
 bench: install
 	$(BIN)/python tools/bench.py
+
+# Every kernel (kernels/ and notebooks 03-06) compiled ahead of time for sm_80, sm_90 and gfx942
+# at GPU-sized shapes, in $(JOBS) processes; fails on a compile error, a spill, shared memory
+# over the limit or an int32 offset overflow. FULL=1 runs the full grid (about 2 min at JOBS=2).
+compile-check: install
+	$(BIN)/python -m kernels.compile_check --jobs $(JOBS) $(if $(FULL),--full)
 
 clean:
 	rm -rf $(VENV) .pytest_cache gradebook.db

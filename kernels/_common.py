@@ -1,8 +1,9 @@
-"""Host-side helpers every op shares: input checks with clear messages, and row views."""
+"""Host-side helpers every op shares: input checks with clear messages, row views, and the target GPU."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -64,11 +65,37 @@ def check_param(x: torch.Tensor, name: str, p: torch.Tensor | None) -> None:
         raise ValueError(f"{name} is on {p.device} but x is on {x.device}")
 
 
+@dataclass(frozen=True)
+class LaunchTarget:
+    """The GPU that Triton compiles and launches for: what block sizes and program counts depend on."""
+
+    backend: str  # "cuda" or "hip"
+    arch: int | str  # 80, 90 (compute capability) or "gfx942"
+    warp_size: int  # 32 (NVIDIA) or 64 (AMD CDNA)
+    multiprocessor_count: int  # SMs, or CUs on AMD
+    max_shared_mem: int  # bytes of shared memory one program may use
+
+
+def launch_target() -> LaunchTarget:
+    """The target of the next launch, asked of Triton's active driver (as Triton's tutorials do).
+
+    Not torch.cuda: Triton compiles for whatever its active driver reports, so whoever sets
+    the driver (``triton.runtime.driver.set_active``; ``python -m kernels.compile_check``
+    sets one per GPU it compiles for) also decides the host code's choices.
+    """
+    from triton.runtime import driver
+
+    active = driver.active
+    target = active.get_current_target()
+    props = active.utils.get_device_properties(active.get_current_device())
+    return LaunchTarget(target.backend, target.arch, target.warp_size, props["multiprocessor_count"], props["max_shared_mem"])
+
+
 def reduction_programs(n_rows: int, device: torch.device) -> int:
     """Programs that share the rows of a backward with a cross-row parameter sum: enough to
     fill the GPU, few enough that the partial buffer and its second pass stay small."""
     if device.type == "cuda":
-        target = 4 * torch.cuda.get_device_properties(device).multi_processor_count
+        target = 4 * launch_target().multiprocessor_count
     else:
         target = 8 if interpreted() else 1
     return max(1, min(n_rows, target))
@@ -90,3 +117,23 @@ def row_block(n_cols: int) -> int:
 def row_num_warps(block: int) -> int:
     """More warps for longer rows, so each thread holds a bounded number of elements."""
     return 4 if block <= 1024 else 8 if block <= 4096 else 16
+
+
+# A normalisation backward that holds a whole row keeps about five accumulator-dtype values per
+# element live in registers (the row of x and ȳ, the weight, and the running w̄ and b̄ partials):
+# 8192 float32 elements is 80 registers a thread at 16 warps, under the 128 a 512-thread block may
+# use; 16384 would spill. Past this many bytes of one accumulator row the backward walks the row in
+# blocks of BWD_COL_BLOCK elements instead.
+MAX_BWD_ROW_BYTES = 8192 * 4
+BWD_COL_BLOCK = 2048
+
+
+def backward_row_block(n_cols: int, dtype: torch.dtype) -> tuple[int, bool]:
+    """(BLOCK, WHOLE_ROW) for a normalisation backward: the whole row in one block while its
+    accumulators fit the registers, else blocks of BWD_COL_BLOCK walked along the row."""
+    import triton
+
+    block = triton.next_power_of_2(n_cols)
+    if block * acc_torch_dtype(dtype).itemsize <= MAX_BWD_ROW_BYTES:
+        return block, True
+    return min(block, BWD_COL_BLOCK), False

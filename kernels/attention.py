@@ -14,9 +14,16 @@ One kernel walks key blocks and accumulates dK and dV over all query blocks; ano
 query blocks and accumulates dQ over all key blocks. Neither writes to memory another
 program writes, so no atomics are needed. Causal masking keeps key j ≤ query i.
 
+Block sizes, warps and pipeline stages are autotuned on the GPU from a short list per target
+(sm_80, sm_90, gfx942), head-dim class and dtype (_CONFIGS), each checked ahead of time to compile
+without spilling and to fit shared memory; the CPU interpreter runs one small configuration
+(_blocks).
+
 Limitations: head dim up to 128 (padded to a power of two ≥ 16 inside the kernels);
-float32/float64 everywhere, float16/bfloat16 on a GPU; q, k and v share one shape.
-Blocks are fixed sizes rather than autotuned.
+float32/float64 everywhere, float16/bfloat16 on a GPU; q, k and v share one shape. Other GPUs
+use the list of the nearest of the three (sm_80 below Hopper, sm_90 from Hopper on, gfx942 on
+AMD), unchecked: on a GPU with less shared memory per block (consumer Ampere and Ada: 99 KB)
+the autotuner skips an entry that does not fit, and a cell whose every entry is too large fails.
 """
 
 from __future__ import annotations
@@ -27,11 +34,149 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted
+from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted, launch_target
 
 MAX_HEAD_DIM = 128
 
+# ----------------------------------------------------------------------------- configurations
 
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) of each tiled kernel, by target, head-dim class (BLOCK_D
+# ≤ 64 or ≤ 128) and dtype class. BLOCK_M counts query rows, BLOCK_N keys; the dK/dV kernel gives
+# each program BLOCK_N keys and walks the queries BLOCK_M at a time. Every entry compiles without a
+# spill and within the target's shared memory (float64 may spill: it is for checks, not speed; its
+# small tiles and few stages are there to fit shared memory). `python -m kernels.compile_check --op
+# attention --full` compiles each entry the pruning keeps. Two entries per cell in 16 and 32 bits
+# leave the autotuner a choice on the GPU; float64 gets one.
+_CONFIGS = {
+    "fwd": {
+        ("sm_80", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_80", 128, "16-bit"): [(128, 32, 8, 3), (64, 64, 8, 3)],
+        ("sm_80", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_80", 128, "fp32"): [(64, 64, 8, 2), (64, 32, 8, 3)],
+        ("sm_80", 64, "fp64"): [(32, 32, 4, 2)],
+        ("sm_80", 128, "fp64"): [(16, 32, 4, 2)],
+        ("sm_90", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 128, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 128, "fp32"): [(128, 32, 8, 3), (64, 32, 4, 3)],
+        ("sm_90", 64, "fp64"): [(32, 32, 4, 2)],
+        ("sm_90", 128, "fp64"): [(16, 32, 4, 2)],
+        ("gfx942", 64, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
+        ("gfx942", 128, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
+        ("gfx942", 64, "fp32"): [(128, 64, 4, 2), (128, 32, 4, 2)],
+        ("gfx942", 128, "fp32"): [(64, 32, 4, 2)],
+        ("gfx942", 64, "fp64"): [(32, 32, 4, 1)],
+        ("gfx942", 128, "fp64"): [(32, 32, 4, 1)],
+    },
+    "dq": {
+        ("sm_80", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_80", 128, "16-bit"): [(64, 64, 8, 3), (64, 32, 4, 3)],
+        ("sm_80", 64, "fp32"): [(128, 32, 8, 3), (64, 32, 4, 3)],
+        ("sm_80", 128, "fp32"): [(64, 32, 8, 2), (32, 32, 8, 3)],
+        ("sm_80", 64, "fp64"): [(32, 32, 4, 2)],
+        ("sm_80", 128, "fp64"): [(16, 32, 4, 2)],
+        ("sm_90", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 128, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
+        ("sm_90", 128, "fp32"): [(128, 32, 8, 2), (64, 32, 4, 3)],
+        ("sm_90", 64, "fp64"): [(32, 32, 4, 2)],
+        ("sm_90", 128, "fp64"): [(16, 32, 4, 2)],
+        ("gfx942", 64, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
+        ("gfx942", 128, "16-bit"): [(64, 64, 4, 2), (128, 32, 4, 2)],
+        ("gfx942", 64, "fp32"): [(128, 32, 4, 2), (64, 64, 4, 2)],
+        ("gfx942", 128, "fp32"): [(64, 16, 4, 2)],
+        ("gfx942", 64, "fp64"): [(32, 32, 4, 1)],
+        ("gfx942", 128, "fp64"): [(32, 16, 4, 1)],
+    },
+    "dkdv": {
+        ("sm_80", 64, "16-bit"): [(64, 32, 4, 3), (32, 32, 4, 3)],
+        ("sm_80", 128, "16-bit"): [(32, 64, 8, 3), (16, 64, 8, 3)],
+        ("sm_80", 64, "fp32"): [(64, 32, 4, 3), (32, 32, 4, 3)],
+        ("sm_80", 128, "fp32"): [(32, 64, 8, 2), (32, 32, 8, 3)],
+        ("sm_80", 64, "fp64"): [(16, 32, 4, 1)],
+        ("sm_80", 128, "fp64"): [(32, 16, 4, 1)],
+        ("sm_90", 64, "16-bit"): [(32, 128, 8, 3), (64, 64, 8, 3)],
+        ("sm_90", 128, "16-bit"): [(32, 64, 8, 3), (16, 64, 8, 3)],
+        ("sm_90", 64, "fp32"): [(16, 128, 8, 3), (32, 64, 8, 3)],
+        ("sm_90", 128, "fp32"): [(16, 64, 8, 3), (32, 32, 8, 3)],
+        ("sm_90", 64, "fp64"): [(16, 32, 4, 1)],
+        ("sm_90", 128, "fp64"): [(16, 32, 4, 1)],
+        ("gfx942", 64, "16-bit"): [(16, 128, 4, 2), (64, 64, 4, 2)],
+        ("gfx942", 128, "16-bit"): [(32, 64, 4, 2), (64, 32, 4, 2)],
+        ("gfx942", 64, "fp32"): [(64, 64, 4, 2), (64, 32, 4, 2)],
+        ("gfx942", 128, "fp32"): [(64, 32, 4, 2), (32, 32, 4, 2)],
+        ("gfx942", 64, "fp64"): [(16, 32, 4, 1)],
+        ("gfx942", 128, "fp64"): [(32, 16, 4, 1)],
+    },
+}
+
+PREPROCESS_BLOCK_M = 64
+
+
+def _target_name() -> str:
+    """The table a launch uses: gfx942 for AMD, sm_90 for Hopper and later, sm_80 for the rest of CUDA."""
+    target = launch_target()
+    if target.backend == "hip":
+        return "gfx942"
+    return "sm_90" if isinstance(target.arch, int) and target.arch >= 90 else "sm_80"
+
+
+def _dtype_class(dtype: torch.dtype) -> str:
+    return {torch.float32: "fp32", torch.float64: "fp64"}.get(dtype, "16-bit")
+
+
+def _block_d(head_dim: int) -> int:
+    """The head dim padded to a power of two; tl.dot needs every dimension ≥ 16."""
+    return max(16, triton.next_power_of_2(head_dim))
+
+
+def _blocks(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int]:
+    """(BLOCK_M, BLOCK_N, BLOCK_D) in the CPU interpreter: one small configuration, since
+    autotuning there would only multiply test time. On a GPU the autotuner picks BLOCK_M and BLOCK_N."""
+    return 32, 32, _block_d(head_dim)
+
+
+def _config(block_m: int, block_n: int, num_warps: int, num_stages: int) -> triton.Config:
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages)
+
+
+def _all_configs(kernel: str) -> list[triton.Config]:
+    """Every configuration of any cell, once: the autotune list that the pruning selects from."""
+    unique = dict.fromkeys(entry for cell in _CONFIGS[kernel].values() for entry in cell)
+    return [_config(*entry) for entry in unique]
+
+
+def _prune(kernel: str):
+    """early_config_prune for one kernel: keep the configurations of the target's cell, and drop
+    blocks longer than the sequence needs (a 40-token sequence does not need 128-row blocks)."""
+
+    def prune(configs, named_args, **kwargs):
+        head_dim_class = 64 if kwargs["BLOCK_D"] <= 64 else 128
+        wanted = _CONFIGS[kernel][(_target_name(), head_dim_class, _dtype_class(named_args["Q_ptr"].dtype))]
+        kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted]
+        longest = max(16, triton.next_power_of_2(named_args["seq_len"]))
+        short = [c for c in kept if max(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]) <= longest]
+        return short or [min(kept, key=lambda c: c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"])]
+
+    return prune
+
+
+def _autotuned(kernel: str):
+    """triton.autotune over _CONFIGS[kernel], pruned to the target, head dim and dtype of the launch."""
+    return triton.autotune(configs=_all_configs(kernel), key=["seq_len", "head_dim", "CAUSAL"],
+                           prune_configs_by={"early_config_prune": _prune(kernel)})
+
+
+def _launch(kernel, grid, *args, head_dim: int, dtype: torch.dtype, **constexprs) -> None:
+    """kernel[grid](*args, **constexprs): autotuned on a GPU, with _blocks' configuration in the interpreter."""
+    if interpreted():
+        block_m, block_n, _ = _blocks(head_dim, dtype)
+        kernel.fn[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, **constexprs)
+    else:
+        kernel[grid](*args, **constexprs)
+
+
+@_autotuned("fwd")
 @triton.jit
 def _attn_fwd_kernel(
     Q_ptr,  # (BH, T, D) queries
@@ -108,6 +253,7 @@ def _attn_bwd_preprocess_kernel(
     tl.store(Delta_ptr + bh * seq_len + rows, tl.sum(o * do, axis=1), mask=rows < seq_len)
 
 
+@_autotuned("dkdv")
 @triton.jit
 def _attn_bwd_dkdv_kernel(
     Q_ptr,  # (BH, T, D)
@@ -163,6 +309,7 @@ def _attn_bwd_dkdv_kernel(
     tl.store(DV_ptr + base + keys[:, None] * head_dim + cols_d[None, :], dv.to(DV_ptr.dtype.element_ty), mask=kv_mask)
 
 
+@_autotuned("dq")
 @triton.jit
 def _attn_bwd_dq_kernel(
     Q_ptr,  # (BH, T, D)
@@ -212,16 +359,6 @@ def _attn_bwd_dq_kernel(
     tl.store(DQ_ptr + base + rows[:, None] * head_dim + cols_d[None, :], (dq * sm_scale).to(DQ_ptr.dtype.element_ty), mask=q_mask)
 
 
-def _blocks(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, BLOCK_D). tl.dot needs every dimension ≥ 16."""
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    if interpreted():
-        return 32, 32, block_d
-    if dtype == torch.float64 or block_d > 64:
-        return 64, 32, block_d
-    return 64, 64, block_d
-
-
 def _check_qkv(q, k, v) -> None:
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_floating(name, t)
@@ -249,11 +386,12 @@ def attention_forward(q, k, v, causal: bool = False, sm_scale: float | None = No
     bh, seq_len, head_dim = q3.shape
     o = torch.empty_like(q3)
     lse = torch.empty(bh, seq_len, dtype=acc_torch_dtype(q.dtype), device=q.device)
-    block_m, block_n, block_d = _blocks(head_dim, q.dtype)
     if bh:
-        _attn_fwd_kernel[(triton.cdiv(seq_len, block_m), bh)](
+        # BLOCK_M, BLOCK_N, num_warps and num_stages come from the autotuner (_CONFIGS), or _blocks.
+        _launch(
+            _attn_fwd_kernel, lambda meta: (triton.cdiv(seq_len, meta["BLOCK_M"]), bh),
             q3, k3, v3, o, lse, scale, seq_len, head_dim,
-            CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, ACC=acc_dtype(q.dtype),
+            head_dim=head_dim, dtype=q.dtype, CAUSAL=causal, BLOCK_D=_block_d(head_dim), ACC=acc_dtype(q.dtype),
         )
     return o.view(q.shape), lse.view(q.shape[:-1])
 
@@ -264,21 +402,25 @@ def attention_backward(q, k, v, o, lse, do, causal: bool = False, sm_scale: floa
     q3, k3, v3, o3, do3 = _heads(q), _heads(k), _heads(v), _heads(o), _heads(do.to(q.dtype))
     lse2 = lse.reshape(-1, q3.shape[1]).contiguous()
     bh, seq_len, head_dim = q3.shape
-    block_m, block_n, block_d = _blocks(head_dim, q.dtype)
+    block_d = _block_d(head_dim)
     acc = acc_dtype(q.dtype)
     delta = torch.empty_like(lse2)
     dq, dk, dv = torch.empty_like(q3), torch.empty_like(k3), torch.empty_like(v3)
     if bh:
+        block_m = _blocks(head_dim, q.dtype)[0] if interpreted() else PREPROCESS_BLOCK_M
         _attn_bwd_preprocess_kernel[(triton.cdiv(seq_len, block_m), bh)](
             o3, do3, delta, seq_len, head_dim, BLOCK_M=block_m, BLOCK_D=block_d, ACC=acc,
         )
-        _attn_bwd_dkdv_kernel[(triton.cdiv(seq_len, block_n), bh)](
+        # One program per BLOCK_N keys.
+        _launch(
+            _attn_bwd_dkdv_kernel, lambda meta: (triton.cdiv(seq_len, meta["BLOCK_N"]), bh),
             q3, k3, v3, do3, lse2, delta, dk, dv, scale, seq_len, head_dim,
-            CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, ACC=acc,
+            head_dim=head_dim, dtype=q.dtype, CAUSAL=causal, BLOCK_D=block_d, ACC=acc,
         )
-        _attn_bwd_dq_kernel[(triton.cdiv(seq_len, block_m), bh)](
+        _launch(
+            _attn_bwd_dq_kernel, lambda meta: (triton.cdiv(seq_len, meta["BLOCK_M"]), bh),
             q3, k3, v3, do3, lse2, delta, dq, scale, seq_len, head_dim,
-            CAUSAL=causal, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, ACC=acc,
+            head_dim=head_dim, dtype=q.dtype, CAUSAL=causal, BLOCK_D=block_d, ACC=acc,
         )
     return dq.view(q.shape), dk.view(k.shape), dv.view(v.shape)
 

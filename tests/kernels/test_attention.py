@@ -1,5 +1,7 @@
 """kernels.attention against scaled_dot_product_attention, causal and not, and its O(T) memory."""
 
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -7,6 +9,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import course
 from kernels import attention
+
+attention_module = importlib.import_module("kernels.attention")  # the module; kernels exports the function
+TUNED = {"fwd": attention_module._attn_fwd_kernel, "dkdv": attention_module._attn_bwd_dkdv_kernel,
+         "dq": attention_module._attn_bwd_dq_kernel}
 
 DEVICE = course.DEVICE
 TOL = {torch.float32: 2e-5, torch.float64: 1e-11}
@@ -54,6 +60,68 @@ def test_gradcheck_float64(causal):
     # milliseconds, and the full per-element gradcheck would need hundreds of them.
     q, k, v = (torch.randn(2, 9, 5, dtype=torch.float64, device=DEVICE, requires_grad=True) for _ in range(3))
     assert torch.autograd.gradcheck(lambda q, k, v: attention(q, k, v, causal=causal), (q, k, v), fast_mode=True)
+
+
+def gpu_block_shapes():
+    """Every (BLOCK_M, BLOCK_N) that some GPU configuration of some kernel uses."""
+    tables = attention_module._CONFIGS.values()
+    return sorted({(bm, bn) for table in tables for cell in table.values() for bm, bn, *_ in cell})
+
+
+@pytest.fixture
+def interpreter_blocks(monkeypatch):
+    """Run the three tiled kernels with other blocks than the interpreter's one configuration;
+    returns the (BLOCK_M, BLOCK_N) of every launch that asked."""
+    asked = []
+
+    def use(block_m, block_n):
+        def blocks(head_dim, dtype):
+            asked.append((block_m, block_n))
+            return block_m, block_n, attention_module._block_d(head_dim)
+
+        monkeypatch.setattr(attention_module, "_blocks", blocks)
+        return asked
+
+    return use
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("block_m, block_n", gpu_block_shapes())
+def test_every_gpu_block_shape_matches_sdpa(interpreter_blocks, block_m, block_n, causal):
+    # The GPU runs other blocks than the interpreter: BLOCK_M ≠ BLOCK_N moves the causal bounds.
+    asked = interpreter_blocks(block_m, block_n)
+    got, ref = run_both((1, 2, 150, 24), torch.float64, causal)  # T = 150 ends inside a block of every size
+    assert asked == [(block_m, block_n)] * 4, asked  # forward, preprocess, dK/dV and dQ
+    tol = TOL[torch.float64]
+    for name, a, b in zip(("o", "dq", "dk", "dv"), got, ref):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m} (blocks {block_m}×{block_n})")
+
+
+def test_every_cell_has_configurations():
+    # The pruning looks a launch's cell up by target, head-dim class and dtype class: none may be missing.
+    for kernel in TUNED:
+        for target in ("sm_80", "sm_90", "gfx942"):
+            for head_dim_class in (64, 128):
+                for dtype_class in ("16-bit", "fp32", "fp64"):
+                    assert attention_module._CONFIGS[kernel].get((target, head_dim_class, dtype_class)), (kernel, target)
+
+
+def cell_of(configs):
+    return [(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) for c in configs]
+
+
+@pytest.mark.parametrize("kernel", list(TUNED))
+def test_pruning_keeps_the_targets_cell_and_only_blocks_the_sequence_needs(monkeypatch, kernel):
+    monkeypatch.setattr(attention_module, "_target_name", lambda: "sm_90")
+    prune, configs = attention_module._prune(kernel), TUNED[kernel].configs
+    q = torch.empty(1, 1, 64, dtype=torch.bfloat16)
+    cell = attention_module._CONFIGS[kernel][("sm_90", 64, "16-bit")]
+    assert len(configs) > len(cell)
+    assert cell_of(prune(configs, {"Q_ptr": q, "seq_len": 4096}, BLOCK_D=64)) == cell
+    short = cell_of(prune(configs, {"Q_ptr": q, "seq_len": 40}, BLOCK_D=64))  # blocks of up to 64 rows or keys
+    assert short == [c for c in cell if max(c[:2]) <= 64] and 0 < len(short) < len(cell), short
+    tiny = cell_of(prune(configs, {"Q_ptr": q, "seq_len": 3}, BLOCK_D=64))  # no block is short enough: the smallest
+    assert tiny == [min(cell, key=lambda c: c[0] * c[1])], tiny
 
 
 class LargestAllocation(TorchDispatchMode):

@@ -5,6 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import course
+from kernels import _common as common
 from kernels import layer_norm, rms_norm
 
 DEVICE = course.DEVICE
@@ -75,6 +76,64 @@ def test_gradcheck_float64():
     x = torch.randn(6, 13, dtype=torch.float64, device=DEVICE, requires_grad=True)
     w = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
     b = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w, b: layer_norm(x, w, b), (x, w, b), fast_mode=True)
+    assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w), (x, w), fast_mode=True)
+
+
+def norm_and_reference(op, x, w, b):
+    """(ours, reference) outputs of one op on fresh leaves of the same inputs."""
+    xr, wr, br = leaf(x), leaf(w), leaf(b)
+    if op == "layer_norm":
+        return layer_norm(x, w, b, 1e-5), F.layer_norm(xr, (x.shape[-1],), wr, br, 1e-5), (xr, wr, br)
+    return rms_norm(x, w, 1e-6), rms_reference(xr, wr, 1e-6), (xr, wr)
+
+
+@pytest.fixture
+def backward_blocks(monkeypatch):
+    """Make the backward walk every row in blocks of the given width (None: the real threshold)."""
+
+    def use(block):
+        if block is not None:
+            monkeypatch.setattr(common, "MAX_BWD_ROW_BYTES", 0)
+            monkeypatch.setattr(common, "BWD_COL_BLOCK", block)
+
+    return use
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize(
+    "shape, dtype, block",
+    [
+        ((19, 1151), torch.float64, 256),  # 19 rows over 8 programs (3, 3, …, 1, 0 rows), ragged last block
+        ((4, 64), torch.float32, 64),  # a row of exactly one block
+        ((2, 9001), torch.float32, None),  # past 8192 float32 elements: the real threshold and block, ragged tail
+    ],
+)
+def test_backward_in_blocks_matches_torch(backward_blocks, op, affine, shape, dtype, block):
+    backward_blocks(block)
+    width, whole_row = common.backward_row_block(shape[-1], dtype)
+    assert not whole_row and width == (block or common.BWD_COL_BLOCK), (width, whole_row)
+    g = torch.Generator().manual_seed(5)
+    n = shape[-1]
+    x = (torch.randn(shape, generator=g, dtype=dtype) * 2 + 0.5).to(DEVICE).requires_grad_()
+    w = torch.randn(n, generator=g, dtype=dtype).to(DEVICE).requires_grad_() if affine else None
+    b = torch.randn(n, generator=g, dtype=dtype).to(DEVICE).requires_grad_() if affine and op == "layer_norm" else None
+    dy = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE)
+    y, yr, ref_inputs = norm_and_reference(op, x, w, b)
+    torch.testing.assert_close(y, yr, rtol=TOL[dtype], atol=TOL[dtype])
+    wanted = [name for name, t in zip(("dx", "dw", "db"), (x, w, b)) if t is not None]
+    for name, got, ref in zip(wanted, grads(y, (x, w, b), dy), grads(yr, ref_inputs, dy), strict=True):
+        tol = TOL[dtype] * (1 if name == "dx" else max(1, x.numel() // n) ** 0.5)
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_gradcheck_float64_in_blocks(backward_blocks):
+    backward_blocks(4)  # 13 columns: three full blocks and one of a single element
+    x = torch.randn(6, 13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    b = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert common.backward_row_block(13, torch.float64) == (4, False)
     assert torch.autograd.gradcheck(lambda x, w, b: layer_norm(x, w, b), (x, w, b), fast_mode=True)
     assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w), (x, w), fast_mode=True)
 

@@ -1,0 +1,493 @@
+"""Compile every Triton kernel of the course for real GPUs, on a machine without one.
+
+    python -m kernels.compile_check                  # the quick grid (CI): a few minutes on 2 cores
+    python -m kernels.compile_check --full           # the full grid below
+    python -m kernels.compile_check --op attention --target sm_90 --dtype bf16 fp32
+    python -m kernels.compile_check --markdown       # every row as a markdown table (or --json)
+    python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
+
+It runs the real host code — the reference ops' forward and backward host functions in
+``kernels/``, and the solution host code of notebooks 03–06 (``kernels._notebook_host``) — on
+tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
+ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
+code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
+the status, registers, spill bytes, shared memory, warps, stages, and the blocks per SM (CU)
+that registers and shared memory allow (``kernels._resources`` says how each is read).
+
+Targets: sm_80 (A100, 163 KB shared memory per block), sm_90 (H100/H200, 227 KB), gfx942 (MI300X,
+64 KB). A row FAILs, and the command exits 1, on:
+- a kernel that does not compile, or host code that raises;
+- any spill in bfloat16, float16 or float32 (float64 may spill: it is for checks, not speed);
+- shared memory over the target's per-block limit, in any dtype: such a launch fails on the GPU;
+- a tensor whose offsets pass 2³¹ − 1 where the kernel forms them in int32.
+
+The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
+
+| op | shapes |
+|---|---|
+| softmax | 4096 rows × N, N ∈ {1024, 8192, 32768} |
+| layer_norm, rms_norm | 4096 × {1024, 8192, 16384} |
+| cross_entropy | 8192 rows × 128256 classes |
+| attention | B 4 · H 16 · T 4096 · D ∈ {64, 128}, causal and not |
+| embedding (gather, scatter-add) | 8192 token rows of 4096 into a 128256-row table |
+| 03_triton_fused_softmax | 4096 × {1024, 8192} (the notebook refuses longer rows) |
+| 04_layernorm | 4096 × {1024, 8192, 16384} |
+| 05_attention_recompute | B·H 64 · T 4096 · D ∈ {64, 128} (the notebook has no causal mask) |
+| 06_topk_routing (scatter-add) | 8192 token rows of 4096 into a 128256-row table |
+
+The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
+shape of each, where registers and shared memory run out first; softmax also at 8192, the
+longest row it holds in one block; attention at D 64 without a mask and D 128 causal.
+
+Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
+at the end, so every run compiles from scratch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import importlib
+import json
+import multiprocessing
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from ._resources import int32_overflows, usage
+from ._target import GPUS, Gpu, Launch, compiling_for
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
+DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+# ----------------------------------------------------------------------------- the host code to run
+
+
+def _module(name: str):
+    """kernels.<name>, the module (``from . import softmax`` gives the function kernels/__init__ exports)."""
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def _empty(*shape, dtype=torch.float32):
+    return torch.empty(*shape, device="cuda", dtype=dtype)
+
+
+class _Ctx:
+    """What an autograd.Function's forward and backward use of ctx, for calling them directly."""
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+
+@functools.cache
+def _notebook(assignment: str) -> dict:
+    from ._notebook_host import load
+
+    return load(assignment)
+
+
+def _softmax(shape, dtype):
+    op = _module("softmax")
+
+    y = op.softmax_forward(_empty(*shape, dtype=dtype))
+    op.softmax_backward(y, torch.empty_like(y))
+
+
+def _layer_norm(shape, dtype):
+    op = _module("layer_norm")
+
+    x, w = _empty(*shape, dtype=dtype), _empty(shape[-1], dtype=dtype)
+    y, mean, rstd = op.layer_norm_forward(x, w, w)
+    op.layer_norm_backward(torch.empty_like(y), x, w, mean, rstd)
+
+
+def _rms_norm(shape, dtype):
+    op = _module("rms_norm")
+
+    x, w = _empty(*shape, dtype=dtype), _empty(shape[-1], dtype=dtype)
+    y, rrms = op.rms_norm_forward(x, w)
+    op.rms_norm_backward(torch.empty_like(y), x, w, rrms)
+
+
+def _cross_entropy(shape, dtype):
+    op = _module("cross_entropy")
+
+    logits, target = _empty(*shape, dtype=dtype), torch.zeros(shape[0], device="cuda", dtype=torch.int64)
+    loss, lse = op.cross_entropy_forward(logits, target)
+    op.cross_entropy_backward(logits, target, lse, torch.empty_like(lse))
+
+
+def _attention(shape, dtype):
+    op = _module("attention")
+
+    *bhtd, causal = shape
+    q, k, v = (_empty(*bhtd, dtype=dtype) for _ in range(3))
+    o, lse = op.attention_forward(q, k, v, causal=causal)
+    op.attention_backward(q, k, v, o, lse, torch.empty_like(o), causal=causal)
+
+
+def _embedding(shape, dtype):
+    op = _module("scatter_add")
+
+    tokens, dim, vocab = shape
+    ids = torch.zeros(tokens, device="cuda", dtype=torch.int64)
+    op.gather_rows(_empty(vocab, dim, dtype=dtype), ids)
+    op.scatter_add(_empty(tokens, dim, dtype=dtype), ids, vocab)
+
+
+def _nb03_softmax(shape, dtype):
+    nb = _notebook("03_triton_fused_softmax")
+    ctx = _Ctx()
+    y = nb["TritonSoftmax"].forward(ctx, _empty(*shape, dtype=dtype))
+    nb["TritonSoftmax"].backward(ctx, torch.empty_like(y))
+
+
+def _nb04_layernorm(shape, dtype):
+    nb = _notebook("04_layernorm")
+    ctx, x, w = _Ctx(), _empty(*shape, dtype=dtype), _empty(shape[-1], dtype=dtype)
+    y = nb["TritonLayerNorm"].forward(ctx, x, w, w, 1e-5)
+    nb["TritonLayerNorm"].backward(ctx, torch.empty_like(y))
+
+
+def _nb05_flash(shape, dtype):
+    nb = _notebook("05_attention_recompute")
+    nb["USE_DELTA_KERNEL"] = True  # the notebook sets it when Part G passes its check; the solution does
+    q, k, v = (_empty(*shape, dtype=dtype) for _ in range(3))
+    o, L = nb["flash_forward"](q, k, v)
+    nb["flash_backward"](q, k, v, o, L, torch.empty_like(o))
+
+
+def _nb06_scatter_add(shape, dtype):
+    nb = _notebook("06_topk_routing")
+    tokens, dim, vocab = shape
+    nb["scatter_add"](_empty(tokens, dim, dtype=dtype), torch.zeros(tokens, device="cuda", dtype=torch.int64), vocab)
+
+
+def _rows_x_cols(shape):
+    return "×".join(map(str, shape))
+
+
+def _attention_shape(shape):
+    b, h, t, d, causal = shape
+    return f"B{b} H{h} T{t} D{d} {'causal' if causal else 'full'}"
+
+
+def _flash_shape(shape):
+    bh, t, d = shape
+    return f"BH{bh} T{t} D{d}"
+
+
+def _scatter_shape(shape):
+    tokens, dim, vocab = shape
+    return f"{tokens}×{dim} → {vocab}"
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op's host code, the kernels it must launch, and the shapes it is compiled at."""
+
+    name: str
+    kernels: tuple[str, ...]
+    run: Callable[[tuple, torch.dtype], None]
+    describe: Callable[[tuple], str]
+    full: tuple[tuple, ...]
+    quick: tuple[tuple, ...]
+
+
+_ATTENTION_FULL = tuple((4, 16, 4096, d, causal) for d in (64, 128) for causal in (False, True))
+_TABLE = (128256, 4096)  # a Llama-3 vocabulary, a 4096-wide model
+
+OPS = {
+    op.name: op
+    for op in (
+        Op("softmax", ("_softmax_fwd_kernel", "_softmax_bwd_kernel"), _softmax, _rows_x_cols,
+           full=((4096, 1024), (4096, 8192), (4096, 32768)), quick=((4096, 8192), (4096, 32768))),
+        Op("layer_norm", ("_layer_norm_fwd_kernel", "_layer_norm_bwd_kernel"), _layer_norm, _rows_x_cols,
+           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
+        Op("rms_norm", ("_rms_norm_fwd_kernel", "_rms_norm_bwd_kernel"), _rms_norm, _rows_x_cols,
+           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
+        Op("cross_entropy", ("_cross_entropy_fwd_kernel", "_cross_entropy_bwd_kernel"), _cross_entropy, _rows_x_cols,
+           full=((8192, 128256),), quick=((8192, 128256),)),
+        Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
+           _attention, _attention_shape, full=_ATTENTION_FULL, quick=((4, 16, 4096, 64, False), (4, 16, 4096, 128, True))),
+        Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
+           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
+        Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
+           full=((4096, 1024), (4096, 8192)), quick=((4096, 8192),)),
+        Op("04_layernorm", ("layernorm_fwd_kernel", "layernorm_bwd_kernel"), _nb04_layernorm, _rows_x_cols,
+           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
+        Op("05_attention_recompute", ("flash_fwd_kernel", "attention_delta_kernel", "flash_bwd_dkdv_kernel", "flash_bwd_dq_kernel"),
+           _nb05_flash, _flash_shape, full=((64, 4096, 64), (64, 4096, 128)), quick=((64, 4096, 128),)),
+        Op("06_topk_routing", ("scatter_add_kernel",), _nb06_scatter_add, _scatter_shape,
+           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
+    )
+}
+QUICK_DTYPES = ("bf16", "fp32", "fp64")
+
+
+@dataclass(frozen=True)
+class Case:
+    op: Op
+    shape: tuple
+    dtype: str
+
+    @property
+    def config(self) -> str:
+        return self.op.describe(self.shape)
+
+
+def grid(full: bool, ops=None, dtypes=None) -> list[Case]:
+    """The cases of the full or the quick grid, optionally only some ops and dtypes."""
+    names = ops or list(OPS)
+    dtypes = dtypes or (list(DTYPES) if full else list(QUICK_DTYPES))
+    return [Case(OPS[name], shape, dtype) for name in names for shape in (OPS[name].full if full else OPS[name].quick)
+            for dtype in dtypes]
+
+
+# ----------------------------------------------------------------------------- rows and verdicts
+
+
+@dataclass
+class Row:
+    """One (kernel, configuration, dtype, target) and what it takes from the GPU."""
+
+    op: str
+    kernel: str
+    config: str
+    dtype: str
+    target: str
+    status: str = "ok"  # or "FAIL"
+    blocks: str = ""  # the launch's BLOCK* constexprs
+    grid: tuple = ()  # programs launched (in --json only)
+    registers: int | None = None
+    spill: int | None = None
+    shared: int | None = None
+    warps: int | None = None
+    stages: int | None = None
+    blocks_per_sm: int | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def fail(self, why: str) -> None:
+        self.status = "FAIL"
+        self.notes.append(why)
+
+
+def _block_sizes(constexprs: dict) -> str:
+    sizes = [(k, v) for k, v in constexprs.items() if k.startswith("BLOCK") and isinstance(v, int) and not isinstance(v, bool)]
+    return " ".join(str(v) if k == "BLOCK" else f"{k.removeprefix('BLOCK_')}={v}" for k, v in sizes)
+
+
+def row_for(case: Case, gpu: Gpu, launch: Launch) -> Row:
+    """The row of one launch, with its verdict."""
+    row = Row(case.op.name, launch.kernel, case.config, case.dtype, gpu.name, blocks=_block_sizes(launch.constexprs),
+              grid=launch.grid)
+    if launch.compiled is None:
+        row.fail(f"does not compile: {launch.error}")
+        return row
+    used = usage(gpu, launch.compiled)
+    row.registers, row.spill, row.shared = used.registers, used.spill_bytes, used.shared_bytes
+    row.warps, row.stages, row.blocks_per_sm = used.num_warps, used.num_stages, used.blocks_per_sm
+    if used.spill_bytes and case.dtype != "fp64":
+        row.fail(f"spills {used.spill_bytes} B")
+    elif used.spill_bytes:
+        row.notes.append(f"spills {used.spill_bytes} B (allowed in fp64)")
+    if used.shared_bytes > gpu.max_shared_per_block:
+        row.fail(f"shared memory {used.shared_bytes} B > {gpu.max_shared_per_block} B per block")
+    for overflow in int32_overflows(launch):
+        row.fail(overflow)
+    return row
+
+
+def check_case(case: Case, gpu: Gpu) -> list[Row]:
+    """Run one case's host code for one GPU; a row per launch, and a failing row for what went wrong."""
+    with compiling_for(gpu) as launches:
+        try:
+            case.op.run(case.shape, DTYPES[case.dtype])
+            host_error = None
+        except Exception as exc:  # the host code refused or broke: report it with the launches made so far
+            host_error = f"host code raised {type(exc).__name__}: {exc}"[:200]
+    rows, seen = [], set()
+    for launch in launches:
+        row = row_for(case, gpu, launch)
+        key = json.dumps(asdict(row), sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            rows.append(row)
+    for kernel in case.op.kernels:
+        if host_error is None and not any(launch.kernel == kernel for launch in launches):
+            missing = Row(case.op.name, kernel, case.config, case.dtype, gpu.name)
+            missing.fail("the host code did not launch it")
+            rows.append(missing)
+    if host_error:
+        broken = Row(case.op.name, "(host code)", case.config, case.dtype, gpu.name)
+        broken.fail(host_error)
+        rows.append(broken)
+    return rows
+
+
+# ----------------------------------------------------------------------------- output
+
+_COLUMNS = (("status", 6), ("target", 6), ("op", 23), ("kernel", 27), ("config", 26), ("dtype", 5), ("blocks", 16),
+            ("regs", 4), ("spill", 5), ("smem", 6), ("warps", 5), ("stages", 6), ("blk/SM", 6), ("notes", 0))
+
+
+def _cells(row: Row) -> list[str]:
+    show = lambda v: "-" if v is None else str(v)  # noqa: E731
+    return [row.status, row.target, row.op, row.kernel, row.config, row.dtype, row.blocks, show(row.registers),
+            show(row.spill), show(row.shared), show(row.warps), show(row.stages), show(row.blocks_per_sm),
+            "; ".join(row.notes)]
+
+
+def per_kernel(rows: list[Row]) -> str:
+    """One markdown row per (op, kernel, target): how many launches, and the worst of them.
+
+    Registers, spill and shared memory are the largest over its configurations and dtypes
+    (spill: fp16/bf16/fp32 only, fp64 being allowed to spill), blocks per SM the fewest.
+    """
+    groups: dict[tuple[str, str, str], list[Row]] = {}
+    for row in rows:
+        groups.setdefault((row.op, row.kernel, row.target), []).append(row)
+    lines = ["| op | kernel | target | launches | status | max regs | max spill (16/32-bit) | max smem | min blk/SM |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    worst = lambda values, pick: "-" if not values else str(pick(values))  # noqa: E731
+    for (op, kernel, target), group in groups.items():
+        status = "FAIL" if any(r.status == "FAIL" for r in group) else "ok"
+        regs = [r.registers for r in group if r.registers is not None]
+        spill = [r.spill for r in group if r.spill is not None and r.dtype != "fp64"]
+        smem = [r.shared for r in group if r.shared is not None]
+        occupancy = [r.blocks_per_sm for r in group if r.blocks_per_sm is not None]
+        lines.append(f"| {op} | {kernel} | {target} | {len(group)} | {status} | {worst(regs, max)} | "
+                     f"{worst(spill, max)} | {worst(smem, max)} | {worst(occupancy, min)} |")
+    return "\n".join(lines)
+
+
+def format_row(row: Row, markdown: bool = False) -> str:
+    cells = _cells(row)
+    if markdown:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "  ".join(c.ljust(w) for c, (_, w) in zip(cells, _COLUMNS)).rstrip()
+
+
+def header(markdown: bool = False) -> str:
+    names = [name for name, _ in _COLUMNS]
+    if markdown:
+        return "| " + " | ".join(names) + " |\n|" + "---|" * len(names)
+    return "  ".join(n.ljust(w) for n, (_, w) in zip(names, _COLUMNS)).rstrip()
+
+
+def summary(rows: list[Row], seconds: float) -> str:
+    failing = [r for r in rows if r.status == "FAIL"]
+    lines = [f"{len(rows)} rows, {len(rows) - len(failing)} ok, {len(failing)} FAIL, in {seconds:.0f} s"]
+    lines += [f"FAIL  {r.target:6}  {r.op}  {r.kernel}  {r.config}  {r.dtype}: {'; '.join(r.notes)}" for r in failing]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- running
+
+
+_WORK: list[tuple[Case, Gpu]] = []
+
+
+def _check_one(index: int) -> list[Row]:
+    case, gpu = _WORK[index]
+    return check_case(case, gpu)
+
+
+def run(cases: list[Case], gpus: list[Gpu], jobs: int = 1, on_rows: Callable[[list[Row]], None] | None = None) -> list[Row]:
+    """Check every case on every GPU, in ``jobs`` processes; ``on_rows`` sees each (case, GPU)'s rows in order."""
+    _WORK[:] = [(case, gpu) for case in cases for gpu in gpus]
+    for case in cases:  # load the notebooks once, before any worker process starts
+        if case.op.name[0].isdigit():
+            _notebook(case.op.name)
+    with contextlib.ExitStack() as stack:
+        if jobs == 1:
+            batches = map(_check_one, range(len(_WORK)))
+        else:
+            pool = stack.enter_context(ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")))
+            batches = pool.map(_check_one, range(len(_WORK)))
+        rows: list[Row] = []
+        for batch in batches:
+            rows += batch
+            if on_rows:
+                on_rows(batch)
+    return rows
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of processes")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m kernels.compile_check",
+        description="Compile every Triton kernel for sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU; "
+                    "exit 1 on a compile error, a spill (fp16/bf16/fp32), shared memory over the limit, or an int32 offset overflow.")
+    parser.add_argument("--full", action="store_true", help="the full grid (every shape, bf16 fp16 fp32 fp64), not the quick one")
+    parser.add_argument("--op", nargs="+", choices=list(OPS), metavar="OP", help=f"only these ops: {', '.join(OPS)}")
+    parser.add_argument("--target", nargs="+", choices=list(GPUS), metavar="TARGET", help=f"only these targets: {', '.join(GPUS)}")
+    parser.add_argument("--dtype", nargs="+", choices=list(DTYPES), metavar="DTYPE", help=f"only these dtypes: {', '.join(DTYPES)}")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--markdown", action="store_true", help="print a markdown table (the summary goes to stderr)")
+    output.add_argument("--json", action="store_true", help="print the rows as JSON (the summary goes to stderr)")
+    output.add_argument("--per-kernel", action="store_true",
+                        help="a markdown table of one row per op, kernel and target: the worst of its rows "
+                             "(what kernels/BENCHMARKS.md shows; the summary goes to stderr)")
+    parser.add_argument("--jobs", type=_positive, default=1, help="compile in this many processes (default 1)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    from triton.runtime.jit import JITFunction
+
+    if not isinstance(_module("softmax")._softmax_fwd_kernel, JITFunction):
+        parser.error("TRITON_INTERPRET=1 is set, so the kernels were defined for Triton's CPU interpreter; "
+                     "the compile check needs the compiler: run it without TRITON_INTERPRET")
+    cases = grid(args.full, args.op, args.dtype)
+    gpus = [GPUS[name] for name in (args.target or GPUS)]
+
+    out = sys.stdout
+    table = not (args.json or args.per_kernel)
+    if table:
+        print(header(args.markdown), file=out, flush=True)
+
+    def show(batch):
+        if table:
+            for row in batch:
+                print(format_row(row, args.markdown), file=out, flush=True)
+
+    cache = tempfile.mkdtemp(prefix="compile-check-")
+    os.environ["TRITON_CACHE_DIR"] = cache
+    start = time.monotonic()
+    try:
+        rows = run(cases, gpus, args.jobs, show)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    text = summary(rows, time.monotonic() - start)
+    if args.json:
+        json.dump([asdict(r) for r in rows], out, indent=1, ensure_ascii=False)
+        print(file=out, flush=True)
+    if args.per_kernel:
+        print(per_kernel(rows), file=out, flush=True)
+    print(text, file=sys.stderr if not table or args.markdown else out)
+    return 1 if any(r.status == "FAIL" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""kernels.roofline: the floors a GPU run is judged against follow from bytes, FLOPs and the datasheet peaks."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels import roofline
+
+
+def test_row_ops_are_memory_bound_and_attention_compute_bound_on_every_gpu():
+    for cost in roofline.costs():
+        for peak in roofline.PEAKS:
+            _, bound = roofline.seconds(cost, peak, backward=True)
+            assert bound == ("compute" if cost.op.startswith("attention") else "memory"), (cost.op, peak.name)
+
+
+def test_a_memory_bound_floor_is_the_bytes_over_the_bandwidth():
+    softmax = next(c for c in roofline.costs() if c.op == "softmax" and c.shape == "4096×8192")
+    assert softmax.fwd_bwd_bytes == 5 * 4096 * 8192 * 2  # read x; read y, ȳ; write y, x̄ — bf16
+    h200 = next(p for p in roofline.PEAKS if p.name == "H200 SXM")
+    assert roofline.seconds(softmax, h200, backward=True)[0] == pytest.approx(softmax.fwd_bwd_bytes / 4.8e12)
+
+
+def test_causal_attention_does_half_the_flops_and_moves_the_same_bytes():
+    full, causal = (next(c for c in roofline.costs() if c.op == name and "D128" in c.shape)
+                    for name in ("attention", "attention causal"))
+    assert causal.fwd_flops == full.fwd_flops / 2 and causal.fwd_bwd_bytes == full.fwd_bwd_bytes
+    assert full.fwd_bwd_flops == 3.5 * full.fwd_flops  # backward 2.5× the forward
+
+
+def test_the_markdown_table_has_a_row_per_cost_and_a_column_per_gpu():
+    lines = roofline.markdown().splitlines()
+    assert len(lines) == 2 + len(roofline.costs())
+    assert all(line.count("|") == 5 + len(roofline.PEAKS) for line in lines)
