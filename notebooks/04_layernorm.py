@@ -480,10 +480,10 @@ autograder.check.rmsnorm_backward(rmsnorm_backward)
 # computes. $\bar\gamma$ and $\bar\beta$ are different: **every** row adds into **every** entry, so the
 # programs must combine their work. Two ways to do it:
 #
-# 1. **Partial sums, then a second pass.** Program $p$ walks its own contiguous group of rows,
-#    accumulates $\sum \bar y \odot \hat x$ and $\sum \bar y$ for those rows in registers, and writes them once,
-#    into **row $p$** of a `(n_programs, N)` buffer. No other program ever writes that row, so no
-#    synchronisation is needed. A second, tiny pass sums the buffer over its `n_programs` rows.
+# 1. **Partial sums, then a second pass.** Program $p$ walks its own contiguous group of rows and
+#    collects $\sum \bar y \odot \hat x$ and $\sum \bar y$ for those rows in **row $p$** of a `(n_programs, N)`
+#    buffer. No other program ever touches that row, so no synchronisation is needed. A second, tiny
+#    pass sums the buffer over its `n_programs` rows.
 # 2. **Atomics, or a lock.** Each program adds its partial sums into memory that other programs
 #    add into too: entry by entry with `tl.atomic_add`, or — as Triton's LayerNorm tutorial does,
 #    into one of a few shared rows — by taking a lock (spinning on `tl.atomic_cas` until a flag is
@@ -575,8 +575,9 @@ def layernorm_fwd(x, gamma, beta, eps):
     y = torch.empty_like(x)  # (n_rows, N)
     mean_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
     rstd_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
-    layernorm_fwd_kernel[(n_rows,)](x, y, gamma, beta, mean_out, rstd_out, n_cols, eps,
-                                    BLOCK=triton.next_power_of_2(n_cols))
+    BLOCK = triton.next_power_of_2(n_cols)  # the whole row in one block
+    layernorm_fwd_kernel[(n_rows,)](x, y, gamma, beta, mean_out, rstd_out, n_cols, eps, BLOCK=BLOCK,
+                                    num_warps=min(max(BLOCK // 256, 1), 8))  # more threads for longer rows
     return y, mean_out, rstd_out
 
 # %%
@@ -590,6 +591,24 @@ print("Triton forward matches torch.nn.functional.layer_norm:", torch.allclose(y
 print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.shape), "— not x̂", tuple(x.shape))
 
 # %% [markdown]
+# ### How much of a row one program can hold
+#
+# A program's block lives in registers, spread over its threads: `num_warps` warps of 32 threads on an
+# NVIDIA GPU. With the default 4 warps, a block of 16,384 lanes is 128 lanes per thread for every
+# row-long vector the kernel keeps. A thread gets at most 255 registers, and an SM has 65,536 of them
+# for all its threads; whatever does not fit **spills** to local memory — DRAM behind the cache — and
+# every trip there is one the fused kernel was written to avoid. So `layernorm_fwd` gives long rows more
+# warps, as Triton's LayerNorm tutorial does: `num_warps = min(max(BLOCK // 256, 1), 8)`, 8 warps for a
+# row of 16,384, 64 lanes per thread.
+#
+# The backward needs more. For a row it needs $x$, $\bar y$, $\hat x$ and $\bar{\hat x}$, and across its rows a
+# program collects $\bar\gamma$ and $\bar\beta$ for every column. At $N = 16{,}384$ in float32, $\hat x$,
+# $\bar{\hat x}$ and two running sums of length $N$ are $4 \times 64$ KiB: the whole 256 KiB register file of
+# an SM, before a single address is kept. More warps do not help — they cut the same bytes into more
+# pieces. So the backward kernel never holds a whole row. It works on one **block** of at most `MAX_BLOCK`
+# lanes of a row at a time, and the running sums of $\bar\gamma$ and $\bar\beta$ live where they end up anyway:
+# in the program's own row of the partial buffers.
+#
 # ## Part D — TritonLayerNorm (2 points)
 #
 # Two things to write in one cell: a backward kernel that does Part B's work for a group of rows,
@@ -601,22 +620,24 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 #
 # - owns rows `p * rows_per_program` up to, not including, `min((p + 1) * rows_per_program, n_rows)` —
 #   the last program may get fewer rows; row offsets can pass $2^{31}$ on a large activation;
-# - reads $\gamma$ once (it is the same for every row), and for each of its rows reads that row of
-#   $x$ and $\bar y$ and the row's `mean` and `rstd`;
+# - for each of its rows reads that row of $x$ and $\bar y$, the row's `mean` and `rstd`, and $\gamma$;
 # - writes that row of $\bar x$ into `DX_ptr`, and nothing else of `DX_ptr`;
-# - writes its share of $\bar\gamma$ and of $\bar\beta$ — the contribution of **its** rows — into
-#   **row `p`** of `DW_partial` and `DB_partial` (shape `(n_programs, n_cols)`), once, after its last row.
-#   No other program writes that row.
+# - adds the share of $\bar\gamma$ and of $\bar\beta$ of **each** of its rows into **row `p`** of
+#   `DW_partial` and `DB_partial` (shape `(n_programs, n_cols)`, all zeros when the kernel starts).
+#   No other program touches that row.
 #
-# `BLOCK` is a power of two $\ge$ `n_cols`: the lanes past the end of a row are neither data to add
-# into any sum nor places to store. Compute in the dtype you load (float64 stays float64).
+# `BLOCK` is a power of two, and it may be shorter than a row: a row of `n_cols` spans
+# `triton.cdiv(n_cols, BLOCK)` blocks of `BLOCK` lanes — one when `BLOCK` $\ge$ `n_cols` — and the kernel
+# never holds more than one block of a row at a time. The lanes past the end of a row are neither data
+# to add into any sum nor places to store. Compute in the dtype you load (float64 stays float64).
 #
 # **The class `TritonLayerNorm`**, for `x` of shape `(n_rows, N)` with contiguous rows:
 #
 # - `forward(ctx, x, gamma, beta, eps)`: run the given `layernorm_fwd`, save what the backward needs —
 #   $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
 # - `backward(ctx, dy)`: launch the kernel on `min(n_rows, MAX_PROGRAMS)` programs (call it `n_programs`) with
-#   `rows_per_program` rows each (rounded up); then a **second pass** turns the partial buffers into
+#   `rows_per_program` rows each (rounded up) and blocks of `min(triton.next_power_of_2(n_cols), MAX_BLOCK)`
+#   lanes, into partial buffers that start at zero; then a **second pass** turns the partial buffers into
 #   $\bar\gamma$ and $\bar\beta$ of shape `(N,)`. Return `dx, dgamma, dbeta, None` — one gradient per input
 #   of `forward`, `None` for `eps`. No autograd in here. Autograd may hand `backward` a `dy` whose rows
 #   are not contiguous (a transposed view, say); the kernel's contract is contiguous rows.
@@ -626,6 +647,7 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 # returns, before autograd touches it.
 # %% solution id=TritonLayerNorm
 MAX_PROGRAMS = 4  # programs sharing the rows in the backward; on a GPU, a few per SM
+MAX_BLOCK = 2048  # the most lanes of a row the backward holds at once: 16 per thread of the default 4 warps
 
 
 @triton.jit
@@ -641,39 +663,50 @@ def layernorm_bwd_kernel(
     n_rows,  # M, rows in all
     n_cols,  # N, the length of a row
     rows_per_program,  # program p handles rows p·rows_per_program, … (fewer for the last program)
-    BLOCK: tl.constexpr,  # a power of two ≥ n_cols
+    BLOCK: tl.constexpr,  # a power of two, the lanes of one block; a row spans cdiv(n_cols, BLOCK) blocks
 ):
     """Program p: the backward of LayerNorm for rows p·rows_per_program … min((p + 1)·rows_per_program, n_rows) − 1.
 
-    Stores those rows of x̄ into DX, and this program's shares of γ̄ and β̄ into row p of DW_partial and DB_partial.
-    Per row: reads 2N (x, ȳ) + 2 (μ, rstd), writes N (x̄). Per program: reads N (γ), writes 2N (partials).
+    Stores those rows of x̄ into DX, and adds their shares of γ̄ and β̄ into row p of DW_partial and DB_partial.
+    Per row: reads x, ȳ (2N), γ (N) and μ, rstd (2); writes x̄ (N); adds 2N into this program's partial rows.
     """
     ### BEGIN SOLUTION
     pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    w = tl.load(W_ptr + cols, mask=mask, other=0.0)  # read N, once per program
-    dgamma_acc = tl.zeros([BLOCK], dtype=w.dtype)  # this program's share of γ̄, in registers
-    dbeta_acc = tl.zeros([BLOCK], dtype=w.dtype)  # this program's share of β̄
     first = pid.to(tl.int64) * rows_per_program  # int64: row · n_cols can pass 2³¹ on a large activation
     last = tl.minimum(first + rows_per_program, n_rows)  # the last program may have fewer rows
     for row in range(first, last):
-        offs = row * n_cols + cols
-        # Masked lanes load ȳ = 0: they add nothing to c1, c2 or the partial sums.
-        x = tl.load(X_ptr + offs, mask=mask, other=0.0)  # read N
-        dy = tl.load(DY_ptr + offs, mask=mask, other=0.0)  # read N
         mean = tl.load(Mean_ptr + row)  # read 1
         rstd = tl.load(Rstd_ptr + row)  # read 1
-        xhat = (x - mean) * rstd  # rebuilt from two scalars instead of read back
-        dxhat = w * dy
-        c1 = tl.sum(xhat * dxhat, axis=0) / n_cols
-        c2 = tl.sum(dxhat, axis=0) / n_cols
-        tl.store(DX_ptr + offs, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
-        dgamma_acc += dy * xhat
-        dbeta_acc += dy
-    # One store per program: no other program writes row pid, so no atomics are needed.
-    tl.store(DW_partial_ptr + pid * n_cols + cols, dgamma_acc, mask=mask)  # write N
-    tl.store(DB_partial_ptr + pid * n_cols + cols, dbeta_acc, mask=mask)  # write N
+        # Pass 1: c1 and c2 are sums over the whole row, so no x̄ can be written before its last block is read.
+        # Masked lanes load ȳ = 0: they add nothing to either sum.
+        sum_xhat_dxhat = tl.zeros([BLOCK], dtype=mean.dtype)  # lane by lane, over the row's blocks
+        sum_dxhat = tl.zeros([BLOCK], dtype=mean.dtype)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N over the row
+            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N
+            w = tl.load(W_ptr + cols, mask=mask, other=0.0)  # read N: the same γ for every row
+            xhat = (x - mean) * rstd  # rebuilt from two scalars instead of read back
+            dxhat = w * dy
+            sum_xhat_dxhat += xhat * dxhat
+            sum_dxhat += dxhat
+        c1 = tl.sum(sum_xhat_dxhat, axis=0) / n_cols
+        c2 = tl.sum(sum_dxhat, axis=0) / n_cols
+        # Pass 2: the same blocks again, now writing x̄ and adding this row's shares into row pid of the buffers.
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            mask = cols < n_cols
+            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
+            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
+            w = tl.load(W_ptr + cols, mask=mask, other=0.0)
+            xhat = (x - mean) * rstd
+            dxhat = w * dy
+            tl.store(DX_ptr + row * n_cols + cols, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
+            # Row pid of each buffer is this program's alone: read, add, write back needs no atomic.
+            part = pid * n_cols + cols
+            tl.store(DW_partial_ptr + part, tl.load(DW_partial_ptr + part, mask=mask) + dy * xhat, mask=mask)
+            tl.store(DB_partial_ptr + part, tl.load(DB_partial_ptr + part, mask=mask) + dy, mask=mask)
     ### END SOLUTION
 
 
@@ -701,11 +734,11 @@ class TritonLayerNorm(torch.autograd.Function):
         n_programs = min(n_rows, MAX_PROGRAMS)
         rows_per_program = triton.cdiv(n_rows, n_programs)
         dx = torch.empty_like(x)  # (n_rows, N)
-        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N)
+        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N): the kernel adds into it
         dbeta_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N)
         layernorm_bwd_kernel[(n_programs,)](
             dy, x, gamma, mean, rstd, dx, dgamma_partial, dbeta_partial,
-            n_rows, n_cols, rows_per_program, BLOCK=triton.next_power_of_2(n_cols),
+            n_rows, n_cols, rows_per_program, BLOCK=min(triton.next_power_of_2(n_cols), MAX_BLOCK),
         )
         # Second pass: n_programs rows, summed in the same order every run.
         dgamma = dgamma_partial.sum(dim=0)  # (N,): read n_programs·N, write N
@@ -714,57 +747,65 @@ class TritonLayerNorm(torch.autograd.Function):
         ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — which rows, and what is read once?</summary>
+# <details><summary>Hint 1 — which rows, and what does x̄ need first?</summary>
 #
 # Start from `tl.program_id(0)`: the first row is `pid * rows_per_program` (cast to int64 before
 # multiplying by `n_cols`), the end is the smaller of the next group's first row and `n_rows`. Triton
-# accepts a Python `for` loop whose bounds are computed in the kernel. $\gamma$ is loaded before the
-# loop; so are two accumulators of `BLOCK` lanes for the program's shares of $\bar\gamma$ and $\bar\beta$.
+# accepts a Python `for` loop whose bounds are computed in the kernel, and loops inside loops. Then look
+# at Part B's $\bar x$ for one row: which numbers must be known before its first lane can be computed,
+# and how much of the row do they depend on? If the kernel may hold only one block of the row at a time,
+# how many times must it go through the row?
 #
 # </details>
 #
 # <details><summary>Hint 2 — the lanes past the end of the row</summary>
 #
-# What must a lane past `n_cols` add to $c_1$, $c_2$ and the partial sums? Whatever a masked load puts
-# there flows into every `tl.sum`, so choose the fill value that adds nothing. The means divide by the
-# row's length, not by `BLOCK`. A store without a mask writes all `BLOCK` lanes — past the row, into the
-# next one or past the buffer.
+# A block is `BLOCK` lanes starting at some column of the row; lanes at columns $\ge$ `n_cols` are not
+# data. What must such a lane add to $c_1$, $c_2$ and the partial sums? Whatever a masked load puts there
+# flows into every sum, so choose the fill value that adds nothing. The means divide by the row's
+# length, not by `BLOCK`. A store without a mask writes all `BLOCK` lanes — past the row, into the next
+# one or past the buffer. The check launches your kernel both ways: with `BLOCK` $\ge$ `n_cols` (one
+# block, its tail masked) and with `BLOCK` $<$ `n_cols` (several blocks, the last one ragged). A kernel
+# that is right with one block and wrong with several has treated a block as if it were the whole row.
 #
 # </details>
 #
 # <details><summary>Hint 3 — the partial sums and the second pass</summary>
 #
-# Each row adds its contribution to the two accumulators (they live in registers across the loop);
-# only after the loop does the program store them, into row `pid` of each buffer. Storing inside the
-# loop overwrites the row with each new row's contribution. On the host: zeroed `(n_programs, N)`
-# buffers, the launch, then a sum over the programs axis; and a `dy` with contiguous rows before the
-# launch.
+# Row `pid` of each buffer belongs to this program alone, and it starts at zero: for each row, read the
+# buffer's lanes, add the row's contribution, and store them back — no atomic is needed, since no other
+# program reads or writes there. Storing the contribution without adding what is already there leaves
+# only the last row's. On the host: zeroed `(n_programs, N)` buffers, the launch, then a sum over the
+# programs axis; and a `dy` with contiguous rows before the launch.
 #
 # </details>
 #
 # <details><summary>Hint 4 — the formulas, in the kernel</summary>
 #
 # Row $r$ of the program starts `r * n_cols` elements in (an int64 $r$); its $\mu_r$ and $\text{rstd}_r$
-# are two scalar loads. Then Part B's formulas, on the row's `BLOCK` lanes:
+# are two scalar loads. Then Part B's formulas, block by block, in two passes over the row:
 #
-# $$\hat x = (x - \mu_r)\cdot\text{rstd}_r, \qquad \bar{\hat x} = \gamma \odot \bar y, \qquad
-# c_1 = \tfrac1N \textstyle\sum_j \hat x_j\, \bar{\hat x}_j, \qquad c_2 = \tfrac1N \sum_j \bar{\hat x}_j, \qquad
-# \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd}_r .$$
+# $$\text{pass 1:}\quad c_1 = \tfrac1N \textstyle\sum_j \hat x_j\, \bar{\hat x}_j, \qquad c_2 = \tfrac1N \sum_j \bar{\hat x}_j;
+# \qquad\qquad \text{pass 2:}\quad \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd}_r,
+# \quad \text{DW\_partial}[p] \mathrel{+}= \bar y \odot \hat x, \quad \text{DB\_partial}[p] \mathrel{+}= \bar y,$$
 #
-# - Load $\gamma$, $x$ and $\bar y$ with the mask of the row's `n_cols` lanes and `other=0.0`: a zero
-#   $\bar y$ adds nothing to $c_1$, $c_2$ or the partial sums. Each mean is a `tl.sum(..., axis=0)`
-#   divided by `n_cols`, not by `BLOCK`; the store of $\bar x$ takes the same mask.
-# - The accumulators start as `tl.zeros([BLOCK], ...)` in the dtype of $\gamma$; each row adds
-#   `dgamma_acc += dy * xhat` and `dbeta_acc += dy`.
-# - After the loop, one masked `tl.store` of each accumulator into row `pid` of its buffer, which
-#   starts `pid * n_cols` elements in.
+# with $\hat x = (x - \mu_r)\cdot\text{rstd}_r$ and $\bar{\hat x} = \gamma \odot \bar y$ rebuilt in each pass.
+#
+# - Each pass loops `start` over `range(0, n_cols, BLOCK)`; a block's columns are `start` plus the
+#   `tl.arange(0, BLOCK)` lanes, masked where they pass `n_cols`; load $x$, $\bar y$ and $\gamma$ of the block
+#   with that mask and `other=0.0`.
+# - Pass 1 adds `xhat * dxhat` and `dxhat` into two `tl.zeros([BLOCK], ...)` vectors in the dtype of
+#   `mean`; after it, $c_1$ and $c_2$ are their `tl.sum(..., axis=0)` divided by `n_cols`.
+# - Pass 2 stores $\bar x$ with the mask. The same block's columns of row `pid` of `DW_partial` start
+#   `pid * n_cols` elements in: load them (masked), add `dy * xhat`, and store the sum back (masked); the same
+#   for `DB_partial` with `dy`.
 # - In `backward`: `dy.contiguous()` before the launch, `triton.cdiv(n_rows, n_programs)` rows per
-#   program, zeroed `(n_programs, N)` buffers, and after the launch a `.sum(dim=0)` of each buffer
-#   over its programs axis.
+#   program, `BLOCK=min(triton.next_power_of_2(n_cols), MAX_BLOCK)`, zeroed `(n_programs, N)` buffers,
+#   and after the launch a `.sum(dim=0)` of each buffer over its programs axis.
 #
 # </details>
 # %% test id=test_TritonLayerNorm points=2
-"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7, with a contiguous and a transposed (non-contiguous) dy: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward."""
+"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7, with a contiguous and a transposed (non-contiguous) dy: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward; last the kernel on rows longer than BLOCK (several blocks per row, the last one ragged)."""
 course.selfcheck.TritonLayerNorm(TritonLayerNorm)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -774,15 +815,22 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # %% [markdown]
 # ### What you just built
 #
-# Part B's formulas, one row at a time inside a program, plus the cross-program reduction of §6:
+# Part B's formulas, one row at a time inside a program and one block at a time inside a row, plus the
+# cross-program reduction of §6:
 #
 # $$\text{DW\_partial}[p] = \sum_{r \in \text{rows}(p)} \bar y_r \odot \hat x_r, \qquad
-# \boxed{\;\bar\gamma = \sum_{p} \text{DW\_partial}[p]\;} \quad(\text{and the same for } \bar\beta),$$
+# \boxed{\;\bar\gamma = \sum_{p} \text{DW\_partial}[p]\;} \quad(\text{and the same for } \bar\beta).$$
 #
-# with $\bar x$ stored row by row, each masked to the row's `n_cols` lanes. Per row the kernel reads
-# $x$, $\bar y$ and two scalars and writes $\bar x$; per program it reads $\gamma$ once and writes two
-# buffer rows. No two programs write the same address, so there is no race — on the interpreter, or
-# on a GPU where the programs really run at once.
+# $c_1$ and $c_2$ are sums over the whole row, so no lane of $\bar x$ can be written before the row's last
+# block has been read: the kernel goes through each row twice, `for start in range(0, n_cols, BLOCK)`
+# each time — pass 1 for $c_1$ and $c_2$, pass 2 for $\bar x$ and for the row's shares, added into row $p$
+# of the buffers with `tl.load(DW_partial_ptr + part, mask=mask) + dy * xhat` and stored back. Every load
+# and store is masked to the row's `n_cols` lanes. No two programs touch the same address, so there is no
+# race — on the interpreter, or on a GPU where the programs really run at once.
+#
+# The second pass reads $x$ and $\bar y$ again, and every row reads and writes the program's buffer rows:
+# that is what a row longer than the registers costs. On a GPU those accesses stay in the cache (the row
+# was just read; the buffer rows are the program's own), which §8 counts.
 # %% [markdown]
 # ## Part E — triton_layernorm (1 point)
 #
@@ -873,8 +921,10 @@ except Exception as exc:
 # %% [markdown]
 # Now count what each backward moves for a $4096 \times 4096$ float32 activation, with the fused
 # kernel on 528 programs (4 per SM of a 132-SM H100). The op-by-op count is Part B run as PyTorch
-# ops, each reading its inputs from memory and writing its result back; the fused kernel reads
-# $x$, $\bar y$ and two scalars per row and writes $\bar x$, plus the partial buffers.
+# ops, each reading its inputs from memory and writing its result back. The fused kernel is counted
+# twice: what crosses DRAM when its repeated accesses hit the cache — $x$, $\bar y$ and two scalars per
+# row read, $\bar x$ written, plus $\gamma$ and the partial buffers — and every access it makes, as if
+# nothing stayed in any cache.
 # %%
 M, N, P = 4096, 4096, 528  # rows, features, programs
 MN = M * N
@@ -887,16 +937,25 @@ op_by_op = {  # (elements read, elements written) per PyTorch op of Part B
     "dγ = Σ ȳ ⊙ xhat, dβ = Σ ȳ": (4 * MN, MN + 2 * N),
 }
 naive = sum(r + w for r, w in op_by_op.values())
-fused = (2 * MN + 2 * M + P * N + MN + 2 * P * N) + (2 * P * N + 2 * N)  # kernel, then the second pass
+# DRAM: read x, ȳ (2MN) and μ, rstd (2M), write x̄ (MN), γ once per program (PN), each program's two
+# partial rows written back once (2PN); then the second pass reads them (2PN) and writes γ̄, β̄ (2N).
+fused = (2 * MN + 2 * M + MN + P * N + 2 * P * N) + (2 * P * N + 2 * N)
+# Every access: x, ȳ and γ in both passes (6MN), μ and rstd, x̄, and for every row a read and a write of the
+# program's two partial rows (4MN); then the second pass.
+fused_every_access = (6 * MN + 2 * M + MN + 4 * MN) + (2 * P * N + 2 * N)
 dense = M * (N * N + N * N + 2 * N)  # write each row's J, read it back, read dxhat, write x̄
-for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive), ("fused + second pass", fused)):
+for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive),
+                    ("fused, DRAM", fused), ("fused, every access", fused_every_access)):
     print(f"{name:20} {count / MN:8.2f} elements per element of x   {4 * count / 2**30:9.2f} GiB in float32")
 # %% [markdown]
-# The fused kernel moves about 3.6 elements per element of $x$ — the $3MN$ it cannot avoid (read $x$,
-# read $\bar y$, write $\bar x$), plus $\gamma$ once per program and the partial buffers written and read
-# back, $5PN$ in all: a small fraction of $MN$ when $M \gg P$. Part B as separate ops moves about 25, and the dense Jacobian thousands. LayerNorm's
-# backward does a few FLOPs per element, far left of any GPU's ridge point (notebook 03), so the
-# bytes are the time: fusing buys about 7×.
+# The fused kernel moves about 3.6 elements per element of $x$ through DRAM — the $3MN$ it cannot avoid
+# (read $x$, read $\bar y$, write $\bar x$), plus $\gamma$ once per program and the partial buffers written and
+# read back, $5PN$ in all: a small fraction of $MN$ when $M \gg P$. Its other accesses — the second pass
+# over each row, and each row's additions into the program's buffer rows — bring it to about 11, but
+# they hit the cache: a program's two rows of $x$ and $\bar y$ and its two buffer rows are 64 KiB, and all
+# 528 programs' together about 33 MiB, inside an H100's 50 MiB of L2. Part B as separate ops moves about
+# 25, and the dense Jacobian thousands. LayerNorm's backward does a few FLOPs per element, far left of
+# any GPU's ridge point (notebook 03), so the bytes are the time: fusing buys about 7×.
 #
 # ## What to take away
 #
@@ -906,6 +965,8 @@ for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive), ("f
 # - $\bar\gamma$ and $\bar\beta$ sum over every row: invisible at batch 1, so test at batch 7.
 # - On a GPU that sum crosses programs. Partial sums per program plus a second pass are
 #   deterministic and contention-free; atomics save the pass but not the nondeterminism.
+# - A row longer than the registers hold is walked in blocks. When the row's own sums ($c_1$, $c_2$)
+#   come before its output, that is two passes over the row — the second one from the cache.
 # - RMSNorm is the same skeleton with one rank-one piece fewer, so one scalar per row.
 #
 # Next, notebook 05: attention, where the saved scalar per row is the log-sum-exp and the tensor

@@ -1059,7 +1059,8 @@ def attention_delta(o, do, BLOCK_M=16):
     B, T, d = o.shape  # batch, tokens, head dim
     o2 = o.reshape(B * T, d).contiguous()  # (B·T, d): rows with contiguous elements
     do2 = do.reshape(B * T, d).contiguous()
-    delta = torch.empty(B * T, dtype=o.dtype, device=o.device)  # (B·T,)
+    delta = torch.empty(B * T, dtype=torch.float64 if o.dtype == torch.float64 else torch.float32,
+                        device=o.device)  # (B·T,): a sum, float32 at least (§7)
     grid = (triton.cdiv(B * T, BLOCK_M),)  # one program per block of rows
     attention_delta_kernel[grid](o2, do2, delta, o2.stride(0), do2.stride(0), B * T, d,
                                  BLOCK_M=BLOCK_M, BLOCK_D=triton.next_power_of_2(d))
@@ -1082,7 +1083,27 @@ def attention_delta(o, do, BLOCK_M=16):
 # transposed tensor). $L$ and $D$ are contiguous $(BH, T)$: row $t$ of slab $b$ sits at
 # `ptr + b * seq_len + t`. `program_id(0)` is the program's block along $T$, `program_id(1)` its slab.
 # `BLOCK_D` is $d$ rounded up to a power of two, at least 16 (`tl.dot` needs every dimension ≥ 16).
-# Compute in the dtype you load: the checks run in float64.
+#
+# **Two dtypes in one kernel: the operands' and the sums'.** A tensor core multiplies two tiles of the
+# *same* 16-bit type — bfloat16 by bfloat16, float16 by float16 — and adds the products into a float32
+# accumulator. That is the instruction `tl.dot` compiles to, which is why `tl.dot` of two bfloat16 tiles
+# returns float32. A FlashAttention kernel keeps both dtypes, each where it belongs:
+#
+# - **Sums in float32.** The scores, the running $m$ and $\ell$ and the accumulator of the forward,
+#   $\bar K_j$ and $\bar V_j$ in the backward, and the saved $L$ stay float32 (float64 when the inputs are
+#   float64). bfloat16 has 8 significant bits: a running sum of ones stops at 256, where $256 + 1$ rounds
+#   back to 256; and an $L$ near 10 stored in bfloat16 can be off by 0.03, which puts every
+#   $P = e^{S - L}$ rebuilt from it off by 3%. Each prologue below names the sums' dtype `acc_dtype`.
+# - **Operands in the input's dtype.** A tile the kernel computes itself and then feeds to another
+#   `tl.dot` — the probabilities $P$, or $\bar S$ — comes out float32, while its partner was loaded from
+#   memory in bfloat16, and `tl.dot` refuses to mix them ("Both operands must be same dtype"). Cast the
+#   computed tile to its partner's dtype first, `p.to(v.dtype)`: $P$ is rounded to bfloat16 for the
+#   multiply, which is the precision the tensor cores run at anyway, and the sum it lands in stays float32.
+#
+# On a CPU the interpreter runs float32 and float64 only. There every loaded tile already has
+# `acc_dtype`, the cast changes nothing, and a kernel that forgets it passes every check in this
+# notebook — it fails the first time it is compiled for bfloat16 on a GPU. Write the cast anyway: where
+# it changes nothing, it costs nothing.
 #
 # **float32 on a GPU means TF32.** `tl.dot` on float32 inputs runs on the tensor cores in TF32 by
 # default (`input_precision="tf32"`): each input is rounded to a 10-bit mantissa first, so a float32
@@ -1138,24 +1159,26 @@ def flash_fwd_kernel(
     q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D): lanes that are data
     q_offs = base + rows[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_M, BLOCK_D): these rows of Q, and of O
     q = tl.load(Q_ptr + q_offs, mask=q_mask, other=0.0)
+    acc_dtype = tl.float64 if q.dtype == tl.float64 else tl.float32  # the dtype of the running sums (§7)
     ### BEGIN SOLUTION
-    m = tl.full([BLOCK_M], -float("inf"), dtype=q.dtype)  # running row max
-    ell = tl.zeros([BLOCK_M], dtype=q.dtype)  # running Σ exp(S − m)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)  # running Σ exp(S − m) V
+    m = tl.full([BLOCK_M], -float("inf"), dtype=acc_dtype)  # running row max
+    ell = tl.zeros([BLOCK_M], dtype=acc_dtype)  # running Σ exp(S − m)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=acc_dtype)  # running Σ exp(S − m) V
     for start_n in range(0, seq_len, BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
         kv_mask = (keys[:, None] < seq_len) & (cols[None, :] < head_dim)
         k = tl.load(K_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
         v = tl.load(V_ptr + base + keys[:, None] * stride_t + cols[None, :] * stride_e, mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N): a tile of S, in registers only
+        s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N): a tile of S, in registers only (acc_dtype)
         s = tl.where(keys[None, :] < seq_len, s, -float("inf"))  # keys past T get no weight: exp(−inf) = 0
         m_new = tl.maximum(m, tl.max(s, axis=1))
         alpha = tl.exp(m - m_new)  # restates the old sums under the new max (0 at the first block)
         p = tl.exp(s - m_new[:, None])
-        ell = ell * alpha + tl.sum(p, axis=1)
+        ell = ell * alpha + tl.sum(p, axis=1)  # summed in acc_dtype, before P is rounded
+        p = p.to(v.dtype)  # P as V's dtype: tl.dot takes two operands of one dtype (§7)
         acc = acc * alpha[:, None] + tl.dot(p, v)
         m = m_new
-    tl.store(O_ptr + q_offs, acc / ell[:, None], mask=q_mask)  # O shares Q's strides
+    tl.store(O_ptr + q_offs, acc / ell[:, None], mask=q_mask)  # O shares Q's strides; the store casts to O's dtype
     tl.store(L_ptr + bh * seq_len + rows, m + tl.log(ell), mask=rows < seq_len)
     ### END SOLUTION
 
@@ -1174,12 +1197,13 @@ def flash_fwd_kernel(
 # <details><summary>Hint 2 — the loop body</summary>
 #
 # Start the running max, sum and accumulator of the block's rows with `tl.full` / `tl.zeros` in
-# `q.dtype` — the max at $-\infty$. For each key block: its key indices from the loop's start and
+# `acc_dtype` — the max at $-\infty$. For each key block: its key indices from the loop's start and
 # `tl.arange(0, BLOCK_N)`; a 2-D mask (keys below `seq_len`, lanes below `head_dim`) for the loads of
 # the $K$ and $V$ tiles, whose offsets are built like the prologue's `q_offs`; the score tile, `tl.dot`
 # of `q` and `tl.trans(k)`, times `sm_scale`; then, with `tl.where` on a condition over the keys, replace
 # the scores of keys past $T$ before taking the max. Part C's update follows, in `tl.maximum`,
-# `tl.max(..., axis=1)`, `tl.exp`, `tl.sum(..., axis=1)` and `tl.dot(p, v)`, with `[:, None]` to spread a
+# `tl.max(..., axis=1)`, `tl.exp`, `tl.sum(..., axis=1)` and a `tl.dot` of `p` and `v` (which of the two
+# was computed here, and which dtype must it take? §7), with `[:, None]` to spread a
 # per-row vector over a tile. After the loop, the rows of $O$ are the accumulator divided by the sum
 # (stored at `O_ptr + q_offs` with `q_mask`, since $O$ shares $Q$'s strides), and $L = m + \log \ell$
 # (stored with a mask on the rows, at `bh * seq_len + rows` from `L_ptr`).
@@ -1196,13 +1220,14 @@ def flash_fwd_kernel(
 # \ell \leftarrow \alpha\,\ell + \textstyle\sum_j e^{S_{ij} - m'}, \quad
 # A \leftarrow \alpha A + e^{S - m'} V, \quad m \leftarrow m'.$$
 #
-# - Before the loop: `m` full of `-float("inf")`, `ell` and `acc` zeros, all in `q.dtype`.
+# - Before the loop: `m` full of `-float("inf")`, `ell` and `acc` zeros, all in `acc_dtype`.
 # - The keys of the block start at `start_n`; load $K$ and $V$ at `base` plus `keys[:, None] * stride_t`
 #   plus `cols[None, :] * stride_e`, masked on `keys[:, None] < seq_len` and on the head-dim lanes.
 # - The scores of keys past $T$: `tl.where` on `keys[None, :] < seq_len`, keeping `s` where it holds and
 #   `-float("inf")` elsewhere, before the max.
 # - The factor is `tl.exp(m - m_new)`; `p` is `tl.exp` of `s` minus `m_new[:, None]`; `ell` becomes
-#   `ell * alpha` plus `tl.sum(p, axis=1)`, and `acc` becomes `acc * alpha[:, None]` plus `tl.dot(p, v)`.
+#   `ell * alpha` plus `tl.sum(p, axis=1)`; then `p = p.to(v.dtype)`, and `acc` becomes
+#   `acc * alpha[:, None]` plus `tl.dot(p, v)`.
 # - After the loop: `acc / ell[:, None]` with `q_mask`, and `m + tl.log(ell)` with `mask=rows < seq_len`.
 #
 # </details>
@@ -1226,7 +1251,8 @@ autograder.check.flash_fwd_kernel(flash_fwd_kernel)
 #
 # In the kernel: a `tl.where` on `keys[None, :] < seq_len` sets every other score to `-float("inf")`
 # before the max; then Part C's update, with the factor `tl.exp(m - m_new)` and the accumulator
-# `acc * alpha[:, None]` plus `tl.dot(p, v)`. Every query row has at least
+# `acc * alpha[:, None]` plus `tl.dot(p, v)`, with `p` summed into `ell` first and then cast to `v.dtype`
+# for the product. Every query row has at least
 # one key below $T$, so $m$ is finite after the first block and $\alpha$ is never $e^{-\infty - (-\infty)}$.
 # The tile of $S$ is $\text{BLOCK\_M} \times \text{BLOCK\_N}$ numbers in registers; what reaches HBM is
 # $Q$, $K$, $V$ read and $O$, $L$ written.
@@ -1240,7 +1266,7 @@ autograder.check.flash_fwd_kernel(flash_fwd_kernel)
 #
 # - the loop over query blocks of `BLOCK_M`: load $Q_i$ and $\bar O_i$ and the $L_i$, $D_i$ of its rows;
 #   rebuild the tile of $P$; add this tile's shares into the program's $\bar K_j$ and $\bar V_j$ (Part D's
-#   derivation), accumulated in the loaded dtype;
+#   derivation), accumulated in `acc_dtype`, with every `tl.dot` fed operands of one dtype (§7);
 # - the last query block runs past $T$, and so may this program's block of keys: decide what those
 #   lanes contribute and what must not be stored;
 # - after the loop, store $\bar K_j$ and $\bar V_j$ — this program's rows, and nothing outside them.
@@ -1285,9 +1311,10 @@ def flash_bwd_dkdv_kernel(
     kv_offs = base + keys[:, None] * stride_t + cols[None, :] * stride_e  # (BLOCK_N, BLOCK_D): rows of K, V, K̄, V̄
     k = tl.load(K_ptr + kv_offs, mask=kv_mask, other=0.0)
     v = tl.load(V_ptr + kv_offs, mask=kv_mask, other=0.0)
+    acc_dtype = tl.float64 if k.dtype == tl.float64 else tl.float32  # the dtype of the running sums (§7)
     ### BEGIN SOLUTION
-    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # K̄_j, local until every query block has added to it
-    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=k.dtype)  # V̄_j
+    dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=acc_dtype)  # K̄_j, local until every query block has added to it
+    dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=acc_dtype)  # V̄_j
     for start_m in range(0, seq_len, BLOCK_M):
         rows = start_m + tl.arange(0, BLOCK_M)  # (BLOCK_M,)
         row_ok = rows < seq_len
@@ -1299,9 +1326,12 @@ def flash_bwd_dkdv_kernel(
         s = tl.dot(q, tl.trans(k)) * sm_scale  # (BLOCK_M, BLOCK_N)
         # Rebuild the tile of P from L; outside the T×T square it is 0.
         p = tl.where(row_ok[:, None] & key_ok[None, :], tl.exp(s - L[:, None]), 0.0)
-        dv += tl.dot(tl.trans(p), do)  # V̄_j += P_ijᵀ Ō_i
         dp = tl.dot(do, tl.trans(v))  # (BLOCK_M, BLOCK_N): P̄_ij = Ō_i V_jᵀ
-        ds = p * (dp - D[:, None])  # S̄_ij
+        ds = p * (dp - D[:, None])  # S̄_ij, from P in acc_dtype
+        # The tiles computed here meet tiles loaded from memory: each takes its partner's dtype (§7).
+        p = p.to(do.dtype)
+        dv += tl.dot(tl.trans(p), do)  # V̄_j += P_ijᵀ Ō_i
+        ds = ds.to(q.dtype)
         dk += tl.dot(tl.trans(ds), q)  # K̄_j += S̄_ijᵀ Q_i; the scale waits for the store
     tl.store(DK_ptr + kv_offs, dk * sm_scale, mask=kv_mask)  # K̄ and V̄ share K's strides
     tl.store(DV_ptr + kv_offs, dv, mask=kv_mask)
@@ -1321,7 +1351,7 @@ def flash_bwd_dkdv_kernel(
 #
 # <details><summary>Hint 2 — Part D's inner loop, tile by tile</summary>
 #
-# Start $\bar K_j$ and $\bar V_j$ as zeros of shape `[BLOCK_N, BLOCK_D]` in `k.dtype`. For each query
+# Start $\bar K_j$ and $\bar V_j$ as zeros of shape `[BLOCK_N, BLOCK_D]` in `acc_dtype`. For each query
 # block: its row indices from the loop's start and `tl.arange(0, BLOCK_M)`; a row mask and a 2-D mask,
 # as the prologue builds `key_ok` and `kv_mask` for the keys; the $(\text{BLOCK\_M}, \text{BLOCK\_D})$
 # loads of $Q_i$ and $\bar O_i$, at offsets built like `kv_offs`; $L_i$ and $D_i$ as `(BLOCK_M,)` vectors
@@ -1330,8 +1360,9 @@ def flash_bwd_dkdv_kernel(
 # columns with `[:, None]`. Then Part D's four lines for one tile — $\bar V_j$'s share is a
 # $(\text{BLOCK\_N}, \text{BLOCK\_M}) \times (\text{BLOCK\_M}, \text{BLOCK\_D})$ product, so the tile of $P$
 # enters transposed (`tl.trans`); the tiles of $\bar P$ and $\bar S$; $\bar K_j$'s share, with $\bar S$
-# transposed the same way. The scale $c$ multiplies $\bar K_j$ once, which can wait for the store. Store
-# both at `kv_offs` with `kv_mask`.
+# transposed the same way. Two of those products take a tile computed here and a tile loaded from
+# memory: give them one dtype (§7). The scale $c$ multiplies $\bar K_j$ once, which can wait for the
+# store. Store both at `kv_offs` with `kv_mask`.
 #
 # </details>
 #
@@ -1351,8 +1382,9 @@ def flash_bwd_dkdv_kernel(
 #   `bh * seq_len + rows`, masked on `row_ok`.
 # - The scores: `tl.dot(q, tl.trans(k))` times `sm_scale`. The tile of $P$: a `tl.where` on
 #   `row_ok[:, None]` and `key_ok[None, :]`, between `tl.exp(s - L[:, None])` and 0.
-# - `dv` adds `tl.dot(tl.trans(p), do)`; `ds` is `p` times `tl.dot(do, tl.trans(v))` minus `D[:, None]`;
-#   `dk` adds `tl.dot(tl.trans(ds), q)`.
+# - `ds` is `p` times `tl.dot(do, tl.trans(v))` minus `D[:, None]`, with `p` still in `acc_dtype`. Then
+#   `p = p.to(do.dtype)` and `dv` adds `tl.dot(tl.trans(p), do)`; `ds = ds.to(q.dtype)` and `dk` adds
+#   `tl.dot(tl.trans(ds), q)`. Both start as zeros in `acc_dtype`.
 # - After the loop: `dk * sm_scale` and `dv`, at `kv_offs` with `kv_mask`.
 #
 # </details>
@@ -1374,8 +1406,8 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 # \bar S_{ij} = P_{ij} \odot (\bar O_i V_j^\top - D_i)\;}$$
 #
 # In the kernel: the tile of $P$ is `tl.exp(s - L[:, None])`, set to 0 outside the square by a `tl.where`;
-# `dv` adds `tl.dot(tl.trans(p), do)`, `dk` adds `tl.dot(tl.trans(ds), q)`, and `dk * sm_scale` goes to
-# the store. A row past $T$ adds nothing (its
+# `dv` adds `tl.dot(tl.trans(p), do)`, `dk` adds `tl.dot(tl.trans(ds), q)` — each computed tile cast to its
+# loaded partner's dtype just before, each sum in `acc_dtype` — and `dk * sm_scale` goes to the store. A row past $T$ adds nothing (its
 # $\bar O$, $D$ and $Q$ load as 0), and a key past $T$ collects values that the store's mask keeps out of
 # memory; zeroing $P$ outside the square says both at once.
 #
@@ -1442,7 +1474,8 @@ def flash_bwd_dq_kernel(
     row_offs = bh * seq_len + rows  # where these rows' L and D sit
     L = tl.load(L_ptr + row_offs, mask=row_ok, other=0.0)  # (BLOCK_M,)
     D = tl.load(Delta_ptr + row_offs, mask=row_ok, other=0.0)  # (BLOCK_M,)
-    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=q.dtype)  # Q̄_i, one term per key block
+    acc_dtype = tl.float64 if q.dtype == tl.float64 else tl.float32  # the dtype of the running sums (§7)
+    dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=acc_dtype)  # Q̄_i, one term per key block
     for j in range(tl.cdiv(seq_len, BLOCK_N)):  # key block j
         keys = j * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,)
         k = load_tile(K_ptr + base, keys, cols, seq_len, head_dim, stride_t, stride_e)  # K_j, (BLOCK_N, BLOCK_D)
@@ -1451,7 +1484,7 @@ def flash_bwd_dq_kernel(
         inside = row_ok[:, None] & (keys[None, :] < seq_len)  # the T×T square
         p = tl.where(inside, tl.exp(s - L[:, None]), 0.0)  # P_ij rebuilt from L
         ds = p * (tl.dot(do, tl.trans(v)) - D[:, None])  # S̄_ij again: the price of no atomics
-        dq += tl.dot(ds, k)  # Q̄_i += S̄_ij K_j; the scale waits for the store
+        dq += tl.dot(ds.to(k.dtype), k)  # Q̄_i += S̄_ij K_j, S̄ as K's dtype; the scale waits for the store
     store_tile(DQ_ptr + base, dq * sm_scale, rows, cols, seq_len, head_dim, stride_t, stride_e)
 
 # %% [markdown]
@@ -1475,7 +1508,21 @@ def passes_its_check(check, kernel):
         return False
 
 
-BLOCK = 32  # rows per block in every kernel here; tl.dot needs ≥ 16
+def sums_dtype(dtype):
+    """The torch dtype of L, D and every running sum (§7): float64 for float64 inputs, float32 otherwise."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def flash_blocks(d, dtype):
+    """(BLOCK_M, BLOCK_N) for head dim d: tiles that fit an A100, an H100 and an MI300X.
+
+    32 × 32 (tl.dot needs ≥ 16). For float64 past d = 64, 16 × 16: a float64 tile of 32 × 128 is
+    32 KiB, and the few that a kernel keeps in flight overflow the shared memory of one program
+    (about 163 KiB on an A100, 64 KiB on an MI300X). float64 is for checks, not for speed.
+    """
+    if dtype == torch.float64 and d > 64:
+        return 16, 16
+    return 32, 32
 
 
 def flash_forward(q, k, v):
@@ -1483,10 +1530,11 @@ def flash_forward(q, k, v):
     B, T, d = q.shape  # batch (× heads), tokens, head dim
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # one set of strides for all of them
     o = torch.empty_like(q)  # (B, T, d), contiguous like q
-    L = torch.empty(B, T, dtype=q.dtype, device=q.device)  # (B, T)
-    grid = (triton.cdiv(T, BLOCK), B)  # a program per (query block, slab)
+    L = torch.empty(B, T, dtype=sums_dtype(q.dtype), device=q.device)  # (B, T): a log of a sum, float32 at least
+    block_m, block_n = flash_blocks(d, q.dtype)
+    grid = (triton.cdiv(T, block_m), B)  # a program per (query block, slab)
     flash_fwd_kernel[grid](q, k, v, o, L, *q.stride(), 1 / math.sqrt(d), T, d,
-                           BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_D=max(16, triton.next_power_of_2(d)))
+                           BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(d)))
     return o, L
 
 
@@ -1494,14 +1542,17 @@ def flash_backward(q, k, v, o, L, do):
     """(dq, dk, dv), each (B, T, d): D first, then K̄, V̄ per key block and Q̄ per query block."""
     B, T, d = q.shape
     do = do.contiguous()
-    D = attention_delta(o, do) if USE_DELTA_KERNEL else (do * o).sum(dim=-1)  # (B, T)
+    D = attention_delta(o, do) if USE_DELTA_KERNEL else (do * o).sum(dim=-1).to(L.dtype)  # (B, T), like L
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    block_m, block_n = flash_blocks(d, q.dtype)
     block_d = max(16, triton.next_power_of_2(d))
-    grid = (triton.cdiv(T, BLOCK), B)
-    flash_bwd_dkdv_kernel[grid](q, k, v, do, L, D, dk, dv, *q.stride(), 1 / math.sqrt(d), T, d,
-                                BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_D=block_d)
-    flash_bwd_dq_kernel[grid](q, k, v, do, L, D, dq, *q.stride(), 1 / math.sqrt(d), T, d,
-                              BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_D=block_d)
+    flash_bwd_dkdv_kernel[(triton.cdiv(T, block_n), B)](q, k, v, do, L, D, dk, dv, *q.stride(), 1 / math.sqrt(d), T, d,
+                                                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d)
+    # Q̄'s kernel holds Q_i, Ō_i and Q̄_i across its loop: at d = 128 in float32 an MI300X has too few registers
+    # for steps of 32 keys (it spills), and steps of 16 fit every GPU.
+    dq_block_n = 16 if d > 64 else block_n
+    flash_bwd_dq_kernel[(triton.cdiv(T, block_m), B)](q, k, v, do, L, D, dq, *q.stride(), 1 / math.sqrt(d), T, d,
+                                                      BLOCK_M=block_m, BLOCK_N=dq_block_n, BLOCK_D=block_d)
     return dq, dk, dv
 
 
@@ -1574,6 +1625,9 @@ else:
 #   $O(T d)$ bytes and is compute-bound — the tensor cores, not the memory, set its speed.
 # - On a GPU, $\bar Q$'s sum over key blocks crosses programs: atomics, or a second kernel per query
 #   block. And float32 `tl.dot` means TF32 unless told otherwise.
+# - In bfloat16 a kernel has two dtypes: tiles in bfloat16 for the tensor cores, sums ($m$, $\ell$, the
+#   accumulators, $L$) in float32, and a computed tile cast to its partner's dtype before each `tl.dot`.
+#   Forgetting the cast is invisible on a CPU and a compile error on a GPU.
 #
 # Next, notebook 06: top-k routing, where the backward is a scatter and the question is which
 # additions can collide.

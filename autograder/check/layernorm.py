@@ -14,7 +14,8 @@ that would give the formulas away.
   reaching x̂ (one scalar fewer for RMSNorm), with c1 and c2 swapped, one of them left out, a
   sum for a mean, and an rstd recomputed with N − 1 named.
 - ``TritonLayerNorm``: the kernel on 1, 3 and 4 programs (ragged last groups), N a power of
-  two then not, float64 and float32; then the class at batch 1, 7 and 13.
+  two then not, float64 and float32, each row in one block; then the class at batch 1, 7 and
+  13; then the kernel on rows of several blocks (BLOCK < N, the last block ragged or not).
 - ``triton_layernorm``: 1-D, batch 1 and 7, two 3-D shapes, a transposed view, eps.
 """
 
@@ -224,7 +225,8 @@ def _kernel_dx(dy, x, gamma, mean, rstd):
 
 
 def _kernel_cases(gen, shapes) -> list[KernelCase]:
-    return [KernelCase(randn(gen, r, n), _x(gen, r, n), _weight(gen, n), dt, p) for r, n, p, dt in shapes]
+    """(rows, N, programs, dtype[, BLOCK]) each; without a BLOCK, one that holds the whole row."""
+    return [KernelCase(randn(gen, r, n), _x(gen, r, n), _weight(gen, n), dt, p, *block) for r, n, p, dt, *block in shapes]
 
 
 KERNEL_CASES = [  # (rows, N, programs, dtype)
@@ -233,6 +235,12 @@ KERNEL_CASES = [  # (rows, N, programs, dtype)
     (7, 10, 3, DTYPE),  # groups of 3, 3, 1
     (13, 19, 4, DTYPE),  # groups of 4, 4, 4, 1
     (7, 10, 3, F32),
+]
+LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer than a block
+    (1, 19, 1, DTYPE, 8),  # blocks of 8, 8, 3
+    (13, 19, 4, DTYPE, 4),  # five blocks per row, the last of 3; groups of 4, 4, 4, 1
+    (7, 32, 3, DTYPE, 8),  # four whole blocks
+    (7, 10, 3, F32, 4),
 ]
 
 
@@ -244,8 +252,9 @@ def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it 
         return ClassCase(_x(gen, rows, n), _weight(gen, n), randn(gen, n, scale=0.5), randn(gen, rows, n), dtype)
 
     cases = [case(1, 12), case(7, 10), case(13, 7), case(7, 10, F32)]
-    check_function_class(cls, _kernel_cases(gen, KERNEL_CASES), cases, reference=_layernorm_reference,
-                         dx_reference=_kernel_dx)
+    kernel_cases = _kernel_cases(gen, KERNEL_CASES)
+    check_function_class(cls, kernel_cases, cases, reference=_layernorm_reference, dx_reference=_kernel_dx,
+                         long_row_cases=_kernel_cases(gen, LONG_ROW_CASES))
 
 
 @graded

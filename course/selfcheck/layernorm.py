@@ -20,13 +20,16 @@ Two refinements beyond comparing values:
 - a parameter gradient (γ̄, β̄, ḡ) right at batch 1 and wrong above it is a missing sum
   over the batch (``batch-reduction``), and so is one that keeps the batch axes.
 
-``TritonLayerNorm`` is checked in two steps. First its kernel ``layernorm_bwd_kernel``,
+``TritonLayerNorm`` is checked in three steps. First its kernel ``layernorm_bwd_kernel``,
 found by name beside the class, is launched by the check on buffers whose tails hold NaN,
-with a chosen number of programs (a ragged last group included); x̄ and each program's row
-of the partial buffers are compared with the reference. Then the class runs through
-autograd: y, what ``forward`` saved (μ and rstd, never x̂ or y), and what ``backward``
-returned **before** autograd saw it — autograd would silently sum a (programs, N) buffer
-to (N,). ``triton_layernorm`` is checked end to end on 1-D to 3-D inputs and a transposed view.
+with a chosen number of programs (a ragged last group included) and a block that holds
+the whole row; x̄ and each program's row of the partial buffers are compared with the
+reference. Then the class runs through autograd: y, what ``forward`` saved (μ and rstd,
+never x̂ or y), and what ``backward`` returned **before** autograd saw it — autograd would
+silently sum a (programs, N) buffer to (N,). Last the kernel again, with rows longer than
+its block (``BLOCK`` < n_cols, the last block ragged): a kernel right on one block and
+wrong on several treated a block as the whole row. ``triton_layernorm`` is checked end to
+end on 1-D to 3-D inputs and a transposed view.
 
 This module holds no kernel and no backward: every reference is autograd's, and each named
 wrong answer is built from autograd's right one. Hidden checks (``autograder.check.layernorm``)
@@ -588,17 +591,26 @@ KERNEL = "layernorm_bwd_kernel"
 
 @dataclass
 class KernelCase:
-    """One launch: float64 values, the dtype to run in, how many programs share the rows."""
+    """One launch: float64 values, the dtype to run in, how many programs share the rows, the block."""
 
     dy: torch.Tensor  # (n_rows, N)
     x: torch.Tensor  # (n_rows, N)
     gamma: torch.Tensor  # (N,)
     dtype: torch.dtype
     programs: int
+    block: int | None = None  # BLOCK; None: the power of two that holds the whole row
 
     @property
     def shape(self) -> tuple[int, int]:
         return tuple(self.x.shape)
+
+    @property
+    def block_size(self) -> int:
+        return self.block or pow2_at_least(self.shape[1])
+
+    @property
+    def blocks_per_row(self) -> int:
+        return -(-self.shape[1] // self.block_size)
 
     @property
     def rows_per_program(self) -> int:
@@ -608,12 +620,14 @@ class KernelCase:
     def label(self) -> str:
         rows, n = self.shape
         groups = [min(self.rows_per_program, rows - p * self.rows_per_program) for p in range(self.programs)]
-        return (f"{rows} row(s) of n_cols = {n}, BLOCK = {pow2_at_least(n)}, {str(self.dtype).removeprefix('torch.')}; "
+        return (f"{rows} row(s) of n_cols = {n}, BLOCK = {self.block_size} ({self.blocks_per_row} block(s) per row), "
+                f"{str(self.dtype).removeprefix('torch.')}; "
                 f"{self.programs} program(s), rows_per_program = {self.rows_per_program} (groups of {groups})")
 
 
-def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F64) -> KernelCase:
-    return KernelCase(torch.randn(rows, n, generator=gen, dtype=F64), spread_rows(gen, rows, n), weight(gen, n), dtype, programs)
+def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F64, block: int | None = None) -> KernelCase:
+    return KernelCase(torch.randn(rows, n, generator=gen, dtype=F64), spread_rows(gen, rows, n), weight(gen, n), dtype,
+                      programs, block)
 
 
 def _padded(values: torch.Tensor, pad: int, fill: float, dtype, dev) -> tuple[torch.Tensor, torch.Tensor]:
@@ -636,21 +650,22 @@ class KernelRun:
 def launch_kernel(kernel, case: KernelCase) -> KernelRun:
     """Launch ``kernel`` on ``case`` with NaN after every input and a sentinel after every output."""
     rows, n = case.shape
-    block = pow2_at_least(n)
+    block = case.block_size
+    pad_block = max(block, pow2_at_least(n))  # room past the end for a block, or for a whole row held as one
     dev = device()
     mean, rstd = row_stats(case.x.to(case.dtype).to(F64))
-    pad = case.rows_per_program * n + block  # room for a loop that runs a whole group past the last row
+    pad = case.rows_per_program * n + pad_block  # room for a loop that runs a whole group past the last row
     ins = {
         "DY_ptr": _padded(case.dy, pad, math.nan, case.dtype, dev),
         "X_ptr": _padded(case.x, pad, math.nan, case.dtype, dev),
-        "W_ptr": _padded(case.gamma, block, math.nan, case.dtype, dev),
+        "W_ptr": _padded(case.gamma, pad_block, math.nan, case.dtype, dev),
         "Mean_ptr": _padded(mean, case.rows_per_program, math.nan, case.dtype, dev),
         "Rstd_ptr": _padded(rstd, case.rows_per_program, math.nan, case.dtype, dev),
     }
     outs = {
         "DX_ptr": _padded(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype, dev),
-        "DW_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), block, SENTINEL, case.dtype, dev),
-        "DB_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), block, SENTINEL, case.dtype, dev),
+        "DW_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype, dev),
+        "DB_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype, dev),
     }
     before = {k: buf.clone() for k, (buf, _) in ins.items()}
     views = [ins[k][1] for k in ("DY_ptr", "X_ptr", "W_ptr", "Mean_ptr", "Rstd_ptr")]
@@ -690,8 +705,8 @@ def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -
     return [
         Alternative(
             "batch-reduction",
-            f"row p of {buffer} holds only the last row of program p: the partial sum is overwritten on every pass "
-            "of the loop instead of collecting every row of the group.",
+            f"row p of {buffer} holds only the last row of program p: each row of the group overwrites it instead "
+            "of adding to what the rows before it left there.",
             group_picks(per_row, case, -1)),
         Alternative(
             "batch-reduction",
@@ -710,7 +725,7 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
         if callable(kernel):
             raise GradingFailure("error", f"{KERNEL} is not a Triton kernel: keep the @triton.jit line above its def.")
         raise GradingFailure("error", f"{KERNEL} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
-    passed_pow2 = False
+    passed_pow2 = passed_one_block = False
     for case in cases:
         rows, n = case.shape
         tol = TRITON_TOL[case.dtype]
@@ -744,8 +759,17 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
                      alternatives=partial_alternatives("DB_partial", dy, case)),
         ]
         failure = next((f for f in failures if f is not None), None)
+        # Rows of several blocks, after rows of one block passed: the walk over the row's blocks is what is wrong.
+        if failure is not None and passed_one_block and case.blocks_per_row > 1:
+            raise GradingFailure(
+                "wrong-values",
+                f"{KERNEL} is right when a row fits in one block and wrong when a row of {n} spans "
+                f"{case.blocks_per_row} blocks of BLOCK = {case.block_size}: it treats a block as if it were the whole "
+                "row — every block must count in the row's sums, and every block of x̄ and of the partial sums must "
+                "be written.",
+                failure.where or f"inputs: {label}")
         # One row on one program leaves nothing but the lanes past n_cols to go wrong after a power-of-two N passed.
-        if failure is not None and passed_pow2 and rows == 1 and n != pow2_at_least(n):
+        if failure is not None and passed_pow2 and rows == 1 and n != pow2_at_least(n) and case.blocks_per_row == 1:
             raise GradingFailure(
                 "wrong-values",
                 f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = "
@@ -756,6 +780,8 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
             raise failure
         if rows == 1 and n == pow2_at_least(n):
             passed_pow2 = True
+        if case.blocks_per_row == 1:
+            passed_one_block = True
 
 
 def require_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase], dx_reference: Callable) -> None:
@@ -876,8 +902,10 @@ def _host(t):
 
 
 def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequence[ClassCase], *,
-                         reference: Callable = layernorm_reference, dx_reference: Callable = kernel_dx_reference) -> None:
-    """The kernel first; then forward, saved tensors, raw backward results and gradients through autograd."""
+                         reference: Callable = layernorm_reference, dx_reference: Callable = kernel_dx_reference,
+                         long_row_cases: Sequence[KernelCase] = ()) -> None:
+    """The kernel first; then forward, saved tensors, raw backward results and gradients through autograd; last
+    the kernel on rows longer than its block (``long_row_cases``, after ``kernel_cases`` passed)."""
     name = "TritonLayerNorm"
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
@@ -933,13 +961,20 @@ def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequenc
                         "autograd may hand backward a non-contiguous ȳ, and the kernel steps through rows as if they "
                         "were contiguous.", failure.where)
                 raise failure
+    if long_row_cases:
+        require_kernel(name, namespace_of(cls), [*kernel_cases, *long_row_cases], dx_reference)
 
 
-VISIBLE_KERNEL_CASES = [  # (rows, N, programs, dtype): one row first, N a power of two first
+VISIBLE_KERNEL_CASES = [  # (rows, N, programs, dtype): one row first, N a power of two first; BLOCK holds the row
     (1, 8, 1, F64),
     (1, 5, 1, F64),
     (7, 13, 3, F64),  # groups of 3, 3, 1: a ragged last program
     (7, 13, 3, F32),
+]
+VISIBLE_LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer than a block
+    (1, 16, 1, F64, 4),  # four whole blocks
+    (7, 13, 3, F64, 4),  # blocks of 4, 4, 4, 1 in every row, on a ragged last program
+    (7, 13, 3, F32, 8),
 ]
 
 
@@ -947,14 +982,20 @@ def visible_kernel_cases(gen: torch.Generator) -> list[KernelCase]:
     return [kernel_case(gen, r, n, p, dt) for r, n, p, dt in VISIBLE_KERNEL_CASES]
 
 
+def visible_long_row_cases(gen: torch.Generator) -> list[KernelCase]:
+    return [kernel_case(gen, r, n, p, dt, block) for r, n, p, dt, block in VISIBLE_LONG_ROW_CASES]
+
+
 @graded
 def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """Visible check: the kernel on 1 and 3 programs, then the class through autograd at batch 1 and 7."""
     gen = _gen(4)
     cases = [class_case(gen, 1, 6), class_case(gen, 7, 13), class_case(gen, 7, 13, F32)]
-    check_function_class(cls, visible_kernel_cases(gen), cases)
-    print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group; y, dx, "
-          "dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; saves no x̂; no autograd in backward)")
+    kernel_cases = visible_kernel_cases(gen)
+    check_function_class(cls, kernel_cases, cases, long_row_cases=visible_long_row_cases(gen))
+    print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group, rows "
+          "in one block and in several; y, dx, dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; "
+          "saves no x̂; no autograd in backward)")
 
 
 # ---------------------------------------------------------------------------
