@@ -23,33 +23,16 @@ import sys
 import nbformat
 import pytest
 
-from autograder import sandbox, seeds, trusted, worker
+from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
 from autograder.submissions import ROOT, source_notebook
 from autograder.worker import Limits
+from tests.grading.conftest import ISOLATION
 from tests.grading import fixtures
 
-ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
 SEED = seeds.parse(os.environ.get(seeds.SEED_ENV, "0"))
 BATCH_ASSIGNMENT = "01_matmul_from_shapes"
 ATTACKS = [h for h in fixtures.fixtures() if h.assignment != BATCH_ASSIGNMENT and h.delivery[0] == "folder"]
-
-
-@pytest.fixture(scope="module")
-def zygote(tmp_path_factory):
-    z = sandbox.Zygote(str(tmp_path_factory.mktemp("zygote")), str(tmp_path_factory.mktemp("log") / "zygote.log"))
-    yield z.socket
-    z.stop()
-
-
-@pytest.fixture(scope="module")
-def slot():
-    if ISOLATION != "full":
-        yield 0
-        return
-    slots = worker.SandboxSlots()
-    yield slots.slot(0)
-    slots.close()
 
 
 def test_there_are_attacks_on_every_rule():

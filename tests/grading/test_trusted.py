@@ -26,15 +26,13 @@ import os
 import nbformat
 import pytest
 
-from autograder import sandbox, seeds, trusted, worker
+from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
 from autograder.submissions import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
+from tests.grading.conftest import ISOLATION
 
-# The re-check holds in both sandboxes: with namespaces the value worker has no ``autograder`` in
-# its filesystem; with limits only, its import is refused. AUTOGRADER_TEST_ISOLATION=none forces
-# the second on a machine that could do the first.
-ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
+# The re-check holds in both sandboxes (tests/grading/conftest.py: the zygote, the slot, the isolation).
 
 # Value-class verdicts that rest on a property all the same: triton_softmax's "its graph runs
 # through a custom autograd.Function" reads the structure of a graph that lives in the worker.
@@ -48,25 +46,6 @@ def cases():
         yield pytest.param(assignment, None, id=f"{assignment}-solution")
         for m in mutants(assignment):
             yield pytest.param(assignment, m.name, id=f"{assignment}-{m.name}")
-
-
-@pytest.fixture(scope="module")
-def zygote(tmp_path_factory):
-    z = sandbox.Zygote(str(tmp_path_factory.mktemp("zygote")), str(tmp_path_factory.mktemp("log") / "zygote.log"))
-    yield z.socket
-    z.stop()
-
-
-@pytest.fixture(scope="module")
-def slot():
-    """A sandbox uid of this test process's own: a batch graded beside it never shares its process limit.
-    With limits only, the worker runs as this user and no uid is claimed."""
-    if ISOLATION != "full":
-        yield 0
-        return
-    slots = worker.SandboxSlots()
-    yield slots.slot(0)
-    slots.close()
 
 
 @pytest.mark.parametrize("assignment, mutant", list(cases()))
