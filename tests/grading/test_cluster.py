@@ -213,3 +213,25 @@ def test_ctrl_c_cancels_the_cluster_s_tasks_and_leaves_the_gradebook_whole(tmp_p
         for submission in gb.find_assignment(A).submissions:
             grades = [g for nb in submission.notebooks for g in nb.grades]
             assert len(grades) == 5 and all(g.auto_score is not None for g in grades), submission.student.id
+
+
+class _Cluster:
+    """What check_workers asks of a client: each worker's answer to fingerprint()."""
+
+    def __init__(self, answers: dict[str, str]):
+        self.answers = answers
+
+    def run(self, fn):
+        return dict(self.answers)
+
+
+def test_workers_running_another_grader_are_refused_by_name():
+    from autograder import cluster
+    from autograder.batch import InstructorError
+
+    mine = cluster.fingerprint()
+    assert cluster.check_workers(_Cluster({"tcp://a:1": mine, "tcp://b:1": mine})) == 2
+    with pytest.raises(InstructorError, match=r"1 of 2 Dask workers run another version.*tcp://b:1"):
+        cluster.check_workers(_Cluster({"tcp://a:1": mine, "tcp://b:1": "0123456789abcdef"}))
+    with pytest.raises(InstructorError, match="no workers"):
+        cluster.check_workers(_Cluster({}))
