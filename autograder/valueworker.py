@@ -101,8 +101,8 @@ REFUSALS = {
     "view": "a tensor in the reply reaches outside its storage",
     "dtype": "a tensor in the reply has a dtype the wire format does not carry",
     "out-of-step": "the reply does not answer the request in flight",
-    "measurement": "the student's code switched off the grader's measurements in the worker, or started a thread or "
-                   "a process while it was measured",
+    "measurement": "the student's code switched off the grader's measurements in the worker, or worked out of their "
+                   "sight (a thread, a process, mmap) while it was measured",
 }
 
 

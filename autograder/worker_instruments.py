@@ -96,7 +96,7 @@ class Instruments:
         if not already:
             start(1)
         reset_peak()
-        self.window = {"base": traced()[0], "carried": 0, "best": 0, "intact": True}
+        self.window = {"base": traced()[0], "carried": 0, "best": 0}
         session = self.profiler.start() if self.profiler else None
         del self.refused[:]
         delegated: list[str] = []
@@ -105,7 +105,11 @@ class Instruments:
             with self.helpers() as delegated:
                 value = call()
         except BaseException as exc:
-            exc._measured = self._finish(session, already, delegated)[0]
+            measured = self._finish(session, already, delegated)[0]
+            try:
+                exc._measured = measured
+            except AttributeError:  # an exception type without a __dict__: its measurement is lost with it
+                pass
             raise
         m, net = self._finish(session, already, delegated)
         if kept_of is not None:
@@ -129,7 +133,7 @@ class Instruments:
         m = summarize(events)
         net = m.pop("net")
         m.update(peak=w["best"], held=max(0, w["carried"]), profiled=profiled, delegated=list(delegated)[:20],
-                 intact=bool(traced_now and w["intact"] and (profiled or self.profiler is None) and not self.refused))
+                 intact=bool(traced_now and (profiled or self.profiler is None) and not self.refused))
         return m, net
 
     # -- Triton's interpreter ------------------------------------------------------
