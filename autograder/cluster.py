@@ -197,14 +197,15 @@ class _WorkerState:
     """What one worker process keeps between tasks: a scratch folder, the zygotes, sandbox slots, templates."""
 
     _lock = threading.Lock()
-    _instance: _WorkerState | None = None
+    _instances: dict[tuple, _WorkerState] = {}  # one per (isolation, trusted): batches of other clients may differ
 
     @classmethod
     def get(cls, options: dict) -> _WorkerState:
+        key = (options["isolation"], bool(options["trusted"]))
         with cls._lock:
-            if cls._instance is None:
-                cls._instance = cls(options)
-            return cls._instance
+            if key not in cls._instances:
+                cls._instances[key] = cls(options)
+            return cls._instances[key]
 
     def __init__(self, options: dict):
         import queue
@@ -239,7 +240,7 @@ class _WorkerState:
     def grader(self, assignment: str, key: str, packed: bytes, options: dict):
         from . import batch, worker
 
-        with self._lock:
+        with self._lock:  # the class's lock: a worker's threads build one grader at a time
             if key not in self.templates:
                 where = self.work / "templates" / key
                 if where.exists():
