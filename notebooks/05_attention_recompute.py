@@ -1096,9 +1096,9 @@ def attention_delta(o, do, BLOCK_M=16):
 #   $P = e^{S - L}$ rebuilt from it off by 3%. Each prologue below names the sums' dtype `acc_dtype`.
 # - **Operands in the input's dtype.** A tile the kernel computes itself and then feeds to another
 #   `tl.dot` — the probabilities $P$, or $\bar S$ — comes out float32, while its partner was loaded from
-#   memory in bfloat16, and `tl.dot` refuses to mix them ("Both operands must be same dtype"). Cast the
-#   computed tile to its partner's dtype first, `p.to(v.dtype)`: $P$ is rounded to bfloat16 for the
-#   multiply, which is the precision the tensor cores run at anyway, and the sum it lands in stays float32.
+#   memory in bfloat16, and `tl.dot` refuses to mix them ("Both operands must be same dtype"). Which of the
+#   two gives way, and when, is yours to work out in Parts H and I (their hints come back to it): rounding a
+#   tile to bfloat16 for a multiply costs the precision the tensor cores run at anyway; rounding a sum does not.
 #
 # On a CPU the interpreter runs float32 and float64 only. There every loaded tile already has
 # `acc_dtype`, the cast changes nothing, and a kernel that forgets it passes every check in this
