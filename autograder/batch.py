@@ -285,8 +285,7 @@ class Grader:
             saved = json.loads(cache.read_text()) if cache.is_file() else {}
         except ValueError:
             saved = {}
-        if (isinstance(saved, dict) and saved.get("key") == key and saved.get("preflight") == "passed"
-                and (saved.get("trusted") or not self.opts.trusted)):
+        if isinstance(saved, dict) and saved.get("key") == key and saved.get("preflight") == "passed":
             if self.opts.trusted:
                 self.supported.update(saved.get("supported") or {})
             return True
@@ -330,8 +329,9 @@ class Grader:
         for pkg in ("autograder", "course"):
             for p in sorted(Path(worker._package_dir(pkg)).rglob("*.py")):
                 h.update(p.read_bytes())
-        # Graded from another folder, with another environment, sandbox or limits, the preflight runs again.
-        where = [sys.executable, sys.prefix, self.isolation, repr(self.opts.limits)]
+        # Graded from another folder, with another environment, sandbox or limits, or with the hidden checks
+        # elsewhere (--no-trusted puts them in the kernel), the preflight runs again.
+        where = [sys.executable, sys.prefix, self.isolation, repr(self.opts.limits), self.opts.trusted]
         where += [worker._package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
         h.update(json.dumps(where).encode())
         return h.hexdigest()
