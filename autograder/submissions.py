@@ -8,21 +8,26 @@ A mutant lives in ``tests/submissions/<assignment>/<name>.py``:
     # %% linear_backward
     def linear_backward(x, w, dy):
         ...
-    # %% linear_bias_backward
-    def linear_bias_backward(x, w, b, dy):
+    # %% TritonLayerNorm layernorm_bwd_kernel
+    @triton.jit
+    def layernorm_bwd_kernel(...):
         ...
 
-Each ``# %% <grade_id>`` block replaces that solution cell of the source notebook;
-every other exercise keeps its correct solution. Each ``expect`` line names a test
+A ``# %% <grade_id>`` block replaces that solution cell of the source notebook; a
+``# %% <grade_id> <name>`` block replaces only the top-level definition ``<name>`` (a
+function, a class or an assignment, decorators included) inside that cell, so a mutant
+of a long cell holds its one bug and nothing else. Every other exercise keeps its correct
+solution. Each ``expect`` line names a test
 cell that must score zero and the diagnosis class its output must show. One file may
 break several exercises (one bug each), which keeps the number of notebooks to grade small.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -32,7 +37,7 @@ SUBMISSIONS_DIR = ROOT / "tests" / "submissions"
 SOURCE_DIR = ROOT / "source"
 
 _EXPECT = re.compile(r"^# expect: (?P<test>\S+) (?P<cls>\S+)\s*$")
-_CELL = re.compile(r"^# %% (?P<grade_id>\S+)\s*$")
+_CELL = re.compile(r"^# %% (?P<grade_id>\S+)(?: (?P<name>[A-Za-z_]\w*))?\s*$")
 
 
 @dataclass
@@ -42,11 +47,12 @@ class Mutant:
     name: str
     description: str
     expect: dict[str, str]  # test grade_id -> diagnosis class
-    cells: dict[str, str]  # solution grade_id -> replacement code
+    cells: dict[str, str]  # solution grade_id -> the cell's code with the mutant's blocks in place
+    replaced: dict[str, tuple[str, ...]] = field(default_factory=dict)  # solution grade_id -> the definitions a block replaces (() = the whole cell)
 
 
 def read_mutant(path: Path) -> Mutant:
-    description, expect, cells, current = "", {}, {}, None
+    description, expect, blocks, current = "", {}, {}, None
     for line in path.read_text().splitlines():
         if current is None:
             if line.startswith("# Mutant:"):
@@ -58,16 +64,49 @@ def read_mutant(path: Path) -> Mutant:
                 continue
         m = _CELL.match(line)
         if m:
-            current = m.group("grade_id")
-            cells[current] = []
+            current = (m.group("grade_id"), m.group("name"))
+            if current in blocks:
+                raise ValueError(f"{path}: two blocks replace {' '.join(filter(None, current))}")
+            blocks[current] = []
         elif current is not None:
-            cells[current].append(line)
+            blocks[current].append(line)
         elif line.strip():
             raise ValueError(f"{path}: unexpected line before the first '# %%' block: {line!r}")
-    if not expect or not cells:
+    if not expect or not blocks:
         raise ValueError(f"{path}: a mutant needs at least one '# expect:' line and one '# %%' block")
-    return Mutant(path, path.parent.name, path.stem, description, expect,
-                  {k: "\n".join(v).strip("\n") for k, v in cells.items()})
+    assignment = path.parent.name
+    cells: dict[str, str] = {}
+    replaced: dict[str, tuple[str, ...]] = {}
+    for (grade_id, name), lines in blocks.items():
+        code = "\n".join(lines).strip("\n")
+        if name is None:
+            if grade_id in cells:
+                raise ValueError(f"{path}: {grade_id} is replaced whole and in parts")
+            cells[grade_id], replaced[grade_id] = code, ()
+            continue
+        if replaced.get(grade_id) == ():
+            raise ValueError(f"{path}: {grade_id} is replaced whole and in parts")
+        original = cells.get(grade_id) or solution_cell(assignment, grade_id)
+        cells[grade_id] = replace_definition(original, name, code, where=f"{path.name}: {grade_id}")
+        replaced[grade_id] = (*replaced.get(grade_id, ()), name)
+    return Mutant(path, assignment, path.stem, description, expect, cells, replaced)
+
+
+def replace_definition(cell: str, name: str, code: str, where: str = "") -> str:
+    """``cell`` with its top-level definition of ``name`` (decorators included) replaced by ``code``."""
+    for node in ast.parse(cell).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defines = node.name == name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defines = any(isinstance(t, ast.Name) and t.id == name for t in targets)
+        else:
+            defines = False
+        if defines:
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            lines = cell.splitlines()
+            return "\n".join(lines[:first - 1] + code.splitlines() + lines[node.end_lineno:])
+    raise ValueError(f"{where}: the cell defines no {name!r} at its top level")
 
 
 def mutants(assignment: str) -> list[Mutant]:
@@ -82,6 +121,15 @@ def sample_assignments() -> list[str]:
 
 def source_notebook(assignment: str) -> nbformat.NotebookNode:
     return nbformat.read(SOURCE_DIR / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def solution_cell(assignment: str, grade_id: str) -> str:
+    """The code of one solution cell of the source notebook."""
+    for cell in source_notebook(assignment).cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if meta.get("grade_id") == grade_id and meta.get("solution"):
+            return cell.source
+    raise KeyError(f"{assignment} has no solution cell {grade_id!r}")
 
 
 def build_submission(assignment: str, cells: dict[str, str]) -> nbformat.NotebookNode:

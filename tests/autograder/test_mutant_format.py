@@ -1,0 +1,61 @@
+"""The mutant file format: a block replaces a whole solution cell, or one definition inside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from autograder.submissions import read_mutant, replace_definition, solution_cell
+
+CELL = '''import math
+
+SCALE = 2.0
+
+
+@decorator
+def kernel(x):
+    ### BEGIN SOLUTION
+    return x * SCALE
+    ### END SOLUTION
+
+
+def wrapper(x):
+    return kernel(x) + 1
+'''
+
+
+def test_a_definition_is_replaced_with_its_decorators_and_nothing_else():
+    out = replace_definition(CELL, "kernel", "def kernel(x):\n    return -x")
+    assert "@decorator" not in out and "return -x" in out and "x * SCALE" not in out
+    assert out.splitlines()[:4] == CELL.splitlines()[:4] and out.endswith("return kernel(x) + 1")
+
+
+def test_an_assignment_is_a_definition_too():
+    assert "SCALE = 3.0" in replace_definition(CELL, "SCALE", "SCALE = 3.0")
+
+
+def test_a_name_the_cell_does_not_define_is_refused():
+    with pytest.raises(ValueError, match="defines no 'kernal'"):
+        replace_definition(CELL, "kernal", "def kernal(x): ...")
+
+
+def test_a_block_naming_a_definition_patches_the_source_cell(tmp_path):
+    folder = tmp_path / "01_matmul_from_shapes"
+    folder.mkdir()
+    path = folder / "one_bug.py"
+    path.write_text("# Mutant: one bug.\n# expect: test_linear_backward sign\n"
+                    "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy):\n    return None\n")
+    m = read_mutant(path)
+    assert m.replaced == {"linear_backward": ("linear_backward",)}
+    original = solution_cell("01_matmul_from_shapes", "linear_backward")
+    assert m.cells["linear_backward"] == replace_definition(original, "linear_backward",
+                                                            "def linear_backward(x, w, dy):\n    return None")
+
+
+def test_a_cell_replaced_whole_and_in_parts_is_refused(tmp_path):
+    folder = tmp_path / "01_matmul_from_shapes"
+    folder.mkdir()
+    path = folder / "both.py"
+    path.write_text("# expect: test_linear_backward sign\n# %% linear_backward\npass\n"
+                    "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy): ...\n")
+    with pytest.raises(ValueError, match="whole and in parts"):
+        read_mutant(path)
