@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from . import scratch
-from .submissions import ROOT, mutants, sample_assignments, source_notebook
+from tools.mutants import ROOT, mutants, sample_assignments, source_notebook
 
 
 @dataclass
@@ -36,7 +36,7 @@ class Expectation:
 
 def sample_submissions(assignment: str) -> tuple[dict[str, nbformat.NotebookNode], list[Expectation]]:
     """Every sample notebook for ``assignment``, and what its grading must show."""
-    from .submissions import build_submission
+    from tools.mutants import build_submission
 
     src = source_notebook(assignment)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if c.metadata.get("nbgrader", {}).get("grade")]

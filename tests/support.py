@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import course
-from autograder.submissions import ROOT, Mutant
+from tools.mutants import ROOT, Mutant
 from course.diagnose import GradingFailure
 from tools.build_notebooks import TEXT_DIR, parse
 
@@ -82,7 +82,7 @@ def mutant_functions(mutant: Mutant) -> dict:
 @functools.cache
 def mutant_named(assignment: str, name: str) -> dict:
     """``mutant_functions`` of the sample mutant ``name``, built once per test process."""
-    from autograder.submissions import mutants
+    from tools.mutants import mutants
 
     return mutant_functions(next(m for m in mutants(assignment) if m.name == name))
 

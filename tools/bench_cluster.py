@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def _class(where: Path, assignment: str, copies: int) -> Path:
-    from autograder.submissions import source_notebook
+    from tools.mutants import source_notebook
 
     subs = where / "submissions"
     for i in range(copies):

@@ -22,7 +22,7 @@ import torch
 import autograder.check.attention as hidden
 import course.selfcheck.attention as visible
 from autograder.inputs import generator, randn
-from autograder.submissions import Mutant, mutants
+from tools.mutants import Mutant, mutants
 from course.diagnose import relative_error
 from tests.notebooks.test_derivation import answer_table, found
 from tests.support import failure_of, mutant_functions, solution_cells, solutions

@@ -20,7 +20,7 @@ import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.check.layernorm import _forward, _layernorm_reference, _ln_backward, _rms_backward
 from autograder.inputs import generator, randn
-from autograder.submissions import mutants
+from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.layernorm import (
     F32, F64, backward_case, backward_reference, check_backward, check_forward, check_kernel, forward_case,

@@ -15,7 +15,7 @@ import autograder.check.matmul as hidden
 import course
 import course.selfcheck.matmul as visible
 from autograder.inputs import generator
-from autograder.submissions import mutants
+from tools.mutants import mutants
 from course.diagnose import diagnose
 from tests.support import diagnosis, failure_of, solutions
 from tools.build_notebooks import TEXT_DIR, parse

@@ -25,7 +25,7 @@ import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.check import routing as hidden_routing
 from autograder.inputs import generator
-from autograder.submissions import mutants
+from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck import routing as visible_routing
 from tests.support import diagnosis, mutant_named, solutions

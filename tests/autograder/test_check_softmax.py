@@ -13,7 +13,7 @@ import torch
 
 import autograder.check.softmax as hidden
 import course.selfcheck.softmax as visible
-from autograder.submissions import mutants
+from tools.mutants import mutants
 from tests.support import failure_of, solutions
 
 SLUG = "02_softmax_collapse"

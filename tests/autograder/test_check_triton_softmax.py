@@ -13,7 +13,7 @@ import torch
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from autograder.submissions import Mutant, mutants
+from tools.mutants import Mutant, mutants
 from tests.support import failure_of, mutant_functions, solutions
 
 SLUG = "03_triton_fused_softmax"

@@ -19,7 +19,7 @@ import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.check.vjp_contract import SineQuadratic, _lsce_reference, _relative_error
 from autograder.inputs import generator, randn
-from autograder.submissions import mutants
+from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.vjp_contract import CosineBowl, check_lsce, lsce_case, lsce_reference
 from tests.support import diagnosis, mutant_named, solutions, unguarded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.submissions import read_mutant, replace_definition, solution_cell
+from tools.mutants import read_mutant, replace_definition, solution_cell
 
 CELL = '''import math
 

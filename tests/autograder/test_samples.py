@@ -25,7 +25,7 @@ import pytest
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from autograder.submissions import mutants, sample_assignments, source_notebook
+from tools.mutants import mutants, sample_assignments, source_notebook
 from course.triton_check import is_kernel
 from tests.support import diagnosis, failure_of, mutant_named, releases, solutions
 

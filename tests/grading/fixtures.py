@@ -1,6 +1,6 @@
 """Hostile submissions: notebooks built from ``tests/submissions/hostile/*.py``, each with its expected rows.
 
-A fixture file reads like a mutant (``autograder.submissions``) with more ways to bend the
+A fixture file reads like a mutant (``tools.mutants``) with more ways to bend the
 notebook:
 
     # Hostile: what it tries.
@@ -57,7 +57,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.submissions import ROOT
+from tools.mutants import ROOT
 
 HOSTILE_DIR = ROOT / "tests" / "submissions" / "hostile"
 _EXPECT = re.compile(r"^# expect: (?P<test>\S+) (?P<score>full|zero)(?: (?P<cls>\S+))?(?: (?P<reason>.+))?\s*$")

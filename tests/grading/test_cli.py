@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from autograder.submissions import ROOT
+from tools.mutants import ROOT
 
 
 def run(*args, cwd=ROOT) -> subprocess.CompletedProcess:

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from autograder import sandbox
-from autograder.submissions import ROOT, build_submission, mutants, source_notebook
+from tools.mutants import ROOT, build_submission, mutants, source_notebook
 from tests.grading import fixtures
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed (pip install '.[cluster]')")

@@ -13,7 +13,7 @@ import nbformat
 import pytest
 
 from autograder import collect
-from autograder.submissions import ROOT, source_notebook
+from tools.mutants import ROOT, source_notebook
 
 A = "01_matmul_from_shapes"
 

@@ -37,7 +37,7 @@ import nbformat
 import pytest
 
 from autograder import sandbox
-from autograder.submissions import ROOT, build_submission, mutants, source_notebook
+from tools.mutants import ROOT, build_submission, mutants, source_notebook
 from tests.grading import fixtures
 
 pytestmark = pytest.mark.nbgrader

@@ -12,7 +12,7 @@ import pytest
 
 from autograder import gradebook, scratch
 from autograder.report import Row, write_csv
-from autograder.submissions import ROOT
+from tools.mutants import ROOT
 
 A = "01_matmul_from_shapes"
 TESTS = {"test_linear_backward": 3, "test_linear_bias_backward": 2, "test_reduce_to_shape": 2}

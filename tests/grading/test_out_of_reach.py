@@ -25,7 +25,7 @@ import pytest
 
 from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
-from autograder.submissions import ROOT, source_notebook
+from tools.mutants import ROOT, source_notebook
 from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 from tests.grading import fixtures

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from autograder import sandbox
-from autograder.submissions import ROOT
+from tools.mutants import ROOT
 
 pytestmark = pytest.mark.nbgrader
 

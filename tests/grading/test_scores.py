@@ -28,7 +28,7 @@ from autograder import gradebook, sandbox, seeds, worker
 from autograder.batch import decide, kernel_passed
 from autograder.nbexec import SaveCheckedGrades
 from autograder.report import Row, read_csv, write_csv
-from autograder.submissions import ROOT, source_notebook
+from tools.mutants import ROOT, source_notebook
 from tests.grading import fixtures
 
 A = "01_matmul_from_shapes"

@@ -23,7 +23,7 @@ import nbformat
 import pytest
 
 from autograder import gradebook, sandbox
-from autograder.submissions import ROOT, source_notebook
+from tools.mutants import ROOT, source_notebook
 
 pytestmark = pytest.mark.nbgrader
 

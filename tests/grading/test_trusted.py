@@ -28,7 +28,7 @@ import pytest
 
 from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
-from autograder.submissions import build_submission, mutants, sample_assignments, source_notebook
+from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 

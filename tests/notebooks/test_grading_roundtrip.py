@@ -12,7 +12,7 @@ import pytest
 
 from autograder.samples import grade_samples
 from autograder.scratch import score_table
-from autograder.submissions import sample_assignments
+from tools.mutants import sample_assignments
 
 ASSIGNMENTS = sample_assignments()
 
