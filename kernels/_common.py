@@ -1,4 +1,5 @@
-"""Host-side helpers every op shares: input checks with clear messages, row views, and the target GPU."""
+"""Host-side helpers every op shares: input checks with clear messages, row views, the target GPU,
+and the one block and warp rule of the row kernels (row_launch)."""
 
 from __future__ import annotations
 
@@ -101,39 +102,43 @@ def reduction_programs(n_rows: int, device: torch.device) -> int:
     return max(1, min(n_rows, target))
 
 
-# Normalisation kernels hold a whole row in one block, up to this many elements.
-MAX_ROW_BLOCK = 16384
+@dataclass(frozen=True)
+class RowLaunch:
+    """How a kernel covers a row: BLOCK lanes at a time, the whole row in one block or not, on num_warps warps."""
+
+    block: int  # a power of two
+    whole_row: bool  # one block holds the row; otherwise the kernel walks it BLOCK lanes at a time
+    num_warps: int
 
 
-def row_block(n_cols: int) -> int:
-    """The power-of-two block that holds a whole row (lanes past n_cols are masked)."""
-    import triton
-
-    if n_cols > MAX_ROW_BLOCK:
-        raise ValueError(f"rows of {n_cols} elements are longer than the {MAX_ROW_BLOCK} this kernel holds in one block")
-    return triton.next_power_of_2(n_cols)
+# A kernel that walks a row takes this many lanes a step on a GPU. The interpreter runs a block as
+# one numpy array, so there bigger blocks mean fewer Python-level steps.
+GPU_LOOP_BLOCK = 4096
+INTERPRETER_LOOP_BLOCK = 8192
 
 
-def row_num_warps(block: int) -> int:
-    """More warps for longer rows, so each thread holds a bounded number of elements."""
-    return 4 if block <= 1024 else 8 if block <= 4096 else 16
+def looped_block(interpreter_block: int = INTERPRETER_LOOP_BLOCK) -> int:
+    """The block of a kernel that walks its rows: GPU_LOOP_BLOCK on a GPU, ``interpreter_block`` in the interpreter."""
+    return interpreter_block if interpreted() else GPU_LOOP_BLOCK
 
 
-# A normalisation backward that holds a whole row keeps about five accumulator-dtype values per
-# element live in registers (the row of x and ȳ, the weight, and the running w̄ and b̄ partials):
-# 8192 float32 elements is 80 registers a thread at 16 warps, under the 128 a 512-thread block may
-# use; 16384 would spill. Past this many bytes of one accumulator row the backward walks the row in
-# blocks of BWD_COL_BLOCK elements instead.
-MAX_BWD_ROW_BYTES = 8192 * 4
-BWD_COL_BLOCK = 2048
+def row_launch(n_cols: int, *, whole_row_max: int = 0, loop_block: int | None = None,
+               four_warps_max: int | None = None) -> RowLaunch:
+    """The one block and warp rule of every row kernel.
 
-
-def backward_row_block(n_cols: int, dtype: torch.dtype) -> tuple[int, bool]:
-    """(BLOCK, WHOLE_ROW) for a normalisation backward: the whole row in one block while its
-    accumulators fit the registers, else blocks of BWD_COL_BLOCK walked along the row."""
+    The whole row in one power-of-two block (lanes past n_cols are masked) while that block is at
+    most ``whole_row_max`` lanes; past it, blocks of at most ``loop_block`` lanes walked along the row,
+    or, without a loop_block, a refusal: that kernel holds whole rows only. Warps: Triton's default 4,
+    or, given ``four_warps_max``, 4 up to that many lanes, 8 up to four times as many and 16 beyond,
+    so that each thread holds a bounded number of elements.
+    """
     import triton
 
     block = triton.next_power_of_2(n_cols)
-    if block * acc_torch_dtype(dtype).itemsize <= MAX_BWD_ROW_BYTES:
-        return block, True
-    return min(block, BWD_COL_BLOCK), False
+    whole_row = block <= whole_row_max
+    if not whole_row:
+        if loop_block is None:
+            raise ValueError(f"rows of {n_cols} elements are longer than the {whole_row_max} this kernel holds in one block")
+        block = min(block, loop_block)
+    num_warps = 4 if four_warps_max is None or block <= four_warps_max else 8 if block <= 4 * four_warps_max else 16
+    return RowLaunch(block, whole_row, num_warps)

@@ -41,74 +41,35 @@ MAX_HEAD_DIM = 128
 # ----------------------------------------------------------------------------- configurations
 
 # (BLOCK_M, BLOCK_N, num_warps, num_stages) of each tiled kernel, by target, head-dim class (BLOCK_D
-# ≤ 64 or ≤ 128) and dtype class. BLOCK_M counts query rows, BLOCK_N keys; the dK/dV kernel gives
-# each program BLOCK_N keys and walks the queries BLOCK_M at a time. Every entry compiles without a
-# spill and within the target's shared memory (float64 may spill: it is for checks, not speed; its
-# small tiles and few stages are there to fit shared memory). `python -m kernels.compile_check --op
-# attention --full` compiles each entry the pruning keeps. Two entries per cell in 16 and 32 bits
-# leave the autotuner a choice on the GPU; float64 gets one.
-_CONFIGS = {
-    "fwd": {
-        ("sm_80", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_80", 128, "16-bit"): [(128, 32, 8, 3), (64, 64, 8, 3)],
-        ("sm_80", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_80", 128, "fp32"): [(64, 64, 8, 2), (64, 32, 8, 3)],
-        ("sm_80", 64, "fp64"): [(32, 32, 4, 2)],
-        ("sm_80", 128, "fp64"): [(16, 32, 4, 2)],
-        ("sm_90", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 128, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 128, "fp32"): [(128, 32, 8, 3), (64, 32, 4, 3)],
-        ("sm_90", 64, "fp64"): [(32, 32, 4, 2)],
-        ("sm_90", 128, "fp64"): [(16, 32, 4, 2)],
-        ("gfx942", 64, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
-        ("gfx942", 128, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
-        ("gfx942", 64, "fp32"): [(128, 64, 4, 2), (128, 32, 4, 2)],
-        ("gfx942", 128, "fp32"): [(64, 32, 4, 2)],
-        ("gfx942", 64, "fp64"): [(32, 32, 4, 1)],
-        ("gfx942", 128, "fp64"): [(32, 32, 4, 1)],
-    },
-    "dq": {
-        ("sm_80", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_80", 128, "16-bit"): [(64, 64, 8, 3), (64, 32, 4, 3)],
-        ("sm_80", 64, "fp32"): [(128, 32, 8, 3), (64, 32, 4, 3)],
-        ("sm_80", 128, "fp32"): [(64, 32, 8, 2), (32, 32, 8, 3)],
-        ("sm_80", 64, "fp64"): [(32, 32, 4, 2)],
-        ("sm_80", 128, "fp64"): [(16, 32, 4, 2)],
-        ("sm_90", 64, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 128, "16-bit"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 64, "fp32"): [(128, 64, 8, 3), (64, 64, 4, 3)],
-        ("sm_90", 128, "fp32"): [(128, 32, 8, 2), (64, 32, 4, 3)],
-        ("sm_90", 64, "fp64"): [(32, 32, 4, 2)],
-        ("sm_90", 128, "fp64"): [(16, 32, 4, 2)],
-        ("gfx942", 64, "16-bit"): [(128, 64, 4, 2), (128, 32, 4, 2)],
-        ("gfx942", 128, "16-bit"): [(64, 64, 4, 2), (128, 32, 4, 2)],
-        ("gfx942", 64, "fp32"): [(128, 32, 4, 2), (64, 64, 4, 2)],
-        ("gfx942", 128, "fp32"): [(64, 16, 4, 2)],
-        ("gfx942", 64, "fp64"): [(32, 32, 4, 1)],
-        ("gfx942", 128, "fp64"): [(32, 16, 4, 1)],
-    },
-    "dkdv": {
-        ("sm_80", 64, "16-bit"): [(64, 32, 4, 3), (32, 32, 4, 3)],
-        ("sm_80", 128, "16-bit"): [(32, 64, 8, 3), (16, 64, 8, 3)],
-        ("sm_80", 64, "fp32"): [(64, 32, 4, 3), (32, 32, 4, 3)],
-        ("sm_80", 128, "fp32"): [(32, 64, 8, 2), (32, 32, 8, 3)],
-        ("sm_80", 64, "fp64"): [(16, 32, 4, 1)],
-        ("sm_80", 128, "fp64"): [(32, 16, 4, 1)],
-        ("sm_90", 64, "16-bit"): [(32, 128, 8, 3), (64, 64, 8, 3)],
-        ("sm_90", 128, "16-bit"): [(32, 64, 8, 3), (16, 64, 8, 3)],
-        ("sm_90", 64, "fp32"): [(16, 128, 8, 3), (32, 64, 8, 3)],
-        ("sm_90", 128, "fp32"): [(16, 64, 8, 3), (32, 32, 8, 3)],
-        ("sm_90", 64, "fp64"): [(16, 32, 4, 1)],
-        ("sm_90", 128, "fp64"): [(16, 32, 4, 1)],
-        ("gfx942", 64, "16-bit"): [(16, 128, 4, 2), (64, 64, 4, 2)],
-        ("gfx942", 128, "16-bit"): [(32, 64, 4, 2), (64, 32, 4, 2)],
-        ("gfx942", 64, "fp32"): [(64, 64, 4, 2), (64, 32, 4, 2)],
-        ("gfx942", 128, "fp32"): [(64, 32, 4, 2), (32, 32, 4, 2)],
-        ("gfx942", 64, "fp64"): [(16, 32, 4, 1)],
-        ("gfx942", 128, "fp64"): [(32, 16, 4, 1)],
-    },
+# ≤ 64 or ≤ 128) and dtype class: a row per such cell, holding the fwd, dq and dkdv kernels' entries
+# in that order (_CONFIGS[kernel][cell] reads one kernel's column). BLOCK_M counts query rows, BLOCK_N
+# keys; the dK/dV kernel gives each program BLOCK_N keys and walks the queries BLOCK_M at a time.
+# Every entry compiles without a spill and within the target's shared memory (float64 may spill: it
+# is for checks, not speed; its small tiles and few stages are there to fit shared memory).
+# `python -m kernels.compile_check --op attention --full` compiles each entry the pruning keeps. Two
+# entries per cell in 16 and 32 bits leave the autotuner a choice on the GPU; float64 gets one.
+_KERNELS = ("fwd", "dq", "dkdv")
+_CELLS = {
+    ("sm_80", 64, "16-bit"):   ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(64, 32, 4, 3), (32, 32, 4, 3)]),
+    ("sm_80", 128, "16-bit"):  ([(128, 32, 8, 3), (64, 64, 8, 3)],  [(64, 64, 8, 3), (64, 32, 4, 3)],   [(32, 64, 8, 3), (16, 64, 8, 3)]),
+    ("sm_80", 64, "fp32"):     ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 32, 8, 3), (64, 32, 4, 3)],  [(64, 32, 4, 3), (32, 32, 4, 3)]),
+    ("sm_80", 128, "fp32"):    ([(64, 64, 8, 2), (64, 32, 8, 3)],   [(64, 32, 8, 2), (32, 32, 8, 3)],   [(32, 64, 8, 2), (32, 32, 8, 3)]),
+    ("sm_80", 64, "fp64"):     ([(32, 32, 4, 2)],                   [(32, 32, 4, 2)],                   [(16, 32, 4, 1)]),
+    ("sm_80", 128, "fp64"):    ([(16, 32, 4, 2)],                   [(16, 32, 4, 2)],                   [(32, 16, 4, 1)]),
+    ("sm_90", 64, "16-bit"):   ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(32, 128, 8, 3), (64, 64, 8, 3)]),
+    ("sm_90", 128, "16-bit"):  ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(32, 64, 8, 3), (16, 64, 8, 3)]),
+    ("sm_90", 64, "fp32"):     ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(16, 128, 8, 3), (32, 64, 8, 3)]),
+    ("sm_90", 128, "fp32"):    ([(128, 32, 8, 3), (64, 32, 4, 3)],  [(128, 32, 8, 2), (64, 32, 4, 3)],  [(16, 64, 8, 3), (32, 32, 8, 3)]),
+    ("sm_90", 64, "fp64"):     ([(32, 32, 4, 2)],                   [(32, 32, 4, 2)],                   [(16, 32, 4, 1)]),
+    ("sm_90", 128, "fp64"):    ([(16, 32, 4, 2)],                   [(16, 32, 4, 2)],                   [(16, 32, 4, 1)]),
+    ("gfx942", 64, "16-bit"):  ([(128, 64, 4, 2), (128, 32, 4, 2)], [(128, 64, 4, 2), (128, 32, 4, 2)], [(16, 128, 4, 2), (64, 64, 4, 2)]),
+    ("gfx942", 128, "16-bit"): ([(128, 64, 4, 2), (128, 32, 4, 2)], [(64, 64, 4, 2), (128, 32, 4, 2)],  [(32, 64, 4, 2), (64, 32, 4, 2)]),
+    ("gfx942", 64, "fp32"):    ([(128, 64, 4, 2), (128, 32, 4, 2)], [(128, 32, 4, 2), (64, 64, 4, 2)],  [(64, 64, 4, 2), (64, 32, 4, 2)]),
+    ("gfx942", 128, "fp32"):   ([(64, 32, 4, 2)],                   [(64, 16, 4, 2)],                   [(64, 32, 4, 2), (32, 32, 4, 2)]),
+    ("gfx942", 64, "fp64"):    ([(32, 32, 4, 1)],                   [(32, 32, 4, 1)],                   [(16, 32, 4, 1)]),
+    ("gfx942", 128, "fp64"):   ([(32, 32, 4, 1)],                   [(32, 16, 4, 1)],                   [(32, 16, 4, 1)]),
 }
+_CONFIGS = {kernel: {cell: entries[i] for cell, entries in _CELLS.items()} for i, kernel in enumerate(_KERNELS)}
 
 PREPROCESS_BLOCK_M = 64
 
@@ -176,6 +137,76 @@ def _launch(kernel, grid, *args, head_dim: int, dtype: torch.dtype, **constexprs
         kernel[grid](*args, **constexprs)
 
 
+# ----------------------------------------------------------------------------- tiles shared by the kernels
+
+
+@triton.jit
+def _program_block(seq_len, head_dim, BLOCK: tl.constexpr):
+    """This program's BLOCK positions of the sequence (grid axis 0), as their start and their offsets; its
+    head bh (grid axis 1); and the offset of head bh's (T, D) matrices, in 64 bits: B·H·T·D may pass 2³¹."""
+    start = tl.program_id(0) * BLOCK
+    bh = tl.program_id(1).to(tl.int64)
+    return start, start + tl.arange(0, BLOCK), bh, bh * seq_len * head_dim
+
+
+@triton.jit
+def _load_tile(ptr, rows, cols_d, seq_len, head_dim):
+    """The (rows, BLOCK_D) tile of one head's (T, D) matrix at ptr; rows past T and columns past D read as 0."""
+    mask = (rows[:, None] < seq_len) & (cols_d[None, :] < head_dim)
+    return tl.load(ptr + rows[:, None] * head_dim + cols_d[None, :], mask=mask, other=0.0)
+
+
+@triton.jit
+def _store_tile(ptr, tile, rows, cols_d, seq_len, head_dim):
+    """Store a tile, cast to ptr's dtype, where _load_tile reads it; rows past T and columns past D are left alone."""
+    mask = (rows[:, None] < seq_len) & (cols_d[None, :] < head_dim)
+    tl.store(ptr + rows[:, None] * head_dim + cols_d[None, :], tile.to(ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _load_queries(Q_ptr, DO_ptr, LSE_ptr, Delta_ptr, rows, seq_len, head_dim, BLOCK_D: tl.constexpr, ACC: tl.constexpr):
+    """What the backward needs of a block of query rows: q, dO, and the row scalars L and D."""
+    cols_d = tl.arange(0, BLOCK_D)
+    q = _load_tile(Q_ptr, rows, cols_d, seq_len, head_dim)
+    do = _load_tile(DO_ptr, rows, cols_d, seq_len, head_dim)
+    lse = tl.load(LSE_ptr + rows, mask=rows < seq_len, other=0.0).to(ACC)
+    delta = tl.load(Delta_ptr + rows, mask=rows < seq_len, other=0.0).to(ACC)
+    return q, do, lse, delta
+
+
+@triton.jit
+def _causal(valid, rows, keys, CAUSAL: tl.constexpr):
+    """The (query, key) pairs of a tile that count: those of valid and, if CAUSAL, only key j ≤ query i."""
+    if CAUSAL:
+        valid = valid & (keys[None, :] <= rows[:, None])
+    return valid
+
+
+@triton.jit
+def _causal_end(start_m, seq_len, BLOCK_M: tl.constexpr, CAUSAL: tl.constexpr):
+    """Where a query block's walk over keys stops: causal, keys past its last query can never be seen."""
+    return tl.minimum(seq_len, start_m + BLOCK_M) if CAUSAL else seq_len
+
+
+@triton.jit
+def _probs(q, k, lse, rows, keys, sm_scale, seq_len, CAUSAL: tl.constexpr, ACC: tl.constexpr):
+    """P = exp(S − L) of one (BLOCK_M, BLOCK_N) tile, 0 where a pair does not count."""
+    s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale
+    valid = _causal((rows[:, None] < seq_len) & (keys[None, :] < seq_len), rows, keys, CAUSAL)
+    # Recompute P from one saved scalar per row: cheaper than reading a T×T P back.
+    return tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+
+
+@triton.jit
+def _dscores(p, do, v, delta, ACC: tl.constexpr):
+    """dS = P ⊙ (dP − D) with dP = dO vᵀ, for one tile."""
+    dp = tl.dot(do, tl.trans(v)).to(ACC)
+    return p * (dp - delta[:, None])
+
+
+# ----------------------------------------------------------------------------- kernels
+
+
 @_autotuned("fwd")
 @triton.jit
 def _attn_fwd_kernel(
@@ -194,40 +225,26 @@ def _attn_fwd_kernel(
     ACC: tl.constexpr,
 ):
     """O = softmax(c·q kᵀ) v for one block of queries, walking key blocks with an online softmax."""
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1).to(tl.int64)
-    base = bh * seq_len * head_dim
-    rows = start_m + tl.arange(0, BLOCK_M)
+    start_m, rows, bh, base = _program_block(seq_len, head_dim, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
-    d_mask = cols_d < head_dim
-    q = tl.load(Q_ptr + base + rows[:, None] * head_dim + cols_d[None, :],
-                mask=(rows[:, None] < seq_len) & d_mask[None, :], other=0.0)
+    q = _load_tile(Q_ptr + base, rows, cols_d, seq_len, head_dim)
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=ACC)
     l_i = tl.zeros([BLOCK_M], dtype=ACC)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
-    # Causal: keys past the last query of this block can never be seen, so stop there.
-    hi = tl.minimum(seq_len, start_m + BLOCK_M) if CAUSAL else seq_len
-    for start_n in range(0, hi, BLOCK_N):
+    for start_n in range(0, _causal_end(start_m, seq_len, BLOCK_M, CAUSAL), BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        kv_mask = (keys[:, None] < seq_len) & d_mask[None, :]
-        k = tl.load(K_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(V_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
+        k = _load_tile(K_ptr + base, keys, cols_d, seq_len, head_dim)
+        v = _load_tile(V_ptr + base, keys, cols_d, seq_len, head_dim)
         s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale  # (BLOCK_M, BLOCK_N): one tile of S, never stored
-        valid = keys[None, :] < seq_len
-        if CAUSAL:
-            valid = valid & (keys[None, :] <= rows[:, None])
-        s = tl.where(valid, s, -float("inf"))
+        s = tl.where(_causal(keys[None, :] < seq_len, rows, keys, CAUSAL), s, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         p = tl.exp(s - m_new[:, None])
         alpha = tl.exp(m_i - m_new)  # rescale what was summed under the old max
         l_i = l_i * alpha + tl.sum(p, axis=1)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v).to(ACC)
         m_i = m_new
-    o = acc / l_i[:, None]
-    row_mask = rows < seq_len
-    tl.store(O_ptr + base + rows[:, None] * head_dim + cols_d[None, :], o.to(O_ptr.dtype.element_ty),
-             mask=row_mask[:, None] & d_mask[None, :])
-    tl.store(LSE_ptr + bh * seq_len + rows, m_i + tl.log(l_i), mask=row_mask)
+    _store_tile(O_ptr + base, acc / l_i[:, None], rows, cols_d, seq_len, head_dim)
+    tl.store(LSE_ptr + bh * seq_len + rows, m_i + tl.log(l_i), mask=rows < seq_len)
 
 
 @triton.jit
@@ -242,14 +259,10 @@ def _attn_bwd_preprocess_kernel(
     ACC: tl.constexpr,
 ):
     """D = rowsum(dO ⊙ O): the softmax backward's row scalar, computed before touching S."""
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1).to(tl.int64)
-    rows = start_m + tl.arange(0, BLOCK_M)
+    _, rows, bh, base = _program_block(seq_len, head_dim, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
-    mask = (rows[:, None] < seq_len) & (cols_d[None, :] < head_dim)
-    offs = bh * seq_len * head_dim + rows[:, None] * head_dim + cols_d[None, :]
-    o = tl.load(O_ptr + offs, mask=mask, other=0.0).to(ACC)
-    do = tl.load(DO_ptr + offs, mask=mask, other=0.0).to(ACC)
+    o = _load_tile(O_ptr + base, rows, cols_d, seq_len, head_dim).to(ACC)
+    do = _load_tile(DO_ptr + base, rows, cols_d, seq_len, head_dim).to(ACC)
     tl.store(Delta_ptr + bh * seq_len + rows, tl.sum(o * do, axis=1), mask=rows < seq_len)
 
 
@@ -274,39 +287,24 @@ def _attn_bwd_dkdv_kernel(
     ACC: tl.constexpr,
 ):
     """dV = Σ_m Pᵀ dO and dK = c·Σ_m dSᵀ q for one key block, P rebuilt as exp(S − L)."""
-    start_n = tl.program_id(0) * BLOCK_N
-    bh = tl.program_id(1).to(tl.int64)
-    base = bh * seq_len * head_dim
-    keys = start_n + tl.arange(0, BLOCK_N)
+    start_n, keys, bh, base = _program_block(seq_len, head_dim, BLOCK_N)
     cols_d = tl.arange(0, BLOCK_D)
-    d_mask = cols_d < head_dim
-    kv_mask = (keys[:, None] < seq_len) & d_mask[None, :]
-    k = tl.load(K_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
-    v = tl.load(V_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
+    k = _load_tile(K_ptr + base, keys, cols_d, seq_len, head_dim)
+    v = _load_tile(V_ptr + base, keys, cols_d, seq_len, head_dim)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     # Causal: queries before this key block never see it; start at the block holding query start_n.
     lo = (start_n // BLOCK_M) * BLOCK_M if CAUSAL else 0
     for start_m in range(lo, seq_len, BLOCK_M):
         rows = start_m + tl.arange(0, BLOCK_M)
-        row_ok = rows < seq_len
-        q_mask = row_ok[:, None] & d_mask[None, :]
-        q = tl.load(Q_ptr + base + rows[:, None] * head_dim + cols_d[None, :], mask=q_mask, other=0.0)
-        do = tl.load(DO_ptr + base + rows[:, None] * head_dim + cols_d[None, :], mask=q_mask, other=0.0)
-        lse = tl.load(LSE_ptr + bh * seq_len + rows, mask=row_ok, other=0.0).to(ACC)
-        delta = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0).to(ACC)
-        s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale  # (BLOCK_M, BLOCK_N)
-        valid = row_ok[:, None] & (keys[None, :] < seq_len)
-        if CAUSAL:
-            valid = valid & (keys[None, :] <= rows[:, None])
-        # Recompute P from one saved scalar per row: cheaper than reading a T×T P back.
-        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+        q, do, lse, delta = _load_queries(Q_ptr + base, DO_ptr + base, LSE_ptr + bh * seq_len, Delta_ptr + bh * seq_len,
+                                          rows, seq_len, head_dim, BLOCK_D, ACC)
+        p = _probs(q, k, lse, rows, keys, sm_scale, seq_len, CAUSAL, ACC)
         dv += tl.dot(tl.trans(p).to(do.dtype), do).to(ACC)
-        dp = tl.dot(do, tl.trans(v)).to(ACC)
-        ds = p * (dp - delta[:, None])
+        ds = _dscores(p, do, v, delta, ACC)
         dk += tl.dot(tl.trans(ds).to(q.dtype), q).to(ACC)
-    tl.store(DK_ptr + base + keys[:, None] * head_dim + cols_d[None, :], (dk * sm_scale).to(DK_ptr.dtype.element_ty), mask=kv_mask)
-    tl.store(DV_ptr + base + keys[:, None] * head_dim + cols_d[None, :], dv.to(DV_ptr.dtype.element_ty), mask=kv_mask)
+    _store_tile(DK_ptr + base, dk * sm_scale, keys, cols_d, seq_len, head_dim)
+    _store_tile(DV_ptr + base, dv, keys, cols_d, seq_len, head_dim)
 
 
 @_autotuned("dq")
@@ -329,34 +327,19 @@ def _attn_bwd_dq_kernel(
     ACC: tl.constexpr,
 ):
     """dQ = c·Σ_n dS k for one query block, with dS = P ⊙ (dO vᵀ − D) and P = exp(S − L)."""
-    start_m = tl.program_id(0) * BLOCK_M
-    bh = tl.program_id(1).to(tl.int64)
-    base = bh * seq_len * head_dim
-    rows = start_m + tl.arange(0, BLOCK_M)
-    row_ok = rows < seq_len
+    start_m, rows, bh, base = _program_block(seq_len, head_dim, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
-    d_mask = cols_d < head_dim
-    q_mask = row_ok[:, None] & d_mask[None, :]
-    q = tl.load(Q_ptr + base + rows[:, None] * head_dim + cols_d[None, :], mask=q_mask, other=0.0)
-    do = tl.load(DO_ptr + base + rows[:, None] * head_dim + cols_d[None, :], mask=q_mask, other=0.0)
-    lse = tl.load(LSE_ptr + bh * seq_len + rows, mask=row_ok, other=0.0).to(ACC)
-    delta = tl.load(Delta_ptr + bh * seq_len + rows, mask=row_ok, other=0.0).to(ACC)
+    q, do, lse, delta = _load_queries(Q_ptr + base, DO_ptr + base, LSE_ptr + bh * seq_len, Delta_ptr + bh * seq_len,
+                                      rows, seq_len, head_dim, BLOCK_D, ACC)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
-    hi = tl.minimum(seq_len, start_m + BLOCK_M) if CAUSAL else seq_len
-    for start_n in range(0, hi, BLOCK_N):
+    for start_n in range(0, _causal_end(start_m, seq_len, BLOCK_M, CAUSAL), BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        kv_mask = (keys[:, None] < seq_len) & d_mask[None, :]
-        k = tl.load(K_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
-        v = tl.load(V_ptr + base + keys[:, None] * head_dim + cols_d[None, :], mask=kv_mask, other=0.0)
-        s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale
-        valid = row_ok[:, None] & (keys[None, :] < seq_len)
-        if CAUSAL:
-            valid = valid & (keys[None, :] <= rows[:, None])
-        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
-        dp = tl.dot(do, tl.trans(v)).to(ACC)
-        ds = p * (dp - delta[:, None])
+        k = _load_tile(K_ptr + base, keys, cols_d, seq_len, head_dim)
+        v = _load_tile(V_ptr + base, keys, cols_d, seq_len, head_dim)
+        p = _probs(q, k, lse, rows, keys, sm_scale, seq_len, CAUSAL, ACC)
+        ds = _dscores(p, do, v, delta, ACC)
         dq += tl.dot(ds.to(k.dtype), k).to(ACC)
-    tl.store(DQ_ptr + base + rows[:, None] * head_dim + cols_d[None, :], (dq * sm_scale).to(DQ_ptr.dtype.element_ty), mask=q_mask)
+    _store_tile(DQ_ptr + base, dq * sm_scale, rows, cols_d, seq_len, head_dim)
 
 
 def _check_qkv(q, k, v) -> None:

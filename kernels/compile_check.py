@@ -211,9 +211,9 @@ OPS = {
     for op in (
         Op("softmax", ("_softmax_fwd_kernel", "_softmax_bwd_kernel"), _softmax, _rows_x_cols,
            full=((4096, 1024), (4096, 8192), (4096, 32768)), quick=((4096, 8192), (4096, 32768))),
-        Op("layer_norm", ("_layer_norm_fwd_kernel", "_layer_norm_bwd_kernel"), _layer_norm, _rows_x_cols,
+        Op("layer_norm", ("_norm_fwd_kernel", "_norm_bwd_kernel"), _layer_norm, _rows_x_cols,
            full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
-        Op("rms_norm", ("_rms_norm_fwd_kernel", "_rms_norm_bwd_kernel"), _rms_norm, _rows_x_cols,
+        Op("rms_norm", ("_norm_fwd_kernel", "_norm_bwd_kernel"), _rms_norm, _rows_x_cols,
            full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
         Op("cross_entropy", ("_cross_entropy_fwd_kernel", "_cross_entropy_bwd_kernel"), _cross_entropy, _rows_x_cols,
            full=((8192, 128256),), quick=((8192, 128256),)),

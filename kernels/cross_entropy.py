@@ -26,9 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted, rows_view
-
-MAX_BLOCK = 8192
+from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, row_launch, rows_view
 
 
 @triton.jit
@@ -97,7 +95,8 @@ def _cross_entropy_bwd_kernel(
 
 
 def _block(n_cols: int) -> int:
-    return min(triton.next_power_of_2(n_cols), MAX_BLOCK if interpreted() else 4096)
+    """Both kernels walk the row (the vocabulary can be far longer than a block), on Triton's default 4 warps."""
+    return row_launch(n_cols, loop_block=looped_block()).block
 
 
 def _check_target(logits: torch.Tensor, target: torch.Tensor, ignore_index: int) -> None:

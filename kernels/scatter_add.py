@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import check_floating
+from ._common import check_floating, row_launch
 
 BLOCK_D_MAX = 1024
 
@@ -75,7 +75,8 @@ def check_index(name: str, index: torch.Tensor, n: int, rows: int | None = None)
 
 
 def _block_d(n_cols: int) -> int:
-    return min(triton.next_power_of_2(max(n_cols, 1)), BLOCK_D_MAX)
+    """Columns per program: the row, up to BLOCK_D_MAX (the grid's second axis covers the rest)."""
+    return row_launch(n_cols, loop_block=BLOCK_D_MAX).block
 
 
 def scatter_add(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:

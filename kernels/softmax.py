@@ -23,7 +23,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, check_floating, interpreted, rows_view
+from ._common import RowLaunch, acc_dtype, check_floating, looped_block, row_launch, rows_view
 
 # Rows up to this length are held in registers in one block; longer rows loop.
 MAX_FUSED_BLOCK = 8192
@@ -114,16 +114,10 @@ def _softmax_bwd_kernel(
             tl.store(dx_row + offs, (y * (dy - s)).to(DX_ptr.dtype.element_ty), mask=offs < n_cols)
 
 
-def _block_for(n_cols: int) -> tuple[int, bool]:
-    block = triton.next_power_of_2(n_cols)
-    if block <= MAX_FUSED_BLOCK:
-        return block, True
-    # The interpreter runs a block as one numpy array: bigger blocks mean fewer Python-level steps.
-    return (MAX_FUSED_BLOCK if interpreted() else 4096), False
-
-
-def _num_warps(block: int) -> int:
-    return 4 if block <= 2048 else 8 if block <= 8192 else 16
+def _launch(n_cols: int) -> RowLaunch:
+    """The whole row in one block up to MAX_FUSED_BLOCK elements, past that walked a block at a time;
+    4 warps up to 2048 lanes (16 elements a thread), 8 up to 8192."""
+    return row_launch(n_cols, whole_row_max=MAX_FUSED_BLOCK, loop_block=looped_block(MAX_FUSED_BLOCK), four_warps_max=2048)
 
 
 def softmax_forward(x: torch.Tensor) -> torch.Tensor:
@@ -132,11 +126,11 @@ def softmax_forward(x: torch.Tensor) -> torch.Tensor:
     x2 = rows_view(x)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
-    block, single = _block_for(n_cols)
+    launch = _launch(n_cols)
     if n_rows:
         _softmax_fwd_kernel[(n_rows,)](
             x2, y2, x2.stride(0), y2.stride(0), n_cols,
-            BLOCK=block, SINGLE_BLOCK=single, ACC=acc_dtype(x.dtype), num_warps=_num_warps(block),
+            BLOCK=launch.block, SINGLE_BLOCK=launch.whole_row, ACC=acc_dtype(x.dtype), num_warps=launch.num_warps,
         )
     return y2.view(x.shape)
 
@@ -149,11 +143,11 @@ def softmax_backward(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     y2, dy2 = rows_view(y), rows_view(dy.to(y.dtype))
     n_rows, n_cols = y2.shape
     dx2 = torch.empty_like(y2)
-    block, single = _block_for(n_cols)
+    launch = _launch(n_cols)
     if n_rows:
         _softmax_bwd_kernel[(n_rows,)](
             dy2, y2, dx2, dy2.stride(0), y2.stride(0), dx2.stride(0), n_cols,
-            BLOCK=block, SINGLE_BLOCK=single, ACC=acc_dtype(y.dtype), num_warps=_num_warps(block),
+            BLOCK=launch.block, SINGLE_BLOCK=launch.whole_row, ACC=acc_dtype(y.dtype), num_warps=launch.num_warps,
         )
     return dx2.view(y.shape)
 

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 import course
-from kernels import _common as common
+from kernels import _norm as norm_module
 from kernels import layer_norm, rms_norm
 
 DEVICE = course.DEVICE
@@ -94,8 +94,8 @@ def backward_blocks(monkeypatch):
 
     def use(block):
         if block is not None:
-            monkeypatch.setattr(common, "MAX_BWD_ROW_BYTES", 0)
-            monkeypatch.setattr(common, "BWD_COL_BLOCK", block)
+            monkeypatch.setattr(norm_module, "MAX_BWD_ROW_BYTES", 0)
+            monkeypatch.setattr(norm_module, "BWD_COL_BLOCK", block)
 
     return use
 
@@ -112,8 +112,8 @@ def backward_blocks(monkeypatch):
 )
 def test_backward_in_blocks_matches_torch(backward_blocks, op, affine, shape, dtype, block):
     backward_blocks(block)
-    width, whole_row = common.backward_row_block(shape[-1], dtype)
-    assert not whole_row and width == (block or common.BWD_COL_BLOCK), (width, whole_row)
+    launch = norm_module.backward_launch(shape[-1], dtype)
+    assert not launch.whole_row and launch.block == (block or norm_module.BWD_COL_BLOCK), launch
     g = torch.Generator().manual_seed(5)
     n = shape[-1]
     x = (torch.randn(shape, generator=g, dtype=dtype) * 2 + 0.5).to(DEVICE).requires_grad_()
@@ -133,9 +133,28 @@ def test_gradcheck_float64_in_blocks(backward_blocks):
     x = torch.randn(6, 13, dtype=torch.float64, device=DEVICE, requires_grad=True)
     w = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
     b = torch.randn(13, dtype=torch.float64, device=DEVICE, requires_grad=True)
-    assert common.backward_row_block(13, torch.float64) == (4, False)
+    launch = norm_module.backward_launch(13, torch.float64)
+    assert (launch.block, launch.whole_row) == (4, False), launch
     assert torch.autograd.gradcheck(lambda x, w, b: layer_norm(x, w, b), (x, w, b), fast_mode=True)
     assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w), (x, w), fast_mode=True)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+@pytest.mark.parametrize("block", [None, 16])  # the whole row in one block; walked in blocks of 16
+def test_row_strided_views_are_read_through_their_strides(backward_blocks, op, block):
+    # Rows 40 and 48 elements apart with 37 used, not copied: a kernel that assumed rows N apart would read the wrong rows.
+    backward_blocks(block)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(5, 40, generator=g, dtype=torch.float64).to(DEVICE)[:, :37].detach().requires_grad_()
+    w = torch.randn(37, generator=g, dtype=torch.float64).to(DEVICE).requires_grad_()
+    b = torch.randn(37, generator=g, dtype=torch.float64).to(DEVICE).requires_grad_() if op == "layer_norm" else None
+    dy = torch.randn(5, 48, generator=g, dtype=torch.float64).to(DEVICE)[:, 3:40]
+    assert x.stride(0) == 40 and dy.stride(0) == 48
+    y, yr, ref_inputs = norm_and_reference(op, x, w, b)
+    tol = TOL[torch.float64]
+    torch.testing.assert_close(y, yr, rtol=tol, atol=tol)
+    for name, got, ref in zip(("dx", "dw", "db"), grads(y, (x, w, b), dy), grads(yr, ref_inputs, dy)):
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_parameter_gradients_are_bit_reproducible():
