@@ -75,14 +75,14 @@ notebooks: install
 	$(BIN)/python tools/build_notebooks.py
 
 release: install
-	$(BIN)/python tools/release.py $(ASSIGNMENTS)
+	$(BIN)/python -m tools.release $(ASSIGNMENTS)
 
 # make grade                                       the sample submissions, as before
 # make grade ASSIGNMENT=01_matmul_from_shapes SUBMISSIONS=DIR [WORKERS=N] [OUT=DIR] [SCHEDULER=tcp://host:8786]
 #                                                  a class, through `python -m autograder grade`
 grade: install
 	@if [ -z "$(ASSIGNMENT)" ]; then \
-		$(BIN)/python -m autograder.samples; \
+		$(BIN)/python -m tools.samples; \
 	elif [ -z "$(SUBMISSIONS)" ]; then \
 		echo "make grade ASSIGNMENT=$(ASSIGNMENT) needs SUBMISSIONS=DIR (one folder per student, nbgrader's submitted/, or LMS zips)" >&2; exit 2; \
 	else \
@@ -94,7 +94,7 @@ bundle: install
 	$(BIN)/python tools/bundle.py
 
 bench: install
-	$(BIN)/python tools/bench.py
+	$(BIN)/python -m tools.bench
 
 # Every kernel (kernels/ and notebooks 03-06) compiled ahead of time for sm_80, sm_90 and gfx942
 # at GPU-sized shapes, in $(JOBS) processes; fails on a compile error, a spill, shared memory

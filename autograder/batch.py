@@ -1,7 +1,7 @@
 """Grade a class: every submission of one assignment, N at a time, into the instructor's gradebook.
 
 ``python -m autograder grade ASSIGNMENT --submissions DIR`` (see ``autograder.cli``) runs
-:func:`grade`. In order:
+:func:`grade_all`. In order:
 
 1. find the submissions (``autograder.collect``: the three layouts) and check each
    notebook (valid JSON, this assignment) in this trusted process;
@@ -42,7 +42,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import collect, gradebook, sandbox, scratch, seeds, worker
+from . import cluster, collect, gradebook, sandbox, seeds, worker
+from .nbrunner import assignments, nbgrader
 from .report import Row, write_outputs
 
 _CHECK_CALL = re.compile(r"autograder\.check\.(?P<check>\w+)\(\s*(?P<arg>\w+)\s*\)")
@@ -91,10 +92,6 @@ class StudentResult:
 # The assignment
 
 
-def course_assignments(course: Path) -> list[str]:
-    return sorted(p.parent.name for p in course.glob("source/*/*.ipynb") if p.stem == p.parent.name)
-
-
 def exercises_of(source_nb: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
     """(test grade_id, check function, name passed to it) for every hidden check call in a test cell."""
     found = []
@@ -112,21 +109,16 @@ def test_cells(template: worker.Template) -> list[tuple[str, float]]:
             for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
 
 
-def _grade_id(cell) -> str:
-    meta = cell.get("metadata", {}).get("nbgrader")
-    return meta.get("grade_id", "") if isinstance(meta, dict) else ""
-
-
 def student_cells(nb: nbformat.NotebookNode, test_ids: set[str]) -> list[tuple[int, str]]:
     """(position, code) of what the value worker runs: every code cell in order, test cells left out."""
     return [(i, cell.source if isinstance(cell.source, str) else "".join(cell.source))
-            for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and _grade_id(cell) not in test_ids]
+            for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and collect._grade_id(cell) not in test_ids]
 
 
 def positioned(nb: nbformat.NotebookNode, exercises, test_ids: set[str]) -> list[list]:
     """Each exercise with the position of its test cell in ``nb``; a missing test cell goes where
     nbgrader puts it back, after the cell that precedes it in the source (else at the end)."""
-    where = {_grade_id(c): i for i, c in enumerate(nb.cells) if _grade_id(c)}
+    where = {collect._grade_id(c): i for i, c in enumerate(nb.cells) if collect._grade_id(c)}
     out = []
     for test_id, check, arg in exercises:
         pos = where.get(test_id)
@@ -326,9 +318,7 @@ class Grader:
         """The source notebook, the config, the checking code, and where and how it runs."""
         h = hashlib.sha256(self.template.source_notebook.read_bytes())
         h.update(self.template.config_text.encode())
-        for pkg in ("autograder", "course"):
-            for p in sorted(Path(worker._package_dir(pkg)).rglob("*.py")):
-                h.update(p.read_bytes())
+        h.update(cluster.fingerprint().encode())  # the grading code
         # Graded from another folder, with another environment, sandbox or limits, or with the hidden checks
         # elsewhere (--no-trusted puts them in the kernel), the preflight runs again.
         where = [sys.executable, sys.prefix, self.isolation, repr(self.opts.limits), self.opts.trusted]
@@ -375,16 +365,17 @@ class Grader:
         (job_dir / "timings.json").write_text(json.dumps({"autograde": t_kernel, "trusted": time.perf_counter() - start - t_kernel}))
         rows = []
         for test_id, points in self.tests:
-            cell = ik.cells.get(test_id) or worker.CellOutcome(test_id, 0.0, points, reason="not graded: the cell is missing")
+            cell = ik.cells.get(test_id) or Row(student, self.opts.assignment, test_id, 0.0, points,
+                                                reason="not graded: the cell is missing")
             rechecked = self.opts.trusted and not self.supported.get(test_id)
-            rows.append(decide(student, self.opts.assignment, cell, trusted.get(test_id), rechecked))
+            rows.append(decide(cell, trusted.get(test_id), rechecked))
         return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp, seed=seed)
 
 
 PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds Unix sockets); never a row, never recorded
 
 
-def kernel_passed(cell: worker.CellOutcome) -> bool:
+def kernel_passed(cell: Row) -> bool:
     """The cell's checks raised nothing in the kernel: no error output, whatever else it showed.
 
     Only such a cell can earn points, and every such cell of a re-checked exercise is
@@ -398,8 +389,8 @@ PARTIAL = ("partial score: the test cell raised no error, but its output is not 
            "scores all or nothing")
 
 
-def decide(student: str, assignment: str, cell: worker.CellOutcome, trusted: dict | None, rechecked: bool) -> Row:
-    """The row of one test cell: all its points or none, as its checks decided.
+def decide(cell: Row, trusted: dict | None, rechecked: bool) -> Row:
+    """The row of one test cell (``cell``: as the kernel ran it): all its points or none, as its checks decided.
 
     Where the hidden checks run in the trusted checker (``rechecked``; the default), the kernel
     ran the cell's visible checks only. Full marks only when the cell passed there
@@ -413,20 +404,19 @@ def decide(student: str, assignment: str, cell: worker.CellOutcome, trusted: dic
     counts: nbgrader's own reading of the outputs full marks (``cell.score``, all or nothing:
     ``autograder.nbexec.SaveCheckedGrades``). Never a fraction read from an output.
     """
+    row = lambda score, diagnosis="", reason="", sentence="": Row(  # noqa: E731
+        cell.student, cell.assignment, cell.grade_id, score, cell.max_score, diagnosis, reason, message=sentence)
     if not kernel_passed(cell):
-        return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason)
+        return row(0.0, cell.diagnosis, cell.reason)
     if not rechecked:
-        if cell.score == cell.max_score:
-            return Row(student, assignment, cell.grade_id, cell.max_score, cell.max_score, "", "")
-        return Row(student, assignment, cell.grade_id, 0.0, cell.max_score, cell.diagnosis, cell.reason or PARTIAL)
+        return row(cell.max_score) if cell.score == cell.max_score else row(0.0, cell.diagnosis, cell.reason or PARTIAL)
     trusted = trusted or {"status": "no verdict", "message": "the checker returned nothing for this test cell"}
     trusted = worker.grader_words(trusted)  # never the student's exception in a reason
     status, message = trusted.get("status"), trusted.get("message", "")
-    zero = lambda diagnosis, reason, sentence="": Row(  # noqa: E731
-        student, assignment, cell.grade_id, 0.0, cell.max_score, diagnosis, " ".join(reason.split())[:400],
-        message=" ".join(sentence.split())[:600])
+    zero = lambda diagnosis, reason, sentence="": row(  # noqa: E731
+        0.0, diagnosis, " ".join(reason.split())[:400], " ".join(sentence.split())[:600])
     if status == "ok" and trusted.get("passed") is True:
-        return Row(student, assignment, cell.grade_id, cell.max_score, cell.max_score, "", "")
+        return row(cell.max_score)
     if status == "ok":
         cls = trusted.get("cls") or ""
         return zero(cls, "" if cls else f"hidden checks: failed without a diagnosis ({message})",
@@ -524,11 +514,6 @@ class Progress:
 # The batch
 
 
-def grade(opts: Options) -> dict:
-    """Grade every submission of one assignment; return a summary (see :func:`grade_all`)."""
-    return grade_all([opts])[0]
-
-
 def _check_options(opts: Options, course: Path, available: list[str]) -> None:
     if opts.assignment not in available:
         raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
@@ -560,7 +545,7 @@ def grade_all(options: list[Options]) -> list[dict]:
     if not (course / "nbgrader_config.py").is_file():
         raise InstructorError(f"{course} is not an nbgrader course (no nbgrader_config.py): run from the course "
                               "directory or pass --course DIR.")
-    available = course_assignments(course)
+    available = assignments(course)
     for opts in options:
         _check_options(opts, course, available)
     isolation = sandbox.available_isolation() if first.isolation == "auto" else first.isolation
@@ -589,8 +574,6 @@ def grade_all(options: list[Options]) -> list[dict]:
                 raise InstructorError(str(exc)) from None
         batch_seed, seed_of = _seeds(first, subs_of)
         if first.scheduler:
-            from . import cluster
-
             client = cluster.connect(first.scheduler)
             own_client = client is not first.scheduler  # a client the caller made stays open for the caller
             progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {client.scheduler.address}, "
@@ -781,7 +764,7 @@ def explain_in_notebook(path: Path, rows: list[Row]) -> None:
     nb = nbformat.read(path, as_version=4)
     changed = False
     for cell in nb.cells:
-        reason = reasons.get(_grade_id(cell))
+        reason = reasons.get(collect._grade_id(cell))
         if cell.cell_type != "code" or not reason or reason[:60] in json.dumps(cell.get("outputs", []), ensure_ascii=False):
             continue
         cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=f"Grader: this part scored 0. {reason}\n"))
@@ -798,7 +781,7 @@ def _feedback_all(course: Path, wanted: dict[str, list[str]], outs: dict[str, Pa
         for student in students:
             shutil.rmtree(course / "feedback" / student / a, ignore_errors=True)
     try:
-        scratch.nbgrader(course, "generate_feedback", "--assignment=*", timeout=3600)
+        nbgrader(course, "generate_feedback", "--assignment=*", timeout=3600)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return {a: f"feedback generation failed: {str(exc)[-300:]}" for a in wanted}
     return {a: _copy_feedback(course, a, students, outs[a]) for a, students in wanted.items()}
@@ -825,7 +808,7 @@ def _feedback(course: Path, assignment: str, students: list[str], out: Path) -> 
     if not students:
         return "no feedback: nothing was autograded"
     try:
-        scratch.nbgrader(course, "generate_feedback", assignment, "--force", timeout=1800)
+        nbgrader(course, "generate_feedback", assignment, "--force", timeout=1800)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return f"feedback generation failed: {str(exc)[-300:]}"
     return _copy_feedback(course, assignment, students, out)

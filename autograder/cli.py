@@ -1,7 +1,6 @@
 """The instructor's command line.
 
     python -m autograder grade ASSIGNMENT [ASSIGNMENT ...] --submissions DIR [--workers N] [--out DIR] [--seed N|STUDENT=N]
-    python -m autograder bench [--copies N] [--assignments ...]
     python -m autograder merge OUT_DIR SHARD_DIR [SHARD_DIR ...]
 
 ``grade`` exits 0 when every submission got its rows (zeros included); 2 for the
@@ -17,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from .nbrunner import fast_imports
+from .nbrunner import ROOT, fast_imports
 
 fast_imports()  # before anything imports nbformat (see autograder/nbrunner.py)
 
@@ -26,11 +25,7 @@ from .worker import GiB, Limits  # noqa: E402
 
 def _course_default() -> Path:
     cwd = Path.cwd()
-    if (cwd / "nbgrader_config.py").is_file():
-        return cwd
-    from .scratch import ROOT
-
-    return ROOT
+    return cwd if (cwd / "nbgrader_config.py").is_file() else ROOT
 
 
 def _add_limits(p: argparse.ArgumentParser) -> None:
@@ -104,14 +99,6 @@ def parser() -> argparse.ArgumentParser:
                         "each submission gets a seed drawn for it, recorded in grades.csv's seed column")
     _add_limits(g)
 
-    b = sub.add_parser("bench", help="seconds per submission and submissions per minute at 1 and 2 workers")
-    b.add_argument("--copies", type=int, default=2, metavar="N", help="copies of the solved notebook per assignment (default 2)")
-    b.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in source/")
-    b.add_argument("--workers", type=int, nargs="*", default=[1, 2], metavar="N", help="worker counts to compare (default 1 2)")
-    b.add_argument("--course", type=Path, default=None, metavar="DIR")
-    b.add_argument("--no-trusted", action="store_true")
-    b.add_argument("--out", type=Path, default=None, metavar="FILE", help="also write the figures as JSON here")
-
     m = sub.add_parser("merge", help="merge the grades of sections graded apart (one course folder each)",
                        description="Merge the gradebooks and grades.csv of course folders graded apart (one per "
                                    "section, each a disjoint set of students) into one gradebook, grades.csv and "
@@ -125,23 +112,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    # nbgrader runs `alembic` by name when it opens a gradebook: this interpreter's bin goes first on PATH.
-    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
     import warnings
 
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader.api, not ours
     warnings.filterwarnings("ignore", message=".*not in session.*")
     if args.command == "grade":
         return _grade(args)
-    if args.command == "bench":
-        from .bench import main as bench_main
+    from .merge import main as merge_main
 
-        return bench_main(args)
-    if args.command == "merge":
-        from .merge import main as merge_main
-
-        return merge_main(args)
-    return 2
+    return merge_main(args)
 
 
 def _grade(args) -> int:

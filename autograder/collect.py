@@ -60,6 +60,8 @@ from pathlib import Path
 
 import nbformat
 
+from .nbrunner import assignments
+
 MiB = 1 << 20
 MAX_NOTEBOOK_BYTES = 64 * MiB  # a course notebook with its outputs is well under 1 MiB
 MAX_FILES = 1000  # files in one submission: a student's folder (hidden entries aside) or the members of their zip
@@ -190,7 +192,7 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
-    others = {p.name for p in course.glob("source/*") if p.is_dir()} - {assignment}
+    others = set(assignments(course)) - {assignment}
     found: dict[str, list[Submission]] = defaultdict(list)
     counter = iter(range(1 << 30))
 
@@ -511,12 +513,11 @@ def instructor_cells(nb: nbformat.NotebookNode) -> dict[str, dict]:
 def assignment_ids(course: Path) -> dict[str, dict[str, dict]]:
     """assignment -> its graded and locked cells (``instructor_cells``, by grade_id), from the course's source notebooks."""
     ids = {}
-    for nb_path in sorted(course.glob("source/*/*.ipynb")):
-        if nb_path.stem == nb_path.parent.name:
-            try:
-                ids[nb_path.stem] = instructor_cells(nbformat.read(nb_path, as_version=4))
-            except Exception:  # noqa: BLE001 — a broken source notebook is not this submission's problem
-                continue
+    for a in assignments(course):
+        try:
+            ids[a] = instructor_cells(nbformat.read(course / "source" / a / f"{a}.ipynb", as_version=4))
+        except Exception:  # noqa: BLE001 — a broken source notebook is not this submission's problem
+            continue
     return ids
 
 

@@ -18,8 +18,6 @@ autograder_seed"`` lists them; :func:`seed_of` reads one.
 from __future__ import annotations
 
 import os
-import sys
-from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,10 +25,10 @@ import nbgrader.api
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy import text
 
-# nbgrader runs `alembic` by name when it opens a gradebook: this interpreter's bin must be on PATH.
-_BIN = os.path.dirname(sys.executable)
-if _BIN not in os.environ.get("PATH", "").split(os.pathsep):
-    os.environ["PATH"] = _BIN + os.pathsep + os.environ.get("PATH", "")
+from .nbrunner import with_bin
+
+# nbgrader runs `alembic` by name when it opens a gradebook: this environment's bin goes first on PATH.
+os.environ["PATH"] = with_bin(os.environ)["PATH"]
 
 # Every Gradebook() runs `alembic heads` in a subprocess (a second or two) to learn the schema
 # version, which cannot change while we run: ask once per process.
@@ -42,13 +40,9 @@ def db_url(course: Path) -> str:
     return f"sqlite:///{course / 'gradebook.db'}"
 
 
-@contextmanager
-def opened(course: Path):
-    gb = Gradebook(db_url(course))
-    try:
-        yield gb
-    finally:
-        gb.close()
+def opened(course: Path) -> Gradebook:
+    """The course's gradebook, open: ``with opened(course) as gb`` closes it."""
+    return Gradebook(db_url(course))
 
 
 def install_assignment(course: Path, template_gradebook: Path, assignment: str) -> None:

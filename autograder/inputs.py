@@ -2,8 +2,7 @@
 
 Each run draws a fresh seed (set AUTOGRADER_SEED to replay one), so a submission
 cannot be tuned to fixed inputs. "Non-degenerate" means no ties (so max, top-k and
-argmax are unambiguous) and no values near a kink (so ReLU-like ops are differentiable
-at every input).
+argmax are unambiguous).
 
 When a class is graded, the grader draws one seed per submission
 (``autograder.seeds``), records it (``grades.csv``'s ``seed`` column, and the gradebook)
@@ -43,12 +42,6 @@ def distinct(gen: torch.Generator, *shape: int, gap: float = 1e-3) -> torch.Tens
     ranks = torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(DTYPE)
     jitter = torch.rand(shape, generator=gen, dtype=DTYPE) * (step - gap)
     return (ranks - n / 2) * step + jitter
-
-
-def away_from_zero(gen: torch.Generator, *shape: int, margin: float = 1e-2) -> torch.Tensor:
-    """Normal values pushed at least ``margin`` away from 0 (the kink of ReLU and |x|)."""
-    x = torch.randn(shape, generator=gen, dtype=DTYPE)
-    return x + torch.sign(x) * margin
 
 
 def randint(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:

@@ -23,8 +23,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from . import gradebook, scratch
+from . import gradebook
 from .gradebook import Gradebook
+from .nbrunner import nbgrader
 from .report import formula_safe, read_csv, write_outputs
 
 
@@ -88,7 +89,7 @@ def main(args) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     shutil.copy(target / "gradebook.db", out / "gradebook.db")
-    scratch.nbgrader(target, "export", f"--to={out / 'grades.csv'}")
+    nbgrader(target, "export", f"--to={out / 'grades.csv'}")
     formula_safe(out / "grades.csv")  # nbgrader writes a student id such as "=HYPERLINK(…)" as it is
     assignments = merge_cell_tables(shards, out)
     if args.course is not None:

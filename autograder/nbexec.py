@@ -45,7 +45,7 @@ from traitlets import Bool, Unicode
 
 from nbgrader.preprocessors import Execute, SaveAutoGrades
 
-from .worker import EXECUTION_RECORD as RECORD, NOT_RUN, STOPPED
+from .worker import EXECUTION_RECORD as RECORD, NOT_RUN, STOPPED, grade_cell_id
 
 _SIGNALS = {
     signal.SIGXCPU: "CPU time limit: the kernel used up its CPU seconds",
@@ -97,13 +97,6 @@ def _cut(text: str, room: int) -> str:
     return head[:max(room, 0)].decode("utf-8", "ignore")
 
 
-def _grade_id(cell) -> str:
-    meta = cell.get("metadata", {}).get("nbgrader")
-    if isinstance(meta, dict) and meta.get("grade") and isinstance(meta.get("grade_id"), str):
-        return meta["grade_id"]
-    return ""
-
-
 def _error(ename: str, evalue: str) -> NotebookNode:
     return NotebookNode(output_type="error", ename=ename, evalue=evalue, traceback=[f"{ename}: {evalue}"])
 
@@ -144,7 +137,7 @@ class SandboxExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if cell.cell_type != "code":
             return cell, resources
-        grade_id = _grade_id(cell)
+        grade_id = grade_cell_id(cell)
         if self._stopped:
             reason = f"{self._stopped} (in an earlier cell; this one never ran)"
             cell.outputs = [_error(NOT_RUN, reason)]

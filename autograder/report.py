@@ -2,7 +2,7 @@
 
 ``grades.csv`` has one row per student and test cell:
 ``student,assignment,grade_id,score,max_score,diagnosis,reason,seed`` — ``diagnosis`` is the
-class of the check's ``diagnosis:`` line (DESIGN.md's vocabulary, ``tampering`` included),
+class of the check's ``diagnosis:`` line (the vocabulary of docs/design.md, ``tampering`` included),
 ``reason`` says why a part scored zero without a wrong answer (timeout, kernel died,
 memory limit, malformed notebook, wrong assignment, tampering ...), ``seed`` is the seed the
 submission's hidden inputs were drawn from (``--seed`` replays it; empty if it never ran).
@@ -40,7 +40,11 @@ class Row:
     diagnosis: str = ""
     reason: str = ""
     seed: int | None = None  # the hidden inputs' seed it was graded with (None: the notebook never ran)
-    message: str = ""  # the hidden checks' diagnosis sentence, for the feedback (not a column of grades.csv)
+    # Not columns of grades.csv. As the kernel ran the cell (worker.read_outcomes): the diagnosis sentence or the
+    # error's first line, and whether its outputs hold no error. Once decided (batch.decide): the hidden checks'
+    # sentence, for the feedback.
+    message: str = ""
+    passed: bool = False
 
 
 def reason_kind(reason: str) -> str:
@@ -150,8 +154,7 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
     by_test = defaultdict(list)
     for r in rows:
         by_test[r.grade_id].append(r)
-    for test_id in sorted(by_test, key=lambda t: min(i for i, r in enumerate(rows) if r.grade_id == t)):
-        group = by_test[test_id]
+    for test_id, group in by_test.items():  # in the order the rows first name them
         name = md(exercise_name(test_id))
         counts = Counter(outcome(r) for r in group)
         pts = max(r.max_score for r in group)
@@ -191,10 +194,7 @@ def chart(path: Path, rows: list[Row], title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tests = []
-    for r in rows:
-        if r.grade_id not in tests:
-            tests.append(r.grade_id)
+    tests = list(dict.fromkeys(r.grade_id for r in rows))
     counts = {t: Counter(outcome(r) for r in rows if r.grade_id == t) for t in tests}
     kinds = ["passed"] + sorted({k for c in counts.values() for k in c} - {"passed"})
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(tests) + 1.8))
@@ -225,5 +225,3 @@ def write_outputs(out: Path, rows: list[Row], summary: dict) -> None:
     (out / "report.md").write_text(summary_markdown(rows, summary))
     chart(out / "diagnoses.png", rows, f"{summary.get('assignment', '')}: outcome per exercise")
 
-
-__all__ = ["FIELDS", "Row", "csv_cell", "csv_value", "formula_safe", "md", "outcome", "read_csv", "write_outputs"]

@@ -29,6 +29,7 @@ import builtins
 import functools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -39,7 +40,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import sandbox, scratch
+from . import sandbox
+from .nbrunner import BIN, copy_course, nbgrader, with_bin
+from .report import Row
 
 # The ename of the error output autograder.nbexec writes where execution stopped, and in every later cell.
 STOPPED = "GradingStopped"
@@ -122,21 +125,19 @@ class Template:
         return self.course / "gradebook.db"
 
     @property
-    def release_notebook(self) -> Path:
-        return self.course / "release" / self.assignment / f"{self.assignment}.ipynb"
-
-    @property
     def source_notebook(self) -> Path:
         return self.course / "source" / self.assignment / f"{self.assignment}.ipynb"
 
 
 def make_template(course_root: Path, assignment: str, where: Path, cache: Path | None = None,
                   hidden_in_kernel: bool = False) -> Template:
-    """Generate ``assignment`` from ``course_root``'s source in the scratch folder ``where``.
+    """Generate ``assignment`` from ``course_root``'s source in the scratch folder ``where``, with a fresh gradebook.
 
-    ``hidden_in_kernel``: see :class:`Template`. With ``cache``, a template generated before
-    from the very same source folder, config and choice (compared by content) is reused
-    instead of running nbgrader again.
+    ``hidden_in_kernel``: see :class:`Template`; without it the gradebook records each test cell
+    without its hidden tests (by nbgrader's own ClearHiddenTests), so ``nbgrader autograde`` puts
+    back only the visible checks, and ``source/`` keeps the instructor's notebook as it is. With
+    ``cache``, a template generated before from the very same source folder, config and choice
+    (compared by content) is reused instead of running nbgrader again.
     """
     import hashlib
 
@@ -151,7 +152,17 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
             shutil.rmtree(where)
         shutil.copytree(cache / key, where)
         return Template(assignment, where, config, hidden_in_kernel)
-    scratch.make_course(where, assignment, root=course_root, hidden_tests=hidden_in_kernel)
+    notebook = copy_course(where, [assignment], course_root) / "source" / assignment / f"{assignment}.ipynb"
+    original = notebook.read_bytes()
+    if not hidden_in_kernel:
+        from nbgrader.preprocessors import ClearHiddenTests
+
+        nb, _ = ClearHiddenTests().preprocess(nbformat.reads(original.decode(), as_version=4), {})
+        nbformat.write(nb, notebook)
+    try:
+        nbgrader(where, "generate_assignment", assignment, "--force")
+    finally:
+        notebook.write_bytes(original)
     if cache is not None:
         if cache.exists():
             shutil.rmtree(cache)
@@ -160,28 +171,11 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
 
 
 @dataclass
-class CellOutcome:
-    """One test cell as the in-kernel run graded it."""
-
-    grade_id: str
-    score: float
-    max_score: float
-    diagnosis: str = ""  # class from the cell's `diagnosis:` line
-    message: str = ""  # its sentence, or the error's first line
-    reason: str = ""  # why it scored zero without a wrong answer (timeout, kernel died, limits)
-    # The cell ran and its outputs hold no error: the checks raised nothing in the kernel. Its points
-    # are decided from this and the trusted re-check (autograder.batch.decide); ``score`` (all or
-    # nothing: autograder.nbexec.SaveCheckedGrades) counts only where an exercise is left to the
-    # kernel, since nbgrader reads a score from what the cell displays, which the kernel controls.
-    passed: bool = False
-
-
-@dataclass
 class InKernel:
     """The result of one sandboxed autograde."""
 
     status: str  # "ok", "timeout" (wall time), "failed" (nbgrader gave no grades)
-    cells: dict[str, CellOutcome] = field(default_factory=dict)
+    cells: dict[str, Row] = field(default_factory=dict)  # grade_id -> the test cell as the in-kernel run graded it
     seconds: float = 0.0
     log: str = ""
     autograded: Path | None = None  # the executed notebook, when nbgrader wrote one
@@ -232,7 +226,7 @@ def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
 def student_env(private: str, threads: int) -> dict[str, str]:
     """The environment student code runs with: private dirs, no secrets, no seed (the kernel gets its own)."""
     return {
-        "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
+        "PATH": BIN + ":/usr/local/bin:/usr/bin:/bin",
         "HOME": f"{private}/home", "TMPDIR": f"{private}/tmp", "TRITON_CACHE_DIR": f"{private}/home/.triton",
         "MPLCONFIGDIR": f"{private}/home/.matplotlib", "IPYTHONDIR": f"{private}/home/.ipython",
         "MPLBACKEND": "Agg", "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8",
@@ -344,16 +338,15 @@ def _autograde(job_dir: Path, ipc: Path, template: Template, student: str, noteb
                  "{connection_file}"],
         "display_name": "Python 3 (sandboxed)", "language": "python", "interrupt_mode": "message",
     }))
-    env = dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
-               JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data"))
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env = with_bin(dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
+                        JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data")))
     env.pop("AUTOGRADER_SEED", None)
     argv = [sys.executable, "-m", "autograder.nbrunner", "autograde", template.assignment, "--force", f"--student={student}"]
     start = time.perf_counter()
     status, log = run_logged(argv, limits.wall, job_dir / "autograde.log", cwd=str(course), env=env,
                              extra_pids=pid_file)
     seconds = time.perf_counter() - start
-    result = read_outcomes(course, template, student)
+    result = read_outcomes(course, template.assignment, student)
     discard_student_files(job_dir, KERNEL_WRITABLE)  # the kernel is gone: nothing it wrote stays on disk
     result.seconds, result.log = seconds, log
     if status == "timeout":
@@ -446,6 +439,8 @@ EXECUTION_RECORD = "execution-record.json"
 # of these names, but then it only picks which of the grader's sentences describes its own zero.
 _BUILTIN_ERRORS = frozenset(name for name, v in vars(builtins).items()
                             if isinstance(v, type) and issubclass(v, BaseException))
+_DIAGNOSIS = re.compile(r"diagnosis: (?P<cls>[a-z-]+) — (?P<sentence>.*)")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @functools.cache
@@ -462,8 +457,16 @@ def diagnosis_classes() -> frozenset[str]:
     raise RuntimeError("course/diagnose.py defines no CLASSES")
 
 
-def _cell_errors(nb_path: Path) -> dict[str, tuple[str, str, str]]:
-    """grade_id -> (ename, diagnosis class, message) for each test cell with an error output.
+def grade_cell_id(cell) -> str:
+    """The grade_id of a test cell (nbgrader metadata with ``grade`` and a string ``grade_id``), else ""."""
+    meta = cell.get("metadata", {}).get("nbgrader")
+    return meta["grade_id"] if isinstance(meta, dict) and meta.get("grade") and isinstance(meta.get("grade_id"), str) else ""
+
+
+def _test_cells(nb_path: Path) -> tuple[dict[str, tuple[str, str, str]], set[str]]:
+    """The test cells as their outputs show them: grade_id -> (ename, diagnosis class, message) for
+    each with an error output, and the grade_ids of the code cells with none (their checks raised
+    nothing in the kernel).
 
     Every error output is what the kernel sent, so the student's to shape: a class counts
     only when it is one of the vocabulary's (:func:`diagnosis_classes`), and an error named
@@ -471,28 +474,26 @@ def _cell_errors(nb_path: Path) -> dict[str, tuple[str, str, str]]:
     nothing here — what the grader saw happen is in the execution record
     (:func:`read_outcomes`). The first error with a diagnosis wins, else the first error.
     """
-    nb = nbformat.read(nb_path, as_version=4)
     known = diagnosis_classes()
-    found = {}
-    for cell in nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if not isinstance(meta, dict) or not meta.get("grade") or not isinstance(meta.get("grade_id"), str):
-            continue
+    found, clean = {}, set()
+    for cell in nbformat.read(nb_path, as_version=4).cells:
+        grade_id = grade_cell_id(cell)
         errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
-        if not errors:
+        if grade_id and not errors and cell.cell_type == "code":
+            clean.add(grade_id)
+        if not grade_id or not errors:
             continue
         for error in errors:
             parts = [error.get("evalue")] + list(error.get("traceback") or [])
             text = "\n".join(x for x in parts if isinstance(x, str))
-            m = scratch._DIAGNOSIS.search(scratch._ANSI.sub("", text))
+            m = _DIAGNOSIS.search(_ANSI.sub("", text))
             if m and m.group("cls") in known:
-                sentence = m.group("sentence").strip()[:500]
-                found[meta["grade_id"]] = (str(error.get("ename", "")), m.group("cls"), sentence)
+                found[grade_id] = (str(error.get("ename", "")), m.group("cls"), m.group("sentence").strip()[:500])
                 break
         else:
             ename, evalue = str(errors[0].get("ename", "")), str(errors[0].get("evalue", ""))
-            found[meta["grade_id"]] = (ename, "", f"{ename}: {evalue}".strip(": ")[:500])
-    return found
+            found[grade_id] = (ename, "", f"{ename}: {evalue}".strip(": ")[:500])
+    return found, clean
 
 
 def execution_record(course: Path) -> dict[str, str]:
@@ -504,15 +505,6 @@ def execution_record(course: Path) -> dict[str, str]:
     if not isinstance(reasons, dict):
         return {}
     return {k: v for k, v in reasons.items() if isinstance(k, str) and isinstance(v, str)}
-
-
-def _error_free(nb_path: Path) -> set[str]:
-    """grade_ids of the test cells whose outputs hold no error: their checks raised nothing in the kernel."""
-    nb = nbformat.read(nb_path, as_version=4)
-    return {cell.metadata["nbgrader"]["grade_id"] for cell in nb.cells
-            if cell.cell_type == "code" and isinstance(cell.metadata.get("nbgrader"), dict)
-            and cell.metadata["nbgrader"].get("grade") and isinstance(cell.metadata["nbgrader"].get("grade_id"), str)
-            and not any(o.get("output_type") == "error" for o in cell.get("outputs", []))}
 
 
 def reason_for(ename: str, message: str, cls: str = "") -> str:
@@ -553,20 +545,25 @@ def grader_words(trusted: dict) -> dict:
     return out
 
 
-def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
-    """Scores from the job's gradebook (written by nbgrader) and messages from the executed notebook."""
-    from nbgrader.api import Gradebook, MissingEntry
+def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
+    """Each test cell as nbgrader graded it in ``course``: its score from the gradebook, its message from the executed notebook.
 
-    from . import gradebook  # noqa: F401 — asks alembic for the schema version once per process
+    A row's ``passed``: the cell ran and its outputs hold no error, so the checks raised nothing
+    in the kernel. Its points are decided from this and the trusted re-check
+    (``autograder.batch.decide``); ``score`` (all or nothing: autograder.nbexec.SaveCheckedGrades)
+    counts only where an exercise is left to the kernel, since nbgrader reads a score from what
+    the cell displays, which the kernel controls.
+    """
+    from nbgrader.api import MissingEntry
 
-    assignment = template.assignment
+    from . import gradebook
+
     autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
-    errors = _cell_errors(autograded) if autograded.exists() else {}
+    errors, clean = _test_cells(autograded) if autograded.exists() else ({}, set())
     stops = execution_record(course)
-    clean = _error_free(autograded) if autograded.exists() else set()
-    cells: dict[str, CellOutcome] = {}
+    cells: dict[str, Row] = {}
     timestamp = None
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with gradebook.opened(course) as gb:
         try:
             submission = gb.find_submission(assignment, student)
         except MissingEntry:
@@ -579,12 +576,12 @@ def read_outcomes(course: Path, template: Template, student: str) -> InKernel:
                     stopped = stops.get(grade.cell.name, "")  # the grader saw it stop: that, not the outputs, says why
                     cls = "" if stopped else cls
                     score = float(grade.auto_score) if grade.auto_score is not None and autograded.exists() else 0.0
-                    cells[grade.cell.name] = CellOutcome(grade.cell.name, score, float(grade.max_score), cls, message,
-                                                         (stopped or reason_for(ename, message, cls))
-                                                         if score < grade.max_score else "",
-                                                         passed=grade.auto_score is not None and grade.cell.name in clean)
+                    reason = (stopped or reason_for(ename, message, cls)) if score < grade.max_score else ""
+                    cells[grade.cell.name] = Row(student, assignment, grade.cell.name, score, float(grade.max_score), cls,
+                                                 reason, message=message,
+                                                 passed=grade.auto_score is not None and grade.cell.name in clean)
         if not cells:  # nbgrader recorded nothing: list the test cells from the assignment itself
             for notebook in gb.find_assignment(assignment).notebooks:
                 for gc in notebook.grade_cells:
-                    cells[gc.name] = CellOutcome(gc.name, 0.0, float(gc.max_score))
+                    cells[gc.name] = Row(student, assignment, gc.name, 0.0, float(gc.max_score))
     return InKernel("ok", cells, autograded=autograded if autograded.exists() else None, timestamp=timestamp)

@@ -43,8 +43,8 @@ def test_every_hidden_block_of_every_source_notebook_becomes_one_timed_cell():
 def test_memory_part_writes_nothing_when_its_check_fails(tmp_path):
     # At T ≤ 128 recompute cannot yet be 20× smaller than saving P (at T = 128 it is about 2.5×).
     done = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "bench.py"), "--only", "memory", "--seq-lens", "64", "128", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "tools.bench", "--only", "memory", "--seq-lens", "64", "128", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "✗ recompute needs" in done.stdout and "nothing written" in done.stdout, done.stdout

@@ -18,7 +18,7 @@ machine) and one torch thread, as grading does. Every file says when and where i
 The memory part writes nothing when a check fails; the hidden-test table marks each test that
 did not pass on the source solutions and leaves out a notebook that could not run.
 
-Usage: python tools/bench.py [--only kernels memory hidden] [--seq-lens 256 512 ...] [--out bench]
+Usage: python -m tools.bench [--only kernels memory hidden] [--seq-lens 256 512 ...] [--out bench]
 """
 
 from __future__ import annotations
@@ -36,9 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # `kernels` and `course` from this checkout
+from autograder.nbrunner import ROOT, assignments
 
 OPS = ("softmax", "cross_entropy", "layer_norm", "rms_norm", "attention")
 SEQ_LENS = (256, 512, 1024, 2048, 4096)
@@ -302,7 +300,7 @@ def _child(args: list[str]) -> dict | list | None:
     env = dict(os.environ, TRITON_INTERPRET="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg")
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result.json"
-        done = subprocess.run([sys.executable, __file__, *args, "--result", str(result)], cwd=ROOT, env=env)
+        done = subprocess.run([sys.executable, "-m", "tools.bench", *args, "--result", str(result)], cwd=ROOT, env=env)
         if done.returncode != 0 or not result.exists():
             print(f"{' '.join(args)}: the child process failed (exit code {done.returncode})")
             return None
@@ -327,10 +325,6 @@ def _stamp() -> str:
 
 def _rel(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
-
-
-def assignments() -> list[str]:
-    return sorted(p.name for p in (ROOT / "source").glob("[0-9][0-9]_*") if (p / f"{p.name}.ipynb").exists())
 
 
 def main(argv: list[str] | None = None) -> int:

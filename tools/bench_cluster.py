@@ -1,6 +1,6 @@
 """Submissions per minute for one class, graded on the local pool and on a local 2-worker Dask cluster, in one run.
 
-    python tools/bench_cluster.py [--assignment 01_matmul_from_shapes] [--copies 8] [--out bench/cluster.json]
+    python -m tools.bench_cluster [--assignment 01_matmul_from_shapes] [--copies 8] [--out bench/cluster.json]
 
 The class is ``--copies`` copies of the assignment's solved notebook, graded twice into two
 copies of the course, with the same seed: once with ``--workers 2`` (the local pool), once
@@ -23,13 +23,11 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from autograder.nbrunner import ROOT, copy_course
+from tools.mutants import source_notebook
 
 
 def _class(where: Path, assignment: str, copies: int) -> Path:
-    from tools.mutants import source_notebook
-
     subs = where / "submissions"
     for i in range(copies):
         (subs / f"student{i:02d}").mkdir(parents=True)
@@ -37,16 +35,8 @@ def _class(where: Path, assignment: str, copies: int) -> Path:
     return subs
 
 
-def _course(where: Path, assignment: str) -> Path:
-    course = where / "course"
-    (course / "source").mkdir(parents=True)
-    shutil.copy(ROOT / "nbgrader_config.py", course)
-    shutil.copytree(ROOT / "source" / assignment, course / "source" / assignment)
-    return course
-
-
 def _grade(assignment: str, subs: Path, where: Path, *extra: str) -> dict:
-    course, out = _course(where, assignment), where / "out"
+    course, out = copy_course(where / "course", [assignment]), where / "out"
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "autograder", "grade", assignment, "--submissions", str(subs),
                            "--course", str(course), "--out", str(out), "--quiet", "--no-feedback", "--seed", "0",

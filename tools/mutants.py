@@ -14,12 +14,19 @@ A mutant lives in ``tests/submissions/<assignment>/<name>.py``:
         ...
 
 A ``# %% <grade_id>`` block replaces that solution cell of the source notebook; a
-``# %% <grade_id> <name>`` block replaces only the top-level definition ``<name>`` (a
-function, a class or an assignment, decorators included) inside that cell, so a mutant
-of a long cell holds its one bug and nothing else. Every other exercise keeps its correct
-solution. Each ``expect`` line names a test
-cell that must score zero and the diagnosis class its output must show. One file may
-break several exercises (one bug each), which keeps the number of notebooks to grade small.
+``# %% <grade_id> <name>`` block replaces only the definition ``<name>`` (a function, a
+class or an assignment, decorators included; ``Class.method`` for a method) inside that
+cell. A block whose lines all start with ``-`` or ``+`` is an edit instead: each run of
+``-`` lines, found exactly once in the cell (or in ``<name>``), becomes the ``+`` lines
+after it. So a mutant of a long kernel holds its one bug and nothing else:
+
+    # %% flash_fwd_kernel flash_fwd_kernel
+    -        s = tl.dot(q, tl.trans(k)) * scale
+    +        s = tl.dot(q, tl.trans(k))
+
+Every other exercise keeps its correct solution. Each ``expect`` line names a test cell
+that must score zero and the diagnosis class its output must show. One file may break
+several exercises (one bug each), which keeps the number of notebooks to grade small.
 """
 
 from __future__ import annotations
@@ -32,12 +39,13 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT, assignments
+
 SUBMISSIONS_DIR = ROOT / "tests" / "submissions"
 SOURCE_DIR = ROOT / "source"
 
 _EXPECT = re.compile(r"^# expect: (?P<test>\S+) (?P<cls>\S+)\s*$")
-_CELL = re.compile(r"^# %% (?P<grade_id>\S+)(?: (?P<name>[A-Za-z_]\w*))?\s*$")
+_CELL = re.compile(r"^# %% (?P<grade_id>\S+)(?: (?P<name>[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*))?\s*$")
 
 
 @dataclass
@@ -79,7 +87,8 @@ def read_mutant(path: Path) -> Mutant:
     replaced: dict[str, tuple[str, ...]] = {}
     for (grade_id, name), lines in blocks.items():
         code = "\n".join(lines).strip("\n")
-        if name is None:
+        where = f"{path.name}: {' '.join(filter(None, (grade_id, name)))}"
+        if name is None and not is_edit(code):
             if grade_id in cells:
                 raise ValueError(f"{path}: {grade_id} is replaced whole and in parts")
             cells[grade_id], replaced[grade_id] = code, ()
@@ -87,26 +96,72 @@ def read_mutant(path: Path) -> Mutant:
         if replaced.get(grade_id) == ():
             raise ValueError(f"{path}: {grade_id} is replaced whole and in parts")
         original = cells.get(grade_id) or solution_cell(assignment, grade_id)
-        cells[grade_id] = replace_definition(original, name, code, where=f"{path.name}: {grade_id}")
-        replaced[grade_id] = (*replaced.get(grade_id, ()), name)
+        if name is None:
+            cells[grade_id] = apply_edit(original, code, where)
+        else:
+            cells[grade_id] = replace_definition(original, name, code, where)
+        replaced[grade_id] = (*replaced.get(grade_id, ()), name or "(edit)")
     return Mutant(path, assignment, path.stem, description, expect, cells, replaced)
 
 
+def is_edit(code: str) -> bool:
+    """A block whose every line starts with ``-`` or ``+`` edits lines instead of replacing them."""
+    lines = [line for line in code.splitlines() if line.strip()]
+    return bool(lines) and all(line[0] in "-+" for line in lines) and any(line[0] == "-" for line in lines)
+
+
+def apply_edit(text: str, edit: str, where: str = "") -> str:
+    """``text`` with each run of ``-`` lines (found exactly once) replaced by the ``+`` lines after it."""
+    hunks: list[tuple[list[str], list[str]]] = []
+    for line in edit.splitlines():
+        if not line.strip():
+            continue
+        sign, body = line[0], line[1:]
+        if sign == "-" and (not hunks or hunks[-1][1]):
+            hunks.append(([], []))
+        if not hunks:
+            raise ValueError(f"{where}: an edit starts with the lines it removes ('-')")
+        hunks[-1][0 if sign == "-" else 1].append(body)
+    lines = text.splitlines()
+    for old, new in hunks:
+        at = [i for i in range(len(lines) - len(old) + 1) if lines[i:i + len(old)] == old]
+        if len(at) != 1:
+            raise ValueError(f"{where}: the lines to remove occur {len(at)} times, not once: {old[0]!r}")
+        lines[at[0]:at[0] + len(old)] = new
+    return "\n".join(lines)
+
+
+def _defined_by(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Name) and t.id == name for t in targets)
+    return False
+
+
 def replace_definition(cell: str, name: str, code: str, where: str = "") -> str:
-    """``cell`` with its top-level definition of ``name`` (decorators included) replaced by ``code``."""
-    for node in ast.parse(cell).body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            defines = node.name == name
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            defines = any(isinstance(t, ast.Name) and t.id == name for t in targets)
-        else:
-            defines = False
-        if defines:
-            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-            lines = cell.splitlines()
-            return "\n".join(lines[:first - 1] + code.splitlines() + lines[node.end_lineno:])
-    raise ValueError(f"{where}: the cell defines no {name!r} at its top level")
+    """``cell`` with its definition of ``name`` replaced by ``code``, or edited by it when ``code`` is an edit.
+
+    ``name`` is top level (``kernel``) or a method (``TritonLayerNorm.backward``); the definition's
+    decorators and the indented comments after its last statement (nbgrader's ``### END SOLUTION``)
+    belong to it.
+    """
+    body, node = ast.parse(cell).body, None
+    for part in name.split("."):
+        node = next((n for n in body if _defined_by(n, part)), None)
+        if node is None:
+            raise ValueError(f"{where}: the cell defines no {name!r}")
+        body = getattr(node, "body", [])
+    lines = cell.splitlines()
+    first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+    last = node.end_lineno
+    while last < len(lines) and lines[last].strip().startswith("#") and \
+            len(lines[last]) - len(lines[last].lstrip()) > node.col_offset:
+        last += 1
+    span = "\n".join(lines[first - 1:last])
+    new = apply_edit(span, code, where) if is_edit(code) else code
+    return "\n".join(lines[:first - 1] + new.splitlines() + lines[last:])
 
 
 def mutants(assignment: str) -> list[Mutant]:
@@ -116,7 +171,7 @@ def mutants(assignment: str) -> list[Mutant]:
 def sample_assignments() -> list[str]:
     """Assignments with sample mutants: the folders of ``tests/submissions/`` named after one in ``source/``
     (``tests/submissions/hostile/`` holds the grader's attack fixtures, not mutants)."""
-    return sorted(p.name for p in SUBMISSIONS_DIR.iterdir() if p.is_dir() and (SOURCE_DIR / p.name).is_dir())
+    return [a for a in assignments() if (SUBMISSIONS_DIR / a).is_dir()]
 
 
 def source_notebook(assignment: str) -> nbformat.NotebookNode:

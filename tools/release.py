@@ -1,6 +1,6 @@
 """Regenerate the student notebooks in release/ from source/ with nbgrader.
 
-``python tools/release.py [ASSIGNMENT ...]`` writes release/<assignment>/ for each
+``python -m tools.release [ASSIGNMENT ...]`` writes release/<assignment>/ for each
 assignment (default: every folder in source/). ``--check`` generates into a scratch
 folder instead and exits 1, naming the files, when the committed release/ differs —
 a student must never receive a notebook that lags behind its source.
@@ -18,14 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from autograder.scratch import nbgrader  # noqa: E402
+from autograder.nbrunner import ROOT, copy_course, nbgrader
+from autograder.nbrunner import assignments as course_assignments
 
 
 def assignments(requested: list[str]) -> list[str]:
-    available = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir() and p.name[:2].isdigit())
+    available = course_assignments()
     unknown = sorted(set(requested) - set(available))
     if unknown:
         raise SystemExit(f"no source/{unknown[0]}/; available: {', '.join(available)}")
@@ -41,11 +39,7 @@ def generate(course_dir: Path, names: list[str]) -> None:
 def differences(names: list[str]) -> list[str]:
     """Paths under release/ that differ from what nbgrader makes of source/ now."""
     with tempfile.TemporaryDirectory(prefix="release-check-") as tmp:
-        scratch = Path(tmp)
-        shutil.copy(ROOT / "nbgrader_config.py", scratch)
-        for name in names:
-            shutil.copytree(ROOT / "source" / name, scratch / "source" / name,
-                            ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        scratch = copy_course(Path(tmp), names)
         generate(scratch, names)
         stale = []
         for name in names:

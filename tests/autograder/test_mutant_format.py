@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools.mutants import read_mutant, replace_definition, solution_cell
+from tools.mutants import apply_edit, read_mutant, replace_definition, solution_cell
 
 CELL = '''import math
 
@@ -26,6 +26,7 @@ def wrapper(x):
 def test_a_definition_is_replaced_with_its_decorators_and_nothing_else():
     out = replace_definition(CELL, "kernel", "def kernel(x):\n    return -x")
     assert "@decorator" not in out and "return -x" in out and "x * SCALE" not in out
+    assert "### END SOLUTION" not in out, "the solution's closing marker goes with the definition it closes"
     assert out.splitlines()[:4] == CELL.splitlines()[:4] and out.endswith("return kernel(x) + 1")
 
 
@@ -59,3 +60,45 @@ def test_a_cell_replaced_whole_and_in_parts_is_refused(tmp_path):
                     "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy): ...\n")
     with pytest.raises(ValueError, match="whole and in parts"):
         read_mutant(path)
+
+
+CLASS_CELL = '''class Fn:
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        ### BEGIN SOLUTION
+        return g * 2
+        ### END SOLUTION
+'''
+
+
+def test_a_method_is_replaced_inside_its_class():
+    out = replace_definition(CLASS_CELL, "Fn.backward", "    @staticmethod\n    def backward(ctx, g):\n        return g")
+    assert "return x * 2" in out and "return g * 2" not in out and "### END SOLUTION" not in out
+    assert out.rstrip().endswith("return g")
+
+
+def test_an_edit_changes_only_the_lines_it_names():
+    out = replace_definition(CELL, "kernel", "-    return x * SCALE\n+    return x / SCALE")
+    assert out == CELL.rstrip("\n").replace("return x * SCALE", "return x / SCALE")
+
+
+def test_an_edit_must_find_its_lines_exactly_once():
+    with pytest.raises(ValueError, match="occur 0 times"):
+        apply_edit(CELL, "-    return x * 3\n+    return x")
+    with pytest.raises(ValueError, match="occur 2 times"):
+        apply_edit("a = 1\na = 1", "-a = 1\n+a = 2")
+
+
+def test_a_block_that_edits_a_cell_keeps_the_rest_of_it(tmp_path):
+    folder = tmp_path / "01_matmul_from_shapes"
+    folder.mkdir()
+    original = solution_cell("01_matmul_from_shapes", "linear_backward")
+    line = next(x for x in original.splitlines() if "return" in x)
+    path = folder / "edit.py"
+    path.write_text(f"# expect: test_linear_backward sign\n# %% linear_backward\n-{line}\n+{line.replace('return ', 'return -')}\n")
+    m = read_mutant(path)
+    assert m.cells["linear_backward"] == original.rstrip("\n").replace(line, line.replace("return ", "return -"))

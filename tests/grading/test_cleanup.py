@@ -11,7 +11,6 @@ of a Unix socket's path.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 

@@ -25,6 +25,7 @@ import nbformat
 import pytest
 
 from autograder import sandbox
+from autograder.nbrunner import BIN, with_bin
 from tools.mutants import ROOT, build_submission, mutants, source_notebook
 from tests.grading import fixtures
 
@@ -34,7 +35,6 @@ pytestmark = pytest.mark.nbgrader
 A = "01_matmul_from_shapes"
 ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
 HOSTILE = ("patched_checks", "stride0_tensor", "fake_reasons")
-BIN = Path(sys.executable).parent
 
 
 def _free_port() -> int:
@@ -51,15 +51,15 @@ class Cluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.logs = tmp / "cluster-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
-        self._start("scheduler", [str(BIN / "dask"), "scheduler", "--host", "127.0.0.1",
+        self._start("scheduler", [os.path.join(BIN, "dask"), "scheduler", "--host", "127.0.0.1",
                                   "--port", self.address.rsplit(":", 1)[1], "--no-dashboard"])
         for i in range(workers):
-            self._start(f"w{i}", [str(BIN / "dask"), "worker", self.address, "--nworkers", "1", "--nthreads", "1",
+            self._start(f"w{i}", [os.path.join(BIN, "dask"), "worker", self.address, "--nworkers", "1", "--nthreads", "1",
                                   "--no-dashboard", "--name", f"w{i}", "--death-timeout", "60"])
         self.wait_for(workers)
 
     def _start(self, name: str, argv: list[str]) -> None:
-        env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        env = with_bin(os.environ)
         with open(self.logs / f"{name}.log", "w") as log:
             self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                                                 start_new_session=True)

@@ -61,7 +61,7 @@ def test_lms_zips(tmp_path, course):
     with zipfile.ZipFile(subs / "canvas-export.zip", "w") as z:
         z.write(nb_path, f"alice_123_456_{A}.ipynb")
         z.write(nb_path, f"Bob Smith_789_{A}.ipynb")  # a space in the name: kept
-        z.write(nb_path, f"carol_1_2_00_vjp_contract.ipynb")  # another assignment's: not this one's
+        z.write(nb_path, "carol_1_2_00_vjp_contract.ipynb")  # another assignment's: not this one's
     with zipfile.ZipFile(subs / "dave.zip", "w") as z:
         z.write(nb_path, f"{A}/{A}.ipynb")
     got = {s.student: s for s in collect.collect(A, subs, tmp_path / "staging", course, exports=["canvas-export.zip"])}

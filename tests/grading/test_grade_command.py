@@ -45,6 +45,9 @@ pytestmark = pytest.mark.nbgrader
 ISOLATION = os.environ.get("AUTOGRADER_TEST_ISOLATION") or sandbox.available_isolation()
 
 ASSIGNMENT = "01_matmul_from_shapes"
+# A line only the hidden checks of ASSIGNMENT hold (their secret shapes): found in a page, it is a leak.
+HIDDEN_MARKER = next(line for line in (ROOT / "autograder" / "check" / "matmul.py").read_text().splitlines()
+                     if line.startswith("LINEAR_TRANSPOSED = "))
 OTHER = "00_vjp_contract"  # present in the course, so that a notebook of it is recognised
 MUTANT = "first_sample_only"
 LIMITS = ["--workers", "2", "--cell-timeout", "10", "--memory", "3", "--isolation", ISOLATION, "--quiet"]
@@ -240,8 +243,9 @@ def check_outputs(course: Path, out: Path, hostile) -> list[str]:
         if (size := len(json.dumps(outputs).encode())) > nbexec.NOTEBOOK_OUTPUT_MAX + (1 << 20):
             problems.append(f"{path.relative_to(course)}: {size} bytes of outputs, past the cap")
     # The hidden checks' source never reaches a student: not in the kernel (prints_the_checks looks everywhere).
+    marker = HIDDEN_MARKER
     leaks = [str(p.relative_to(out.parent)) for base in (course / "autograded", out / "feedback")
-             for p in sorted(base.rglob("*")) if p.is_file() and "def linear_reference" in p.read_text(errors="replace")]
+             for p in sorted(base.rglob("*")) if p.is_file() and marker in p.read_text(errors="replace")]
     if leaks:
         problems.append(f"the hidden checks' source is in {leaks[:3]}")
     if "prints_the_checks" in names and "LEAKED: nothing" not in (

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradebook, scratch
+from autograder import gradebook, worker
 from autograder.report import Row, write_csv
 from tools.mutants import ROOT
 
@@ -21,8 +21,7 @@ TESTS = {"test_linear_backward": 3, "test_linear_bias_backward": 2, "test_reduce
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("template")
-    scratch.make_course(where, A)
-    return where / "gradebook.db"
+    return worker.make_template(ROOT, A, where, hidden_in_kernel=True).gradebook
 
 
 def shard(path: Path, template: Path, students: dict[str, dict[str, float]], manual: dict | None = None) -> Path:

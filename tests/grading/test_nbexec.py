@@ -107,7 +107,7 @@ def test_errors_named_like_the_graders_stops_are_not_its_record(tmp_path):
     assert reasons == {}, "nothing stopped, timed out or was left unrun"
     path = tmp_path / "run.ipynb"
     nbformat.write(nb, path)
-    errors = worker._cell_errors(path)
+    errors = worker._test_cells(path)[0]
     words = {g: worker.reason_for(e, m, c) for g, (e, c, m) in errors.items()}
     own = "error: the test cell raised an exception of the submission's own, without a diagnosis"
     assert words == {"test_a": own, "test_b": own, "test_c": own,
@@ -121,7 +121,7 @@ def test_a_forged_diagnosis_of_a_class_the_grader_does_not_have_is_no_diagnosis(
     nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="GradingFailure", traceback=[],
                                                   evalue="diagnosis: sign — the gradient has the wrong sign")]
     nbformat.write(nb, tmp_path / "a.ipynb")
-    errors = worker._cell_errors(tmp_path / "a.ipynb")
+    errors = worker._test_cells(tmp_path / "a.ipynb")[0]
     assert errors["test_a"][1] == "" and errors["test_b"][1] == "sign"
     assert worker.reason_for("GradingFailure", "x", "") == \
         "error: the test cell raised an exception of the submission's own, without a diagnosis"

@@ -36,8 +36,8 @@ ULP_BELOW_3 = math.nextafter(3.0, 0.0)  # 2.9999999999999996
 CONFIRMED = {"status": "ok", "passed": True, "cls": "", "message": ""}
 
 
-def cell(score: float, passed: bool, **kw) -> worker.CellOutcome:
-    return worker.CellOutcome("test_linear_backward", score, 3.0, passed=passed, **kw)
+def cell(score: float, passed: bool, **kw) -> Row:
+    return Row("s", A, "test_linear_backward", score, 3.0, passed=passed, **kw)
 
 
 # -- decide: the grader's rule ------------------------------------------------------------------
@@ -78,7 +78,7 @@ def cell(score: float, passed: bool, **kw) -> worker.CellOutcome:
         "hook-partial-then-error-kernel-only", "partial-confirmed", "stderr-confirmed", "kernel-only-exact",
         "kernel-only-partial", "kernel-only-stderr", "kernel-only-error", "kernel-failure-stands"])
 def test_a_cell_scores_all_its_points_or_none(outcome, trusted, rechecked, expected):
-    row = decide("s", A, outcome, trusted, rechecked)
+    row = decide(outcome, trusted, rechecked)
     score, diagnosis, reason = expected
     assert (row.score, row.max_score, row.diagnosis) == (score, 3.0, diagnosis), row
     assert row.reason.startswith(reason) and (reason or not row.reason or outcome.reason), row
@@ -86,7 +86,7 @@ def test_a_cell_scores_all_its_points_or_none(outcome, trusted, rechecked, expec
 
 
 def test_a_missing_test_cell_never_passes():
-    assert not kernel_passed(worker.CellOutcome("test_x", 0.0, 2.0, reason="not graded: the cell is missing"))
+    assert not kernel_passed(Row("s", A, "test_x", 0.0, 2.0, reason="not graded: the cell is missing"))
 
 
 # -- SaveCheckedGrades: what nbgrader records in the job -----------------------------------------
@@ -138,7 +138,7 @@ def test_the_kernel_verdict_is_read_from_error_outputs(tmp_path):
     solution.outputs = [_error("ValueError")]
     nb.cells.append(solution)
     nbformat.write(nb, tmp_path / "a.ipynb")
-    assert worker._error_free(tmp_path / "a.ipynb") == {"test_ok", "test_quiet"}
+    assert worker._test_cells(tmp_path / "a.ipynb")[1] == {"test_ok", "test_quiet"}
 
 
 # -- seeds ---------------------------------------------------------------------------------------

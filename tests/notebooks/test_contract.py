@@ -1,4 +1,4 @@
-"""The assignments keep DESIGN.md's contract: names, grading cells, and clean JSON."""
+"""The assignments keep the grading contract of docs/design.md: names, grading cells, and clean JSON."""
 
 import ast
 import json
@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# DESIGN.md: the functions students write, per assignment. Tests outside this repo
+# docs/design.md, the grading contract: the functions students write, per assignment. Tests outside this repo
 # call these names; renaming one breaks them.
 CONTRACT = {
     "00_vjp_contract": ["numerical_gradient", "relative_error", "linear_softmax_ce_backward"],
@@ -91,3 +91,9 @@ def test_release_holds_no_solution_and_no_hidden_test(name):
     for marker in ("BEGIN SOLUTION", "END SOLUTION", "HIDDEN TESTS", "autograder", "import kernels", "from kernels"):
         assert marker not in text
     assert text.count("raise course.todo()") >= len(CONTRACT[name]), "every exercise starts as a stub"
+
+
+def test_the_design_page_names_the_contract():
+    """docs/design.md is where people read the contract: its table lists exactly these names."""
+    rows = re.findall(r"^\| `(\d\d_\w+)` \| (.+) \|$", (ROOT / "docs" / "design.md").read_text(), re.M)
+    assert {a: re.findall(r"`(\w+)`", names) for a, names in rows} == CONTRACT

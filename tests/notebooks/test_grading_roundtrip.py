@@ -10,9 +10,8 @@ import time
 
 import pytest
 
-from autograder.samples import grade_samples
-from autograder.scratch import score_table
 from tools.mutants import sample_assignments
+from tools.samples import grade_samples, score_table
 
 ASSIGNMENTS = sample_assignments()
 

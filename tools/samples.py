@@ -4,10 +4,12 @@ For each assignment the samples are: the source notebook itself (``solution``, m
 score full marks), the untouched release notebook (``untouched-release``, must score
 zero everywhere with ``not-implemented``), and every mutant under
 ``tests/submissions/<assignment>/`` (each must lose exactly the test cells it names,
-with the diagnosis it names). Everything runs in a scratch course folder; the
-repository's own gradebook is never touched.
+with the diagnosis it names). Everything runs in a scratch course folder generated as the
+class grader generates its template (``autograder.worker.make_template``, hidden tests
+kept), graded by one plain ``nbgrader autograde`` and read back into the class grader's
+rows (``autograder.worker.read_outcomes``); the repository's own gradebook is never touched.
 
-Usage: python -m autograder.samples [ASSIGNMENT ...] [--keep DIR]
+Usage: python -m tools.samples [ASSIGNMENT ...] [--keep DIR]
 Exit status 1 when any sample was graded other than expected.
 """
 
@@ -22,8 +24,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import scratch
-from tools.mutants import ROOT, mutants, sample_assignments, source_notebook
+from autograder import worker
+from autograder.nbrunner import ROOT, nbgrader
+from autograder.report import Row
+from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 
 
 @dataclass
@@ -36,8 +40,6 @@ class Expectation:
 
 def sample_submissions(assignment: str) -> tuple[dict[str, nbformat.NotebookNode], list[Expectation]]:
     """Every sample notebook for ``assignment``, and what its grading must show."""
-    from tools.mutants import build_submission
-
     src = source_notebook(assignment)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if c.metadata.get("nbgrader", {}).get("grade")]
     release = nbformat.read(ROOT / "release" / assignment / f"{assignment}.ipynb", as_version=4)
@@ -51,7 +53,18 @@ def sample_submissions(assignment: str) -> tuple[dict[str, nbformat.NotebookNode
     return subs, expect
 
 
-def mismatches(rows: list[scratch.CellGrade], expect: list[Expectation]) -> list[str]:
+def autograde(course_dir: Path, assignment: str, submissions: dict[str, nbformat.NotebookNode]) -> list[Row]:
+    """Autograde every submission (student -> notebook) in one nbgrader run; one row per student and test cell."""
+    for student, nb in submissions.items():
+        folder = course_dir / "submitted" / student / assignment
+        folder.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / f"{assignment}.ipynb")
+    nbgrader(course_dir, "autograde", assignment, "--force")
+    rows = [r for s in submissions for r in worker.read_outcomes(course_dir, assignment, s).cells.values()]
+    return sorted(rows, key=lambda r: (r.student, r.grade_id))
+
+
+def mismatches(rows: list[Row], expect: list[Expectation]) -> list[str]:
     """Human-readable lines for every expectation the grading did not meet."""
     by_key = {(r.student, r.grade_id): r for r in rows}
     problems = []
@@ -68,13 +81,27 @@ def mismatches(rows: list[scratch.CellGrade], expect: list[Expectation]) -> list
     return problems
 
 
-def grade_samples(assignment: str, course_dir: Path) -> tuple[list[scratch.CellGrade], list[str], float]:
+def grade_samples(assignment: str, course_dir: Path) -> tuple[list[Row], list[str], float]:
     """Grade every sample of one assignment in ``course_dir``; return rows, unmet expectations, seconds."""
     subs, expect = sample_submissions(assignment)
-    scratch.make_course(course_dir, assignment)
+    worker.make_template(ROOT, assignment, course_dir, hidden_in_kernel=True)
     start = time.perf_counter()
-    rows = scratch.autograde(course_dir, assignment, subs)
+    rows = autograde(course_dir, assignment, subs)
     return rows, mismatches(rows, expect), time.perf_counter() - start
+
+
+def score_table(rows: list[Row]) -> str:
+    """A plain-text table: one line per student and test cell, then totals per student."""
+    lines = [f"{'student':<28} {'test cell':<34} {'score':>9}  diagnosis"]
+    totals: dict[str, list[float]] = {}
+    for r in rows:
+        lines.append(f"{r.student:<28} {r.grade_id:<34} {r.score:>4g}/{r.max_score:<4g}  {r.diagnosis or ('' if r.score == r.max_score else r.message[:60])}")
+        t = totals.setdefault(r.student, [0.0, 0.0])
+        t[0] += r.score
+        t[1] += r.max_score
+    lines.append("")
+    lines += [f"{s:<28} total {t[0]:g}/{t[1]:g}" for s, t in totals.items()]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,15 +109,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment with samples")
     parser.add_argument("--keep", type=Path, help="grade in this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
-    names = args.assignments or sample_assignments()
     failed = False
-    for name in names:
+    for name in args.assignments or sample_assignments():
         with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
             course_dir = args.keep / name if args.keep else Path(tmp)
             rows, problems, seconds = grade_samples(name, course_dir)
             n = len({r.student for r in rows})
             print(f"\n== {name}: {n} submissions autograded in {seconds:.0f} s ({seconds / max(n, 1):.1f} s each)")
-            print(scratch.score_table(rows))
+            print(score_table(rows))
             for p in problems:
                 print(f"UNEXPECTED: {p}")
             failed |= bool(problems)

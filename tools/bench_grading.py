@@ -1,4 +1,4 @@
-"""``python -m autograder bench``: how fast a class is graded, measured on this machine.
+"""``python -m tools.bench_grading``: how fast a class is graded, measured on this machine.
 
 For each assignment, in a scratch copy of the course, with copies of the solved (source)
 notebook as the submissions and the full pipeline (sandbox, trusted re-check, feedback):
@@ -15,18 +15,26 @@ notebook as the submissions and the full pipeline (sandbox, trusted re-check, fe
 Prints a table and, with ``--out``, writes the figures as JSON. Nothing here is a test:
 the figures depend on the machine and on what else runs on it (the load average is
 printed beside them).
+
+Usage: python -m tools.bench_grading [--copies N] [--assignments ...] [--workers 1 2] [--course DIR] [--no-trusted] [--out FILE]
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import nbformat
+
+from autograder.batch import Options, grade_all
+from autograder.nbrunner import ROOT, assignments, copy_course
 
 
 def _load() -> str:
@@ -34,15 +42,6 @@ def _load() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         return "?"
-
-
-def _course(root: Path, tmp: Path, assignments: list[str]) -> Path:
-    course = tmp / "course"
-    (course / "source").mkdir(parents=True)
-    shutil.copy(root / "nbgrader_config.py", course)
-    for a in assignments:
-        shutil.copytree(root / "source" / a, course / "source" / a)
-    return course
 
 
 def _submissions(course: Path, assignment: str, where: Path, copies: int) -> Path:
@@ -56,11 +55,9 @@ def _submissions(course: Path, assignment: str, where: Path, copies: int) -> Pat
 
 
 def _grade(course: Path, assignment: str, subs: Path, out: Path, workers: int, trusted: bool) -> dict:
-    from .batch import Options, grade
-
     start = time.perf_counter()
-    summary = grade(Options(assignment=assignment, submissions=subs, course=course, out=out, workers=workers,
-                            trusted=trusted, progress=False))
+    summary = grade_all([Options(assignment=assignment, submissions=subs, course=course, out=out, workers=workers,
+                                 trusted=trusted, progress=False)])[0]
     summary["wall"] = time.perf_counter() - start
     full = all(float(line.split(",")[3]) == float(line.split(",")[4])
                for line in (out / "grades.csv").read_text().splitlines()[1:])
@@ -68,19 +65,26 @@ def _grade(course: Path, assignment: str, subs: Path, out: Path, workers: int, t
     return summary
 
 
-def main(args) -> int:
-    from .batch import course_assignments
-    from .scratch import ROOT
-
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--copies", type=int, default=2, metavar="N", help="copies of the solved notebook per assignment (default 2)")
+    p.add_argument("--assignments", nargs="*", default=None, help="default: every assignment in source/")
+    p.add_argument("--workers", type=int, nargs="*", default=[1, 2], metavar="N", help="worker counts to compare (default 1 2)")
+    p.add_argument("--course", type=Path, default=None, metavar="DIR")
+    p.add_argument("--no-trusted", action="store_true")
+    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="also write the figures as JSON here")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader.api, as the grader's CLI
+    warnings.filterwarnings("ignore", message=".*not in session.*")
     root = (args.course or ROOT).resolve()
-    assignments = args.assignments or course_assignments(root)
+    names = args.assignments or assignments(root)
     figures: dict = {"machine": {"cores": os.cpu_count(), "load_before": _load()}, "assignments": {}}
-    print(f"bench: {', '.join(assignments)}; {args.copies} copies; workers {args.workers}; "
+    print(f"bench: {', '.join(names)}; {args.copies} copies; workers {args.workers}; "
           f"load average {_load()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="autograder-bench-") as t:
         tmp = Path(t)
-        course = _course(root, tmp, assignments)
-        for a in assignments:
+        course = copy_course(tmp / "course", names, root)
+        for a in names:
             out = tmp / "out" / a
             row: dict = {}
             cold = _grade(course, a, _submissions(course, a, tmp / "subs" / a, 1), out, 1, not args.no_trusted)
@@ -108,23 +112,21 @@ def main(args) -> int:
                   + ("" if ok else "   (NOT all full marks!)"), flush=True)
         # The whole course for one student, warm: every assignment in one batch, as
         # `python -m autograder grade 00_... 01_... --submissions DIR` grades it.
-        from .batch import Options, grade_all
-
         student = tmp / "one-student"
-        for a in assignments:
+        for a in names:
             nb = nbformat.read(course / "source" / a / f"{a}.ipynb", as_version=4)
             (student / "student01").mkdir(parents=True, exist_ok=True)
             nbformat.write(nb, student / "student01" / f"{a}.ipynb")
         start = time.perf_counter()
         summaries = grade_all([Options(assignment=a, submissions=student, course=course, out=tmp / "out" / a,
                                        workers=max(args.workers), trusted=not args.no_trusted, progress=False)
-                               for a in assignments])
+                               for a in names])
         figures["whole_course_one_student_s"] = time.perf_counter() - start
         figures["whole_course_workers"] = max(args.workers)
         figures["whole_course_not_rechecked"] = {s["assignment"]: sorted(t for t, why in (s["supported"] or {}).items() if why)
                                                  for s in summaries}
     figures["machine"]["load_after"] = _load()
-    print(f"whole course ({len(assignments)} assignments) for one student, warm, one batch at "
+    print(f"whole course ({len(names)} assignments) for one student, warm, one batch at "
           f"{figures['whole_course_workers']} workers: {figures['whole_course_one_student_s']:.0f} s; "
           f"load average {_load()}")
     missing = {a: t for a, t in figures["whole_course_not_rechecked"].items() if t}
@@ -133,3 +135,7 @@ def main(args) -> int:
     if args.out:
         Path(args.out).write_text(json.dumps(figures, indent=2))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
