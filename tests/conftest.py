@@ -1,8 +1,8 @@
 import os
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT
+
 sys.path.insert(0, str(ROOT))  # make `tools` importable for the tests
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Tiny tensors on a busy 2-core machine: torch's thread pool costs far more than it saves.

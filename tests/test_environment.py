@@ -2,11 +2,10 @@
 
 import re
 import tomllib
-from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT
 
 
 def name_of(requirement: str) -> str:

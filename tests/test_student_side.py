@@ -7,7 +7,8 @@ import re
 import tokenize
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT
+
 FORBIDDEN_PACKAGES = {"kernels", "autograder"}
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import nbformat
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT
+
 TEXT_DIR = ROOT / "notebooks"
 SOURCE_DIR = ROOT / "source"
 

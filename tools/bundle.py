@@ -16,7 +16,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from autograder.nbrunner import ROOT
+
 TOP = "backprop-for-kernel-writers"  # the folder a student gets when unzipping
 
 # What the student side needs at run time: no grading tools.

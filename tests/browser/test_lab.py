@@ -35,7 +35,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from autograder.nbrunner import ROOT, with_bin
+
 SLUG = "00_vjp_contract"
 NOTEBOOK = f"release/{SLUG}/{SLUG}.ipynb"
 EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
@@ -100,9 +101,8 @@ def lab(tmp_path_factory):
     port, token = _free_port(), uuid.uuid4().hex
     # A student's kernel: matplotlib's inline backend (the tests' MPLBACKEND=Agg would draw nothing),
     # and course choosing the device itself.
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "TRITON_INTERPRET")}
+    env = with_bin({k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "TRITON_INTERPRET")})
     env.update(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         JUPYTER_CONFIG_DIR=str(top / "config"),
         JUPYTER_RUNTIME_DIR=str(top / "runtime"),
         IPYTHONDIR=str(top / "ipython"),

@@ -3,11 +3,10 @@
 import ast
 import json
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from autograder.nbrunner import ROOT
 
 # docs/design.md, the grading contract: the functions students write, per assignment. Tests outside this repo
 # call these names; renaming one breaks them.

@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from autograder.nbrunner import ROOT
+
 ANSWERS = Path(__file__).resolve().parent / "answers"
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "release").iterdir() if p.is_dir() and p.name[:2].isdigit())
 
