@@ -65,9 +65,10 @@ lab: install
 		--ServerApp.root_dir=$(CURDIR) --ServerApp.jpserver_extensions="$(LAB_EXTENSIONS)" \
 		--LabApp.default_url=/lab/tree/$(LAB_FIRST)
 
-# Two runs: the tests spread over $(JOBS) processes; then nbval, whose cells share one
+# Lint, then two runs: the tests spread over $(JOBS) processes; then nbval, whose cells share one
 # kernel per notebook and so must run in order in one process.
 test: install browser
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n $(JOBS) tests
 	$(BIN)/python -m pytest source
 

@@ -26,8 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import (RowLaunch, acc_dtype, acc_torch_dtype, check_floating, check_param, reduction_programs, row_launch,
-                      rows_view)
+from ._common import RowLaunch, acc_dtype, acc_torch_dtype, check_floating, check_param, reduction_programs, row_launch, rows_view
 
 # The forward holds a whole row in one block, up to this many elements.
 MAX_ROW_BLOCK = 16384

@@ -103,7 +103,8 @@ def _check_target(logits: torch.Tensor, target: torch.Tensor, ignore_index: int)
     if not isinstance(target, torch.Tensor) or target.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"target must be an integer tensor (int64) of class indices, got {getattr(target, 'dtype', type(target).__name__)}")
     if tuple(target.shape) != tuple(logits.shape[:-1]):
-        raise ValueError(f"target has shape {tuple(target.shape)} but logits {tuple(logits.shape)} need {tuple(logits.shape[:-1])} (one class index per row)")
+        raise ValueError(f"target has shape {tuple(target.shape)} but logits {tuple(logits.shape)} need "
+                         f"{tuple(logits.shape[:-1])} (one class index per row)")
     n_classes = logits.shape[-1]
     valid = target != ignore_index
     if bool(((target < 0) | (target >= n_classes))[valid].any()):

@@ -56,7 +56,8 @@ class Mutant:
     description: str
     expect: dict[str, str]  # test grade_id -> diagnosis class
     cells: dict[str, str]  # solution grade_id -> the cell's code with the mutant's blocks in place
-    replaced: dict[str, tuple[str, ...]] = field(default_factory=dict)  # solution grade_id -> the definitions a block replaces (() = the whole cell)
+    # solution grade_id -> the definitions a block replaces (() = the whole cell)
+    replaced: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 def read_mutant(path: Path) -> Mutant:

@@ -95,7 +95,8 @@ def score_table(rows: list[Row]) -> str:
     lines = [f"{'student':<28} {'test cell':<34} {'score':>9}  diagnosis"]
     totals: dict[str, list[float]] = {}
     for r in rows:
-        lines.append(f"{r.student:<28} {r.grade_id:<34} {r.score:>4g}/{r.max_score:<4g}  {r.diagnosis or ('' if r.score == r.max_score else r.message[:60])}")
+        why = r.diagnosis or ("" if r.score == r.max_score else r.message[:60])
+        lines.append(f"{r.student:<28} {r.grade_id:<34} {r.score:>4g}/{r.max_score:<4g}  {why}")
         t = totals.setdefault(r.student, [0.0, 0.0])
         t[0] += r.score
         t[1] += r.max_score

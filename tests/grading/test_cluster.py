@@ -26,8 +26,8 @@ import pytest
 
 from autograder import sandbox
 from autograder.nbrunner import BIN, with_bin
-from tools.mutants import ROOT, build_submission, mutants, source_notebook
 from tests.grading import fixtures
+from tools.mutants import ROOT, build_submission, mutants, source_notebook
 
 pytest.importorskip("distributed", reason="the cluster extra is not installed (pip install '.[cluster]')")
 pytestmark = pytest.mark.nbgrader

@@ -387,7 +387,8 @@ def test_archive_caps(tmp_path, course, monkeypatch):
     make_zip(subs / "wide.zip", {f"{A}.ipynb": nb_bytes(), **{f"{i}.bin": bytes(collect.MiB) for i in range(3)}})
     make_zip(subs / "fine.zip", {f"{A}.ipynb": nb_bytes(), "data.bin": bytes(collect.MiB)})
     got = {s.student: s for s in collect.collect(A, subs, tmp_path / "staging", course)}
-    assert got["many"].problem == f"too many files: the zip holds {collect.MAX_FILES + 1} members, more than the {collect.MAX_FILES} allowed"
+    assert got["many"].problem == (f"too many files: the zip holds {collect.MAX_FILES + 1} members, "
+                                   f"more than the {collect.MAX_FILES} allowed")
     assert got["wide"].problem == "archive too large: the zip unpacks to more than 3 MiB; nothing was unpacked"
     assert got["fine"].path and not got["fine"].problem
 

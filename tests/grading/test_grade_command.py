@@ -37,8 +37,8 @@ import nbformat
 import pytest
 
 from autograder import sandbox
-from tools.mutants import ROOT, build_submission, mutants, source_notebook
 from tests.grading import fixtures
+from tools.mutants import ROOT, build_submission, mutants, source_notebook
 
 pytestmark = pytest.mark.nbgrader
 

@@ -25,10 +25,10 @@ import pytest
 
 from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
-from tools.mutants import ROOT, source_notebook
 from autograder.worker import Limits
-from tests.grading.conftest import ISOLATION
 from tests.grading import fixtures
+from tests.grading.conftest import ISOLATION
+from tools.mutants import ROOT, source_notebook
 
 SEED = seeds.parse(os.environ.get(seeds.SEED_ENV, "0"))
 BATCH_ASSIGNMENT = "01_matmul_from_shapes"

@@ -28,8 +28,8 @@ from autograder import gradebook, sandbox, seeds, worker
 from autograder.batch import decide, kernel_passed
 from autograder.nbexec import SaveCheckedGrades
 from autograder.report import Row, read_csv, write_csv
-from tools.mutants import ROOT, source_notebook
 from tests.grading import fixtures
+from tools.mutants import ROOT, source_notebook
 
 A = "01_matmul_from_shapes"
 ULP_BELOW_3 = math.nextafter(3.0, 0.0)  # 2.9999999999999996

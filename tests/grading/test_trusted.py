@@ -28,9 +28,9 @@ import pytest
 
 from autograder import seeds, trusted
 from autograder.batch import exercises_of, trusted_job
-from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
+from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 
 # The re-check holds in both sandboxes (tests/grading/conftest.py: the zygote, the slot, the isolation).
 

@@ -62,10 +62,13 @@ def test_gradcheck_float64():
 @pytest.mark.parametrize(
     "call, error, message",
     [
-        (lambda: embedding(torch.randn(4, 2, device=DEVICE), torch.tensor([0, 4], device=DEVICE)), IndexError, r"holds 4, outside \[0, 4\)"),
+        (lambda: embedding(torch.randn(4, 2, device=DEVICE), torch.tensor([0, 4], device=DEVICE)),
+         IndexError, r"holds 4, outside \[0, 4\)"),
         (lambda: embedding(torch.randn(4, 2, device=DEVICE), torch.tensor([-1], device=DEVICE)), IndexError, "holds -1"),
-        (lambda: scatter_add(torch.randn(3, 2, device=DEVICE), torch.tensor([0, 1], device=DEVICE), 4), ValueError, "2 entries but there are 3 rows"),
-        (lambda: scatter_add(torch.randn(3, 2, device=DEVICE), torch.tensor([0.0, 1.0, 2.0], device=DEVICE), 4), TypeError, "integer tensor"),
+        (lambda: scatter_add(torch.randn(3, 2, device=DEVICE), torch.tensor([0, 1], device=DEVICE), 4),
+         ValueError, "2 entries but there are 3 rows"),
+        (lambda: scatter_add(torch.randn(3, 2, device=DEVICE), torch.tensor([0.0, 1.0, 2.0], device=DEVICE), 4),
+         TypeError, "integer tensor"),
         (lambda: scatter_add(torch.randn(3, device=DEVICE), torch.tensor([0, 1, 2], device=DEVICE), 4), ValueError, r"\(rows, D\)"),
     ],
 )
