@@ -192,7 +192,8 @@ def _html(all_stages: list[Stage], upto: int) -> str:
         return f"<td style='{style}font-family:monospace;white-space:pre;padding:4px 8px'>{body}</td>"
 
     head = "<tr><th></th>" + "".join(f"<th>{c}</th>" for c in COLUMNS) + "</tr>"
-    rows = [("forward", "→ forward"), ("parameters", "parameters"), ("backward", "← backward"), ("parameter gradients", "parameter gradients")]
+    rows = [("forward", "→ forward"), ("parameters", "parameters"), ("backward", "← backward"),
+            ("parameter gradients", "parameter gradients")]
     body = "".join(f"<tr><th style='text-align:left'>{label}</th>" + "".join(cell(r, c) for c in range(4)) + "</tr>" for r, label in rows)
     caption = next((s.caption for s in all_stages if s.step == upto and s.caption), "")
     n = last_step(all_stages)

@@ -49,6 +49,7 @@ EXEMPT: dict[str, str] = {
     "course.witness.report": "the trusted re-check reports what the worker measured while the student's call runs",
     "course.witness.Measurement.elements": "the checks' instruments read a measurement inside the student's call",
     "course.witness.is_library_backward": "the autograd guard reads a measurement inside the student's call",
+    "course.memory.tensors_in": "the memory probes walk each op's arguments inside the student's call",
 }
 
 _GUARD = "__course_delegation_guard__"  # the name the trampolines call, in each guarded module's globals

@@ -11,6 +11,13 @@ inputs, its reference, and any bug-specific alternatives of its own.
 A failure is raised as :class:`GradingFailure` (an ``AssertionError``) whose first
 line is ``diagnosis: <class> — <sentence>`` and whose next lines say where: the
 first mismatching index, expected vs got, and the relative error.
+
+:func:`run_cases` is the engine every lesson's checks run on: the student's function on
+each case, batch 1 first, each output against the reference, the first wrong one diagnosed
+and then read in the light of the cases before it (:class:`Passed`) — right at batch 1 and
+wrong above it (:func:`batch_refined`), right for contiguous inputs and wrong for a
+transposed view (:func:`layout_failure`). Kernels and autograd.Functions add what they need
+in ``course.triton_check``; allocations are seen by ``course.memory``.
 """
 
 from __future__ import annotations
@@ -25,12 +32,13 @@ from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
 
-# The diagnosis vocabulary of the grading contract (DESIGN.md). Tests outside this
+# The diagnosis vocabulary of the grading contract (docs/design.md). Tests outside this
 # repository match on these names: extend, never rename.
 CLASSES: dict[str, str] = {
     "not-implemented": "the stub still raises",
@@ -334,6 +342,23 @@ def student_line(exc: BaseException) -> str:
     return f"in {frame.name}, line {frame.lineno}: {line}"
 
 
+def require_callable(name: str, fn) -> None:
+    """``error`` unless ``fn`` can be called: the cell that defines it has not run."""
+    if not callable(fn):
+        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+
+
+@contextmanager
+def quiet():
+    """Silence warnings while student code runs: nbgrader zeroes a test cell that writes to stderr.
+
+    Triton's interpreter runs kernels with numpy, which warns about NaN and overflow.
+    """
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def delegated_failure(name: str, helpers: Sequence[str]) -> GradingFailure:
     """The diagnosis for a student's function that called a helper the course ships (``course.delegation``)."""
     return GradingFailure(
@@ -351,8 +376,7 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
     hand-written backward is ``autograd-in-backward``; calling a helper the course
     ships (``course.delegation``) is ``delegated-to-helper``.
     """
-    if not callable(fn):
-        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    require_callable(name, fn)
     guard = forbid_autograd(name) if forbid_autograd_use else _no_guard()
     # A warning goes to stderr, and nbgrader scores a test cell with stderr output zero:
     # a right answer that happens to warn must not lose its points.
@@ -405,6 +429,101 @@ def clone_args(args: tuple) -> tuple:
     return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
 
 
+def vjp(forward: Callable, inputs: Sequence[torch.Tensor], dy: torch.Tensor | None) -> tuple[torch.Tensor, ...]:
+    """The gradient of ⟨forward(*inputs), dy⟩ (of a scalar forward when ``dy`` is None) with respect to every
+    input, by torch autograd on fresh leaf copies: the references of the checks."""
+    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
+    with torch.enable_grad():
+        grads = torch.autograd.grad(forward(*leaves), leaves, dy)
+    return tuple(g.detach() for g in grads)
+
+
+def seeded(seed: int) -> torch.Generator:
+    """A generator for the visible checks' fixed inputs: the same numbers on every run."""
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """Standard normal float64 values of ``shape``, drawn from ``gen``."""
+    return torch.randn(shape, generator=gen, dtype=torch.float64)
+
+
+def distinct_from(alts: list[Alternative], expected: torch.Tensor) -> list[Alternative]:
+    """The alternatives that differ from the right answer on these inputs: the others name no bug here."""
+    return [a for a in alts if a.value.shape != expected.shape or relative_error(a.value, expected) > 1e-9]
+
+
+# ---------------------------------------------------------------------------
+# Running the cases of an exercise, and reading a failure in the light of the cases before it
+
+TRANSPOSED = "a transposed (non-contiguous) view"
+DEPENDS_ON_LAYOUT = "depends on how its inputs are laid out in memory, not only on their values."
+BATCH_SUM = "a sum over the batch axis is missing or done in the wrong place (every sample must contribute)."
+
+
+def transposed_view(t: torch.Tensor) -> torch.Tensor:
+    """The same values as ``t``, with its last two axes laid out swapped in memory: a non-contiguous view."""
+    return t.mT.contiguous().mT
+
+
+def strided(args: Sequence) -> bool:
+    """Whether any of ``args`` is a tensor of two or more axes that is not contiguous."""
+    return any(isinstance(a, torch.Tensor) and a.ndim >= 2 and not a.is_contiguous() for a in args)
+
+
+def layout_failure(subject: str, why: str, where: str, good: str = "contiguous inputs",
+                   bad: str = f"{TRANSPOSED} of the same values") -> GradingFailure:
+    """``subject`` is right for ``good`` inputs and wrong for ``bad`` ones: the code depends on the layout."""
+    return GradingFailure("wrong-values", f"{subject} is right for {good} and wrong for {bad}: {why}", where)
+
+
+def labelled(failure: GradingFailure, label: str) -> GradingFailure:
+    """The same failure, saying which inputs: often only the transposed or the 3-D case makes code raise."""
+    return GradingFailure(failure.cls, failure.sentence, "\n".join(w for w in (failure.where, f"inputs: {label}") if w))
+
+
+def batch_refined(failure: GradingFailure, out: str, batch: int, passed_batch1: bool, why: str = BATCH_SUM, *,
+                  named: bool = False) -> GradingFailure:
+    """A wrong ``out`` right at batch 1 and wrong at ``batch`` > 1, that no named bug explains (``named``: or
+    that a named bug of class wrong-values does), told as a batch-axis bug; ``why`` says which."""
+    if passed_batch1 and batch > 1 and (failure.generic or named and failure.cls == "wrong-values"):
+        return GradingFailure("batch-reduction", f"{out} is right at batch 1 and wrong at batch {batch}: {why}",
+                              failure.where)
+    return failure
+
+
+def rerun_above_batch_1(attempt: Callable[[Sequence[Case]], None], cases: Sequence[Case]) -> None:
+    """``attempt(cases)``; a shape failure that the cases above batch 1 alone call batch-reduction is that.
+
+    At batch 1 a parameter gradient that kept the batch axis, (1, N), looks exactly like one with a
+    size-1 axis kept by ``keepdim=True``; the cases above batch 1 tell the two apart.
+    """
+    try:
+        attempt(cases)
+    except GradingFailure as failure:
+        if failure.cls == "shape":
+            try:
+                attempt([c for c in cases if c.batch > 1])
+            except GradingFailure as later:
+                if later.cls == "batch-reduction":
+                    raise later from None
+        raise
+
+
+@dataclass
+class Passed:
+    """What the cases before the current one showed; a refinement reads a failure in their light."""
+
+    batch1: bool = False  # a case at batch 1 passed
+    contiguous: bool = False  # a case above batch 1 whose inputs are contiguous passed
+    without_repeats: bool = False  # a case whose indices never repeat passed (a scatter)
+
+    def add(self, case: Case) -> None:
+        self.batch1 |= case.batch == 1
+        self.contiguous |= case.batch > 1 and not strided(case.args)
+        self.without_repeats |= not getattr(case, "repeats", False)
+
+
 def run_cases(
     name: str,
     fn: Callable,
@@ -416,42 +535,48 @@ def run_cases(
     tol: float = 1e-7,
     alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None,
     forbid_autograd_use: bool = True,
+    refine: Callable[..., GradingFailure] | None = None,
+    on_error: Callable[[GradingFailure, Case], GradingFailure] | None = None,
 ) -> None:
-    """Run ``fn`` on every case and compare each output with ``reference`` on the same inputs.
+    """Run ``fn`` on every case and compare each output with ``reference`` on the same inputs; warnings are
+    silenced throughout (nbgrader scores a test cell that writes to stderr zero).
 
-    Cases should come batch 1 first: a case with batch > 1 that fails after a batch-1
-    case passed, with no more specific class, is a missing batch reduction.
+    The first wrong output is diagnosed with the named bugs of ``alternatives(case)``, then read in the light
+    of the cases before it: ``refine(failure, out, case, got, expected, passed)``, by default :func:`batch_refined`
+    (cases should come batch 1 first). An error the code raised says which inputs (``on_error(failure, case)``
+    may say more). Where the classifier itself fails on an output of the wrong shape, the shapes are reported.
     """
-    passed_batch1 = False
-    for case in cases:
-        expected = reference(*clone_args(case.args), **case.kwargs)
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        try:
-            result = call_student(name, fn, *clone_args(case.args), forbid_autograd_use=forbid_autograd_use, **case.kwargs)
-        except GradingFailure as failure:
-            if failure.cls != "error" or not case.label:
-                raise
-            # Say which inputs made it crash: often only the transposed or the 3-D case does.
-            where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
-            raise GradingFailure(failure.cls, failure.sentence, where) from None
-        got = as_outputs(name, result, outputs)
-        for i, (out_name, g, e) in enumerate(zip(outputs, got, expected)):
-            extra = dict(batch=case.batch, case=case.label, of=of[i] if i < len(of) else "")
-            if diagnose(out_name, g, e, tol=tol, **extra) is None:
-                continue
-            # Wrong: only now build the bug-specific alternatives, which can cost as much as the reference.
-            alts = alternatives(case) if alternatives else {}
-            failure = diagnose(out_name, g, e, tol=tol, alternatives=alts.get(out_name, ()), **extra)
-            if getattr(failure, "generic", False) and passed_batch1 and case.batch > 1:
-                failure = GradingFailure(
-                    "batch-reduction",
-                    f"{out_name} is right at batch 1 and wrong at batch {case.batch}: a sum over the batch "
-                    "axis is missing or done in the wrong place (every sample must contribute).",
-                    failure.where,
-                )
-            raise failure
-        if case.batch == 1:
-            passed_batch1 = True
+    passed = Passed()
+    with quiet():
+        for case in cases:
+            expected = reference(*clone_args(case.args), **case.kwargs)
+            expected = expected if isinstance(expected, tuple) else (expected,)
+            try:
+                result = call_student(name, fn, *clone_args(case.args), forbid_autograd_use=forbid_autograd_use,
+                                      **case.kwargs)
+            except GradingFailure as failure:
+                if failure.cls != "error" or not case.label:
+                    raise
+                raise (on_error(failure, case) if on_error else labelled(failure, case.label)) from None
+            got = as_outputs(name, result, outputs)
+            for i, (out, g, e) in enumerate(zip(outputs, got, expected)):
+                extra = dict(batch=case.batch, case=case.label, of=of[i] if i < len(of) else "")
+                try:
+                    if diagnose(out, g, e, tol=tol, **extra) is None:
+                        continue
+                    # Wrong: only now build the named bugs, which can cost as much as the reference.
+                    alts = alternatives(case).get(out, ()) if alternatives else ()
+                    failure = diagnose(out, g, e, tol=tol, alternatives=alts, **extra)
+                except RuntimeError:
+                    if not (isinstance(g, torch.Tensor) and g.shape != e.shape):
+                        raise
+                    shape_of = f", the shape of {extra['of']}" if extra["of"] else ""
+                    raise GradingFailure("shape", f"{out} has shape {tuple(g.shape)} but must be "
+                                         f"{tuple(e.shape)}{shape_of}.") from None
+                if refine:
+                    raise refine(failure, out, case, got, expected, passed)
+                raise batch_refined(failure, out, case.batch, passed.batch1)
+            passed.add(case)
 
 
 # Classes a hint cannot cover: nothing was derived yet, the code crashed, or it was not the student's derivation.

@@ -97,6 +97,7 @@ def check_vjp(forward: Callable, backward: Callable, *inputs: torch.Tensor, seed
             print(f"✓ {name}: relative error {relative_error(g, e):.1e} — excellent")
             continue
         ok = False
-        shown = f"relative error {relative_error(g, e):.1e} — {verdict(relative_error(g, e))}; " if isinstance(g, torch.Tensor) and g.shape == e.shape else ""
+        comparable = isinstance(g, torch.Tensor) and g.shape == e.shape
+        shown = f"relative error {relative_error(g, e):.1e} — {verdict(relative_error(g, e))}; " if comparable else ""
         print(f"✗ {name}: {shown}{failure.args[0].splitlines()[0]}")
     return ok

@@ -28,29 +28,119 @@ copy — once, although aten does it as ``clone`` then ``_unsafe_view``), and ev
 also counts. The size of an allocation is the number of elements its new storage holds,
 which for an ordinary result is its ``numel()``.
 
+The same mechanism serves :class:`course.peak_memory.PeakMemory`, which also subtracts a storage
+when it is freed: a storage is known by its Python object (one per storage, shared by all views
+of it) at its current address (an ``out=`` buffer that had to grow lies elsewhere: new memory).
+
 Limitations: memory made outside torch's dispatcher is invisible — NumPy arrays, and
-tensors wrapping them via ``torch.from_numpy``. The recorder sees allocations, not peak
-memory: it does not track when a tensor is freed, so ten temporaries of N elements, made
-one after another in a loop, are ten allocations of N (never one of 10·N). Python-level
-work is slower inside the block (every op makes one extra Python call).
+tensors wrapping them via ``torch.from_numpy``. The recorder lists allocations, not peak
+memory: ten temporaries of N elements, made one after another in a loop, are ten allocations
+of N (never one of 10·N). Python-level work is slower inside the block (every op makes one
+extra Python call).
 """
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from . import witness
 
-__all__ = ["Allocation", "AllocationRecorder", "record_allocations"]
+__all__ = ["Allocation", "AllocationRecorder", "RecordedCalls", "record_allocations", "tensors_in"]
 
 # Ops whose output aliases a tensor made outside the dispatcher (``torch.tensor(...)``
 # builds its data first, then "lifts" it): the memory is new all the same.
 _LIFTS = {"lift_fresh", "lift_fresh_copy", "lift"}
+
+
+def tensors_in(obj, levels: int | None = None):
+    """The tensors in ``obj`` and in the lists, tuples and dicts it nests, at most ``levels`` deep (None: all).
+
+    torch's own pytree flattening costs more than a small op itself; this walk is all a dispatch mode needs.
+    """
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif levels != 0 and isinstance(obj, (list, tuple, dict)):
+        for item in obj.values() if isinstance(obj, dict) else obj:
+            yield from tensors_in(item, None if levels is None else levels - 1)
+
+
+def _storage(t: torch.Tensor):
+    """(key, storage) of t's memory: the storage's object (shared by all views of it) and where it lies now;
+    (None, None) for a tensor without real storage (sparse, and the like)."""
+    try:
+        storage = t.untyped_storage()
+    except (RuntimeError, NotImplementedError):
+        return None, None
+    return (id(storage), storage.data_ptr()), storage
+
+
+def _repointed(key, owned: set, inputs: list[torch.Tensor]) -> bool:
+    """Whether an input lies on ``key``'s storage after the op without having held it before: ``set_`` points a
+    tensor at memory that already exists (Triton's interpreter does, for every kernel argument)."""
+    return key is not None and all(k is None or k[0] != key[0] for k in owned) and any(
+        _storage(t)[0] == key for t in inputs)
+
+
+class _NewMemory(TorchDispatchMode):
+    """Inside its ``with`` block, sees each storage a torch op creates, and when it is freed: one mechanism for
+    :class:`AllocationRecorder` and ``PeakMemory``.
+
+    An op's output is new memory unless its storage is one of the op's inputs' (a view, an in-place or
+    ``out=`` result, an input handed back or pointed elsewhere by ``set_``), one of ``ignore``'s, or one made
+    earlier in the block and still alive; a lifted tensor is new memory all the same. Each new one is handed
+    to ``_made``; ``live`` is the bytes of those still alive (Python drops a storage's object exactly when its
+    memory goes, so a ``weakref.finalize`` on it fires at the free), ``peak`` the most they reached.
+    """
+
+    def __init__(self, ignore=()):
+        super().__init__()
+        self.live = 0
+        self.peak = 0
+        self._live: dict[tuple, int] = {}  # key of a storage made in the block and not yet freed -> its bytes
+        self._ignored = {key for t in tensors_in(ignore) if (key := _storage(t)[0]) is not None}
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # By default torch wraps __torch_dispatch__ in a dynamo "disable", which imports
+        # torch._dynamo (and sympy) on the first op: seconds, once per process, for nothing —
+        # the probes never run under torch.compile.
+        return False
+
+    def _free(self, key: tuple) -> None:
+        self.live -= self._live.pop(key, 0)
+
+    def _made(self, op: str, t: torch.Tensor, storage, factory: bool) -> None:
+        """A new tensor ``t`` on the new memory ``storage`` (None: t has no storage)."""
+
+    def _ran(self, op: str) -> None:
+        """Every op, views and in-place ops included."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        inputs = list(tensors_in((args, kwargs)))
+        # Read where the inputs lie before the op runs: an out= buffer that must grow moves.
+        owned = {_storage(t)[0] for t in inputs} | self._ignored
+        out = func(*args, **kwargs)
+        op = f"aten.{func.overloadpacket.__name__}"
+        lifted = func.overloadpacket.__name__ in _LIFTS
+        self._ran(op)
+        for t in tensors_in(out):
+            key, storage = _storage(t)
+            if key in self._live or not lifted and (key in owned or _repointed(key, owned, inputs)):
+                continue  # a view, an in-place result, an input handed back or set_, or a second output on new memory
+            if storage is not None:
+                nbytes = self._live[key] = storage.nbytes()
+                weakref.finalize(storage, self._free, key)
+                self.live += nbytes
+                self.peak = max(self.peak, self.live)
+            self._made(op, t, storage, not inputs or lifted)
+        return out
 
 
 @dataclass(frozen=True)
@@ -71,24 +161,7 @@ class Allocation:
         return f"{self.op} {dims} ({self.numel:,} elements)"
 
 
-def _storage_key(t: torch.Tensor) -> int | None:
-    """The address of t's storage (shared by all views of it); None when t has no real storage."""
-    try:
-        return t.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):  # sparse, meta and other storage-less tensors
-        return None
-
-
-def _storage_elements(t: torch.Tensor) -> tuple[int, int]:
-    """(elements, bytes) of t's storage; falls back to t.numel() for storage-less tensors."""
-    try:
-        nbytes = t.untyped_storage().nbytes()
-    except (RuntimeError, NotImplementedError):
-        return t.numel(), t.numel() * t.element_size()
-    return nbytes // max(t.element_size(), 1), nbytes
-
-
-class AllocationRecorder(TorchDispatchMode):
+class AllocationRecorder(_NewMemory):
     """Inside ``with AllocationRecorder() as rec:``, record every tensor allocated by torch ops.
 
     ``ignore``: tensors whose memory never counts even if an op hands it back unchanged
@@ -97,18 +170,18 @@ class AllocationRecorder(TorchDispatchMode):
     """
 
     def __init__(self, ignore=()):
-        super().__init__()
+        super().__init__(ignore)
         self.allocations: list[Allocation] = []
         self.ops: Counter = Counter()  # op name -> calls, views and in-place ops included
-        keys = (_storage_key(t) for t in tree_flatten(ignore)[0] if isinstance(t, torch.Tensor))
-        self._ignored = {k for k in keys if k}
 
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        # By default torch wraps __torch_dispatch__ in a dynamo "disable", which imports
-        # torch._dynamo (and sympy) on the first op: seconds, once per process, for nothing —
-        # the recorder never runs under torch.compile.
-        return False
+    def _ran(self, op: str) -> None:
+        self.ops[op] += 1
+
+    def _made(self, op: str, t: torch.Tensor, storage, factory: bool) -> None:
+        size = max(t.element_size(), 1)
+        nbytes = storage.nbytes() if storage is not None else t.numel() * t.element_size()
+        numel = nbytes // size if storage is not None else t.numel()
+        self.allocations.append(Allocation(op, tuple(t.shape), numel, nbytes, t.dtype, factory))
 
     # -- what the process that ran the call measured (the grader's re-check: course.witness) ----
 
@@ -137,27 +210,6 @@ class AllocationRecorder(TorchDispatchMode):
             self.allocations.append(Allocation(witness.NUMPY_PEAK, (m.elements(m.peak),), m.elements(m.peak), m.peak,
                                                None, True))
         self.ops.update(m.ops)
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
-        # Read the input storages before the op runs: an out= buffer that must grow moves.
-        seen = {_storage_key(t) for t in inputs} | self._ignored
-        out = func(*args, **kwargs)
-        name = f"aten.{func.overloadpacket.__name__}"
-        self.ops[name] += 1
-        lifted = func.overloadpacket.__name__ in _LIFTS
-        for t in tree_flatten(out)[0]:
-            if not isinstance(t, torch.Tensor):
-                continue
-            key = _storage_key(t)
-            if key in seen and not lifted:
-                continue  # a view, an in-place result, or the input handed back
-            numel, nbytes = _storage_elements(t)
-            self.allocations.append(Allocation(name, tuple(t.shape), numel, nbytes, t.dtype, not inputs or lifted))
-            if key:
-                seen.add(key)  # a second output on the same new storage is not a second allocation
-        return out
 
     # -- questions about what was recorded ------------------------------------------
 
@@ -198,3 +250,20 @@ def record_allocations(fn, *args, **kwargs) -> tuple[object, AllocationRecorder]
     with AllocationRecorder(ignore=(args, kwargs)) as rec:
         result = fn(*args, **kwargs)
     return result, rec
+
+
+class RecordedCalls:
+    """Wrap a function so that every call runs under an AllocationRecorder that ignores its arguments;
+    ``calls`` keeps (arguments, recorder) per call."""
+
+    def __init__(self):
+        self.calls: list[tuple[tuple, AllocationRecorder]] = []
+
+    def __call__(self, fn: Callable) -> Callable:
+        def recorded(*args, **kwargs):
+            rec = AllocationRecorder(ignore=(args, kwargs))
+            self.calls.append((args, rec))
+            with rec:
+                return fn(*args, **kwargs)
+
+        return recorded

@@ -24,94 +24,34 @@ collection. Every op inside the block costs one extra Python call.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from .autograd_graph import saved_for_backward
+from .memory import _NewMemory, _storage
 
 __all__ = ["PeakMemory", "backward_peak", "saved_bytes"]
 
 
-def _tensors(obj):
-    """The tensors in an op's arguments or results (nested tuples, lists and dicts), quickly.
-
-    torch's own pytree flattening costs more than a small op itself; this walk is all a
-    dispatch mode needs.
-    """
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (tuple, list)):
-        for item in obj:
-            yield from _tensors(item)
-    elif isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors(item)
-
-
-def _storage(t: torch.Tensor):
-    try:
-        return t.untyped_storage()
-    except (RuntimeError, NotImplementedError):  # sparse and other storage-less tensors
-        return None
-
-
-class PeakMemory(TorchDispatchMode):
+class PeakMemory(_NewMemory):
     """Inside ``with PeakMemory() as mem:``, track the bytes of live tensors made by torch ops.
 
     ``live`` is the total now, ``peak`` the highest it has been since the block began (or
     since :meth:`reset_peak`). Views, in-place results and outputs that reuse an input's
-    memory add nothing; a new storage adds its size until it is freed.
+    memory add nothing; a new storage adds its size until it is freed (the mechanism is
+    ``course.memory``'s, which AllocationRecorder shares).
     """
-
-    def __init__(self):
-        super().__init__()
-        self.live = 0
-        self.peak = 0
-        self._tracked: dict[int, int] = {}  # id of a live storage object -> its bytes
-
-    @classmethod
-    def _should_skip_dynamo(cls) -> bool:
-        return False  # never under torch.compile; skip the import of torch._dynamo
-
-    def _free(self, key: int) -> None:
-        self.live -= self._tracked.pop(key, 0)
 
     def reset_peak(self) -> None:
         """Start the peak again from what is live now."""
         self.peak = self.live
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func.is_view:
-            return out  # shares its input's memory
-        inputs = None
-        for t in _tensors(out):
-            storage = _storage(t)
-            if storage is None or id(storage) in self._tracked:
-                continue  # memory already counted: an in-place result, or a second output on it
-            if inputs is None:
-                inputs = {id(s) for a in _tensors((args, kwargs)) for s in [_storage(a)] if s is not None}
-            if id(storage) in inputs:
-                continue  # an input handed back, or written in place
-            key, nbytes = id(storage), storage.nbytes()
-            self._tracked[key] = nbytes
-            weakref.finalize(storage, self._free, key)
-            self.live += nbytes
-            self.peak = max(self.peak, self.live)
-        return out
-
 
 def saved_bytes(tensors: Sequence[torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:
     """Bytes of the distinct storages behind ``tensors``, leaving out those of ``exclude``."""
-    skip = {id(s) for t in exclude for s in [_storage(t)] if s is not None}
-    seen: dict[int, int] = {}
-    for t in tensors:
-        s = _storage(t)
-        if s is not None and id(s) not in skip:
-            seen[id(s)] = s.nbytes()
+    skip = {_storage(t)[0] for t in exclude}
+    seen = {key: s.nbytes() for t in tensors for key, s in [_storage(t)] if s is not None and key not in skip}
     return sum(seen.values())
 
 

@@ -13,7 +13,8 @@ def _np(a) -> np.ndarray:
     return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
 
 
-def loglog(x, curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str, title: str = "", marks: Mapping[str, float] | None = None, ax=None):
+def loglog(x, curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str, title: str = "",
+           marks: Mapping[str, float] | None = None, ax=None):
     """Several curves on log–log axes; ``marks`` draws labelled vertical lines (e.g. the best eps)."""
     ax = ax or plt.subplots(figsize=(6.4, 4.0))[1]
     for label, y in curves.items():

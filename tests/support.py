@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import linecache
 import math
 
 import nbformat
@@ -10,9 +11,9 @@ import pytest
 import torch
 
 import course
-from tools.mutants import ROOT, Mutant
 from course.diagnose import GradingFailure
 from tools.build_notebooks import TEXT_DIR, parse
+from tools.mutants import ROOT, Mutant, apply_edit, replace_definition
 
 # Cells a notebook gives the student (not exercises) that its solutions call: they run first.
 GIVEN = {"04_layernorm": ("def layernorm_fwd_kernel",)}
@@ -47,6 +48,16 @@ def solution_cells(slug: str) -> dict[str, str]:
     return {_grade_id(c): c.source for c in _cells(slug) if _is_solution(c)}
 
 
+def edited_solution(slug: str, grade_id: str, edit: str, name: str | None = None) -> str:
+    """Solution cell ``grade_id`` with a mutant's edit applied (each run of ``-`` lines, found once, becomes the
+    ``+`` lines after it; ``tools.mutants``), inside the definition ``name`` when one is given.
+
+    A test's variant of the solution then differs from it in the lines the test is about, and nowhere else.
+    """
+    code = solution_cells(slug)[grade_id]
+    return replace_definition(code, name, edit) if name else apply_edit(code, edit)
+
+
 def release_cells(slug: str) -> dict[str, str]:
     """grade_id -> code of each solution cell as the committed release notebook hands it out (the stubs)."""
     nb = nbformat.read(ROOT / "release" / slug / f"{slug}.ipynb", as_version=4)
@@ -63,9 +74,22 @@ def run_notebook_code(slug: str, cells: dict[str, str], label: str) -> dict:
     return ns
 
 
+def with_cells(slug: str, cells: dict[str, str], label: str = "variant") -> dict:
+    """The notebook's solutions with ``cells`` (grade_id -> code) in place of theirs, as a student's namespace."""
+    return run_notebook_code(slug, {**solution_cells(slug), **cells}, label)  # a replaced cell keeps its place
+
+
 def solutions(slug: str) -> dict:
     """The notebook's solution cells executed in order (after its given cells)."""
     return run_notebook_code(slug, solution_cells(slug), "solution")
+
+
+def solution_fixture(slug: str, name: str = "solution"):
+    """A test module's fixture ``name``: the notebook's solutions, run once for the module."""
+    @pytest.fixture(scope="module", name=name)
+    def fixture() -> dict:
+        return solutions(slug)
+    return fixture
 
 
 def releases(slug: str) -> dict:
@@ -75,8 +99,7 @@ def releases(slug: str) -> dict:
 
 def mutant_functions(mutant: Mutant) -> dict:
     """The source solutions with the mutant's cells in place of theirs, as a submission holds them."""
-    cells = {**solution_cells(mutant.assignment), **mutant.cells}  # a replaced cell keeps its place
-    return run_notebook_code(mutant.assignment, cells, f"mutant {mutant.name}")
+    return with_cells(mutant.assignment, mutant.cells, f"mutant {mutant.name}")
 
 
 @functools.cache
@@ -85,6 +108,49 @@ def mutant_named(assignment: str, name: str) -> dict:
     from tools.mutants import mutants
 
     return mutant_functions(next(m for m in mutants(assignment) if m.name == name))
+
+
+def declared_classes(mutants: list[Mutant]) -> set[tuple[str, str]]:
+    """(exercise, diagnosis class) for every ``# expect:`` line of ``mutants``: the bugs they show."""
+    return {(test.removeprefix("test_"), cls) for m in mutants for test, cls in m.expect.items()}
+
+
+def replaced_tests(mutant: Mutant) -> set[str]:
+    """The test cells of the exercises whose solution cells ``mutant`` replaces."""
+    return {f"test_{grade_id}" for grade_id in mutant.cells}
+
+
+def assert_mutants_cover(mutants: list[Mutant], required: set[tuple[str, str]], most: int) -> set[tuple[str, str]]:
+    """Every (exercise, class) of ``required`` is some mutant's expect line, each mutant declares exactly the test
+    cells of the cells it replaces, and there are at most ``most`` of them. Returns what they declare."""
+    declared = declared_classes(mutants)
+    assert required <= declared, f"no mutant shows {sorted(required - declared)}"
+    for m in mutants:
+        assert replaced_tests(m) == set(m.expect), f"{m.name}: one expect line per replaced cell"
+    assert len(mutants) <= most, "each mutant is a full notebook run in `make grade`: keep them few"
+    return declared
+
+
+def student_cell(source: str, name: str, filename: str):
+    """``name`` as a student's cell ``source`` defines it, compiled under IPython's kind of file name.
+
+    The source goes into ``linecache`` under that name, as IPython keeps a cell's, so that a failure
+    can quote the student's own line.
+    """
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = {"torch": torch}
+    exec(compile(source, filename, "exec"), ns)
+    return ns[name]
+
+
+def assert_crash_quotes_the_line(checks, source: str, name: str, filename: str, line: str) -> None:
+    """A student's ``name`` (from the cell ``source``) that raises is an ``error`` to each of ``checks``, and the
+    failure quotes the student's own ``line`` ("line N: code")."""
+    student = student_cell(source, name, filename)
+    for check in checks:
+        failure = failure_of(check, student)
+        assert failure.cls == "error"
+        assert line in str(failure)
 
 
 def unguarded(helper):

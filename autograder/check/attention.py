@@ -1,20 +1,14 @@
-"""Hidden checks for 05_attention_recompute: random float64 inputs, closed-form references.
+"""Hidden checks for 05_attention_recompute: the visible checks (``course.selfcheck.attention``) on fresh inputs.
 
-The flow and the wording are the visible checks' (``course.selfcheck.attention``), so a
-student who passed the visible check and fails here reads the same kind of diagnosis.
-What is hidden: the inputs (fresh each run; AUTOGRADER_SEED replays one) and the references,
-written out in closed form in float64 rather than taken from torch's attention.
+The input builders, the reference (torch's attention and its autograd, in float64), the runners,
+the property checks and the named bugs are the visible module's, so a student who passed the
+visible check and fails here reads the same kind of diagnosis. What is hidden: the inputs, drawn
+fresh each run from the ranges below (AUTOGRADER_SEED replays one draw), and the bugs of the
+FlashAttention kernels' loops, whose simulation would spell those loops out in the package
+students receive.
 
-Shapes: batch 1 first, then batch 7 (prime); T and the head dim d never powers of two and
-never equal; T both below one 64-row block and past it with a ragged last block; one case of
-each check has transposed (non-contiguous) inputs. The property cases draw T in [200, 320) —
-never a multiple of 64 — with B = 2 and d = 3 or 5, so the largest legitimate tensor is one
-2×64×64 tile (8,192 elements) or O(T·d) (3·B·T·d ≤ 9,600), while a (B, 64, T) strip of scores
-holds at least 25,600 and T² at least 40,000: the memory checks of Parts C and D refuse both.
-The D kernel gets n_rows that are not multiples of BLOCK_M (16 or 32) and head dims that are
-not powers of two, in float32 and float64. The FlashAttention kernels get T in [17, 64) not a
-multiple of their blocks, head dims in [3, 21), one slab then seven, row-major and transposed
-layouts, and a float64 gradcheck on one more draw.
+Every size drawn from a range is never a power of two and never a multiple of 64, and T is
+never equal to the head dim d.
 """
 
 from __future__ import annotations
@@ -25,195 +19,60 @@ import torch
 
 from course.diagnose import Alternative, Case, graded
 from course.selfcheck.attention import (  # noqa: F401 — HINTS: the same hint pointers as the visible checks
-    HINTS, DeltaCase, FlashCase, backward_case, check_attention_function, check_backward_recompute, check_delta_kernel,
-    check_flash_dkdv_kernel, check_flash_fwd_kernel, check_forward_lse, check_function_class,
-    flash_gradient_alternatives, flash_output_alternatives, gradient_alternatives, output_alternatives,
+    HINTS,
+    AttentionShape,
+    DeltaShape,
+    FlashCase,
+    FlashShape,
+    attention_cases,
+    backward_case,
+    check_attention_function,
+    check_backward_recompute,
+    check_delta_kernel,
+    check_flash_kernel,
+    check_forward_lse,
+    check_function_class,
+    delta_cases,
+    flash_cases,
+    flash_gradient_alternatives,
+    flash_output_alternatives,
+    gradcheck_inputs,
+    softmax_pieces,
 )
 
-from ..inputs import DTYPE, generator, randn
+from ..inputs import DTYPE, generator
+
+# Each set comes batch 1 first, then batch 7 (prime): a sum or transpose across the batch axis is right at
+# batch 1 and wrong after it, which names it a batch-axis bug. T ≠ d everywhere, so a (T, d) operand used
+# transposed changes a shape instead of hiding behind a square one.
+SMALL = (  # Parts A and B
+    AttentionShape(1, (5, 24), (3, 21)),
+    AttentionShape(1, (24, 60), (3, 21), transposed=True),  # non-contiguous: code that assumes a layout (.view)
+    AttentionShape(7, (5, 40), (3, 21)),
+)
+BLOCKWISE = (  # Parts C to F
+    AttentionShape(1, (5, 60), (3, 21), "T below one block"),  # a loop that needs a full 64-row block
+    AttentionShape(1, (65, 128), (3, 21), "a ragged second block", transposed=True),  # a last block run past T
+    AttentionShape(7, (30, 100), (3, 21)),
+    # The property case: with B = 2 and d = 3 or 5 the largest legitimate tensor is one 2×64×64 tile (8,192
+    # elements) or O(T·d) (3·B·T·d ≤ 9,600), while a (B, 64, T) strip of scores holds at least 25,600 and T²
+    # at least 40,000: the memory checks of Parts C and D refuse both.
+    AttentionShape(2, (200, 320), (3, 6), "a (B, 64, T) strip would be several tiles"),
+)
+DELTA = (  # n_rows never a multiple of BLOCK_M (a store without its row mask); head dims not powers of two
+    DeltaShape((3, 16), (3, 40), torch.float32, 16),  # a single, partial block
+    DeltaShape((17, 60), (3, 40), torch.float64, 16),  # several blocks, the last one ragged; float64: fp32 sums show
+    DeltaShape((33, 200), (3, 40), torch.float32, 32),
+    DeltaShape((100, 300), (3, 40), torch.float64, 32),
+)
+FLASH = (  # T past one block and a multiple of neither: padded keys and rows past T show
+    FlashShape(1, (17, 48), (3, 21), 16, 16),  # one slab, row-major
+    FlashShape(7, (17, 40), (3, 21), 16, 32, transposed=True),  # seven slabs; token axis of stride 1: strides ignored
+)
+GRADCHECK = AttentionShape(1, (17, 30), (3, 8))  # one more draw, for the float64 gradcheck through a kernel
 
 # ---------------------------------------------------------------------------
-# References: closed forms in float64, never shown to students.
-
-
-def forward_reference(q, k, v):
-    """o = P v and L = logsumexp of S = q kᵀ/√d per row, with P = exp(S − L)."""
-    q, k, v = (t.to(DTYPE) for t in (q, k, v))
-    S = q @ k.mT / math.sqrt(q.shape[-1])  # (B, T, T)
-    L = torch.logsumexp(S, dim=-1)  # (B, T)
-    return torch.exp(S - L[..., None]) @ v, L
-
-
-def attention_reference(q, k, v, do):
-    """(o, dq, dk, dv) of attention for the upstream gradient do, from the formulas."""
-    q, k, v, do = (t.to(DTYPE) for t in (q, k, v, do))
-    c = 1 / math.sqrt(q.shape[-1])
-    S = c * q @ k.mT
-    P = torch.softmax(S, dim=-1)
-    o = P @ v
-    D = (do * o).sum(dim=-1, keepdim=True)  # = rowsum(dP ⊙ P)
-    dS = P * (do @ v.mT - D)
-    return o, c * dS @ k, c * dS.mT @ q, P.mT @ do
-
-
-def _alternatives(q, k, v, do, dq, dk, dv):
-    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, dq, dk, dv)}
-
-
-# ---------------------------------------------------------------------------
-# Inputs
-
-
-def _size(gen: torch.Generator, low: int, high: int, avoid: tuple[int, ...] = ()) -> int:
-    """A size in [low, high) that is not a power of two, not a multiple of 64, and not in ``avoid``."""
-    while True:
-        n = int(torch.randint(low, high, (1,), generator=gen))
-        if n & (n - 1) and n % 64 and n not in avoid:
-            return n
-
-
-def _case(gen: torch.Generator, B: int, T: int, d: int, note: str = "", transposed: bool = False) -> Case:
-    if transposed:  # the right shape, not contiguous: each is the transpose of a (B, d, T) tensor
-        q, k, v, do = (randn(gen, B, d, T).mT for _ in range(4))
-        note = ", ".join(filter(None, [note, "transposed (non-contiguous) inputs"]))
-    else:
-        q, k, v, do = (randn(gen, B, T, d) for _ in range(4))
-    label = f"q, k, v, ō of shape ({B}, {T}, {d}); batch {B}" + (f", {note}" if note else "")
-    return Case(label, (q, k, v, do), batch=B)
-
-
-def _small_cases(gen: torch.Generator) -> list[Case]:
-    cases = []
-    for B, (t_lo, t_hi), transposed in [(1, (5, 24), False), (1, (24, 60), True), (7, (5, 40), False)]:
-        d = _size(gen, 3, 21)  # batch 1 first, then 7
-        cases.append(_case(gen, B, _size(gen, t_lo, t_hi, avoid=(d,)), d, transposed=transposed))
-    return cases
-
-
-def _blockwise_cases(gen: torch.Generator) -> list[Case]:
-    """Batch 1 below one block, batch 1 past it (transposed), batch 7, then a T ≥ 200 case for the properties."""
-    cases = []
-    for B, (t_lo, t_hi), d_hi, note, transposed in [
-        (1, (5, 60), 21, "T below one block", False),
-        (1, (65, 128), 21, "a ragged second block", True),
-        (7, (30, 100), 21, "", False),
-        (2, (200, 320), 6, "a (B, 64, T) strip would be several tiles", False),  # d = 3 or 5: O(T·d) stays small
-    ]:
-        d = _size(gen, 3, d_hi)
-        cases.append(_case(gen, B, _size(gen, t_lo, t_hi, avoid=(d,)), d, note, transposed))
-    return cases
-
-
-# ---------------------------------------------------------------------------
-# The checks
-
-
-def _manual_class_check(cls) -> None:
-    check_function_class("ManualAttention", cls, _small_cases(generator("ManualAttention")),
-                         reference=attention_reference, alternatives=_alternatives)
-
-
-_RECOMPUTE_HELPERS = (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))
-
-
-def _recompute_class_check(cls) -> None:
-    check_function_class("RecomputeAttention", cls, _blockwise_cases(generator("RecomputeAttention")),
-                         reference=attention_reference, alternatives=_alternatives, recompute=True,
-                         helpers=_RECOMPUTE_HELPERS)
-
-
-@graded
-def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    _manual_class_check(cls)
-
-
-@graded
-def manual_attention(fn) -> None:
-    check_attention_function("manual_attention", fn, _small_cases(generator("manual_attention")),
-                             owner="ManualAttention", part="Part A", class_check=_manual_class_check,
-                             reference=attention_reference, alternatives=_alternatives)
-
-
-@graded
-def attention_forward_lse(fn) -> None:
-    check_forward_lse(fn, _blockwise_cases(generator("attention_forward_lse")), reference=forward_reference,
-                      alternatives=lambda case: output_alternatives(*case.args))
-
-
-@graded
-def attention_backward_recompute(fn) -> None:
-    cases = [backward_case(c, forward_reference) for c in _blockwise_cases(generator("attention_backward_recompute"))]
-
-    def alternatives(case: Case):
-        q, k, v, o, lse, do = case.args
-        return gradient_alternatives(q, k, v, do, *attention_reference(q, k, v, do)[1:])
-
-    check_backward_recompute(fn, cases, reference=lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[1:],
-                             alternatives=alternatives)
-
-
-@graded
-def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    _recompute_class_check(cls)
-
-
-@graded
-def recompute_attention(fn) -> None:
-    check_attention_function("recompute_attention", fn, _blockwise_cases(generator("recompute_attention")),
-                             owner="RecomputeAttention", part="Part E", class_check=_recompute_class_check,
-                             reference=attention_reference, alternatives=_alternatives, recompute=True)
-
-
-def _delta_reference(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
-    """D_r = Σ_e O[r, e]·Ō[r, e], float64."""
-    return torch.einsum("re,re->r", o.to(DTYPE), do.to(DTYPE))
-
-
-@graded
-def attention_delta_kernel(kernel) -> None:
-    gen = generator("attention_delta_kernel")
-    cases = []
-    for dtype, block_m, (lo, hi) in [
-        (torch.float32, 16, (3, 16)),  # a single, partial block
-        (torch.float64, 16, (17, 60)),  # several blocks, the last one ragged
-        (torch.float32, 32, (33, 200)),
-        (torch.float64, 32, (100, 300)),
-    ]:
-        n = _size(gen, lo, hi)
-        while n % block_m == 0:
-            n += 1
-        d = _size(gen, 3, 40)
-        cases.append(DeltaCase(randn(gen, n, d), randn(gen, n, d), dtype, block_m))
-    check_delta_kernel(kernel, cases, _delta_reference)
-
-
-def _flash_cases(gen: torch.Generator) -> list[FlashCase]:
-    """One slab, then seven; T past one block and not a multiple of either; row-major, then transposed."""
-    cases = []
-    for BH, (t_lo, t_hi), block_m, block_n, transposed in [
-        (1, (17, 48), 16, 16, False),
-        (7, (17, 40), 16, 32, True),
-    ]:
-        d = _size(gen, 3, 21)
-        T = _size(gen, t_lo, t_hi, avoid=(d,))
-        while T % 16 == 0:
-            T += 1
-        cases.append(FlashCase(*(randn(gen, BH, T, d) for _ in range(4)), block_m=block_m, block_n=block_n,
-                               transposed=transposed))
-    return cases
-
-
-def _gradcheck_inputs(gen: torch.Generator) -> tuple[torch.Tensor, ...]:
-    d = _size(gen, 3, 8)
-    T = _size(gen, 17, 30, avoid=(d,))
-    return tuple(randn(gen, 1, T, d) for _ in range(3))
-
-
-def _flash_dkdv_reference(q, k, v, do):
-    """(o, L, dq, dk, dv) from the closed forms."""
-    o, L = forward_reference(q, k, v)
-    _, dq, dk, dv = attention_reference(q, k, v, do)
-    return o, L, dq, dk, dv
+# Bugs only the hidden checks name: the online softmax's, and a tile of P never normalised by L
 
 
 def online_softmax_forward(q, k, v, block_n: int, bug: str):
@@ -263,31 +122,69 @@ def _flash_gradient_alternatives(case: FlashCase, L, dq, dk, dv) -> dict[str, li
     """The visible check's named wrong (dk, dv), and a tile of P that was never normalised by its rows' L."""
     alts = flash_gradient_alternatives(case, L, dq, dk, dv)
     q, k, v, do = (t.to(DTYPE) for t in (case.q, case.k, case.v, case.do))
-    c = q.shape[-1] ** -0.5
+    c, _, P_bar, D = softmax_pieces(q, k, v, do)
     E = torch.exp(c * q @ k.mT)  # exp(S) without its rows' L
-    D = (do * (torch.softmax(c * q @ k.mT, dim=-1) @ v)).sum(dim=-1)
     sentence = ("uses exp(S) for the tile of P, without the rows' L: those rows do not sum to 1, they sum to exp(L), "
                 "the normalisation the forward applied.")
-    alts["dk"].append(Alternative("wrong-values", f"dk {sentence}", c * (E * (do @ v.mT - D[..., None])).mT @ q))
+    alts["dk"].append(Alternative("wrong-values", f"dk {sentence}", c * (E * (P_bar - D[..., None])).mT @ q))
     alts["dv"].append(Alternative("wrong-values", f"dv {sentence}", E.mT @ do))
     return alts
 
 
+# ---------------------------------------------------------------------------
+# The checks: a generator of its own for each set of inputs
+
+
+def _draw(name: str, shapes: tuple[AttentionShape, ...]) -> list[Case]:
+    """The cases of ``shapes``, drawn from the generator of the set of inputs ``name``."""
+    return attention_cases(generator(name), shapes)
+
+
+@graded
+def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
+    check_function_class("ManualAttention", cls, _draw("ManualAttention", SMALL))
+
+
+@graded
+def manual_attention(fn) -> None:
+    check_attention_function("manual_attention", fn, _draw("manual_attention", SMALL), _draw("ManualAttention", SMALL))
+
+
+@graded
+def attention_forward_lse(fn) -> None:
+    check_forward_lse(fn, _draw("attention_forward_lse", BLOCKWISE))
+
+
+@graded
+def attention_backward_recompute(fn) -> None:
+    check_backward_recompute(fn, [backward_case(c) for c in _draw("attention_backward_recompute", BLOCKWISE)])
+
+
+@graded
+def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
+    check_function_class("RecomputeAttention", cls, _draw("RecomputeAttention", BLOCKWISE))
+
+
+@graded
+def recompute_attention(fn) -> None:
+    check_attention_function("recompute_attention", fn, _draw("recompute_attention", BLOCKWISE),
+                             _draw("RecomputeAttention", BLOCKWISE))
+
+
+@graded
+def attention_delta_kernel(kernel) -> None:
+    check_delta_kernel(kernel, delta_cases(generator("attention_delta_kernel"), DELTA))
+
+
 @graded
 def flash_fwd_kernel(kernel) -> None:
-    gen = generator("flash_fwd_kernel")
-    check_flash_fwd_kernel(kernel, _flash_cases(gen), forward_reference, _gradcheck_inputs(gen),
-                           alternatives=_flash_output_alternatives)
+    gen = generator("flash_fwd_kernel")  # the gradcheck's inputs come after the cases, from the same generator
+    check_flash_kernel("flash_fwd_kernel", kernel, flash_cases(gen, FLASH), gradcheck_inputs(gen, GRADCHECK),
+                       _flash_output_alternatives)
 
 
 @graded
 def flash_bwd_dkdv_kernel(kernel) -> None:
     gen = generator("flash_bwd_dkdv_kernel")
-    check_flash_dkdv_kernel(kernel, _flash_cases(gen), _flash_dkdv_reference, _gradcheck_inputs(gen),
-                            alternatives=_flash_gradient_alternatives)
-
-
-__all__ = [
-    "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
-    "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel", "flash_bwd_dkdv_kernel",
-]
+    check_flash_kernel("flash_bwd_dkdv_kernel", kernel, flash_cases(gen, FLASH), gradcheck_inputs(gen, GRADCHECK),
+                       _flash_gradient_alternatives)

@@ -3,31 +3,29 @@
 
 Every call draws fresh float64 inputs (``autograder.inputs.generator``; set
 AUTOGRADER_SEED to replay a run) on shapes chosen to expose one kind of bug each — the
-comment beside each shape says which — and compares the student's result with the
-closed-form references below; every check ends with transposed (non-contiguous) inputs.
-The named bugs (a transposed weight, one sample instead of the batch, the wrong
-reduction axis, a mean for a sum, ...) are the same alternatives the visible checks use,
-so a student reads the same diagnosis in both.
+comment beside each shape says which — and runs the visible checks' case builders,
+references (torch autograd) and named bugs (``course.selfcheck.matmul``) on them, so a
+student reads the same diagnosis in both; every check ends with transposed
+(non-contiguous) inputs.
 
 ``name_the_bug`` is handed broken backwards drawn afresh on every run from the families
 below (``BROKEN``), several flavours per bug class, each built as a closure around a
-right backward: neither their names nor their code say which bug they carry.
+right backward: neither their names nor their code say which bug they carry. They stay
+here: a right backward for any number of leading axes is the answer to Part B.
 """
 
 from __future__ import annotations
 
-import math
+import functools
 from collections.abc import Callable
 
 import torch
 
-from course.diagnose import Alternative, Case, graded
-from course.selfcheck.matmul import (  # noqa: F401 (HINTS: graded reads it from this module)
-    HINTS, batched_alternatives, bias_alternatives, check_name_the_bug, linear_alternatives, reduce_alternatives,
-    run_checked,
-)
+from course.diagnose import graded
+from course.selfcheck import matmul as visible
+from course.selfcheck.matmul import HINTS, check_name_the_bug, run_exercise  # noqa: F401 (HINTS: graded reads it from this module)
 
-from ..inputs import generator, randn
+from ..inputs import generator
 
 # (leading axes of x, K, N). Batch-1 cases first: a failure that appears only above
 # batch 1 is then read as a missing batch reduction. Sizes are not powers of two.
@@ -41,6 +39,7 @@ LINEAR_SHAPES = [
     ((2, 3, 7), 9, 5),  # 4-D x
     ((1, 1), 7, 2),  # leading axes that are all size 1 must still vanish from dw and db
 ]
+LINEAR_TRANSPOSED = [((2, 7), 5, 3)]  # last: a 3-D x, w and dy non-contiguous, each a transpose of a stored tensor
 
 # (shape of grad, target shape). The identity comes first: it is "batch 1" for a reduction.
 REDUCE_SHAPES = [
@@ -57,6 +56,7 @@ REDUCE_SHAPES = [
     ((4, 3), ()),  # a scalar broadcast everywhere: sum all
     ((2, 3, 5), torch.Size([])),  # the same, given as torch.Size
 ]
+REDUCE_TRANSPOSED = [((2, 3, 4, 5), (1, 4, 1))]  # last: grad non-contiguous (a transpose)
 
 # (B, M, the shape of c, K, N) for y = a @ c with a (B, M, K).
 BATCHED_SHAPES = [
@@ -68,72 +68,14 @@ BATCHED_SHAPES = [
     (6, 4, "per-element", 5, 5),  # square c: a transposed dc keeps its shape
     (6, 6, "shared", 5, 6),  # B = M = N: a wrong axis keeps the shape
 ]
+BATCHED_TRANSPOSED = [  # last: every input non-contiguous, each the transpose of a stored tensor
+    (7, 5, "shared", 4, 6),  # c (K, N) shared
+    (7, 5, "per-element", 4, 6),  # c (B, K, N)
+]
 
-
-# ---------------------------------------------------------------------------
-# References: the closed forms, in float64.
-
-
-def linear_reference(x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """x̄ = ȳ Wᵀ keeps x's leading axes; W̄ = xᵀ ȳ sums over every one of them."""
-    K, N = w.shape
-    dx = dy @ w.mT  # (..., N) @ (N, K) -> (..., K)
-    x_rows, dy_rows = x.reshape(-1, K), dy.reshape(-1, N)  # (R, K), (R, N)
-    dw = (x_rows[:, :, None] * dy_rows[:, None, :]).sum(dim=0)  # Σ_r x[r, k] ȳ[r, n], the elementwise definition
-    return dx, dw
-
-
-def linear_bias_reference(x, w, b, dy):
-    """As ``linear_reference``, plus b̄ = ȳ summed over every row (b was copied to each)."""
-    dx, dw = linear_reference(x, w, dy)
-    return dx, dw, dy.reshape(-1, w.shape[1]).sum(dim=0)
-
-
-def reduce_reference(grad: torch.Tensor, shape) -> torch.Tensor:
-    """Sum the axes broadcasting prepended; sum, keeping them, the size-1 axes it stretched."""
-    shape = tuple(shape)
-    lead = grad.ndim - len(shape)
-    out = grad.sum(dim=tuple(range(lead))) if lead else grad
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and out.shape[i] != 1)
-    return out.sum(dim=stretched, keepdim=True) if stretched else out.clone()
-
-
-# ---------------------------------------------------------------------------
-# Inputs
-
-
-def linear_cases(gen: torch.Generator, *, bias: bool) -> list[Case]:
-    cases = []
-    for lead, K, N in LINEAR_SHAPES:
-        x = randn(gen, *lead, K)  # (..., K)
-        w = randn(gen, K, N)  # (K, N)
-        b = randn(gen, N)  # (N,)
-        dy = randn(gen, *lead, N)  # (..., N), the shape of y
-        args = (x, w, b, dy) if bias else (x, w, dy)
-        label = f"x {tuple(x.shape)}, w {tuple(w.shape)}, " + (f"b {tuple(b.shape)}, " if bias else "") + f"dy {tuple(dy.shape)}"
-        cases.append(Case(label, args, batch=math.prod(lead)))
-    # Last: x (2, 7, 5) and w, dy non-contiguous, each a transpose of a stored tensor.
-    x, w = randn(gen, 2, 5, 7).mT, randn(gen, 3, 5).T  # (2, 7, 5), (5, 3)
-    b, dy = randn(gen, 3), randn(gen, 2, 3, 7).mT  # (3,), (2, 7, 3)
-    args = (x, w, b, dy) if bias else (x, w, dy)
-    cases.append(Case("x (2, 7, 5), w (5, 3), dy (2, 7, 3), all three non-contiguous (transposes)", args, batch=14))
-    return cases
-
-
-def reduce_cases(gen: torch.Generator) -> list[Case]:
-    cases = []
-    for grad_shape, shape in REDUCE_SHAPES:
-        grad = randn(gen, *grad_shape)
-        copies = grad.numel() // max(math.prod(shape), 1)
-        cases.append(Case(f"grad {grad_shape} → shape {tuple(shape)}", (grad, shape), batch=copies))
-    grad = randn(gen, 2, 3, 5, 4).mT  # (2, 3, 4, 5), non-contiguous
-    cases.append(Case("grad (2, 3, 4, 5), non-contiguous (a transpose) → shape (1, 4, 1)", (grad, (1, 4, 1)), batch=30))
-    return cases
-
-
-def _reduce_alternatives(case: Case) -> dict[str, list[Alternative]]:
-    grad, shape = case.args
-    return {"result": reduce_alternatives(grad, shape, reduce_reference(grad, shape))}
+linear_cases = functools.partial(visible.linear_cases, shapes=LINEAR_SHAPES, transposed=LINEAR_TRANSPOSED)
+reduce_cases = functools.partial(visible.reduce_cases, shapes=REDUCE_SHAPES, transposed=REDUCE_TRANSPOSED)
+batched_cases = functools.partial(visible.batched_cases, shapes=BATCHED_SHAPES, transposed=BATCHED_TRANSPOSED)
 
 
 # ---------------------------------------------------------------------------
@@ -143,31 +85,25 @@ def _reduce_alternatives(case: Case) -> dict[str, list[Alternative]]:
 @graded
 def linear_backward(fn: Callable) -> None:
     """Grade ``fn(x, w, dy) -> (dx, dw)`` for y = x @ w; raise GradingFailure on a wrong answer."""
-    run_checked(
-        "linear_backward", fn, linear_cases(generator("linear_backward"), bias=False), linear_reference,
-        outputs=("dx", "dw"), of=("x", "w"),
-        alternatives=lambda case: linear_alternatives(linear_reference, *case.args),
-    )
+    run_exercise("linear_backward", fn, linear_cases(generator("linear_backward"), bias=False))
 
 
 @graded
 def linear_bias_backward(fn: Callable) -> None:
     """Grade ``fn(x, w, b, dy) -> (dx, dw, db)`` for y = x @ w + b."""
-    run_checked(
-        "linear_bias_backward", fn, linear_cases(generator("linear_bias_backward"), bias=True), linear_bias_reference,
-        outputs=("dx", "dw", "db"), of=("x", "w", "b"),
-        alternatives=lambda case: bias_alternatives(linear_bias_reference, *case.args),
-    )
+    run_exercise("linear_bias_backward", fn, linear_cases(generator("linear_bias_backward"), bias=True))
 
 
 @graded
 def reduce_to_shape(fn: Callable) -> None:
     """Grade ``fn(grad, shape)``: grad summed back to the shape it was broadcast from."""
-    run_checked(
-        "reduce_to_shape", fn, reduce_cases(generator("reduce_to_shape")), reduce_reference,
-        outputs=("result",), of=("the tensor before broadcasting",), alternatives=_reduce_alternatives,
-        library=False,
-    )
+    run_exercise("reduce_to_shape", fn, reduce_cases(generator("reduce_to_shape")))
+
+
+@graded
+def batched_matmul_backward(fn: Callable) -> None:
+    """Grade ``fn(a, c, dy) -> (da, dc)`` for y = a @ c, c per element or shared."""
+    run_exercise("batched_matmul_backward", fn, batched_cases(generator("batched_matmul_backward")))
 
 
 # ---------------------------------------------------------------------------
@@ -284,47 +220,3 @@ def name_the_bug_cases(gen: torch.Generator) -> list[tuple[str, object, str, str
 def name_the_bug(fn: Callable) -> None:
     """Grade ``fn(backward) -> str`` on broken backwards it has never seen."""
     check_name_the_bug(fn, name_the_bug_cases(generator("name_the_bug")))
-
-
-# ---------------------------------------------------------------------------
-# batched_matmul_backward
-
-
-def batched_reference(a: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """ā = ȳ cᵀ per element; c̄ = aᵀ ȳ per element, summed over the batch where c is shared."""
-    c_each = c.expand(a.shape[0], *c.shape[-2:])  # (B, K, N): the matrix each element used
-    da = torch.einsum("bmn,bkn->bmk", dy, c_each)  # (B, M, K)
-    per_element = torch.einsum("bmk,bmn->bkn", a, dy)  # (B, K, N)
-    if c.ndim == 2:
-        dc = per_element.sum(dim=0)
-    elif c.shape[0] == 1:
-        dc = per_element.sum(dim=0, keepdim=True)
-    else:
-        dc = per_element
-    return da, dc
-
-
-def batched_cases(gen: torch.Generator) -> list[Case]:
-    cases = []
-    for B, M, kind, K, N in BATCHED_SHAPES:
-        c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind]
-        a, c, dy = randn(gen, B, M, K), randn(gen, *c_shape), randn(gen, B, M, N)
-        cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)} ({kind.replace('-1', '')}), dy {tuple(dy.shape)}",
-                          (a, c, dy), batch=B))
-    # Last: every input non-contiguous; c shared, as the transpose of a stored (N, K).
-    a, c, dy = randn(gen, 7, 4, 5).mT, randn(gen, 6, 4).T, randn(gen, 7, 6, 5).mT  # (7, 5, 4), (4, 6), (7, 5, 6)
-    cases.append(Case("a (7, 5, 4), c (4, 6) (shared), dy (7, 5, 6), all non-contiguous (transposes)", (a, c, dy), batch=7))
-    a, c, dy = randn(gen, 7, 4, 5).mT, randn(gen, 7, 6, 4).mT, randn(gen, 7, 6, 5).mT  # (7, 5, 4), (7, 4, 6), (7, 5, 6)
-    cases.append(Case("a (7, 5, 4), c (7, 4, 6) (per-element), dy (7, 5, 6), all non-contiguous (transposes)",
-                      (a, c, dy), batch=7))
-    return cases
-
-
-@graded
-def batched_matmul_backward(fn: Callable) -> None:
-    """Grade ``fn(a, c, dy) -> (da, dc)`` for y = a @ c, c per element or shared."""
-    run_checked(
-        "batched_matmul_backward", fn, batched_cases(generator("batched_matmul_backward")), batched_reference,
-        outputs=("da", "dc"), of=("a", "c"),
-        alternatives=lambda case: batched_alternatives(batched_reference, *case.args),
-    )

@@ -39,43 +39,76 @@ What is graded besides the values:
   (one random direction per input) so that a mismatch costs no full Jacobian of interpreted
   launches.
 
-The named bugs (``*_alternatives``) live here so that the hidden checks
-(``autograder.check.attention``) give the same diagnosis with the same words. Each is the
-right answer with one mistake applied: the 1/√d forgotten or doubled, S̄ used where S̄ᵀ
-belongs, P instead of Pᵀ, the row sum left out or broadcast along the wrong axis, the
-gradients returned in the wrong order; in the kernels, padded keys given weight and the
-online softmax's rescale skipped. Their sentences name the bug and why, never the fix:
-the fix is in the hints.
+Both sides of the grading run these checks. The visible ones (the ``@graded`` functions at the
+end of this module) use the fixed shapes of ``SMALL``, ``BLOCKWISE``, ``DELTA``, ``FLASH`` and
+``GRADCHECK``; the hidden ones (``autograder.check.attention``) pass shapes drawn from ranges
+and a fresh generator to the same input builders, the same reference and the same runners.
+
+The named bugs (``*_alternatives``) live here so that both give the same diagnosis with the
+same words. Each is the right answer with one mistake applied: the 1/√d forgotten or doubled,
+S̄ used where S̄ᵀ belongs, P instead of Pᵀ, the row sum left out or broadcast along the wrong
+axis, the gradients returned in the wrong order. The hidden checks add the kernels' own bugs
+(padded keys given weight, the online softmax's rescale skipped, P not normalised by L):
+simulating them here would spell out the kernels' loops. Their sentences name the bug and
+why, never the fix: the fix is in the hints.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 
-from ..diagnose import (
-    Alternative, Case, GradingFailure, as_outputs, call_student, diagnose, forbid_autograd, graded,
-    relative_error, run_cases, where_mismatch,
-)
-from ..autograd_graph import runs_through, saved_for_backward
 from .. import witness
-from ..memory import AllocationRecorder
-from ..triton_check import device, namespace_of, pow2_at_least, quiet, run_student
+from ..autograd_graph import runs_through, saved_for_backward
+from ..diagnose import (
+    Alternative,
+    Case,
+    GradingFailure,
+    as_outputs,
+    batch_refined,
+    call_student,
+    diagnose,
+    graded,
+    quiet,
+    randn,
+    relative_error,
+    require_callable,
+    run_cases,
+    seeded,
+    where_mismatch,
+)
+from ..memory import AllocationRecorder, RecordedCalls, tensors_in
+from ..triton_check import (
+    autograd_in_backward,
+    device,
+    float32_failure,
+    guarded_function,
+    launch,
+    namespace_of,
+    pow2_at_least,
+    relayed,
+    require_function,
+    require_kernel,
+    with_tail,
+)
 
 __all__ = [
     "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
     "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel",
     "flash_bwd_dkdv_kernel", "HINTS",
-    "MEMORY_T", "MEMORY_D", "PROPERTY_MIN_T", "MAX_BLOCK", "attention_case", "sdpa_reference", "lse_reference",
-    "gradient_alternatives", "output_alternatives", "backward_case", "check_forward_lse", "check_backward_recompute",
-    "check_function_class", "check_attention_function", "DeltaCase", "check_delta_kernel", "FlashCase",
-    "check_flash_fwd_kernel", "check_flash_dkdv_kernel", "attention_forward_reference", "attention_vjp_reference",
-    "flash_output_alternatives", "flash_gradient_alternatives", "gradcheck_forward_kernel",
-    "gradcheck_dkdv_kernel",
+    "MEMORY_T", "MEMORY_D", "PROPERTY_MIN_T", "MAX_BLOCK", "AttentionShape", "DeltaShape", "FlashShape",
+    "SMALL", "BLOCKWISE", "DELTA", "FLASH", "GRADCHECK", "attention_case", "attention_cases", "delta_cases",
+    "flash_cases", "gradcheck_inputs", "attention_forward", "attention_reference", "delta_reference",
+    "output_alternatives", "gradient_alternatives", "attention_alternatives", "backward_case", "check_forward_lse",
+    "check_backward_recompute", "check_function_class", "check_attention_function", "DeltaCase", "check_delta_kernel",
+    "FlashCase", "FLASH_KERNELS", "check_flash_kernel", "flash_output_alternatives",
+    "flash_gradient_alternatives", "gradcheck_forward_kernel", "gradcheck_dkdv_kernel",
 ]
 
 F32, F64 = torch.float32, torch.float64
@@ -109,7 +142,50 @@ HINTS = {
 
 
 # ---------------------------------------------------------------------------
-# Inputs and references
+# Inputs: a generator and a table of shapes. A size is a number, or a (low, high) range to draw one from.
+
+
+Size = int | tuple[int, int]
+
+
+class AttentionShape(NamedTuple):  # q, k, v and ō of shape (B, T, d); transposed: views of (B, d, T) tensors
+    B: int
+    T: Size
+    d: Size
+    note: str = ""
+    transposed: bool = False
+
+
+class DeltaShape(NamedTuple):  # O and Ō of shape (n_rows, head_dim), launched in dtype with BLOCK_M rows a program
+    n_rows: Size
+    head_dim: Size
+    dtype: torch.dtype
+    block_m: int
+
+
+class FlashShape(NamedTuple):  # q, k, v and ō of shape (BH, T, d) for a FlashAttention kernel; its blocks and layout
+    BH: int
+    T: Size
+    d: Size
+    block_m: int
+    block_n: int
+    transposed: bool = False
+
+
+def _size(gen: torch.Generator, n: Size, avoid: tuple[int, ...] = ()) -> int:
+    """``n`` itself; from a (low, high) range, a size not a power of two, not a multiple of 64, not in ``avoid``."""
+    if isinstance(n, int):
+        return n
+    while True:
+        drawn = int(torch.randint(*n, (1,), generator=gen))
+        if drawn & (drawn - 1) and drawn % 64 and drawn not in avoid:
+            return drawn
+
+
+def _sizes(gen: torch.Generator, T: Size, d: Size) -> tuple[int, int]:
+    """(T, d), d first: a drawn T is never equal to d, so a transposed T×T product cannot hide behind the shapes."""
+    d = _size(gen, d)
+    return _size(gen, T, avoid=(d,)), d
 
 
 def attention_case(gen: torch.Generator, B: int, T: int, d: int, note: str = "", transposed: bool = False) -> Case:
@@ -118,26 +194,100 @@ def attention_case(gen: torch.Generator, B: int, T: int, d: int, note: str = "",
     ``transposed``: each is the transpose of a (B, d, T) tensor — the right shape, not contiguous.
     """
     if transposed:
-        q, k, v, do = (torch.randn(B, d, T, generator=gen, dtype=F64).mT for _ in range(4))
+        q, k, v, do = (randn(gen, B, d, T).mT for _ in range(4))
         note = ", ".join(filter(None, [note, "transposed (non-contiguous) inputs"]))
     else:
-        q, k, v, do = (torch.randn(B, T, d, generator=gen, dtype=F64) for _ in range(4))
+        q, k, v, do = (randn(gen, B, T, d) for _ in range(4))
     label = f"q, k, v, ō of shape ({B}, {T}, {d}); batch {B}" + (f", {note}" if note else "")
     return Case(label, (q, k, v, do), batch=B)
 
 
-def sdpa_reference(q, k, v, do):
-    """(o, dq, dk, dv) from torch's scaled_dot_product_attention and its autograd, float64."""
+def attention_cases(gen: torch.Generator, shapes: Sequence[AttentionShape]) -> list[Case]:
+    """One Case per shape, in order (batch 1 first)."""
+    cases = []
+    for s in shapes:
+        T, d = _sizes(gen, s.T, s.d)
+        cases.append(attention_case(gen, s.B, T, d, s.note, s.transposed))
+    return cases
+
+
+def delta_cases(gen: torch.Generator, shapes: Sequence[DeltaShape]) -> list[DeltaCase]:
+    """One launch of the D kernel per shape; n_rows is never a multiple of BLOCK_M, so the last block is ragged."""
+    cases = []
+    for s in shapes:
+        n = _size(gen, s.n_rows)
+        while n % s.block_m == 0:
+            n += 1
+        d = _size(gen, s.head_dim)
+        cases.append(DeltaCase(randn(gen, n, d), randn(gen, n, d), s.dtype, s.block_m))
+    return cases
+
+
+def flash_cases(gen: torch.Generator, shapes: Sequence[FlashShape]) -> list[FlashCase]:
+    """One launch of a FlashAttention kernel per shape; T is never a multiple of either block."""
+    cases = []
+    for s in shapes:
+        T, d = _sizes(gen, s.T, s.d)
+        while T % min(s.block_m, s.block_n) == 0:
+            T += 1
+        cases.append(FlashCase(*(randn(gen, s.BH, T, d) for _ in range(4)), s.block_m, s.block_n, s.transposed))
+    return cases
+
+
+def gradcheck_inputs(gen: torch.Generator, shape: AttentionShape) -> tuple[torch.Tensor, ...]:
+    """q, k, v for the float64 gradcheck through a FlashAttention kernel."""
+    T, d = _sizes(gen, shape.T, shape.d)
+    return tuple(randn(gen, shape.B, T, d) for _ in range(3))
+
+
+# The visible checks' shapes. Batch 1 first, then batch 7 (prime); T never equal to the head dim d.
+SMALL = (  # Parts A and B
+    AttentionShape(1, 6, 4),  # batch 1
+    AttentionShape(1, 11, 3, transposed=True),  # batch 1, T not a power of two, non-contiguous
+    AttentionShape(7, 9, 5),  # batch 7 (prime)
+)
+BLOCKWISE = (  # Parts C to F: T below a block of 64, past it, and large enough for the memory checks
+    AttentionShape(1, 11, 3, "T below one block"),  # batch 1
+    AttentionShape(1, 70, 6, "a second, short block of keys and queries", transposed=True),  # T = 64 + 6
+    AttentionShape(7, 37, 5),  # batch 7 (prime)
+    AttentionShape(2, MEMORY_T, MEMORY_D, "a (B, 64, T) strip would be 4 tiles"),  # the memory checks run here
+)
+DELTA = (  # n_rows not a multiple of BLOCK_M; head dims not powers of two; float32 and float64
+    DeltaShape(13, 5, F32, 16),  # a single, partial block
+    DeltaShape(37, 12, F32, 16),  # three blocks, the last one ragged
+    DeltaShape(37, 12, F64, 16),  # the same in float64: a float32 accumulator shows
+    DeltaShape(91, 20, F64, 32),
+)
+FLASH = (
+    FlashShape(1, 21, 5, 16, 16),  # one slab; T = 16 + 5; d = 5 padded to 16 lanes
+    FlashShape(3, 37, 12, 16, 32, transposed=True),  # BLOCK_M ≠ BLOCK_N; token axis stride 1
+)
+GRADCHECK = AttentionShape(1, 19, 3)  # T = 19 appears in no value case
+
+
+# ---------------------------------------------------------------------------
+# The reference: torch's attention and its autograd, in float64
+
+
+def attention_forward(q, k, v):
+    """(o, L): torch's scaled_dot_product_attention, and the log-sum-exp of each query row's scores q kᵀ/√d, (B, T)."""
+    q, k, v = (t.to(F64) for t in (q, k, v))
+    return F.scaled_dot_product_attention(q, k, v), torch.logsumexp(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def attention_reference(q, k, v, do, dL=None):
+    """(o, L, dq, dk, dv): the forward and, by autograd, the gradients of q, k, v for upstream ō (and L̄, if given)."""
     leaves = [t.detach().to(F64).requires_grad_(True) for t in (q, k, v)]
-    o = F.scaled_dot_product_attention(*leaves)
-    dq, dk, dv = torch.autograd.grad(o, leaves, do.to(F64))
-    return o.detach(), dq, dk, dv
+    with torch.enable_grad():
+        o, L = attention_forward(*leaves)
+        outputs, upstream = ((o,), (do,)) if dL is None else ((o, L), (do, dL))
+        dq, dk, dv = torch.autograd.grad(outputs, leaves, [g.to(F64) for g in upstream])
+    return o.detach(), L.detach(), dq, dk, dv
 
 
-def lse_reference(q, k):
-    """L = logsumexp over keys of the scores q kᵀ/√d: one number per query row, (B, T)."""
-    q, k = q.to(F64), k.to(F64)
-    return torch.logsumexp(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
+def delta_reference(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
+    """D = rowsum(Ō ⊙ O), float64."""
+    return (o.to(F64) * do.to(F64)).sum(dim=-1)
 
 
 # ---------------------------------------------------------------------------
@@ -222,26 +372,18 @@ def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative
     }
 
 
+def attention_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
+    """Named wrong versions of o and of (dq, dk, dv), given the right gradients."""
+    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, dq, dk, dv)}
+
+
 def recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
     q, k, v, o, lse, do = case.args
-    _, dq, dk, dv = sdpa_reference(q, k, v, do)
-    return gradient_alternatives(q, k, v, do, dq, dk, dv)
+    return gradient_alternatives(q, k, v, do, *attention_reference(q, k, v, do)[2:])
 
 
 # ---------------------------------------------------------------------------
 # Properties: one tile at a time (Parts C and D); nothing T×T saved or allocated (Parts E and F)
-
-
-def _tensors_in(obj, depth: int = 0):
-    """The tensors in an attribute value (nested lists, tuples, dicts), for what a ctx keeps."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif depth < 3 and isinstance(obj, (list, tuple)):
-        for item in obj:
-            yield from _tensors_in(item, depth + 1)
-    elif depth < 3 and isinstance(obj, dict):
-        for item in obj.values():
-            yield from _tensors_in(item, depth + 1)
 
 
 def _dims(shape) -> str:
@@ -254,7 +396,7 @@ def check_saved(name: str, packed: Sequence[torch.Tensor], node, T: int, label: 
     found = [f"a saved {_dims(t.shape)} tensor" for t in packed if t.numel() >= limit]
     for key, value in (vars(node).items() if hasattr(node, "__dict__") else []):
         where = key if key == witness.HELD else f"ctx.{key}"  # the memory a forward still held (course.witness)
-        found += [f"{where}, {_dims(t.shape)}" for t in _tensors_in(value) if t.numel() >= limit]
+        found += [f"{where}, {_dims(t.shape)}" for t in tensors_in(value, 3) if t.numel() >= limit]
     if found:
         raise GradingFailure(
             "saved-quadratic-tensor",
@@ -335,113 +477,53 @@ def check_tiles(name: str, rec: AllocationRecorder, shape: tuple[int, int, int],
     )
 
 
-class RecordedCalls:
-    """Wrap a function so that every call runs under an AllocationRecorder; keep (input shape, recorder) per call."""
-
-    def __init__(self):
-        self.calls: list[tuple[tuple[int, ...] | None, AllocationRecorder]] = []
-
-    def __call__(self, fn: Callable) -> Callable:
-        def recorded(*args, **kwargs):
-            rec = AllocationRecorder(ignore=(args, kwargs))
-            first = args[0] if args else None
-            shape = tuple(first.shape) if isinstance(first, torch.Tensor) and first.ndim == 3 else None
-            self.calls.append((shape, rec))
-            with rec:
-                return fn(*args, **kwargs)
-
-        return recorded
-
-    def check_tiles(self, name: str, fn, cases: Sequence[Case], min_T: int, part: str) -> None:
-        blocks = notebook_blocks(fn)
-        for (shape, rec), case in zip(self.calls, cases):
-            if shape is not None and shape[1] >= min_T:
-                check_tiles(name, rec, shape, blocks, case.label, part)
+def check_tiles_of_calls(name: str, fn, recorded: RecordedCalls, cases: Sequence[Case], min_T: int, part: str) -> None:
+    """``check_tiles`` on each recorded call whose first argument is a (B, T, d) tensor with T ≥ min_T."""
+    blocks = notebook_blocks(fn)
+    for (args, rec), case in zip(recorded.calls, cases):
+        first = args[0] if args else None
+        if isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= min_T:
+            check_tiles(name, rec, tuple(first.shape), blocks, case.label, part)
 
 
 # ---------------------------------------------------------------------------
 # The two blockwise functions
 
 
-def check_forward_lse(fn, cases: Sequence[Case], *, reference=None, alternatives=None, min_T: int = PROPERTY_MIN_T) -> None:
+def check_forward_lse(fn, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
     """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; one tile at a time on cases with T ≥ min_T."""
     name = "attention_forward_lse"
-    reference = reference or (lambda q, k, v: (F.scaled_dot_product_attention(q, k, v), lse_reference(q, k)))
-    alternatives = alternatives or (lambda case: output_alternatives(*case.args))
     recorded = RecordedCalls()
     target = recorded(fn) if callable(fn) else fn
     qkv_cases = [Case(c.label, c.args[:3], c.batch) for c in cases]
-    run_cases(name, target, qkv_cases, reference, outputs=("o", "lse"), of=("q", "q without its last axis"),
-              alternatives=alternatives)
-    recorded.check_tiles(name, fn, qkv_cases, min_T, "Part C")
+    run_cases(name, target, qkv_cases, attention_forward, outputs=("o", "lse"), of=("q", "q without its last axis"),
+              alternatives=lambda case: output_alternatives(*case.args))
+    check_tiles_of_calls(name, fn, recorded, qkv_cases, min_T, "Part C")
 
 
-def backward_case(case: Case, forward=None) -> Case:
+def backward_case(case: Case) -> Case:
     """(q, k, v, o, lse, ō) for attention_backward_recompute, from a (q, k, v, ō) case."""
     q, k, v, do = case.args
-    if forward is None:
-        o, lse = sdpa_reference(q, k, v, do)[0], lse_reference(q, k)
-    else:
-        o, lse = forward(q, k, v)
-    return Case(case.label, (q, k, v, o, lse, do), case.batch)
+    return Case(case.label, (q, k, v, *attention_forward(q, k, v), do), case.batch)
 
 
-def check_backward_recompute(fn, cases: Sequence[Case], *, reference=None, alternatives=None, min_T: int = PROPERTY_MIN_T) -> None:
+def check_backward_recompute(fn, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
     """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; one tile at a time on cases with T ≥ min_T."""
     name = "attention_backward_recompute"
-    reference = reference or (lambda q, k, v, o, lse, do: sdpa_reference(q, k, v, do)[1:])
     recorded = RecordedCalls()
     target = recorded(fn) if callable(fn) else fn
-    run_cases(name, target, cases, reference, outputs=GRADS, of=OF, alternatives=alternatives or recompute_alternatives)
-    recorded.check_tiles(name, fn, cases, min_T, "Part D")
+    run_cases(name, target, cases, lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:], outputs=GRADS,
+              of=OF, alternatives=recompute_alternatives)
+    check_tiles_of_calls(name, fn, recorded, cases, min_T, "Part D")
 
 
 # ---------------------------------------------------------------------------
 # autograd.Functions and the functions that apply them
 
 
-def _guarded(name: str, cls: type, used: list, returned: dict, recorders: list | None) -> type:
-    """A subclass of the student's Function whose backward may not call autograd.
-
-    It also keeps what backward returned (to diagnose a shape autograd would refuse) and,
-    when ``recorders`` is a list, records the backward's allocations.
-    """
-
-    def backward(ctx, *grads):
-        with forbid_autograd(f"{name}.backward") as tried:
-            try:
-                if recorders is None:
-                    result = cls.backward(ctx, *grads)
-                else:
-                    rec = AllocationRecorder(ignore=grads)
-                    recorders.append(rec)
-                    with rec:
-                        result = cls.backward(ctx, *grads)
-                returned["grads"] = result
-                return result
-            finally:
-                used.extend(tried)
-
-    return type(cls.__name__, (cls,), {"backward": staticmethod(backward), "__module__": cls.__module__})
-
-
-def _autograd_in_backward(name: str, used: list) -> GradingFailure:
-    return GradingFailure(
-        "autograd-in-backward",
-        f"{name}.backward called {used[0]}: autograd would differentiate the forward for you, and the point of the "
-        "exercise is a backward derived by hand.")
-
-
-def _with_batch(out: str, failure: GradingFailure, passed_batch1: bool, batch: int) -> GradingFailure:
-    """An unexplained wrong value that appears only above batch 1 is named as a batch-axis bug."""
-    if getattr(failure, "generic", False) and passed_batch1 and batch > 1:
-        return GradingFailure(
-            "batch-reduction",
-            f"{out} is right at batch 1 and wrong at batch {batch}: something mixes the batch axis into the "
-            "products: a transpose or a sum crosses from one batch entry into another, which a single batch entry never "
-            "shows.",
-            failure.where)
-    return failure
+HAND_WRITTEN = "autograd would differentiate the forward for you, and the point of the exercise is a backward derived by hand."
+BATCH_MIXED = ("something mixes the batch axis into the products: a transpose or a sum crosses from one batch entry "
+               "into another, which a single batch entry never shows.")
 
 
 def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callable[[], dict], passed_batch1: bool) -> None:
@@ -450,18 +532,18 @@ def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callabl
         return
     failure = diagnose(out, got, expected, alternatives=alternatives().get(out, ()), batch=case.batch,
                        case=case.label, of=of)
-    raise _with_batch(out, failure, passed_batch1, case.batch)
+    raise batch_refined(failure, out, case.batch, passed_batch1, BATCH_MIXED)
 
 
-def _grads_through(name: str, o, leaves, do, returned: dict, expected, label: str, notes: Callable = lambda f: f):
+def _grads_through(name: str, o, leaves, do, returned: list, expected, label: str, notes: Callable = lambda f: f):
     """Run autograd from o with ō; when autograd refuses what backward returned, diagnose that instead."""
     try:
         with quiet():
             return call_student(name, notes(lambda: torch.autograd.grad(o, leaves, do)), forbid_autograd_use=False)
     except GradingFailure as failure:
-        if failure.cls != "error" or "grads" not in returned:
+        if failure.cls != "error" or not returned:
             raise
-        got = as_outputs(f"{name}.backward", returned["grads"], GRADS)
+        got = as_outputs(f"{name}.backward", returned[-1], GRADS)
         for out, g, e, of in zip(GRADS, got, expected, OF):
             problem = diagnose(out, g, e, case=label, of=of)
             if problem is not None and problem.cls != "wrong-values":
@@ -496,114 +578,93 @@ class _StubNotes:
         return None
 
 
-def check_function_class(
-    name: str, cls, cases: Sequence[Case], *, reference=sdpa_reference, alternatives=None,
-    recompute: bool = False, min_T: int = PROPERTY_MIN_T, helpers: Sequence[tuple[str, str]] = (),
-) -> None:
+RECOMPUTE = ("RecomputeAttention", "recompute_attention")  # watched for T×T memory: the pair that saves only L
+OWNERS = {"manual_attention": ("ManualAttention", "Part A"), "recompute_attention": ("RecomputeAttention", "Part E")}
+HELPERS = {"RecomputeAttention": (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))}
+
+
+def check_function_class(name: str, cls, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
     """Check an attention ``torch.autograd.Function`` through autograd on each (q, k, v, ō) case.
 
-    Values of o, dq, dk, dv; no autograd inside backward; with ``recompute``, on cases with
+    Values of o, dq, dk, dv; no autograd inside backward; for the recompute pair, on cases with
     T ≥ min_T, nothing T×T saved by the forward or allocated by the backward.
     """
-    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function (it is a "
-                             f"{type(cls).__name__}): run the cell that defines it.")
-    alternatives = alternatives or (lambda q, k, v, do, dq, dk, dv: {
-        **output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, dq, dk, dv)})
+    require_function(name, cls)
     notes = _StubNotes()
     try:
-        _check_class_cases(name, cls, cases, reference, alternatives, recompute, min_T, notes)
+        _check_through_autograd(name, cls, cases, min_T, notes=notes)
     except GradingFailure as failure:
         if failure.cls == "not-implemented":
-            unfinished = notes.unfinished(helpers)
+            unfinished = notes.unfinished(HELPERS.get(name, ()))
             if unfinished:
                 raise GradingFailure("not-implemented", f"{name} runs {unfinished[0]}, which is not written yet: "
                                      f"finish {unfinished[1]} first.") from None
         raise
 
 
-def _check_class_cases(name, cls, cases, reference, alternatives, recompute, min_T, notes: _StubNotes) -> None:
-    passed_batch1 = False
-    for case in cases:
-        q, k, v, do = case.args
-        T = q.shape[-2]
-        watch = recompute and T >= min_T
-        expected = reference(q, k, v, do)
-        used: list[str] = []
-        returned: dict = {}
-        recorders: list[AllocationRecorder] | None = [] if watch else None
-        guarded = _guarded(name, cls, used, returned, recorders)
-        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        with saved_for_backward() as packed:
-            o = call_student(name, notes(guarded.apply), *leaves, forbid_autograd_use=False)
-        alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
-        _compare("o", o, expected[0], case, "q", alts, passed_batch1)
-        if o.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
-                                 "forward returns is not the output autograd tracks, so no backward can ever run.")
-        grads = _grads_through(name, o, leaves, do, returned, expected[1:], case.label, notes)
-        if used:
-            raise _autograd_in_backward(name, used)
-        for out, g, e, of in zip(GRADS, grads, expected[1:], OF):
-            _compare(out, g, e, case, of, alts, passed_batch1)
-        if watch:
-            check_saved(name, packed, o.grad_fn, T, case.label)
-            check_allocations(name, recorders, T, case.label, f"{name}.backward")
-        if case.batch == 1:
-            passed_batch1 = True
+def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: Sequence[Case], *,
+                             min_T: int = PROPERTY_MIN_T) -> None:
+    """Check ``fn(q, k, v) -> o`` and its gradients, which must run through its Function (``OWNERS``).
 
-
-def check_attention_function(
-    name: str, fn, cases: Sequence[Case], *, owner: str, part: str, class_check: Callable | None,
-    reference=sdpa_reference, alternatives=None, recompute: bool = False, min_T: int = PROPERTY_MIN_T,
-) -> None:
-    """Check ``fn(q, k, v) -> o`` and its gradients, which must run through the Function ``owner``.
-
-    When the notebook's ``owner`` fails its own check (``class_check``), that failure is
+    When the notebook's Function fails its own check (on ``owner_cases``), that failure is
     reported as this function's, with the part to fix.
     """
-    if not callable(fn):
-        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    require_callable(name, fn)
+    owner, part = OWNERS[name]
     owner_cls = namespace_of(fn).get(owner)
-    if class_check is not None and isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
+    if isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
         try:
-            class_check(owner_cls)
+            check_function_class(owner, owner_cls, owner_cases, min_T=min_T)
         except GradingFailure as failure:
-            if failure.cls == "not-implemented":
-                sentence = f"{name} runs {owner}, which is not finished yet: finish {part} first."
-            else:
-                sentence = f"{name} runs {owner}, which fails its own check ({part}) — fix it first: {failure.sentence}"
-            raise GradingFailure(failure.cls, sentence, failure.where) from None
-    alternatives = alternatives or (lambda q, k, v, do, dq, dk, dv: {
-        **output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, dq, dk, dv)})
+            raise relayed(failure, f"{name} runs {owner}", part, "not finished yet") from None
+    _check_through_autograd(name, fn, cases, min_T, owner=(owner, owner_cls if isinstance(owner_cls, type) else None))
+
+
+def _check_through_autograd(name: str, subject, cases: Sequence[Case], min_T: int, *, notes: _StubNotes | None = None,
+                            owner: tuple[str, type | None] = ("", None)) -> None:
+    """o, then dq, dk, dv through autograd, against the reference on each case, batch 1 first; for the recompute
+    pair, on cases with T ≥ min_T, nothing T×T saved by the forward or allocated by the backward.
+
+    ``subject`` is a Function (``notes`` given), run as a subclass whose backward may not call autograd, or a
+    function whose result's autograd graph must run through the Function ``owner``.
+    """
     passed_batch1 = False
     for case in cases:
         q, k, v, do = case.args
         T = q.shape[-2]
-        watch = recompute and T >= min_T
-        expected = reference(q, k, v, do)
+        watch = name in RECOMPUTE and T >= min_T
+        o_ref, _, *grads_ref = attention_reference(q, k, v, do)
+        alts = lambda: attention_alternatives(q, k, v, do, *grads_ref)  # noqa: E731
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        used, returned, recorders = [], [], []
         with saved_for_backward() as packed:
-            o = call_student(name, fn, *leaves)
-        alts = lambda: alternatives(q, k, v, do, *expected[1:])  # noqa: E731
-        _compare("o", o, expected[0], case, "q", alts, passed_batch1)
-        if o.grad_fn is None or not runs_through(o, owner_cls if isinstance(owner_cls, type) else None):
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} gives a result whose autograd graph holds no {owner}: autograd would differentiate "
-                "something else, and your backward would never run.", f"inputs: {case.label}")
-        rec = AllocationRecorder()
-        with quiet():
-            if watch:
-                with rec:
-                    grads = call_student(name, lambda: torch.autograd.grad(o, leaves, do), forbid_autograd_use=False)
+            if notes is None:
+                o = call_student(name, subject, *leaves)
             else:
+                guarded = guarded_function(name, subject, used, returned, recorders if watch else None)
+                o = call_student(name, notes(guarded.apply), *leaves, forbid_autograd_use=False)
+        _compare("o", o, o_ref, case, "q", alts, passed_batch1)
+        if notes is not None:
+            if o.grad_fn is None:
+                raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
+                                     "forward returns is not the output autograd tracks, so no backward can ever run.")
+            grads = _grads_through(name, o, leaves, do, returned, grads_ref, case.label, notes)
+            if used:
+                raise autograd_in_backward(name, used, HAND_WRITTEN)
+        else:
+            if o.grad_fn is None or not runs_through(o, owner[1]):
+                raise GradingFailure(
+                    "wrong-values",
+                    f"{name} gives a result whose autograd graph holds no {owner[0]}: autograd would differentiate "
+                    "something else, and your backward would never run.", f"inputs: {case.label}")
+            recorders.append(AllocationRecorder())
+            with quiet(), recorders[0] if watch else contextlib.nullcontext():
                 grads = call_student(name, lambda: torch.autograd.grad(o, leaves, do), forbid_autograd_use=False)
-        for out, g, e, of in zip(GRADS, grads, expected[1:], OF):
+        for out, g, e, of in zip(GRADS, grads, grads_ref, OF):
             _compare(out, g, e, case, of, alts, passed_batch1)
         if watch:
             check_saved(name, packed, o.grad_fn, T, case.label)
-            check_allocations(name, [rec], T, case.label, "its backward")
+            check_allocations(name, recorders, T, case.label, "its backward" if notes is None else f"{name}.backward")
         if case.batch == 1:
             passed_batch1 = True
 
@@ -651,21 +712,16 @@ def _launch_delta(kernel, case: DeltaCase, pad_cols: float, pad_rows: float):
         buffers.append(buf)
         views.append(buf[:n, :d])
         strides.append(buf.stride(0))
-    before = [b.clone() for b in buffers]
     out = torch.full((n + case.block_m + 2,), SENTINEL, dtype=case.dtype, device=dev)
     grid = ((n + case.block_m - 1) // case.block_m,)
-    run_student("attention_delta_kernel", lambda: kernel[grid](
-        views[0], views[1], out[:n], strides[0], strides[1], n, d, BLOCK_M=case.block_m, BLOCK_D=block_d))
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    same = [bool(((b == b0) | (torch.isnan(b) & torch.isnan(b0))).all()) for b, b0 in zip(buffers, before)]
-    touched = [ptr for ptr, ok in zip(("O_ptr", "DO_ptr"), same) if not ok]
+    touched = launch("attention_delta_kernel", lambda: kernel[grid](
+        views[0], views[1], out[:n], strides[0], strides[1], n, d, BLOCK_M=case.block_m, BLOCK_D=block_d),
+        dict(zip(("O_ptr", "DO_ptr"), buffers)))
     wrote_past = bool((out[n:] != SENTINEL).any())
     return out[:n].detach().to("cpu", F64), wrote_past, touched, strides
 
 
-def _is_kernel(obj) -> bool:
-    return hasattr(obj, "__getitem__") and hasattr(obj, "run")
+NOT_JITTED = "without @triton.jit above its def it cannot be launched on a grid."
 
 
 def check_delta_case(kernel, case: DeltaCase, expected: torch.Tensor) -> None:
@@ -709,24 +765,17 @@ def check_delta_case(kernel, case: DeltaCase, expected: torch.Tensor) -> None:
             "wrong-values",
             "D is right on row 0 and wrong after it: the rows here sit inside wider buffers, so head_dim "
             f"({d}) is not the distance from one row to the next.", where_mismatch("D", got, expected, label))
-    err = relative_error(got, expected)
-    if case.dtype == F64 and err < 1e-5 and failure.cls == "wrong-values" and bool(torch.isfinite(got).all()):
-        raise GradingFailure(
-            "wrong-values",
-            f"D is right only to about float32 precision (relative error {err:.1e}) for float64 inputs: part of the "
-            "kernel computes in float32.", where_mismatch("D", got, expected, label))
+    if case.dtype == F64 and relative_error(got, expected) < 1e-5 and failure.cls == "wrong-values" and \
+            bool(torch.isfinite(got).all()):
+        raise float32_failure("D", got, expected, label, "part of the kernel computes in float32.")
     raise failure
 
 
-def check_delta_kernel(kernel, cases: Sequence[DeltaCase], reference: Callable) -> None:
-    if not _is_kernel(kernel):
-        if callable(kernel):
-            raise GradingFailure("error", "attention_delta_kernel is not a Triton kernel: without @triton.jit above "
-                                 "its def it cannot be launched on a grid.")
-        raise GradingFailure("error", f"attention_delta_kernel is a {type(kernel).__name__}, not a kernel: run the "
-                             "cell that defines it.")
+def check_delta_kernel(kernel, cases: Sequence[DeltaCase]) -> None:
+    """D against rowsum(Ō ⊙ O) on each case; nothing written into O or Ō, nothing past n_rows."""
+    require_kernel("attention_delta_kernel", kernel, NOT_JITTED)
     for case in cases:
-        check_delta_case(kernel, case, reference(case.o, case.do))
+        check_delta_case(kernel, case, delta_reference(case.o, case.do))
 
 
 # ---------------------------------------------------------------------------
@@ -761,21 +810,6 @@ class FlashCase:
                   else "row-major views into buffers padded past T and past d")
         return (f"q, k, v, ō of shape ({BH}, {T}, {d}); BLOCK_M = {self.block_m}, BLOCK_N = {self.block_n}, "
                 f"BLOCK_D = {self.block_d}; {layout}")
-
-
-def attention_forward_reference(q, k, v):
-    """(o, L) of attention in float64, from the closed form."""
-    S = q @ k.mT / math.sqrt(q.shape[-1])
-    L = torch.logsumexp(S, dim=-1)
-    return torch.exp(S - L[..., None]) @ v, L
-
-
-def attention_vjp_reference(q, k, v, do, dL=None):
-    """(dq, dk, dv) of (o, L) = attention(q, k, v) for upstream gradients ō and L̄ (L̄ may be None), by autograd."""
-    leaves = [t.detach().to(F64).requires_grad_(True) for t in (q, k, v)]
-    with torch.enable_grad():
-        o, L = attention_forward_reference(*leaves)
-        return torch.autograd.grad((o, L), leaves, (do.to(F64), torch.zeros_like(L) if dL is None else dL.to(F64)))
 
 
 def flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
@@ -827,61 +861,40 @@ def _outside(case: FlashCase, buf: torch.Tensor) -> torch.Tensor:
     return mask
 
 
-def _rows(values: torch.Tensor | None, extra: int, fill: float, dev) -> tuple[torch.Tensor, torch.Tensor]:
-    """A contiguous (BH, T) view and its buffer, which goes on for ``extra`` entries of ``fill``."""
-    BH, T = values.shape if values is not None else (0, 0)
-    buf = torch.full((BH * T + extra,), fill, dtype=F64, device=dev)
-    if values is not None:
-        buf[:BH * T] = values.reshape(-1).to(dev, F64)
-    return buf[:BH * T].view(BH, T), buf
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-
-
 def _launch_flash_fwd(kernel, case: FlashCase, fill: float, contiguous: bool = False):
-    """Launch the forward kernel on padded views; return (o, L, inputs it wrote into, outputs it wrote past)."""
+    """Launch the forward kernel on padded views; return ({"o", "lse"}, inputs it wrote into, outputs it wrote past)."""
     BH, T, d = case.q.shape
     dev = device()
     (q, k, v), inputs = _padded(case, (case.q, case.k, case.v), fill, dev, contiguous)
     (o,), (o_buf,) = _padded(case, (None,), SENTINEL, dev, contiguous)
     L_buf = torch.full((BH * T + case.block_m + 1,), SENTINEL, dtype=F64, device=dev)
     L = L_buf[:BH * T].view(BH, T)
-    before = [b.clone() for b in inputs]
     grid = ((T + case.block_m - 1) // case.block_m, BH)
     strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
-    run_student("flash_fwd_kernel", lambda: kernel[grid](
-        q, k, v, o, L, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd))
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    touched = [name for name, b, b0 in zip(("Q_ptr", "K_ptr", "V_ptr"), inputs, before) if not _same(b, b0)]
+    touched = launch("flash_fwd_kernel", lambda: kernel[grid](
+        q, k, v, o, L, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd), dict(zip(("Q_ptr", "K_ptr", "V_ptr"), inputs)))
     wrote = (["O"] if not contiguous and bool((o_buf[_outside(case, o_buf)] != SENTINEL).any()) else []) + \
         (["L"] if bool((L_buf[BH * T:] != SENTINEL).any()) else [])
-    return o.detach().to("cpu", F64).clone(), L.detach().to("cpu", F64).clone(), touched, wrote
+    return {"o": o.detach().to("cpu", F64).clone(), "lse": L.detach().to("cpu", F64).clone()}, touched, wrote
 
 
 def _launch_flash_dkdv(kernel, case: FlashCase, L: torch.Tensor, D: torch.Tensor, fill: float, contiguous: bool = False):
-    """Launch the dK/dV kernel on padded views; return (dk, dv, inputs it wrote into, outputs it wrote past)."""
+    """Launch the dK/dV kernel on padded views; return ({"dk", "dv"}, inputs it wrote into, outputs it wrote past)."""
     BH, T, d = case.q.shape
     dev = device()
     (q, k, v, do), inputs = _padded(case, (case.q, case.k, case.v, case.do), fill, dev, contiguous)
     (dk, dv), outputs = _padded(case, (None, None), SENTINEL, dev, contiguous)
-    L_view, L_buf = _rows(L, case.block_m + 1, fill, dev)
-    D_view, D_buf = _rows(D, case.block_m + 1, fill, dev)
+    L_buf, L_view = with_tail(L, case.block_m + 1, fill, F64)
+    D_buf, D_view = with_tail(D, case.block_m + 1, fill, F64)
     inputs += [L_buf, D_buf]
-    before = [b.clone() for b in inputs]
     grid = ((T + case.block_n - 1) // case.block_n, BH)
     strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
-    run_student("flash_bwd_dkdv_kernel", lambda: kernel[grid](
-        q, k, v, do, L_view, D_view, dk, dv, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd))
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    names = ("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr")
-    touched = [name for name, b, b0 in zip(names, inputs, before) if not _same(b, b0)]
+    touched = launch("flash_bwd_dkdv_kernel", lambda: kernel[grid](
+        q, k, v, do, L_view, D_view, dk, dv, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd),
+        dict(zip(("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr"), inputs)))
     wrote = [] if contiguous else \
         [name for name, buf in zip(("DK", "DV"), outputs) if bool((buf[_outside(case, buf)] != SENTINEL).any())]
-    return dk.detach().to("cpu", F64).clone(), dv.detach().to("cpu", F64).clone(), touched, wrote
+    return {"dk": dk.detach().to("cpu", F64).clone(), "dv": dv.detach().to("cpu", F64).clone()}, touched, wrote
 
 
 def _first_failure(outputs, alternatives: Callable[[], dict], label: str, tol: float) -> GradingFailure | None:
@@ -919,95 +932,62 @@ def _kernel_failure(name: str, failure: GradingFailure, outputs, rerun, label: s
             "wider buffers, or transposed.",
             "with contiguous tensors, every value is right\n" + where_mismatch(*first, label))
     for out, got, expected in outputs:
-        err = relative_error(got, expected)
-        if tol < err < 1e-5 and bool(torch.isfinite(got).all()):
-            return GradingFailure(
-                "wrong-values",
-                f"{out} is right only to about float32 precision (relative error {err:.1e}) for float64 inputs: part "
-                f"of {name} computes in float32 (an accumulator or a cast), which no float64 gradcheck can pass.",
-                where_mismatch(out, got, expected, label))
+        if tol < relative_error(got, expected) < 1e-5 and bool(torch.isfinite(got).all()):
+            return float32_failure(out, got, expected, label, f"part of {name} computes in float32 (an accumulator or "
+                                   "a cast), which no float64 gradcheck can pass.")
     return failure
 
 
-def _not_a_kernel(name: str, kernel) -> GradingFailure | None:
-    if hasattr(kernel, "__getitem__") and hasattr(kernel, "run"):
-        return None
-    if callable(kernel):
-        return GradingFailure("error", f"{name} is not a Triton kernel: without @triton.jit above its def it cannot be "
-                              "launched on a grid.")
-    return GradingFailure("error", f"{name} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+def _check_flash_case(name: str, case: FlashCase, launch: Callable, expected: dict[str, torch.Tensor],
+                      alternatives: Callable[[], dict], *, read_only: str, outside: str, changed: str,
+                      result: str) -> None:
+    """One FlashAttention kernel on one case: its values on NaN-padded views, then what it wrote where it should not.
 
-
-def check_flash_fwd_case(kernel, case: FlashCase, expected_o: torch.Tensor, expected_L: torch.Tensor,
-                         alternatives: Callable = flash_output_alternatives) -> None:
-    name, tol = "flash_fwd_kernel", KERNEL_TOL[F64]
-    o, L, touched, wrote = _launch_flash_fwd(kernel, case, math.nan)
+    ``launch(fill, contiguous)`` runs the kernel and returns (its outputs by name, the inputs it wrote into, the
+    outputs it wrote past); ``read_only``, ``outside``, ``changed`` and ``result`` word the messages for this kernel.
+    """
+    tol = KERNEL_TOL[F64]
+    got, touched, wrote = launch(math.nan, False)
     if touched:
-        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: q, k and v are read-only "
-                             "for the forward.", f"inputs: {case.label}")
-    outputs = [("o", o, expected_o), ("lse", L, expected_L)]
-    failure = _first_failure(outputs, lambda: alternatives(case), case.label, tol)
+        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: {read_only}",
+                             f"inputs: {case.label}")
+    outputs = [(out, got[out], e) for out, e in expected.items()]
+    failure = _first_failure(outputs, alternatives, case.label, tol)
     if failure is None:
         if wrote:
             raise GradingFailure(
                 "wrong-values",
-                f"{name} writes outside its output: the last query block runs past T (and BLOCK_D past head_dim), and "
-                "those stores land on memory that belongs to something else.",
-                f"changed past the end of: {', '.join(wrote)}\ninputs: {case.label}")
+                f"{name} writes outside its {outside} runs past T (and BLOCK_D past head_dim), and those stores land "
+                "on memory that belongs to something else.",
+                f"{changed}: {', '.join(wrote)}\ninputs: {case.label}")
         return
 
     def rerun(fill: float, contiguous: bool):
-        o0, L0, _, _ = _launch_flash_fwd(kernel, case, fill, contiguous)
-        return [("o", o0, expected_o), ("lse", L0, expected_L)]
+        again = launch(fill, contiguous)[0]
+        return [(out, again[out], e) for out, e in expected.items()]
 
-    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, "o")
+    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, result)
 
 
-def check_flash_dkdv_case(kernel, case: FlashCase, reference: Callable,
-                          alternatives: Callable = flash_gradient_alternatives) -> None:
-    name, tol = "flash_bwd_dkdv_kernel", KERNEL_TOL[F64]
-    o, L, dq, dk_ref, dv_ref = reference(case.q, case.k, case.v, case.do)
+def check_flash_fwd_case(kernel, case: FlashCase, alternatives: Callable | None = None) -> None:
+    alternatives = alternatives or flash_output_alternatives
+    o, L = attention_forward(case.q, case.k, case.v)
+    _check_flash_case("flash_fwd_kernel", case,
+                      lambda fill, contiguous: _launch_flash_fwd(kernel, case, fill, contiguous),
+                      {"o": o, "lse": L}, lambda: alternatives(case),
+                      read_only="q, k and v are read-only for the forward.", outside="output: the last query block",
+                      changed="changed past the end of", result="o")
+
+
+def check_flash_dkdv_case(kernel, case: FlashCase, alternatives: Callable | None = None) -> None:
+    alternatives = alternatives or flash_gradient_alternatives
+    o, L, dq, dk, dv = attention_reference(case.q, case.k, case.v, case.do)
     D = (case.do.to(F64) * o).sum(dim=-1)
-    dk, dv, touched, wrote = _launch_flash_dkdv(kernel, case, L, D, math.nan)
-    if touched:
-        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: only DK_ptr and DV_ptr "
-                             "are outputs.", f"inputs: {case.label}")
-    outputs = [("dk", dk, dk_ref), ("dv", dv, dv_ref)]
-    failure = _first_failure(outputs, lambda: alternatives(case, L, dq, dk_ref, dv_ref), case.label, tol)
-    if failure is None:
-        if wrote:
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} writes outside its outputs: the last key block runs past T (and BLOCK_D past head_dim), and "
-                "those stores land on memory that belongs to something else.",
-                f"changed outside the (T, d) views: {', '.join(wrote)}\ninputs: {case.label}")
-        return
-
-    def rerun(fill: float, contiguous: bool):
-        dk0, dv0, _, _ = _launch_flash_dkdv(kernel, case, L, D, fill, contiguous)
-        return [("dk", dk0, dk_ref), ("dv", dv0, dv_ref)]
-
-    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, "dk and dv")
-
-
-def _forward_launch(kernel, q, k, v, block_m: int, block_n: int):
-    """(o, L) by the student's forward kernel on contiguous q, k, v: only the launch, nothing of the answer."""
-    BH, T, d = q.shape
-    o, L = torch.empty_like(q), q.new_empty(BH, T)
-    grid, c, bd = ((T + block_m - 1) // block_m, BH), 1 / math.sqrt(d), max(16, pow2_at_least(d))
-    run_student("flash_fwd_kernel", lambda: kernel[grid](
-        q, k, v, o, L, *q.stride(), c, T, d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=bd))
-    return o, L
-
-
-def _dkdv_launch(kernel, q, k, v, do, L, D, block_m: int, block_n: int):
-    """(dk, dv) by the student's dK/dV kernel on contiguous tensors: only the launch."""
-    BH, T, d = q.shape
-    dk, dv = torch.empty_like(k), torch.empty_like(v)
-    grid, c, bd = ((T + block_n - 1) // block_n, BH), 1 / math.sqrt(d), max(16, pow2_at_least(d))
-    run_student("flash_bwd_dkdv_kernel", lambda: kernel[grid](
-        q, k, v, do, L, D, dk, dv, *q.stride(), c, T, d, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=bd))
-    return dk, dv
+    _check_flash_case("flash_bwd_dkdv_kernel", case,
+                      lambda fill, contiguous: _launch_flash_dkdv(kernel, case, L, D, fill, contiguous),
+                      {"dk": dk, "dv": dv}, lambda: alternatives(case, L, dq, dk, dv),
+                      read_only="only DK_ptr and DV_ptr are outputs.", outside="outputs: the last key block",
+                      changed="changed outside the (T, d) views", result="dk and dv")
 
 
 def _close_enough(numerical: float, analytical: float, rtol: float = 1e-3, atol: float = 1e-5) -> bool:
@@ -1017,59 +997,74 @@ def _close_enough(numerical: float, analytical: float, rtol: float = 1e-3, atol:
 def _directions(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Size]):
     """Fixed random weights for the outputs and directions for the inputs, float64."""
     gen = torch.Generator().manual_seed(SEED)
-    weights = [torch.randn(shape, generator=gen, dtype=F64).to(inputs[0].device) for shape in outputs]
-    directions = [torch.randn(x.shape, generator=gen, dtype=F64).to(x.device) for x in inputs]
+    weights = [torch.randn(shape, generator=gen, dtype=F64) for shape in outputs]
+    directions = [torch.randn(x.shape, generator=gen, dtype=F64) for x in inputs]
     return weights, directions
+
+
+def _central(f: Callable[..., float], inputs: Sequence[torch.Tensor], i: int, u: torch.Tensor, eps: float) -> float:
+    """The central difference of ``f(*inputs)`` along the direction ``u`` of input ``i``."""
+    ends = [f(*(x + sign * eps * u if j == i else x for j, x in enumerate(inputs))) for sign in (1, -1)]
+    return (ends[0] - ends[1]) / (2 * eps)
 
 
 def gradcheck_forward_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
     """A float64 gradcheck of the forward kernel, in torch.autograd.gradcheck's fast mode.
 
     For fixed random weights (ō, L̄) and a random direction u of each input, the central difference
-    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the closed form.
+    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference.
     Written out rather than torch.autograd.gradcheck because on a mismatch torch computes the whole
     Jacobian to print it — hundreds of interpreted launches for a message nobody reads here — and so
     that only the launches run as the student's code.
     """
-    q, k, v = (t.contiguous() for t in inputs)
-    BH, T, d = q.shape
-    (w_o, w_L), directions = _directions((q, k, v), (q.shape, (BH, T)))
-    analytical = attention_vjp_reference(q, k, v, w_o, w_L)
-    for i, u in enumerate(directions):
-        ends = []
-        for sign in (1, -1):
-            moved = [x + sign * eps * u if j == i else x for j, x in enumerate((q, k, v))]
-            o, L = _forward_launch(kernel, *moved, block, block)
-            ends.append(float((o * w_o).sum() + (L * w_L).sum()))
-        if not _close_enough((ends[0] - ends[1]) / (2 * eps), float((analytical[i] * u).sum())):
-            return False
-    return True
+    q, k, v = inputs
+    (w_o, w_L), directions = _directions(inputs, (q.shape, q.shape[:2]))
+    analytical = attention_reference(q, k, v, w_o, w_L)[2:]
+
+    def weighted(q, k, v) -> float:
+        out = _launch_flash_fwd(kernel, FlashCase(q, k, v, None, block, block), 0.0, contiguous=True)[0]
+        return float((out["o"] * w_o).sum() + (out["lse"] * w_L).sum())
+
+    return all(_close_enough(_central(weighted, inputs, i, u, eps), float((analytical[i] * u).sum()))
+               for i, u in enumerate(directions))
 
 
 def gradcheck_dkdv_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
-    """A float64 gradcheck of a backward whose K̄ and V̄ come from the dK/dV kernel (Q̄ from the closed form).
+    """A float64 gradcheck of a backward whose K̄ and V̄ come from the dK/dV kernel (Q̄ from the reference).
 
     For a fixed random ō and a random direction u of k and of v, the central difference of ⟨ō, o⟩ along u,
-    from attention's closed form, against ⟨the kernel's K̄ (or V̄), u⟩ — torch.autograd.gradcheck's fast mode.
+    through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩ — torch.autograd.gradcheck's fast mode.
     """
-    q, k, v = (t.contiguous() for t in inputs)
-    (w_o,), directions = _directions((q, k, v), (q.shape,))
-    o, L = attention_forward_reference(q, k, v)
-    D = (w_o * o).sum(dim=-1)
-    dk, dv = _dkdv_launch(kernel, q, k, v, w_o, L, D, block, block)
-    for i, (u, analytical) in enumerate(zip(directions[1:], (dk, dv)), start=1):
-        ends = []
-        for sign in (1, -1):
-            moved = [x + sign * eps * u if j == i else x for j, x in enumerate((q, k, v))]
-            ends.append(float((attention_forward_reference(*moved)[0] * w_o).sum()))
-        if not _close_enough((ends[0] - ends[1]) / (2 * eps), float((analytical * u).sum())):
-            return False
-    return True
+    q, k, v = inputs
+    (w_o,), directions = _directions(inputs, (q.shape,))
+    o, L = attention_forward(q, k, v)
+    got = _launch_flash_dkdv(kernel, FlashCase(q, k, v, w_o, block, block), L, (w_o * o).sum(dim=-1), 0.0,
+                             contiguous=True)[0]
+
+    def weighted(q, k, v) -> float:
+        return float((attention_forward(q, k, v)[0] * w_o).sum())
+
+    return all(_close_enough(_central(weighted, inputs, i, directions[i], eps), float((got[out] * directions[i]).sum()))
+               for i, out in ((1, "dk"), (2, "dv")))
 
 
-def _gradcheck(name: str, passed: bool, inputs: Sequence[torch.Tensor], what: str) -> None:
-    if not passed:
-        BH, T, d = inputs[0].shape
+FLASH_KERNELS = {  # kernel -> (the check of one case, its gradcheck, what a failed gradcheck says)
+    "flash_fwd_kernel": (check_flash_fwd_case, gradcheck_forward_kernel,
+                         "the o and lse it computes do not move with q, k and v the way attention's do."),
+    "flash_bwd_dkdv_kernel": (check_flash_dkdv_case, gradcheck_dkdv_kernel,
+                              "the dk and dv it returns are not the derivative of attention's forward."),
+}
+
+
+def check_flash_kernel(name: str, kernel, cases: Sequence[FlashCase], gradcheck_qkv: Sequence[torch.Tensor],
+                       alternatives: Callable | None = None) -> None:
+    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel ``name``."""
+    check_case, gradcheck, what = FLASH_KERNELS[name]
+    require_kernel(name, kernel, NOT_JITTED)
+    for case in cases:
+        check_case(kernel, case, alternatives)
+    if not gradcheck(kernel, gradcheck_qkv):
+        BH, T, d = gradcheck_qkv[0].shape
         raise GradingFailure(
             "wrong-values",
             f"a float64 gradcheck (central differences along a random direction, as torch.autograd.gradcheck's "
@@ -1077,57 +1072,16 @@ def _gradcheck(name: str, passed: bool, inputs: Sequence[torch.Tensor], what: st
             f"inputs: q, k, v of shape ({BH}, {T}, {d}), contiguous")
 
 
-def check_flash_fwd_kernel(kernel, cases: Sequence[FlashCase], reference: Callable, gradcheck_qkv,
-                           alternatives: Callable = flash_output_alternatives) -> None:
-    """Values of o and L on padded and transposed layouts, then a float64 gradcheck through the kernel."""
-    problem = _not_a_kernel("flash_fwd_kernel", kernel)
-    if problem:
-        raise problem
-    for case in cases:
-        check_flash_fwd_case(kernel, case, *reference(case.q, case.k, case.v), alternatives=alternatives)
-    inputs = [t.to(device(), F64) for t in gradcheck_qkv]
-    _gradcheck("flash_fwd_kernel", gradcheck_forward_kernel(kernel, inputs), gradcheck_qkv,
-               "the o and lse it computes do not move with q, k and v the way attention's do.")
-
-
-def check_flash_dkdv_kernel(kernel, cases: Sequence[FlashCase], reference: Callable, gradcheck_qkv,
-                            alternatives: Callable = flash_gradient_alternatives) -> None:
-    """Values of dk and dv on padded and transposed layouts, then a float64 gradcheck through the kernel."""
-    problem = _not_a_kernel("flash_bwd_dkdv_kernel", kernel)
-    if problem:
-        raise problem
-    for case in cases:
-        check_flash_dkdv_case(kernel, case, reference, alternatives=alternatives)
-    inputs = [t.to(device(), F64) for t in gradcheck_qkv]
-    _gradcheck("flash_bwd_dkdv_kernel", gradcheck_dkdv_kernel(kernel, inputs), gradcheck_qkv,
-               "the dk and dv it returns are not the derivative of attention's forward.")
-
-
 # ---------------------------------------------------------------------------
-# The visible checks
-
-
-def _gen(salt: int) -> torch.Generator:
-    return torch.Generator().manual_seed(SEED + salt)
+# The visible checks: the shapes above, a fixed seed per set of inputs
 
 
 def _small_cases(salt: int) -> list[Case]:
-    gen = _gen(salt)
-    return [
-        attention_case(gen, 1, 6, 4),  # batch 1
-        attention_case(gen, 1, 11, 3, transposed=True),  # batch 1, T not a power of two, non-contiguous
-        attention_case(gen, 7, 9, 5),  # batch 7 (prime)
-    ]
+    return attention_cases(seeded(SEED + salt), SMALL)
 
 
 def _blockwise_cases(salt: int) -> list[Case]:
-    gen = _gen(salt)
-    return [
-        attention_case(gen, 1, 11, 3, "T below one block"),  # batch 1
-        attention_case(gen, 1, 70, 6, "a second, short block of keys and queries", transposed=True),  # T = 64 + 6
-        attention_case(gen, 7, 37, 5),  # batch 7 (prime)
-        attention_case(gen, 2, MEMORY_T, MEMORY_D, "a (B, 64, T) strip would be 4 tiles"),  # the memory checks run here
-    ]
+    return attention_cases(seeded(SEED + salt), BLOCKWISE)
 
 
 @graded
@@ -1141,8 +1095,7 @@ def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it 
 @graded
 def manual_attention(fn) -> None:
     """manual_attention through ManualAttention: o and the gradients against SDPA."""
-    check_attention_function("manual_attention", fn, _small_cases(2), owner="ManualAttention", part="Part A",
-                             class_check=lambda cls: check_function_class("ManualAttention", cls, _small_cases(1)))
+    check_attention_function("manual_attention", fn, _small_cases(2), _small_cases(1))
     print("✓ manual_attention passes the visible checks (o, dq, dk, dv at batch 1 and 7, through ManualAttention)")
 
 
@@ -1162,13 +1115,10 @@ def attention_backward_recompute(fn) -> None:
           f"transposed inputs, and nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T})")
 
 
-_RECOMPUTE_HELPERS = (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))
-
-
 @graded
 def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """o and the gradients through autograd; nothing T×T saved or allocated; no autograd in backward."""
-    check_function_class("RecomputeAttention", cls, _blockwise_cases(5), recompute=True, helpers=_RECOMPUTE_HELPERS)
+    check_function_class("RecomputeAttention", cls, _blockwise_cases(5))
     print(f"✓ RecomputeAttention passes the visible checks (o, dq, dk, dv at batch 1 and 7; nothing T×T saved or "
           f"allocated at T = {MEMORY_T}; no autograd in backward)")
 
@@ -1176,72 +1126,32 @@ def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise 
 @graded
 def recompute_attention(fn) -> None:
     """recompute_attention through RecomputeAttention; nothing T×T saved or allocated."""
-    check_attention_function(
-        "recompute_attention", fn, _blockwise_cases(6), owner="RecomputeAttention", part="Part E",
-        class_check=lambda cls: check_function_class("RecomputeAttention", cls, _blockwise_cases(5), recompute=True,
-                                                     helpers=_RECOMPUTE_HELPERS),
-        recompute=True)
+    check_attention_function("recompute_attention", fn, _blockwise_cases(6), _blockwise_cases(5))
     print(f"✓ recompute_attention passes the visible checks (o, dq, dk, dv at batch 1 and 7, through "
           f"RecomputeAttention; nothing T×T saved or allocated at T = {MEMORY_T})")
-
-
-def delta_reference(o: torch.Tensor, do: torch.Tensor) -> torch.Tensor:
-    return (o.to(F64) * do.to(F64)).sum(dim=-1)
 
 
 @graded
 def attention_delta_kernel(kernel) -> None:
     """D from views into NaN-padded buffers (rows not contiguous); nothing written past n_rows."""
-    gen = _gen(7)
-    cases = []
-    for n, d, dtype, block_m in [(13, 5, F32, 16), (37, 12, F32, 16), (37, 12, F64, 16), (91, 20, F64, 32)]:
-        o, do = (torch.randn(n, d, generator=gen, dtype=F64) for _ in range(2))
-        cases.append(DeltaCase(o, do, dtype, block_m))
-    check_delta_kernel(kernel, cases, delta_reference)
+    check_delta_kernel(kernel, delta_cases(seeded(SEED + 7), DELTA))
     print("✓ attention_delta_kernel passes the visible checks (n_rows 13, 37, 91 with BLOCK_M 16 and 32; head dims "
           "5, 12, 20; float32 and float64; NaN padding; nothing written past n_rows)")
 
 
-def _flash_cases(salt: int) -> list[FlashCase]:
-    gen = _gen(salt)
-
-    def values(BH: int, T: int, d: int) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.randn(BH, T, d, generator=gen, dtype=F64) for _ in range(4))
-
-    return [
-        FlashCase(*values(1, 21, 5), block_m=16, block_n=16),  # one slab; T = 16 + 5; d = 5 padded to 16 lanes
-        FlashCase(*values(3, 37, 12), block_m=16, block_n=32, transposed=True),  # BLOCK_M ≠ BLOCK_N; token axis stride 1
-    ]
-
-
-def _gradcheck_inputs(salt: int) -> tuple[torch.Tensor, ...]:
-    gen = _gen(salt)
-    return tuple(torch.randn(1, 19, 3, generator=gen, dtype=F64) for _ in range(3))
-
-
-def flash_fwd_reference(q, k, v):
-    return F.scaled_dot_product_attention(q.to(F64), k.to(F64), v.to(F64)), lse_reference(q, k)
-
-
-def flash_dkdv_reference(q, k, v, do):
-    """(o, L, dq, dk, dv) from torch's attention and its autograd."""
-    o, dq, dk, dv = sdpa_reference(q, k, v, do)
-    return o, lse_reference(q, k), dq, dk, dv
+def _visible_flash(name: str, kernel, salt: int, outputs: str) -> None:
+    check_flash_kernel(name, kernel, flash_cases(seeded(SEED + salt), FLASH), gradcheck_inputs(seeded(SEED + salt + 1), GRADCHECK))
+    print(f"✓ {name} passes the visible checks ({outputs} for T = 21, 37 with blocks of 16 and 32, head dims 5 and 12, "
+          f"row-major and transposed layouts padded with NaN, nothing written outside {outputs}; float64 gradcheck)")
 
 
 @graded
 def flash_fwd_kernel(kernel) -> None:
     """o and L against SDPA and torch.logsumexp on padded and transposed layouts; a float64 gradcheck through it."""
-    check_flash_fwd_kernel(kernel, _flash_cases(8), flash_fwd_reference, _gradcheck_inputs(9))
-    print("✓ flash_fwd_kernel passes the visible checks (o and L for T = 21, 37 with blocks of 16 and 32, head dims 5 "
-          "and 12, row-major and transposed layouts padded with NaN, nothing written outside o and L; float64 "
-          "gradcheck)")
+    _visible_flash("flash_fwd_kernel", kernel, 8, "o and L")
 
 
 @graded
 def flash_bwd_dkdv_kernel(kernel) -> None:
     """dk and dv against SDPA's autograd on padded and transposed layouts; a float64 gradcheck through it."""
-    check_flash_dkdv_kernel(kernel, _flash_cases(10), flash_dkdv_reference, _gradcheck_inputs(11))
-    print("✓ flash_bwd_dkdv_kernel passes the visible checks (dk and dv for T = 21, 37 with blocks of 16 and 32, head "
-          "dims 5 and 12, row-major and transposed layouts padded with NaN, nothing written outside dk and dv; float64 "
-          "gradcheck)")
+    _visible_flash("flash_bwd_dkdv_kernel", kernel, 10, "dk and dv")

@@ -32,8 +32,10 @@ wrong on several treated a block as the whole row. ``triton_layernorm`` is check
 end on 1-D to 3-D inputs and a transposed view.
 
 This module holds no kernel and no backward: every reference is autograd's, and each named
-wrong answer is built from autograd's right one. Hidden checks (``autograder.check.layernorm``)
-reuse this machinery on random inputs.
+wrong answer is built from autograd's right one. Each PyTorch exercise is one ``Spec`` (its
+input builder, reference, named bugs and visible shapes), each Triton one a check taking a
+generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the
+same specs on their own shapes and random inputs, adding only the bugs that would name a formula.
 """
 
 from __future__ import annotations
@@ -44,12 +46,46 @@ from dataclasses import dataclass
 
 import torch
 
+from ..autograd_graph import saved_for_backward
 from ..diagnose import (
-    Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, forbid_autograd, graded,
+    DEPENDS_ON_LAYOUT,
+    TRANSPOSED,
+    Alternative,
+    Case,
+    GradingFailure,
+    as_outputs,
+    batch_refined,
+    call_student,
+    diagnose,
+    graded,
+    labelled,
+    layout_failure,
+    quiet,
     relative_error,
+    require_callable,
+    rerun_above_batch_1,
+    run_cases,
+    seeded,
+    strided,
+    transposed_view,
+    vjp,
 )
-from ..autograd_graph import runs_through, saved_for_backward
-from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
+from ..triton_check import (
+    autograd_in_backward,
+    check_wrapper_forward,
+    device,
+    guarded_function,
+    input_leaf,
+    launch,
+    namespace_of,
+    pow2_at_least,
+    relayed,
+    require_function,
+    require_kernel,
+    run_student,
+    upstream_layouts,
+    with_tail,
+)
 
 F32, F64 = torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
@@ -70,8 +106,13 @@ HINTS = {
 }
 
 
-def _gen(salt: int) -> torch.Generator:
-    return torch.Generator().manual_seed(SEED + salt)
+def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
+    """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""
+    made = []
+    for row in table:
+        *args, options = row if row and isinstance(row[-1], dict) else (*row, {})
+        made.append(make(gen, *args, **options))
+    return made
 
 
 # ---------------------------------------------------------------------------
@@ -117,32 +158,14 @@ def shape_label(shape: Sequence[int], rows: int, note: str = "") -> str:
     return f"x {tuple(shape)}, {what}" + (f", {note}" if note else "")
 
 
-TRANSPOSED = "a transposed (non-contiguous) view"
-
-
-def transposed_view(t: torch.Tensor) -> torch.Tensor:
-    """The same values as ``t``, laid out with the last two axes swapped in memory: a non-contiguous view."""
-    return t.mT.contiguous().mT
-
-
-def _strided(case: Case) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.ndim >= 2 and not a.is_contiguous() for a in case.args)
-
-
-def _layout_failure(name: str, out: str, where: str) -> GradingFailure:
-    return GradingFailure(
-        "wrong-values",
-        f"{out} is right for contiguous inputs and wrong for {TRANSPOSED} of the same values: {name} depends on how "
-        "its inputs are laid out in memory, not only on their values.", where)
-
-
 # ---------------------------------------------------------------------------
 # Running cases: values, then whether rows leak into each other
 
 
 @dataclass(frozen=True)
 class Spec:
-    """An exercise's outputs and how each argument and output is laid out.
+    """A PyTorch exercise: its outputs, how each argument and output is laid out, its inputs, its reference, its
+    named bugs and its visible shapes.
 
     Kinds: "row" is (..., N), one row per leading index; "stat" is (...,), one number per row;
     "param" is (N,), shared by every row.
@@ -153,6 +176,30 @@ class Spec:
     of: tuple[str, ...]
     arg_kinds: tuple[str, ...]
     out_kinds: tuple[str, ...]
+    case: Callable[..., Case]  # (generator, *shape, **options) -> Case
+    reference: Callable  # the right outputs, by autograd
+    alternatives: Callable[[Case], dict[str, list[Alternative]]]  # named wrong outputs, built from the right ones
+    shapes: tuple[tuple, ...]  # the visible check's rows of ``build``, batch 1 first
+    recheck_shape: bool = False  # a shape failure at batch 1 is looked at again above it (parameter gradients)
+
+    def run(self, fn: Callable, cases: Sequence[Case],
+            more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
+        """``fn`` on ``cases``; ``more(case)`` adds named wrong outputs after the spec's own."""
+        def alternatives(case: Case) -> dict[str, list[Alternative]]:
+            alts = self.alternatives(case)
+            for out, extra in (more(case) if more else {}).items():
+                alts[out] = alts.get(out, []) + extra
+            return alts
+
+        if self.recheck_shape:
+            rerun_above_batch_1(lambda some: run_row_cases(self, fn, some, alternatives), cases)
+        else:
+            run_row_cases(self, fn, cases, alternatives)
+
+    def check(self, fn: Callable, gen: torch.Generator, shapes: Sequence[tuple] | None = None,
+              more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
+        """``run`` on the cases built from ``gen`` and ``shapes`` (the visible ones unless given)."""
+        self.run(fn, build(self.case, gen, self.shapes if shapes is None else shapes), more)
 
 
 def _rows_of(t: torch.Tensor, kind: str, perm: torch.Tensor) -> torch.Tensor:
@@ -203,67 +250,33 @@ def _broadcast_error(name: str, failure: GradingFailure, case: Case) -> GradingF
         "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
 
 
-def run_row_cases(
-    spec: Spec, fn: Callable, cases: Sequence[Case], reference: Callable, *,
-    alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None, tol: float = 1e-7,
-) -> None:
-    """Compare every output of ``fn`` with ``reference`` on each case (batch 1 first); raise the first diagnosis."""
-    passed_batch1 = passed_contiguous = False
-    for case in cases:
-        expected = reference(*clone_args(case.args), **case.kwargs)
-        try:
-            with quiet():
-                result = call_student(spec.name, fn, *clone_args(case.args), **case.kwargs)
-        except GradingFailure as failure:
-            if failure.cls == "error" and "must match the size of tensor" in failure.sentence:
-                raise _broadcast_error(spec.name, failure, case) from None
-            if failure.cls == "error":  # say which inputs: a transposed view breaks code that assumes a layout
-                where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
-                raise GradingFailure(failure.cls, failure.sentence, where) from None
-            raise
-        got = as_outputs(spec.name, result, spec.outputs)
-        for out, of, kind, g, e in zip(spec.outputs, spec.of, spec.out_kinds, got, expected):
-            extra = dict(batch=case.batch, case=case.label, of=of)
-            if diagnose(out, g, e, tol=tol, **extra) is None:
-                continue
-            # Wrong: only now build the named alternatives, which cost a reference or two each.
-            alts = alternatives(case) if alternatives else {}
-            failure = diagnose(out, g, e, tol=tol, alternatives=alts.get(out, ()), **extra)
-            unexplained = getattr(failure, "generic", False)  # no named bug matched
-            if passed_contiguous and _strided(case) and failure.cls != "shape":
-                failure = _layout_failure(spec.name, out, failure.where)
-            elif passed_batch1 and case.batch > 1 and (unexplained or failure.cls == "scale"):
-                if kind in ("row", "stat") and rows_leak(spec, fn, case, got):
-                    failure = _leak_failure(out, case.batch, failure.where)
-                elif kind == "param" and unexplained:
-                    failure = GradingFailure(
-                        "batch-reduction",
-                        f"{out} is right at batch 1 and wrong at batch {case.batch}: the parameter is shared by every "
-                        "row, so its gradient is a sum over every row — one is missing or done in the wrong place.",
-                        failure.where)
-            raise failure
-        if case.batch == 1:
-            passed_batch1 = True
-        if case.batch > 1 and not _strided(case):
-            passed_contiguous = True
+PARAMETER_SUM = ("the parameter is shared by every row, so its gradient is a sum over every row — one is missing or "
+                 "done in the wrong place.")
 
 
-def run_with_batch_refinement(spec: Spec, fn: Callable, cases: Sequence[Case], reference: Callable, **kwargs) -> None:
-    """``run_row_cases``; a shape problem at batch 1 is looked at again above batch 1.
+def run_row_cases(spec: Spec, fn: Callable, cases: Sequence[Case],
+                  alternatives: Callable[[Case], dict[str, list[Alternative]]]) -> None:
+    """Compare every output of ``fn`` with the spec's reference on each case (batch 1 first); raise the first
+    diagnosis, refined by what the cases before it showed (batch 1 passed, contiguous inputs passed)."""
+    kinds = dict(zip(spec.outputs, spec.out_kinds))
 
-    At batch 1 a γ̄ that kept the batch axis, (1, N), looks exactly like one with a size-1 axis
-    added by keepdim=True; the cases above batch 1 tell the two apart.
-    """
-    try:
-        run_row_cases(spec, fn, cases, reference, **kwargs)
-    except GradingFailure as failure:
-        if failure.cls == "shape":
-            try:
-                run_row_cases(spec, fn, [c for c in cases if c.batch > 1], reference, **kwargs)
-            except GradingFailure as later:
-                if later.cls == "batch-reduction":
-                    raise later from None
-        raise
+    def refine(failure, out, case, got, expected, passed):
+        if passed.contiguous and strided(case.args) and failure.cls != "shape":
+            return layout_failure(out, f"{spec.name} {DEPENDS_ON_LAYOUT}", failure.where)
+        if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
+            if kinds[out] in ("row", "stat") and rows_leak(spec, fn, case, got):
+                return _leak_failure(out, case.batch, failure.where)
+            if kinds[out] == "param":
+                return batch_refined(failure, out, case.batch, True, PARAMETER_SUM)
+        return failure
+
+    def on_error(failure, case):
+        if "must match the size of tensor" in failure.sentence:
+            return _broadcast_error(spec.name, failure, case)
+        return labelled(failure, case.label)
+
+    run_cases(spec.name, fn, cases, spec.reference, outputs=spec.outputs, of=spec.of, alternatives=alternatives,
+              refine=refine, on_error=on_error)
 
 
 def param_alternatives(out: str, param: str, case: Case, per_row: torch.Tensor) -> list[Alternative]:
@@ -334,9 +347,6 @@ def row_scalar_alternatives(dx: torch.Tensor, xhat: torch.Tensor, dxhat: torch.T
 
 # ---------------------------------------------------------------------------
 # layernorm_forward
-
-FORWARD = Spec("layernorm_forward", ("y", "mean", "rstd"), ("x", "x without its last dim", "x without its last dim"),
-               ("row", "param", "param"), ("row", "stat", "stat"))
 
 
 def forward_reference(x, gamma, beta, eps=EPS):
@@ -420,22 +430,23 @@ def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, no
     return Case(label, (x, gamma, beta), batch=rows, kwargs=kwargs)
 
 
-def check_forward(fn, cases, *, reference=forward_reference, alternatives=forward_alternatives) -> None:
-    run_row_cases(FORWARD, fn, cases, reference, alternatives=alternatives)
+FORWARD = Spec(
+    "layernorm_forward", ("y", "mean", "rstd"), ("x", "x without its last dim", "x without its last dim"),
+    ("row", "param", "param"), ("row", "stat", "stat"), forward_case, forward_reference, forward_alternatives,
+    shapes=(
+        (1, 5),  # batch 1, N not a power of two
+        (7, 13),  # batch 7 (prime)
+        (2, 3, 11),  # 3-D: mean and rstd are (2, 3)
+        (7, 6, {"eps": 0.1}),  # a large eps, so an ignored one shows
+        (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) of x fails
+    ))
+check_forward = FORWARD.run
 
 
 @graded
 def layernorm_forward(fn) -> None:
     """Visible check: batch 1 and 7, 3-D, eps honoured, against torch.nn.functional.layer_norm."""
-    gen = _gen(1)
-    cases = [
-        forward_case(gen, 1, 5),  # batch 1, N not a power of two
-        forward_case(gen, 7, 13),  # batch 7 (prime)
-        forward_case(gen, 2, 3, 11),  # 3-D: mean and rstd are (2, 3)
-        forward_case(gen, 7, 6, eps=0.1),  # a large eps, so an ignored one shows
-        forward_case(gen, 2, 5, 9, transposed=True),  # rows not contiguous: a .view(-1, N) of x fails
-    ]
-    check_forward(fn, cases)
+    FORWARD.check(fn, seeded(SEED + 1))
     print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, a transposed view, eps honoured; "
           "mean and rstd shaped x.shape[:-1])")
 
@@ -443,16 +454,11 @@ def layernorm_forward(fn) -> None:
 # ---------------------------------------------------------------------------
 # layernorm_backward
 
-BACKWARD = Spec("layernorm_backward", ("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"),
-                ("row", "row", "param", "stat", "stat"), ("row", "param", "param"))
-
 
 def backward_reference(dy, x, gamma, mean, rstd):
     """(x̄, γ̄, β̄) by autograd through torch.nn.functional.layer_norm with ε = 1e-5."""
-    x, gamma = x.detach().clone().requires_grad_(True), gamma.detach().clone().requires_grad_(True)
-    beta = torch.zeros_like(gamma, requires_grad=True)
-    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), gamma, beta, EPS)
-    return torch.autograd.grad(y, (x, gamma, beta), dy)
+    layer_norm = lambda x, g, b: torch.nn.functional.layer_norm(x, (x.shape[-1],), g, b, EPS)  # noqa: E731
+    return vjp(layer_norm, (x, gamma, torch.zeros_like(gamma)), dy)
 
 
 def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -478,40 +484,47 @@ def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
     }
 
 
-def backward_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
+def _gradient_case(gen: torch.Generator, shape: Sequence[int], saved: Callable, note: str = "",
+                  transposed: bool = False) -> Case:
+    """(ȳ, x, γ, *saved(x)) for a backward: rows spread far from mean 0 and spread 1; x and ȳ may be transposed views."""
     x = spread_rows(gen, *shape)
     gamma = weight(gen, shape[-1])
-    dy = torch.randn(shape, generator=gen, dtype=F64)
-    mean, rstd = row_stats(x)
+    dy = torch.randn(tuple(shape), generator=gen, dtype=F64)
+    stats = saved(x)  # from the contiguous x: the statistics are the same values either way
     rows = math.prod(shape[:-1])
     if transposed:
         dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
-    return Case(shape_label(shape, rows, note), (dy, x, gamma, mean, rstd), batch=rows)
+    return Case(shape_label(shape, rows, note), (dy, x, gamma, *stats), batch=rows)
 
 
-def check_backward(fn, cases, *, reference=backward_reference, alternatives=backward_alternatives) -> None:
-    run_with_batch_refinement(BACKWARD, fn, cases, reference, alternatives=alternatives)
+def backward_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
+    """(ȳ, x, γ, μ, rstd) for layernorm_backward."""
+    return _gradient_case(gen, shape, row_stats, note, transposed)
+
+
+BACKWARD = Spec(
+    "layernorm_backward", ("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), ("row", "row", "param", "stat", "stat"),
+    ("row", "param", "param"), backward_case, backward_reference, backward_alternatives,
+    shapes=(
+        (1, 5),  # batch 1
+        (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
+        (7, 13),  # batch 7, N not a power of two
+        (2, 3, 11),  # 3-D: γ̄ sums over both leading axes
+        (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
+    ),
+    recheck_shape=True)
+check_backward = BACKWARD.run
 
 
 @graded
 def layernorm_backward(fn) -> None:
     """Visible check: batch 1, batch 7 square and not, 3-D, against autograd through layer_norm."""
-    gen = _gen(2)
-    cases = [
-        backward_case(gen, 1, 5),  # batch 1
-        backward_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
-        backward_case(gen, 7, 13),  # batch 7, N not a power of two
-        backward_case(gen, 2, 3, 11),  # 3-D: γ̄ sums over both leading axes
-        backward_case(gen, 2, 5, 9, transposed=True),  # rows not contiguous: a .view(-1, N) fails
-    ]
-    check_backward(fn, cases)
+    BACKWARD.check(fn, seeded(SEED + 2))
     print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
 
 
 # ---------------------------------------------------------------------------
 # rmsnorm_backward
-
-RMS = Spec("rmsnorm_backward", ("dx", "dg"), ("x", "g"), ("row", "row", "param", "stat"), ("row", "param"))
 
 
 def rms_forward(x: torch.Tensor, g: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
@@ -521,8 +534,7 @@ def rms_forward(x: torch.Tensor, g: torch.Tensor, eps: float = RMS_EPS) -> torch
 
 def rms_reference(dy, x, g, rrms):
     """(x̄, ḡ) by autograd through ``rms_forward``."""
-    x, g = x.detach().clone().requires_grad_(True), g.detach().clone().requires_grad_(True)
-    return torch.autograd.grad(rms_forward(x, g), (x, g), dy)
+    return vjp(rms_forward, (x, g), dy)
 
 
 def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -550,37 +562,28 @@ def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
 
 
 def rms_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
-    x = spread_rows(gen, *shape)
-    g = weight(gen, shape[-1])
-    dy = torch.randn(shape, generator=gen, dtype=F64)
-    rows = math.prod(shape[:-1])
-    rrms = rms_stat(x)
-    if transposed:
-        dy, x, note = transposed_view(dy), transposed_view(x), f"x and dy {TRANSPOSED}"
-    return Case(shape_label(shape, rows, note), (dy, x, g, rrms), batch=rows)
+    """(ȳ, x, g, rrms) for rmsnorm_backward."""
+    return _gradient_case(gen, shape, lambda x: (rms_stat(x),), note, transposed)
 
 
-def check_rms(fn, cases, *, reference=rms_reference, alternatives=rms_alternatives) -> None:
-    run_with_batch_refinement(RMS, fn, cases, reference, alternatives=alternatives)
+RMS = Spec(
+    "rmsnorm_backward", ("dx", "dg"), ("x", "g"), ("row", "row", "param", "stat"), ("row", "param"), rms_case,
+    rms_reference, rms_alternatives,
+    shapes=(
+        (1, 6),  # batch 1
+        (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
+        (7, 11),  # batch 7, N not a power of two
+        (2, 3, 9),  # 3-D
+        (2, 5, 10, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
+    ),
+    recheck_shape=True)
 
 
 @graded
 def rmsnorm_backward(fn) -> None:
     """Visible check: batch 1, batch 7 square and not, 3-D, against autograd."""
-    gen = _gen(3)
-    cases = [
-        rms_case(gen, 1, 6),  # batch 1
-        rms_case(gen, 7, 7, note="N = 7 rows: a row scalar broadcast across rows keeps its shape"),
-        rms_case(gen, 7, 11),  # batch 7, N not a power of two
-        rms_case(gen, 2, 3, 9),  # 3-D
-        rms_case(gen, 2, 5, 10, transposed=True),  # rows not contiguous: a .view(-1, N) fails
-    ]
-    check_rms(fn, cases)
+    RMS.check(fn, seeded(SEED + 3))
     print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
-
-
-# ---------------------------------------------------------------------------
-# Calling code that Triton wraps
 
 
 # ---------------------------------------------------------------------------
@@ -630,13 +633,6 @@ def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F6
                       programs, block)
 
 
-def _padded(values: torch.Tensor, pad: int, fill: float, dtype, dev) -> tuple[torch.Tensor, torch.Tensor]:
-    """(whole buffer, view of the first values.numel() elements shaped like values): the tail holds ``fill``."""
-    buf = torch.full((values.numel() + pad,), fill, dtype=dtype, device=dev)
-    buf[: values.numel()] = values.reshape(-1).to(dev, dtype)
-    return buf, buf[: values.numel()].view(values.shape)
-
-
 @dataclass
 class KernelRun:
     dx: torch.Tensor  # (n_rows, N) float64
@@ -652,29 +648,23 @@ def launch_kernel(kernel, case: KernelCase) -> KernelRun:
     rows, n = case.shape
     block = case.block_size
     pad_block = max(block, pow2_at_least(n))  # room past the end for a block, or for a whole row held as one
-    dev = device()
     mean, rstd = row_stats(case.x.to(case.dtype).to(F64))
     pad = case.rows_per_program * n + pad_block  # room for a loop that runs a whole group past the last row
     ins = {
-        "DY_ptr": _padded(case.dy, pad, math.nan, case.dtype, dev),
-        "X_ptr": _padded(case.x, pad, math.nan, case.dtype, dev),
-        "W_ptr": _padded(case.gamma, pad_block, math.nan, case.dtype, dev),
-        "Mean_ptr": _padded(mean, case.rows_per_program, math.nan, case.dtype, dev),
-        "Rstd_ptr": _padded(rstd, case.rows_per_program, math.nan, case.dtype, dev),
+        "DY_ptr": with_tail(case.dy, pad, math.nan, case.dtype),
+        "X_ptr": with_tail(case.x, pad, math.nan, case.dtype),
+        "W_ptr": with_tail(case.gamma, pad_block, math.nan, case.dtype),
+        "Mean_ptr": with_tail(mean, case.rows_per_program, math.nan, case.dtype),
+        "Rstd_ptr": with_tail(rstd, case.rows_per_program, math.nan, case.dtype),
     }
     outs = {
-        "DX_ptr": _padded(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype, dev),
-        "DW_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype, dev),
-        "DB_partial_ptr": _padded(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype, dev),
+        "DX_ptr": with_tail(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype),
+        "DW_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
+        "DB_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
     }
-    before = {k: buf.clone() for k, (buf, _) in ins.items()}
-    views = [ins[k][1] for k in ("DY_ptr", "X_ptr", "W_ptr", "Mean_ptr", "Rstd_ptr")]
-    views += [outs[k][1] for k in ("DX_ptr", "DW_partial_ptr", "DB_partial_ptr")]
-    run_student(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block))
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    same = lambda a, b: bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())  # noqa: E731
-    touched = [k for k, (buf, _) in ins.items() if not same(buf, before[k])]
+    views = [view for _, view in (*ins.values(), *outs.values())]
+    touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block),
+                     {k: buf for k, (buf, _) in ins.items()})
     spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
     dx = outs["DX_ptr"][1].detach().to("cpu", F64)
     unwritten = [r for r in range(rows) if bool((dx[r] == SENTINEL).all())]
@@ -716,15 +706,17 @@ def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -
     ]
 
 
-def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) -> None:
+def kernel_dx_reference(dy, x, gamma, mean, rstd):
+    """x̄ in float64, by autograd (``backward_reference``)."""
+    return backward_reference(dy, x, gamma, mean, rstd)[0]
+
+
+def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable = kernel_dx_reference) -> None:
     """Launch the kernel on each case; raise a diagnosis for the first thing that is wrong.
 
     ``dx_reference(dy, x, gamma, mean, rstd)`` gives x̄ in float64.
     """
-    if not is_kernel(kernel):
-        if callable(kernel):
-            raise GradingFailure("error", f"{KERNEL} is not a Triton kernel: keep the @triton.jit line above its def.")
-        raise GradingFailure("error", f"{KERNEL} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+    require_kernel(KERNEL, kernel)
     passed_pow2 = passed_one_block = False
     for case in cases:
         rows, n = case.shape
@@ -784,52 +776,58 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable) ->
             passed_one_block = True
 
 
-def require_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase], dx_reference: Callable) -> None:
+def require_tested_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase]) -> None:
     """Check the kernel that ``owner`` launches first, so that a kernel bug is named as one."""
     if KERNEL not in namespace:
         raise GradingFailure(
             "error", f"{owner} launches {KERNEL}, but no {KERNEL} is defined beside it: keep the kernel, with its "
             "given name and signature, in the TritonLayerNorm cell and run that cell.")
     try:
-        check_kernel(namespace[KERNEL], cases, dx_reference)
+        check_kernel(namespace[KERNEL], cases)
     except GradingFailure as failure:
         if owner == "TritonLayerNorm":
             raise
-        if failure.cls == "not-implemented":
-            sentence = f"{owner} launches {KERNEL}, which is not written yet: finish Part D first."
-        else:
-            sentence = f"{owner} launches {KERNEL}, which fails its own check (Part D) — fix it first: {failure.sentence}"
-        raise GradingFailure(failure.cls, sentence, failure.where) from None
-
-
-def kernel_dx_reference(dy, x, gamma, mean, rstd):
-    return backward_reference(dy, x, gamma, mean, rstd)[0]
+        raise relayed(failure, f"{owner} launches {KERNEL}", "Part D") from None
 
 
 # ---------------------------------------------------------------------------
-# TritonLayerNorm
+# TritonLayerNorm and triton_layernorm: inputs and the reference
 
 
 @dataclass
-class ClassCase:
-    """Inputs for TritonLayerNorm: x (n_rows, N), γ, β, ȳ as float64 values, run in ``dtype``."""
+class TritonCase:
+    """Inputs for TritonLayerNorm and triton_layernorm: x of any shape, γ, β, ȳ (float64 values) run in ``dtype``."""
 
     x: torch.Tensor
     gamma: torch.Tensor
     beta: torch.Tensor
     dy: torch.Tensor
     dtype: torch.dtype
-    eps: float = EPS
+    eps: float | None = None  # None: triton_layernorm is called without eps (the default, 1e-5)
+    transposed: bool = False
+    note: str = ""
+
+    @property
+    def epsilon(self) -> float:
+        return EPS if self.eps is None else self.eps
 
     @property
     def label(self) -> str:
-        return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}"
+        parts = [f"x {tuple(self.x.shape)}", str(self.dtype).removeprefix("torch.")]
+        if self.transposed:
+            parts.append(TRANSPOSED)
+        if self.eps is not None:
+            parts.append(f"eps={self.eps:g}")
+        if self.note:
+            parts.append(self.note)
+        return ", ".join(parts)
 
 
-def class_case(gen: torch.Generator, rows: int, n: int, dtype=F64) -> ClassCase:
-    x = spread_rows(gen, rows, n)
-    return ClassCase(x, weight(gen, n), 0.5 * torch.randn(n, generator=gen, dtype=F64),
-                     torch.randn(rows, n, generator=gen, dtype=F64), dtype)
+def triton_case(gen: torch.Generator, shape: tuple[int, ...], dtype=F64, *, eps=None, transposed=False, note="") -> TritonCase:
+    x = spread_rows(gen, *shape)
+    n = shape[-1]
+    return TritonCase(x, weight(gen, n), 0.5 * torch.randn(n, generator=gen, dtype=F64),
+                      torch.randn(shape, generator=gen, dtype=F64), dtype, eps, transposed, note)
 
 
 def layernorm_reference(x, gamma, beta, dy, eps=EPS):
@@ -839,26 +837,21 @@ def layernorm_reference(x, gamma, beta, dy, eps=EPS):
     return (y.detach(), *torch.autograd.grad(y, (x, gamma, beta), dy.to(F64)))
 
 
-def _instrumented(cls: type, used: list, returned: list) -> type:
-    """A subclass of the student's Function whose backward may not call autograd and whose raw results are kept."""
-
-    def backward(ctx, *grads):
-        with forbid_autograd("TritonLayerNorm.backward") as tried:
-            try:
-                out = cls.backward(ctx, *grads)
-                returned.append(out)
-                return out
-            finally:
-                used.extend(tried)
-
-    return type(cls.__name__, (cls,), {"backward": staticmethod(backward), "__module__": cls.__module__})
+def _rounded(case: TritonCase) -> tuple[torch.Tensor, ...]:
+    """x, γ, β, ȳ as the student's code sees them (rounded to ``case.dtype``), in float64."""
+    return tuple(t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta, case.dy))
 
 
-def _autograd_in_backward(used: list) -> GradingFailure:
-    return GradingFailure(
-        "autograd-in-backward",
-        f"TritonLayerNorm.backward called {used[0]}: the point of the exercise is a backward written by hand, in "
-        "layernorm_bwd_kernel.")
+def _gradient_failure(grads, expected, tol: float, label: str) -> GradingFailure | None:
+    """The first of x̄, γ̄, β̄ that differs from ``expected``, diagnosed; None when all three are right."""
+    for out, of, got, want in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, expected):
+        failure = diagnose(out, _host(got), want, tol=tol, case=label, of=of)
+        if failure is not None:
+            return failure
+    return None
+
+
+HAND_WRITTEN = "the point of the exercise is a backward written by hand, in layernorm_bwd_kernel."
 
 
 def _check_saved(packed: list, x, y, xhat, label: str) -> None:
@@ -901,70 +894,68 @@ def _host(t):
     return t.detach().cpu() if isinstance(t, torch.Tensor) else t
 
 
-def check_function_class(cls, kernel_cases: Sequence[KernelCase], cases: Sequence[ClassCase], *,
-                         reference: Callable = layernorm_reference, dx_reference: Callable = kernel_dx_reference,
-                         long_row_cases: Sequence[KernelCase] = ()) -> None:
-    """The kernel first; then forward, saved tensors, raw backward results and gradients through autograd; last
-    the kernel on rows longer than its block (``long_row_cases``, after ``kernel_cases`` passed)."""
+def check_function_class(cls, gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple],
+                         long_row_shapes: Sequence[tuple] = ()) -> None:
+    """The kernel first (on ``kernel_shapes``); then forward, saved tensors, raw backward results and gradients
+    through autograd (``shapes``, rows of ``triton_case``); last the kernel on rows longer than its block
+    (``long_row_shapes``, after ``kernel_shapes`` passed). Cases are drawn from ``gen`` in that order."""
     name = "TritonLayerNorm"
-    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
-                             f"(it is a {type(cls).__name__}): run the cell that defines it.")
-    require_kernel(name, namespace_of(cls), kernel_cases, dx_reference)
+    cases = build(triton_case, gen, shapes)
+    kernel_cases = build(kernel_case, gen, kernel_shapes)
+    long_row_cases = build(kernel_case, gen, long_row_shapes)
+    require_function(name, cls)
+    require_tested_kernel(name, namespace_of(cls), kernel_cases)
     used: list[str] = []
     returned: list = []
-    guarded = _instrumented(cls, used, returned)
+    guarded = guarded_function(name, cls, used, returned)
     dev = device()
     for case in cases:
         tol = TRITON_TOL[case.dtype]
-        x64, g64, b64 = (t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta))
-        y_ref, dx_ref, dg_ref, db_ref = reference(x64, g64, b64, case.dy.to(case.dtype).to(F64), case.eps)
-        x, gamma, beta = (t.to(dev, case.dtype).requires_grad_(True) for t in (case.x, case.gamma, case.beta))
+        x64, g64, b64, dy64 = _rounded(case)
+        y_ref, *grads_ref = layernorm_reference(x64, g64, b64, dy64, case.epsilon)
+        x, gamma, beta = (input_leaf(t, case.dtype) for t in (case.x, case.gamma, case.beta))
         with saved_for_backward() as packed:
-            y = run_student(name, guarded.apply, x, gamma, beta, case.eps)
+            y = run_student(name, guarded.apply, x, gamma, beta, case.epsilon)
         failure = diagnose("y", _host(y), y_ref, tol=tol, case=case.label, of="x")
         if failure is not None:
             raise failure
         if y.grad_fn is None:
             raise GradingFailure("error", f"{name}.apply(x, gamma, beta, eps) returned a tensor with no autograd "
                                  "history: return the y that forward creates.")
-        mean, rstd = row_stats(x64, case.eps)
+        mean, rstd = row_stats(x64, case.epsilon)
         _check_saved(packed, x, y_ref, normalised(x64, mean, rstd), case.label)
-        variants = [("contiguous", case.dy.to(dev, case.dtype))]
-        if min(case.x.shape) > 1:
-            variants.append(("transposed view", transposed_view(case.dy.to(dev, case.dtype))))
-        for layout, dy in variants:
+        for layout, dy in upstream_layouts(case.dy.to(dev, case.dtype), case.x.shape):
             returned.clear()
             try:
                 grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), dy, retain_graph=True))
             except GradingFailure:
                 if used:
-                    raise _autograd_in_backward(used) from None
+                    raise autograd_in_backward(name, used, HAND_WRITTEN) from None
                 raise
             if used:
-                raise _autograd_in_backward(used)
+                raise autograd_in_backward(name, used, HAND_WRITTEN)
             label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
             raw = returned[0] if returned and isinstance(returned[0], (tuple, list)) else ()
-            for i, (out, expected) in enumerate((("dgamma", dg_ref), ("dbeta", db_ref))):
+            for i, (out, expected) in enumerate(zip(("dgamma", "dbeta"), grads_ref[1:])):
                 failure = _raw_param_failure(out, raw[i + 1] if len(raw) > i + 1 else None, expected, tol, label)
                 if failure is not None:
                     raise failure
-            for out, of, got, expected in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads,
-                                              (dx_ref, dg_ref, db_ref)):
-                failure = diagnose(out, _host(got), expected, tol=tol, case=label, of=of)
-                if failure is None:
-                    continue
-                if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
-                    raise GradingFailure(
-                        "wrong-values",
-                        f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
-                        "autograd may hand backward a non-contiguous ȳ, and the kernel steps through rows as if they "
-                        "were contiguous.", failure.where)
+            failure = _gradient_failure(grads, grads_ref, tol, label)
+            if failure is not None and layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ passed
+                raise layout_failure(f"{name}.backward", "autograd may hand backward a non-contiguous ȳ, and the kernel "
+                                     "steps through rows as if they were contiguous.", failure.where, "a contiguous ȳ",
+                                     f"a {layout} of the same values")
+            if failure is not None:
                 raise failure
     if long_row_cases:
-        require_kernel(name, namespace_of(cls), [*kernel_cases, *long_row_cases], dx_reference)
+        require_tested_kernel(name, namespace_of(cls), [*kernel_cases, *long_row_cases])
 
 
+VISIBLE_CLASS_CASES = [  # (shape[, dtype]) of x
+    ((1, 6),),  # batch 1
+    ((7, 13),),  # batch 7 on 3 programs: groups of 3, 3, 1
+    ((7, 13), F32),
+]
 VISIBLE_KERNEL_CASES = [  # (rows, N, programs, dtype): one row first, N a power of two first; BLOCK holds the row
     (1, 8, 1, F64),
     (1, 5, 1, F64),
@@ -978,21 +969,10 @@ VISIBLE_LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer tha
 ]
 
 
-def visible_kernel_cases(gen: torch.Generator) -> list[KernelCase]:
-    return [kernel_case(gen, r, n, p, dt) for r, n, p, dt in VISIBLE_KERNEL_CASES]
-
-
-def visible_long_row_cases(gen: torch.Generator) -> list[KernelCase]:
-    return [kernel_case(gen, r, n, p, dt, block) for r, n, p, dt, block in VISIBLE_LONG_ROW_CASES]
-
-
 @graded
 def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """Visible check: the kernel on 1 and 3 programs, then the class through autograd at batch 1 and 7."""
-    gen = _gen(4)
-    cases = [class_case(gen, 1, 6), class_case(gen, 7, 13), class_case(gen, 7, 13, F32)]
-    kernel_cases = visible_kernel_cases(gen)
-    check_function_class(cls, kernel_cases, cases, long_row_cases=visible_long_row_cases(gen))
+    check_function_class(cls, seeded(SEED + 4), VISIBLE_CLASS_CASES, VISIBLE_KERNEL_CASES, VISIBLE_LONG_ROW_CASES)
     print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group, rows "
           "in one block and in several; y, dx, dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; "
           "saves no x̂; no autograd in backward)")
@@ -1002,57 +982,21 @@ def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it 
 # triton_layernorm
 
 
-@dataclass
-class FunctionCase:
-    """Inputs for triton_layernorm: x of any shape, γ, β, ȳ (float64 values) run in ``dtype``."""
-
-    x: torch.Tensor
-    gamma: torch.Tensor
-    beta: torch.Tensor
-    dy: torch.Tensor
-    dtype: torch.dtype
-    eps: float | None = None  # None: call without eps (the default, 1e-5)
-    transposed: bool = False
-    note: str = ""
-
-    @property
-    def label(self) -> str:
-        parts = [f"x {tuple(self.x.shape)}", str(self.dtype).removeprefix("torch.")]
-        if self.transposed:
-            parts.append("a transposed (non-contiguous) view")
-        if self.eps is not None:
-            parts.append(f"eps={self.eps:g}")
-        if self.note:
-            parts.append(self.note)
-        return ", ".join(parts)
-
-
-def function_case(gen: torch.Generator, shape: tuple[int, ...], dtype=F64, *, eps=None, transposed=False, note="") -> FunctionCase:
-    x = spread_rows(gen, *shape)
-    n = shape[-1]
-    return FunctionCase(x, weight(gen, n), 0.5 * torch.randn(n, generator=gen, dtype=F64),
-                        torch.randn(shape, generator=gen, dtype=F64), dtype, eps, transposed, note)
-
-
-def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequence[FunctionCase], *,
-                             reference: Callable = layernorm_reference,
-                             dx_reference: Callable = kernel_dx_reference) -> None:
-    """``fn(x, gamma, beta[, eps])`` = LayerNorm over the last dim of any-rank x, forward and backward."""
+def check_layernorm_function(fn, gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple]) -> None:
+    """``fn(x, gamma, beta[, eps])`` = LayerNorm over the last dim of any-rank x, forward and backward; the kernel it
+    launches is checked first, on ``kernel_shapes`` (drawn from ``gen`` before ``shapes``)."""
     name = "triton_layernorm"
-    if not callable(fn):
-        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
-    require_kernel(name, namespace_of(fn), kernel_cases, dx_reference)
+    kernel_cases = build(kernel_case, gen, kernel_shapes)
+    cases = build(triton_case, gen, shapes)
+    require_callable(name, fn)
+    require_tested_kernel(name, namespace_of(fn), kernel_cases)
     dev = device()
     for case in cases:
         tol = TRITON_TOL[case.dtype]
-        eps = EPS if case.eps is None else case.eps
-        x64, g64, b64, dy64 = (t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta, case.dy))
-        y_ref, dx_ref, dg_ref, db_ref = reference(x64, g64, b64, dy64, eps)
-        if case.transposed:
-            x = case.x.mT.contiguous().to(dev, case.dtype).requires_grad_(True).mT
-        else:
-            x = case.x.to(dev, case.dtype).requires_grad_(True)
-        gamma, beta = (t.to(dev, case.dtype).requires_grad_(True) for t in (case.gamma, case.beta))
+        x64, g64, b64, dy64 = _rounded(case)
+        y_ref, *grads_ref = layernorm_reference(x64, g64, b64, dy64, case.epsilon)
+        x = input_leaf(case.x, case.dtype, case.transposed)
+        gamma, beta = (input_leaf(t, case.dtype) for t in (case.gamma, case.beta))
         kept = x.detach().clone()
         kwargs = {} if case.eps is None else {"eps": case.eps}
         y = run_student(name, fn, x, gamma, beta, **kwargs)
@@ -1062,44 +1006,33 @@ def check_layernorm_function(fn, kernel_cases: Sequence[KernelCase], cases: Sequ
                                     y_ref.reshape(-1, x.shape[-1])))
         if case.eps is not None:
             alts.append(Alternative("wrong-values", f"{name} ignores its eps argument: it was called with "
-                                    f"eps={case.eps:g} and used {EPS:g}.", reference(x64, g64, b64, dy64, EPS)[0]))
+                                    f"eps={case.eps:g} and used {EPS:g}.", layernorm_reference(x64, g64, b64, dy64, EPS)[0]))
         failure = diagnose("y", _host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
-        if failure is not None and case.transposed and failure.cls != "shape":
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} is right for contiguous inputs and wrong for a transposed view: the kernels step through rows "
-                "as if they were contiguous, and a reshape keeps a strided view when it can.",
-                failure.where)
+        check_wrapper_forward(
+            name, failure, case.label, transposed=case.transposed, layout="the kernels step through rows as if they "
+            "were contiguous, and a reshape keeps a strided view when it can.", x=x, kept=kept,
+            in_place="a forward leaves its input as it was.", y=y, function="TritonLayerNorm",
+            library="torch.nn.functional.layer_norm")
+        grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), case.dy.to(dev, case.dtype)))
+        failure = _gradient_failure(grads, grads_ref, tol, case.label)
         if failure is not None:
             raise failure
-        if not torch.equal(x.detach(), kept):
-            raise GradingFailure("wrong-values", f"{name} changed its input x in place: a forward leaves its input as it was.",
-                                 f"inputs: {case.label}")
-        if not runs_through(y):
-            raise GradingFailure(
-                "wrong-values", f"{name} must run your kernels through TritonLayerNorm.apply, but its result's autograd "
-                "graph holds no custom Function (was it torch.nn.functional.layer_norm?).", f"inputs: {case.label}")
-        grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), case.dy.to(dev, case.dtype)))
-        for out, of, got, expected in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, (dx_ref, dg_ref, db_ref)):
-            failure = diagnose(out, _host(got), expected, tol=tol, case=case.label, of=of)
-            if failure is not None:
-                raise failure
+
+
+VISIBLE_FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
+    ((11,), {"note": "1-D"}),
+    ((1, 11), {"note": "batch 1"}),
+    ((7, 11), {"note": "batch 7"}),
+    ((2, 3, 11), F32, {"note": "3-D"}),
+    ((7, 9), {"transposed": True}),
+    ((7, 6), {"eps": 0.1}),
+]
 
 
 @graded
 def triton_layernorm(fn) -> None:
     """Visible check: 1-D, batch 1 and 7, 3-D, a transposed view and eps, with gradients of x, γ, β."""
-    gen = _gen(5)
-    kernel_cases = [kernel_case(gen, 1, 8, 1), kernel_case(gen, 1, 5, 1), kernel_case(gen, 7, 13, 3)]
-    cases = [
-        function_case(gen, (11,), note="1-D"),
-        function_case(gen, (1, 11), note="batch 1"),
-        function_case(gen, (7, 11), note="batch 7"),
-        function_case(gen, (2, 3, 11), F32, note="3-D"),
-        function_case(gen, (7, 9), transposed=True),
-        function_case(gen, (7, 6), eps=0.1),
-    ]
-    check_layernorm_function(fn, kernel_cases, cases)
+    check_layernorm_function(fn, seeded(SEED + 5), VISIBLE_FUNCTION_CASES, VISIBLE_KERNEL_CASES[:3])
     print("✓ triton_layernorm passes the visible checks (1-D, batch 1 and 7, 3-D, a transposed view, eps; "
           "float32 and float64; gradients of x, gamma and beta)")
 

@@ -1,31 +1,30 @@
-"""Visible checks for 01_matmul_from_shapes: ``linear_backward``, ``linear_bias_backward``,
+"""Checks for 01_matmul_from_shapes, visible and hidden: ``linear_backward``, ``linear_bias_backward``,
 ``reduce_to_shape``, ``name_the_bug`` and ``batched_matmul_backward``.
 
-Each check runs the student's function on small fixed float64 inputs — batch 1 and
+Each visible check runs the student's function on small fixed float64 inputs — batch 1 and
 batch 7, a 3-D input, a square weight, a transposed (non-contiguous) input — and compares
 it with torch's own autograd. A failure raises ``GradingFailure`` whose first line names
 the kind of bug; success prints one line. ``name_the_bug`` is handed broken backwards
 whose bug class is known (private functions here: while the student's code runs, a public
 course function is a delegation tripwire) and must name each one.
 
-The bug-specific alternatives live here too (the hidden checks in ``autograder`` reuse
-them, so a student reads the same sentence in both). Where it can, an alternative is
-"the right answer, computed on the wrong inputs" — the reference applied to the first
-sample only, to a transposed weight, to the summed batch — and otherwise the wrong
-formula itself (dy summed over its features). Either way an alternative names a bug and
-never spells out a solution.
+The hidden checks (``autograder.check.matmul``) run this module's case builders, references
+and alternatives on random inputs of their own shapes, so a student reads the same sentence
+in both. Where it can, an alternative is "the right answer, computed on the wrong inputs" —
+the reference applied to the first sample only, to a transposed weight, to the summed batch —
+and otherwise the wrong formula itself (dy summed over its features). Either way an
+alternative names a bug and never spells out a solution.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
 
 import torch
 
-from ..diagnose import Alternative, Case, GradingFailure, call_student, graded, relative_error, run_cases
+from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, run_cases, seeded, vjp
 
 __all__ = ["HINTS", "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward"]
 
@@ -52,6 +51,7 @@ LINEAR_SHAPES = [
     ((7,), 5, 3),  # batch 7: a missing sum over the batch shows up only here
     ((7, 3), 5, 3),  # 3-D input (B, T, K): every leading axis is a batch axis
 ]
+LINEAR_TRANSPOSED = [((7,), 5, 3)]  # last: x, w and dy non-contiguous, each the transpose of a stored tensor
 
 # (shape of grad, target shape). The identity case comes first: it is "batch 1" for a reduction.
 REDUCE_SHAPES = [
@@ -62,28 +62,23 @@ REDUCE_SHAPES = [
     ((4, 7, 3), (7, 1)),  # both at once
     ((4, 3), ()),  # a scalar broadcast everywhere
 ]
+REDUCE_TRANSPOSED = [((3, 7, 4), (7, 1))]  # last: grad non-contiguous (a transpose)
 
-# (B, the shape of c, K, N) for y = a @ c with a (B, M, K): per-element c, or one shared c.
+# (B, M, the shape of c, K, N) for y = a @ c with a (B, M, K): per-element c, or one shared c.
 BATCHED_SHAPES = [
-    (1, "per-element", 4, 3),  # batch 1: per-element and shared c cannot differ yet
-    (1, "shared", 4, 3),  # batch 1, c (K, N)
-    (7, "per-element", 4, 3),  # batch 7: a sum over the batch where c is not shared shows here
-    (7, "shared", 4, 3),  # c (K, N), broadcast to every element: its gradient sums them
-    (7, "shared-1", 4, 3),  # c (1, K, N): the same, with the size-1 batch axis kept
-    (7, "per-element", 4, 4),  # square c: a transposed dc keeps its shape
+    (1, 5, "per-element", 4, 3),  # batch 1: per-element and shared c cannot differ yet
+    (1, 5, "shared", 4, 3),  # batch 1, c (K, N)
+    (7, 5, "per-element", 4, 3),  # batch 7: a sum over the batch where c is not shared shows here
+    (7, 5, "shared", 4, 3),  # c (K, N), broadcast to every element: its gradient sums them
+    (7, 5, "shared-1", 4, 3),  # c (1, K, N): the same, with the size-1 batch axis kept
+    (7, 5, "per-element", 4, 4),  # square c: a transposed dc keeps its shape
 ]
+# Last: every input non-contiguous. A kind of None is a per-element c its label does not name.
+BATCHED_TRANSPOSED = [(7, 5, None, 4, 3)]
 
 
 # ---------------------------------------------------------------------------
 # References (torch autograd) and the bugs worth naming
-
-
-def vjp(forward: Callable, inputs: Sequence[torch.Tensor], dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """The gradient of ⟨forward(*inputs), dy⟩ with respect to every input, by torch autograd."""
-    leaves = [t.detach().clone().requires_grad_(True) for t in inputs]
-    with torch.enable_grad():
-        grads = torch.autograd.grad(forward(*leaves), leaves, dy)
-    return tuple(g.detach() for g in grads)
 
 
 def _linear_reference(x, w, dy):
@@ -99,13 +94,11 @@ def _reduce_reference(grad, shape):
     return vjp(lambda t: t.expand(grad.shape), (torch.zeros(tuple(shape), dtype=grad.dtype),), grad)[0]
 
 
+_batched_reference = _linear_reference  # y = a @ c is torch.matmul too, with batch axes
+
+
 def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
     return t.reshape(-1, width)
-
-
-def _distinct(alts: list[Alternative], expected: torch.Tensor) -> list[Alternative]:
-    """Drop alternatives that coincide with the right answer on these inputs: they name no bug here."""
-    return [a for a in alts if a.value.shape != expected.shape or relative_error(a.value, expected) > 1e-9]
 
 
 def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alternative]]:
@@ -142,7 +135,7 @@ def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alterna
             Alternative("scale", f"dw is the mean over the {rows} rows instead of the sum: every row's "
                         "contribution counts in full — the chain rule adds, it never averages.", dw / rows),
         ]
-    return {"dx": _distinct(alts["dx"], dx), "dw": _distinct(alts["dw"], dw)}
+    return {"dx": distinct_from(alts["dx"], dx), "dw": distinct_from(alts["dw"], dw)}
 
 
 def bias_alternatives(reference: Callable, x, w, b, dy) -> dict[str, list[Alternative]]:
@@ -168,7 +161,7 @@ def bias_alternatives(reference: Callable, x, w, b, dy) -> dict[str, list[Altern
             Alternative("scale", f"db is the mean of dy over the {rows} rows instead of the sum: b received "
                         "the gradient of every row it was added to, in full.", db / rows),
         ]
-    alts["db"] = _distinct(alts["db"], db)
+    alts["db"] = distinct_from(alts["db"], db)
     return alts
 
 
@@ -210,26 +203,114 @@ def reduce_alternatives(grad: torch.Tensor, shape, expected: torch.Tensor) -> li
                 "shape", "the result is the sum of every element of grad, but nothing was broadcast here "
                          "(shape == grad.shape): grad.sum(dim=()) sums over every axis, an empty tuple "
                          "included.", value))
-    return _distinct(alts, expected)
+    return distinct_from(alts, expected)
+
+
+def batched_alternatives(reference: Callable, a, c, dy) -> dict[str, list[Alternative]]:
+    """Named bugs of ``(da, dc)`` for y = a @ c with c (B, K, N), (K, N) or (1, K, N)."""
+    B = a.shape[0]
+    K, N = c.shape[-2:]
+    da, dc = reference(a, c, dy)[:2]
+    per_element = a.mT @ dy  # (B, K, N): the gradient of every element's own c
+    alts: dict[str, list[Alternative]] = {"da": [], "dc": []}
+    if K == N:
+        alts["da"].append(Alternative(
+            "transpose", "da multiplies dy by c untransposed. With a square c that product has the shape of a too, "
+                         "so only the values tell.", dy @ c))
+    if B > 1 and c.ndim == 3 and c.shape[0] == B:
+        summed = (a.reshape(-1, K).mT @ dy.reshape(-1, N)).expand(c.shape)
+        alts["dc"].append(Alternative(
+            "batch-reduction", "dc adds up the contributions of every batch element, but here every element has "
+                               "its own c, used by that element alone.", summed))
+    if B > 1 and (c.ndim == 2 or c.shape[0] == 1):
+        alts["dc"].append(Alternative(
+            "batch-reduction", f"dc keeps one matrix per batch element, shape {tuple(per_element.shape)}, but c is one "
+                               f"matrix, shape {tuple(c.shape)}, shared by all of them.", per_element))
+    return {"da": distinct_from(alts["da"], da), "dc": distinct_from(alts["dc"], dc)}
+
+
+# ---------------------------------------------------------------------------
+# Inputs: one builder per exercise, for the visible shapes and seed or the hidden ones
+
+
+def _randn(gen: torch.Generator, *shape: int, transposed: bool = False) -> torch.Tensor:
+    """A float64 tensor of ``shape``; ``transposed``: the ``.mT`` of a stored tensor, non-contiguous."""
+    if transposed:
+        return torch.randn(*shape[:-2], shape[-1], shape[-2], generator=gen, dtype=F64).mT
+    return torch.randn(shape, generator=gen, dtype=F64)
+
+
+def _laid_out(shapes, transposed) -> list[tuple]:
+    """(spec, False) for each of ``shapes``, then (spec, True) for each of ``transposed``: layouts come last."""
+    return [*((s, False) for s in shapes), *((s, True) for s in transposed)]
+
+
+def linear_cases(gen: torch.Generator, *, bias: bool, shapes=LINEAR_SHAPES, transposed=LINEAR_TRANSPOSED) -> list[Case]:
+    """(x, w, dy), or (x, w, b, dy) with ``bias``, for each (lead, K, N) of ``shapes``, then of ``transposed``."""
+    cases = []
+    for (lead, K, N), t in _laid_out(shapes, transposed):
+        x = _randn(gen, *lead, K, transposed=t)  # (..., K)
+        w = _randn(gen, K, N, transposed=t)  # (K, N)
+        b = _randn(gen, N)  # (N,)
+        dy = _randn(gen, *lead, N, transposed=t)  # (..., N), the shape of y
+        args = (x, w, b, dy) if bias else (x, w, dy)
+        b_label = f"b {tuple(b.shape)}, " if bias and not t else ""
+        layout = ", all three non-contiguous (transposes)" if t else ""
+        label = f"x {tuple(x.shape)}, w {tuple(w.shape)}, {b_label}dy {tuple(dy.shape)}{layout}"
+        cases.append(Case(label, args, batch=math.prod(lead)))
+    return cases
+
+
+def reduce_cases(gen: torch.Generator, shapes=REDUCE_SHAPES, transposed=REDUCE_TRANSPOSED) -> list[Case]:
+    """(grad, shape) for each (grad shape, target shape) of ``shapes``, then of ``transposed``."""
+    cases = []
+    for (grad_shape, shape), t in _laid_out(shapes, transposed):
+        grad = _randn(gen, *grad_shape, transposed=t)
+        copies = grad.numel() // max(math.prod(shape), 1)
+        layout = ", non-contiguous (a transpose)" if t else ""
+        cases.append(Case(f"grad {tuple(grad_shape)}{layout} → shape {tuple(shape)}", (grad, shape), batch=copies))
+    return cases
+
+
+def batched_cases(gen: torch.Generator, shapes=BATCHED_SHAPES, transposed=BATCHED_TRANSPOSED) -> list[Case]:
+    """(a, c, dy) for each (B, M, kind, K, N) of ``shapes``, then of ``transposed``."""
+    cases = []
+    for (B, M, kind, K, N), t in _laid_out(shapes, transposed):
+        c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind or "per-element"]
+        a, c, dy = _randn(gen, B, M, K, transposed=t), _randn(gen, *c_shape, transposed=t), _randn(gen, B, M, N, transposed=t)
+        named = f" ({kind.replace('-1', '')})" if kind else ""
+        layout = ", all non-contiguous (transposes)" if t else ""
+        cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)}{named}, dy {tuple(dy.shape)}{layout}", (a, c, dy), batch=B))
+    return cases
+
+
+def _linear_cases(bias: bool) -> list[Case]:
+    return linear_cases(seeded(SEED), bias=bias)
+
+
+def _reduce_cases() -> list[Case]:
+    return reduce_cases(seeded(SEED + 1))
+
+
+def _batched_cases() -> list[Case]:
+    return batched_cases(seeded(SEED + 2))
 
 
 # ---------------------------------------------------------------------------
 # Running a check
 
 
-def run_checked(name: str, fn: Callable, cases: Sequence[Case], reference: Callable, *,
-                outputs: Sequence[str], of: Sequence[str], alternatives: Callable, library: bool = True) -> None:
-    """``run_cases`` with warnings silenced while the student's code runs.
+def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
+    """Check ``fn`` on ``cases`` as ``CHECKS[name]`` says; raise a diagnosis at the first problem.
 
-    nbgrader scores a test cell that writes to stderr zero, even when every value is right,
-    so a deprecation warning from a correct answer must not reach the notebook.
-    ``library=False``: torch's own one-line answer to the exercise (``Tensor.sum_to_size``, the whole
+    ``"library": False``: torch's own one-line answer to the exercise (``Tensor.sum_to_size``, the whole
     of ``reduce_to_shape``) is refused once the values pass.
     """
     used: list[str] = []
-    with warnings.catch_warnings(), _watching_sum_to_size(used):
-        warnings.simplefilter("ignore")
-        run_cases(name, fn, cases, reference, outputs=outputs, of=of, alternatives=alternatives)
+    spec = dict(CHECKS[name])
+    library = spec.pop("library", True)
+    with _watching_sum_to_size(used):
+        run_cases(name, fn, cases, **spec)
     if used and not library:
         raise GradingFailure(
             "wrong-values",
@@ -253,73 +334,46 @@ def _watching_sum_to_size(used: list[str]):
         torch.Tensor.sum_to_size = original
 
 
-def _linear_cases(bias: bool) -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED)
-    cases = []
-    for lead, K, N in LINEAR_SHAPES:
-        x = torch.randn(*lead, K, generator=gen, dtype=F64)  # (..., K)
-        w = torch.randn(K, N, generator=gen, dtype=F64)  # (K, N)
-        b = torch.randn(N, generator=gen, dtype=F64)  # (N,)
-        dy = torch.randn(*lead, N, generator=gen, dtype=F64)  # (..., N), the shape of y
-        args = (x, w, b, dy) if bias else (x, w, dy)
-        label = f"x {tuple(x.shape)}, w {tuple(w.shape)}, " + (f"b {tuple(b.shape)}, " if bias else "") + f"dy {tuple(dy.shape)}"
-        cases.append(Case(label, args, batch=math.prod(lead)))
-    # Last: x, w and dy non-contiguous, each the transpose of a stored tensor.
-    B, K, N = 7, 5, 3
-    x, w = torch.randn(K, B, generator=gen, dtype=F64).T, torch.randn(N, K, generator=gen, dtype=F64).T
-    b, dy = torch.randn(N, generator=gen, dtype=F64), torch.randn(N, B, generator=gen, dtype=F64).T
-    args = (x, w, b, dy) if bias else (x, w, dy)
-    cases.append(Case(f"x ({B}, {K}), w ({K}, {N}), dy ({B}, {N}), all three non-contiguous (transposes)", args, batch=B))
-    return cases
-
-
-def _reduce_cases() -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED + 1)
-    cases = []
-    for grad_shape, shape in REDUCE_SHAPES:
-        grad = torch.randn(grad_shape, generator=gen, dtype=F64)
-        copies = grad.numel() // max(math.prod(shape), 1)
-        cases.append(Case(f"grad {grad_shape} → shape {tuple(shape)}", (grad, shape), batch=copies))
-    grad = torch.randn(3, 4, 7, generator=gen, dtype=F64).mT  # (3, 7, 4), non-contiguous
-    cases.append(Case("grad (3, 7, 4), non-contiguous (a transpose) → shape (7, 1)", (grad, (7, 1)), batch=12))
-    return cases
-
-
 def _reduce_case_alternatives(case: Case) -> dict[str, list[Alternative]]:
     grad, shape = case.args
     return {"result": reduce_alternatives(grad, shape, _reduce_reference(grad, shape))}
 
 
+# What each gradient exercise is checked against: its reference, its outputs and its named bugs.
+CHECKS = {
+    "linear_backward": {
+        "reference": _linear_reference, "outputs": ("dx", "dw"), "of": ("x", "w"),
+        "alternatives": lambda case: linear_alternatives(_linear_reference, *case.args)},
+    "linear_bias_backward": {
+        "reference": _linear_bias_reference, "outputs": ("dx", "dw", "db"), "of": ("x", "w", "b"),
+        "alternatives": lambda case: bias_alternatives(_linear_bias_reference, *case.args)},
+    "reduce_to_shape": {
+        "reference": _reduce_reference, "outputs": ("result",), "of": ("the tensor before broadcasting",),
+        "alternatives": _reduce_case_alternatives, "library": False},
+    "batched_matmul_backward": {
+        "reference": _batched_reference, "outputs": ("da", "dc"), "of": ("a", "c"),
+        "alternatives": lambda case: batched_alternatives(_batched_reference, *case.args)},
+}
+
+
 @graded
 def linear_backward(fn: Callable) -> None:
     """Check ``fn(x, w, dy) -> (dx, dw)`` for y = x @ w against torch autograd."""
-    run_checked(
-        "linear_backward", fn, _linear_cases(bias=False), _linear_reference,
-        outputs=("dx", "dw"), of=("x", "w"),
-        alternatives=lambda case: linear_alternatives(_linear_reference, *case.args),
-    )
+    run_exercise("linear_backward", fn, _linear_cases(bias=False))
     print("✓ linear_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
 
 
 @graded
 def linear_bias_backward(fn: Callable) -> None:
     """Check ``fn(x, w, b, dy) -> (dx, dw, db)`` for y = x @ w + b against torch autograd."""
-    run_checked(
-        "linear_bias_backward", fn, _linear_cases(bias=True), _linear_bias_reference,
-        outputs=("dx", "dw", "db"), of=("x", "w", "b"),
-        alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args),
-    )
+    run_exercise("linear_bias_backward", fn, _linear_cases(bias=True))
     print("✓ linear_bias_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
 
 
 @graded
 def reduce_to_shape(fn: Callable) -> None:
     """Check ``fn(grad, shape)`` against the autograd VJP of broadcasting a ``shape`` tensor to grad's shape."""
-    run_checked(
-        "reduce_to_shape", fn, _reduce_cases(), _reduce_reference,
-        outputs=("result",), of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives,
-        library=False,
-    )
+    run_exercise("reduce_to_shape", fn, _reduce_cases())
     print("✓ reduce_to_shape passes the visible checks (leading axes, size-1 axes, a scalar, nothing to reduce, "
           "a transposed grad)")
 
@@ -430,65 +484,9 @@ def name_the_bug(fn: Callable) -> None:
           "a right one)")
 
 
-# ---------------------------------------------------------------------------
-# batched_matmul_backward: y = a @ c, c per batch element or shared
-
-
-def _batched_reference(a, c, dy):
-    return vjp(torch.matmul, (a, c), dy)
-
-
-def batched_alternatives(reference: Callable, a, c, dy) -> dict[str, list[Alternative]]:
-    """Named bugs of ``(da, dc)`` for y = a @ c with c (B, K, N), (K, N) or (1, K, N)."""
-    B = a.shape[0]
-    K, N = c.shape[-2:]
-    da, dc = reference(a, c, dy)[:2]
-    per_element = a.mT @ dy  # (B, K, N): the gradient of every element's own c
-    alts: dict[str, list[Alternative]] = {"da": [], "dc": []}
-    if K == N:
-        alts["da"].append(Alternative(
-            "transpose", "da multiplies dy by c untransposed. With a square c that product has the shape of a too, "
-                         "so only the values tell.", dy @ c))
-    if B > 1 and c.ndim == 3 and c.shape[0] == B:
-        summed = (a.reshape(-1, K).mT @ dy.reshape(-1, N)).expand(c.shape)
-        alts["dc"].append(Alternative(
-            "batch-reduction", "dc adds up the contributions of every batch element, but here every element has "
-                               "its own c, used by that element alone.", summed))
-    if B > 1 and (c.ndim == 2 or c.shape[0] == 1):
-        alts["dc"].append(Alternative(
-            "batch-reduction", f"dc keeps one matrix per batch element, shape {tuple(per_element.shape)}, but c is one "
-                               f"matrix, shape {tuple(c.shape)}, shared by all of them.", per_element))
-    return {"da": _distinct(alts["da"], da), "dc": _distinct(alts["dc"], dc)}
-
-
-def _batched_cases() -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED + 2)
-    cases = []
-    M = 5
-    for B, kind, K, N in BATCHED_SHAPES:
-        c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind]
-        a = torch.randn(B, M, K, generator=gen, dtype=F64)  # (B, M, K)
-        c = torch.randn(c_shape, generator=gen, dtype=F64)
-        dy = torch.randn(B, M, N, generator=gen, dtype=F64)  # (B, M, N), the shape of y
-        cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)} ({kind.replace('-1', '')}), dy {tuple(dy.shape)}",
-                          (a, c, dy), batch=B))
-    # Last: every input non-contiguous, the transpose of a stored tensor.
-    B, K, N = 7, 4, 3
-    a = torch.randn(B, K, M, generator=gen, dtype=F64).mT  # (B, M, K)
-    c = torch.randn(B, N, K, generator=gen, dtype=F64).mT  # (B, K, N)
-    dy = torch.randn(B, N, M, generator=gen, dtype=F64).mT  # (B, M, N)
-    cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)}, dy {tuple(dy.shape)}, all non-contiguous (transposes)",
-                      (a, c, dy), batch=B))
-    return cases
-
-
 @graded
 def batched_matmul_backward(fn: Callable) -> None:
     """Check ``fn(a, c, dy) -> (da, dc)`` for y = a @ c against torch autograd."""
-    run_checked(
-        "batched_matmul_backward", fn, _batched_cases(), _batched_reference,
-        outputs=("da", "dc"), of=("a", "c"),
-        alternatives=lambda case: batched_alternatives(_batched_reference, *case.args),
-    )
+    run_exercise("batched_matmul_backward", fn, _batched_cases())
     print("✓ batched_matmul_backward passes the visible checks (batch 1 and 7; c per element, (K, N) and (1, K, N); "
           "square c; transposed inputs)")

@@ -19,7 +19,10 @@ kind of values; a result right for contiguous inputs and wrong only there depend
 layout, and is named so. Diagnoses name the bug and say why, never the fixed code; ``HINTS``
 maps each diagnosis class to the notebook's hint that covers it.
 
-The hidden checks (``autograder.check.routing``) reuse these runners on random inputs.
+An exercise is data: its reference, alternatives and (for a scatter) what a store would keep
+sit in :data:`EXERCISES`, and :func:`check` runs any of them on a list of cases. The hidden
+checks (``autograder.check.routing``) call the same :func:`check` on cases from the builders
+at the end of this module, drawn from a fresh generator with their own shapes.
 """
 
 from __future__ import annotations
@@ -32,14 +35,29 @@ import torch
 import torch.nn.functional as F
 
 from ..diagnose import (
-    Alternative, Case, GradingFailure, call_student, diagnose, graded, run_cases,
+    DEPENDS_ON_LAYOUT,
+    TRANSPOSED,
+    Alternative,
+    Case,
+    GradingFailure,
+    Passed,
+    batch_refined,
+    clone_args,
+    diagnose,
+    graded,
+    layout_failure,
+    randn,
+    run_cases,
+    seeded,
+    strided,
+    transposed_view,
+    vjp,
 )
-from ..triton_check import device, is_kernel, quiet, unwrapped
+from ..triton_check import device, launch, require_kernel
 
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: every op here is exact up to summation order
 SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here takes this value
-TRANSPOSED = "a transposed (non-contiguous) view"
 
 # Which hint of the notebook covers each diagnosis class ("*": any other class). course.diagnose.graded
 # adds the pointer to a failure; the hidden checks use the same map.
@@ -54,30 +72,13 @@ HINTS = {
 }
 
 
-def transposed_view(t: torch.Tensor) -> torch.Tensor:
-    """The same values as ``t``, with its last two axes laid out swapped in memory: a non-contiguous view."""
-    return t.mT.contiguous().mT
+def _transposed(label: str, names: str, *tensors: torch.Tensor) -> tuple:
+    """``label`` saying that ``names`` are transposed views, then those views of ``tensors``."""
+    return (f"{label}, {names} {TRANSPOSED}", *map(transposed_view, tensors))
 
 
-def _strided(args: tuple) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.ndim >= 2 and not a.is_contiguous() for a in args)
-
-
-def _layout_failure(name: str, where: str) -> GradingFailure:
-    return GradingFailure(
-        "wrong-values",
-        f"{name} is right for contiguous inputs and wrong for {TRANSPOSED} of the same values: the code depends on "
-        "how its inputs are laid out in memory, not only on their values.", where)
-
-
-def _generator(salt: int = 0) -> torch.Generator:
-    return torch.Generator().manual_seed(606 + salt)
-
-
-def run_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = True, **kwargs):
-    """``call_student`` with warnings silenced."""
-    with quiet():
-        return call_student(name, fn, *args, forbid_autograd_use=forbid_autograd_use, **kwargs)
+def _shape(t) -> str:
+    return str(tuple(t.shape))
 
 
 # ---------------------------------------------------------------------------
@@ -112,21 +113,16 @@ def store_alternatives(name: str, collisions: Collisions, how: str) -> list[Alte
     ]
 
 
-def scatter_failure(
-    name: str, got, expected: torch.Tensor, case: ScatterCase, collisions: Collisions | None, *, how: str,
-    passed_without_repeats: bool, passed_batch1: bool, alternatives: Sequence[Alternative] = (), of: str = "",
-    tol: float = TOL[F64], passed_contiguous: bool = False,
-) -> GradingFailure | None:
-    """``diagnose``, plus the two classes a scatter adds: ``non-atomic-scatter`` and ``batch-reduction``."""
-    alts = list(alternatives)
-    if case.repeats and collisions is not None:
-        alts = store_alternatives(name, collisions, how) + alts
-    failure = diagnose(name, got, expected, tol=tol, alternatives=alts, batch=case.batch, case=case.label, of=of)
-    if failure is not None and passed_contiguous and _strided(case.args) and failure.cls != "shape":
-        return _layout_failure(name, failure.where)
-    if failure is None or failure.cls != "wrong-values":
+def scatter_refined(failure: GradingFailure, out: str, case: ScatterCase, got, expected: torch.Tensor,
+                    collisions: Collisions | None, how: str, passed: Passed) -> GradingFailure:
+    """A scatter's failure read in the light of the cases before it: right without repeated indices and wrong
+    only where several contributions land is ``non-atomic-scatter``; right at batch 1 and wrong above it (no
+    repeats) is ``batch-reduction``; right for contiguous inputs and wrong for a transposed view is the layout."""
+    if passed.contiguous and strided(case.args) and failure.cls != "shape":
+        return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
+    if failure.cls != "wrong-values":
         return failure
-    if case.repeats and passed_without_repeats and collisions is not None:
+    if case.repeats and passed.without_repeats and collisions is not None:
         g = got.detach().to("cpu", F64)
         e = expected.detach().to("cpu", F64)
         scale = max(e.abs().max().item(), 1e-300)
@@ -134,77 +130,19 @@ def scatter_failure(
         if bool(bad.any()) and not bool((bad & ~collisions.collided).any()):
             return GradingFailure(
                 "non-atomic-scatter",
-                f"{name} is right wherever one contribution lands and wrong only where several land on the same "
+                f"{out} is right wherever one contribution lands and wrong only where several land on the same "
                 f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
                 "every output that read the slot in the forward owes it its gradient.",
                 failure.where,
             )
-    if passed_batch1 and case.batch > 1 and not case.repeats:
-        return GradingFailure(
-            "batch-reduction",
-            f"{name} is right at batch 1 and wrong at batch {case.batch}: every row of the batch must contribute, "
-            "not only the first one.",
-            failure.where,
-        )
-    return failure
-
-
-def run_scatter_cases(
-    name: str, fn: Callable, cases: Sequence[ScatterCase], reference: Callable, collisions: Callable, *, output: str,
-    how: str, of: str = "", alternatives: Callable[[ScatterCase], list[Alternative]] | None = None,
-    tol: float = TOL[F64],
-) -> None:
-    """Run ``fn`` (called ``name``) on every case, those without repeats first, and compare its result
-    (called ``output``) with ``reference``; raise the first failure.
-
-    ``collisions(*args)`` returns the :class:`Collisions` of a case with repeats.
-    """
-    passed_without_repeats = passed_batch1 = passed_contiguous = False
-    for case in cases:
-        args = _clone(case.args)
-        expected = reference(*_clone(case.args))
-        try:
-            got = run_student(name, fn, *args)
-        except GradingFailure as failure:
-            if failure.cls != "error":
-                raise
-            # Say which inputs: a transposed view breaks code that assumes a memory layout (a .view, say).
-            where = "\n".join(w for w in (failure.where, f"inputs: {case.label}") if w)
-            raise GradingFailure(failure.cls, failure.sentence, where) from None
-        coll = collisions(*_clone(case.args)) if case.repeats else None
-        alts = alternatives(case) if alternatives else []
-        failure = scatter_failure(
-            output, got, expected, case, coll, how=how, passed_without_repeats=passed_without_repeats,
-            passed_batch1=passed_batch1, alternatives=alts, of=of, tol=tol, passed_contiguous=passed_contiguous,
-        )
-        if failure is not None:
-            raise failure
-        passed_without_repeats |= not case.repeats
-        passed_batch1 |= case.batch == 1
-        passed_contiguous |= case.batch > 1 and not _strided(case.args)
-
-
-def _clone(args: tuple) -> tuple:
-    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
-
-
-def _shape(t) -> str:
-    return str(tuple(t.shape))
-
-
-# ---------------------------------------------------------------------------
-# topk_backward
-
-
-def gather_reference(dy: torch.Tensor, indices: torch.Tensor, n: int) -> torch.Tensor:
-    """x̄ of y = x.gather(-1, indices) for x of last size n, by autograd (top-k's forward is such a gather)."""
-    x = torch.zeros(*indices.shape[:-1], n, dtype=dy.dtype, requires_grad=True)
-    (dx,) = torch.autograd.grad(x.gather(-1, indices), x, dy)
-    return dx
+    if case.repeats:
+        return failure
+    return batch_refined(failure, out, case.batch, passed.batch1, "every row of the batch must contribute, not only "
+                         "the first one.", named=True)
 
 
 def gather_collisions(dy: torch.Tensor, indices: torch.Tensor, n: int) -> Collisions:
-    """Slots of x̄ hit by more than one index, and what storing ȳ slot by slot would keep there."""
+    """Slots of x̄ (..., n) hit by more than one index, and what storing ȳ slot by slot would keep there."""
     hits = F.one_hot(indices, n).sum(dim=-2)  # (..., n): how many outputs read each slot
     last = torch.zeros(*indices.shape[:-1], n, dtype=dy.dtype)
     first = last.clone()
@@ -214,6 +152,24 @@ def gather_collisions(dy: torch.Tensor, indices: torch.Tensor, n: int) -> Collis
     for m in reversed(range(k)):  # in reverse: the first one wins
         first.scatter_(-1, indices[..., m:m + 1], dy[..., m:m + 1])
     return Collisions(hits >= 2, last, first)
+
+
+def embedding_collisions(dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int) -> Collisions:
+    """Rows of W̄ read more than once, and what storing ȳ row by row keeps there: in each of the D
+    columns, the stores of a gather whose indices are the R ids."""
+    D = dy.shape[-1]
+    columns = dy.reshape(-1, D).T  # (D, R)
+    c = gather_collisions(columns, ids.reshape(1, -1).expand(D, -1), num_embeddings)  # (D, num_embeddings)
+    return Collisions(c.collided.T, c.last.T, c.first.T)
+
+
+# ---------------------------------------------------------------------------
+# topk_backward
+
+
+def gather_reference(dy: torch.Tensor, indices: torch.Tensor, n: int) -> torch.Tensor:
+    """x̄ of y = x.gather(-1, indices) for x of last size n, by autograd (top-k's forward is such a gather)."""
+    return vjp(lambda x: x.gather(-1, indices), (dy.new_zeros(*indices.shape[:-1], n),), dy)[0]
 
 
 def topk_alternatives(case: ScatterCase) -> list[Alternative]:
@@ -234,45 +190,11 @@ def topk_case(label: str, dy: torch.Tensor, indices: torch.Tensor, n: int, repea
     batch = dy.shape[0] if dy.ndim > 1 else 1
     what = "repeated indices" if repeats else "distinct indices (a top-k)"
     if transposed:
-        dy, indices, what = transposed_view(dy), transposed_view(indices), f"{what}, dy and indices {TRANSPOSED}"
+        what, dy, indices = _transposed(what, "dy and indices", dy, indices)
     return ScatterCase(
         f"dy {_shape(dy)}, indices {_shape(indices)}, n = {n}; {label}, {what}", (dy, indices, n), batch=batch,
         repeats=repeats,
     )
-
-
-def check_topk_backward(fn, cases: Sequence[ScatterCase], reference=gather_reference, collisions=gather_collisions,
-                        alternatives=topk_alternatives) -> None:
-    run_scatter_cases(
-        "topk_backward", fn, cases, reference, collisions, output="dx", of="x",
-        how="a store (an indexed assignment, scatter_ or index_put_)", alternatives=alternatives,
-    )
-
-
-@graded
-def topk_backward(fn) -> None:
-    """Visible check: top-k of rows of 8, 10 and 9 at batch 1, 7 and 3-D, then gathers with repeated indices."""
-    gen = _generator(1)
-    x = torch.tensor([[0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1]], dtype=F64)  # (1, 8): the picture's row
-    dy = torch.tensor([[1.0, -0.5, 2.0]], dtype=F64)  # ȳ for the top 3
-    x7 = torch.randn(7, 10, generator=gen, dtype=F64)
-    x7[0, -1] = 5.0  # the last slot is selected in row 0
-    x3 = torch.randn(2, 3, 9, generator=gen, dtype=F64)
-    rep7 = torch.randint(0, 5, (7, 8), generator=gen)
-    rep7[:, 0] = 4  # the last slot, in every row
-    rep3 = torch.randint(0, 4, (2, 3, 6), generator=gen)
-    rep3[..., -1] = 3
-    cases = [
-        topk_case("batch 1", dy, x.topk(3).indices, 8, False),  # the N = 8, k = 3 example of the notebook
-        topk_case("batch 7", torch.randn(7, 4, generator=gen, dtype=F64), x7.topk(4).indices, 10, False),
-        topk_case("3-D", torch.randn(2, 3, 2, generator=gen, dtype=F64), x3.topk(2).indices, 9, False),
-        topk_case("batch 7", torch.randn(7, 3, generator=gen, dtype=F64), x7.topk(3).indices, 10, False, transposed=True),
-        topk_case("batch 1", torch.randn(1, 5, generator=gen, dtype=F64), torch.tensor([[5, 0, 5, 2, 5]]), 6, True),
-        topk_case("batch 7", torch.randn(7, 8, generator=gen, dtype=F64), rep7, 5, True),  # k > n: repeats certain
-        topk_case("3-D", torch.randn(2, 3, 6, generator=gen, dtype=F64), rep3, 4, True),
-    ]
-    check_topk_backward(fn, cases)
-    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7, 3-D and transposed; repeated indices)")
 
 
 # ---------------------------------------------------------------------------
@@ -281,23 +203,7 @@ def topk_backward(fn) -> None:
 
 def embedding_reference(dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int) -> torch.Tensor:
     """W̄ of y = W[ids], by autograd through F.embedding."""
-    W = torch.zeros(num_embeddings, dy.shape[-1], dtype=dy.dtype, requires_grad=True)
-    (dW,) = torch.autograd.grad(F.embedding(ids, W), W, dy)
-    return dW
-
-
-def embedding_collisions(dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int) -> Collisions:
-    """Rows of W̄ read more than once, and what storing ȳ row by row keeps there."""
-    flat_ids, rows = ids.reshape(-1), dy.reshape(-1, dy.shape[-1])
-    uses = torch.bincount(flat_ids, minlength=num_embeddings)  # (num_embeddings,)
-    last = torch.zeros(num_embeddings, dy.shape[-1], dtype=dy.dtype)
-    first = last.clone()
-    for r in range(flat_ids.numel()):
-        last[flat_ids[r]] = rows[r]
-    for r in reversed(range(flat_ids.numel())):
-        first[flat_ids[r]] = rows[r]
-    collided = (uses >= 2)[:, None].expand(num_embeddings, dy.shape[-1])
-    return Collisions(collided, last, first)
+    return vjp(lambda W: F.embedding(ids, W), (dy.new_zeros(num_embeddings, dy.shape[-1]),), dy)[0]
 
 
 def embedding_case(label: str, dy: torch.Tensor, ids: torch.Tensor, num_embeddings: int,
@@ -315,45 +221,12 @@ def embedding_case(label: str, dy: torch.Tensor, ids: torch.Tensor, num_embeddin
     )
 
 
-def check_embedding_backward(fn, cases, reference=embedding_reference, collisions=embedding_collisions,
-                             alternatives=None) -> None:
-    run_scatter_cases(
-        "embedding_backward", fn, cases, reference, collisions, output="dW", of="the embedding table W",
-        how="a store (dW[ids] = ȳ, index_put_ or index_copy_)", alternatives=alternatives,
-    )
-
-
-@graded
-def embedding_backward(fn) -> None:
-    """Visible check: distinct ids at batch 1 and 7, then repeated ids (batch 1, 7, 1-D and 3-D ids)."""
-    gen = _generator(2)
-    D = 4
-    rep7 = torch.randint(0, 6, (7, 4), generator=gen)
-    rep7[3, 1] = rep7[5, 2] = 5  # the last row of the table, used twice
-    cases = [
-        embedding_case("batch 1", torch.randn(1, 5, D, generator=gen, dtype=F64), torch.tensor([[10, 3, 0, 7, 4]]), 11),
-        embedding_case("batch 7", torch.randn(7, 3, D, generator=gen, dtype=F64),
-                       torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
-        embedding_case("batch 7", torch.randn(7, 2, D, generator=gen, dtype=F64),
-                       torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17, transposed=True),
-        embedding_case("batch 1", torch.randn(1, 6, D, generator=gen, dtype=F64), torch.tensor([[10, 3, 10, 0, 3, 10]]), 11),
-        embedding_case("batch 7", torch.randn(7, 4, D, generator=gen, dtype=F64), rep7, 6),
-        embedding_case("1-D ids", torch.randn(9, D, generator=gen, dtype=F64), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
-        embedding_case("3-D ids", torch.randn(2, 3, 4, D, generator=gen, dtype=F64), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
-    ]
-    check_embedding_backward(fn, cases)
-    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7, transposed; repeated ids; "
-          "1-D and 3-D ids)")
-
-
 # ---------------------------------------------------------------------------
 # relu_backward
 
 
 def relu_reference(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    x = x.clone().requires_grad_(True)
-    (dx,) = torch.autograd.grad(torch.relu(x), x, dy)
-    return dx
+    return vjp(torch.relu, (x,), dy)[0]
 
 
 def relu_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -370,34 +243,6 @@ def relu_alternatives(case: Case) -> dict[str, list[Alternative]]:
     ]}
 
 
-def relu_case(label: str, dy: torch.Tensor, x: torch.Tensor, transposed: bool = False) -> Case:
-    if transposed:
-        dy, x, label = transposed_view(dy), transposed_view(x), f"{label}, dy and x {TRANSPOSED}"
-    return Case(f"dy {_shape(dy)}, x {_shape(x)}; {label}", (dy, x), batch=x.shape[0])
-
-
-def check_relu_backward(fn, cases, reference=relu_reference, alternatives=relu_alternatives) -> None:
-    with quiet():
-        run_cases("relu_backward", fn, cases, reference, outputs=("dx",), of=("x",), alternatives=alternatives,
-                  tol=TOL[F64])
-
-
-def _off_zero(gen: torch.Generator, *shape: int) -> torch.Tensor:
-    x = torch.randn(shape, generator=gen, dtype=F64)
-    return x + 0.1 * torch.sign(x)  # no input at the kink x = 0
-
-
-@graded
-def relu_backward(fn) -> None:
-    """Visible check: batch 1, batch 7 and 3-D, no input at the kink x = 0."""
-    gen = _generator(3)
-    cases = [relu_case(label, torch.randn(shape, generator=gen, dtype=F64), _off_zero(gen, *shape))
-             for label, shape in (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4)))]
-    cases.append(relu_case("batch 7", torch.randn(7, 6, generator=gen, dtype=F64), _off_zero(gen, 7, 6), transposed=True))
-    check_relu_backward(fn, cases)
-    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed)")
-
-
 # ---------------------------------------------------------------------------
 # maxpool1d_backward
 
@@ -412,16 +257,12 @@ def maxpool_positions(x: torch.Tensor, kernel_size: int, stride: int) -> torch.T
 def maxpool_reference(dy, x, kernel_size, stride):
     """x̄ of y = max_pool1d(x) over the last axis, by autograd."""
     L = x.shape[-1]
-    x = x.clone().requires_grad_(True)
-    y = F.max_pool1d(x.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape)
-    (dx,) = torch.autograd.grad(y, x, dy)
-    return dx
+    return vjp(lambda x: F.max_pool1d(x.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape), (x,), dy)[0]
 
 
 def maxpool_collisions(dy, x, kernel_size, stride) -> Collisions:
     """Positions that are the max of several windows, and what storing ȳ window by window keeps there."""
-    c = gather_collisions(dy, maxpool_positions(x, kernel_size, stride), x.shape[-1])
-    return Collisions(c.collided, c.last, c.first)
+    return gather_collisions(dy, maxpool_positions(x, kernel_size, stride), x.shape[-1])
 
 
 def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
@@ -430,9 +271,8 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
     pos = maxpool_positions(x, kernel_size, stride)
     starts = stride * torch.arange(pos.shape[-1])
     in_window = torch.zeros_like(x).scatter_add_(-1, pos - starts, dy)
-    xa = torch.zeros_like(x, requires_grad=True)
-    avg = F.avg_pool1d(xa.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape)
-    (spread,) = torch.autograd.grad(avg, xa, dy)
+    average_pool = lambda x: F.avg_pool1d(x.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape)  # noqa: E731
+    spread = vjp(average_pool, (torch.zeros_like(x),), dy)[0]
     return [
         Alternative("wrong-values", "dx puts ȳ_j at the argmax's position *within* window j (0 … kernel_size − 1), "
                     "not at its position in x.", in_window),
@@ -444,7 +284,7 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
 def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, repeats: bool | None = None,
                  transposed: bool = False) -> ScatterCase:
     if transposed:
-        dy, x, label = transposed_view(dy), transposed_view(x), f"{label}, dy and x {TRANSPOSED}"
+        label, dy, x = _transposed(label, "dy and x", dy, x)
     if repeats is None:
         pos = maxpool_positions(x, kernel_size, stride)
         repeats = bool((F.one_hot(pos, x.shape[-1]).sum(dim=-2) >= 2).any())
@@ -455,50 +295,13 @@ def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, repeats: bool
     )
 
 
-def check_maxpool1d_backward(fn, cases, reference=maxpool_reference, collisions=maxpool_collisions,
-                             alternatives=maxpool_alternatives) -> None:
-    run_scatter_cases(
-        "maxpool1d_backward", fn, cases, reference, collisions, output="dx", of="x",
-        how="a store (dx[..., argmax] = ȳ, scatter_)", alternatives=alternatives,
-    )
-
-
-@graded
-def maxpool1d_backward(fn) -> None:
-    """Visible check: windows side by side (stride = kernel_size), then overlapping windows that share a max."""
-    gen = _generator(4)
-
-    def distinct(*shape):  # a random permutation of spread-out values per row: no ties
-        return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
-
-    x1 = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # window maxima at 2, 2, 2, 5, 5, 7
-    x7 = distinct(7, 11)
-    x7[:, 3] = 9.0  # the max of windows 0 and 1 (kernel 4, stride 2)
-    x7[:, 10] = 10.0  # the last position: the max of the last window
-    x3 = distinct(2, 3, 9)
-    x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
-    cases = [
-        maxpool_case("batch 1", torch.randn(1, 3, generator=gen, dtype=F64), distinct(1, 9), 3, 3),
-        maxpool_case("batch 7", torch.randn(7, 5, generator=gen, dtype=F64), distinct(7, 10), 2, 2),
-        maxpool_case("batch 7", torch.randn(7, 3, generator=gen, dtype=F64), distinct(7, 9), 3, 3, transposed=True),
-        maxpool_case("batch 1", torch.randn(1, 6, generator=gen, dtype=F64), x1, 3, 1),
-        maxpool_case("batch 7", torch.randn(7, 4, generator=gen, dtype=F64), x7, 4, 2),
-        maxpool_case("3-D", torch.randn(2, 3, 4, generator=gen, dtype=F64), x3, 3, 2),
-    ]
-    check_maxpool1d_backward(fn, cases)
-    print("✓ maxpool1d_backward passes the visible checks (side-by-side and overlapping windows, batch 1, 7, 3-D "
-          "and transposed)")
-
-
 # ---------------------------------------------------------------------------
 # dropout_backward
 
 
 def dropout_reference(dy, mask, p):
     """x̄ of y = x ⊙ mask / (1 − p), by autograd."""
-    x = torch.zeros_like(dy, requires_grad=True)
-    (dx,) = torch.autograd.grad(x * mask / (1 - p), x, dy)
-    return dx
+    return vjp(lambda x: x * mask / (1 - p), (torch.zeros_like(dy),), dy)[0]
 
 
 def dropout_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -517,18 +320,6 @@ def dropout_alternatives(case: Case) -> dict[str, list[Alternative]]:
     ]}
 
 
-def dropout_case(label: str, dy: torch.Tensor, mask: torch.Tensor, p: float, transposed: bool = False) -> Case:
-    if transposed:
-        dy, mask, label = transposed_view(dy), transposed_view(mask), f"{label}, dy and mask {TRANSPOSED}"
-    return Case(f"dy {_shape(dy)}, mask {_shape(mask)}, p = {p:g}; {label}", (dy, mask, p), batch=dy.shape[0])
-
-
-def check_dropout_backward(fn, cases, reference=dropout_reference, alternatives=dropout_alternatives) -> None:
-    with quiet():
-        run_cases("dropout_backward", fn, cases, reference, outputs=("dx",), of=("x",), alternatives=alternatives,
-                  tol=TOL[F64])
-
-
 def keep_mask(gen: torch.Generator, p: float, *shape: int) -> torch.Tensor:
     """A bool mask, True with probability 1 − p, with at least one entry kept and one dropped."""
     mask = torch.rand(shape, generator=gen) >= p
@@ -537,23 +328,8 @@ def keep_mask(gen: torch.Generator, p: float, *shape: int) -> torch.Tensor:
     return mask
 
 
-@graded
-def dropout_backward(fn) -> None:
-    """Visible check: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D."""
-    gen = _generator(5)
-    cases = [dropout_case(label, torch.randn(shape, generator=gen, dtype=F64), keep_mask(gen, p, *shape), p)
-             for label, shape, p in (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6), ("3-D", (2, 3, 5), 0.5))]
-    cases.append(dropout_case("batch 7", torch.randn(7, 8, generator=gen, dtype=F64), keep_mask(gen, 0.3, 7, 8), 0.3,
-                              transposed=True))
-    check_dropout_backward(fn, cases)
-    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed)")
-
-
 # ---------------------------------------------------------------------------
 # moe_gate_backward
-
-MOE_OUTPUTS = ("dlogits", "dexpert_out")
-MOE_OF = ("logits", "expert_out")
 
 
 def moe_forward(logits, indices, expert_out):
@@ -564,48 +340,23 @@ def moe_forward(logits, indices, expert_out):
 
 def moe_reference(dy, logits, indices, expert_out):
     """(logits̄, expert_out̄) by autograd through ``moe_forward``; the indices get no gradient."""
-    logits = logits.clone().requires_grad_(True)
-    expert_out = expert_out.clone().requires_grad_(True)
-    return torch.autograd.grad(moe_forward(logits, indices, expert_out), (logits, expert_out), dy)
+    return vjp(lambda logits, expert_out: moe_forward(logits, indices, expert_out), (logits, expert_out), dy)
 
 
 def moe_case(label: str, gen: torch.Generator, lead: tuple[int, ...], E: int, k: int, D: int,
              transposed: bool = False) -> Case:
     """``transposed``: every tensor a view with its last two axes swapped in memory (non-contiguous)."""
-    logits = torch.randn(*lead, E, generator=gen, dtype=F64)
+    logits = randn(gen, *lead, E)
     indices = logits.topk(k, dim=-1).indices  # (..., k): chosen by the forward, constants from here on
-    expert_out = torch.randn(*lead, k, D, generator=gen, dtype=F64)
-    dy = torch.randn(*lead, D, generator=gen, dtype=F64)
+    expert_out = randn(gen, *lead, k, D)
+    dy = randn(gen, *lead, D)
     args = (dy, logits, indices, expert_out)
     if transposed:
-        args = tuple(transposed_view(t) for t in args)
-        label = f"{label}, every input {TRANSPOSED}"
+        label, *args = _transposed(label, "every input", *args)
     return Case(
         f"dy {(*lead, D)}, logits {(*lead, E)}, indices {(*lead, k)}, expert_out {(*lead, k, D)}; {label}, "
-        f"top-{k} of {E} experts", args, batch=lead[0],
+        f"top-{k} of {E} experts", tuple(args), batch=lead[0],
     )
-
-
-def check_moe_gate_backward(fn, cases, reference=moe_reference, alternatives=None) -> None:
-    with quiet():
-        run_cases("moe_gate_backward", fn, cases, reference, outputs=MOE_OUTPUTS, of=MOE_OF,
-                  alternatives=alternatives, tol=TOL[F64])
-
-
-@graded
-def moe_gate_backward(fn) -> None:
-    """Visible check: top-2 of 6 at batch 1, top-3 of 5 at batch 7, top-1 (Switch), and 3-D tokens."""
-    gen = _generator(6)
-    cases = [
-        moe_case("batch 1", gen, (1,), 6, 2, 4),
-        moe_case("batch 7", gen, (7,), 5, 3, 3),
-        moe_case("batch 7", gen, (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
-        moe_case("3-D (batch, tokens)", gen, (2, 3), 8, 2, 5),
-        moe_case("batch 7", gen, (7,), 6, 2, 3, transposed=True),
-    ]
-    check_moe_gate_backward(fn, cases)
-    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and "
-          "transposed)")
 
 
 # ---------------------------------------------------------------------------
@@ -656,26 +407,16 @@ def launch_scatter_kernel(kernel, case: KernelCase) -> tuple[Launch, str]:
     out_buf = torch.full((case.n + rows + 1, D + 3), SENTINEL, dtype=case.dtype, device=dev)
     out_buf[: case.n, :D] = 0.0
     index = case.index.to(dev, torch.int64).contiguous()
-    src_before, index_before, out_before = src_buf.clone(), index.clone(), out_buf.clone()
+    out_before = out_buf.clone()
     src, out = src_buf[:rows, :D], out_buf[: case.n, :D]
     grid = (rows, triton.cdiv(D, case.block))
-
-    def launch():
-        kernel[grid](src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=case.block)
-
-    run_student("scatter_add_kernel", unwrapped(launch), forbid_autograd_use=False)
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
+    touched = launch("scatter_add_kernel", lambda: kernel[grid](
+        src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=case.block), {"src": src_buf, "index": index})
     outside = out_buf.clone()
     outside[: case.n, :D] = out_before[: case.n, :D]
     wrote_outside = not torch.equal(outside, out_before)
-    touched = not (_same(src_buf, src_before) and torch.equal(index, index_before))
     label = case.label(src.stride(0), out.stride(0))
-    return Launch(out.detach().to("cpu", F64), wrote_outside, touched), label
-
-
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return Launch(out.detach().to("cpu", F64), wrote_outside, bool(touched)), label
 
 
 def index_add_reference(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
@@ -687,27 +428,26 @@ def rows_collisions(src: torch.Tensor, index: torch.Tensor, n: int) -> Collision
     return embedding_collisions(src.to(F64), index, n)
 
 
-def kernel_failure(kernel, case: KernelCase, reference=index_add_reference, collisions=rows_collisions, *,
-                   passed_without_repeats: bool) -> GradingFailure | None:
+def kernel_failure(kernel, case: KernelCase, *, passed_without_repeats: bool) -> GradingFailure | None:
     """Launch once and say what is wrong, if anything."""
-    launch, label = launch_scatter_kernel(kernel, case)
+    run, label = launch_scatter_kernel(kernel, case)
     rows, D = case.src.shape
-    if launch.touched_inputs:
+    if run.touched_inputs:
         return GradingFailure("wrong-values", "scatter_add_kernel wrote into SRC_ptr or INDEX_ptr: they are inputs, "
                               "read-only.", f"inputs: {label}")
-    if launch.wrote_outside:
+    if run.wrote_outside:
         return GradingFailure(
             "wrong-values",
             f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
             f"row of {D} takes {math.ceil(D / case.block)} block(s) of BLOCK_D = {case.block}), or into rows that do "
             "not exist.", f"inputs: {label}")
-    expected = reference(case.src, case.index, case.n)
+    expected = index_add_reference(case.src, case.index, case.n)
     scase = ScatterCase(label, (), batch=rows, repeats=case.repeats)
-    coll = collisions(case.src, case.index, case.n) if case.repeats else None
-    return scatter_failure(
-        "out", launch.got, expected, scase, coll, how="tl.store", passed_without_repeats=passed_without_repeats,
-        passed_batch1=False, alternatives=kernel_alternatives(case, expected), tol=TOL[case.dtype],
-    )
+    coll = rows_collisions(case.src, case.index, case.n) if case.repeats else None
+    alts = (store_alternatives("out", coll, "tl.store") if coll else []) + kernel_alternatives(case, expected)
+    failure = diagnose("out", run.got, expected, tol=TOL[case.dtype], alternatives=alts, batch=rows, case=label)
+    return failure and scatter_refined(failure, "out", scase, run.got, expected, coll, "tl.store",
+                                       Passed(without_repeats=passed_without_repeats))
 
 
 def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Alternative]:
@@ -733,15 +473,12 @@ def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Altern
     ]
 
 
-def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase], **kwargs) -> None:
+def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
     """Every case, those without repeats first; then the atomic itself, which a CPU cannot test by values."""
-    if not is_kernel(kernel):
-        if callable(kernel):
-            raise GradingFailure("error", "scatter_add_kernel is not a Triton kernel: keep the @triton.jit line above its def.")
-        raise GradingFailure("error", f"scatter_add_kernel is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+    require_kernel("scatter_add_kernel", kernel)
     passed_without_repeats = False
     for case in cases:
-        failure = kernel_failure(kernel, case, passed_without_repeats=passed_without_repeats, **kwargs)
+        failure = kernel_failure(kernel, case, passed_without_repeats=passed_without_repeats)
         if failure is not None:
             raise failure
         passed_without_repeats |= not case.repeats
@@ -768,23 +505,296 @@ def _names(fn) -> set[str]:
 def kernel_case(gen: torch.Generator, rows: int, n: int, D: int, block: int, dtype=F64, index=None) -> KernelCase:
     if index is None:
         index = torch.randint(0, n, (rows,), generator=gen)
-    return KernelCase(torch.randn(rows, D, generator=gen, dtype=F64), torch.as_tensor(index), n, block, dtype)
+    return KernelCase(randn(gen, rows, D), torch.as_tensor(index), n, block, dtype)
+
+
+# ---------------------------------------------------------------------------
+# The exercises, as data, and the one runner
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """What a check compares: the autograd reference, the named wrong answers, and for a scatter what a
+    store in place of an add keeps (``collisions``) and what the student's store is called (``how``)."""
+
+    reference: Callable
+    outputs: tuple[str, ...]
+    of: tuple[str, ...]
+    alternatives: Callable | None = None
+    collisions: Callable | None = None
+    how: str = ""
+
+
+EXERCISES = {
+    "topk_backward": Exercise(gather_reference, ("dx",), ("x",), topk_alternatives, collisions=gather_collisions,
+                              how="a store (an indexed assignment, scatter_ or index_put_)"),
+    "embedding_backward": Exercise(embedding_reference, ("dW",), ("the embedding table W",),
+                                   collisions=embedding_collisions,
+                                   how="a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
+    "relu_backward": Exercise(relu_reference, ("dx",), ("x",), relu_alternatives),
+    "maxpool1d_backward": Exercise(maxpool_reference, ("dx",), ("x",), maxpool_alternatives,
+                                   collisions=maxpool_collisions, how="a store (dx[..., argmax] = ȳ, scatter_)"),
+    "dropout_backward": Exercise(dropout_reference, ("dx",), ("x",), dropout_alternatives),
+    "moe_gate_backward": Exercise(moe_reference, ("dlogits", "dexpert_out"), ("logits", "expert_out")),
+}
+
+
+def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
+    """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the
+    hidden MoE ones), take the place of the exercise's own."""
+    if name == "scatter_add_kernel":
+        return check_scatter_add_kernel(fn, cases)
+    ex = EXERCISES[name]
+    alternatives = alternatives or ex.alternatives
+    if ex.collisions is None:
+        return run_cases(name, fn, cases, ex.reference, outputs=ex.outputs, of=ex.of, alternatives=alternatives,
+                         tol=TOL[F64])
+
+    def collisions(case: ScatterCase) -> Collisions | None:
+        return ex.collisions(*clone_args(case.args)) if case.repeats else None
+
+    def named(case: ScatterCase) -> dict[str, list[Alternative]]:  # a store's results first, when indices repeat
+        stores = store_alternatives(ex.outputs[0], collisions(case), ex.how) if case.repeats else []
+        return {ex.outputs[0]: stores + (alternatives(case) if alternatives else [])}
+
+    # Cases without repeated indices come first: there a store is as good as an add.
+    run_cases(name, fn, cases, ex.reference, outputs=ex.outputs, of=ex.of, alternatives=named, tol=TOL[F64],
+              refine=lambda failure, out, case, got, expected, passed: scatter_refined(
+                  failure, out, case, got[0], expected[0], collisions(case), ex.how, passed))
+
+
+# ---------------------------------------------------------------------------
+# Case builders: a generator, a table of shapes, and (for tie-free values) a way to draw them.
+# Each table lists its rows in the order the cases run; the transposed case follows the contiguous ones.
+
+
+def last_slot_twice(indices: torch.Tensor, n: int) -> torch.Tensor:
+    """Put the last slot n − 1 at the first and last position of every row: repeated, at the edge."""
+    indices = indices.clone()
+    indices[..., 0] = indices[..., -1] = n - 1
+    return indices
+
+
+def distinct_with_last(gen: torch.Generator, n: int, count: int) -> torch.Tensor:
+    """``count`` distinct indices below n in a random order, the last one n − 1 (the last slot)."""
+    return torch.cat([torch.randperm(n - 1, generator=gen)[:count - 1], torch.tensor([n - 1])])
+
+
+def _randint(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
+    return torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
+
+
+def _then_transposed(rows: Sequence, transposed) -> list[tuple]:
+    """(row, False) for each of ``rows``, then (transposed, True): the layout case runs last."""
+    return [(row, False) for row in rows] + [(transposed, True)]
+
+
+def topk_cases(gen, distinct, top, transposed, repeated) -> list[ScatterCase]:
+    """``top``: (label, lead, n, k) true top-k of tie-free rows, the last slot chosen in the first row;
+    ``transposed``: one more, laid out transposed; ``repeated``: gathers with k > n, the last slot twice per row."""
+    cases = []
+    for label, lead, n, k in top:
+        x = distinct(gen, *lead, n)
+        x[(0,) * len(lead) + (n - 1,)] = 10.0  # the last slot is chosen in the first row
+        cases.append(topk_case(label, randn(gen, *lead, k), x.topk(k, dim=-1).indices, n, False))
+    label, lead, n, k = transposed
+    x = distinct(gen, *lead, n)
+    cases.append(topk_case(label, randn(gen, *lead, k), x.topk(k, dim=-1).indices, n, False, transposed=True))
+    for label, lead, n, k in repeated:
+        indices = last_slot_twice(_randint(gen, n, *lead, k), n)  # k > n: repeats in every row
+        cases.append(topk_case(label, randn(gen, *lead, k), indices, n, True))
+    return cases
+
+
+def embedding_cases(gen, widths, distinct, transposed, repeated) -> list[ScatterCase]:
+    """One width D in ``widths`` [lo, hi) for every case. ``distinct``: (label, ids shape, num_embeddings)
+    with distinct ids, the last row of the table among them; ``transposed``: one more, laid out transposed;
+    ``repeated``: random ids, the last row read first and last."""
+    D = widths[0] + int(_randint(gen, widths[1] - widths[0]))
+    ids = [distinct_with_last(gen, num, math.prod(shape)).reshape(shape) for _, shape, num in distinct]
+    cases = [embedding_case(label, randn(gen, *shape, D), i, num) for (label, shape, num), i in zip(distinct, ids)]
+    label, shape, num = transposed
+    cases.append(embedding_case(label, randn(gen, *shape, D),
+                                torch.randperm(num, generator=gen)[:math.prod(shape)].reshape(shape), num,
+                                transposed=True))
+    for label, shape, num in repeated:
+        ids = last_slot_twice(_randint(gen, num, *shape).reshape(-1), num).reshape(shape)
+        cases.append(embedding_case(label, randn(gen, *shape, D), ids, num))
+    return cases
+
+
+def maxpool_cases(gen, distinct, apart, transposed, overlapping) -> list[ScatterCase]:
+    """Rows (label, lead, L, kernel_size, stride) with (L − kernel_size) % stride == 0, so the last window
+    ends at L − 1, whose position is the last window's max. ``apart``: windows that share no max;
+    ``transposed``: one more, laid out transposed; ``overlapping``: one position (kernel_size − 1, in
+    windows 0 and 1) is the max of both."""
+    rows = [(row, False, False) for row in apart] + [(transposed, False, True)]
+    rows += [(row, True, False) for row in overlapping]
+    cases = []
+    for (label, lead, L, K, s), share, laid_out in rows:
+        x = distinct(gen, *lead, L)
+        top = x.max().item()
+        x[..., L - 1] = top + 2.0
+        if share:
+            x[..., K - 1] = top + 1.0
+        cases.append(maxpool_case(label, randn(gen, *lead, (L - K) // s + 1), x, K, s, repeats=share,
+                                  transposed=laid_out))
+    return cases
+
+
+def relu_cases(gen, shapes, transposed, margin: float) -> list[Case]:
+    """(label, shape) rows of ȳ and x, x at least ``margin`` away from the kink at 0; then ``transposed``."""
+    cases = []
+    for (label, shape), laid_out in _then_transposed(shapes, transposed):
+        dy, x = randn(gen, *shape), randn(gen, *shape)
+        x = x + margin * torch.sign(x)
+        if laid_out:
+            label, dy, x = _transposed(label, "dy and x", dy, x)
+        cases.append(Case(f"dy {_shape(dy)}, x {_shape(x)}; {label}", (dy, x), batch=x.shape[0]))
+    return cases
+
+
+def dropout_cases(gen, shapes, transposed) -> list[Case]:
+    """(label, shape, p) rows, then ``transposed``; p a number, or a range (lo, hi) to draw it from (3 digits)."""
+    cases = []
+    for (label, shape, p), laid_out in _then_transposed(shapes, transposed):
+        if isinstance(p, tuple):
+            p = round(p[0] + (p[1] - p[0]) * torch.rand((), generator=gen, dtype=F64).item(), 3)
+        dy, mask = randn(gen, *shape), keep_mask(gen, p, *shape)
+        if laid_out:
+            label, dy, mask = _transposed(label, "dy and mask", dy, mask)
+        label = f"dy {_shape(dy)}, mask {_shape(mask)}, p = {p:g}; {label}"
+        cases.append(Case(label, (dy, mask, p), batch=dy.shape[0]))
+    return cases
+
+
+def moe_cases(gen, shapes, transposed) -> list[Case]:
+    """(label, lead, E, k, D) rows: top-k of E experts of width D; then ``transposed``."""
+    return [moe_case(label, gen, *sizes, transposed=laid_out)
+            for (label, *sizes), laid_out in _then_transposed(shapes, transposed)]
+
+
+# ---------------------------------------------------------------------------
+# The visible checks
+
+
+@graded
+def topk_backward(fn) -> None:
+    """Visible check: top-k of rows of 8, 10 and 9 at batch 1, 7 and 3-D, then gathers with repeated indices."""
+    gen = seeded(606 + 1)
+    x = torch.tensor([[0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1]], dtype=F64)  # (1, 8): the picture's row
+    dy = torch.tensor([[1.0, -0.5, 2.0]], dtype=F64)  # ȳ for the top 3
+    x7 = randn(gen, 7, 10)
+    x7[0, -1] = 5.0  # the last slot is selected in row 0
+    x3 = randn(gen, 2, 3, 9)
+    rep7 = torch.randint(0, 5, (7, 8), generator=gen)
+    rep7[:, 0] = 4  # the last slot, in every row
+    rep3 = torch.randint(0, 4, (2, 3, 6), generator=gen)
+    rep3[..., -1] = 3
+    check("topk_backward", fn, [
+        topk_case("batch 1", dy, x.topk(3).indices, 8, False),  # the N = 8, k = 3 example of the notebook
+        topk_case("batch 7", randn(gen, 7, 4), x7.topk(4).indices, 10, False),
+        topk_case("3-D", randn(gen, 2, 3, 2), x3.topk(2).indices, 9, False),
+        topk_case("batch 7", randn(gen, 7, 3), x7.topk(3).indices, 10, False, transposed=True),
+        topk_case("batch 1", randn(gen, 1, 5), torch.tensor([[5, 0, 5, 2, 5]]), 6, True),
+        topk_case("batch 7", randn(gen, 7, 8), rep7, 5, True),  # k > n: repeats certain
+        topk_case("3-D", randn(gen, 2, 3, 6), rep3, 4, True),
+    ])
+    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7, 3-D and transposed; repeated indices)")
+
+
+@graded
+def embedding_backward(fn) -> None:
+    """Visible check: distinct ids at batch 1 and 7, then repeated ids (batch 1, 7, 1-D and 3-D ids)."""
+    gen = seeded(606 + 2)
+    D = 4
+    rep7 = torch.randint(0, 6, (7, 4), generator=gen)
+    rep7[3, 1] = rep7[5, 2] = 5  # the last row of the table, used twice
+    check("embedding_backward", fn, [
+        embedding_case("batch 1", randn(gen, 1, 5, D), torch.tensor([[10, 3, 0, 7, 4]]), 11),
+        embedding_case("batch 7", randn(gen, 7, 3, D), torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
+        embedding_case("batch 7", randn(gen, 7, 2, D), torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17,
+                       transposed=True),
+        embedding_case("batch 1", randn(gen, 1, 6, D), torch.tensor([[10, 3, 10, 0, 3, 10]]), 11),
+        embedding_case("batch 7", randn(gen, 7, 4, D), rep7, 6),
+        embedding_case("1-D ids", randn(gen, 9, D), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
+        embedding_case("3-D ids", randn(gen, 2, 3, 4, D), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
+    ])
+    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7, transposed; repeated ids; "
+          "1-D and 3-D ids)")
+
+
+@graded
+def relu_backward(fn) -> None:
+    """Visible check: batch 1, batch 7 and 3-D, no input at the kink x = 0."""
+    cases = relu_cases(seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))),
+                       transposed=("batch 7", (7, 6)), margin=0.1)
+    check("relu_backward", fn, cases)
+    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed)")
+
+
+@graded
+def maxpool1d_backward(fn) -> None:
+    """Visible check: windows side by side (stride = kernel_size), then overlapping windows that share a max."""
+    gen = seeded(606 + 4)
+
+    def distinct(*shape):  # a random permutation of spread-out values per row: no ties
+        return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
+
+    x1 = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # window maxima at 2, 2, 2, 5, 5, 7
+    x7 = distinct(7, 11)
+    x7[:, 3] = 9.0  # the max of windows 0 and 1 (kernel 4, stride 2)
+    x7[:, 10] = 10.0  # the last position: the max of the last window
+    x3 = distinct(2, 3, 9)
+    x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
+    check("maxpool1d_backward", fn, [
+        maxpool_case("batch 1", randn(gen, 1, 3), distinct(1, 9), 3, 3),
+        maxpool_case("batch 7", randn(gen, 7, 5), distinct(7, 10), 2, 2),
+        maxpool_case("batch 7", randn(gen, 7, 3), distinct(7, 9), 3, 3, transposed=True),
+        maxpool_case("batch 1", randn(gen, 1, 6), x1, 3, 1),
+        maxpool_case("batch 7", randn(gen, 7, 4), x7, 4, 2),
+        maxpool_case("3-D", randn(gen, 2, 3, 4), x3, 3, 2),
+    ])
+    print("✓ maxpool1d_backward passes the visible checks (side-by-side and overlapping windows, batch 1, 7, 3-D "
+          "and transposed)")
+
+
+@graded
+def dropout_backward(fn) -> None:
+    """Visible check: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D."""
+    cases = dropout_cases(seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6),
+                                          ("3-D", (2, 3, 5), 0.5)), transposed=("batch 7", (7, 8), 0.3))
+    check("dropout_backward", fn, cases)
+    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed)")
+
+
+@graded
+def moe_gate_backward(fn) -> None:
+    """Visible check: top-2 of 6 at batch 1, top-3 of 5 at batch 7, top-1 (Switch), and 3-D tokens."""
+    cases = moe_cases(seeded(606 + 6), (
+        ("batch 1", (1,), 6, 2, 4),
+        ("batch 7", (7,), 5, 3, 3),
+        ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
+        ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
+    ), transposed=("batch 7", (7,), 6, 2, 3))
+    check("moe_gate_backward", fn, cases)
+    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and "
+          "transposed)")
 
 
 @graded
 def scatter_add_kernel(kernel) -> None:
     """Visible check: one row, distinct rows, repeated rows (the last slot among them), float64 and float32."""
-    gen = _generator(7)
+    gen = seeded(606 + 7)
     distinct = torch.cat([torch.tensor([8]), torch.randperm(8, generator=gen)[:6]])  # 8: the last output row
     repeated = torch.randint(0, 5, (12,), generator=gen)
     repeated[[2, 9]] = 4
-    cases = [
+    check("scatter_add_kernel", kernel, [
         kernel_case(gen, 1, 4, 5, 8, index=[3]),  # batch 1: one row, the last slot, a masked tail
         kernel_case(gen, 7, 9, 13, 8, index=distinct),  # distinct rows, two column blocks per row
         kernel_case(gen, 7, 4, 13, 8, index=[3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
         kernel_case(gen, 12, 5, 6, 4, F32, index=repeated),  # float32
-    ]
-    check_scatter_add_kernel(kernel, cases)
+    ])
     print("✓ scatter_add_kernel passes the visible checks (one row, distinct and repeated rows, float64 and float32, "
           "tl.atomic_add)")
 

@@ -27,18 +27,22 @@ the recorder's op counts) as ``autograd-in-backward``:
   one-hot to the last bit, the target is the least likely class): the fused gradient is
   perfectly finite there, and a chain that divides by the target's probability is not.
 
+Every exercise is declared once, as an :class:`Exercise`: how its inputs are drawn from a
+generator and a shape, its autograd reference, its named bugs, and the properties graded
+beside the values. The visible checks run those declarations on the fixed shapes below; the
+hidden checks (``autograder.check.softmax``) run the same ones on shapes of their own and
+fresh random inputs, so a student reads the same sentence in both.
+
 The references see only what the student sees: the logits behind y are recovered as
 log y (softmax(log y) = y, since y sums to 1) — a small reminder that the backward needs
-y, not x. The alternatives live here too (the hidden checks in ``autograder`` reuse
-them, so a student reads the same sentence in both). Each one is the right answer with
-one bug applied to it — the hub s replaced by a wrong one, the normaliser taken along the
-wrong axis — so it names a bug without spelling out a solution.
+y, not x. Each named bug is the right answer with one bug applied to it — the hub s
+replaced by a wrong one, the normaliser taken along the wrong axis — so it names a bug
+without spelling out a solution.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -46,15 +50,30 @@ import torch
 import torch.nn.functional as F
 
 from ..diagnose import (
-    Alternative, Case, GradingFailure, as_outputs, call_student, clone_args, diagnose, graded, relative_error, run_cases,
+    Alternative,
+    Case,
+    GradingFailure,
+    as_outputs,
+    batch_refined,
+    call_student,
+    clone_args,
+    diagnose,
+    distinct_from,
+    graded,
+    relative_error,
+    run_cases,
+    seeded,
+    transposed_view,
+    vjp,
     where_mismatch,
 )
-from ..memory import AllocationRecorder
+from ..memory import AllocationRecorder, RecordedCalls
 
 __all__ = [
     "softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
-    "jacobian_alternatives", "backward_alternatives", "ce_alternatives", "check_no_jacobian", "check_no_library_backward", "run_checked", "RecordedCalls",
-    "MEMORY_MIN_N", "HINTS", "ShiftCase", "check_shift", "shift_large_cases", "transposed",
+    "Exercise", "JACOBIAN", "BACKWARD", "SHIFT", "CE", "Saturated", "normal", "shift_large_cases",
+    "jacobian_alternatives", "backward_alternatives", "ce_alternatives", "shift_alternatives", "check_no_jacobian",
+    "check_no_library_backward", "MEMORY_MIN_N", "HINTS", "ShiftCase", "check_shift",
 ]
 
 # The notebook's hint (1-based, in the collapsed hint cell after each exercise) that covers each
@@ -91,19 +110,42 @@ BACKWARD_SHAPES = [
     (2, 3, 9),  # 3-D
     (2, 300),  # N ≥ MEMORY_MIN_N: an N×N Jacobian here is 90,000 elements per row
 ]
-# (shape of the logits, saturated?)
+
+
+class Saturated(tuple):
+    """A shape whose logits are stretched until softmax is one-hot, the least likely class the target."""
+
+    note = ", saturated logits (softmax one-hot)"
+
+
+# Shapes of the logits, classes last.
 CE_SHAPES = [
-    ((1, 5), False),  # batch 1: a missing 1/M cannot show yet
-    ((7, 7), False),  # batch 7, square: a softmax normalised along the wrong axis keeps the shape
-    ((7, 10), False),  # batch 7
-    ((2, 3, 6), False),  # (B, T, C): the mean runs over all B·T rows
-    ((1, 9), True),  # saturated logits, the target the least likely class (one row: a wrong answer here is
-                     # not read as a batch-reduction bug)
+    (1, 5),  # batch 1: a missing 1/M cannot show yet
+    (7, 7),  # batch 7, square: a softmax normalised along the wrong axis keeps the shape
+    (7, 10),  # batch 7
+    (2, 3, 6),  # (B, T, C): the mean runs over all B·T rows
+    Saturated((1, 9)),  # the target the least likely class (one row: a wrong answer here is not read as a
+                        # batch-reduction bug)
 ]
+# Shapes of x (c is (..., 1), ȳ the shape of x). Batch 1 first; the square case before the others of
+# batch 7, so that a row max that lost its axis is named (broadcast-axis) before it can crash.
+SHIFT_SHAPES = [
+    (6,),  # one row, no batch axis: c has shape (1,)
+    (1, 7),  # batch 1
+    (7, 7),  # batch 7, square: a row max broadcast along the wrong axis keeps the shape
+    (7, 10),  # batch 7
+    (2, 3, 5),  # 3-D: every leading axis is a batch axis
+]
+TRANSPOSED_SHAPE = (5, 9)  # rows × columns of the transposed case of every check
 
 
 # ---------------------------------------------------------------------------
-# Inputs
+# Inputs: each exercise draws its arguments, in order, from a generator and a shape
+
+
+def normal(gen: torch.Generator, shape: Sequence[int]) -> torch.Tensor:
+    """Standard normal float64 values: the visible checks' logits, and every ȳ."""
+    return torch.randn(shape, generator=gen, dtype=F64)
 
 
 def rows_of(shape: Sequence[int]) -> int:
@@ -123,72 +165,35 @@ def saturated_logits(base: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return logits, logits.argmin(-1)
 
 
-def _backward_inputs(gen: torch.Generator, shape) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randn(shape, generator=gen, dtype=F64)  # logits, (..., N)
-    y = torch.softmax(x, -1)  # (..., N)
-    dy = torch.randn(shape, generator=gen, dtype=F64)  # ȳ, the shape of y
-    return y, dy
+def _backward_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
+    y = torch.softmax(logits(gen, shape), -1)  # (..., N)
+    return {"y": y, "dy": normal(gen, shape)}  # ȳ, the shape of y
+
+
+def _jacobian_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
+    return {"y": _backward_inputs(gen, shape, logits)["y"]}  # ȳ is drawn too, and left unused
+
+
+def _shift_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
+    x = logits(gen, shape)  # (..., N)
+    c = 3 * normal(gen, (*shape[:-1], 1))  # (..., 1): any shift, one per row
+    return {"x": x, "c": c, "dy": normal(gen, shape)}
+
+
+def _ce_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
+    z = logits(gen, shape)  # (..., C)
+    target = torch.randint(0, shape[-1], shape[:-1], generator=gen)  # (...), int64 class ids
+    if isinstance(shape, Saturated):
+        z, target = saturated_logits(z)
+    return {"logits": z, "target": target}
 
 
 def _label(**tensors) -> str:
     return ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
 
 
-def transposed(t: torch.Tensor) -> torch.Tensor:
-    """The same values as ``t`` (..., R, N), laid out column by column: a non-contiguous view."""
-    return t.mT.contiguous().mT
-
-
-TRANSPOSED = ", a transposed (non-contiguous) view"
-TRANSPOSED_SHAPE = (5, 9)  # rows × columns of the transposed case of every check
-
-
-def _jacobian_cases() -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED)
-    cases = []
-    for shape in JACOBIAN_SHAPES:
-        y, _ = _backward_inputs(gen, shape)
-        cases.append(Case(_label(y=y), (y,), batch=rows_of(shape)))
-    y, _ = _backward_inputs(gen, TRANSPOSED_SHAPE)
-    cases.append(Case(_label(y=y) + TRANSPOSED, (transposed(y),), batch=rows_of(TRANSPOSED_SHAPE)))
-    return cases
-
-
-def _backward_cases() -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED + 1)
-    cases = []
-    for shape in BACKWARD_SHAPES:
-        y, dy = _backward_inputs(gen, shape)
-        cases.append(Case(_label(y=y, dy=dy), (y, dy), batch=rows_of(shape)))
-    y, dy = _backward_inputs(gen, TRANSPOSED_SHAPE)
-    cases.append(Case(_label(y=y, dy=dy) + ", both transposed (non-contiguous) views", (transposed(y), transposed(dy)),
-                      batch=rows_of(TRANSPOSED_SHAPE)))
-    return cases
-
-
-def _ce_cases() -> list[Case]:
-    gen = torch.Generator().manual_seed(SEED + 2)
-    cases = []
-    for shape, saturated in CE_SHAPES:
-        logits = torch.randn(shape, generator=gen, dtype=F64)  # (..., C)
-        target = torch.randint(0, shape[-1], shape[:-1], generator=gen)  # (...), int64 class ids
-        if saturated:
-            logits, target = saturated_logits(logits)
-        label = _label(logits=logits, target=target) + (", saturated logits (softmax one-hot)" if saturated else "")
-        cases.append(Case(label, (logits, target), batch=rows_of(shape)))
-    logits = torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64)
-    target = torch.randint(0, TRANSPOSED_SHAPE[-1], TRANSPOSED_SHAPE[:-1], generator=gen)
-    cases.append(Case(_label(logits=logits, target=target) + ", logits a transposed (non-contiguous) view",
-                      (transposed(logits), target), batch=rows_of(TRANSPOSED_SHAPE)))
-    return cases
-
-
 # ---------------------------------------------------------------------------
 # References (torch autograd, from the logits log y)
-
-
-def _softmax_rows(x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(x, dim=-1)
 
 
 def _jacobian_reference(y: torch.Tensor) -> torch.Tensor:
@@ -196,34 +201,32 @@ def _jacobian_reference(y: torch.Tensor) -> torch.Tensor:
     N = y.shape[-1]
     x = y.log().reshape(-1, N).requires_grad_(True)  # (R, N): rows are independent
     with torch.enable_grad():
-        out = _softmax_rows(x)
+        out = torch.softmax(x, dim=-1)
         rows = [torch.autograd.grad(out[:, i].sum(), x, retain_graph=True)[0] for i in range(N)]  # (R, N) each
     return torch.stack(rows, dim=-2).reshape(*y.shape, N)  # (..., N, N)
 
 
 def _backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    x = y.log().requires_grad_(True)
-    with torch.enable_grad():
-        (dx,) = torch.autograd.grad(_softmax_rows(x), x, dy)
-    return dx
+    return vjp(lambda x: torch.softmax(x, dim=-1), (y.log(),), dy)[0]
 
 
 def _ce_reference(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    C = logits.shape[-1]
-    x = logits.detach().clone().requires_grad_(True)
+    C = logits.shape[-1]  # the loss is the mean over every row
+    return vjp(lambda x: F.cross_entropy(x.reshape(-1, C), target.reshape(-1)), (logits,), None)[0]
+
+
+def _shift_reference(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """y = softmax(x − c) and autograd's gradients for x and c, in float64 (dc is zero up to rounding)."""
+    x = x.detach().to(F64).requires_grad_(True)
+    c = c.detach().to(F64).requires_grad_(True)
     with torch.enable_grad():
-        loss = F.cross_entropy(x.reshape(-1, C), target.reshape(-1))  # mean over every row
-        (dlogits,) = torch.autograd.grad(loss, x)
-    return dlogits
+        y = torch.softmax(x - c, dim=-1)  # torch shifts by the row max inside: finite for any x and c
+        dx, dc = torch.autograd.grad(y, (x, c), dy.to(F64))
+    return y.detach(), dx, dc
 
 
 # ---------------------------------------------------------------------------
 # The bugs worth naming
-
-
-def _distinct(alts: list[Alternative], expected: torch.Tensor) -> list[Alternative]:
-    """Drop alternatives that coincide with the right answer on these inputs: they name no bug here."""
-    return [a for a in alts if a.value.shape != expected.shape or relative_error(a.value, expected) > 1e-9]
 
 
 def _broadcast_to(value_fn: Callable[[], torch.Tensor], shape) -> torch.Tensor | None:
@@ -233,6 +236,19 @@ def _broadcast_to(value_fn: Callable[[], torch.Tensor], shape) -> torch.Tensor |
         return value.expand(shape).clone() if value.shape != shape else value
     except (RuntimeError, IndexError):
         return None
+
+
+def _softmax_wrong_axes(x: torch.Tensor, shift_wrong: bool, sum_wrong: bool) -> torch.Tensor | None:
+    """softmax(x) with its row max (``shift_wrong``) or its row sum (``sum_wrong``) broadcast along the wrong axis.
+
+    Each reduction lost its last axis, so row i's value lands on column i. None where the shapes never meet.
+    """
+    def value():
+        m = x.amax(-1, keepdim=True)  # (..., 1)
+        e = (x - (m.squeeze(-1).unsqueeze(-2) if shift_wrong else m)).exp()
+        z = e.sum(-1, keepdim=True)
+        return e / (z.squeeze(-1).unsqueeze(-2) if sum_wrong else z)
+    return _broadcast_to(value, x.shape)
 
 
 def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]:
@@ -248,7 +264,7 @@ def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]
         Alternative("wrong-values", "J has only the denominator's part: on the diagonal, x_i also appears in the "
                     "numerator of y_i, and that derivative is missing.", -outer),
         Alternative("wrong-values", "J is the Jacobian at softmax(y): y is already the softmax's output, and "
-                    "applying softmax to it again gives another point.", _jacobian_of(torch.softmax(y, -1))),
+                    "applying softmax to it again gives another point.", _jacobian_reference(torch.softmax(y, -1))),
     ]
     if y.ndim >= 2:
         wrong = _broadcast_to(lambda: diagonal - y.unsqueeze(-2) * y.unsqueeze(-3), J.shape)
@@ -256,12 +272,7 @@ def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]
             alts.append(Alternative(
                 "broadcast-axis", "J pairs entries of different rows of y: each row is a separate softmax, so "
                 "every product in its Jacobian pairs two entries of the same row.", wrong))
-    return _distinct(alts, J)
-
-
-def _jacobian_of(y: torch.Tensor) -> torch.Tensor:
-    """The softmax Jacobian at output y, from autograd (used for the 'softmax applied twice' bug)."""
-    return _jacobian_reference(y)
+    return distinct_from(alts, J)
 
 
 def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> list[Alternative]:
@@ -301,7 +312,7 @@ def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -
         ("wrong-values", "dx is the backward at softmax(y): y is already the softmax's output, and applying "
          "softmax to it again gives another point.", _backward_reference(torch.softmax(y, -1), dy)),
     ]
-    return _distinct([Alternative(c, s, v) for c, s, v in alts if v is not None], dx)
+    return distinct_from([Alternative(c, s, v) for c, s, v in alts if v is not None], dx)
 
 
 def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.Tensor) -> list[Alternative]:
@@ -310,13 +321,8 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
     M = rows_of(logits.shape)
     onehot = F.one_hot(target, C).to(logits.dtype)  # (..., C)
 
-    def softmax_along_wrong_axes(shift_axis_wrong: bool, sum_axis_wrong: bool) -> torch.Tensor | None:
-        def value():
-            m = logits.amax(-1, keepdim=True)
-            e = (logits - (m.squeeze(-1).unsqueeze(-2) if shift_axis_wrong else m)).exp()
-            z = e.sum(-1, keepdim=True)
-            return e / (z.squeeze(-1).unsqueeze(-2) if sum_axis_wrong else z)
-        p = _broadcast_to(value, logits.shape)
+    def softmax_along_wrong_axes(shift_wrong: bool, sum_wrong: bool) -> torch.Tensor | None:
+        p = _softmax_wrong_axes(logits, shift_wrong, sum_wrong)
         return None if p is None else (p - onehot) / M
 
     alts: list[tuple[str, str, torch.Tensor | None]] = []
@@ -355,7 +361,7 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
                      "the softmax is saturated there, and a chain through −log y with a guard such as "
                      "log(y + eps) loses the gradient; the fused gradient has no such factor.",
                      torch.zeros_like(dlogits)))
-    return _distinct([Alternative(c, s, v) for c, s, v in alts if v is not None], dlogits)
+    return distinct_from([Alternative(c, s, v) for c, s, v in alts if v is not None], dlogits)
 
 
 def _any_target(target: torch.Tensor, C: int) -> torch.Tensor:
@@ -387,22 +393,14 @@ class ShiftCase(Case):
     large: bool = False
 
 
-# Shapes of x (c is (..., 1), ȳ the shape of x). Batch 1 first; the square case before the others of
-# batch 7, so that a row max that lost its axis is named (broadcast-axis) before it can crash.
-SHIFT_SHAPES = [
-    (6,),  # one row, no batch axis: c has shape (1,)
-    (1, 7),  # batch 1
-    (7, 7),  # batch 7, square: a row max broadcast along the wrong axis keeps the shape
-    (7, 10),  # batch 7
-    (2, 3, 5),  # 3-D: every leading axis is a batch axis
-]
+def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase]:
+    """The float32 cases, rows of ``n`` logits up to ±1000 with shifts that do not keep exp in range.
 
-
-def shift_large_cases(x: torch.Tensor, split: torch.Tensor, spread: torch.Tensor) -> list[ShiftCase]:
-    """The float32 cases: logits up to ±1000, with shifts that do not keep exp in range.
-
-    ``x``: (R, N) values in [-1, 1]; ``split``: (2, N) values in [0, 1]; ``spread``: (3, N) in [-1, 1].
+    ``rows`` rows with c = 0; two rows 1900 apart with c = 0; three rows with a shift above one row's max, at
+    another's min, and at −1000.
     """
+    u = lambda *shape: torch.rand(shape, generator=gen, dtype=F64)  # noqa: E731 — uniform in [0, 1)
+    x, split, spread = 2 * u(rows, n) - 1, u(2, n), 2 * u(3, n) - 1  # in [-1, 1], [0, 1] and [-1, 1]
     big = (1000.0 * x).to(F32)  # every row spans most of [-1000, 1000]
     apart = torch.stack([900.0 + 100.0 * split[0], -1000.0 + 100.0 * split[1]]).to(F32)  # two rows 1900 apart
     wide = (1000.0 * spread).to(F32)
@@ -442,26 +440,19 @@ def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: 
     e = (x - m).exp()
     alts = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.", e)]
     if x.ndim >= 2:
-        def along_wrong_axes(shift_wrong: bool, sum_wrong: bool) -> torch.Tensor | None:
-            def value():
-                ex = (x - (m.squeeze(-1).unsqueeze(-2) if shift_wrong else m)).exp()
-                z = ex.sum(-1, keepdim=True)
-                return ex / (z.squeeze(-1).unsqueeze(-2) if sum_wrong else z)
-            return _broadcast_to(value, y.shape)
-
         alts += [
             Alternative("broadcast-axis", "y is a softmax down the columns (over the batch): each row is a softmax "
                         "of its own, along the last axis.", torch.softmax(x, -2)),
             Alternative("broadcast-axis", "y subtracts each row's own number along the wrong axis: the row "
                         "reduction lost its last axis, so row i's value shifted column i — and only a shift of "
-                        "the whole row together leaves a softmax alone.", along_wrong_axes(True, False)),
+                        "the whole row together leaves a softmax alone.", _softmax_wrong_axes(x, True, False)),
             Alternative("broadcast-axis", "y divides by the row sums along the wrong axis: the sum of exponentials "
-                        "lost its last axis, so row i's sum divided column i.", along_wrong_axes(False, True)),
+                        "lost its last axis, so row i's sum divided column i.", _softmax_wrong_axes(x, False, True)),
             Alternative("broadcast-axis", "y takes two row reductions along the wrong axis: both lost their last "
                         "axis, so they were broadcast across the columns instead of down each row.",
-                        along_wrong_axes(True, True)),
+                        _softmax_wrong_axes(x, True, True)),
         ]
-    return _distinct([a for a in alts if a.value is not None], y)
+    return distinct_from([a for a in alts if a.value is not None], y)
 
 
 def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
@@ -491,15 +482,12 @@ def _within(got, expected: torch.Tensor, bound: float) -> bool:
 def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: Callable) -> None:
     """Run ``fn(x, c, dy) -> (y, dx, dc)`` on every case: y and dx within a relative tolerance, dc ≈ 0.
 
-    A NaN or inf in y on the float32 cases is the missing (or insufficient) shift, said so;
-    torch's own softmax kernels are refused once the values pass.
+    A NaN or inf in y on the float32 cases is the missing (or insufficient) shift, said so.
     """
-    recorded = RecordedCalls()
-    target = recorded(fn) if callable(fn) else fn
     passed_batch1 = False
     for case in cases:
         expected = reference(*clone_args(case.args))
-        got = as_outputs(name, call_student(name, target, *clone_args(case.args)), SHIFT_OUTPUTS)
+        got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), SHIFT_OUTPUTS)
         x, c, dy = case.args
         tol = SHIFT_TOL[x.dtype]
         for out, g, e, of in zip(SHIFT_OUTPUTS, got, expected, ("x", "x", "c")):
@@ -523,101 +511,14 @@ def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: 
                     raise _overflow(case, g)
                 failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
                                    alternatives=shift_alternatives(x, c, dy, out, expected))
-            if getattr(failure, "generic", False) and passed_batch1 and case.batch > 1:
-                failure = GradingFailure(
-                    "batch-reduction",
-                    f"{out} is right at batch 1 and wrong at batch {case.batch}: rows of a batch were mixed, or a "
-                    "reduction ran over the batch axis (each row is a softmax of its own).", failure.where)
-            raise failure
+            raise batch_refined(failure, out, case.batch, passed_batch1, "rows of a batch were mixed, or a reduction "
+                                "ran over the batch axis (each row is a softmax of its own).")
         if case.batch == 1:
             passed_batch1 = True
-    for _, rec in recorded.calls:
-        used = [op for op in LIBRARY_SOFTMAX if rec.ops[op]]
-        if used:
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} called torch's own {used[0]}: its values are right, but it does the stabilising for you — "
-                "the forward here is yours to write, from exp and row reductions.")
-
-
-def _shift_reference(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """y = softmax(x − c) and autograd's gradients for x and c, in float64 (dc is zero up to rounding)."""
-    x = x.detach().to(F64).requires_grad_(True)
-    c = c.detach().to(F64).requires_grad_(True)
-    with torch.enable_grad():
-        y = torch.softmax(x - c, dim=-1)  # torch shifts by the row max inside: finite for any x and c
-        dx, dc = torch.autograd.grad(y, (x, c), dy.to(F64))
-    return y.detach(), dx, dc
-
-
-def _shift_cases() -> list[ShiftCase]:
-    gen = torch.Generator().manual_seed(SEED + 3)
-    cases = []
-    for shape in SHIFT_SHAPES:
-        x = torch.randn(shape, generator=gen, dtype=F64)  # (..., N)
-        c = 3 * torch.randn((*shape[:-1], 1), generator=gen, dtype=F64)  # (..., 1): any shift, one per row
-        dy = torch.randn(shape, generator=gen, dtype=F64)
-        cases.append(ShiftCase(_label(x=x, c=c, dy=dy), (x, c, dy), batch=rows_of(shape)))
-    x, dy = torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64), torch.randn(TRANSPOSED_SHAPE, generator=gen, dtype=F64)
-    c = 3 * torch.randn((TRANSPOSED_SHAPE[0], 1), generator=gen, dtype=F64)
-    cases.append(ShiftCase(_label(x=x, c=c, dy=dy) + ", x and dy transposed (non-contiguous) views",
-                           (transposed(x), c, transposed(dy)), batch=rows_of(TRANSPOSED_SHAPE)))
-    u = lambda *shape: torch.rand(shape, generator=gen, dtype=F64)  # noqa: E731 — uniform in [0, 1)
-    return cases + shift_large_cases(2 * u(4, 8) - 1, u(2, 8), 2 * u(3, 8) - 1)
 
 
 # ---------------------------------------------------------------------------
-# Running a check
-
-
-def run_checked(name: str, fn: Callable, cases: Sequence[Case], reference: Callable, *,
-                output: str, of: str, alternatives: Callable[[Case], list[Alternative]],
-                call_wrapper: Callable | None = None) -> None:
-    """``run_cases`` with the guards a notebook needs.
-
-    Warnings are silenced while the student's code runs: nbgrader scores a test cell that
-    writes to stderr zero, even when every value is right. Where the classifier itself
-    fails on a result whose shape is far from the expected one, the shapes are reported
-    plainly instead of a traceback of checking code. ``call_wrapper(fn)`` may wrap the
-    student's function (to record its allocations, say).
-    """
-    last: dict = {}
-
-    def call(*args, **kwargs):
-        last["args"], last["kwargs"] = args, kwargs
-        last["result"] = result = fn(*args, **kwargs)
-        return result
-
-    target = call_wrapper(call) if call_wrapper else call
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            run_cases(name, target if callable(fn) else fn, cases, reference, outputs=(output,), of=(of,),
-                      alternatives=lambda case: {output: alternatives(case)})
-        except RuntimeError:
-            if "result" not in last:
-                raise
-            expected = reference(*last["args"], **last["kwargs"])
-            (got,) = as_outputs(name, last["result"], (output,))
-            if isinstance(got, torch.Tensor) and got.shape != expected.shape:
-                raise GradingFailure(
-                    "shape", f"{output} has shape {tuple(got.shape)} but must be {tuple(expected.shape)}, the shape of {of}.") from None
-            raise
-
-
-class RecordedCalls:
-    """Wrap a function so that every call runs under an AllocationRecorder; keep (inputs, recorder) per call."""
-
-    def __init__(self):
-        self.calls: list[tuple[tuple, AllocationRecorder]] = []
-
-    def __call__(self, fn: Callable) -> Callable:
-        def recorded(*args, **kwargs):
-            rec = AllocationRecorder(ignore=(args, kwargs))
-            self.calls.append((args, rec))
-            with rec:
-                return fn(*args, **kwargs)
-        return recorded
+# Properties of the recorded calls
 
 
 # aten's own backward kernels: calling one is autograd by another door.
@@ -625,16 +526,26 @@ LIBRARY_BACKWARDS = ("aten._softmax_backward_data", "aten._log_softmax_backward_
                      "aten.nll_loss2d_backward")
 
 
+def _refuse_ops(calls: Sequence[tuple[tuple, AllocationRecorder]], ops: Sequence[str], cls: str,
+                sentence: Callable[[str], str]) -> None:
+    """Raise ``cls`` with ``sentence(op)`` for the first of the aten ``ops`` that a recorded call ran."""
+    op = next((op for _, rec in calls for op in ops if rec.ops[op]), None)
+    if op:
+        raise GradingFailure(cls, sentence(op))
+
+
 def check_no_library_backward(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
     """Raise ``autograd-in-backward`` when a call ran one of torch's own backward kernels."""
-    for _, rec in calls:
-        used = [op for op in LIBRARY_BACKWARDS if rec.ops[op]]
-        if used:
-            raise GradingFailure(
-                "autograd-in-backward",
-                f"{name} called torch's own backward kernel {used[0]}: that is autograd's answer, not yours — "
-                "derive the gradient and write it with ordinary tensor operations.",
-            )
+    _refuse_ops(calls, LIBRARY_BACKWARDS, "autograd-in-backward", lambda op: (
+        f"{name} called torch's own backward kernel {op}: that is autograd's answer, not yours — "
+        "derive the gradient and write it with ordinary tensor operations."))
+
+
+def check_no_library_softmax(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
+    """Refuse torch's own softmax kernels in the shift exercise: their values pass, but they stabilise for you."""
+    _refuse_ops(calls, LIBRARY_SOFTMAX, "wrong-values", lambda op: (
+        f"{name} called torch's own {op}: its values are right, but it does the stabilising for you — "
+        "the forward here is yours to write, from exp and row reductions."))
 
 
 def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], min_n: int = MEMORY_MIN_N) -> None:
@@ -656,27 +567,76 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
             )
 
 
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise, declared once for its visible and its hidden check.
+
+    ``draw(gen, shape, logits)`` gives the arguments, {name: tensor} in argument order, with the logits
+    drawn by ``logits(gen, shape)``; ``reference`` is torch's autograd on them; ``alternatives(*args,
+    expected)`` names the bugs worth naming; each of ``properties(name, calls)`` grades the recorded calls
+    once the values pass. ``runner(name, fn, cases, reference)``, when given, compares the values instead.
+    """
+
+    name: str
+    draw: Callable
+    transposed: str  # what the transposed case's label says of its inputs
+    reference: Callable
+    output: str = ""
+    of: str = ""
+    alternatives: Callable | None = None
+    properties: tuple[Callable, ...] = ()
+    case_type: type = Case
+    runner: Callable | None = None
+
+    def cases(self, gen: torch.Generator, shapes: Sequence, transposed_shape: tuple[int, int],
+              logits: Callable = normal) -> list[Case]:
+        """A case per shape, batch 1 first as listed; last, one whose (R, N) inputs are transposed views."""
+        cases = [self._case(shape, self.draw(gen, shape, logits), getattr(shape, "note", "")) for shape in shapes]
+        args = {k: transposed_view(v) if v.shape == transposed_shape else v
+                for k, v in self.draw(gen, transposed_shape, logits).items()}
+        return [*cases, self._case(transposed_shape, args, self.transposed)]
+
+    def _case(self, shape, args: dict[str, torch.Tensor], note: str) -> Case:
+        return self.case_type(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
+
+    def check(self, fn: Callable, cases: Sequence[Case]) -> None:
+        """Grade ``fn`` on ``cases``: the values, then the properties of the calls it made."""
+        recorded = RecordedCalls()
+        target = recorded(fn) if self.properties and callable(fn) else fn
+        if self.runner is not None:
+            self.runner(self.name, target, cases, self.reference)
+        else:
+            run_cases(self.name, target, cases, self.reference, outputs=(self.output,), of=(self.of,),
+                      alternatives=lambda case: {self.output: self.alternatives(*case.args, self.reference(*case.args))})
+        for prop in self.properties:
+            prop(self.name, recorded.calls)
+
+
+JACOBIAN = Exercise("softmax_jacobian", _jacobian_inputs, ", a transposed (non-contiguous) view", _jacobian_reference,
+                    "J", "y with one more N axis", jacobian_alternatives)
+BACKWARD = Exercise("softmax_backward", _backward_inputs, ", both transposed (non-contiguous) views", _backward_reference,
+                    "dx", "y", backward_alternatives, (check_no_library_backward, check_no_jacobian))
+SHIFT = Exercise("shifted_softmax_vjp", _shift_inputs, ", x and dy transposed (non-contiguous) views", _shift_reference,
+                 properties=(check_no_library_softmax,), case_type=ShiftCase, runner=check_shift)
+CE = Exercise("softmax_cross_entropy_backward", _ce_inputs, ", logits a transposed (non-contiguous) view", _ce_reference,
+              "dlogits", "logits", ce_alternatives, (check_no_library_backward,))
+
+
+# ---------------------------------------------------------------------------
+# The visible checks: the fixed shapes above, a fixed seed per exercise
+
+
 @graded
 def softmax_jacobian(fn: Callable) -> None:
     """Check ``fn(y) -> J`` of shape (..., N, N) against torch's own Jacobian of softmax."""
-    run_checked(
-        "softmax_jacobian", fn, _jacobian_cases(), _jacobian_reference, output="J", of="y with one more N axis",
-        alternatives=lambda case: jacobian_alternatives(case.args[0], _jacobian_reference(*case.args)),
-    )
+    JACOBIAN.check(fn, JACOBIAN.cases(seeded(SEED + 0), JACOBIAN_SHAPES, TRANSPOSED_SHAPE))
     print("✓ softmax_jacobian passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view)")
 
 
 @graded
 def softmax_backward(fn: Callable) -> None:
     """Check ``fn(y, dy) -> dx`` against torch autograd, and that it builds nothing N×N for N ≥ 256."""
-    recorded = RecordedCalls()
-    run_checked(
-        "softmax_backward", fn, _backward_cases(), _backward_reference, output="dx", of="y",
-        alternatives=lambda case: backward_alternatives(*case.args, _backward_reference(*case.args)),
-        call_wrapper=recorded,
-    )
-    check_no_library_backward("softmax_backward", recorded.calls)
-    check_no_jacobian("softmax_backward", recorded.calls)
+    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 1), BACKWARD_SHAPES, TRANSPOSED_SHAPE))
     print(f"✓ softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
           f"and no N×N tensor at N = {BACKWARD_SHAPES[-1][-1]})")
 
@@ -684,7 +644,8 @@ def softmax_backward(fn: Callable) -> None:
 @graded
 def shifted_softmax_vjp(fn: Callable) -> None:
     """Check ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP, finite for float32 logits of ±1000."""
-    check_shift("shifted_softmax_vjp", fn, _shift_cases(), _shift_reference)
+    gen = seeded(SEED + 3)
+    SHIFT.check(fn, SHIFT.cases(gen, SHIFT_SHAPES, TRANSPOSED_SHAPE) + shift_large_cases(gen, rows=4, n=8))
     print("✓ shifted_softmax_vjp passes the visible checks (one row, batch 1, batch 7, 3-D, a transposed view, "
           "and float32 logits up to ±1000 with unhelpful shifts)")
 
@@ -692,12 +653,6 @@ def shifted_softmax_vjp(fn: Callable) -> None:
 @graded
 def softmax_cross_entropy_backward(fn: Callable) -> None:
     """Check ``fn(logits, target) -> dlogits`` against autograd through torch.nn.functional.cross_entropy."""
-    recorded = RecordedCalls()
-    run_checked(
-        "softmax_cross_entropy_backward", fn, _ce_cases(), _ce_reference, output="dlogits", of="logits",
-        alternatives=lambda case: ce_alternatives(*case.args, _ce_reference(*case.args)),
-        call_wrapper=recorded,
-    )
-    check_no_library_backward("softmax_cross_entropy_backward", recorded.calls)
+    CE.check(fn, CE.cases(seeded(SEED + 2), CE_SHAPES, TRANSPOSED_SHAPE))
     print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax, "
           "a transposed view)")

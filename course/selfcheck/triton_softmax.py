@@ -22,22 +22,55 @@ call autograd.
 A failure names the bug and why, never the fixed line of code; ``HINTS`` maps each class to
 the notebook hint that covers it (``course.diagnose.graded`` appends the pointer).
 
-References are ``torch.softmax`` and torch's own autograd; this module holds no kernel.
-Hidden checks (``autograder.check.triton_softmax``) reuse this machinery on random inputs.
+References are ``torch.softmax`` and torch's own autograd; this module holds no kernel. The
+input builders below take a generator and the shapes: the visible checks run them on fixed
+shapes, the hidden checks (``autograder.check.triton_softmax``) on shapes of their own and
+fresh random inputs — the same references, named bugs and runners.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
 from .. import witness
-from ..diagnose import Alternative, GradingFailure, diagnose, forbid_autograd, graded, relative_error, where_mismatch
-from ..autograd_graph import runs_through, saved_for_backward
-from ..triton_check import device, is_kernel, namespace_of, pow2_at_least, quiet, run_student
+from ..autograd_graph import saved_for_backward
+from ..diagnose import (
+    Alternative,
+    GradingFailure,
+    diagnose,
+    graded,
+    layout_failure,
+    quiet,
+    randn,
+    relative_error,
+    require_callable,
+    seeded,
+    vjp,
+    where_mismatch,
+)
+from ..triton_check import (
+    autograd_in_backward,
+    check_wrapper_forward,
+    device,
+    float32_failure,
+    guarded_function,
+    input_leaf,
+    is_kernel,
+    namespace_of,
+    pow2_at_least,
+    relayed,
+    require_function,
+    require_kernel,
+    run_student,
+    upstream_layouts,
+)
+from ..triton_check import (
+    launch as launch_kernel,
+)
 
 F32, F64 = torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
@@ -56,7 +89,19 @@ HINTS = {
 
 
 # ---------------------------------------------------------------------------
-# Calling student code that Triton wraps
+# References: torch's softmax and its autograd, in float64
+
+
+def _autograd_forward(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x.to(F64), dim=-1)
+
+
+def _autograd_backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+    return vjp(lambda x: torch.softmax(x, dim=-1), (x.to(F64),), dy.to(F64))[0]
+
+
+def _autograd_both(x: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return _autograd_forward(x), _autograd_backward(x, dy)
 
 
 # ---------------------------------------------------------------------------
@@ -148,10 +193,6 @@ class Launch:
     strides: dict[str, int]
 
 
-def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-
-
 def launch(spec: KernelSpec, kernel, case: KernelCase, pad: float) -> Launch:
     """Run ``kernel`` on ``case`` with rows inside wider buffers whose padding holds ``pad``."""
     rows, n = case.shape
@@ -166,12 +207,9 @@ def launch(spec: KernelSpec, kernel, case: KernelCase, pad: float) -> Launch:
         strides[ptr] = buf.stride(0)
     out = torch.full((rows, block + 2), SENTINEL, dtype=case.dtype, device=dev)  # an even stride, unlike the inputs
     strides[spec.output] = out.stride(0)
-    before = [b.clone() for b in buffers]
     args = [*views, out[:, :n], *(v.stride(0) for v in views), out.stride(0), n]
-    run_student(spec.name, lambda: kernel[(rows,)](*args, BLOCK=block))
-    if dev.type == "cuda":
-        torch.cuda.synchronize()
-    touched = [f"{ptr}_ptr" for ptr, b, b0 in zip(spec.inputs, buffers, before) if not _same(b, b0)]
+    touched = launch_kernel(spec.name, lambda: kernel[(rows,)](*args, BLOCK=block),
+                            {f"{ptr}_ptr": b for ptr, b in zip(spec.inputs, buffers)})
     wrote_padding = bool((out[:, n:] != SENTINEL).any())
     return Launch(out[:, :n].detach().to("cpu", F64), wrote_padding, touched, strides)
 
@@ -235,34 +273,48 @@ def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
                 f"from the start, and the rows here sit inside wider buffers, as rows of a slice do — n_cols ({n}) "
                 f"is not the distance between them; the row-stride arguments ({stride_names}) are.",
                 where_mismatch(spec.result, first.got, case.expected, label))
-    err = relative_error(first.got, case.expected)
-    if case.dtype == F64 and finite and err < 1e-5 and failure.cls == "wrong-values":
-        raise GradingFailure(
-            "wrong-values",
-            f"{spec.result} is right only to about float32 precision (relative error {err:.1e}) for a float64 input: "
-            "part of the kernel computes in float32, and the float64 gradcheck needs float64 all the way.",
-            where_mismatch(spec.result, first.got, case.expected, label))
+    if case.dtype == F64 and finite and relative_error(first.got, case.expected) < 1e-5 and failure.cls == "wrong-values":
+        raise float32_failure(spec.result, first.got, case.expected, label, "part of the kernel computes in float32, "
+                              "and the float64 gradcheck needs float64 all the way.", given="a float64 input")
     raise failure
 
 
 def check_kernel(spec: KernelSpec, kernel, cases: Sequence[KernelCase]) -> None:
     """Run every case; the first failure is raised."""
-    if not is_kernel(kernel):
-        if callable(kernel):
-            raise GradingFailure("error", f"{spec.name} is not a Triton kernel: keep the @triton.jit line above its def.")
-        raise GradingFailure("error", f"{spec.name} is a {type(kernel).__name__}, not a kernel: run the cell that defines it.")
+    require_kernel(spec.name, kernel)
     for case in cases:
         check_kernel_case(spec, kernel, case)
 
 
-def forward_case(x: torch.Tensor, dtype: torch.dtype, reference: Callable, large: bool = False) -> KernelCase:
-    """A forward-kernel case for rows ``x`` (float64), answered by ``reference(x)``."""
-    return KernelCase((x,), dtype, reference(x), forward_alternatives(x, pow2_at_least(x.shape[-1])), large)
+def forward_case(x: torch.Tensor, dtype: torch.dtype, large: bool = False) -> KernelCase:
+    """A forward-kernel case for rows ``x`` (float64)."""
+    return KernelCase((x,), dtype, _autograd_forward(x), forward_alternatives(x, pow2_at_least(x.shape[-1])), large)
 
 
-def backward_case(y: torch.Tensor, dy: torch.Tensor, dtype: torch.dtype, reference: Callable) -> KernelCase:
-    """A backward-kernel case: upstream gradient ``dy`` and forward output ``y``, answered by ``reference(y, dy)``."""
-    return KernelCase((dy, y), dtype, reference(y, dy), backward_alternatives(y, dy))
+def backward_case(x: torch.Tensor, dy: torch.Tensor, dtype: torch.dtype) -> KernelCase:
+    """A backward-kernel case: the kernel reads the upstream gradient ``dy`` and y = softmax(x)."""
+    y = torch.softmax(x, dim=-1)
+    return KernelCase((dy, y), dtype, _autograd_backward(x, dy), backward_alternatives(y, dy))
+
+
+def forward_cases(gen: torch.Generator, shapes: Sequence[tuple[int, int, torch.dtype]]) -> list[KernelCase]:
+    """A forward case per (n_rows, n_cols, dtype), standard normal logits."""
+    return [forward_case(randn(gen, rows, n), dtype) for rows, n, dtype in shapes]
+
+
+def large_forward_case(gen: torch.Generator, rows: int, n: int) -> KernelCase:
+    """Float32 logits around 100 ± 30: exp(x) overflows float32 without the max shift."""
+    return forward_case(randn(gen, rows, n) * 30 + 100, F32, large=True)
+
+
+def backward_cases(gen: torch.Generator, shapes: Sequence[tuple[int, int, torch.dtype]],
+                   scale: float = 1.0) -> list[KernelCase]:
+    """A backward case per (n_rows, n_cols, dtype): logits of standard deviation ``scale``, a standard normal ȳ."""
+    cases = []
+    for rows, n, dtype in shapes:
+        x = randn(gen, rows, n) * scale
+        cases.append(backward_case(x, randn(gen, rows, n), dtype))
+    return cases
 
 
 # ---------------------------------------------------------------------------
@@ -271,14 +323,9 @@ def backward_case(y: torch.Tensor, dy: torch.Tensor, dtype: torch.dtype, referen
 
 def require_kernels(owner: str, namespace: dict) -> None:
     """Check the kernels ``owner`` launches (found by name in its namespace) before checking ``owner``."""
-    gen = torch.Generator().manual_seed(SEED + 7)
-    x = torch.randn(3, 10, generator=gen, dtype=F64)
-    y = torch.softmax(x, dim=-1)
-    dy = torch.randn(3, 10, generator=gen, dtype=F64)
-    quick = {
-        FWD: [forward_case(x, F64, _autograd_forward)],
-        BWD: [backward_case(y, dy, F64, lambda y, dy: _autograd_backward(x, dy))],
-    }
+    gen = seeded(SEED + 7)
+    x, dy = randn(gen, 3, 10), randn(gen, 3, 10)
+    quick = {FWD: [forward_case(x, F64)], BWD: [backward_case(x, dy, F64)]}
     for spec, cases in quick.items():
         kernel = namespace.get(spec.name)
         if kernel is None or not is_kernel(kernel):
@@ -286,11 +333,7 @@ def require_kernels(owner: str, namespace: dict) -> None:
         try:
             check_kernel(spec, kernel, cases)
         except GradingFailure as failure:
-            if failure.cls == "not-implemented":
-                sentence = f"{owner} launches {spec.name}, which is not written yet: finish {spec.part} first."
-            else:
-                sentence = f"{owner} launches {spec.name}, which fails its own check ({spec.part}) — fix it first: {failure.sentence}"
-            raise GradingFailure(failure.cls, sentence, failure.where) from None
+            raise relayed(failure, f"{owner} launches {spec.name}", spec.part) from None
 
 
 @dataclass
@@ -306,29 +349,12 @@ class ClassCase:
         return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}"
 
 
-def _guarded(name: str, cls: type, used: list) -> type:
-    """A subclass of the student's Function whose backward may not call autograd (recorded in ``used``)."""
-
-    def backward(ctx, *grads):
-        with forbid_autograd(f"{name}.backward") as tried:
-            try:
-                return cls.backward(ctx, *grads)
-            finally:
-                used.extend(tried)
-
-    return type(cls.__name__, (cls,), {"backward": staticmethod(backward), "__module__": cls.__module__})
+def class_cases(gen: torch.Generator, shapes: Sequence[tuple[int, int, torch.dtype]]) -> list[ClassCase]:
+    """A case per (n_rows, n_cols, dtype): standard normal x and ȳ."""
+    return [ClassCase(randn(gen, rows, n), randn(gen, rows, n), dtype) for rows, n, dtype in shapes]
 
 
-def _autograd_in_backward(name: str, used: list) -> GradingFailure:
-    return GradingFailure(
-        "autograd-in-backward",
-        f"{name}.backward called {used[0]}: the backward here is the kernel you wrote in Part B — the point of "
-        "the exercise is a backward written by hand.")
-
-
-def _transposed(t: torch.Tensor) -> torch.Tensor:
-    """The same values as ``t`` (n_rows, n_cols), laid out column by column: a non-contiguous view."""
-    return t.mT.contiguous().mT
+HAND_WRITTEN = "the backward here is the kernel you wrote in Part B — the point of the exercise is a backward written by hand."
 
 
 def _check_saved(name: str, packed: list, x: torch.Tensor, y: torch.Tensor, label: str) -> None:
@@ -364,20 +390,18 @@ def _check_saved(name: str, packed: list, x: torch.Tensor, y: torch.Tensor, labe
         f"inputs: {label}")
 
 
-def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *, gradcheck_x: torch.Tensor | None = None) -> None:
+def check_function_class(cls, cases: Sequence[ClassCase], *, gradcheck_x: torch.Tensor | None = None) -> None:
     """Check an autograd.Function over (n_rows, n_cols) inputs: values, what it saves, its backward."""
     name = "TritonSoftmax"
-    if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
-        raise GradingFailure("error", f"{name} must be a class deriving from torch.autograd.Function "
-                             f"(it is a {type(cls).__name__}): run the cell that defines it.")
+    require_function(name, cls)
     require_kernels(name, namespace_of(cls))
     used: list[str] = []
-    guarded = _guarded(name, cls, used)
+    guarded = guarded_function(name, cls, used)
     dev = device()
     for case in cases:
-        y_ref, dx_ref = reference(case.x, case.dy)
+        y_ref, dx_ref = _autograd_both(case.x, case.dy)
         tol = TOL[case.dtype]
-        x = case.x.to(dev, case.dtype).requires_grad_(True)
+        x = input_leaf(case.x, case.dtype)
         with saved_for_backward() as packed:
             y = run_student(name, guarded.apply, x)
         failure = diagnose("y", y, y_ref, tol=tol, alternatives=forward_alternatives(case.x, case.x.shape[-1]),
@@ -388,32 +412,27 @@ def check_function_class(cls, cases: Sequence[ClassCase], reference: Callable, *
             raise GradingFailure("error", f"{name}.apply(x) returned a tensor with no autograd history: return the y "
                                  "that forward creates, and call it as TritonSoftmax.apply(x).")
         _check_saved(name, packed, x, y, case.label)
-        variants = [("contiguous", case.dy.to(dev, case.dtype))]
-        if min(case.x.shape) > 1:
-            variants.append(("transposed view", _transposed(case.dy.to(dev, case.dtype))))
-        for layout, dy in variants:
+        for layout, dy in upstream_layouts(case.dy.to(dev, case.dtype), case.x.shape):
             dx = run_student(name, lambda: torch.autograd.grad(y, x, dy, retain_graph=True)[0])
             if used:
-                raise _autograd_in_backward(name, used)
+                raise autograd_in_backward(name, used, HAND_WRITTEN)
             label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
             failure = diagnose("dx", dx, dx_ref, tol=tol, alternatives=backward_alternatives(y_ref, case.dy),
                                case=label, of="x")
             if failure is None:
                 continue
             if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
-                raise GradingFailure(
-                    "wrong-values",
-                    f"{name}.backward is right for a contiguous ȳ and wrong for a {layout} of the same values: "
-                    "autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand after .sum()), "
-                    "and the kernel steps along a row one element at a time, with one stride per row.",
-                    failure.where)
+                raise layout_failure(
+                    f"{name}.backward", "autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand "
+                    "after .sum()), and the kernel steps along a row one element at a time, with one stride per row.",
+                    failure.where, "a contiguous ȳ", f"a {layout} of the same values")
             raise failure
     if gradcheck_x is not None:
         x = gradcheck_x.to(dev, F64).requires_grad_(True)
         with quiet():
             ok = run_student(name, lambda: torch.autograd.gradcheck(guarded.apply, (x,), raise_exception=False))
         if used:
-            raise _autograd_in_backward(name, used)
+            raise autograd_in_backward(name, used, HAND_WRITTEN)
         if not ok:
             raise GradingFailure(
                 "wrong-values",
@@ -441,6 +460,12 @@ class FunctionCase:
         return f"x {tuple(self.x.shape)}, {str(self.dtype).removeprefix('torch.')}{layout}{note}"
 
 
+def function_cases(gen: torch.Generator, table: Sequence[tuple[tuple[int, ...], torch.dtype, bool, str]]) -> list[FunctionCase]:
+    """A case per (shape, dtype, transposed, note): standard normal x and ȳ."""
+    return [FunctionCase(randn(gen, *shape), randn(gen, *shape), dtype, transposed, note)
+            for shape, dtype, transposed, note in table]
+
+
 def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
     """Named wrong versions of softmax over the last axis of ``x``: another axis, or the rows' shape."""
     alts = []
@@ -456,39 +481,24 @@ def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
     return alts
 
 
-def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callable) -> None:
+def check_softmax_function(fn, cases: Sequence[FunctionCase]) -> None:
     """Check ``fn(x)`` = softmax over the last dim of any-rank x, forward and backward, through TritonSoftmax."""
     name = "triton_softmax"
-    if not callable(fn):
-        raise GradingFailure("error", f"{name} is not a function (it is a {type(fn).__name__}): run the cell that defines it.")
+    require_callable(name, fn)
     require_kernels(name, namespace_of(fn))
     dev = device()
     for case in cases:
-        y_ref, dx_ref = reference(case.x, case.dy)
+        y_ref, dx_ref = _autograd_both(case.x, case.dy)
         tol = TOL[case.dtype]
-        if case.transposed:  # a non-leaf view whose columns are adjacent in memory
-            x = case.x.mT.contiguous().to(dev, case.dtype).requires_grad_(True).mT
-        else:
-            x = case.x.to(dev, case.dtype).requires_grad_(True)
+        x = input_leaf(case.x, case.dtype, case.transposed)
         kept = x.detach().clone()
         y = run_student(name, fn, x)
         failure = diagnose("y", y, y_ref, tol=tol, alternatives=_function_alternatives(case.x), case=case.label, of="x")
-        if failure is not None and case.transposed and failure.cls != "shape":  # the contiguous cases passed
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} is right for contiguous inputs and wrong for a transposed view: the kernel steps along a "
-                "row one element at a time, so a row whose elements are not adjacent in memory is read wrong — and "
-                "reshape keeps a view, strides and all, whenever it can.", failure.where)
-        if failure is not None:
-            raise failure
-        if not torch.equal(x.detach(), kept):
-            raise GradingFailure("wrong-values", f"{name} changed its input x in place: write y to a new tensor.",
-                                 f"inputs: {case.label}")
-        if not runs_through(y):
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} must run your kernels through TritonSoftmax.apply, but its result's autograd graph holds no "
-                "custom Function (was it torch.softmax?).", f"inputs: {case.label}")
+        check_wrapper_forward(
+            name, failure, case.label, transposed=case.transposed, layout="the kernel steps along a row one element at "
+            "a time, so a row whose elements are not adjacent in memory is read wrong — and reshape keeps a view, "
+            "strides and all, whenever it can.", x=x, kept=kept, in_place="write y to a new tensor.", y=y,
+            function="TritonSoftmax", library="torch.softmax")
         dy = case.dy.to(dev, case.dtype)
         dx = run_student(name, lambda: torch.autograd.grad(y, x, dy)[0])
         failure = diagnose("dx", dx, dx_ref, tol=tol, alternatives=backward_alternatives(y_ref, case.dy),
@@ -498,39 +508,28 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase], reference: Callabl
 
 
 # ---------------------------------------------------------------------------
-# The visible checks: fixed inputs, torch's softmax and autograd as the reference
-
-
-def _autograd_forward(x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(x.to(F64), dim=-1)
-
-
-def _autograd_backward(x: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-    leaf = x.detach().to(F64).requires_grad_(True)
-    return torch.autograd.grad(torch.softmax(leaf, dim=-1), leaf, dy.to(F64))[0]
-
-
-def _autograd_both(x: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    return _autograd_forward(x), _autograd_backward(x, dy)
-
-
-def _gen(salt: int) -> torch.Generator:
-    return torch.Generator().manual_seed(SEED + salt)
+# The visible checks: fixed shapes, a fixed seed per exercise
 
 
 # (n_rows, n_cols, dtype): batch 1 first, rows that are not a power of two.
 VISIBLE_KERNEL_SHAPES = [(1, 5, F32), (7, 13, F32), (7, 13, F64)]
+VISIBLE_CLASS_SHAPES = [(1, 6, F64), (7, 13, F64), (7, 13, F32)]
+# (shape of x, dtype, a transposed view?, what the label notes)
+VISIBLE_FUNCTION_CASES = [
+    ((9,), F64, False, "1-D"),
+    ((1, 11), F64, False, "batch 1"),
+    ((7, 11), F64, False, "batch 7"),
+    ((2, 3, 11), F32, False, "3-D"),
+    ((5, 9), F64, True, ""),
+    ((2, 3000), F32, False, "long rows"),
+]
 
 
 @graded
 def softmax_fwd_kernel(kernel) -> None:
     """Launch the forward kernel on rows inside wider NaN-padded buffers; compare with torch.softmax."""
-    gen = _gen(1)
-    cases = [forward_case(torch.randn(r, n, generator=gen, dtype=F64), dt, _autograd_forward)
-             for r, n, dt in VISIBLE_KERNEL_SHAPES]
-    large = torch.randn(3, 10, generator=gen, dtype=F64) * 30 + 100  # exp(x) overflows float32 without the max shift
-    cases.append(forward_case(large, F32, _autograd_forward, large=True))
-    check_kernel(FWD, kernel, cases)
+    gen = seeded(SEED + 1)
+    check_kernel(FWD, kernel, forward_cases(gen, VISIBLE_KERNEL_SHAPES) + [large_forward_case(gen, 3, 10)])
     print("✓ softmax_fwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
           "float32 and float64, large logits)")
 
@@ -538,13 +537,7 @@ def softmax_fwd_kernel(kernel) -> None:
 @graded
 def softmax_bwd_kernel(kernel) -> None:
     """Launch the backward kernel on rows inside wider NaN-padded buffers; compare with torch's autograd."""
-    gen = _gen(2)
-    cases = []
-    for r, n, dt in VISIBLE_KERNEL_SHAPES:
-        x = torch.randn(r, n, generator=gen, dtype=F64)
-        dy = torch.randn(r, n, generator=gen, dtype=F64)
-        cases.append(backward_case(torch.softmax(x, dim=-1), dy, dt, lambda y, dy, x=x: _autograd_backward(x, dy)))
-    check_kernel(BWD, kernel, cases)
+    check_kernel(BWD, kernel, backward_cases(seeded(SEED + 2), VISIBLE_KERNEL_SHAPES))
     print("✓ softmax_bwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
           "float32 and float64)")
 
@@ -552,10 +545,7 @@ def softmax_bwd_kernel(kernel) -> None:
 @graded
 def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """Forward and backward through autograd, y saved alone, ȳ contiguous or not, no autograd in backward."""
-    gen = _gen(3)
-    cases = [ClassCase(torch.randn(r, n, generator=gen, dtype=F64), torch.randn(r, n, generator=gen, dtype=F64), dt)
-             for r, n, dt in [(1, 6, F64), (7, 13, F64), (7, 13, F32)]]
-    check_function_class(cls, cases, _autograd_both)
+    check_function_class(cls, class_cases(seeded(SEED + 3), VISIBLE_CLASS_SHAPES))
     print("✓ TritonSoftmax passes the visible checks (batch 1 and 7, float32 and float64, saves y only, "
           "ȳ contiguous or a transposed view)")
 
@@ -563,18 +553,6 @@ def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it ch
 @graded
 def triton_softmax(fn) -> None:
     """Softmax over the last dim of 1-D to 3-D inputs, a transposed view and a row of 3000, with its gradient."""
-    gen = _gen(4)
-    cases = []
-    for shape, dt, transposed, note in [
-        ((9,), F64, False, "1-D"),
-        ((1, 11), F64, False, "batch 1"),
-        ((7, 11), F64, False, "batch 7"),
-        ((2, 3, 11), F32, False, "3-D"),
-        ((5, 9), F64, True, ""),
-        ((2, 3000), F32, False, "long rows"),
-    ]:
-        x = torch.randn(shape, generator=gen, dtype=F64)
-        cases.append(FunctionCase(x, torch.randn(shape, generator=gen, dtype=F64), dt, transposed, note))
-    check_softmax_function(fn, cases, _autograd_both)
+    check_softmax_function(fn, function_cases(seeded(SEED + 4), VISIBLE_FUNCTION_CASES))
     print("✓ triton_softmax passes the visible checks (1-D, 2-D, 3-D, a transposed view, rows of 3000, "
           "float32 and float64, with gradients)")

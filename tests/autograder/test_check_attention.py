@@ -12,9 +12,7 @@ writes to stderr, and nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import linecache
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -22,10 +20,19 @@ import torch
 import autograder.check.attention as hidden
 import course.selfcheck.attention as visible
 from autograder.inputs import generator, randn
-from tools.mutants import Mutant, mutants
 from course.diagnose import relative_error
 from tests.notebooks.test_derivation import answer_table, found
-from tests.support import failure_of, mutant_functions, solution_cells, solutions
+from tests.support import (
+    assert_crash_quotes_the_line,
+    edited_solution,
+    failure_of,
+    mutant_functions,
+    solution_cells,
+    solution_fixture,
+    solutions,
+    with_cells,
+)
+from tools.mutants import mutants
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -49,14 +56,12 @@ REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant sho
 }
 
 
-@pytest.fixture(scope="module")
-def solution() -> dict:
-    return solutions(SLUG)
+solution = solution_fixture(SLUG)
 
 
 def variant(cells: dict[str, str]) -> dict:
     """The solutions with some cells replaced, as a student's namespace."""
-    return mutant_functions(Mutant(Path("variant.py"), SLUG, "variant", "", {}, cells))
+    return with_cells(SLUG, cells)
 
 
 def both(name: str):
@@ -67,17 +72,30 @@ def both(name: str):
 # The references
 
 
-def test_the_hidden_references_agree_with_torch():
+def closed_form(q, k, v, do):
+    """(o, L, dq, dk, dv) of attention for the upstream gradient do, from the formulas, float64."""
+    c = 1 / math.sqrt(q.shape[-1])
+    S = c * q @ k.mT  # (B, T, T)
+    L = torch.logsumexp(S, dim=-1)  # (B, T)
+    P = torch.exp(S - L[..., None])
+    o = P @ v
+    D = (do * o).sum(dim=-1, keepdim=True)  # = rowsum(dP ⊙ P)
+    dS = P * (do @ v.mT - D)
+    return o, L, c * dS @ k, c * dS.mT @ q, P.mT @ do
+
+
+def test_the_reference_agrees_with_the_closed_forms():
     gen = generator("reference-test")
     for B, T, d in [(1, 7, 3), (7, 70, 5), (2, 201, 12)]:
         q, k, v, do = (randn(gen, B, T, d) for _ in range(4))
-        for mine, torchs in zip(hidden.attention_reference(q, k, v, do), visible.sdpa_reference(q, k, v, do)):
-            assert relative_error(mine, torchs) < 1e-13
-        o, lse = hidden.forward_reference(q, k, v)
-        assert relative_error(o, visible.sdpa_reference(q, k, v, do)[0]) < 1e-13
-        assert relative_error(lse, visible.lse_reference(q, k)) < 1e-14
-        D = hidden._delta_reference(o.reshape(-1, d), do.reshape(-1, d))
-        assert relative_error(D, (o * do).sum(-1).reshape(-1)) < 1e-14
+        closed = closed_form(q, k, v, do)
+        for mine, formula in zip(visible.attention_reference(q, k, v, do), closed):
+            assert relative_error(mine, formula) < 1e-13
+        o, lse = visible.attention_forward(q, k, v)
+        assert relative_error(o, closed[0]) < 1e-13
+        assert relative_error(lse, closed[1]) < 1e-14
+        D = visible.delta_reference(o.reshape(-1, d), do.reshape(-1, d))
+        assert relative_error(D, torch.einsum("re,re->r", o.reshape(-1, d), do.reshape(-1, d))) < 1e-14
 
 
 # ---------------------------------------------------------------------------
@@ -122,37 +140,18 @@ def attention_backward_recompute(q, k, v, o, lse, do):
 
 
 def test_an_exception_is_error_and_names_the_students_line():
-    filename = "<ipython-input-9>"  # IPython keeps cell sources in linecache like this
-    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
-    ns = {"torch": torch}
-    exec(compile(STUDENT_CELL, filename, "exec"), ns)
-    for check in both("attention_backward_recompute"):
-        failure = failure_of(check, ns["attention_backward_recompute"])
-        assert failure.cls == "error"
-        assert "line 3: P = torch.exp(q @ k - lse[..., None])" in str(failure)
+    assert_crash_quotes_the_line(both("attention_backward_recompute"), STUDENT_CELL, "attention_backward_recompute",
+                                 "<ipython-input-9>", "line 3: P = torch.exp(q @ k - lse[..., None])")
 
 
 # ---------------------------------------------------------------------------
 # Values: named bugs beyond the mutants
 
 
-MANUAL_TEMPLATE = '''
-class ManualAttention(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, q, k, v):
-        P = torch.softmax(q @ k.mT / math.sqrt(q.shape[-1]), dim=-1)
-        ctx.save_for_backward(q, k, v, P)
-        return P @ v
-
-    @staticmethod
-    def backward(ctx, do):
-        q, k, v, P = ctx.saved_tensors
-        c = 1 / math.sqrt(q.shape[-1])
-        dP = do @ v.mT
-        dS = P * (dP - (dP * P).sum(dim=-1, keepdim=True))
-        dq, dk, dv = c * (dS @ k), c * (dS.mT @ q), P.mT @ do
-        return RESULT
-'''
+def manual_returning(result: str) -> str:
+    """The solution's ManualAttention cell, its backward returning ``result`` instead of ``dq, dk, dv``."""
+    return edited_solution(SLUG, "ManualAttention", f"-        return dq, dk, dv\n+        return {result}",
+                           "ManualAttention.backward")
 
 
 @pytest.mark.parametrize("result, cls, words", [
@@ -164,7 +163,7 @@ class ManualAttention(torch.autograd.Function):
     ("dq, dk", "shape", "must return 3 gradients"),  # one gradient short
 ])
 def test_named_bugs_of_the_manual_backward(result, cls, words, seeded):
-    ns = variant({"ManualAttention": MANUAL_TEMPLATE.replace("RESULT", result)})
+    ns = variant({"ManualAttention": manual_returning(result)})
     for check in both("ManualAttention"):
         failure = failure_of(check, ns["ManualAttention"])
         assert failure.cls == cls, str(failure)
@@ -353,12 +352,12 @@ def test_the_flash_references_agree_with_torch():
     case = visible.FlashCase(q, k, v, do, 16, 32)
     for bug in hidden.ONLINE_BUGS:  # each named bug is really a bug, here
         o, _ = hidden.online_softmax_forward(q, k, v, 16, bug)
-        assert relative_error(o, visible.sdpa_reference(q, k, v, do)[0]) > 1e-6, bug
+        assert relative_error(o, visible.attention_reference(q, k, v, do)[0]) > 1e-6, bug
     o, L = hidden.online_softmax_forward(q, k, v, 16, "none")  # and the simulation without one is attention
-    assert relative_error(o, hidden.forward_reference(q, k, v)[0]) < 1e-13
-    assert relative_error(L, hidden.forward_reference(q, k, v)[1]) < 1e-13
-    mine = hidden._flash_dkdv_reference(q, k, v, do)
-    theirs = visible.flash_dkdv_reference(q, k, v, do)
+    assert relative_error(o, closed_form(q, k, v, do)[0]) < 1e-13
+    assert relative_error(L, closed_form(q, k, v, do)[1]) < 1e-13
+    mine = closed_form(q, k, v, do)
+    theirs = visible.attention_reference(q, k, v, do)
     assert all(relative_error(a, b) < 1e-13 for a, b in zip(mine, theirs))
     assert case.block_d == 16
 

@@ -10,23 +10,34 @@ stderr, and nbgrader scores such a cell zero.
 from __future__ import annotations
 
 import functools
-import linecache
-import math
 
 import pytest
 import torch
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from autograder.check.layernorm import _forward, _layernorm_reference, _ln_backward, _rms_backward
+from autograder.check.layernorm import _ln_backward, _rms_backward
 from autograder.inputs import generator, randn
-from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.layernorm import (
-    F32, F64, backward_case, backward_reference, check_backward, check_forward, check_kernel, forward_case,
-    forward_reference, kernel_case, kernel_dx_reference, rms_case, rms_reference, row_stats,
+    F32,
+    F64,
+    backward_case,
+    backward_reference,
+    check_backward,
+    check_forward,
+    check_kernel,
+    forward_case,
+    forward_reference,
+    kernel_case,
+    kernel_dx_reference,
+    layernorm_reference,
+    rms_case,
+    rms_reference,
+    row_stats,
 )
-from tests.support import diagnosis, solutions
+from tests.support import assert_crash_quotes_the_line, diagnosis, edited_solution, solutions, with_cells
+from tools.mutants import mutants
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -93,19 +104,20 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 
 
 def test_an_exception_is_error_and_names_the_students_line():
-    filename = "<ipython-input-12>"  # IPython keeps cell sources in linecache like this
-    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
-    ns = {"torch": torch}
-    exec(compile(STUDENT_CELL, filename, "exec"), ns)
-    for check in (hidden.layernorm_backward, visible.layernorm_backward):
-        with pytest.raises(GradingFailure) as info:
-            check(ns["layernorm_backward"])
-        assert info.value.cls == "error"
-        assert "line 5: return" in str(info.value)
+    assert_crash_quotes_the_line((hidden.layernorm_backward, visible.layernorm_backward), STUDENT_CELL,
+                                 "layernorm_backward", "<ipython-input-12>", "line 5: return")
 
 
 # ---------------------------------------------------------------------------
 # The references
+
+
+def _forward(x, gamma, beta, eps=1e-5):
+    """LayerNorm's forward in closed form: (y, μ, rstd)."""
+    mean = x.mean(dim=-1)
+    var = ((x - mean[..., None]) ** 2).mean(dim=-1)
+    rstd = 1.0 / torch.sqrt(var + eps)
+    return (x - mean[..., None]) * rstd[..., None] * gamma + beta, mean, rstd
 
 
 def test_the_closed_form_references_agree_with_autograd():
@@ -121,8 +133,11 @@ def test_the_closed_form_references_agree_with_autograd():
         rrms = 1.0 / torch.sqrt((x * x).mean(-1) + 1e-6)
         for mine, ref in zip(_rms_backward(dy, x, gamma, rrms), rms_reference(dy, x, gamma, rrms)):
             assert relative_error(mine, ref) < 1e-12
-        y, *grads = _layernorm_reference(x.reshape(-1, N), gamma, beta, dy.reshape(-1, N))
-        assert relative_error(y, torch.nn.functional.layer_norm(x, (N,), gamma, beta).reshape(-1, N)) < 1e-13
+        y, *grads = layernorm_reference(x.reshape(-1, N), gamma, beta, dy.reshape(-1, N))
+        assert relative_error(y, _forward(x, gamma, beta)[0].reshape(-1, N)) < 1e-13
+        for mine, ref in zip(_ln_backward(dy.reshape(-1, N), x.reshape(-1, N), gamma, mean.reshape(-1), rstd.reshape(-1)),
+                             grads):
+            assert relative_error(mine, ref) < 1e-12
 
 
 def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input(monkeypatch):
@@ -130,12 +145,10 @@ def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input(monkeypatch)
 
     A seed sweep, the hidden draws replayed for AUTOGRADER_SEED 0–1999 (grading draws a fresh seed). What
     grading relies on is that a missing rstd never comes within the check's tolerance, 1e-7. Measured here:
-    the closest of 2000 draws is 2.1e-3 away, and 0.2% of draws come within 1e-2 — a density near 0 of about
-    0.2 per unit of error, so a draw within 1e-7 has a probability of order 1e-8. The bound asserted,
+    the closest of 2000 draws is 2.4e-3 away, and 0.25% of draws come within 1e-2 — a density near 0 of about
+    0.25 per unit of error, so a draw within 1e-7 has a probability of order 1e-8. The bound asserted,
     1e-4, is a thousand times the tolerance and twenty times below the closest draw seen.
     """
-    from autograder.check.layernorm import _backward_case
-
     def without_rstd_error(case) -> float:
         dx = backward_reference(*case.args)[0]
         return relative_error(dx / case.args[4][..., None], dx)
@@ -144,7 +157,7 @@ def test_a_missing_rstd_is_far_from_the_right_answer_on_every_input(monkeypatch)
     hidden = []
     for seed in range(2000):
         monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
-        hidden.append(without_rstd_error(_backward_case(generator("rstd"), 1, 10)))
+        hidden.append(without_rstd_error(backward_case(generator("rstd"), 1, 10)))
     assert visible > 1e-2, visible  # the visible inputs are fixed: far, always
     assert min(hidden) > 1e-4, min(hidden)  # the tolerance is 1e-7
     assert sum(h < 1e-2 for h in hidden) / len(hidden) < 0.01  # close calls stay rare, as measured
@@ -307,52 +320,19 @@ def test_rms_cases_are_square_once():
 # ---------------------------------------------------------------------------
 # The kernel check, on kernel bugs no mutant carries
 
-KERNEL_HEAD = '''
-@triton.jit
-def layernorm_bwd_kernel(DY_ptr, X_ptr, W_ptr, Mean_ptr, Rstd_ptr, DX_ptr, DW_partial_ptr, DB_partial_ptr,
-                         n_rows, n_cols, rows_per_program, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    w = tl.load(W_ptr + cols, mask=mask, other=0.0)
-    acc_w = tl.zeros([BLOCK], dtype=w.dtype)
-    acc_b = tl.zeros([BLOCK], dtype=w.dtype)
-    start = pid * rows_per_program
-'''
-KERNEL_ROW = '''
-        x = tl.load(X_ptr + r * n_cols + cols, mask=mask, other=0.0)
-        g = tl.load(DY_ptr + r * n_cols + cols, mask=mask, other=0.0)
-        s = tl.load(Rstd_ptr + r)
-        xh = (x - tl.load(Mean_ptr + r)) * s
-        wg = w * g
-        a = tl.sum(xh * wg, axis=0) / n_cols
-        b = tl.sum(wg, axis=0) / n_cols
-        tl.store(DX_ptr + r * n_cols + cols, (wg - (xh * a + b)) * s, mask=mask)
-        acc_w += g * xh
-        acc_b += g
-'''
-KERNEL_TAIL = '''
-    tl.store(DW_partial_ptr + pid * n_cols + cols, acc_w, mask=mask)
-    tl.store(DB_partial_ptr + pid * n_cols + cols, acc_b, mask=mask)
-'''
+def kernel_ending_at(last: str):
+    """The solution's layernorm_bwd_kernel, each program's rows ending before ``last``."""
+    cell = edited_solution(ASSIGNMENT, "TritonLayerNorm", f"""
+-    last = tl.minimum(first + rows_per_program, n_rows)  # the last program may have fewer rows
++    last = {last}
+""", "layernorm_bwd_kernel")
+    return with_cells(ASSIGNMENT, {"TritonLayerNorm": cell}, f"last = {last}")["layernorm_bwd_kernel"]
 
 
-def kernel_from(loop: str, tail: str = KERNEL_TAIL):
-    import triton
-    import triton.language as tl
-
-    source = KERNEL_HEAD + loop + KERNEL_ROW + tail
-    filename = f"<kernel {abs(hash(source))}>"
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # @triton.jit reads the source
-    ns = {"triton": triton, "tl": tl}
-    exec(compile(source, filename, "exec"), ns)
-    return ns["layernorm_bwd_kernel"]
-
-
-LOOPS = {
-    "right": "    for r in range(start, tl.minimum(start + rows_per_program, n_rows)):",
-    "first row only": "    for r in range(start, start + 1):",
-    "past the last row": "    for r in range(start, start + rows_per_program):",
+LOOPS = {  # the row after each program's last
+    "right": "tl.minimum(first + rows_per_program, n_rows)",
+    "first row only": "first + 1",
+    "past the last row": "first + rows_per_program",
 }
 
 
@@ -367,7 +347,7 @@ def visible_kernel_cases():
     ("past the last row", "writes past the end"),
 ])
 def test_the_kernel_check_names_loop_bugs(loop, match):
-    kernel = kernel_from(LOOPS[loop])
+    kernel = kernel_ending_at(LOOPS[loop])
     if match is None:
         check_kernel(kernel, visible_kernel_cases(), kernel_dx_reference)
         return
@@ -402,18 +382,19 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
 
 
 def test_every_pytorch_check_has_a_transposed_input(seeded):
-    from autograder.check.layernorm import _backward_case, _forward_case, _rms_case
-    from course.selfcheck.layernorm import rms_case
+    from autograder.check.layernorm import BACKWARD_SHAPES, FORWARD_SHAPES
+    from course.selfcheck.layernorm import BACKWARD, FORWARD, RMS, build
 
     gen = torch.Generator().manual_seed(0)
-    for case in (forward_case(gen, 2, 5, 9, transposed=True), backward_case(gen, 2, 5, 9, transposed=True),
-                 rms_case(gen, 2, 5, 9, transposed=True), _forward_case(generator("t"), 3, 4, 11, transposed=True),
-                 _backward_case(generator("t"), 3, 4, 11, transposed=True),
-                 _rms_case(generator("t"), 3, 4, 11, transposed=True)):
-        x = case.args[0] if len(case.args) == 3 else case.args[1]  # the forward's first argument, the backward's second
-        assert not x.is_contiguous() and "transposed" in case.label
-        with pytest.raises(RuntimeError):
-            x.view(-1, x.shape[-1])  # the layout bug this case is there to catch
+    for spec, hidden_shapes in ((FORWARD, FORWARD_SHAPES), (BACKWARD, BACKWARD_SHAPES), (RMS, BACKWARD_SHAPES)):
+        transposed = [row for row in spec.shapes if isinstance(row[-1], dict) and row[-1].get("transposed")]
+        hidden_transposed = [row for row in hidden_shapes if isinstance(row[-1], dict) and row[-1].get("transposed")]
+        assert transposed and hidden_transposed, spec.name
+        for case in build(spec.case, gen, transposed) + build(spec.case, generator("t"), hidden_transposed):
+            x = case.args[0] if len(case.args) == 3 else case.args[1]  # the forward's first argument, the backward's second
+            assert not x.is_contiguous() and "transposed" in case.label
+            with pytest.raises(RuntimeError):
+                x.view(-1, x.shape[-1])  # the layout bug this case is there to catch
 
 
 def view_backward(dy, x, gamma, mean, rstd):

@@ -13,7 +13,7 @@ nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import linecache
+import functools
 
 import pytest
 import torch
@@ -25,10 +25,10 @@ import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.check import routing as hidden_routing
 from autograder.inputs import generator
-from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck import routing as visible_routing
-from tests.support import diagnosis, mutant_named, solutions
+from tests.support import assert_crash_quotes_the_line, assert_mutants_cover, diagnosis, mutant_named, solution_fixture
+from tools.mutants import mutants
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -38,11 +38,7 @@ EXERCISES = ("topk_backward", "embedding_backward", "relu_backward", "maxpool1d_
 SCATTERS = ("topk_backward", "embedding_backward", "maxpool1d_backward")
 MUTANTS = mutants(ASSIGNMENT)
 F64 = torch.float64
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return solutions(ASSIGNMENT)
+solution = solution_fixture(ASSIGNMENT)
 
 
 def mutant(name: str) -> dict:
@@ -54,8 +50,7 @@ def mutant(name: str) -> dict:
 
 
 def test_mutants_cover_the_bugs_this_lesson_is_about():
-    expected = {(name, cls) for m in MUTANTS for t, cls in m.expect.items() for name in [t.removeprefix("test_")]}
-    required = {
+    declared = assert_mutants_cover(MUTANTS, {
         ("topk_backward", "non-atomic-scatter"),  # scatter_ for scatter_add_
         ("embedding_backward", "non-atomic-scatter"),  # dW[ids] = dy
         ("maxpool1d_backward", "non-atomic-scatter"),  # overlapping windows, stored
@@ -64,12 +59,8 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         ("dropout_backward", "scale"),  # 1/(1 − p) forgotten
         ("moe_gate_backward", "sign"),
         ("moe_gate_backward", "wrong-values"),  # the softmax backward skipped
-    }
-    assert required <= expected
-    for m in MUTANTS:
-        assert {f"test_{g}" for g in m.cells} == set(m.expect), f"{m.name}: one expect line per replaced cell"
-    assert {name for name, _ in expected} == set(EXERCISES), "every exercise has a mutant"
-    assert len(MUTANTS) <= 6
+    }, most=6)
+    assert {name for name, _ in declared} == set(EXERCISES), "every exercise has a mutant"
 
 
 def test_the_store_names_its_writer_and_the_race_names_the_atomic(seeded):
@@ -131,9 +122,7 @@ def test_a_store_is_invisible_without_repeats_and_caught_with_them(name, seeded)
     """Without the repeated cases the store mutant passes: that is why the checks need both."""
     cases = _cases(name)
     fn = mutant("store_instead_of_add")[name]
-    runner = {"topk_backward": visible_routing.check_topk_backward,
-              "embedding_backward": visible_routing.check_embedding_backward,
-              "maxpool1d_backward": visible_routing.check_maxpool1d_backward}[name]
+    runner = functools.partial(visible_routing.check, name)
     runner(fn, [c for c in cases if not c.repeats])  # passes
     with pytest.raises(GradingFailure) as info:
         runner(fn, cases)
@@ -165,26 +154,60 @@ def test_a_bug_outside_the_collisions_is_not_called_non_atomic(solution, seeded)
 # References and inputs
 
 
-def test_the_hidden_references_agree_with_autograd(seeded):
-    for name, ref, auto in (
-        ("topk_backward", hidden_routing._gather_reference, visible_routing.gather_reference),
-        ("embedding_backward", hidden_routing._embedding_reference, visible_routing.embedding_reference),
-        ("maxpool1d_backward", hidden_routing._maxpool_reference, visible_routing.maxpool_reference),
+# Closed forms in float64, independent of autograd: the one reference each check uses must agree with them.
+
+
+def _gather_closed_form(dy, indices, n):
+    """x̄_j = Σ_m ȳ_m [i_m = j]: the one-hot (…, k, n) weighted by ȳ and summed over m."""
+    return (F.one_hot(indices, n).to(dy.dtype) * dy[..., :, None]).sum(dim=-2)
+
+
+def _embedding_closed_form(dy, ids, num_embeddings):
+    """W̄ = onehot(ids)ᵀ ȳ over every lookup: (num_embeddings, R) @ (R, D)."""
+    D = dy.shape[-1]
+    return F.one_hot(ids.reshape(-1), num_embeddings).to(dy.dtype).T @ dy.reshape(-1, D)
+
+
+def _maxpool_closed_form(dy, x, kernel_size, stride):
+    """ȳ gathered back to a_j = j·s + argmax of window j, window by window."""
+    L_out = (x.shape[-1] - kernel_size) // stride + 1
+    windows = [x[..., j * stride: j * stride + kernel_size].argmax(dim=-1) + j * stride for j in range(L_out)]
+    a = torch.stack(windows, dim=-1)  # (..., L_out)
+    return _gather_closed_form(dy, a, x.shape[-1])
+
+
+def _moe_closed_form(dy, logits, indices, expert_out):
+    """z̄ = p ⊙ p̄ − p ⟨p, p̄⟩ with p̄ the scattered ḡ_m = ⟨ȳ, h_m⟩, and h̄_m = g_m ȳ."""
+    p = torch.softmax(logits, dim=-1)  # (..., E)
+    onehot = F.one_hot(indices, logits.shape[-1]).to(p.dtype)  # (..., k, E)
+    g = (onehot * p[..., None, :]).sum(dim=-1)  # (..., k)
+    dg = torch.einsum("...md,...d->...m", expert_out, dy)  # (..., k)
+    dp = (onehot * dg[..., :, None]).sum(dim=-2)  # (..., E)
+    return p * dp - p * (p * dp).sum(dim=-1, keepdim=True), g[..., :, None] * dy[..., None, :]
+
+
+def test_the_references_agree_with_closed_forms(seeded):
+    for name, closed, auto in (
+        ("topk_backward", _gather_closed_form, visible_routing.gather_reference),
+        ("embedding_backward", _embedding_closed_form, visible_routing.embedding_reference),
+        ("maxpool1d_backward", _maxpool_closed_form, visible_routing.maxpool_reference),
     ):
         for case in _cases(name):
-            assert relative_error(ref(*case.args), auto(*case.args)) < 1e-14, case.label
+            assert relative_error(closed(*case.args), auto(*case.args)) < 1e-14, case.label
     gen = generator("references")
     for lead, E, k, D in (((1,), 7, 2, 5), ((7,), 4, 4, 2), ((2, 5), 9, 2, 6)):
         case = visible_routing.moe_case("moe", gen, lead, E, k, D)
-        for mine, auto in zip(hidden_routing._moe_reference(*case.args), visible_routing.moe_reference(*case.args)):
+        for mine, auto in zip(_moe_closed_form(*case.args), visible_routing.moe_reference(*case.args)):
             assert relative_error(mine, auto) < 1e-12
     x = torch.randn(7, 5, generator=gen, dtype=F64)
     dy = torch.randn(7, 5, generator=gen, dtype=F64)
     mask = visible_routing.keep_mask(gen, 0.3, 7, 5)
-    assert relative_error(hidden_routing._relu_reference(dy, x), visible_routing.relu_reference(dy, x)) == 0.0
-    assert relative_error(hidden_routing._dropout_reference(dy, mask, 0.3), visible_routing.dropout_reference(dy, mask, 0.3)) < 1e-15
+    assert relative_error(torch.where(x > 0, dy, torch.zeros_like(dy)), visible_routing.relu_reference(dy, x)) == 0.0
+    dropout = torch.where(mask, dy / (1 - 0.3), torch.zeros_like(dy))
+    assert relative_error(dropout, visible_routing.dropout_reference(dy, mask, 0.3)) < 1e-15
     src, index = torch.randn(9, 4, generator=gen, dtype=F64), torch.randint(0, 3, (9,), generator=gen)
-    assert relative_error(hidden_routing._index_add_reference(src, index, 3), visible_routing.index_add_reference(src, index, 3)) < 1e-15
+    index_add = F.one_hot(index, 3).to(F64).T @ src
+    assert relative_error(index_add, visible_routing.index_add_reference(src, index, 3)) < 1e-15
 
 
 @pytest.mark.parametrize("draw", range(5))
@@ -252,7 +275,7 @@ def test_average_pool_backward_is_named(seeded):
         return spread[(tuple(x.shape), kernel_size, stride)]
 
     with pytest.raises(GradingFailure, match="average pooling") as info:
-        visible_routing.check_maxpool1d_backward(average, cases)
+        visible_routing.check("maxpool1d_backward", average, cases)
     assert info.value.cls == "wrong-values"
 
 
@@ -354,15 +377,8 @@ def embedding_backward(dy, ids, num_embeddings):
 
 
 def test_an_exception_is_error_and_names_the_students_line():
-    filename = "<ipython-input-6>"  # IPython keeps cell sources in linecache like this
-    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
-    ns = {"torch": torch}
-    exec(compile(STUDENT_CELL, filename, "exec"), ns)
-    for check in (hidden.embedding_backward, visible.embedding_backward):
-        with pytest.raises(GradingFailure) as info:
-            check(ns["embedding_backward"])
-        assert info.value.cls == "error"
-        assert "line 3: dW.index_add_(0, ids, dy)" in str(info.value)
+    assert_crash_quotes_the_line((hidden.embedding_backward, visible.embedding_backward), STUDENT_CELL,
+                                 "embedding_backward", "<ipython-input-6>", "line 3: dW.index_add_(0, ids, dy)")
 
 
 # ---------------------------------------------------------------------------

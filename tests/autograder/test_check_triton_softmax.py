@@ -6,29 +6,26 @@ every lesson in ``test_samples.py``; here, half-finished notebooks (finished par
 kernels) and a few more bugs, each one the visible and hidden checks should name in words.
 """
 
-from pathlib import Path
 
 import pytest
 import torch
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from tools.mutants import Mutant, mutants
-from tests.support import failure_of, mutant_functions, solutions
+from tests.support import edited_solution, failure_of, solution_fixture, with_cells
+from tools.mutants import mutants
 
 SLUG = "03_triton_fused_softmax"
 EXERCISES = ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"]
 MUTANTS = mutants(SLUG)
 
 
-@pytest.fixture(scope="module")
-def solved() -> dict:
-    return solutions(SLUG)
+solved = solution_fixture(SLUG, name="solved")
 
 
 def variant(name: str, cells: dict[str, str]) -> dict:
     """The source solutions with some cells replaced, as a student's namespace."""
-    return mutant_functions(Mutant(Path(name), SLUG, name, "", {}, cells))
+    return with_cells(SLUG, cells, name)
 
 
 def test_there_are_mutants_and_each_breaks_something():
@@ -91,56 +88,34 @@ def test_a_forward_without_its_backward_reads_not_implemented(solved):
         assert failure_of(check, half).cls == "not-implemented"
 
 
-def _fwd_kernel(load: str, store: str = "mask=mask", shift: str = "- m", row: str = "row * x_row_stride",
-                out_row: str = "row * y_row_stride", dtype: str = "") -> str:
-    return f'''
-import triton
-import triton.language as tl
+LOAD = '    x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # read N'
+STORE = "    tl.store(Y_ptr + row * y_row_stride + cols, y, mask=mask)  # write N"
+DX = "    dx = y * (dy - s)"
+STORE_DX = "    tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)  # write N"
 
 
-@triton.jit
-def softmax_fwd_kernel(X_ptr, Y_ptr, x_row_stride, y_row_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(X_ptr + {row} + cols, {load}){dtype}
-    m = tl.max(x, axis=0)
-    e = tl.exp(x {shift})
-    ell = tl.sum(e, axis=0)
-    tl.store(Y_ptr + {out_row} + cols, e / ell, {store})'''
+def _edited(name: str, *lines: tuple[str, str]) -> dict[str, str]:
+    """The solution cell ``name`` with each (old, new) pair of its lines changed."""
+    return {name: edited_solution(SLUG, name, "\n".join(f"-{old}\n+{new}" for old, new in lines))}
 
-
-def _bwd_kernel(store: str = "mask=mask", body: str = "y * (dy - s)") -> str:
-    return f'''
-@triton.jit
-def softmax_bwd_kernel(DY_ptr, Y_ptr, DX_ptr, dy_row_stride, y_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)
-    y = tl.load(Y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)
-    s = tl.sum(y * dy, axis=0)
-    tl.store(DX_ptr + row * dx_row_stride + cols, {body}, {store})'''
-
-
-MASKED = 'mask=mask, other=-float("inf")'
 
 # (exercise, replacement cells, expected class, words the message must contain)
 MORE_BUGS = {
-    "unmasked store": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(store="")}, "wrong-values",
-                       ["columns ≥", "were written", "past the end"]),
-    "unmasked load": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load="")}, "non-finite",
-                      ["columns ≥", "were read", "reads past the end"]),
-    "no max shift": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, shift="- 0.0")},
+    "unmasked store": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (STORE_DX, STORE_DX.replace(", mask=mask", ""))),
+                       "wrong-values", ["columns ≥", "were written", "past the end"]),
+    "unmasked load": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", (LOAD, LOAD.replace(', mask=mask, other=-float("inf")', ""))),
+                      "non-finite", ["columns ≥", "were read", "reads past the end"]),
+    "no max shift": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", ("    e = tl.exp(x - m)  # every exponent ≤ 0: no overflow",
+                                                                         "    e = tl.exp(x - 0.0)")),
                      "non-finite", ["88.7", "Part C"]),
-    "rows n_cols apart": ("softmax_fwd_kernel",
-                          {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, row="row * n_cols", out_row="row * n_cols")},
+    "rows n_cols apart": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", (LOAD, LOAD.replace("x_row_stride", "n_cols")),
+                                                        (STORE, STORE.replace("y_row_stride", "n_cols"))),
                           "wrong-values", ["row 0", "x_row_stride"]),
-    "float32 inside": ("softmax_fwd_kernel", {"softmax_fwd_kernel": _fwd_kernel(load=MASKED, dtype=".to(tl.float32)")},
+    "float32 inside": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", (LOAD, LOAD.replace("))", ")).to(tl.float32)"))),
                        "wrong-values", ["float32 precision"]),
-    "missing s": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * dy")}, "wrong-values",
+    "missing s": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (DX, "    dx = y * dy")), "wrong-values",
                   ["row's scalar"]),
-    "kernel error": ("softmax_bwd_kernel", {"softmax_bwd_kernel": _bwd_kernel(body="y * (dy - undefined_name)")},
+    "kernel error": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (DX, "    dx = y * (dy - undefined_name)")),
                      "error", ["NameError"]),
     "wrong axis": ("triton_softmax", {"triton_softmax": '''
 def triton_softmax(x):
@@ -148,25 +123,14 @@ def triton_softmax(x):
         return TritonSoftmax.apply(x[None]).view(x.shape)
     return TritonSoftmax.apply(x.movedim(0, -1).reshape(-1, x.shape[0]).contiguous()).view(
         x.movedim(0, -1).shape).movedim(-1, 0)'''}, "broadcast-axis", ["axis 0"]),
-    "saves x only": ("TritonSoftmax", {"TritonSoftmax": '''
-class TritonSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.empty_like(x)
-        softmax_fwd_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
-        ctx.save_for_backward(x)
-        return y
-
-    @staticmethod
-    def backward(ctx, dy):
-        (x,) = ctx.saved_tensors
-        y = torch.empty_like(x)
-        softmax_fwd_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
-        dy = dy.contiguous()
-        dx = torch.empty_like(y)
-        softmax_bwd_kernel[(x.shape[0],)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), x.shape[1],
-                                          BLOCK=triton.next_power_of_2(x.shape[1]))
-        return dx'''}, "wrong-values", ["(x)", "backward kernel reads"]),
+    "saves x only": ("TritonSoftmax", {"TritonSoftmax": edited_solution(SLUG, "TritonSoftmax", """
+-        ctx.save_for_backward(y)  # y only: the backward is written in terms of the output
++        ctx.save_for_backward(x)
+-        (y,) = ctx.saved_tensors
++        (x,) = ctx.saved_tensors
++        y = torch.empty_like(x)  # y recomputed from x: a second forward launch
++        softmax_fwd_kernel[(x.shape[0],)](x, y, x.stride(0), y.stride(0), x.shape[1], BLOCK=triton.next_power_of_2(x.shape[1]))
+""")}, "wrong-values", ["(x)", "backward kernel reads"]),
 }
 
 

@@ -10,19 +10,25 @@ nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import linecache
-
 import pytest
 import torch
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from autograder.check.vjp_contract import SineQuadratic, _lsce_reference, _relative_error
 from autograder.inputs import generator, randn
-from tools.mutants import mutants
 from course.diagnose import GradingFailure, relative_error
-from course.selfcheck.vjp_contract import CosineBowl, check_lsce, lsce_case, lsce_reference
-from tests.support import diagnosis, mutant_named, solutions, unguarded
+from course.selfcheck.vjp_contract import CosineBowl, SineQuadratic, check_lsce, lsce_case, lsce_reference
+from tests.support import (
+    assert_crash_quotes_the_line,
+    assert_mutants_cover,
+    diagnosis,
+    edited_solution,
+    mutant_named,
+    solution_fixture,
+    unguarded,
+    with_cells,
+)
+from tools.mutants import mutants
 
 pytestmark = pytest.mark.filterwarnings("error")
 
@@ -30,15 +36,7 @@ ASSIGNMENT = "00_vjp_contract"
 EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
 MUTANTS = mutants(ASSIGNMENT)
 F64 = torch.float64
-
-
-@pytest.fixture(scope="module")
-def solution():
-    return solutions(ASSIGNMENT)
-
-
-def mutant(name: str) -> dict:
-    return mutant_named(ASSIGNMENT, name)
+solution = solution_fixture(ASSIGNMENT)
 
 
 # ---------------------------------------------------------------------------
@@ -46,24 +44,19 @@ def mutant(name: str) -> dict:
 
 
 def test_mutants_cover_the_bugs_this_lesson_is_about():
-    expected = {(name, cls) for m in MUTANTS for t, cls in m.expect.items() for name in [t.removeprefix("test_")]}
-    required = {
+    assert_mutants_cover(MUTANTS, {
         ("numerical_gradient", "wrong-values"),  # forward difference (and others)
         ("relative_error", "scale"),  # absolute error
         ("linear_softmax_ce_backward", "sign"),
         ("linear_softmax_ce_backward", "scale"),  # missing 1/M
         ("linear_softmax_ce_backward", "transpose"),
         ("linear_softmax_ce_backward", "batch-reduction"),
-    }
-    assert required <= expected
-    for m in MUTANTS:
-        assert {f"test_{g}" for g in m.cells} == set(m.expect), f"{m.name}: one expect line per replaced cell"
-    assert len(MUTANTS) <= 5
+    }, most=5)
 
 
 def test_a_forward_difference_is_named_as_one(seeded):
     with pytest.raises(GradingFailure, match="forward difference"):
-        hidden.numerical_gradient(mutant("forward_difference")["numerical_gradient"])
+        hidden.numerical_gradient(mutant_named(ASSIGNMENT, "forward_difference")["numerical_gradient"])
 
 
 # ---------------------------------------------------------------------------
@@ -79,15 +72,9 @@ def linear_softmax_ce_backward(x, W, b, target):
 
 
 def test_an_exception_is_error_and_names_the_students_line():
-    filename = "<ipython-input-7>"  # IPython keeps cell sources in linecache like this
-    linecache.cache[filename] = (len(STUDENT_CELL), None, STUDENT_CELL.splitlines(True), filename)
-    ns = {"torch": torch}
-    exec(compile(STUDENT_CELL, filename, "exec"), ns)
-    for check in (hidden.linear_softmax_ce_backward, visible.linear_softmax_ce_backward):
-        with pytest.raises(GradingFailure) as info:
-            check(ns["linear_softmax_ce_backward"])
-        assert info.value.cls == "error"
-        assert "line 4: return dz @ W, x.T @ dz, dz.sum(dim=0)" in str(info.value)
+    assert_crash_quotes_the_line((hidden.linear_softmax_ce_backward, visible.linear_softmax_ce_backward), STUDENT_CELL,
+                                 "linear_softmax_ce_backward", "<ipython-input-7>",
+                                 "line 4: return dz @ W, x.T @ dz, dz.sum(dim=0)")
 
 
 # ---------------------------------------------------------------------------
@@ -158,24 +145,20 @@ def test_a_non_contiguous_x_is_in_every_check(solution, seeded):
         check(records)
         assert layouts[-1] is False and all(layouts[:-1])
 
-    def strided_copy(f, x, eps=1e-6):  # the old solution: .to(copy=True) keeps a transpose's strides
-        x = x.detach().to(F64, copy=True)
-        dx = torch.zeros_like(x)
-        x_flat, dx_flat = x.view(-1), dx.view(-1)
-        for i in range(x_flat.numel()):
-            x_i = x_flat[i].item()
-            x_flat[i] = x_i + eps
-            f_plus = float(f(x))
-            x_flat[i] = x_i - eps
-            f_minus = float(f(x))
-            x_flat[i] = x_i
-            dx_flat[i] = (f_plus - f_minus) / (2 * eps)
-        return dx
-
+    strided_copy = with_cells(ASSIGNMENT, {"numerical_gradient": edited_solution(ASSIGNMENT, "numerical_gradient", """
+-    x = x.detach().to(torch.float64).clone(memory_format=torch.contiguous_format)
++    x = x.detach().to(torch.float64, copy=True)  # the old solution: .to(copy=True) keeps a transpose's strides
+""")})["numerical_gradient"]
     for check in (hidden.numerical_gradient, visible.numerical_gradient):
         with pytest.raises(GradingFailure, match="non-contiguous") as info:
             check(strided_copy)
         assert info.value.cls == "error"
+
+
+def _lsce_reference(x, W, b, target):
+    """(x̄, W̄, b̄) in closed form: z̄ = (softmax(z) − E)/M, then through z = x W + b."""
+    dz = (torch.softmax(x @ W + b, dim=1) - torch.nn.functional.one_hot(target, W.shape[1])) / x.shape[0]
+    return dz @ W.T, x.T @ dz, dz.sum(dim=0)
 
 
 def test_the_references_agree_with_autograd_and_known_values():
@@ -186,9 +169,9 @@ def test_the_references_agree_with_autograd_and_known_values():
         for mine, auto in zip(_lsce_reference(x, W, b, target), lsce_reference(x, W, b, target)):
             assert relative_error(mine, auto) < 1e-12
     u, w = torch.tensor([3.0, 4.0], dtype=F64), torch.tensor([4.0, 3.0], dtype=F64)
-    assert _relative_error(u, w) == pytest.approx(2**0.5 / 5)
-    assert _relative_error(u, -u) == pytest.approx(2.0)
-    assert _relative_error(torch.zeros(3, 2, dtype=F64), torch.zeros(3, 2, dtype=F64)) == 0.0
+    assert relative_error(u, w) == pytest.approx(2**0.5 / 5)
+    assert relative_error(u, -u) == pytest.approx(2.0)
+    assert relative_error(torch.zeros(3, 2, dtype=F64), torch.zeros(3, 2, dtype=F64)) == 0.0
 
 
 def zeros_like_outputs(x, W, b, target):

@@ -25,9 +25,9 @@ import pytest
 
 import autograder.check as hidden
 import course.selfcheck as visible
-from tools.mutants import mutants, sample_assignments, source_notebook
 from course.triton_check import is_kernel
 from tests.support import diagnosis, failure_of, mutant_named, releases, solutions
+from tools.mutants import mutants, sample_assignments, source_notebook
 
 pytestmark = pytest.mark.filterwarnings("error")
 

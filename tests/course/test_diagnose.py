@@ -4,7 +4,18 @@ import pytest
 import torch
 
 from course.diagnose import (
-    CLASSES, Alternative, Case, GradingFailure, call_student, diagnose, graded, relative_error, run_cases,
+    CLASSES,
+    Alternative,
+    Case,
+    GradingFailure,
+    batch_refined,
+    call_student,
+    diagnose,
+    graded,
+    relative_error,
+    rerun_above_batch_1,
+    run_cases,
+    transposed_view,
 )
 
 g = torch.Generator().manual_seed(0)
@@ -124,6 +135,57 @@ def test_run_cases_calls_a_wrong_batch_7_answer_a_missing_batch_reduction():
     assert info.value.cls == "batch-reduction"
     with pytest.raises(GradingFailure, match="must return 2 gradients"):
         run_cases("f", ref, cases, lambda x, dy: (x, dy), outputs=("dx", "dy"))
+
+
+def test_run_cases_hands_a_refinement_what_the_cases_before_showed():
+    ref = lambda x, dy: x.T @ dy  # noqa: E731
+    layout_bound = lambda x, dy: (x.T @ dy) * (2.0 if not x.is_contiguous() else 1.0)  # noqa: E731
+    cases = [Case("batch 1", (X[:1], DY[:1]), 1), Case("batch 7", (X, DY), 7),
+             Case("batch 7, transposed", (transposed_view(X), transposed_view(DY)), 7)]
+    seen = []
+
+    def refine(failure, out, case, got, expected, passed):
+        seen.append((out, case.label, passed.batch1, passed.contiguous, got[0].shape == expected[0].shape))
+        return GradingFailure("wrong-values", "the layout", failure.where)
+
+    with pytest.raises(GradingFailure, match="the layout"):
+        run_cases("f", layout_bound, cases, ref, outputs=("dw",), refine=refine)
+    assert seen == [("dw", "batch 7, transposed", True, True, True)]
+
+
+def test_run_cases_reports_shapes_where_the_classifier_cannot_compare():
+    def alternatives(case):
+        raise RuntimeError("the alternatives assume the right shape")
+
+    cases = [Case("batch 7", (X, DY), 7)]
+    with pytest.raises(GradingFailure) as info:
+        run_cases("f", lambda x, dy: dy.T @ x, cases, lambda x, dy: x.T @ dy, outputs=("dw",), of=("w",),
+                  alternatives=alternatives)
+    assert (info.value.cls, info.value.sentence) == ("shape", "dw has shape (4, 5) but must be (5, 4), the shape of w.")
+
+
+def test_a_batch_refinement_needs_batch_1_passed_and_an_unexplained_failure():
+    generic = diagnose("dw", X.T @ DY + 1.0, X.T @ DY)
+    named = GradingFailure("wrong-values", "a named bug")
+    assert batch_refined(generic, "dw", 7, True).cls == "batch-reduction"
+    assert batch_refined(generic, "dw", 7, False) is generic and batch_refined(generic, "dw", 1, True) is generic
+    assert batch_refined(named, "dw", 7, True) is named
+    assert batch_refined(named, "dw", 7, True, "why.", named=True).sentence == \
+        "dw is right at batch 1 and wrong at batch 7: why."
+
+
+def test_a_shape_failure_at_batch_1_is_looked_at_again_above_it():
+    cases = [Case("batch 1", (), 1), Case("batch 7", (), 7)]
+
+    def attempt(some):
+        raise GradingFailure("shape" if some[0].batch == 1 else "batch-reduction", "x")
+
+    with pytest.raises(GradingFailure) as info:
+        rerun_above_batch_1(attempt, cases)
+    assert info.value.cls == "batch-reduction"
+    with pytest.raises(GradingFailure) as info:
+        rerun_above_batch_1(lambda some: (_ for _ in ()).throw(GradingFailure("shape", "x")), cases)
+    assert info.value.cls == "shape"
 
 
 def test_student_input_edits_do_not_reach_the_reference():

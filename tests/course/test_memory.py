@@ -10,7 +10,8 @@ import sys
 import pytest
 import torch
 
-from course.memory import Allocation, AllocationRecorder, record_allocations
+from course.memory import Allocation, AllocationRecorder, RecordedCalls, record_allocations, tensors_in
+from course.peak_memory import PeakMemory
 
 F64 = torch.float64
 N = 64
@@ -176,3 +177,54 @@ def test_using_the_recorder_does_not_pull_in_dynamo():
     with AllocationRecorder():
         torch.ones(2) * 2
     assert "torch._dynamo" not in sys.modules
+
+
+# ---------------------------------------------------------------------------
+# One mechanism for the recorder and PeakMemory
+
+
+@pytest.mark.parametrize("probe", [AllocationRecorder, PeakMemory], ids=["recorder", "peak"])
+def test_an_out_buffer_that_must_grow_is_new_memory(probe, y):
+    """Its storage object stays the same, but its memory moves: hiding an N×N product in one must not work."""
+    buf = torch.empty(0, dtype=F64)
+    with probe(ignore=(y, buf)) as mem:
+        torch.outer(y[0], y[0], out=buf)  # (N, N) into an empty buffer
+    assert mem.peak == N * N * 8
+    if probe is AllocationRecorder:
+        assert [a.shape for a in mem.allocations] == [(N, N)]
+
+
+@pytest.mark.parametrize("probe", [AllocationRecorder, PeakMemory], ids=["recorder", "peak"])
+def test_a_tensor_pointed_at_existing_memory_is_no_allocation(probe, y):
+    """Triton's interpreter does this with every kernel argument: an empty tensor, set_ to the argument's storage."""
+    with probe(ignore=y) as mem:
+        alias = y.new_empty(0).set_(y.untyped_storage(), 0, y.shape, y.stride())
+    assert mem.peak == 0 and alias.data_ptr() == y.data_ptr()
+    if probe is AllocationRecorder:
+        assert [(a.op, a.numel) for a in mem.allocations] == [("aten.new_empty", 0)]
+
+
+def test_the_recorder_knows_what_is_live_and_its_peak_as_peak_memory_does(y):
+    with AllocationRecorder() as rec:
+        t = y * 2
+        del t
+        kept = y + 1
+    assert (rec.live, rec.peak) == (3 * N * 8, 3 * N * 8)
+    assert [a.op for a in rec.allocations] == ["aten.mul", "aten.add"], "every allocation stays listed, freed or not"
+    del kept
+
+
+def test_tensors_in_walks_lists_tuples_and_dicts_as_deep_as_asked(y):
+    nested = {"a": (y, [y, {"b": [y]}]), "c": 3}
+    assert len(list(tensors_in(nested))) == 3
+    assert len(list(tensors_in(nested, 2))) == 1 and len(list(tensors_in(nested, 3))) == 2
+    assert list(tensors_in(y, 0)) == [y]
+
+
+def test_recorded_calls_keep_each_calls_arguments_and_recorder(y):
+    recorded = RecordedCalls()
+    double = recorded(lambda t: t * 2)
+    double(y)
+    double(y[:1])
+    assert [(args[0].shape, [a.shape for a in rec.allocations]) for args, rec in recorded.calls] == [
+        ((3, N), [(3, N)]), ((1, N), [(1, N)])]

@@ -4,21 +4,15 @@
 # expect: test_shifted_softmax_vjp non-finite
 # expect: test_softmax_cross_entropy_backward batch-reduction
 # %% softmax_jacobian
-def softmax_jacobian(y):
-    return -(y.unsqueeze(-1) * y.unsqueeze(-2))
+-    return torch.diag_embed(y) - column * row  # diag(y) − y yᵀ: write N² per row
++    return -(column * row)  # bug: diag(y) forgotten
 # %% softmax_backward
-def softmax_backward(y, dy):
-    s = (y * dy).sum()  # one number for the whole batch
-    return y * (dy - s)
+-    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
++    s = torch.sum(y * dy)  # bug: one number for the whole batch
 # %% shifted_softmax_vjp
-def shifted_softmax_vjp(x, c, dy):
-    e = (x - x.max()).exp()  # the bug: one shift for the whole batch underflows rows far below the largest
-    y = e / e.sum(dim=-1, keepdim=True)
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y, y * (dy - s), torch.zeros_like(c)
+-    m = x.amax(dim=-1, keepdim=True)  # (..., 1), one per row
++    m = x.max()  # bug: one shift for the whole batch underflows rows far below the largest
 # %% softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    M, C = logits.shape
-    grad = torch.softmax(logits, dim=-1).clone()
-    grad[:, target] -= 1  # every row, every target
-    return grad / M
+-    e_t = torch.nn.functional.one_hot(target, num_classes=C).to(y.dtype)  # (..., C), 1 at the target
++    e_t = torch.zeros_like(y)
++    e_t[:, target] = 1  # bug: every row gets a 1 at every row's target

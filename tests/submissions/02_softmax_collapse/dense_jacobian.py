@@ -3,17 +3,13 @@
 # expect: test_shifted_softmax_vjp non-finite
 # expect: test_softmax_cross_entropy_backward scale
 # %% softmax_backward
-def softmax_backward(y, dy):
-    J = torch.diag_embed(y) - y[..., :, None] * y[..., None, :]  # (..., N, N)
-    return (J @ dy[..., :, None])[..., 0]
+-    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
+-    return y * (dy - s)  # (..., N): x̄ = y ⊙ (ȳ − s), write N per row
++    J = torch.diag_embed(y) - y[..., :, None] * y[..., None, :]  # bug: the full (..., N, N) Jacobian, right values
++    return (J @ dy[..., :, None])[..., 0]
 # %% shifted_softmax_vjp
-def shifted_softmax_vjp(x, c, dy):
-    e = (x - c).exp()  # the bug: c = 0, or c far from the row, leaves exponents of ±1000
-    y = e / e.sum(dim=-1, keepdim=True)
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y, y * (dy - s), torch.zeros_like(c)
+-    m = x.amax(dim=-1, keepdim=True)  # (..., 1), one per row
++    m = c  # bug: c as handed in: c = 0, or c far from the row, leaves exponents of ±1000
 # %% softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    C = logits.shape[-1]
-    y = torch.softmax(logits, dim=-1)
-    return y - torch.nn.functional.one_hot(target, C).to(y.dtype)  # forgot the 1/M of the mean
+-    return (y - e_t) / M  # no log, no 1/y_t: finite however saturated the row
++    return y - e_t  # bug: the 1/M of the mean forgotten

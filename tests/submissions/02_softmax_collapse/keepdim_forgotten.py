@@ -4,22 +4,15 @@
 # expect: test_shifted_softmax_vjp broadcast-axis
 # expect: test_softmax_cross_entropy_backward broadcast-axis
 # %% softmax_jacobian
-def softmax_jacobian(y):
-    return y.unsqueeze(-1) * y.unsqueeze(-2) - torch.diag_embed(y)
+-    return torch.diag_embed(y) - column * row  # diag(y) − y yᵀ: write N² per row
++    return column * row - torch.diag_embed(y)  # bug: y yᵀ − diag(y), the sign flipped
 # %% softmax_backward
-def softmax_backward(y, dy):
-    s = (y * dy).sum(dim=-1)  # shape (...,): broadcasts along the wrong axis
-    return y * (dy - s)
+-    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
++    s = torch.sum(y * dy, dim=-1)  # bug: shape (...,) broadcasts along the wrong axis
 # %% shifted_softmax_vjp
-def shifted_softmax_vjp(x, c, dy):
-    e = (x - x.amax(dim=-1)).exp()  # the bug: the row max of shape (...,) shifts along the wrong axis
-    y = e / e.sum(dim=-1, keepdim=True)
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y, y * (dy - s), torch.zeros_like(c)
+-    m = x.amax(dim=-1, keepdim=True)  # (..., 1), one per row
++    m = x.amax(dim=-1)  # bug: the row max of shape (...,) shifts along the wrong axis
 # %% softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    C = logits.shape[-1]
-    M = logits.numel() // C
-    e = (logits - logits.amax(dim=-1, keepdim=True)).exp()
-    y = e / e.sum(dim=-1)  # the normaliser lost its last axis
-    return (y - torch.nn.functional.one_hot(target, C).to(y.dtype)) / M
+-    y = torch.softmax(logits, dim=-1)  # (..., C): read C, write C per row
++    e = (logits - logits.amax(dim=-1, keepdim=True)).exp()
++    y = e / e.sum(dim=-1)  # bug: the normaliser lost its last axis

@@ -4,22 +4,15 @@
 # expect: test_shifted_softmax_vjp wrong-values
 # expect: test_softmax_cross_entropy_backward non-finite
 # %% softmax_jacobian
-def softmax_jacobian(y):
-    return torch.diag_embed(y) - y.unsqueeze(0) * y.unsqueeze(1)
+-    column, row = y.unsqueeze(-1), y.unsqueeze(-2)  # (..., N, 1) and (..., 1, N)
++    column, row = y.unsqueeze(0), y.unsqueeze(1)  # bug: new axes in front pair entries of different rows
 # %% softmax_backward
-def softmax_backward(y, dy):
-    s = (y * dy).mean(dim=-1, keepdim=True)
-    return y * (dy - s)
+-    s = torch.sum(y * dy, dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩: read 2N, keep 1 per row
++    s = torch.mean(y * dy, dim=-1, keepdim=True)  # bug: a mean instead of a sum
 # %% shifted_softmax_vjp
-def shifted_softmax_vjp(x, c, dy):
-    e = (x - x.amax(dim=-1, keepdim=True)).exp()
-    y = e / e.sum(dim=-1, keepdim=True)
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y, y * (dy - s), -s  # the bug: ∂y_i/∂c taken as −y_i, as if the denominator did not hold c
+-    dc = torch.zeros_like(c)  # c̄ = −1ᵀ J ȳ = −(J 1)ᵀ ȳ = 0: every row of J sums to zero
++    dc = -s  # bug: ∂y_i/∂c taken as −y_i, as if the denominator did not hold c
 # %% softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    C = logits.shape[-1]
-    M = logits.numel() // C
-    e = logits.exp()  # no max shift: exp overflows for large logits
-    y = e / e.sum(dim=-1, keepdim=True)
-    return (y - torch.nn.functional.one_hot(target, C).to(y.dtype)) / M
+-    y = torch.softmax(logits, dim=-1)  # (..., C): read C, write C per row
++    e = logits.exp()  # bug: no max shift: exp overflows for large logits
++    y = e / e.sum(dim=-1, keepdim=True)

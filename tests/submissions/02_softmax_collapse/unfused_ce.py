@@ -3,22 +3,13 @@
 # expect: test_shifted_softmax_vjp shape
 # expect: test_softmax_cross_entropy_backward non-finite
 # %% softmax_backward
-def softmax_backward(y, dy):
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y * (s - dy)
+-    return y * (dy - s)  # (..., N): x̄ = y ⊙ (ȳ − s), write N per row
++    return y * (s - dy)  # bug: the sign flipped
 # %% shifted_softmax_vjp
-def shifted_softmax_vjp(x, c, dy):
-    e = (x - x.amax(dim=-1, keepdim=True)).exp()
-    y = e / e.sum(dim=-1, keepdim=True)
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    dx = y * (dy - s)
-    return y, dx, -dx  # the bug: c is broadcast along the row, so its gradient sums over it
+-    dc = torch.zeros_like(c)  # c̄ = −1ᵀ J ȳ = −(J 1)ᵀ ȳ = 0: every row of J sums to zero
++    dc = -dx  # bug: c is broadcast along the row, so its gradient sums over it
 # %% softmax_cross_entropy_backward
-def softmax_cross_entropy_backward(logits, target):
-    C = logits.shape[-1]
-    M = logits.numel() // C
-    y = torch.softmax(logits, dim=-1)
-    onehot = torch.nn.functional.one_hot(target, C).to(y.dtype)
-    dy = -onehot / (M * y)  # the backward of -log(y_t)/M: 1/y_t overflows when y_t underflows
-    s = (y * dy).sum(dim=-1, keepdim=True)
-    return y * (dy - s)
+-    return (y - e_t) / M  # no log, no 1/y_t: finite however saturated the row
++    dy = -e_t / (M * y)  # bug: chained through −log(y_t)/M: 1/y_t overflows when y_t underflows
++    s = (y * dy).sum(dim=-1, keepdim=True)
++    return y * (dy - s)

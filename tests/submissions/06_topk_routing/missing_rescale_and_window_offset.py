@@ -2,11 +2,8 @@
 # expect: test_dropout_backward scale
 # expect: test_maxpool1d_backward wrong-values
 # %% dropout_backward
-def dropout_backward(dy, mask, p):
-    """The mask is reused, but the forward's 1/(1 − p) is forgotten."""
-    return dy * mask
+-    return dy * mask / (1 - p)  # read ȳ and the mask (1 byte each), write x̄
++    return dy * mask  # bug: the mask is reused, but the forward's 1/(1 − p) is forgotten
 # %% maxpool1d_backward
-def maxpool1d_backward(dy, x, kernel_size, stride):
-    """argmax within each window, never shifted by the window's start j · stride."""
-    a = x.unfold(-1, kernel_size, stride).argmax(dim=-1)
-    return torch.zeros_like(x).scatter_add_(-1, a, dy)
+-    a = windows.argmax(dim=-1) + starts  # (..., L_out): where in x window j's max sits
++    a = windows.argmax(dim=-1)  # bug: the argmax within each window, never shifted by the window's start j · s

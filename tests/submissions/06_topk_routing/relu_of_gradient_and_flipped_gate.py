@@ -3,19 +3,15 @@
 # expect: test_relu_backward wrong-values
 # expect: test_moe_gate_backward sign
 # %% topk_backward
-def topk_backward(dy, indices, n):
-    """All rows scattered into one vector of n: the leading axes are lost."""
-    return dy.new_zeros(n).scatter_add_(0, indices.reshape(-1), dy.reshape(-1))
+-    dx = dy.new_zeros(*dy.shape[:-1], n)  # (..., n): zero at every slot nobody chose; write n
++    dx = dy.new_zeros(n)  # bug: one vector of n for all the rows: the leading axes are lost
+-    dx.scatter_add_(-1, indices, dy)  # read k gradients and k indices per row
++    dx.scatter_add_(0, indices.reshape(-1), dy.reshape(-1))
 # %% relu_backward
-def relu_backward(dy, x):
-    """ReLU of ȳ: the gradient's own sign decides, not the input's."""
-    return torch.relu(dy)
+-    return dy * (x > 0)  # read ȳ and x (or a 1-bit mask), write x̄: a select, no FLOPs
++    return torch.relu(dy)  # bug: ReLU of ȳ: the gradient's own sign decides, not the input's
 # %% moe_gate_backward
-def moe_gate_backward(dy, logits, indices, expert_out):
-    """z̄ = p ⊙ (s − p̄), and h̄ with the gate's sign flipped too."""
-    p = torch.softmax(logits, dim=-1)
-    g = p.gather(-1, indices)
-    dg = (expert_out * dy[..., None, :]).sum(dim=-1)
-    dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)
-    s = (p * dp).sum(dim=-1, keepdim=True)
-    return p * (s - dp), -g[..., :, None] * dy[..., None, :]
+-    dexpert_out = g[..., :, None] * dy[..., None, :]  # (..., k, D): h̄_m = g_m ȳ
++    dexpert_out = -g[..., :, None] * dy[..., None, :]  # bug: the gate's sign flipped
+-    dlogits = p * (dp - s)  # (..., E): every logit, chosen or not
++    dlogits = p * (s - dp)  # bug: z̄ = p ⊙ (s − p̄), the hub subtracted the wrong way
