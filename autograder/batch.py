@@ -1,26 +1,14 @@
 """Grade a class: every submission of one assignment, N at a time, into the instructor's gradebook.
 
-``python -m autograder grade ASSIGNMENT --submissions DIR`` (see ``autograder.cli``) runs
-:func:`grade_all`. In order:
-
-1. find the submissions (``autograder.collect``: the three layouts) and check each
-   notebook (valid JSON, this assignment) in this trusted process;
-2. generate the assignment once in a scratch *template* course, and copy its structure
-   (notebooks, test cells, points) into the course's gradebook;
-3. the preflight: grade the source solution through the same pipeline as a student's and
-   stop (InstructorError) unless it gets full marks — a hidden check that cannot run in the
-   trusted checker stops it too;
-4. grade N submissions at a time, each in a job of its own (``autograder.worker``:
-   sandboxed nbgrader autograde of the visible checks; ``autograder.trusted``: the hidden
-   checks, where the student's code cannot reach them), each with
-   a seed for its hidden inputs, decide each test cell's points (:func:`decide`: all or
-   nothing, by the checks), and record each in the gradebook as it finishes, seed
-   included — from this process only;
-5. run nbgrader's feedback generation, and write ``grades.csv``, ``report.md`` and
-   ``diagnoses.png`` to ``--out``.
-
-One broken or hostile submission never stops the batch: whatever happens in its job
-ends as rows with a ``reason``.
+``python -m autograder grade ASSIGNMENT --submissions DIR`` runs :func:`grade_all`: collect and
+check the submissions (``autograder.collect``); generate the assignment once in a scratch
+template course and install its structure in the gradebook; the preflight (the source solution
+must get full marks through the same pipeline); then each submission in a job of its own
+(``autograder.worker``: the sandboxed nbgrader autograde; ``autograder.trusted``: the hidden
+checks), its points decided by :func:`decide` and recorded, seed included, from this process
+only; last, feedback, ``grades.csv``, ``report.md`` and ``diagnoses.png`` in ``--out``. One
+broken or hostile submission never stops the batch: it ends as rows with a ``reason``.
+Long form: docs/grading.md, "How a submission is graded".
 """
 
 from __future__ import annotations
@@ -94,17 +82,12 @@ class StudentResult:
 
 def exercises_of(source_nb: nbformat.NotebookNode) -> list[tuple[str, str, str]]:
     """(test grade_id, check function, name passed to it) for every hidden check call in a test cell."""
-    found = []
-    for cell in source_nb.cells:
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade"):
-            for m in _CHECK_CALL.finditer(cell.source):
-                found.append((meta["grade_id"], m.group("check"), m.group("arg")))
-    return found
+    return [(cell.metadata["nbgrader"]["grade_id"], m.group("check"), m.group("arg")) for cell in source_nb.cells
+            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade")
+            for m in _CHECK_CALL.finditer(cell.source)]
 
 
-def test_cells(template: worker.Template) -> list[tuple[str, float]]:
-    nb = nbformat.read(template.source_notebook, as_version=4)
+def test_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
     return [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"].get("points", 0)))
             for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
 
@@ -154,6 +137,9 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: s
 # One submission
 
 
+_CHECKER_PRELOAD = ("autograder.check", "autograder.trusted")
+
+
 class Zygotes:
     """The two zygotes of a batch, started side by side, shared by every assignment graded in it.
 
@@ -171,8 +157,8 @@ class Zygotes:
         self.env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OMP_WAIT_POLICY="PASSIVE")
         # Started here, in the batch's main thread (a zygote dies with the thread that started it);
         # they preload side by side while the caller prepares the assignments.
-        self.sandboxes = self._start("zygote", (), wait=False)
-        self.checkers = self._start("checker", ("autograder.check", "autograder.trusted"), wait=False) if trusted else None
+        self.sandboxes = self._start("zygote", wait=False)
+        self.checkers = self._start("checker", _CHECKER_PRELOAD, wait=False) if trusted else None
         self._pool = concurrent.futures.ThreadPoolExecutor(1)
         self._cache = self._pool.submit(self._mpl_cache)
         self.mpl_cache: Path | None = None
@@ -184,7 +170,7 @@ class Zygotes:
         self.mpl_cache = self._cache.result()
         self._pool.shutdown()
 
-    def _start(self, name: str, preload, wait: bool = True) -> sandbox.Zygote:
+    def _start(self, name: str, preload=(), wait: bool = True) -> sandbox.Zygote:
         return sandbox.Zygote(str(self.work / name), str(self.work / f"{name}.log"), env=self.env,
                               preload=list(preload), wait=wait)
 
@@ -199,10 +185,10 @@ class Zygotes:
         with self._lock:
             if self.sandboxes.proc.poll() is not None:
                 self.sandboxes.stop()
-                self.sandboxes = self._start("zygote", ())
+                self.sandboxes = self._start("zygote")
             if self.checkers is not None and self.checkers.proc.poll() is not None:
                 self.checkers.stop()
-                self.checkers = self._start("checker", ("autograder.check", "autograder.trusted"))
+                self.checkers = self._start("checker", _CHECKER_PRELOAD)
 
     def close(self) -> None:
         self.sandboxes.stop()
@@ -219,7 +205,7 @@ class Grader:
         self.calibration_slot = calibration_slot  # a slot of this batch's, free before the jobs start
         source = nbformat.read(template.source_notebook, as_version=4)
         self.exercises = exercises_of(source)
-        self.tests = test_cells(template)
+        self.tests = test_cells(source)
         self.test_ids = {t for t, _ in self.tests}
         checked = {e[0] for e in self.exercises}
         # test id -> "" (re-checked) or why not: then the in-kernel result decides alone (see decide)
@@ -231,13 +217,10 @@ class Grader:
 
     # -- the trusted re-check ------------------------------------------------
 
-    def trusted_job(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int, seed: int | None = None) -> dict:
-        return trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
-                           limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache, seed=seed)
-
     def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int,
                     seed: int | None = None) -> dict[str, dict]:
-        job = self.trusted_job(job_dir, nb, exercises, slot, seed)
+        job = trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
+                          limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache, seed=seed)
         path = job_dir / "trusted-job.json"
         path.write_text(json.dumps(job))
         steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
@@ -263,14 +246,10 @@ class Grader:
     # -- the preflight ----------------------------------------------------------
 
     def preflight(self, cache: Path, seed: int) -> bool:
-        """Grade the source solution as a student's submission; stop the batch unless it gets full marks.
+        """Grade the source solution as a student's submission; raise InstructorError unless it gets full marks.
 
-        The same sandbox, the same nbgrader run, the same trusted re-check as every student: a
-        grader that cannot grade its own solution (the kernel cannot import ``course``, a cell
-        timeout too short, a broken source notebook) would give the whole class zeros, so it
-        raises InstructorError with the cause instead; so does a hidden check the source
-        solution cannot pass through the value worker's proxies (the hidden checks run
-        nowhere else). Cached in ``cache`` under one key; returns True when the cache answered.
+        A grader that cannot grade its own solution would give the whole class zeros (docs/grading.md,
+        "Preflight"). Cached in ``cache`` under one key; returns True when the cache answered.
         """
         key = self._calibration_key()
         try:
@@ -331,12 +310,21 @@ class Grader:
     def rows_for_problem(self, student: str, reason: str) -> list[Row]:
         return [Row(student, self.opts.assignment, t, 0.0, pts, "", reason) for t, pts in self.tests]
 
+    def failed(self, student: str, why: str, seed: int | None = None) -> StudentResult:
+        return StudentResult(student, self.rows_for_problem(student, f"grading failed: {why}"[:300]), seed=seed)
+
+    def grade_safely(self, student: str, nb: nbformat.NotebookNode, slot: int, seed: int | None) -> StudentResult:
+        """:meth:`grade_one`; what it raises becomes the student's rows: one submission never stops the batch."""
+        try:
+            return self.grade_one(student, nb, slot, seed)
+        except Exception as exc:  # noqa: BLE001
+            return self.failed(student, f"{type(exc).__name__}: {exc}", seed)
+
     def grade_one(self, student: str, nb: nbformat.NotebookNode, slot: int, seed: int | None = None,
                   preflight: bool = False) -> StudentResult:
         """Autograde one notebook in the sandbox, re-check what passed there, decide each test cell's points.
 
-        ``seed``: the hidden inputs' seed, in the kernel and in the trusted checker. ``preflight``:
-        this is the source solution (see :meth:`preflight`): its job folder is the preflight's.
+        ``seed``: the hidden inputs' seed. ``preflight``: this is the source solution (its job folder is the preflight's).
         """
         start = time.perf_counter()
         self.zygotes.ensure()
@@ -376,11 +364,7 @@ PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds
 
 
 def kernel_passed(cell: Row) -> bool:
-    """The cell's checks raised nothing in the kernel: no error output, whatever else it showed.
-
-    Only such a cell can earn points, and every such cell of a re-checked exercise is
-    re-checked — whatever score nbgrader would have read from its outputs.
-    """
+    """The cell's checks raised nothing in the kernel (whatever it showed): only such a cell can earn points."""
     return cell.passed and cell.max_score > 0
 
 
@@ -392,17 +376,9 @@ PARTIAL = ("partial score: the test cell raised no error, but its output is not 
 def decide(cell: Row, trusted: dict | None, rechecked: bool) -> Row:
     """The row of one test cell (``cell``: as the kernel ran it): all its points or none, as its checks decided.
 
-    Where the hidden checks run in the trusted checker (``rechecked``; the default), the kernel
-    ran the cell's visible checks only. Full marks only when the cell passed there
-    (:func:`kernel_passed`: no error output, whatever it displayed) *and* the hidden checks
-    passed in the checker, a process the student's code never ran in. An in-kernel failure
-    stands with its diagnosis and reason (the student's code can only lose points there); a
-    hidden check that fails gives its own diagnosis, with the sentence the feedback shows
-    (``message``); a checker that got no verdict says why in ``reason``, and a reply it
-    refused is ``tampering``. Where the hidden tests run in the kernel (``--no-trusted``, or a
-    test cell that calls no ``autograder.check`` function), only an exact, error-free pass
-    counts: nbgrader's own reading of the outputs full marks (``cell.score``, all or nothing:
-    ``autograder.nbexec.SaveCheckedGrades``). Never a fraction read from an output.
+    ``rechecked``: full marks only when the cell passed in the kernel *and* the hidden checks
+    passed in the trusted checker; else only an exact, error-free pass in the kernel counts.
+    Never a fraction read from an output. docs/grading.md, "Scores: all or nothing".
     """
     row = lambda score, diagnosis="", reason="", sentence="": Row(  # noqa: E731
         cell.student, cell.assignment, cell.grade_id, score, cell.max_score, diagnosis, reason, message=sentence)
@@ -493,15 +469,11 @@ class Progress:
         out_of = sum(r.max_score for r in result.rows)
         elapsed = time.perf_counter() - self.start
         eta = elapsed / self.done * (self.total - self.done)
-        width = 30
-        filled = int(width * self.done / max(self.total, 1))
-        bar = "#" * filled + "." * (width - filled)
-        line = (f"[{bar}] {self.done}/{self.total}  {result.student}: {got:g}/{out_of:g} "
+        filled = int(30 * self.done / max(self.total, 1))
+        line = (f"[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total}  {result.student}: {got:g}/{out_of:g} "
                 f"({result.seconds:.0f} s)  elapsed {elapsed:.0f} s, about {eta:.0f} s left")
-        if self.tty:
-            sys.stderr.write("\r\x1b[2K" + line + ("\n" if self.done == self.total else ""))
-        else:
-            sys.stderr.write(line + "\n")
+        end = "\n" if not self.tty or self.done == self.total else ""
+        sys.stderr.write(("\r\x1b[2K" if self.tty else "") + line + end)
         sys.stderr.flush()
 
     def say(self, text: str) -> None:
@@ -633,10 +605,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path, seed: int):
                 slot = free.get()
                 try:
-                    res = part.grader.grade_one(student, nb, slot, seed)
-                except Exception as exc:  # noqa: BLE001 — one submission never stops the batch
-                    res = StudentResult(student, part.grader.rows_for_problem(
-                        student, f"grading failed: {type(exc).__name__}: {exc}"[:300]), seed=seed)
+                    res = part.grader.grade_safely(student, nb, slot, seed)
                 finally:
                     free.put(slot)
                 res.submission = path
@@ -751,12 +720,7 @@ def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
 def explain_in_notebook(path: Path, rows: list[Row]) -> None:
     """Write each zero's reason under its test cell in the autograded notebook, where the feedback shows it.
 
-    A part can score zero for a reason its cell's output does not show: the kernel ran the
-    visible checks only, and the hidden checks, run in the trusted checker, failed (their
-    diagnosis, ``message``) or gave no verdict; so the output still reads as a pass. nbgrader's
-    feedback shows the notebook's outputs beside the gradebook's score; without this line the
-    student would read a zero under a check that passed. A reason the output already states
-    (a timeout written where execution stopped) is not repeated.
+    A hidden check can fail under an output that reads as a pass; a reason the output already states is not repeated.
     """
     reasons = {r.grade_id: r.reason or r.message for r in rows if (r.reason or r.message) and r.score < r.max_score}
     if not reasons:

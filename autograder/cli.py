@@ -78,7 +78,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--isolation", choices=("auto", "full", "none"), default="auto",
                    help="full: namespaces, a new root and an unprivileged uid (needs root on Linux); "
                         "none: resource limits only (default: the best this machine allows)")
-    g.add_argument("--no-trusted", action="store_true", help="run the hidden tests in the student's kernel, as nbgrader does, instead of the trusted "
+    g.add_argument("--no-trusted", action="store_true",
+                   help="run the hidden tests in the student's kernel, as nbgrader does, instead of the trusted "
                         "checker: faster, and the student's code can reach them (a class you trust, or development)")
     g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's feedback generation")
     g.add_argument("--scheduler", metavar="ADDRESS",

@@ -1,32 +1,15 @@
 """Grade a class on a Dask cluster: each submission's job is a task, everything single stays here.
 
-``python -m autograder grade A --submissions DIR --scheduler ADDRESS`` runs the batch of
-``autograder.batch`` with one difference: the submissions' jobs (sandboxed nbgrader
-autograde, the hidden checks in the trusted checker, the decision of each test cell) run
-as tasks on the workers of a Dask distributed cluster instead of a local pool. This process
-keeps what must be single: collecting and checking the submissions, the preflight, the one
-writer of the SQLite gradebook, ``grades.csv``, ``report.md``, the chart and the feedback.
-
-What travels, and how:
-
-- to every worker, once per assignment (a task that returns it, which the scheduler can run
-  again where a worker that held it was lost): the assignment's *template* as a tar archive — the config, the source notebook with its hidden
-  tests, the gradebook generated without them — so a worker needs no shared filesystem and
-  no copy of the course;
-- with each task: the student's id, the notebook (as JSON, after this process checked it),
-  the seed and the options (limits, isolation, trusted);
-- back, as data: the rows, the seconds, the seed, nbgrader's timestamp, the note, and the
-  autograded notebook's text (already within the output caps), which this process records
-  and from which it builds the feedback.
-
-A worker must run the same grader as this process: :func:`fingerprint` (a digest of the
-``autograder`` and ``course`` packages' sources) is compared on every worker before
-anything is submitted, and a mismatch stops the batch with the workers' names. Each worker
-process keeps its own sandbox machinery (zygotes, a block of sandbox uids) for as long as it
-lives (:class:`_WorkerState`). A task whose worker died is rescheduled by Dask; a task that
-raised is tried once more (``retries=1``); a task that fails for good gives its student rows
-with the reason. Ctrl-C cancels the tasks not yet done; every student recorded before it
-stays recorded (one transaction each).
+``--scheduler ADDRESS`` runs the batch of ``autograder.batch`` with its jobs (autograde, hidden
+checks, the decision of each test cell) as tasks on a Dask cluster's workers. This process keeps
+what must be single: collecting and checking, the preflight, the one writer of the gradebook, the
+outputs and the feedback. The template travels to each worker once per assignment (a task's
+result, so the scheduler can compute it again), each task carries the checked notebook, the seed
+and the options, and the rows and autograded notebook come back as data. Every worker must run
+the same grader (:func:`fingerprint`, checked before anything is submitted) and keeps its own
+sandbox machinery (:class:`_WorkerState`). A task that raised runs once more (``retries=1``);
+one that fails for good gives its student rows with the reason. Long form: docs/grading.md,
+"Beyond one machine".
 """
 
 from __future__ import annotations
@@ -117,8 +100,6 @@ def grade_all_remote(client, todo: list, options_of: dict, templates: dict[str, 
     """
     from distributed import as_completed
 
-    from .batch import StudentResult
-
     # A task that returns the archive, not scattered data: the scheduler can compute it again on another worker
     # when the one holding it is lost (scattered data it could not).
     shipped = {a: client.submit(_template, data, key=f"template-{a}-{hashlib.sha256(data).hexdigest()[:16]}")
@@ -138,9 +119,7 @@ def grade_all_remote(client, todo: list, options_of: dict, templates: dict[str, 
                 got = fut.result()
                 res = _result(got, work / "cluster" / part.opts.assignment, part.opts.assignment)
             except Exception as exc:  # noqa: BLE001 — lost twice, or raised twice: that student's rows say so
-                res = StudentResult(student, part.grader.rows_for_problem(
-                    student, f"grading failed: the cluster could not grade it ({type(exc).__name__}: {exc})"[:300]),
-                    seed=seed)
+                res = part.grader.failed(student, f"the cluster could not grade it ({type(exc).__name__}: {exc})", seed)
             res.submission = path
             on_result(part, res)
     except BaseException:  # Ctrl-C (or anything else): nothing more runs for this batch on the cluster
@@ -172,18 +151,12 @@ def _result(got: dict, folder: Path, assignment: str):
 
 def grade_task(task: dict, template: bytes) -> dict:
     """One submission, graded on this worker as the local pool grades it (``Grader.grade_one``); the result as data."""
-    from . import batch
-
     state = _WorkerState.get(task["options"])
     grader = state.grader(task["assignment"], task["template"], template, task["options"])
     nb = nbformat.reads(task["notebook"], as_version=4)
     slot = state.slots.get()
     try:
-        try:
-            res = grader.grade_one(task["student"], nb, slot, task["seed"])
-        except Exception as exc:  # noqa: BLE001 — as the local pool does: the student's rows say why
-            res = batch.StudentResult(task["student"], grader.rows_for_problem(
-                task["student"], f"grading failed: {type(exc).__name__}: {exc}"[:300]), seed=task["seed"])
+        res = grader.grade_safely(task["student"], nb, slot, task["seed"])
     finally:
         state.slots.put(slot)
     text = res.autograded.read_text(encoding="utf-8") if res.autograded and res.autograded.is_file() else None

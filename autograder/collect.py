@@ -1,44 +1,14 @@
 """Find a class's submissions, refuse what must not be opened, and check each notebook before grading.
 
-Three layouts, in one ``--submissions DIR``:
-
-- ``DIR/<student>/<ASSIGNMENT>.ipynb`` (one folder per student);
-- nbgrader's ``DIR/submitted/<student>/<ASSIGNMENT>/<ASSIGNMENT>.ipynb`` (or ``DIR`` being
-  that ``submitted`` folder itself);
-- zip files: ``DIR/<student>.zip``, one per student; and the class exports an LMS makes
-  (Canvas, Moodle), named with ``--lms-export FILE``, whose notebooks are named
-  ``<student>_<anything>_<ASSIGNMENT>.ipynb`` (other namings: ``--student-regexp``, nbgrader's
-  ``named_regexp``, matched against ``extracted/<export name>/<member path>``).
-
-Everything under DIR is the students' data, so this module:
-
-- never follows a symbolic link and never opens anything but a regular file: a link, a named
-  pipe, a device or a socket where a submission is expected refuses that student
-  (``unsafe file``), without blocking;
-- never writes a zip member under its own name: each student's notebook is read out of the
-  zip on its own, after every member's path, type and size was checked from the zip's
-  directory (``unsafe archive``, ``archive too large``, ``too many files``); the bytes
-  unpacked are counted as they come, whatever the directory claims;
-- takes a student's id only from a name the instructor's layout gives it: the folder, the
-  student's zip, or the LMS's prefix in an export. A student's zip gives rows for that
-  student only, whatever its members are called. Two submissions with one id are both
-  refused (``duplicate student``), never merged.
-
-Student ids keep their Unicode (NFC). The few characters nbgrader cannot take in an id are
-written ``~XX`` (their UTF-8 bytes in hex), so that two names never become one id: ``~``
-itself, ``%`` (the id is part of the path in nbgrader's gradebook URL, which decodes ``%XX``),
-the glob characters ``* ? [ ]`` (nbgrader's ``--student`` is a glob), ``/``, control and
-format characters, a leading ``.`` (a hidden folder nbgrader skips), leading or trailing
-whitespace and a leading quote (both stripped by nbgrader's command line).
-
-Before grading, each notebook is checked here, by the trusted parent: a file that is not
-valid notebook JSON, or a notebook of another assignment, gets its rows with a reason
-instead of being run. Its grading metadata is then the instructor's: a cell whose
-``nbgrader`` metadata is of any unexpected type, or names a cell the instructor's notebook
-does not have, runs as a plain cell and counts for nothing; a known cell gets the
-instructor's metadata back (points, type, lock); a test cell missing from the submission is
-put back where the instructor's notebook has it, its source filled in by nbgrader from the
-gradebook.
+Three layouts in one ``--submissions DIR``: a folder per student, nbgrader's ``submitted/``,
+and zips (one per student, or LMS class exports named with ``--lms-export``). Everything under
+DIR is the students' data: no symbolic link is followed and nothing but a regular file is
+opened (``unsafe file``); a zip is checked from its directory and its notebook read out on its
+own, bytes counted (``unsafe archive``, ``archive too large``, ``too many files``); a student's
+id comes only from a name the instructor's layout gives it, and two submissions with one id are
+both refused (``duplicate student``). Ids keep their Unicode (NFC); what nbgrader cannot take is
+written ``~XX``. Each notebook is then checked (valid JSON, this assignment) and given back the
+instructor's grading metadata. Long form: docs/grading.md, "Input: three layouts".
 """
 
 from __future__ import annotations
@@ -98,14 +68,9 @@ def safe_student_id(name: str) -> str:
     out = [_escaped(ch) if ch in "~%*?[]/" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch
            for ch in name]
     # nbgrader strips surrounding whitespace and surrounding quotes from --student, and skips hidden folders.
-    for i in range(len(out)):
-        if not out[i].isspace():
-            break
-        out[i] = _escaped(out[i])
-    for i in reversed(range(len(out))):
-        if not out[i].isspace():
-            break
-        out[i] = _escaped(out[i])
+    lead = next((i for i, c in enumerate(out) if not c.isspace()), len(out))
+    trail = next((i for i in reversed(range(len(out))) if not out[i].isspace()), -1)
+    out = [_escaped(c) if i < lead or i > trail else c for i, c in enumerate(out)]
     if out and out[0] in (".", "'", '"'):
         out[0] = _escaped(out[0])
     sid = "".join(out)
@@ -522,11 +487,9 @@ def assignment_ids(course: Path) -> dict[str, dict[str, dict]]:
 
 
 def deduplicate(nb: nbformat.NotebookNode) -> None:
-    """Keep the last cell of each grade_id, as nbgrader does; the earlier copies become plain cells.
+    """Keep the last cell of each grade_id, as nbgrader does; earlier copies and malformed metadata become plain cells.
 
-    nbgrader metadata of any other shape than a dict with a string ``grade_id`` is removed too.
-    nbgrader's own DeduplicateIds leaves an empty ``nbgrader`` dict behind, on which its
-    restoring of deleted test cells then fails; removing the key avoids that.
+    Removes the ``nbgrader`` key (nbgrader's DeduplicateIds leaves an empty dict, which breaks its restoring).
     """
     seen = set()
     for cell in reversed(nb.cells):
@@ -546,12 +509,9 @@ _MISSING_TEST = "raise AssertionError('this test cell was missing from the submi
 def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict]) -> None:
     """Make the notebook's grading structure the instructor's (``theirs``: ``instructor_cells`` of the source).
 
-    A cell claiming a grade_id the instructor's notebook does not have becomes a plain cell;
-    a known one gets the instructor's metadata (so its points and lock). A test cell the
-    submission lacks is put back after the nearest cell that precedes it in the instructor's
-    notebook (else before the nearest that follows it: never ahead of the code it tests,
-    unlike nbgrader's own, which fails when that cell is gone too); nbgrader then fills in its source from the gradebook (a locked cell whose
-    checksum differs is overwritten), and the placeholder fails if it ever ran as it is.
+    Unknown grade_ids become plain cells; known ones get the instructor's metadata. A missing
+    test cell goes back after the nearest instructor cell before it (else before the nearest
+    after it); nbgrader fills in its source, and the placeholder fails if it ever runs as is.
     """
     for cell in nb.cells:
         if "nbgrader" not in cell.metadata:

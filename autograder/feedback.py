@@ -1,24 +1,13 @@
 """nbgrader's feedback pages, made safe to open and bounded in size.
 
-``nbgrader generate_feedback`` renders the autograded notebook into HTML: the student's
-Markdown cells go through a Markdown renderer that passes raw HTML on, and nbconvert's
-template writes some output fields into attributes unescaped. A student's ``<script>``,
-``<img onerror=...>``, ``javascript:`` link or remote image would then run or load in the
-browser of whoever opens the page — the student, and the instructor who reads every
-student's page. The executor keeps no HTML or Javascript output in the first place
-(``autograder.nbexec``); this module makes the rendered page itself safe, whatever reached it.
-
-:func:`sanitize_page` rebuilds the page from an allowlist. Of the ``<head>``, which the
-template writes and the notebook never reaches, it keeps the title, the styles and the
-MathJax loader and configuration that render the maths; any other script (jQuery,
-require.js from a CDN, with other templates) goes. The ``<body>`` keeps the tags
-nbconvert and Markdown produce (no ``script``, ``style``, ``iframe``, ``object``, forms,
-media, SVG or MathML), the attributes they need (no event handlers, no ``style`` that
-could load a URL), links only to ``#anchors``, ``http(s):`` and ``mailto:``, images only
-from inline ``data:image/png|jpeg|gif;base64`` (nothing is fetched from anywhere). Text
-and attribute values are escaped again on the way out, so what the browser parses is
-exactly what the allowlist let through. Past ``FEEDBACK_MAX`` bytes the body stops, its
-open tags are closed, and the page says ``Feedback truncated by the grader``.
+``nbgrader generate_feedback`` passes a student's raw HTML in Markdown cells through, and
+nbconvert's template writes some output fields into attributes unescaped: a ``<script>``, an
+``onerror`` or a remote image would run in the browser of whoever opens the page, the
+instructor included. :func:`sanitize_page` rebuilds the page from an allowlist: of the head
+(the template's), the title, the styles and MathJax; of the body, the tags and attributes
+nbconvert and Markdown produce, links only to ``#anchors``, ``http(s):`` and ``mailto:``, images
+only from inline ``data:image/png|jpeg|gif;base64``; everything escaped again on the way out.
+Past ``FEEDBACK_MAX`` bytes the body stops, its tags are closed, and the page says so.
 """
 
 from __future__ import annotations
@@ -174,27 +163,19 @@ class _Page(HTMLParser):
     def handle_data(self, data):
         if self.raw == "keep":
             self._emit(data)  # the template's own CSS or MathJax configuration, as written
-        elif self.raw:
-            return
-        elif self.in_head and data.strip() and (not self.open or self.open[-1] != "title"):
-            self._end_head()
-            self._emit(html.escape(data, quote=False))
-        else:
+        elif not self.raw:
+            if self.in_head and data.strip() and (not self.open or self.open[-1] != "title"):
+                self._end_head()
             self._emit(html.escape(data, quote=False))
 
     def handle_decl(self, decl):
         if self.in_head and decl.lower().startswith("doctype") and not self.out:
             self._emit("<!DOCTYPE html>\n")
 
-    # Comments, processing instructions: nothing a page needs from the notebook.
-    def handle_comment(self, data):
+    def handle_comment(self, data):  # comments, processing instructions: nothing a page needs from the notebook
         pass
 
-    def handle_pi(self, data):
-        pass
-
-    def unknown_decl(self, data):
-        pass
+    handle_pi = unknown_decl = handle_comment
 
     def finish(self, note: str) -> str:
         self.close()

@@ -1,18 +1,10 @@
 """The instructor's gradebook, written by the grading parent only.
 
-Workers grade in course folders of their own, with throw-away gradebooks; nothing they
-run can open this one. The parent copies the assignment's structure here once (the
-notebooks, test cells and their points, as ``nbgrader generate_assignment`` would record
-them) and then records each student as their job finishes: the student, the submission,
-and one automatic score per test cell — each student in one transaction, so the file is
-never left half-written. Only ``auto_score`` is written: a manual grade an instructor
-gave in the formgrader stays, and counts, on every re-run.
-
-The seed each submission's hidden inputs were drawn from (``autograder.seeds``) goes in the
-same transaction into a table of the grader's own in ``gradebook.db``, which nbgrader has no
-field for and leaves alone: ``autograder_seed(assignment, student, seed)``, one row per
-submission, replaced when it is graded again. ``sqlite3 gradebook.db "select * from
-autograder_seed"`` lists them; :func:`seed_of` reads one.
+Jobs grade in throw-away gradebooks of their own. The parent copies the assignment's structure
+here once, then records each student as their job finishes, in one transaction: the submission,
+each test cell's ``auto_score`` (a manual grade stays, and counts), and the seed of its hidden
+inputs, in a table of the grader's own that nbgrader leaves alone:
+``autograder_seed(assignment, student, seed)`` (:func:`seed_of` reads one).
 """
 
 from __future__ import annotations

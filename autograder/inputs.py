@@ -1,13 +1,8 @@
 """Random inputs for hidden checks: float64, non-degenerate, from a seed the student never sees.
 
-Each run draws a fresh seed (set AUTOGRADER_SEED to replay one), so a submission
-cannot be tuned to fixed inputs. "Non-degenerate" means no ties (so max, top-k and
-argmax are unambiguous).
-
-When a class is graded, the grader draws one seed per submission
-(``autograder.seeds``), records it (``grades.csv``'s ``seed`` column, and the gradebook)
-and hands it to that submission's kernel and trusted checker as AUTOGRADER_SEED:
-``--seed`` replays it.
+The seed is AUTOGRADER_SEED, which the grader draws per submission and records
+(``autograder.seeds``), else a fresh one from the OS. "Non-degenerate": no ties, so max,
+top-k and argmax are unambiguous.
 """
 
 from __future__ import annotations

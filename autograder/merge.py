@@ -1,19 +1,10 @@
 """``python -m autograder merge OUT COURSE...``: one grade table from sections graded apart.
 
-A class larger than one machine is graded on a Dask cluster (``--scheduler``, see
-``autograder.cluster``), into one gradebook. This command serves the case a scheduler does
-not: sections graded apart — by different people, or on machines with no network path to
-one scheduler — each in a course folder of its own (a copy of the course with that
-section's students, graded with ``python -m autograder grade``). It merges them:
-
-- every shard's gradebook into ``OUT/gradebook.db`` (students, submissions, automatic and
-  manual scores; a student found in two shards is an error, not a silent overwrite);
-- nbgrader's own ``nbgrader export`` of that merged gradebook: ``OUT/grades.csv``, one row
-  per student and assignment, as nbgrader writes it;
-- the per-test-cell tables of each shard (``grades/<assignment>/grades.csv``) into
-  ``OUT/<assignment>/grades.csv``, with ``report.md`` and ``diagnoses.png`` for the class.
-
-With ``--course``, the merged grades are also recorded in that course's gradebook.
+For sections no one scheduler reaches (``--scheduler`` is the one-gradebook way), each graded in
+its own copy of the course: every shard's gradebook goes into ``OUT/gradebook.db`` (a student in
+two shards is an error), nbgrader's export of it into ``OUT/grades.csv``, and the per-test-cell
+tables into ``OUT/<assignment>/`` with their report and chart. With ``--course``, the merged
+grades are also recorded in that course's gradebook.
 """
 
 from __future__ import annotations

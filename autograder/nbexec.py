@@ -1,34 +1,20 @@
 """nbgrader's Execute, made to survive a submission that kills or hangs its kernel.
 
-nbgrader drops a whole notebook when its kernel dies or a cell ignores the timeout's
-interrupt: every exercise scores zero, even those that passed before the crash, and the
-log says only "kernel died". :class:`SandboxExecute` instead stops at the cell where it
-happened, writes what happened there as the cell's error output (which the grader reads
-back as the row's ``reason``), marks every later cell as not run for the same reason,
-and lets nbgrader save the grades of the cells that did run.
+nbgrader drops a whole notebook when its kernel dies or a cell ignores the timeout's interrupt.
+:class:`SandboxExecute` instead stops at that cell, writes what happened as its error output,
+marks every later cell as not run, and lets nbgrader save the grades of the cells that ran. It
+runs in nbgrader's process (``autograder.worker`` names it in the job's config); the kernel's
+exit status says which limit it hit.
 
-It runs inside the grading sandbox (``autograder.worker`` names it in the job's
-nbgrader config), where the kernel is launched by ``sandbox.py kernel`` under resource
-limits; the kernel's exit status says which limit it hit.
+**What happened is the grader's record, not the notebook's**: outputs are the kernel's, so every
+stop, interrupted timeout and unrun cell is also written, in the grader's words, to
+``execution-record.json`` in nbgrader's working folder, out of the sandbox's reach, and the rows'
+``reason`` comes from there (``autograder.worker.read_outcomes``).
 
-**What happened is the grader's record, not the notebook's.** A cell's outputs come from
-the kernel, which runs the student's code: an exception class named ``GradingStopped``
-whose message says "timeout" is the student's to raise. So every stop, every interrupted
-timeout and every cell left unrun is also written, in the grader's words, to
-``execution-record.json`` in nbgrader's working folder (the job's course folder, which the
-sandbox does not hold); the grader takes those rows' ``reason`` from there
-(``autograder.worker.read_outcomes``), never from an output.
-
-**What the kernel's outputs may keep** (docs/grading.md, "Outputs"). Text and PNG/JPEG
-images only: an HTML, Javascript, SVG, Markdown, LaTeX or widget output keeps its
-plain-text form and nothing else, so no page built from the notebook (the feedback, the
-formgrader) renders a student's markup live. At most ``CELL_OUTPUT_MAX`` per cell and
-``NOTEBOOK_OUTPUT_MAX`` per notebook: past that an output is cut where it crosses the cap,
-later ones are dropped, and the cell ends with ``[output truncated by the grader: ...]``.
-An error output (it carries the checks' diagnosis) is cut to ``ERROR_MAX``, and the first
-``ERRORS_PER_CELL`` of a test cell are kept whatever the budget. What a cap cuts is never
-stored: the notebook nbgrader saves, the feedback built from it and the grader's memory
-hold at most the caps.
+**What the kernel's outputs may keep**: text and PNG/JPEG images only (every other type keeps
+its text/plain), within ``CELL_OUTPUT_MAX`` per cell and ``NOTEBOOK_OUTPUT_MAX`` per notebook,
+an error within ``ERROR_MAX`` (the first ``ERRORS_PER_CELL`` of a test cell whatever the budget);
+what a cap cuts is never stored. docs/grading.md, "Outputs: what the grader keeps".
 """
 
 from __future__ import annotations
@@ -41,11 +27,11 @@ from pathlib import Path
 
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
+from nbgrader.preprocessors import Execute, SaveAutoGrades
 from traitlets import Bool, Unicode
 
-from nbgrader.preprocessors import Execute, SaveAutoGrades
-
-from .worker import EXECUTION_RECORD as RECORD, NOT_RUN, STOPPED, grade_cell_id
+from .worker import EXECUTION_RECORD as RECORD
+from .worker import NOT_RUN, STOPPED, grade_cell_id
 
 _SIGNALS = {
     signal.SIGXCPU: "CPU time limit: the kernel used up its CPU seconds",
@@ -306,37 +292,27 @@ class SandboxExecute(Execute):
             cell.outputs.append(NotebookNode(output_type="display_data", metadata={},
                                              data={"text/plain": truncated(self._cell_cut)}))
 
-    def _kernel_returncode(self) -> int | None:
+    def _kernel_process(self, action):
+        """``action(the kernel's process)``, or None when there is none or it fails ("unknown")."""
         process = getattr(getattr(self.km, "provisioner", None), "process", None)
-        if process is None:
-            return None
         try:
-            return process.wait(timeout=5)
-        except Exception:  # noqa: BLE001 — any failure here just means "unknown"
+            return None if process is None else action(process)
+        except Exception:  # noqa: BLE001
             return None
 
+    def _kernel_returncode(self) -> int | None:
+        return self._kernel_process(lambda p: p.wait(timeout=5))
+
     def _kill_kernel(self) -> None:
-        process = getattr(getattr(self.km, "provisioner", None), "process", None)
-        if process is not None:
-            try:
-                process.kill()
-            except Exception:  # noqa: BLE001
-                pass
+        self._kernel_process(lambda p: p.kill())
 
 
 class SaveCheckedGrades(SaveAutoGrades):
     """nbgrader's SaveAutoGrades without partial credit: a test cell scores all its points or none.
 
-    nbgrader scores a code test cell from its outputs, in order: 0 at the first error or
-    stderr text, but a number in an ``execute_result`` before it is taken as partial credit
-    (and one above the cell's points stops the whole notebook with a ValueError). What a
-    cell displays is the kernel's to choose — a patched check that returns
-    2.9999999999999996, a ``pre_run_cell`` hook that calls the displayhook before the
-    stub's error — so here a test cell scores its points only when nbgrader's own reading
-    is exactly full marks *and* its outputs hold no error anywhere; anything else is 0. This
-    is the in-kernel half, which decides alone only where an exercise is not re-checked;
-    elsewhere the grader gives the points when the trusted re-check agrees
-    (``autograder.batch.decide``).
+    What a cell displays is the kernel's to choose (nbgrader reads a displayed number as partial
+    credit), so a test cell scores only when nbgrader's reading is exactly full marks *and* its
+    outputs hold no error; where the trusted re-check runs, ``autograder.batch.decide`` decides.
     """
 
     def _add_score(self, cell, resources):

@@ -1,20 +1,11 @@
 """What an instructor reads after grading: grades.csv, report.md and diagnoses.png.
 
-``grades.csv`` has one row per student and test cell:
-``student,assignment,grade_id,score,max_score,diagnosis,reason,seed`` — ``diagnosis`` is the
-class of the check's ``diagnosis:`` line (the vocabulary of docs/design.md, ``tampering`` included),
-``reason`` says why a part scored zero without a wrong answer (timeout, kernel died,
-memory limit, malformed notebook, wrong assignment, tampering ...), ``seed`` is the seed the
-submission's hidden inputs were drawn from (``--seed`` replays it; empty if it never ran).
-
-``report.md`` is the class summary: the score distribution and, for each exercise, how
-many students hit each diagnosis class and each reason ("12 of 40: batch-reduction in
-linear_backward"). ``diagnoses.png`` is the same per-exercise count as a chart.
-
-A student id is a folder name, and a reason may carry text a submission shaped (a
-notebook's validation error, nbgrader's log): so every CSV cell is text to a spreadsheet
-(:func:`csv_cell`, undone by :func:`read_csv`), everything such in report.md is inert
-Markdown (:func:`md`), and the chart's labels are never mathtext.
+``grades.csv``: one row per student and test cell, :data:`FIELDS`; ``report.md``: the score
+distribution and, per exercise, how many students hit each diagnosis and reason;
+``diagnoses.png``: those counts as a chart (docs/grading.md, "Output"). Ids and reasons may
+carry text a submission shaped, so every CSV cell is text to a spreadsheet (:func:`csv_cell`,
+undone by :func:`read_csv`), report.md quotes it as inert Markdown (:func:`md`), and the
+chart's labels are never mathtext.
 """
 
 from __future__ import annotations
@@ -77,11 +68,9 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def csv_cell(value: str) -> str:
-    """``value`` as a spreadsheet will read it: text, never a formula.
+    """``value`` as a spreadsheet will read it: text, never a formula (a leading apostrophe, as OWASP says).
 
-    A cell starting with ``= + - @``, tab or CR gets a leading apostrophe, as OWASP's CSV
-    injection guidance says; so does one that already starts with an apostrophe, so that
-    :func:`csv_value` undoes exactly what was added. A number (``-1.5``) stays a number.
+    One already starting with an apostrophe gets another, so :func:`csv_value` undoes exactly this.
     """
     if value[:1] == "'" or (value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value)):
         return "'" + value
@@ -102,11 +91,7 @@ def formula_safe(path: Path) -> None:
 
 
 def md(text: object) -> str:
-    """``text`` as inert Markdown: one line; no HTML, link, image, code span, maths or table break.
-
-    For everything in report.md that a submission can shape (student ids, reasons, and the
-    class and exercise names read back from a grades.csv).
-    """
+    """``text`` as inert Markdown: one line; no HTML, link, image, code span, maths or table break."""
     flat = " ".join(re.sub(r"[\x00-\x1f\x7f-\x9f]", " ", str(text)).split())
     return re.sub(r"([\\`\[\]|$])", r"\\\1", html.escape(flat, quote=False))
 

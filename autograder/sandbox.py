@@ -1,47 +1,30 @@
 """Run untrusted notebook code in throw-away Linux sandboxes, started fast from a preloaded zygote.
 
-This file uses the standard library only and imports nothing from the project: the zygote
-runs it as a script (so the ``autograder`` package, with the hidden checks, is never loaded
-into the memory that sandboxes are forked from), and the kernel launcher runs it with
-``python -I -S`` to start in milliseconds.
+Standard library only, nothing from the project: the zygote runs it as a script (so the
+``autograder`` package, with the hidden checks, is never in the memory sandboxes are forked
+from), and the kernel launcher runs it with ``python -I -S`` to start in milliseconds.
 
-**The zygote** (``sandbox.py zygote SOCKET``) is started once per grading batch, as the
-grader's user. It imports what every notebook needs (torch, triton, numpy, matplotlib,
-IPython, ipykernel: several seconds of CPU) once, then listens on a Unix socket that only
-that user can reach. Each request — "run a kernel with this connection file", "run the
-value worker on these pipes" — is served by a forked *handler*, which
-
-- with ``isolation: full`` (root on Linux): unshares mount, pid, network, IPC and UTS
-  namespaces and forks the namespace's process 1, which mounts a tmpfs as a new root,
-  bind-mounts into it only what the spec lists (the system's ``/usr`` and ``/etc``, the
-  Python installation, the virtual environment, the packages the code may import, the
-  notebook's folder), read-only unless marked writable, hides what the spec says to hide,
-  and ``chroot``s there: every other path of the machine (the instructor's course with
-  ``source/``, ``notebooks/``, ``.git`` and the gradebook, other students' submissions,
-  ``/root``, ``/home``) does not exist in there. It gets a fresh ``/proc`` (no other
-  process is visible), a minimal ``/dev``, private tmpfs ``/tmp`` and ``/dev/shm``, and a
-  network namespace with only a loopback interface (the kernel talks to nbgrader through
-  Unix sockets in a folder bound in);
-- forks the student process, which sets its resource limits (address space, CPU time,
-  processes, file size, open files), becomes an unprivileged uid that owns no file
-  outside its temp dirs (full isolation only), sets ``no_new_privs``, and runs the kernel
-  or the worker in-process: no interpreter start, no imports;
-- kills the whole namespace when the client goes away (jupyter_client killed the
-  launcher, the checker closed the socket), and reports the exit status otherwise.
-
-With ``isolation: none`` (no root, no namespaces) only the limits and the private
-HOME / TMPDIR / TRITON_CACHE_DIR apply, and the code runs as the grader's user.
-``docs/grading.md`` says precisely what each level does and does not isolate.
+**The zygote** (``sandbox.py zygote SOCKET``), one per batch, imports what every notebook needs
+once, then serves requests on a Unix socket only the grader's user can reach, each in a forked
+*handler*: with ``isolation: full`` (root on Linux) it unshares mount, pid, network, IPC and UTS
+namespaces and chroots into a tmpfs holding only what the spec binds (the rest of the machine
+does not exist in there); it forks the student process, which sets its rlimits, becomes an
+unprivileged uid (full isolation only), sets ``no_new_privs`` and runs the kernel or the value
+worker in-process; and it kills the whole namespace when the client goes away. With
+``isolation: none`` only the limits and the private HOME / TMPDIR / TRITON_CACHE_DIR apply.
+docs/grading.md, "What is isolated", says precisely what each level does and does not isolate.
 
 **The launcher** (``sandbox.py launch SOCKET SPEC CONNECTION_FILE [ARGS]``) is what the
-job's kernelspec names: jupyter_client starts it as "the kernel"; it asks the zygote for
-a kernel, forwards signals, and exits with the kernel's status (dying of the same signal).
+job's kernelspec names: it asks the zygote for a kernel, forwards signals, and exits with the
+kernel's status (dying of the same signal).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
+import functools
 import json
 import os
 import resource
@@ -62,6 +45,7 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWPID, CLONE_NEWNET = 0x20000000, 0x40000000
+NAMESPACES = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
 PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG = 38, 1
 
 DEVICES = ["null", "zero", "full", "random", "urandom", "tty"]
@@ -80,14 +64,9 @@ LIMIT_NAMES = {
 PRELOAD = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            "ipykernel.ipkernel", "jedi"]
 
-_libc = None
-
-
+@functools.cache
 def libc():
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    return _libc
+    return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 
 
 def _check(rc: int, what: str) -> None:
@@ -127,10 +106,8 @@ def drop_privileges(uid: int, gid: int) -> None:
 
 def become_student(spec: dict) -> None:
     """In the student process: its own session, the limits, then the unprivileged uid."""
-    try:
+    with contextlib.suppress(PermissionError):
         os.setsid()
-    except PermissionError:
-        pass
     apply_limits(spec.get("limits", {}))
     if spec.get("isolation") == "full":
         drop_privileges(spec["uid"], spec["uid"])
@@ -152,10 +129,7 @@ def _bind(src: str, dst_in_root: str, root: str, writable: bool) -> None:
         _ensure_dir(os.path.dirname(target))
         open(target, "a").close()
     _mount(src, target, None, MS_BIND | MS_REC)
-    flags = MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV
-    if not writable:
-        flags |= MS_RDONLY
-    _mount("", target, None, flags)
+    _mount("", target, None, MS_BIND | MS_REMOUNT | MS_NOSUID | MS_NODEV | (0 if writable else MS_RDONLY))
 
 
 def build_root(spec: dict) -> None:
@@ -301,10 +275,8 @@ def zygote(path: str, extra_preload: list[str] = ()) -> int:
     ready = os.dup(1)
     os.dup2(2, 1)  # what imports print goes to the log; only "ready" goes to the parent
     for name in PRELOAD + list(extra_preload):
-        try:
+        with contextlib.suppress(Exception):  # a missing optional package only costs its import later
             __import__(name)
-        except Exception:  # noqa: BLE001 — a missing optional package only costs its import later
-            pass
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # handlers are reaped by the kernel
     libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # die with the grader
     if os.path.exists(path):
@@ -337,7 +309,7 @@ def handle(conn: socket.socket) -> int:
     spec = req["spec"]
     full = spec.get("isolation") == "full"
     if full:
-        _check(libc().unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS), "unshare")
+        _check(libc().unshare(NAMESPACES), "unshare")
     init = os.fork()
     if init == 0:
         conn.close()
@@ -355,10 +327,8 @@ def handle(conn: socket.socket) -> int:
         done, status = os.waitpid(init, os.WNOHANG)
         if done:
             code = os.waitstatus_to_exitcode(status)
-            try:
+            with contextlib.suppress(OSError):
                 send_msg(conn, {"event": "exit", "code": code})
-            except OSError:
-                pass
             return 0
         if ready:
             try:
@@ -383,10 +353,8 @@ def _signal_student(init: int, sig: int, full: bool) -> None:
         try:
             os.killpg(pid, sig)
         except OSError:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
 
 
 def run_init(spec: dict, req: dict, fds: list[int]) -> int:
@@ -526,10 +494,8 @@ def launch(socket_path: str, spec_path: str, connection_file: str, args: list[st
     sock = spawn(socket_path, spec, "kernel", [0, 1, 2], connection=connection, args=args, cwd=os.getcwd())
 
     def forward(signum, frame):
-        try:
+        with contextlib.suppress(OSError):
             send_msg(sock, {"signal": signum})
-        except OSError:
-            pass
 
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGHUP):
         signal.signal(sig, forward)
@@ -606,7 +572,7 @@ def available_isolation() -> str:
             pid = os.fork()
             if pid == 0:
                 try:
-                    rc = libc().unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS)
+                    rc = libc().unshare(NAMESPACES)
                     os._exit(0 if rc == 0 else 1)
                 finally:
                     os._exit(1)
@@ -620,10 +586,8 @@ _PROBED: str | None = None
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill a process started with start_new_session=True: its whole process group."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def main(argv: list[str]) -> int:

@@ -1,12 +1,9 @@
 """The seed of a submission's hidden inputs: drawn by the grader, recorded, replayable.
 
-The hidden checks draw their inputs from ``AUTOGRADER_SEED`` (``autograder.inputs``). When
-a class is graded, the grader draws one seed per submission from the OS, hands it to that
-submission's kernel and to its trusted checker, and records it: the ``seed`` column of
-``grades.csv`` and the ``autograder_seed`` table of the gradebook. ``python -m autograder
-grade --seed N`` replays one seed for the whole batch, ``--seed STUDENT=N`` one student's;
-``AUTOGRADER_SEED=N`` in the grader's environment is ``--seed N``. No torch here: the
-grading parent never imports it.
+One seed per submission, from the OS, handed to its kernel and trusted checker as
+``AUTOGRADER_SEED`` and recorded (``grades.csv``'s ``seed``, the gradebook's ``autograder_seed``);
+``--seed N`` (or ``AUTOGRADER_SEED=N``) replays one for the batch, ``--seed STUDENT=N`` one
+student's. docs/grading.md, "Seeds". No torch here: the grading parent never imports it.
 """
 
 from __future__ import annotations

@@ -1,37 +1,15 @@
 """The hidden checks, run where the student's code cannot reach them.
 
-The kernel runs each test cell's visible checks only, in the same Python process as the
-student's code, which can monkeypatch anything there: ``torch.allclose``, ``course.selfcheck``,
-IPython's traceback display, the kernel's replies. The hidden checks never run there; they
-run here, like this:
-
-- this process (the checker) runs ``autograder.check.<function>(proxy)`` with inputs drawn
-  from the submission's seed (the job's ``seed``, drawn and recorded by the grader; neither
-  the kernel nor the value worker ever has it), and the references and classifier of
-  ``autograder`` and ``course.diagnose``;
-- ``proxy`` stands for the student's function, class or kernel. Each call is forwarded to
-  the *value worker* (``autograder/valueworker.py``), a sandboxed process that ran the
-  student's notebook code (test cells left out) and in which ``autograder`` does not
-  exist. Arguments go there by value and results come back by value — in the bounded,
-  typed wire format of ``valueworker.py``, which carries plain data and tensors only and
-  whose reader builds nothing a frame has not declared within the limits — together with
-  whatever the call wrote into its arguments (a Triton kernel's output buffer), and
-  gradients flow back through a result across the pipe;
-- the worker measures every call of the student's code where it runs
-  (``autograder/worker_instruments.py``: allocations, aten ops and autograd's engine through
-  torch's profiler, NumPy and Python through tracemalloc, what a Function's ctx keeps, the
-  course's helpers it touched), and :meth:`Channel.witness` hands each measurement to the
-  checks' own instruments watching the call (``course.witness``): the same checks reach
-  ``materialized-jacobian``, ``saved-quadratic-tensor``, ``autograd-in-backward`` and
-  ``delegated-to-helper`` here as in the notebook;
-- so the comparison that decides the grade happens in a process the student's code never
-  ran in.
-
-The checker runs as root, so it guards itself against what the worker sends: replies are
-numbered and must answer the request in flight (:class:`Channel`); a reply that breaks the
-wire format, its limits or that order fails that check (``refused``) and the worker is
-replaced before the next one; and the process sets its own rlimits before reading anything
-(:func:`limit_checker`).
+This process (the checker) runs ``autograder.check.<function>(proxy)`` with inputs drawn
+from the submission's seed, which neither the kernel nor the value worker ever has. ``proxy``
+stands for the student's function, class or kernel: each call goes to the value worker
+(``autograder/valueworker.py``: sandboxed, without ``autograder``), by value both ways, and
+:meth:`Channel.witness` hands the worker's measurement of the call to the checks' own
+instruments (``course.witness``). So the comparison that decides the grade happens in a
+process the student's code never ran in. The checker runs as root and guards itself:
+numbered replies (:class:`Channel`), the wire format's limits, its own rlimits
+(:func:`limit_checker`). Long form: docs/grading.md, "The hidden checks, in the trusted
+checker" and "The checker guards itself".
 
 Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
 names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}``, or
@@ -41,6 +19,7 @@ names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": .
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -78,11 +57,7 @@ class WorkerDied(BaseException):
 
 
 class ReplyRefused(BaseException):
-    """The worker's reply broke the wire format, its limits or the order of the protocol; ``str()`` says how.
-
-    A BaseException, like WorkerTimeout: no check may absorb it. That check fails with status
-    ``refused``, and the worker is replaced before the next one (see :class:`Channel`).
-    """
+    """The worker's reply broke the wire format, its limits or the protocol's order (``str()``: how). A BaseException too."""
 
 
 # ---------------------------------------------------------------------------
@@ -90,13 +65,7 @@ class ReplyRefused(BaseException):
 
 
 class RemoteNamespace(dict):
-    """The notebook's namespace in the worker, for a check that looks names up in it.
-
-    Some checks find the kernels a function launches by name in the function's globals
-    (``fn.__globals__.get("softmax_fwd_kernel")``) and check those first. A proxy's
-    ``__globals__`` is one of these: names it holds itself (the checker's own, for the
-    functions it backs) are local; any other is fetched from the worker.
-    """
+    """A proxy's ``__globals__`` (checks look kernels up there by name): its own names, else the worker's."""
 
     def __init__(self, channel: Channel, local: dict | None = None):
         super().__init__(local or {})
@@ -158,8 +127,7 @@ class RemoteCallable(Remote):
 def _function_class(channel: Channel, info: dict) -> type:
     """A real autograd.Function whose forward and backward run the student's class in the worker.
 
-    The check sees a class it can apply, subclass and gradcheck; what the student's ctx
-    saved is saved again here by value, so a check's saved-tensor hooks see it.
+    What the student's ctx saved is saved again here by value, so a check's saved-tensor hooks see it.
     """
 
     def forward(ctx, *args):
@@ -244,14 +212,9 @@ def _rebuild(chain: list[dict]) -> BaseException:
 class Channel:
     """The checker's end of the two pipes to one worker: numbered frames, checked replies.
 
-    Every frame carries its number (``n``, counted per side) and, for a reply, the number of
-    the request it answers (``re``): a reply must answer the request in flight — the innermost
-    one, when a callback of the worker's calls into the worker again — and come after every
-    frame the worker sent before it. Anything else (a stale reply, a frame written by the
-    student's code in the worker, one the wire format refuses) raises ReplyRefused, and the
-    channel is *broken* from then on: the pipe may hold the rest of a frame or a reply to
-    nothing, so no later request may read from it. ``trusted.run`` starts a fresh worker for
-    the next exercise. So no check ever reads a reply meant for another.
+    A reply must answer the (innermost) request in flight and come after every frame already
+    read; anything else raises ReplyRefused and *breaks* the channel (the pipe is out of step,
+    so nothing more is read from it; :func:`run` starts a fresh worker for the next exercise).
     """
 
     def __init__(self, lifeline: socket.socket, to_worker: int, from_worker: int):
@@ -352,11 +315,8 @@ class Channel:
     def exchange(self, message: dict, measured=_UNMEASURED) -> dict:
         """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise).
 
-        Out of sight of the checks' dispatch modes: a memory check that records what a student's call
-        allocates would otherwise count the tensors this side builds to send and receive. What the
-        student's code did there, the worker measured: for a request that runs it, ``measured`` is what
-        was sent (its floating-point tensors give the element size), and the reply's measurement goes to
-        the checks watching (:meth:`witness`) before the reply is returned or its exception raised.
+        Out of sight of the checks' dispatch modes (they would count this side's copies); the worker's
+        measurement of a request that runs student code (``measured``: what was sent) goes to :meth:`witness`.
         """
         with _disable_current_modes():
             return self._exchange(message, measured)
@@ -431,8 +391,7 @@ class Channel:
     def witness(self, reply: dict, sent) -> witness.Measurement:
         """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
 
-        Every reply to a request that ran the student's code carries one; a reply without it, or
-        one whose instruments the call switched off, is refused like a malformed frame.
+        A reply without one, or one whose instruments the call switched off, is refused.
         """
         m = reply.get("measured")
         ints = lambda xs: isinstance(xs, list) and all(_is_count(x) for x in xs)  # noqa: E731
@@ -459,9 +418,8 @@ class Channel:
     def kept(self, reply: dict, measurement: witness.Measurement) -> list[tuple[str, tuple[int, ...]]]:
         """(name, shape) of what a Function's forward kept beyond its saved tensors, measured in the worker.
 
-        Each tensor and array reachable from its ctx (``box.P``, ``P (NumPy)``), and, when the
-        forward still held NumPy arrays or Python objects on return, that memory counted in
-        elements of the inputs' dtype. Checked like any frame: a bad entry refuses the reply.
+        What its ctx reaches (``box.P``, ``P (NumPy)``), and what it still held on return, in elements
+        of the inputs' dtype. Checked like any frame: a bad entry refuses the reply.
         """
         items = reply["measured"].get("kept", [])
         if not (isinstance(items, list) and len(items) <= 64):
@@ -506,11 +464,8 @@ class Channel:
         return self.request({"op": "get", "name": name})
 
     def _graph_class(self, markers: list) -> type:
-        """_RemoteGraph, as a subclass of the proxies of the Functions the worker's graph runs through.
-
-        A check may ask whether a result's graph runs through the student's own Function
-        (``issubclass(node._forward_cls, ManualAttention)``): through the proxy, it does.
-        """
+        """_RemoteGraph, subclassing the proxies of the Functions the worker's graph runs through, for a check
+        that asks ``issubclass(node._forward_cls, ManualAttention)``."""
         classes = tuple(c for c in (self._from_ref(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
         key = tuple(c._remote_ref for c in classes)
         if key not in self.graph_classes:
@@ -558,10 +513,8 @@ def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
 def stop_worker(lifeline: socket.socket | None, channel: Channel | None) -> None:
     if channel is not None:
         for fd in (channel.wfd, channel.rfd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
     if lifeline is not None:
         lifeline.close()  # the zygote's handler kills the sandbox when its client goes
 
@@ -571,9 +524,8 @@ def stop_worker(lifeline: socket.socket | None, channel: Channel | None) -> None
 
 
 def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) -> dict:
-    from course.diagnose import GradingFailure
-
     import autograder.check as checks
+    from course.diagnose import GradingFailure
 
     check = getattr(checks, check_name, None)
     if check is None:
@@ -601,13 +553,10 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) 
 
 
 def run(job: dict) -> dict:
-    """Every exercise of one submission, in notebook order.
+    """Every exercise of one submission, in notebook order, each after the code cells before its test cell.
 
-    Before each check the worker runs the code cells that come before that test cell, so
-    it holds what the kernel held there. A timeout, a crash or a refused reply ends that
-    worker (a refused reply, or any exchange cut short, leaves the pipe out of step: see
-    :class:`Channel`); the next exercise gets a fresh one (at most three in all), which
-    replays the cells it needs.
+    A timeout, a crash or a broken channel ends that worker; the next exercise gets a fresh
+    one (at most three in all), which replays the cells it needs.
     """
     # The submission's seed, drawn and recorded by the grader (replayable with --seed); the value worker never
     # has it. Without one, inputs from os.urandom, known to no other process.
@@ -676,23 +625,16 @@ def checker_cpu_seconds(job: dict) -> int:
 def limit_checker(memory: int = CHECKER_MEMORY, cpu_seconds: int = 900) -> None:
     """The checker's own limits, set before anything of the worker's is read. It runs as root: no one else limits it.
 
-    Address space: its size now (torch and the checks imported, CUDA started where the
-    checks use it: a CUDA context reserves more address space than any limit could allow
-    for later) plus ``memory``. CPU: ``cpu_seconds``, then SIGXCPU (and SIGKILL 5 s on). No
-    core dump (its memory holds the hidden checks); files of at most 64 MiB. A reply that
-    breaks the wire format's limits is refused before it is built (``valueworker.receive``);
-    these catch what is left: a MemoryError fails that check only, the CPU limit ends this
-    checker, which fails that submission's checks only.
+    Address space: its size now (CUDA started first where the checks use it) plus ``memory``;
+    CPU ``cpu_seconds``; no core dump (its memory holds the hidden checks); files up to 64 MiB.
     """
     import resource
 
-    try:
+    with contextlib.suppress(Exception):  # no course or no CUDA: nothing to start
         from course import DEVICE
 
         if DEVICE.type == "cuda":
             torch.zeros(1, device=DEVICE)
-    except Exception:  # noqa: BLE001 — no course or no CUDA: nothing to start
-        pass
     limits = [(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 5), (resource.RLIMIT_CORE, 0, 0),
               (resource.RLIMIT_FSIZE, 64 << 20, 64 << 20)]
     try:

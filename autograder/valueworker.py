@@ -1,53 +1,32 @@
 """The value worker: runs a student's notebook code where no checker, reference or seed exists.
 
-Started by ``autograder.trusted`` inside ``sandbox.py`` (an unprivileged uid, resource
-limits, a root in which the ``autograder`` and ``kernels`` packages, the source notebooks
-and the gradebook do not exist). It executes the notebook's code cells, test cells left
-out, in one IPython namespace as a kernel would, then serves requests from the trusted
-checker over two pipes: look up a name, get an attribute or item, call, backpropagate
-through a result. Everything the student's code returns is sent back *by value*; the
-checker compares it with references the student's code never ran beside.
+Started by ``autograder.trusted`` inside ``sandbox.py``, it runs the notebook's code cells
+(test cells left out) in one IPython namespace, then serves the checker's requests (look up,
+getattr, getitem, call, backpropagate) over two pipes, sending every result back *by value*.
+It imports nothing from the project and is the protocol's one definition: the checker
+imports the framing and encoding from here. Long form: docs/grading.md, "The hidden checks,
+in the trusted checker" and "The checker guards itself".
 
-This file imports nothing from the project (it runs where the project's grading code is
-hidden) and is also the protocol's one definition: ``autograder.trusted`` imports the
-framing and encoding from here.
-
-**Wire format.** The checker runs as root without the worker's limits, and everything the
-worker sends is the student's to shape, so a frame says what it holds before any of it is
-built, and the reader builds only what it declared, within :class:`WireLimits`:
+**Wire format.** A frame declares what it holds before any of it is built, and the reader
+(:func:`receive`) checks the whole header against :class:`WireLimits` before reading a storage:
 
     "VWF1" | header length (4 bytes, big-endian) | header (JSON) | storage bytes, in order
 
-The header is ``{"n": N, "re": R, "s": [[nbytes, device], ...], "v": TREE}``: ``n`` numbers
-the frames a side sends (1, 2, ...), ``re`` is the number of the request a reply answers (0
-for a request), ``s`` declares each storage that follows (its bytes, ``"cpu"`` or
-``"cuda:K"``), and ``TREE`` is the message. JSON has no shared references, so a tree is
-never bigger than its text: nested lists that share their members (a few KiB as a pickle,
-2.2e8 entries once walked) cannot be sent, only written out in full, which the sender's
-count of entries stops long before. Every node but a JSON scalar (null, true, false, a
-number, a string) is a list whose first item names its type:
+The header is ``{"n": N, "re": R, "s": [[nbytes, device], ...], "v": TREE}``: the frame's
+number, the request it answers (0 for a request), each storage that follows, and the message.
+Every node but a JSON scalar is a list whose first item names its type:
 
     ["l", ...] list   ["u", ...] tuple   ["d", k1, v1, ...] dict (str or int keys)
     ["b", base64] bytes   ["c", re, im] complex   ["dt", "float64"] dtype   ["dv", "cpu"] device
     ["S", ...] torch.Size   ["t", storage, dtype, shape, stride, offset] a strided view of a storage
 
-The reader (:func:`receive`) checks the whole header first: JSON, the shape of every node,
-its depth, the number of entries, tensors and storages, each dtype against a fixed list,
-each view inside its storage, each tensor's element count (a stride-0 view of 8 bytes
-counts as the elements it shows), the element bytes of all views together, the storages'
-bytes together. Only then does it read the storages (straight into tensors of their declared
-size) and build the views. A frame that breaks any of this raises :class:`WireError`, whose
-message is the grader's own words (it never repeats the frame's text). Views of one storage
-stay views of one storage, so in-place writes and padding survive the trip. Tensors arrive
-without autograd history; ``requires_grad`` travels in :func:`encode`'s ``{"__t__": t,
-"rg": bool}``. Objects that are not plain data stay in the worker and travel as
-``{"__ref__": id, ...}``; the checker's own callables travel as ``{"__cb__": id}`` and are
-called back.
+A frame that breaks the format raises :class:`WireError`, in the grader's words, never the
+frame's. ``requires_grad`` travels in :func:`encode`'s ``{"__t__": t, "rg": bool}``; objects
+that are not plain data stay in the worker as ``{"__ref__": id, ...}``; the checker's own
+callables travel as ``{"__cb__": id}`` and are called back.
 
-Limitations: strided tensors of the twelve dtypes of :data:`DTYPES`, on the CPU or CUDA,
-only (a sparse, quantized, nested or float8 tensor is an error of the call that returned
-it); a tensor subclass arrives as a plain tensor; a storage that a bool tensor views must
-hold 0 or 1 in every byte.
+Limitations: strided tensors of the dtypes of :data:`DTYPES`, on the CPU or CUDA, only; a
+tensor subclass arrives as a plain tensor; a bool tensor's storage must hold 0 or 1 in every byte.
 """
 
 from __future__ import annotations
@@ -55,6 +34,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
+import math
 import os
 import struct
 import sys
@@ -65,12 +45,9 @@ _PREFIX = struct.Struct(">4sI")  # magic, header length
 
 @dataclasses.dataclass(frozen=True)
 class WireLimits:
-    """What one frame may hold. The checker reads with :data:`LIMITS`; the worker (sandboxed) with :data:`WORKER_LIMITS`.
+    """What one frame may hold: the checker reads with :data:`LIMITS`, the worker with :data:`WORKER_LIMITS`.
 
-    Measured on the solutions of every assignment (the largest frame an honest re-check
-    exchanges): 47 entries, depth 4, 9 tensors, 127 KB of storage, 376 KB of tensor elements,
-    16014 elements in one tensor. The limits leave two orders of magnitude above that and keep
-    one reply of a hostile worker to a few hundred MiB in the checker.
+    Two orders of magnitude above the largest honest frame (docs/grading.md has the table).
     """
 
     header: int = 4 << 20  # bytes of JSON
@@ -126,8 +103,7 @@ _TAGS = {"l", "u", "d", "b", "c", "dt", "dv", "S", "t"}
 def send(fd: int, message, n: int = 0, re: int = 0, limits: WireLimits = LIMITS) -> None:
     """Write one frame. Raises WireError (nothing written) when ``message`` is over ``limits``' entries or depth.
 
-    Only entries and depth: counting them bounds the sender's own walk. Whether the tensors
-    fit is for the reader to decide, from what the frame declares.
+    Those bound the sender's own walk; whether the tensors fit is for the reader to decide.
     """
     header, storages = pack(message, n, re, limits)
     _write_all(fd, _PREFIX.pack(MAGIC, len(header)) + header)
@@ -170,12 +146,9 @@ def pack(message, n: int = 0, re: int = 0, limits: WireLimits = LIMITS) -> tuple
             raise WireError("depth", f"over {limits.depth}")
         if v is None or isinstance(v, bool):
             return v
-        if isinstance(v, int):
-            return int(v)
-        if isinstance(v, float):
-            return float(v)
-        if isinstance(v, str):
-            return str(v)
+        for kind in (int, float, str):  # a subclass (an IntEnum, a numpy float) goes as its plain value
+            if isinstance(v, kind):
+                return kind(v)
         if isinstance(v, bytes):
             return ["b", base64.b64encode(v).decode("ascii")]
         if isinstance(v, complex):
@@ -278,10 +251,6 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
 def _device(name):
     import torch
 
@@ -344,7 +313,7 @@ class _Plan:
             if not (len(rest) == 1 and isinstance(rest[0], str)):
                 raise WireError("malformed", "bytes")
         elif tag == "c":
-            if not (len(rest) == 2 and all(_is_number(x) for x in rest)):
+            if not (len(rest) == 2 and all(_is_int(x) or isinstance(x, float) for x in rest)):
                 raise WireError("malformed", "a complex number")
         elif tag == "dt":
             if not (len(rest) == 1 and rest[0] in DTYPES):
@@ -379,7 +348,7 @@ class _Plan:
         self.tensors += 1
         if self.tensors > lim.tensors:
             raise WireError("tensors", f"over {lim.tensors} tensors")
-        numel = _prod(shape)  # at most 16 factors below 2**62: a Python int, computed at once
+        numel = math.prod(shape)  # at most 16 factors below 2**62: a Python int, computed at once
         if numel > lim.numel:
             raise WireError("numel", f"{numel} elements, the limit is {lim.numel}")
         itemsize = _ITEMSIZE[dtype]
@@ -396,13 +365,6 @@ class _Plan:
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16, "uint8": 1,
              "int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
-
-
-def _prod(shape: list[int]) -> int:
-    out = 1
-    for x in shape:
-        out *= x
-    return out
 
 
 def _build(v, storages: list):
@@ -449,9 +411,8 @@ MAX_DEPTH = 20  # nesting of a value, in containers
 def encode(value, as_ref, depth: int = 0, budget: list | None = None):
     """Plain data and tensors by value; anything else through ``as_ref(obj) -> marker``.
 
-    Walks the value once per reference: a list that holds one list 25 times is walked 25
-    times, as the wire format will write it. So the walk stops (WireError) after
-    ``LIMITS.entries`` entries or below ``MAX_DEPTH`` levels, before it costs any time.
+    Walks the value once per reference, as the wire format writes it, so shared lists stop the
+    walk (WireError) after ``LIMITS.entries`` entries, or below ``MAX_DEPTH`` levels.
     """
     import torch
 
@@ -479,8 +440,7 @@ def encode(value, as_ref, depth: int = 0, budget: list | None = None):
 def decode(value, from_ref, depth: int = 0):
     """The inverse of :func:`encode`; markers become ``from_ref(marker)``. WireError for what encode never makes.
 
-    What it walks came from :func:`receive`, which shares no reference: its cost is that of
-    the frame, already bounded.
+    What it walks came from :func:`receive` (no shared references): its cost is the frame's, already bounded.
     """
     import torch
 
@@ -513,20 +473,11 @@ def decode(value, from_ref, depth: int = 0):
     return value
 
 
-def tensors_in(value, depth: int = 0, budget: list | None = None) -> list:
+def tensors_in(value) -> list:
     """Every tensor in a (decoded) structure, in a fixed order. Bounded like :func:`encode` (WireError)."""
-    import torch
-
-    budget = _spend(budget)
-    if depth > MAX_DEPTH:
-        return []
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors_in(v, depth + 1, budget)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors_in(v, depth + 1, budget)]
-    return []
+    found: list = []
+    map_tensors(value, lambda t: found.append(t) or t)
+    return found
 
 
 def map_tensors(value, fn, depth: int = 0, budget: list | None = None):
@@ -596,9 +547,6 @@ class Worker:
 
         self.instruments = _instruments_module().Instruments()
         self._grad_fn = torch.autograd.grad
-
-    def _measure(self, call, kept_of=None, inputs=()):
-        return self.instruments.measure(call, kept_of=kept_of, inputs=inputs)
 
     # -- references -------------------------------------------------------
 
@@ -720,13 +668,13 @@ class Worker:
         if op == "call":
             fn = self.objects[msg["ref"]]
             args, kwargs = self._dec(msg["args"]), self._dec(msg["kwargs"])
-            value, measured = self._measure(lambda: fn(*args, **kwargs))
+            value, measured = self.instruments.measure(lambda: fn(*args, **kwargs))
             return {**self._result(value, (args, kwargs)), "measured": measured}
         if op == "function_forward":
             # An autograd.Function class: apply it here, keep its graph, say what its ctx saved.
             cls = self.objects[msg["ref"]]
             args = self._dec(msg["args"])
-            out, measured = self._measure(lambda: cls.apply(*args), kept_of=_node_of, inputs=args)
+            out, measured = self.instruments.measure(lambda: cls.apply(*args), kept_of=_node_of, inputs=args)
             outs = out if isinstance(out, tuple) else (out,)
             node = _node_of(out)
             saved, stashed = [], {}
@@ -752,7 +700,7 @@ class Worker:
             # Called directly, not by the engine: any node the engine evaluates meanwhile is the student's.
             cls, node = self.contexts[msg["handle"]]
             grads = self._dec(msg["grads"])
-            out, measured = self._measure(lambda: cls.backward(node, *grads))
+            out, measured = self.instruments.measure(lambda: cls.backward(node, *grads))
             return {"op": "result", "value": self._enc(list(out) if isinstance(out, tuple) else [out]),
                     "measured": measured}
         if op == "grad":
@@ -761,8 +709,8 @@ class Worker:
             pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
             if not leaves or not pairs:
                 return {"op": "result", "value": [None] * len(leaves)}
-            got, measured = self._measure(lambda: self._grad_fn([o for o, _ in pairs], leaves, [g for _, g in pairs],
-                                                               retain_graph=True, allow_unused=True))
+            got, measured = self.instruments.measure(lambda: self._grad_fn(
+                [o for o, _ in pairs], leaves, [g for _, g in pairs], retain_graph=True, allow_unused=True))
             return {"op": "result", "value": self._enc(list(got)), "measured": measured}
         raise ValueError(f"unknown request {op!r}")
 

@@ -1,31 +1,25 @@
 """Autograde ONE submission with the real nbgrader, in a course folder of its own, its kernel sandboxed.
 
-The parent (``autograder.batch``) builds a *template* course per assignment once: the
-config and the source assignment, generated with a throw-away gradebook that records
-the locked test cells — without their hidden tests, which run in the trusted checker
-(``autograder.trusted``), unless ``--no-trusted`` puts them in the kernel. For each submission a job then makes a course folder holding only
+The parent (``autograder.batch``) builds a *template* course per assignment once (its gradebook
+records the test cells without their hidden tests, which run in ``autograder.trusted`` unless
+``--no-trusted``). Each job makes a course folder holding only
 
     nbgrader_config.py                     the instructor's, plus this job's settings
     gradebook.db                           a copy of the template's
     source/<assignment>/                   empty: no solution notebook anywhere in the job
     submitted/<student>/<assignment>/<assignment>.ipynb
 
-and runs ``nbgrader autograde`` on it. nbgrader is the grader's own code and runs as the
-grader; the kernel it starts is this job's kernelspec, ``sandbox.py launch``, which has the
-zygote fork it into a sandbox (an unprivileged uid, resource limits, a root holding the
-notebook's folder and the packages it imports, nothing else of the course; see
-``autograder/sandbox.py``). The kernel talks to nbgrader through Unix sockets in a folder
-bound into its sandbox: it has no network at all. The instructor's gradebook is never
-opened here: the parent merges the job's grades into it, from one process.
-
-What comes back, per test cell: nbgrader's score, the ``diagnosis:`` line of the cell's
-error output, and a ``reason`` when the cell scored zero because of how the run went
-(timeout, kernel died, a resource limit) rather than because of a wrong answer.
+and runs ``nbgrader autograde`` on it, as the grader; its kernel is this job's kernelspec,
+``sandbox.py launch``, forked by the zygote into a sandbox that talks to nbgrader through Unix
+sockets only. The instructor's gradebook is never opened here. What comes back, per test cell:
+nbgrader's score, the cell's ``diagnosis:`` line, and a ``reason`` when the run (a timeout, a
+dead kernel, a limit), not a wrong answer, cost the points. Long form: docs/grading.md.
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import json
 import os
@@ -55,14 +49,10 @@ _UID_BLOCKS = 64  # batches that may run at once on one machine
 
 
 class SandboxSlots:
-    """The worker slots (so the sandbox uids) one batch holds alone while it runs.
+    """The worker slots (so the sandbox uids) one batch holds alone while it runs, under an flock.
 
-    The process limit (RLIMIT_NPROC) counts every process of a uid on the machine. Two
-    batches that ran their sandboxes under the same uid — two instructors, or two test
-    processes — would share that limit, and one student's fork bomb would starve another
-    batch's kernels. So each batch takes a block of ``SLOTS_PER_BATCH`` slots of its own,
-    marked by an flock that the operating system releases when the batch ends, however it
-    ends.
+    RLIMIT_NPROC counts every process of a uid on the machine: two batches sharing uids would
+    share it, and one student's fork bomb would starve the other batch's kernels.
     """
 
     def __init__(self, lock_dir: Path | None = None):
@@ -105,8 +95,7 @@ class Limits:
     tmp_size: str = "1g"  # the sandbox's private /tmp (a tmpfs in memory)
 
     def rlimits(self) -> dict:
-        return {"address_space": self.address_space, "cpu_seconds": self.cpu_seconds, "processes": self.processes,
-                "file_size": self.file_size, "open_files": self.open_files}
+        return {k: getattr(self, k) for k in ("address_space", "cpu_seconds", "processes", "file_size", "open_files")}
 
 
 @dataclass
@@ -133,11 +122,8 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
                   hidden_in_kernel: bool = False) -> Template:
     """Generate ``assignment`` from ``course_root``'s source in the scratch folder ``where``, with a fresh gradebook.
 
-    ``hidden_in_kernel``: see :class:`Template`; without it the gradebook records each test cell
-    without its hidden tests (by nbgrader's own ClearHiddenTests), so ``nbgrader autograde`` puts
-    back only the visible checks, and ``source/`` keeps the instructor's notebook as it is. With
-    ``cache``, a template generated before from the very same source folder, config and choice
-    (compared by content) is reused instead of running nbgrader again.
+    Unless ``hidden_in_kernel``, the gradebook's test cells lose their hidden tests (nbgrader's
+    ClearHiddenTests). With ``cache``, a template of the same source, config and choice is reused.
     """
     import hashlib
 
@@ -197,23 +183,13 @@ def _package_dir(name: str) -> str:
     return os.path.dirname(spec.origin) if spec and spec.origin else ""
 
 
-def python_binds() -> list[tuple[str, str, bool]]:
-    """The system, the Python installation and the virtual environment, read-only."""
-    paths = ["/usr", "/etc", sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
-    seen, binds = set(), []
-    for p in paths:
-        p = os.path.realpath(p)
-        if p not in seen and os.path.isdir(p):
-            seen.add(p)
-            binds.append((p, p, False))
-    return binds
-
-
 def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
              binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str],
              write_files: dict[str, str] | None = None, mpl_cache: Path | None = None, **extra) -> dict:
     """A sandbox spec for ``sandbox.py``: what is bound where, the limits, the uid, the environment."""
-    all_binds = python_binds() + binds
+    # The system, the Python installation and the virtual environment, read-only.
+    system = ["/usr", "/etc", sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
+    all_binds = [(p, p, False) for p in dict.fromkeys(map(os.path.realpath, system)) if os.path.isdir(p)] + binds
     if mpl_cache is not None:
         all_binds.append((str(mpl_cache), str(mpl_cache), False))
     return {
@@ -231,8 +207,7 @@ def student_env(private: str, threads: int) -> dict[str, str]:
         "MPLCONFIGDIR": f"{private}/home/.matplotlib", "IPYTHONDIR": f"{private}/home/.ipython",
         "MPLBACKEND": "Agg", "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
     }
 
 
@@ -280,11 +255,7 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
               mpl_cache: Path | None = None, seed: int | None = None) -> InKernel:
     """Run nbgrader autograde on one submission, its kernel in a sandbox; read back each test cell.
 
-    nbgrader itself runs here, outside the sandbox, on the job's own course folder: it is the
-    grader's code. The kernel it starts is the job kernelspec's command, ``sandbox.py launch``,
-    which has the zygote fork it into a sandbox holding the notebook's folder and nothing else
-    of the course. ``seed``: the submission's AUTOGRADER_SEED, which the kernel gets only
-    where it runs the hidden tests (``template.hidden_in_kernel``: ``--no-trusted``).
+    ``seed``: the submission's AUTOGRADER_SEED, which the kernel gets only with ``--no-trusted``.
     """
     job_dir.mkdir(parents=True, exist_ok=True)
     ipc = ipc_folder(job_dir)
@@ -298,13 +269,7 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
 
 
 def ipc_folder(job_dir: Path) -> Path:
-    """The kernel's socket folder for a job: short and fixed by the job, in the system's /tmp.
-
-    A Unix socket's path may hold at most 107 bytes, and a job folder under a long ``--work`` path
-    or a long student id is past that already; so the sockets live in ``/tmp/agk-<16 hex>`` instead,
-    a name the job folder determines (a test can find it) and no other job shares
-    (``sandbox.short_folder``).
-    """
+    """The kernel's socket folder for a job, ``/tmp/agk-<16 hex>``: a socket path holds at most 107 bytes."""
     return Path(sandbox.short_folder(str(job_dir.resolve()), "agk"))
 
 
@@ -368,28 +333,20 @@ WORKER_WRITABLE = ("vw-private", "vw-root")
 
 
 def remove_tree(path: Path) -> bool:
-    """Remove ``path`` and all under it, whatever modes its owner set; a link is removed, never followed.
-
-    Returns whether it is gone. (The sandbox's uid owns what the student wrote; the grader,
-    root or the same user, can always take it back.)
-    """
+    """Remove ``path`` and all under it, whatever modes its owner set; a link is removed, never followed. Gone?"""
     def retry(func, name, _exc):
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(name), 0o700)
             if not os.path.islink(name):
                 os.chmod(name, 0o700)
             func(name)
-        except OSError:
-            pass
 
     for _ in range(2):  # twice: a process that was dying may have written one more file
-        try:
+        with contextlib.suppress(OSError):
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, onerror=retry)
             elif os.path.lexists(path):
                 os.unlink(path)
-        except OSError:
-            pass
     return not os.path.lexists(path)
 
 
@@ -418,10 +375,8 @@ def run_logged(argv: list[str], wall: float, log_path: Path, extra_pids: Path | 
             status = "timeout"
     if extra_pids is not None and extra_pids.exists():
         for line in extra_pids.read_text().split():
-            try:
+            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
                 os.kill(int(line), signal.SIGKILL)
-            except (ValueError, ProcessLookupError, PermissionError):
-                pass
     with open(log_path, "rb") as f:
         f.seek(max(0, os.path.getsize(log_path) - 20000))
         return status, f.read().decode("utf-8", "replace")
@@ -464,15 +419,10 @@ def grade_cell_id(cell) -> str:
 
 
 def _test_cells(nb_path: Path) -> tuple[dict[str, tuple[str, str, str]], set[str]]:
-    """The test cells as their outputs show them: grade_id -> (ename, diagnosis class, message) for
-    each with an error output, and the grade_ids of the code cells with none (their checks raised
-    nothing in the kernel).
+    """grade_id -> (ename, diagnosis class, message) of each test cell with an error output, and the ids with none.
 
-    Every error output is what the kernel sent, so the student's to shape: a class counts
-    only when it is one of the vocabulary's (:func:`diagnosis_classes`), and an error named
-    like the grader's own (``GradingStopped``, ``NotRun``, ``CellTimeoutError``) means
-    nothing here — what the grader saw happen is in the execution record
-    (:func:`read_outcomes`). The first error with a diagnosis wins, else the first error.
+    Outputs are the student's to shape: only a class of the vocabulary counts, and stops are read
+    from the execution record instead. The first error with a diagnosis wins, else the first error.
     """
     known = diagnosis_classes()
     found, clean = {}, set()
@@ -508,12 +458,9 @@ def execution_record(course: Path) -> dict[str, str]:
 
 
 def reason_for(ename: str, message: str, cls: str = "") -> str:
-    """The ``reason`` of a test cell's zero, from the error the kernel reported, in the grader's own words.
+    """The ``reason`` of a test cell's zero, in the grader's own words: the kernel's error only picks the sentence.
 
-    The kernel runs the student's code, so its error is whatever the student raised: here it
-    only picks one of these sentences, which never quote it (a builtin exception's name at
-    most). A stop, a timeout or a cell left unrun is never read from the kernel: the grader
-    recorded it (:func:`execution_record`). ``cls``: the cell's diagnosis class, if any.
+    ``cls``: the cell's diagnosis class, if any.
     """
     if ename == "MemoryError" or "MemoryError" in message:
         return "memory limit: an allocation was refused (address-space limit)"
@@ -528,13 +475,7 @@ def reason_for(ename: str, message: str, cls: str = "") -> str:
 
 
 def grader_words(trusted: dict) -> dict:
-    """A trusted check's verdict with only the grader's words in it, for a row's reason and the feedback.
-
-    The re-check ran the student's code, so its ``error`` sentence quotes the exception that
-    code raised (class name and message), and a failure may say which exception a cell
-    before the test raised: those become the grader's own sentence. A class outside the
-    vocabulary is dropped; every message is one line of at most 300 characters.
-    """
+    """A trusted check's verdict with only the grader's words in it (no quoted exception), one line of ≤ 300 characters."""
     out = dict(trusted)
     cls = out.get("cls") if out.get("cls") in diagnosis_classes() else ""
     message = " ".join(str(out.get("message", "")).split())
@@ -548,11 +489,8 @@ def grader_words(trusted: dict) -> dict:
 def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
     """Each test cell as nbgrader graded it in ``course``: its score from the gradebook, its message from the executed notebook.
 
-    A row's ``passed``: the cell ran and its outputs hold no error, so the checks raised nothing
-    in the kernel. Its points are decided from this and the trusted re-check
-    (``autograder.batch.decide``); ``score`` (all or nothing: autograder.nbexec.SaveCheckedGrades)
-    counts only where an exercise is left to the kernel, since nbgrader reads a score from what
-    the cell displays, which the kernel controls.
+    ``passed``: the cell's outputs hold no error. Points are decided from this and the trusted
+    re-check (``autograder.batch.decide``); ``score`` counts only where the kernel decides alone.
     """
     from nbgrader.api import MissingEntry
 

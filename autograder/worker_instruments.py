@@ -1,43 +1,21 @@
 """What a student's call did, measured in the value worker below the Python the student's code can patch.
 
-The checks' own instruments (``course.memory.AllocationRecorder``, a TorchDispatchMode, and
-``course.diagnose.forbid_autograd``, which swaps autograd's Python entry points) live in
-the checker, where the student's code never runs, and so see nothing of it: the call
-happens in the value worker. And where the student's code does run, they are Python
-objects it can step around — ``torch._C._disable_current_modes()`` hides an allocation
-from every dispatch mode, ``Variable._execution_engine.run_backward`` reaches the engine
-without the patched functions, and NumPy allocates outside torch altogether.
-
-So the worker measures each call itself, with instruments taken before any cell of the
-notebook has run (the C functions themselves, held here, not looked up again):
-
-- **torch's profiler** (RecordFunction, in C++, on the calling thread, with memory
-  profiling): every aten op the call ran, every allocation torch's CPU allocator made and
-  its size — whatever dispatch mode is or is not active — and every node autograd's
-  engine evaluated (``autograd::engine::evaluate_function: …``), however the engine was
-  reached;
-- **tracemalloc** (all threads): NumPy's arrays and Python's objects the call allocated,
-  at their peak and still held when it returned;
-- **an audit hook**, which Python never lets anyone remove: a thread or a process started
-  during a measured call would run out of the profiler's sight, and memory from ``mmap``
-  out of the allocators', so the call's measurement is marked as not intact and the checker
-  refuses it;
-- **what a Function's forward kept** for its backward: every tensor and array reachable
-  from its ``ctx`` through attributes and containers, however nested.
-
-A measurement that was switched off during the call (the profiler stopped, tracing
-stopped) says so (``intact`` false): the checker then refuses the reply. Limits: all of
-this runs in the student's process, so code that knew this file could still reach it
-(through ``gc`` or frames) or switch RecordFunction off and on again around its own work;
-what it stops is every way the course's attacks took, and `docs/grading.md` lists the rest.
-This file imports nothing from the project: it runs where the project's grading code is
-hidden.
+The checks' own instruments live in the checker and see nothing of a call that runs in the value
+worker; where the student's code runs, they are Python objects it can step around. So the worker
+measures each call itself, with instruments taken before any cell has run: torch's profiler
+(RecordFunction, in C++: aten ops, allocations, autograd engine nodes), tracemalloc (NumPy and
+Python memory, peak and held), an audit hook and thread hooks (a thread, a process or ``mmap``
+during a measured call marks the measurement not ``intact``, and the checker refuses it), and a
+walk of what a Function's ctx keeps. A measurement switched off during the call says so too.
+Limits and the table of what each instrument sees: docs/grading.md, "What the worker measures".
+This file imports nothing from the project: it runs where the project's grading code is hidden.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
+import math
 import sys
 import types
 
@@ -83,12 +61,10 @@ class Instruments:
             self.helpers = _nothing
 
     def measure(self, call, *, kept_of=None, inputs=()):
-        """``(value, measurement)`` of ``call()``.
+        """``(value, measurement)`` of ``call()``; what it raises carries its measurement (``_measured``).
 
-        What the call raises is raised again with its measurement attached (``_measured``):
-        a call that fails because it touched a course helper must still say which.
-        ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied (with ``inputs``,
-        its arguments): what it keeps is walked, and what it still holds is measured.
+        ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied to ``inputs``,
+        whose kept and still-held memory are measured too.
         """
         start, stop, tracing, reset_peak, traced = self._trace
         self._pause_triton()
@@ -106,10 +82,8 @@ class Instruments:
                 value = call()
         except BaseException as exc:
             measured = self._finish(session, already, delegated)[0]
-            try:
+            with contextlib.suppress(AttributeError):  # an exception type without a __dict__: its measurement is lost with it
                 exc._measured = measured
-            except AttributeError:  # an exception type without a __dict__: its measurement is lost with it
-                pass
             raise
         m, net = self._finish(session, already, delegated)
         if kept_of is not None:
@@ -145,11 +119,9 @@ class Instruments:
         w["carried"] += current - w["base"]
 
     def _pause_triton(self) -> None:
-        """Leave the grids Triton's interpreter runs out of the NumPy count (once triton is loaded).
+        """Stop tracing while Triton's interpreter runs a grid (its tiles are NumPy on a CPU, on chip on a GPU).
 
-        On a CPU every tile of a Triton kernel is NumPy arrays: its peak is the interpreter's,
-        not the answer's, and a GPU would keep it on chip. Tracing stops while a grid runs and
-        starts again after it; what the host code holds across the grid still counts.
+        What the host code holds across the grid still counts.
         """
         module = sys.modules.get("triton.runtime.interpreter")
         executor = getattr(module, "GridExecutor", None)
@@ -195,12 +167,8 @@ def _rearmed(delegation, armed: list, forbid_helpers):
 
 
 def _watch_threads(active: list, refused: list) -> None:
-    """Record a thread started during a measured call: Python raises no audit event for it before 3.13.
-
-    Every Python thread starts through one of ``_thread``'s functions (``threading`` keeps its
-    own reference to it): each of them, under each of its names, is replaced by one that
-    records, then starts the thread.
-    """
+    """Record a thread started during a measured call (no audit event for it before 3.13): every name
+    ``_thread`` and ``threading`` start threads by is replaced by one that records, then starts it."""
     import _thread
     import threading
 
@@ -245,10 +213,13 @@ class _Profiler:
 def _profiler() -> _Profiler | None:
     """The profiler's own C functions and a CPU configuration with memory profiling; None where torch has none."""
     try:
+        import inspect
+
         from torch._C import _autograd
         from torch.autograd.profiler import profile
 
-        p = profile(profile_memory=True, use_cuda=False) if _takes_use_cuda() else profile(profile_memory=True)
+        cpu_only = {"use_cuda": False} if "use_cuda" in inspect.signature(profile.__init__).parameters else {}
+        p = profile(profile_memory=True, **cpu_only)
         try:
             config = p.config(create_trace_id=True)
         except TypeError:  # torch before trace ids
@@ -257,14 +228,6 @@ def _profiler() -> _Profiler | None:
                          _autograd._profiler_enabled, config, p.kineto_activities)
     except Exception:  # noqa: BLE001 — an older or newer torch without these: measured by tracemalloc only
         return None
-
-
-def _takes_use_cuda() -> bool:
-    import inspect
-
-    from torch.autograd.profiler import profile
-
-    return "use_cuda" in inspect.signature(profile.__init__).parameters
 
 
 def summarize(events: list[tuple[str, int]]) -> dict:
@@ -287,12 +250,9 @@ def summarize(events: list[tuple[str, int]]) -> dict:
 
 
 def kept(ctx) -> list[list]:
-    """``[path, shape, kind]`` of every tensor and array reachable from ``ctx``'s attributes, largest first.
+    """``[path, shape, kind]`` of every tensor, array and large bytes object reachable from ``ctx``, largest first.
 
-    Through lists, tuples, sets, dicts, and any object's ``__dict__`` and ``__slots__``
-    (a ``SimpleNamespace``, a class of the student's), at most :data:`WALK_DEPTH` deep and
-    :data:`WALK_NODES` objects in all. ``kind``: ``"tensor"`` or ``"array"`` (NumPy, or
-    anything else with a shape and a byte size).
+    Through containers and any object's ``__dict__`` and ``__slots__``, :data:`WALK_DEPTH` deep, :data:`WALK_NODES` objects.
     """
     import torch
 
@@ -327,7 +287,7 @@ def kept(ctx) -> list[list]:
 
     for name, v in _attributes(ctx):
         walk(v, name, 1)
-    found.sort(key=lambda item: -_numel(item[1]))
+    found.sort(key=lambda item: -math.prod(item[1]))
     return found[:MAX_KEPT]
 
 
@@ -369,15 +329,7 @@ def _attributes(obj) -> list[tuple[str, object]]:
         out += [(str(k)[:60], v) for k, v in list(d.items())[:1000]]
     for cls in type(obj).__mro__:
         for name in getattr(cls, "__slots__", ()) if isinstance(getattr(cls, "__slots__", ()), (tuple, list)) else ():
-            try:
+            with contextlib.suppress(Exception):  # an empty slot, or a descriptor that raises
                 out.append((str(name)[:60], object.__getattribute__(obj, name)))
-            except Exception:  # noqa: BLE001 — an empty slot, or a descriptor that raises
-                pass
     return out
 
-
-def _numel(shape: list[int]) -> int:
-    n = 1
-    for s in shape:
-        n *= s
-    return n
