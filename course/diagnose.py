@@ -16,7 +16,8 @@ first mismatching index, expected vs got, and the relative error.
 each case, batch 1 first, each output against the reference, the first wrong one diagnosed
 and then read in the light of the cases before it (:class:`Passed`) — right at batch 1 and
 wrong above it (:func:`batch_refined`), right for contiguous inputs and wrong for a
-transposed view (:func:`layout_failure`). Kernels and autograd.Functions add what they need
+transposed view (:func:`layout_failure`). A lesson declares each exercise once, as a
+:class:`course.spec.Exercise`, whose ``run`` calls it. Kernels and autograd.Functions add what they need
 in ``course.triton_check``; allocations are seen by ``course.memory``.
 """
 

@@ -32,9 +32,9 @@ wrong on several treated a block as the whole row. ``triton_layernorm`` is check
 end on 1-D to 3-D inputs and a transposed view.
 
 This module holds no kernel and no backward: every reference is autograd's, and each named
-wrong answer is built from autograd's right one. Each PyTorch exercise is one ``Spec`` (its
-input builder, reference, named bugs and visible shapes), each Triton one a check taking a
-generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the
+wrong answer is built from autograd's right one. Each PyTorch exercise is one :class:`RowExercise`
+(the course's :class:`course.spec.Exercise` with its input builder, row layout and visible shapes),
+each Triton one a check taking a generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the
 same specs on their own shapes and random inputs, adding only the bugs that would name a formula.
 """
 
@@ -64,12 +64,12 @@ from ..diagnose import (
     relative_error,
     require_callable,
     rerun_above_batch_1,
-    run_cases,
     seeded,
     strided,
     transposed_view,
     vjp,
 )
+from ..spec import Exercise
 from ..triton_check import (
     autograd_in_backward,
     check_wrapper_forward,
@@ -162,29 +162,24 @@ def shape_label(shape: Sequence[int], rows: int, note: str = "") -> str:
 # Running cases: values, then whether rows leak into each other
 
 
-@dataclass(frozen=True)
-class Spec:
-    """A PyTorch exercise: its outputs, how each argument and output is laid out, its inputs, its reference, its
-    named bugs and its visible shapes.
+@dataclass(frozen=True, kw_only=True)
+class RowExercise(Exercise):
+    """A PyTorch exercise (a :class:`course.spec.Exercise`) that also says how each argument and output is laid
+    out, how its inputs are built, and its visible shapes.
 
     Kinds: "row" is (..., N), one row per leading index; "stat" is (...,), one number per row;
     "param" is (N,), shared by every row.
     """
 
-    name: str
-    outputs: tuple[str, ...]
-    of: tuple[str, ...]
     arg_kinds: tuple[str, ...]
     out_kinds: tuple[str, ...]
     case: Callable[..., Case]  # (generator, *shape, **options) -> Case
-    reference: Callable  # the right outputs, by autograd
-    alternatives: Callable[[Case], dict[str, list[Alternative]]]  # named wrong outputs, built from the right ones
     shapes: tuple[tuple, ...]  # the visible check's rows of ``build``, batch 1 first
     recheck_shape: bool = False  # a shape failure at batch 1 is looked at again above it (parameter gradients)
 
     def run(self, fn: Callable, cases: Sequence[Case],
             more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
-        """``fn`` on ``cases``; ``more(case)`` adds named wrong outputs after the spec's own."""
+        """``fn`` on ``cases``; ``more(case)`` adds named wrong outputs after the exercise's own."""
         def alternatives(case: Case) -> dict[str, list[Alternative]]:
             alts = self.alternatives(case)
             for out, extra in (more(case) if more else {}).items():
@@ -211,7 +206,7 @@ def _rows_of(t: torch.Tensor, kind: str, perm: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def rows_leak(spec: Spec, fn: Callable, case: Case, got: tuple) -> bool:
+def rows_leak(spec: RowExercise, fn: Callable, case: Case, got: tuple) -> bool:
     """Whether shuffling the rows of the inputs does more to ``fn``'s per-row outputs than shuffle them."""
     perm = torch.roll(torch.arange(case.batch), 1)
     args = tuple(_rows_of(a, k, perm) if isinstance(a, torch.Tensor) else a for a, k in zip(case.args, spec.arg_kinds))
@@ -254,7 +249,7 @@ PARAMETER_SUM = ("the parameter is shared by every row, so its gradient is a sum
                  "done in the wrong place.")
 
 
-def run_row_cases(spec: Spec, fn: Callable, cases: Sequence[Case],
+def run_row_cases(spec: RowExercise, fn: Callable, cases: Sequence[Case],
                   alternatives: Callable[[Case], dict[str, list[Alternative]]]) -> None:
     """Compare every output of ``fn`` with the spec's reference on each case (batch 1 first); raise the first
     diagnosis, refined by what the cases before it showed (batch 1 passed, contiguous inputs passed)."""
@@ -275,8 +270,7 @@ def run_row_cases(spec: Spec, fn: Callable, cases: Sequence[Case],
             return _broadcast_error(spec.name, failure, case)
         return labelled(failure, case.label)
 
-    run_cases(spec.name, fn, cases, spec.reference, outputs=spec.outputs, of=spec.of, alternatives=alternatives,
-              refine=refine, on_error=on_error)
+    Exercise.run(spec, fn, cases, alternatives=alternatives, refine=refine, on_error=on_error)
 
 
 def param_alternatives(out: str, param: str, case: Case, per_row: torch.Tensor) -> list[Alternative]:
@@ -430,9 +424,10 @@ def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, no
     return Case(label, (x, gamma, beta), batch=rows, kwargs=kwargs)
 
 
-FORWARD = Spec(
-    "layernorm_forward", ("y", "mean", "rstd"), ("x", "x without its last dim", "x without its last dim"),
-    ("row", "param", "param"), ("row", "stat", "stat"), forward_case, forward_reference, forward_alternatives,
+FORWARD = RowExercise(
+    name="layernorm_forward", outputs=("y", "mean", "rstd"), of=("x", "x without its last dim", "x without its last dim"),
+    arg_kinds=("row", "param", "param"), out_kinds=("row", "stat", "stat"), case=forward_case,
+    reference=forward_reference, alternatives=forward_alternatives,
     shapes=(
         (1, 5),  # batch 1, N not a power of two
         (7, 13),  # batch 7 (prime)
@@ -502,9 +497,10 @@ def backward_case(gen: torch.Generator, *shape: int, note: str = "", transposed:
     return _gradient_case(gen, shape, row_stats, note, transposed)
 
 
-BACKWARD = Spec(
-    "layernorm_backward", ("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), ("row", "row", "param", "stat", "stat"),
-    ("row", "param", "param"), backward_case, backward_reference, backward_alternatives,
+BACKWARD = RowExercise(
+    name="layernorm_backward", outputs=("dx", "dgamma", "dbeta"), of=("x", "gamma", "beta"),
+    arg_kinds=("row", "row", "param", "stat", "stat"), out_kinds=("row", "param", "param"), case=backward_case,
+    reference=backward_reference, alternatives=backward_alternatives,
     shapes=(
         (1, 5),  # batch 1
         (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
@@ -566,9 +562,9 @@ def rms_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool
     return _gradient_case(gen, shape, lambda x: (rms_stat(x),), note, transposed)
 
 
-RMS = Spec(
-    "rmsnorm_backward", ("dx", "dg"), ("x", "g"), ("row", "row", "param", "stat"), ("row", "param"), rms_case,
-    rms_reference, rms_alternatives,
+RMS = RowExercise(
+    name="rmsnorm_backward", outputs=("dx", "dg"), of=("x", "g"), arg_kinds=("row", "row", "param", "stat"),
+    out_kinds=("row", "param"), case=rms_case, reference=rms_reference, alternatives=rms_alternatives,
     shapes=(
         (1, 6),  # batch 1
         (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),

@@ -8,9 +8,10 @@ the kind of bug; success prints one line. ``name_the_bug`` is handed broken back
 whose bug class is known (private functions here: while the student's code runs, a public
 course function is a delegation tripwire) and must name each one.
 
-The hidden checks (``autograder.check.matmul``) run this module's case builders, references
-and alternatives on random inputs of their own shapes, so a student reads the same sentence
-in both. Where it can, an alternative is "the right answer, computed on the wrong inputs" —
+Each gradient exercise is one :class:`Exercise` (the course's :class:`course.spec.Exercise`) in
+:data:`EXERCISES`. The hidden checks (``autograder.check.matmul``) run this module's case builders
+and exercises on random inputs of their own shapes, so a student reads the same sentence in both.
+Where it can, an alternative is "the right answer, computed on the wrong inputs" —
 the reference applied to the first sample only, to a transposed weight, to the summed batch —
 and otherwise the wrong formula itself (dy summed over its features). Either way an
 alternative names a bug and never spells out a solution.
@@ -21,10 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 
-from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, run_cases, seeded, vjp
+from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, seeded, vjp
+from ..spec import Exercise as Spec
 
 __all__ = ["HINTS", "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward"]
 
@@ -300,22 +303,28 @@ def _batched_cases() -> list[Case]:
 # Running a check
 
 
-def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
-    """Check ``fn`` on ``cases`` as ``CHECKS[name]`` says; raise a diagnosis at the first problem.
+@dataclass(frozen=True, kw_only=True)
+class Exercise(Spec):
+    """A gradient exercise of this lesson (a :class:`course.spec.Exercise`); ``library=False`` refuses torch's own
+    one-line answer to it (``Tensor.sum_to_size``, the whole of ``reduce_to_shape``) once the values pass."""
 
-    ``"library": False``: torch's own one-line answer to the exercise (``Tensor.sum_to_size``, the whole
-    of ``reduce_to_shape``) is refused once the values pass.
-    """
-    used: list[str] = []
-    spec = dict(CHECKS[name])
-    library = spec.pop("library", True)
-    with _watching_sum_to_size(used):
-        run_cases(name, fn, cases, **spec)
-    if used and not library:
-        raise GradingFailure(
-            "wrong-values",
-            f"{name} called torch's own {used[0]}: its values are right, but it is this exercise done for you — "
-            "the reduction is yours to derive from how broadcasting lines up the shapes.")
+    library: bool = True
+
+    def check(self, fn: Callable, cases: Sequence[Case]) -> None:
+        """Check ``fn`` on ``cases``; raise a diagnosis at the first problem."""
+        used: list[str] = []
+        with _watching_sum_to_size(used):
+            self.run(fn, cases)
+        if used and not self.library:
+            raise GradingFailure(
+                "wrong-values",
+                f"{self.name} called torch's own {used[0]}: its values are right, but it is this exercise done for "
+                "you — the reduction is yours to derive from how broadcasting lines up the shapes.")
+
+
+def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
+    """Check ``fn`` on ``cases`` as ``EXERCISES[name]`` says; raise a diagnosis at the first problem."""
+    EXERCISES[name].check(fn, cases)
 
 
 @contextmanager
@@ -340,20 +349,16 @@ def _reduce_case_alternatives(case: Case) -> dict[str, list[Alternative]]:
 
 
 # What each gradient exercise is checked against: its reference, its outputs and its named bugs.
-CHECKS = {
-    "linear_backward": {
-        "reference": _linear_reference, "outputs": ("dx", "dw"), "of": ("x", "w"),
-        "alternatives": lambda case: linear_alternatives(_linear_reference, *case.args)},
-    "linear_bias_backward": {
-        "reference": _linear_bias_reference, "outputs": ("dx", "dw", "db"), "of": ("x", "w", "b"),
-        "alternatives": lambda case: bias_alternatives(_linear_bias_reference, *case.args)},
-    "reduce_to_shape": {
-        "reference": _reduce_reference, "outputs": ("result",), "of": ("the tensor before broadcasting",),
-        "alternatives": _reduce_case_alternatives, "library": False},
-    "batched_matmul_backward": {
-        "reference": _batched_reference, "outputs": ("da", "dc"), "of": ("a", "c"),
-        "alternatives": lambda case: batched_alternatives(_batched_reference, *case.args)},
-}
+EXERCISES = {ex.name: ex for ex in (
+    Exercise(name="linear_backward", reference=_linear_reference, outputs=("dx", "dw"), of=("x", "w"),
+             alternatives=lambda case: linear_alternatives(_linear_reference, *case.args)),
+    Exercise(name="linear_bias_backward", reference=_linear_bias_reference, outputs=("dx", "dw", "db"),
+             of=("x", "w", "b"), alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args)),
+    Exercise(name="reduce_to_shape", reference=_reduce_reference, outputs=("result",),
+             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives, library=False),
+    Exercise(name="batched_matmul_backward", reference=_batched_reference, outputs=("da", "dc"), of=("a", "c"),
+             alternatives=lambda case: batched_alternatives(_batched_reference, *case.args)),
+)}
 
 
 @graded

@@ -19,8 +19,8 @@ kind of values; a result right for contiguous inputs and wrong only there depend
 layout, and is named so. Diagnoses name the bug and say why, never the fixed code; ``HINTS``
 maps each diagnosis class to the notebook's hint that covers it.
 
-An exercise is data: its reference, alternatives and (for a scatter) what a store would keep
-sit in :data:`EXERCISES`, and :func:`check` runs any of them on a list of cases. The hidden
+An exercise is data: each is a :class:`course.spec.Exercise` (with, for a scatter, what a store
+would keep), they sit in :data:`EXERCISES`, and :func:`check` runs any of them on a list of cases. The hidden
 checks (``autograder.check.routing``) call the same :func:`check` on cases from the builders
 at the end of this module, drawn from a fresh generator with their own shapes.
 """
@@ -47,12 +47,12 @@ from ..diagnose import (
     graded,
     layout_failure,
     randn,
-    run_cases,
     seeded,
     strided,
     transposed_view,
     vjp,
 )
+from ..spec import Exercise as Spec
 from ..triton_check import device, launch, require_kernel
 
 F32, F64 = torch.float32, torch.float64
@@ -512,31 +512,54 @@ def kernel_case(gen: torch.Generator, rows: int, n: int, D: int, block: int, dty
 # The exercises, as data, and the one runner
 
 
-@dataclass(frozen=True)
-class Exercise:
-    """What a check compares: the autograd reference, the named wrong answers, and for a scatter what a
-    store in place of an add keeps (``collisions``) and what the student's store is called (``how``)."""
+@dataclass(frozen=True, kw_only=True)
+class Exercise(Spec):
+    """What a check compares (a :class:`course.spec.Exercise`), and for a scatter what a store in place of an
+    add keeps (``collisions``) and what the student's store is called (``how``)."""
 
-    reference: Callable
-    outputs: tuple[str, ...]
-    of: tuple[str, ...]
-    alternatives: Callable | None = None
     collisions: Callable | None = None
     how: str = ""
 
+    def check(self, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
+        """Run ``fn`` on ``cases`` and raise the first failure; ``alternatives``, when given, take the place of
+        the exercise's own."""
+        alternatives = alternatives or self.alternatives
+        if self.collisions is None:
+            return self.run(fn, cases, alternatives=alternatives)
 
-EXERCISES = {
-    "topk_backward": Exercise(gather_reference, ("dx",), ("x",), topk_alternatives, collisions=gather_collisions,
-                              how="a store (an indexed assignment, scatter_ or index_put_)"),
-    "embedding_backward": Exercise(embedding_reference, ("dW",), ("the embedding table W",),
-                                   collisions=embedding_collisions,
-                                   how="a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
-    "relu_backward": Exercise(relu_reference, ("dx",), ("x",), relu_alternatives),
-    "maxpool1d_backward": Exercise(maxpool_reference, ("dx",), ("x",), maxpool_alternatives,
-                                   collisions=maxpool_collisions, how="a store (dx[..., argmax] = ȳ, scatter_)"),
-    "dropout_backward": Exercise(dropout_reference, ("dx",), ("x",), dropout_alternatives),
-    "moe_gate_backward": Exercise(moe_reference, ("dlogits", "dexpert_out"), ("logits", "expert_out")),
-}
+        def collisions(case: ScatterCase) -> Collisions | None:
+            return self.collisions(*clone_args(case.args)) if case.repeats else None
+
+        def named(case: ScatterCase) -> dict[str, list[Alternative]]:  # a store's results first, when indices repeat
+            stores = store_alternatives(self.outputs[0], collisions(case), self.how) if case.repeats else []
+            return {self.outputs[0]: stores + (alternatives(case) if alternatives else [])}
+
+        # Cases without repeated indices come first: there a store is as good as an add.
+        self.run(fn, cases, alternatives=named,
+                 refine=lambda failure, out, case, got, expected, passed: scatter_refined(
+                     failure, out, case, got[0], expected[0], collisions(case), self.how, passed))
+
+
+def _exercises(*exercises: Exercise) -> dict[str, Exercise]:
+    return {ex.name: ex for ex in exercises}
+
+
+EXERCISES = _exercises(
+    Exercise(name="topk_backward", reference=gather_reference, outputs=("dx",), of=("x",), tol=TOL[F64],
+             alternatives=topk_alternatives, collisions=gather_collisions,
+             how="a store (an indexed assignment, scatter_ or index_put_)"),
+    Exercise(name="embedding_backward", reference=embedding_reference, outputs=("dW",), of=("the embedding table W",),
+             tol=TOL[F64], collisions=embedding_collisions, how="a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
+    Exercise(name="relu_backward", reference=relu_reference, outputs=("dx",), of=("x",), tol=TOL[F64],
+             alternatives=relu_alternatives),
+    Exercise(name="maxpool1d_backward", reference=maxpool_reference, outputs=("dx",), of=("x",), tol=TOL[F64],
+             alternatives=maxpool_alternatives, collisions=maxpool_collisions,
+             how="a store (dx[..., argmax] = ȳ, scatter_)"),
+    Exercise(name="dropout_backward", reference=dropout_reference, outputs=("dx",), of=("x",), tol=TOL[F64],
+             alternatives=dropout_alternatives),
+    Exercise(name="moe_gate_backward", reference=moe_reference, outputs=("dlogits", "dexpert_out"),
+             of=("logits", "expert_out"), tol=TOL[F64]),
+)
 
 
 def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
@@ -544,23 +567,7 @@ def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) 
     hidden MoE ones), take the place of the exercise's own."""
     if name == "scatter_add_kernel":
         return check_scatter_add_kernel(fn, cases)
-    ex = EXERCISES[name]
-    alternatives = alternatives or ex.alternatives
-    if ex.collisions is None:
-        return run_cases(name, fn, cases, ex.reference, outputs=ex.outputs, of=ex.of, alternatives=alternatives,
-                         tol=TOL[F64])
-
-    def collisions(case: ScatterCase) -> Collisions | None:
-        return ex.collisions(*clone_args(case.args)) if case.repeats else None
-
-    def named(case: ScatterCase) -> dict[str, list[Alternative]]:  # a store's results first, when indices repeat
-        stores = store_alternatives(ex.outputs[0], collisions(case), ex.how) if case.repeats else []
-        return {ex.outputs[0]: stores + (alternatives(case) if alternatives else [])}
-
-    # Cases without repeated indices come first: there a store is as good as an add.
-    run_cases(name, fn, cases, ex.reference, outputs=ex.outputs, of=ex.of, alternatives=named, tol=TOL[F64],
-              refine=lambda failure, out, case, got, expected, passed: scatter_refined(
-                  failure, out, case, got[0], expected[0], collisions(case), ex.how, passed))
+    EXERCISES[name].check(fn, cases, alternatives)
 
 
 # ---------------------------------------------------------------------------

@@ -27,7 +27,8 @@ the recorder's op counts) as ``autograd-in-backward``:
   one-hot to the last bit, the target is the least likely class): the fused gradient is
   perfectly finite there, and a chain that divides by the target's probability is not.
 
-Every exercise is declared once, as an :class:`Exercise`: how its inputs are drawn from a
+Every exercise is declared once, as an :class:`Exercise` (the course's one spec type,
+:class:`course.spec.Exercise`, with what softmax adds): how its inputs are drawn from a
 generator and a shape, its autograd reference, its named bugs, and the properties graded
 beside the values. The visible checks run those declarations on the fixed shapes below; the
 hidden checks (``autograder.check.softmax``) run the same ones on shapes of their own and
@@ -61,13 +62,13 @@ from ..diagnose import (
     distinct_from,
     graded,
     relative_error,
-    run_cases,
     seeded,
     transposed_view,
     vjp,
     where_mismatch,
 )
 from ..memory import AllocationRecorder, RecordedCalls
+from ..spec import Exercise as Spec
 
 __all__ = [
     "softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
@@ -567,23 +568,19 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
             )
 
 
-@dataclass(frozen=True)
-class Exercise:
-    """One exercise, declared once for its visible and its hidden check.
+@dataclass(frozen=True, kw_only=True)
+class Exercise(Spec):
+    """One exercise, declared once for its visible and its hidden check: a :class:`course.spec.Exercise`
+    that also says how its inputs are drawn and what the calls it makes must not do.
 
     ``draw(gen, shape, logits)`` gives the arguments, {name: tensor} in argument order, with the logits
-    drawn by ``logits(gen, shape)``; ``reference`` is torch's autograd on them; ``alternatives(*args,
-    expected)`` names the bugs worth naming; each of ``properties(name, calls)`` grades the recorded calls
-    once the values pass. ``runner(name, fn, cases, reference)``, when given, compares the values instead.
+    drawn by ``logits(gen, shape)``; ``reference`` is torch's autograd on them; ``alternatives(case)``
+    names the bugs worth naming; each of ``properties(name, calls)`` grades the recorded calls once the
+    values pass. ``runner(name, fn, cases, reference)``, when given, compares the values instead.
     """
 
-    name: str
     draw: Callable
     transposed: str  # what the transposed case's label says of its inputs
-    reference: Callable
-    output: str = ""
-    of: str = ""
-    alternatives: Callable | None = None
     properties: tuple[Callable, ...] = ()
     case_type: type = Case
     runner: Callable | None = None
@@ -606,20 +603,30 @@ class Exercise:
         if self.runner is not None:
             self.runner(self.name, target, cases, self.reference)
         else:
-            run_cases(self.name, target, cases, self.reference, outputs=(self.output,), of=(self.of,),
-                      alternatives=lambda case: {self.output: self.alternatives(*case.args, self.reference(*case.args))})
+            self.run(target, cases)
         for prop in self.properties:
             prop(self.name, recorded.calls)
 
 
-JACOBIAN = Exercise("softmax_jacobian", _jacobian_inputs, ", a transposed (non-contiguous) view", _jacobian_reference,
-                    "J", "y with one more N axis", jacobian_alternatives)
-BACKWARD = Exercise("softmax_backward", _backward_inputs, ", both transposed (non-contiguous) views", _backward_reference,
-                    "dx", "y", backward_alternatives, (check_no_library_backward, check_no_jacobian))
-SHIFT = Exercise("shifted_softmax_vjp", _shift_inputs, ", x and dy transposed (non-contiguous) views", _shift_reference,
-                 properties=(check_no_library_softmax,), case_type=ShiftCase, runner=check_shift)
-CE = Exercise("softmax_cross_entropy_backward", _ce_inputs, ", logits a transposed (non-contiguous) view", _ce_reference,
-              "dlogits", "logits", ce_alternatives, (check_no_library_backward,))
+def _named(output: str, alternatives: Callable, reference: Callable) -> Callable[[Case], dict[str, list[Alternative]]]:
+    """``alternatives(*args, expected)`` as a spec's ``alternatives(case)``: the named bugs of ``output``."""
+    return lambda case: {output: alternatives(*case.args, reference(*case.args))}
+
+
+JACOBIAN = Exercise(name="softmax_jacobian", draw=_jacobian_inputs, transposed=", a transposed (non-contiguous) view",
+                    reference=_jacobian_reference, outputs=("J",), of=("y with one more N axis",),
+                    alternatives=_named("J", jacobian_alternatives, _jacobian_reference))
+BACKWARD = Exercise(name="softmax_backward", draw=_backward_inputs, transposed=", both transposed (non-contiguous) views",
+                    reference=_backward_reference, outputs=("dx",), of=("y",),
+                    alternatives=_named("dx", backward_alternatives, _backward_reference),
+                    properties=(check_no_library_backward, check_no_jacobian))
+SHIFT = Exercise(name="shifted_softmax_vjp", draw=_shift_inputs, transposed=", x and dy transposed (non-contiguous) views",
+                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(check_no_library_softmax,),
+                 case_type=ShiftCase, runner=check_shift)
+CE = Exercise(name="softmax_cross_entropy_backward", draw=_ce_inputs,
+              transposed=", logits a transposed (non-contiguous) view", reference=_ce_reference,
+              outputs=("dlogits",), of=("logits",), alternatives=_named("dlogits", ce_alternatives, _ce_reference),
+              properties=(check_no_library_backward,))
 
 
 # ---------------------------------------------------------------------------

@@ -12,12 +12,14 @@ failure either raises a :class:`~course.diagnose.GradingFailure` whose first lin
   probe), never the probe itself, whose exact differences would answer the exercise.
 - ``relative_error`` is compared with values worked out by hand (a 3-4-5 triangle).
 - ``linear_softmax_ce_backward`` is compared with autograd through
-  ``torch.nn.functional.cross_entropy``.
+  ``torch.nn.functional.cross_entropy``; it is declared as :data:`LSCE`, a
+  :class:`course.spec.Exercise`.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -31,10 +33,10 @@ from ..diagnose import (
     labelled,
     randn,
     rerun_above_batch_1,
-    run_cases,
     seeded,
     vjp,
 )
+from ..spec import Exercise
 
 F64 = torch.float64
 
@@ -401,8 +403,11 @@ def lsce_case(gen: torch.Generator, M: int, K: int, C: int, dtype=F64, transpose
     return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}{layout}", (x, W, b, target), batch=M)
 
 
-def check_lsce(fn, cases, *, name: str = "linear_softmax_ce_backward", alternatives=None) -> None:
-    """``run_cases`` over (dx, dW, db) against autograd; above batch 1, a db equal to z̄ itself,
+LSCE = Exercise(name="linear_softmax_ce_backward", reference=lsce_reference, outputs=LSCE_OUTPUTS, of=LSCE_OF)
+
+
+def check_lsce(fn, cases, *, name: str = LSCE.name, alternatives=None) -> None:
+    """:data:`LSCE` run over (dx, dW, db) against autograd; above batch 1, a db equal to z̄ itself,
     (M, C), is named: the sum over the batch is missing."""
 
     def with_unreduced_db(case: Case) -> dict[str, list[Alternative]]:
@@ -417,8 +422,10 @@ def check_lsce(fn, cases, *, name: str = "linear_softmax_ce_backward", alternati
             alts["db"] = [*alts.get("db", []), kept]
         return alts
 
+    exercise = LSCE if name == LSCE.name else replace(LSCE, name=name)
+
     def attempt(some_cases):
-        run_cases(name, fn, some_cases, lsce_reference, outputs=LSCE_OUTPUTS, of=LSCE_OF, alternatives=with_unreduced_db)
+        exercise.run(fn, some_cases, alternatives=with_unreduced_db)
 
     rerun_above_batch_1(attempt, cases)  # at batch 1 a db that kept the batch axis, (1, C), looks like a keepdim
 

@@ -17,6 +17,7 @@ from course.diagnose import (
     run_cases,
     transposed_view,
 )
+from course.spec import Exercise
 
 g = torch.Generator().manual_seed(0)
 X = torch.randn(7, 5, generator=g, dtype=torch.float64)
@@ -162,6 +163,36 @@ def test_run_cases_reports_shapes_where_the_classifier_cannot_compare():
         run_cases("f", lambda x, dy: dy.T @ x, cases, lambda x, dy: x.T @ dy, outputs=("dw",), of=("w",),
                   alternatives=alternatives)
     assert (info.value.cls, info.value.sentence) == ("shape", "dw has shape (4, 5) but must be (5, 4), the shape of w.")
+
+
+def test_an_exercise_runs_its_cases_as_run_cases_does():
+    ref = lambda x, dy: x.T @ dy  # noqa: E731
+    cases = [Case("batch 1", (X[:1], DY[:1]), 1), Case("batch 7", (X, DY), 7)]
+    halved = lambda case: {"dw": [Alternative("wrong-values", "a halved dw", 0.5 * ref(*case.args))]}  # noqa: E731
+    exercise = Exercise(name="f", reference=ref, outputs=("dw",), of=("w",), alternatives=halved)
+    exercise.run(ref, cases)
+    with pytest.raises(GradingFailure) as info:  # the exercise's own named bug, before the generic scale
+        exercise.run(lambda x, dy: 0.5 * ref(x, dy), cases)
+    assert (info.value.cls, info.value.sentence) == ("wrong-values", "a halved dw")
+    with pytest.raises(GradingFailure) as info:  # alternatives given to run take the place of its own
+        exercise.run(lambda x, dy: 0.5 * ref(x, dy), cases, alternatives=lambda case: {})
+    assert info.value.cls == "scale"
+    with pytest.raises(GradingFailure) as info:  # "of" reaches the shape message
+        exercise.run(lambda x, dy: ref(x, dy)[:, :3], cases[1:])
+    assert info.value.sentence == "dw has shape (5, 3) but must be (5, 4), the shape of w."
+    with pytest.raises(GradingFailure, match="refined"):  # hooks go to run_cases as they are
+        exercise.run(lambda x, dy: ref(x, dy) + 1.0, cases,
+                     refine=lambda failure, *rest: GradingFailure("wrong-values", "refined"))
+    Exercise(name="f", reference=ref, outputs=("dw",), tol=1.0).run(lambda x, dy: ref(x, dy) + 1e-3, cases)
+
+
+def test_every_pytorch_exercise_of_the_lessons_is_one_spec_type():
+    from course.selfcheck import layernorm, matmul, routing, softmax, vjp_contract
+
+    declared = [softmax.JACOBIAN, softmax.BACKWARD, softmax.SHIFT, softmax.CE, layernorm.FORWARD, layernorm.BACKWARD,
+                layernorm.RMS, *routing.EXERCISES.values(), *matmul.EXERCISES.values(), vjp_contract.LSCE]
+    assert all(isinstance(ex, Exercise) for ex in declared)
+    assert len({ex.name for ex in declared}) == len(declared)
 
 
 def test_a_batch_refinement_needs_batch_1_passed_and_an_unexplained_failure():
