@@ -103,8 +103,8 @@ def cluster(tmp_path):
     c.stop()
 
 
-def make_class(tmp: Path) -> Path:
-    """The submissions folder: three honest students (solved, a sample mutant, the untouched release) and HOSTILE."""
+def make_class(tmp: Path, hostile: tuple[str, ...] = HOSTILE) -> Path:
+    """The submissions folder: three honest students (solved, a sample mutant, the untouched release) and ``hostile``."""
     subs = tmp / "submissions"
     course = make_course(tmp / "layout")
     for student, nb in {"alice": source_notebook(A), "carol": nbformat.read(ROOT / "release" / A / f"{A}.ipynb", 4),
@@ -112,7 +112,7 @@ def make_class(tmp: Path) -> Path:
         (subs / student).mkdir(parents=True)
         nbformat.write(nb, subs / student / f"{A}.ipynb")
     for h in fixtures.fixtures():
-        if h.name in HOSTILE:
+        if h.name in hostile:
             fixtures.deliver(h, subs, course)
     return subs
 
@@ -189,7 +189,9 @@ def test_a_worker_lost_mid_batch_costs_no_row(tmp_path, cluster):
 def test_ctrl_c_cancels_the_cluster_s_tasks_and_leaves_the_gradebook_whole(tmp_path, cluster):
     from nbgrader.api import Gradebook
 
-    subs = make_class(tmp_path)
+    # runaway's job runs into the 30 s cell timeout: the batch is still grading when the signal comes, however
+    # late this test sees the first task (once it saw one only after the batch had ended, and signalled no one).
+    subs = make_class(tmp_path, HOSTILE + ("runaway",))
     course = make_course(tmp_path / "remote")
     proc = grade(course, subs, tmp_path / "out", "--scheduler", cluster.address, background=True)
     try:
@@ -198,6 +200,7 @@ def test_ctrl_c_cancels_the_cluster_s_tasks_and_leaves_the_gradebook_whole(tmp_p
             while not any(str(k).startswith("grade-") for keys in c.processing().values() for k in keys):
                 assert proc.poll() is None and time.monotonic() < deadline, "no task ever started"
                 time.sleep(0.2)
+            assert proc.poll() is None, "the batch ended before it could be interrupted"
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=120)
             assert proc.returncode == 130, err[-3000:]
