@@ -39,13 +39,17 @@ def test_a_name_the_cell_does_not_define_is_refused():
         replace_definition(CELL, "kernal", "def kernal(x): ...")
 
 
-def test_a_block_naming_a_definition_patches_the_source_cell(tmp_path):
+def mutant_file(tmp_path, text: str):
+    """A mutant of 01_matmul_from_shapes holding ``text``, read as the sample grader reads one."""
     folder = tmp_path / "01_matmul_from_shapes"
     folder.mkdir()
-    path = folder / "one_bug.py"
-    path.write_text("# Mutant: one bug.\n# expect: test_linear_backward sign\n"
-                    "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy):\n    return None\n")
-    m = read_mutant(path)
+    (folder / "mutant.py").write_text(text)
+    return read_mutant(folder / "mutant.py")
+
+
+def test_a_block_naming_a_definition_patches_the_source_cell(tmp_path):
+    m = mutant_file(tmp_path, "# Mutant: one bug.\n# expect: test_linear_backward sign\n"
+                              "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy):\n    return None\n")
     assert m.replaced == {"linear_backward": ("linear_backward",)}
     original = solution_cell("01_matmul_from_shapes", "linear_backward")
     assert m.cells["linear_backward"] == replace_definition(original, "linear_backward",
@@ -53,13 +57,9 @@ def test_a_block_naming_a_definition_patches_the_source_cell(tmp_path):
 
 
 def test_a_cell_replaced_whole_and_in_parts_is_refused(tmp_path):
-    folder = tmp_path / "01_matmul_from_shapes"
-    folder.mkdir()
-    path = folder / "both.py"
-    path.write_text("# expect: test_linear_backward sign\n# %% linear_backward\npass\n"
-                    "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy): ...\n")
     with pytest.raises(ValueError, match="whole and in parts"):
-        read_mutant(path)
+        mutant_file(tmp_path, "# expect: test_linear_backward sign\n# %% linear_backward\npass\n"
+                              "# %% linear_backward linear_backward\ndef linear_backward(x, w, dy): ...\n")
 
 
 CLASS_CELL = '''class Fn:
@@ -94,11 +94,8 @@ def test_an_edit_must_find_its_lines_exactly_once():
 
 
 def test_a_block_that_edits_a_cell_keeps_the_rest_of_it(tmp_path):
-    folder = tmp_path / "01_matmul_from_shapes"
-    folder.mkdir()
     original = solution_cell("01_matmul_from_shapes", "linear_backward")
     line = next(x for x in original.splitlines() if "return" in x)
-    path = folder / "edit.py"
-    path.write_text(f"# expect: test_linear_backward sign\n# %% linear_backward\n-{line}\n+{line.replace('return ', 'return -')}\n")
-    m = read_mutant(path)
+    m = mutant_file(tmp_path, f"# expect: test_linear_backward sign\n# %% linear_backward\n-{line}\n"
+                              f"+{line.replace('return ', 'return -')}\n")
     assert m.cells["linear_backward"] == original.rstrip("\n").replace(line, line.replace("return ", "return -"))
