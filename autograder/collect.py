@@ -1,14 +1,7 @@
 """Find a class's submissions, refuse what must not be opened, and check each notebook before grading.
 
-Three layouts in one ``--submissions DIR``: a folder per student, nbgrader's ``submitted/``,
-and zips (one per student, or LMS class exports named with ``--lms-export``). Everything under
-DIR is the students' data: no symbolic link is followed and nothing but a regular file is
-opened (``unsafe file``); a zip is checked from its directory and its notebook read out on its
-own, bytes counted (``unsafe archive``, ``archive too large``, ``too many files``); a student's
-id comes only from a name the instructor's layout gives it, and two submissions with one id are
-both refused (``duplicate student``). Ids keep their Unicode (NFC); what nbgrader cannot take is
-written ``~XX``. Each notebook is then checked (valid JSON, this assignment) and given back the
-instructor's grading metadata. Long form: docs/grading.md, "Input: three layouts".
+docs/grading.md, "Input: three layouts" (the layouts, the ids, the caps, what is never opened)
+and "How a submission is graded", step 1 (the checks, the instructor's metadata given back).
 """
 
 from __future__ import annotations
@@ -17,11 +10,13 @@ import contextlib
 import copy
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
 import stat
 import sys
+import tempfile
 import unicodedata
 import zipfile
 from collections import defaultdict
@@ -74,11 +69,9 @@ def safe_student_id(name: str) -> str:
     if out and out[0] in (".", "'", '"'):
         out[0] = _escaped(out[0])
     sid = "".join(out)
-    if len(sid.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+    if len(sid.encode()) > MAX_ID_BYTES:  # no surrogate is left: they were escaped above
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:10]
-        while len(sid.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES - 11:
-            sid = sid[:-1]
-        sid = f"{sid}~{digest}"
+        sid = f"{sid.encode()[:MAX_ID_BYTES - 11].decode('utf-8', 'ignore')}~{digest}"
     return sid
 
 
@@ -88,13 +81,12 @@ def _shown(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+_KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFIFO: "a named pipe", stat.S_IFCHR: "a character device",
+          stat.S_IFBLK: "a block device", stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
 def _kind(mode: int) -> str:
-    for test, what in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
-        if test(mode):
-            return what
-    return "not a regular file"
+    return _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
 def _unsafe_file(what: str, mode: int) -> str:
@@ -123,13 +115,6 @@ def _entries(folder: Path) -> list[os.DirEntry]:
         return sorted((e for e in it if not e.name.startswith(".")), key=lambda e: e.name)
 
 
-def _is_real_dir(path: Path) -> bool:
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
 def collect(assignment: str, submissions: Path, staging: Path, course: Path,
             student_regexp: str | None = None, exports: tuple[str, ...] | list[str] = ()) -> list[Submission]:
     """Every student's submission in ``submissions`` (any of the layouts), sorted by student.
@@ -143,11 +128,7 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
     export_names = set()
     for name in exports:
         path = submissions / Path(name).name
-        try:
-            ok = stat.S_ISREG(os.lstat(path).st_mode) and path.name.lower().endswith(".zip")
-        except OSError:
-            ok = False
-        if not ok:
+        if not (os.path.isfile(path) and not os.path.islink(path) and path.name.lower().endswith(".zip")):
             raise CollectError(f"--lms-export {name}: no such .zip file in {submissions} (name a class export "
                                "that lies in the --submissions folder).")
         export_names.add(path.name)
@@ -159,46 +140,30 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
     staging.mkdir(parents=True)
     others = set(assignments(course)) - {assignment}
     found: dict[str, list[Submission]] = defaultdict(list)
-    counter = iter(range(1 << 30))
-
-    def unpack_to() -> Path:
-        dest = staging / f"{next(counter):05d}"
-        dest.mkdir()
-        return dest / f"{assignment}.ipynb"
-
-    def add_zip(entry: os.DirEntry) -> None:
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if entry.name in export_names:
-            for sid, sub in _from_export(Path(entry.path), assignment, student_regexp, unpack_to).items():
-                found[sid].append(sub)
-            return
-        sid = safe_student_id(entry.name[:-4])
-        origin = f"'{_shown(entry.name)}'"
-        if not stat.S_ISREG(mode):
-            found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode), origin))
-            return
-        path, problem = _from_student_zip(Path(entry.path), assignment, others, unpack_to)
-        found[sid].append(Submission(sid, path, problem, origin))
-
-    base = submissions / "submitted" if _is_real_dir(submissions / "submitted") else submissions
-    for entry in _entries(base):
-        mode = entry.stat(follow_symlinks=False).st_mode
-        if base == submissions and entry.name.lower().endswith(".zip") and not stat.S_ISDIR(mode):
-            add_zip(entry)
-        elif entry.name in RESERVED:
-            continue
-        elif stat.S_ISDIR(mode):
-            sid = safe_student_id(entry.name)
-            path, problem = _from_folder(Path(entry.path), assignment, others)
-            found[sid].append(Submission(sid, path, problem, f"the folder '{_shown(entry.name)}'"))
-        elif stat.S_ISLNK(mode) and os.path.isdir(entry.path):  # looked at, never entered
-            sid = safe_student_id(entry.name)
-            found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode),
-                                         f"the link '{_shown(entry.name)}'"))
-    if base != submissions:
-        for entry in _entries(submissions):
-            if entry.name.lower().endswith(".zip") and not entry.is_dir(follow_symlinks=False):
-                add_zip(entry)
+    submitted = submissions / "submitted"
+    base = submitted if os.path.isdir(submitted) and not os.path.islink(submitted) else submissions
+    for folder in dict.fromkeys((base, submissions)):  # students' folders lie in base, zips in DIR
+        for entry in _entries(folder):
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if folder == submissions and entry.name.lower().endswith(".zip") and not stat.S_ISDIR(mode):
+                if entry.name in export_names:
+                    for sid, sub in _from_export(Path(entry.path), assignment, student_regexp, staging).items():
+                        found[sid].append(sub)
+                    continue
+                sid = safe_student_id(entry.name[:-4])
+                path, problem = ((None, _unsafe_file("the submission", mode)) if not stat.S_ISREG(mode)
+                                 else _from_student_zip(Path(entry.path), assignment, others, staging))
+                found[sid].append(Submission(sid, path, problem, f"'{_shown(entry.name)}'"))
+            elif folder != base or entry.name in RESERVED:
+                continue
+            elif stat.S_ISDIR(mode):
+                sid = safe_student_id(entry.name)
+                path, problem = _from_folder(Path(entry.path), assignment, others)
+                found[sid].append(Submission(sid, path, problem, f"the folder '{_shown(entry.name)}'"))
+            elif stat.S_ISLNK(mode) and os.path.isdir(entry.path):  # looked at, never entered
+                sid = safe_student_id(entry.name)
+                found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode),
+                                             f"the link '{_shown(entry.name)}'"))
     if not found:
         loose = [e for e in _entries(submissions) if e.name.endswith(".ipynb") and e.is_file(follow_symlinks=False)]
         hint = (f" It holds {len(loose)} notebook(s) directly; put each in a folder named after its student "
@@ -248,12 +213,12 @@ def _is_notebook_name(path: str, others: set[str]) -> bool:
             and parts[-1][:-len(".ipynb")] not in others)
 
 
-def _scan_folder(folder: Path, others: set[str]) -> tuple[dict[str, int], str]:
-    """{relative path: lstat mode} of the notebooks under ``folder``, or why the folder was not read through.
+def _from_folder(folder: Path, assignment: str, others: set[str]) -> tuple[Path | None, str]:
+    """The student's notebook in ``folder``, or why there is none to grade.
 
     Hidden entries are skipped and a link is never entered; more than ``MAX_FILES`` entries refuse it.
     """
-    found: dict[str, int] = {}
+    notebooks: dict[str, int] = {}  # relative path -> lstat mode
     count, stack = 0, [(str(folder), "", 0)]
     while stack:
         where, rel, depth = stack.pop()
@@ -267,20 +232,13 @@ def _scan_folder(folder: Path, others: set[str]) -> tuple[dict[str, int], str]:
                     continue
                 count += 1
                 if count > MAX_FILES:
-                    return found, f"too many files: more than {MAX_FILES} in the student's folder"
+                    return None, f"too many files: more than {MAX_FILES} in the student's folder"
                 mode = e.stat(follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
                     if depth < MAX_DEPTH:
                         stack.append((e.path, f"{rel}{e.name}/", depth + 1))
                 elif _is_notebook_name(rel + e.name, others):
-                    found[rel + e.name] = mode
-    return found, ""
-
-
-def _from_folder(folder: Path, assignment: str, others: set[str]) -> tuple[Path | None, str]:
-    notebooks, problem = _scan_folder(folder, others)
-    if problem:
-        return None, problem
+                    notebooks[rel + e.name] = mode
     chosen, problem = choose_notebook(sorted(notebooks), assignment)
     if chosen is None:
         return None, problem
@@ -323,11 +281,8 @@ def _open_zip(path: Path, max_members: int, max_bytes: int | None):
                 zf = zipfile.ZipFile(f)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, ValueError, EOFError, OSError) as exc:
             problem = f"malformed archive: not a readable zip file ({type(exc).__name__})"
-        if zf is None:
-            yield None, problem
-            return
-        with zf:
-            yield zf, ""
+        with contextlib.nullcontext() if zf is None else zf:
+            yield zf, problem
 
 
 def _member_problem(info: zipfile.ZipInfo) -> str:
@@ -353,10 +308,36 @@ def _member_key(name: str) -> str:
     return "/".join(p for p in re.split(r"[/\\]", name) if p not in ("", "."))
 
 
-def _unpack(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> str:
-    """Write one member to ``dest``, counting the bytes as they come; "" or why it failed (``dest`` then removed)."""
+def _notebooks(members, others: set[str], max_total: float) -> tuple[dict[str, zipfile.ZipInfo], str]:
+    """{path: member} of the notebooks among ``members``, or why they make the zip unsafe or too large."""
+    seen, total, notebooks = set(), 0, {}
+    for info in members:
+        problem = _member_problem(info)
+        if problem:
+            return {}, problem
+        key = _member_key(info.filename)
+        if key in seen:
+            return {}, f"unsafe archive: two members named '{_shown(key)}'; nothing was unpacked"
+        seen.add(key)
+        total += info.file_size
+        if total > max_total:
+            return {}, (f"archive too large: the zip unpacks to more than {max_total // MiB} MiB; "
+                        "nothing was unpacked")
+        if not info.is_dir() and _is_notebook_name(key, others):
+            notebooks[key] = info
+    return notebooks, ""
+
+
+def _read_out(zf: zipfile.ZipFile, notebooks: dict[str, zipfile.ZipInfo], assignment: str, staging: Path,
+              where: str) -> tuple[Path | None, str]:
+    """Choose the notebook as in a folder and write it, alone, into a new folder of ``staging``, counting its bytes."""
+    chosen, problem = choose_notebook(sorted(notebooks), assignment)
+    if chosen is None:
+        return None, problem.replace("in the submission", where)
+    info = notebooks[chosen]
     if info.flag_bits & 0x1:
-        return f"malformed archive: '{_shown(info.filename)}' is encrypted"
+        return None, f"malformed archive: '{_shown(info.filename)}' is encrypted"
+    dest = Path(tempfile.mkdtemp(dir=staging)) / f"{assignment}.ipynb"
     try:
         with zf.open(info) as src, open(dest, "xb") as out:
             written = 0
@@ -365,86 +346,54 @@ def _unpack(zf: zipfile.ZipFile, info: zipfile.ZipInfo, dest: Path) -> str:
                 if written > MAX_NOTEBOOK_BYTES:
                     raise OverflowError
                 out.write(chunk)
-        return ""
+        return dest, ""
     except OverflowError:
         problem = f"archive too large: the notebook unpacks to more than {MAX_NOTEBOOK_BYTES // MiB} MiB"
     except Exception as exc:  # noqa: BLE001 — zlib, bz2, lzma and zipfile raise several kinds for one bad stream
         problem = f"malformed archive: '{_shown(info.filename)}' cannot be unpacked ({type(exc).__name__})"
     dest.unlink(missing_ok=True)
-    return problem
+    return None, problem
 
 
-def _from_student_zip(path: Path, assignment: str, others: set[str], unpack_to) -> tuple[Path | None, str]:
-    """One student's zip: every member checked, then its notebook (chosen as in a folder) read out alone."""
+def _from_student_zip(path: Path, assignment: str, others: set[str], staging: Path) -> tuple[Path | None, str]:
+    """One student's zip: every member checked, then its notebook read out."""
     with _open_zip(path, MAX_FILES, MAX_ARCHIVE_BYTES) as (zf, problem):
         if zf is None:
             return None, problem
-        seen, total, notebooks = set(), 0, {}
-        for info in zf.infolist():
-            problem = _member_problem(info)
-            if problem:
-                return None, problem
-            key = _member_key(info.filename)
-            if key in seen:
-                return None, f"unsafe archive: two members named '{_shown(key)}'; nothing was unpacked"
-            seen.add(key)
-            total += info.file_size
-            if total > MAX_EXPANDED_BYTES:
-                return None, (f"archive too large: the zip unpacks to more than {MAX_EXPANDED_BYTES // MiB} MiB; "
-                              "nothing was unpacked")
-            if not info.is_dir() and _is_notebook_name(key, others):
-                notebooks[key] = info
-        chosen, problem = choose_notebook(sorted(notebooks), assignment)
-        if chosen is None:
-            return None, problem.replace("in the submission", "in the zip")
-        dest = unpack_to()
-        problem = _unpack(zf, notebooks[chosen], dest)
-        return (None, problem) if problem else (dest, "")
+        notebooks, problem = _notebooks(zf.infolist(), others, MAX_EXPANDED_BYTES)
+        return (None, problem) if problem else _read_out(zf, notebooks, assignment, staging, "in the zip")
 
 
 DEFAULT_EXPORT_REGEXP = r"^.*/(?P<student_id>[^/_]+)_(?:[^/]*_)?(?P<file_id>{assignment}\.ipynb)$"
 
 
-def _from_export(path: Path, assignment: str, regexp: str | None, unpack_to) -> dict[str, Submission]:
+def _from_export(path: Path, assignment: str, regexp: str | None, staging: Path) -> dict[str, Submission]:
     """An LMS class export: {student id: Submission}, each student's notebook chosen among the members named for them.
 
     A member is a student's when ``regexp`` (default: ``<student>_<anything>_<ASSIGNMENT>.ipynb``)
     matches ``extracted/<export name>/<member path>``; other members are left alone, with a note.
     """
     pattern = regexp or DEFAULT_EXPORT_REGEXP.replace("{assignment}", re.escape(assignment))
-    stem = path.name[:-4]
-    origin = f"'{_shown(path.name)}'"
-    out: dict[str, Submission] = {}
     with _open_zip(path, MAX_EXPORT_MEMBERS, None) as (zf, problem):
         if zf is None:
             raise CollectError(f"--lms-export {path.name}: {problem}")
-        mine: dict[str, dict[str, zipfile.ZipInfo]] = defaultdict(dict)
-        problems: dict[str, str] = {}
+        mine: dict[str, list[zipfile.ZipInfo]] = defaultdict(list)
         for info in zf.infolist():
             key = _member_key(info.filename)
             if info.is_dir() or not _is_notebook_name(key, set()) or len(info.filename) > MAX_NAME:
                 continue
-            m = re.match(pattern, f"extracted/{stem}/{key}")
+            m = re.match(pattern, f"extracted/{path.name[:-4]}/{key}")
             sid = safe_student_id(m.group("student_id")) if m and m.groupdict().get("student_id") else ""
-            if not sid:
-                if key.endswith(f"{assignment}.ipynb"):
-                    print(f"note: {path.name}: no student id in '{_shown(key)}'; not graded", file=sys.stderr)
-                continue
-            problem = _member_problem(info)
-            if problem:
-                problems.setdefault(sid, problem)
-            elif key in mine[sid]:
-                problems.setdefault(sid, f"unsafe archive: two members named '{_shown(key)}'; nothing was unpacked")
-            mine[sid][key] = info
-        for sid, notebooks in mine.items():
-            chosen, problem = choose_notebook(sorted(notebooks), assignment)
-            problem = problems.get(sid) or problem.replace("in the submission", f"for this student in {path.name}")
-            if chosen is None or problems.get(sid):
-                out[sid] = Submission(sid, None, problem, f"'{_shown(sid)}' in {origin}")
-                continue
-            dest = unpack_to()
-            problem = _unpack(zf, notebooks[chosen], dest)
-            out[sid] = Submission(sid, None if problem else dest, problem, f"'{_shown(sid)}' in {origin}")
+            if sid:
+                mine[sid].append(info)
+            elif key.endswith(f"{assignment}.ipynb"):
+                print(f"note: {path.name}: no student id in '{_shown(key)}'; not graded", file=sys.stderr)
+        out = {}
+        for sid, members in mine.items():
+            notebooks, problem = _notebooks(members, set(), math.inf)
+            dest, problem = (None, problem) if problem else _read_out(zf, notebooks, assignment, staging,
+                                                                      f"for this student in {path.name}")
+            out[sid] = Submission(sid, dest, problem, f"'{_shown(sid)}' in '{_shown(path.name)}'")
     return out
 
 
@@ -456,11 +405,6 @@ def _grade_id(cell) -> str | None:
     meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell.get("metadata"), dict) else None
     grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
     return grade_id if isinstance(grade_id, str) and grade_id else None
-
-
-def graded_ids(nb: nbformat.NotebookNode) -> set[str]:
-    """The grade_ids a notebook's cells claim (those that are strings: any other type claims nothing)."""
-    return {g for g in map(_grade_id, nb.cells) if g}
 
 
 def instructor_cells(nb: nbformat.NotebookNode) -> dict[str, dict]:
@@ -576,7 +520,7 @@ def check_notebook(path: Path, assignment: str, known: dict[str, dict[str, dict]
         return None, f"malformed notebook: {type(exc).__name__}: {_shown(first, 160)}"  # the message quotes the file
     deduplicate(nb)
     mine = known.get(assignment, {})
-    theirs = graded_ids(nb)
+    theirs = {g for g in map(_grade_id, nb.cells) if g}  # a grade_id of any other type than str claims nothing
     if mine and not (theirs & set(mine)):
         others = sorted(((len(theirs & set(ids)), name) for name, ids in known.items() if name != assignment),
                         reverse=True)

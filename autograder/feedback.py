@@ -1,13 +1,9 @@
-"""nbgrader's feedback pages, made safe to open and bounded in size.
+"""nbgrader's feedback pages, rebuilt from an allowlist before anyone opens them, and bounded in size.
 
-``nbgrader generate_feedback`` passes a student's raw HTML in Markdown cells through, and
-nbconvert's template writes some output fields into attributes unescaped: a ``<script>``, an
-``onerror`` or a remote image would run in the browser of whoever opens the page, the
-instructor included. :func:`sanitize_page` rebuilds the page from an allowlist: of the head
-(the template's), the title, the styles and MathJax; of the body, the tags and attributes
-nbconvert and Markdown produce, links only to ``#anchors``, ``http(s):`` and ``mailto:``, images
-only from inline ``data:image/png|jpeg|gif;base64``; everything escaped again on the way out.
-Past ``FEEDBACK_MAX`` bytes the body stops, its tags are closed, and the page says so.
+Why: ``generate_feedback`` passes a student's raw HTML in Markdown cells through, and nbconvert's
+template writes some output fields into attributes unescaped, so a ``<script>``, an ``onerror`` or
+a remote image would run in the browser of whoever opens the page, the instructor included. What
+is kept: docs/grading.md, "Output" (``feedback/<student>/ASSIGNMENT.html``).
 """
 
 from __future__ import annotations
@@ -197,23 +193,15 @@ def sanitize_page(page: str, limit: int = FEEDBACK_MAX) -> str:
     return parser.finish(TRUNCATED.format(mib=max(1, limit // MiB)))
 
 
-def sanitize_file(path: Path, limit: int = FEEDBACK_MAX) -> None:
-    """Rewrite one feedback page in place (reading at most a few times ``limit`` of it)."""
-    with open(path, "rb") as f:
-        raw = f.read(4 * limit)
-    path.write_bytes(sanitize_page(raw.decode("utf-8", "replace"), limit).encode("utf-8", "replace"))
-
-
 def sanitize_folder(folder: Path, limit: int = FEEDBACK_MAX) -> int:
-    """Sanitize every ``.html`` page under ``folder``; a link is removed, never followed. Returns the pages."""
+    """Rewrite every ``.html`` page under ``folder`` in place, sanitized; a link is removed, never followed. Returns the pages."""
     pages = 0
     for path in sorted(folder.rglob("*")):
         if path.is_symlink():
             path.unlink()
         elif path.is_file() and path.suffix.lower() in (".html", ".htm"):
-            sanitize_file(path, limit)
+            with open(path, "rb") as f:
+                raw = f.read(4 * limit)  # a few times the cap at most
+            path.write_bytes(sanitize_page(raw.decode("utf-8", "replace"), limit).encode("utf-8", "replace"))
             pages += 1
     return pages
-
-
-__all__ = ["FEEDBACK_MAX", "sanitize_file", "sanitize_folder", "sanitize_page"]

@@ -1,20 +1,11 @@
-"""nbgrader's Execute, made to survive a submission that kills or hangs its kernel.
+"""nbgrader's Execute, made to survive a submission that kills or hangs its kernel, and to keep only what is safe.
 
-nbgrader drops a whole notebook when its kernel dies or a cell ignores the timeout's interrupt.
-:class:`SandboxExecute` instead stops at that cell, writes what happened as its error output,
-marks every later cell as not run, and lets nbgrader save the grades of the cells that ran. It
-runs in nbgrader's process (``autograder.worker`` names it in the job's config); the kernel's
-exit status says which limit it hit.
-
-**What happened is the grader's record, not the notebook's**: outputs are the kernel's, so every
-stop, interrupted timeout and unrun cell is also written, in the grader's words, to
-``execution-record.json`` in nbgrader's working folder, out of the sandbox's reach, and the rows'
-``reason`` comes from there (``autograder.worker.read_outcomes``).
-
-**What the kernel's outputs may keep**: text and PNG/JPEG images only (every other type keeps
-its text/plain), within ``CELL_OUTPUT_MAX`` per cell and ``NOTEBOOK_OUTPUT_MAX`` per notebook,
-an error within ``ERROR_MAX`` (the first ``ERRORS_PER_CELL`` of a test cell whatever the budget);
-what a cap cuts is never stored. docs/grading.md, "Outputs: what the grader keeps".
+nbgrader drops a whole notebook when its kernel dies or a cell ignores the timeout's interrupt;
+:class:`SandboxExecute` (named in the job's config by ``autograder.worker``) stops at that cell
+instead, marks every later cell as not run, and lets nbgrader save the grades of those that ran.
+What happened goes, in the grader's words, to the execution record out of the sandbox's reach,
+which the rows' reasons come from (``autograder.worker.read_outcomes``); what the outputs keep:
+docs/grading.md, "Outputs: what the grader keeps".
 """
 
 from __future__ import annotations
@@ -133,10 +124,10 @@ class SandboxExecute(Execute):
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
         except DeadKernelError:
-            self._stopped = death_reason(self._kernel_returncode())
+            self._stopped = death_reason(self._kernel_process(lambda p: p.wait(timeout=5)))
         except CellTimeoutError:
             self._stopped = f"timeout: the cell ran past {self.timeout} s and ignored the interrupt"
-            self._kill_kernel()
+            self._kernel_process(lambda p: p.kill())
         else:
             self._finish_cell(cell)
             if self._timed_out:
@@ -299,12 +290,6 @@ class SandboxExecute(Execute):
             return None if process is None else action(process)
         except Exception:  # noqa: BLE001
             return None
-
-    def _kernel_returncode(self) -> int | None:
-        return self._kernel_process(lambda p: p.wait(timeout=5))
-
-    def _kill_kernel(self) -> None:
-        self._kernel_process(lambda p: p.kill())
 
 
 class SaveCheckedGrades(SaveAutoGrades):

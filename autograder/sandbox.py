@@ -4,19 +4,13 @@ Standard library only, nothing from the project: the zygote runs it as a script 
 ``autograder`` package, with the hidden checks, is never in the memory sandboxes are forked
 from), and the kernel launcher runs it with ``python -I -S`` to start in milliseconds.
 
-**The zygote** (``sandbox.py zygote SOCKET``), one per batch, imports what every notebook needs
-once, then serves requests on a Unix socket only the grader's user can reach, each in a forked
-*handler*: with ``isolation: full`` (root on Linux) it unshares mount, pid, network, IPC and UTS
-namespaces and chroots into a tmpfs holding only what the spec binds (the rest of the machine
-does not exist in there); it forks the student process, which sets its rlimits, becomes an
-unprivileged uid (full isolation only), sets ``no_new_privs`` and runs the kernel or the value
-worker in-process; and it kills the whole namespace when the client goes away. With
-``isolation: none`` only the limits and the private HOME / TMPDIR / TRITON_CACHE_DIR apply.
-docs/grading.md, "What is isolated", says precisely what each level does and does not isolate.
-
-**The launcher** (``sandbox.py launch SOCKET SPEC CONNECTION_FILE [ARGS]``) is what the
-job's kernelspec names: it asks the zygote for a kernel, forwards signals, and exits with the
-kernel's status (dying of the same signal).
+``sandbox.py zygote SOCKET``, one per batch, imports what every notebook needs once, then
+forks a *handler* per request on its socket (mode 0600). With ``isolation: full`` the handler
+unshares the namespaces, its child (process 1 there) builds the new root, and the student
+process under it sets its limits and uid and runs the kernel or the value worker in-process;
+the handler kills it all when the client goes away. ``sandbox.py launch SOCKET SPEC
+CONNECTION_FILE [ARGS]``, the job's kernelspec, asks for a kernel, forwards signals and exits
+as the kernel did. What each level isolates: docs/grading.md, "What is isolated".
 """
 
 from __future__ import annotations
@@ -28,6 +22,7 @@ import functools
 import json
 import os
 import resource
+import runpy
 import select
 import shutil
 import signal
@@ -35,6 +30,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import traceback
 
 # The sandbox's own paths, inside its root.
@@ -64,6 +60,7 @@ LIMIT_NAMES = {
 PRELOAD = ["numpy", "torch", "matplotlib", "matplotlib.pyplot", "IPython", "ipykernel.kernelapp",
            "ipykernel.ipkernel", "jedi"]
 
+
 @functools.cache
 def libc():
     return ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
@@ -85,32 +82,21 @@ def _mount(source: str, target: str, fstype: str | None, flags: int, data: str |
 # Limits and privileges
 
 
-def apply_limits(limits: dict) -> None:
-    """setrlimit for every limit given; a CPU limit gets a 5 s grace before SIGKILL."""
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for name, value in limits.items():
-        if value is None or name not in LIMIT_NAMES:
-            continue
-        value = int(value)
-        hard = value + 5 if name == "cpu_seconds" else value
-        resource.setrlimit(LIMIT_NAMES[name], (value, hard))
-
-
-def drop_privileges(uid: int, gid: int) -> None:
-    """Become ``uid``/``gid`` for good, with no supplementary groups and no way back (no_new_privs)."""
-    os.setgroups([])
-    os.setresgid(gid, gid, gid)
-    os.setresuid(uid, uid, uid)
-    libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-
-
 def become_student(spec: dict) -> None:
-    """In the student process: its own session, the limits, then the unprivileged uid."""
+    """In the student process: its own session, the limits (a CPU limit with 5 s of grace before SIGKILL), then
+    the unprivileged uid for good: no supplementary groups, no way back (no_new_privs)."""
     with contextlib.suppress(PermissionError):
         os.setsid()
-    apply_limits(spec.get("limits", {}))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, value in spec.get("limits", {}).items():
+        if value is not None and name in LIMIT_NAMES:
+            value = int(value)
+            resource.setrlimit(LIMIT_NAMES[name], (value, value + 5 if name == "cpu_seconds" else value))
     if spec.get("isolation") == "full":
-        drop_privileges(spec["uid"], spec["uid"])
+        os.setgroups([])
+        os.setresgid(spec["uid"], spec["uid"], spec["uid"])
+        os.setresuid(spec["uid"], spec["uid"], spec["uid"])
+        libc().prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 
 # ---------------------------------------------------------------------------
@@ -253,18 +239,30 @@ def recv_msg(sock: socket.socket, with_fds: bool = False):
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = sock.recv(n - got)
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
         if not chunk:
             raise EOFError("socket closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
+        data += chunk
+    return data
 
 
 # ---------------------------------------------------------------------------
 # The zygote and its handlers
+
+
+def _exit_with(default: int, fn, *args) -> None:
+    """In a forked child: ``fn(*args)``, then ``os._exit`` with its status; never returns into the parent's code."""
+    code = default
+    try:
+        code = fn(*args)
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 0
+    except BaseException:  # noqa: BLE001
+        traceback.print_exc()
+    finally:
+        os._exit(code)
 
 
 def zygote(path: str, extra_preload: list[str] = ()) -> int:
@@ -292,13 +290,7 @@ def zygote(path: str, extra_preload: list[str] = ()) -> int:
         if os.fork() == 0:
             server.close()
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            code = 1
-            try:
-                code = handle(conn)
-            except BaseException:  # noqa: BLE001 — a handler must never return into the zygote's loop
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+            _exit_with(1, handle, conn)  # a handler must never return into the zygote's loop
         conn.close()
 
 
@@ -313,12 +305,7 @@ def handle(conn: socket.socket) -> int:
     init = os.fork()
     if init == 0:
         conn.close()
-        code = 120
-        try:
-            code = run_init(spec, req, fds)
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-        os._exit(code)
+        _exit_with(120, run_init, spec, req, fds)
     for fd in fds:
         os.close(fd)
     send_msg(conn, {"event": "started"})
@@ -375,15 +362,7 @@ def run_init(spec: dict, req: dict, fds: list[int]) -> int:
         os.chmod(conn_copy, 0o600)
     student = os.fork()
     if student == 0:
-        code = 121
-        try:
-            code = run_student(spec, req, fds, conn_copy)
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0
-        except BaseException:  # noqa: BLE001
-            traceback.print_exc()
-        finally:
-            os._exit(code)
+        _exit_with(121, run_student, spec, req, fds, conn_copy)
     for fd in fds[3:]:
         os.close(fd)
     while True:  # reap orphans (a fork bomb's children land here) until the student process ends
@@ -409,8 +388,6 @@ def run_student(spec: dict, req: dict, fds: list[int], conn_copy: str | None) ->
         # address-space limit is relative to its size then, with CUDA started where the checks use it.
         os.setsid()
         libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        import runpy
-
         sys.argv = [req["module"], *req.get("args", [])]
         runpy.run_module(req["module"], run_name="__main__", alter_sys=True)
         return 0
@@ -424,8 +401,6 @@ def run_student(spec: dict, req: dict, fds: list[int], conn_copy: str | None) ->
         IPKernelApp.launch_instance(argv=["-f", conn_copy, *req.get("args", [])])
         return 0
     if target == "valueworker":
-        import runpy
-
         if spec.get("isolation") != "full":
             sys.meta_path.insert(0, _Refuse(spec.get("refuse_imports", [])))
         sys.argv = ["valueworker", str(fds[3]), str(fds[4])]
@@ -463,8 +438,6 @@ def spawn(socket_path: str, spec: dict, target: str, fds: list[int], **extra) ->
 
 def run(socket_path: str, spec: dict, target: str, fds: list[int], timeout: float, **extra) -> int | None:
     """Spawn and wait for the exit status; None when ``timeout`` passed first (then it is killed)."""
-    import time
-
     sock = spawn(socket_path, spec, target, fds, **extra)
     deadline = time.monotonic() + timeout
     try:
@@ -563,25 +536,20 @@ def short_folder(owner: str, prefix: str) -> str:
     return os.path.join("/tmp", f"{prefix}-{hashlib.sha256(os.path.abspath(owner).encode()).hexdigest()[:16]}")
 
 
+@functools.cache
 def available_isolation() -> str:
     """"full" where namespaces and chroot work (root on Linux), else "none". Probed once, in a child."""
-    global _PROBED
-    if _PROBED is None:
-        _PROBED = "none"
-        if sys.platform.startswith("linux") and os.geteuid() == 0:
-            pid = os.fork()
-            if pid == 0:
-                try:
-                    rc = libc().unshare(NAMESPACES)
-                    os._exit(0 if rc == 0 else 1)
-                finally:
-                    os._exit(1)
-            _, status = os.waitpid(pid, 0)
-            _PROBED = "full" if os.waitstatus_to_exitcode(status) == 0 else "none"
-    return _PROBED
-
-
-_PROBED: str | None = None
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return "none"
+    pid = os.fork()
+    if pid == 0:
+        try:
+            rc = libc().unshare(NAMESPACES)
+            os._exit(0 if rc == 0 else 1)
+        finally:
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return "full" if os.waitstatus_to_exitcode(status) == 0 else "none"
 
 
 def kill_group(proc: subprocess.Popen) -> None:
