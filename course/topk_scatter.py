@@ -1,15 +1,10 @@
 """The picture of top-k's backward: a gather forward, its backward, and what a repeated index does.
 
-A picture, and only a picture: ``plot_topk_scatter`` is the one function, and it returns a
-Figure, never a gradient (notebook 06 asks students for these backwards, and shows the picture
-after they have written them). It computes what it draws with torch's own autograd, so every
-drawn number is the true gradient. On top, the top-k of one row (N = 8, k = 3 in the notebook);
-underneath, a gather that reads one slot several times, its gradient written back once by
-plain stores run one after another (on a GPU, which of racing stores survives is unspecified)
-and once by autograd.
-
-Every text and arrow carries a ``gid`` (``"topk:dx:5"``, ``"topk:scatter:0"``, ``"add:dx:2"``)
-so a test can read the picture back.
+Only a picture: ``plot_topk_scatter`` returns a Figure, never a gradient (notebook 06 shows it after the
+students wrote these backwards), and draws numbers computed by torch's own autograd. Underneath the top-k,
+a gather that reads one slot several times, its gradient written back once by plain stores run one after
+another (on a GPU, which of racing stores survives is unspecified) and once by autograd. Every text and
+arrow carries a ``gid`` (``"topk:dx:5"``, ``"topk:scatter:0"``, ``"add:dx:2"``) so a test can read it back.
 """
 
 from __future__ import annotations
@@ -21,8 +16,6 @@ from matplotlib.patches import Rectangle
 CHOSEN = "tab:orange"  # a selected slot of x, and the y it becomes
 GRADIENT = "tab:blue"  # a slot of x̄ that receives gradient
 LOST = "tab:red"  # a slot where a store dropped contributions
-
-__all__ = ["plot_topk_scatter"]
 
 
 def _cells(ax, x0: float, y0: float, values, name: str, gid: str, faces) -> None:
@@ -64,40 +57,38 @@ def plot_topk_scatter(x: torch.Tensor, k: int, dy: torch.Tensor, index: torch.Te
     leaf = x.detach().clone().requires_grad_(True)
     values, indices = leaf.topk(k)
     (dx,) = torch.autograd.grad(values, leaf, dy)
-    top = {"x": x.detach(), "indices": indices, "y": values.detach(), "dy": dy, "dx": dx}
     stored = torch.zeros(n, dtype=dy_repeated.dtype)
     for r in range(index.numel()):  # one write after another: each overwrites the one before
         stored[index[r]] = dy_repeated[r]
     table = torch.zeros(n, dtype=dy_repeated.dtype, requires_grad=True)
     (added,) = torch.autograd.grad(table[index], table, dy_repeated)
-    rep = {"index": index, "dy": dy_repeated, "store": stored, "add": added,
-           "uses": torch.bincount(index, minlength=n)}
-    chosen = set(top["indices"].tolist())
+    uses = torch.bincount(index, minlength=n)
+    chosen = set(indices.tolist())
     fig = plt.figure(figsize=(10.0, 6.4))
     grid = fig.add_gridspec(2, 2, height_ratios=[1.25, 1.0])
     ax = fig.add_subplot(grid[0, :])
     y_start = (n - k) / 2  # centre the k-long rows under the n-long ones
-    _cells(ax, 0, 6.0, top["x"], "x", "topk:x", [CHOSEN if j in chosen else None for j in range(n)])
-    _cells(ax, y_start, 4.0, top["y"], "y = x[i]", "topk:y", [CHOSEN] * k)
-    _cells(ax, y_start, 2.4, top["dy"], "ȳ", "topk:dy", [GRADIENT] * k)
-    _cells(ax, 0, 0.4, top["dx"], "x̄", "topk:dx", [GRADIENT if j in chosen else None for j in range(n)])
-    for m, i in enumerate(top["indices"].tolist()):
+    _cells(ax, 0, 6.0, x.detach(), "x", "topk:x", [CHOSEN if j in chosen else None for j in range(n)])
+    _cells(ax, y_start, 4.0, values.detach(), "y = x[i]", "topk:y", [CHOSEN] * k)
+    _cells(ax, y_start, 2.4, dy, "ȳ", "topk:dy", [GRADIENT] * k)
+    _cells(ax, 0, 0.4, dx, "x̄", "topk:dx", [GRADIENT if j in chosen else None for j in range(n)])
+    for m, i in enumerate(indices.tolist()):
         _arrow(ax, (i + 0.5, 6.0), (y_start + m + 0.5, 5.0), CHOSEN, f"topk:gather:{m}")
         _arrow(ax, (y_start + m + 0.5, 2.4), (i + 0.5, 1.4), GRADIENT, f"topk:scatter:{m}")
     ax.text(n + 0.1, 5.5, "forward: gather", fontsize=8, color=CHOSEN, va="center")
     ax.text(n + 0.1, 1.9, "backward: scatter\n(0 everywhere else)", fontsize=8, color=GRADIENT, va="center")
-    _frame(ax, n + 2.5, 7.3, f"top-k, N = {n}, k = {k}: indices {top['indices'].tolist()} — no FLOPs, only moves")
+    _frame(ax, n + 2.5, 7.3, f"top-k, N = {n}, k = {k}: indices {indices.tolist()} — no FLOPs, only moves")
 
-    many = rep["uses"] >= 2
-    for col, (key, title) in enumerate((("store", "plain stores in order: the last writer wins"),
-                                        ("add", "atomic add: every contribution counts"))):
+    many = uses >= 2
+    M = index.numel()
+    start = (n - M) / 2
+    for col, (key, result, title) in enumerate((("store", stored, "plain stores in order: the last writer wins"),
+                                                ("add", added, "atomic add: every contribution counts"))):
         ax = fig.add_subplot(grid[1, col])
-        M = index.numel()
-        start = (n - M) / 2
-        _cells(ax, start, 2.6, rep["dy"], "ȳ", f"{key}:dy", [GRADIENT] * M)
-        faces = [(LOST if key == "store" else GRADIENT) if many[j] else (GRADIENT if rep["uses"][j] else None)
+        _cells(ax, start, 2.6, dy_repeated, "ȳ", f"{key}:dy", [GRADIENT] * M)
+        faces = [(LOST if key == "store" else GRADIENT) if many[j] else (GRADIENT if uses[j] else None)
                  for j in range(n)]
-        _cells(ax, 0, 0.2, rep[key], "x̄", f"{key}:dx", faces)
+        _cells(ax, 0, 0.2, result, "x̄", f"{key}:dx", faces)
         for r, j in enumerate(index.tolist()):
             _arrow(ax, (start + r + 0.5, 2.6), (j + 0.5, 1.2), LOST if (key == "store" and many[j]) else GRADIENT,
                    f"{key}:scatter:{r}")

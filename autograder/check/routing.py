@@ -1,15 +1,8 @@
-"""Hidden checks for 06_topk_routing: the visible checks' flow on random float64 inputs.
+"""Hidden checks for 06_topk_routing: ``course.selfcheck.routing``'s runner on this module's shapes, drawn fresh
+each run (docs/grading.md, "Seeds: reproducible grades"), and the MoE alternatives that would give the derivation away.
 
-Everything that checks lives in ``course.selfcheck.routing`` (one reference per exercise, by
-autograd; the case builders; the runner), so a student who passed the visible check and fails
-here reads the same kind of diagnosis. What is hidden is here: the shapes below, the inputs
-drawn from them (fresh each run; AUTOGRADER_SEED replays one) and the MoE alternatives that
-would give the derivation away.
-
-Every scatter check runs its cases without repeated indices first and then with them, and
-the repeats always include the last slot (where an off-by-one hides). Inputs have no ties
-(``autograder.inputs.distinct``) and ReLU inputs stay away from the kink at 0. Every
-PyTorch exercise also gets a case whose inputs are transposed (non-contiguous) views.
+Scatters run without repeated indices first, then with them, the last slot (where an off-by-one hides) always
+among the repeats; inputs have no ties (``autograder.inputs.distinct``) and ReLU inputs keep away from the kink.
 """
 
 from __future__ import annotations
@@ -23,11 +16,11 @@ from course.selfcheck.routing import (  # noqa: F401 — HINTS: course.diagnose.
     F32,
     F64,
     HINTS,
-    KernelCase,
     check,
     distinct_with_last,
     dropout_cases,
     embedding_cases,
+    kernel_cases,
     last_slot_twice,
     maxpool_cases,
     moe_cases,
@@ -36,7 +29,7 @@ from course.selfcheck.routing import (  # noqa: F401 — HINTS: course.diagnose.
     topk_cases,
 )
 
-from ..inputs import distinct, generator, randint, randn
+from ..inputs import distinct, generator, randint
 
 
 def _topk_cases(gen) -> list:
@@ -96,18 +89,17 @@ def _moe_cases(gen) -> list:
     ), transposed=("batch 9", (9,), 7, 3, 5))
 
 
-def _kernel_cases(gen) -> list[KernelCase]:
+def _kernel_cases(gen) -> list:
     # Indices first, then the rows: (rows, n, D, BLOCK_D, dtype, index).
     distinct_rows = distinct_with_last(gen, 11, 7)  # 10: the last output row
     repeated = last_slot_twice(randint(gen, 3, 7), 3)
     repeated32 = last_slot_twice(randint(gen, 6, 13), 6)
-    rows = (
+    return kernel_cases(gen, (
         (1, 5, 3, 4, F64, torch.tensor([4])),  # batch 1: one row into the last slot; BLOCK_D > D
         (7, 11, 19, 8, F64, distinct_rows),  # three column blocks, distinct destinations
         (7, 3, 10, 4, F64, repeated),  # repeats: 7 rows into 3
         (13, 6, 7, 8, F32, repeated32),  # float32
-    )
-    return [KernelCase(randn(gen, r, D), index, n, block, dtype) for r, n, D, block, dtype, index in rows]
+    ))
 
 
 def _moe_alternatives(case: Case) -> dict[str, list[Alternative]]:

@@ -1,18 +1,8 @@
-"""Hidden checks for 00_vjp_contract: the visible checks' code on random float64 inputs.
+"""Hidden checks for 00_vjp_contract: ``course.selfcheck.vjp_contract``'s code on this module's shapes, drawn
+fresh each run (docs/grading.md, "Seeds: reproducible grades"), each commented with the bug it exposes.
 
-Everything but the inputs is ``course.selfcheck.vjp_contract``'s (probes, references,
-checking flow, wording), so a student who passed the visible check and fails here reads
-the same kind of diagnosis. What is here: the shapes, each with the bug it exposes, drawn
-fresh each run (AUTOGRADER_SEED replays one), and two named bugs the visible checks do not
-name: a squared relative error, and the softmax left out of the chain, whose alternative
-is the formula z̄ = (y − E)/M with z in place of y.
-
-- ``numerical_gradient``: probed with :class:`~course.selfcheck.vjp_contract.SineQuadratic`
-  (random frequencies, phases and a dense symmetric A); the tolerance 1e-8 separates a
-  central difference (~1e-9 off at ε = 1e-6) from a forward one (~1e-6 off).
-- ``relative_error``: random pairs whose expected value is the course's own
-  ``course.diagnose.relative_error``.
-- ``linear_softmax_ce_backward``: against autograd, as the visible check.
+Two named bugs are only here, where they would not spell the answer out: a squared relative error, and the
+softmax left out of the chain (z̄ = (z − E)/M with the logits z in place of y = softmax(z)).
 """
 
 from __future__ import annotations

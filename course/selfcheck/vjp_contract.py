@@ -1,25 +1,15 @@
-"""Checks for 00_vjp_contract, visible and hidden: the cases, references and diagnoses of both.
+"""Checks for 00_vjp_contract, visible and hidden (docs/design.md, "A lesson is a spec"): the hidden checks
+(``autograder.check.vjp_contract``) run this module's code on their own random inputs.
 
-The visible checks below run a student's function on a handful of fixed float64 inputs
-(batch 1, then batch 7); the hidden checks (``autograder.check.vjp_contract``) run the same
-code on random inputs of their own shapes. On success a visible check prints one line; on
-failure either raises a :class:`~course.diagnose.GradingFailure` whose first line names the bug.
-
-- ``numerical_gradient`` is probed with a function whose central and one-sided differences
-  are known exactly for every step ε (:class:`CosineBowl` here, :class:`SineQuadratic` in
-  the hidden check), so the check can tell a central difference from a forward one and see
-  whether ``eps`` is used. The student is handed a plain function (a closure over the
-  probe), never the probe itself, whose exact differences would answer the exercise.
-- ``relative_error`` is compared with values worked out by hand (a 3-4-5 triangle).
-- ``linear_softmax_ce_backward`` is compared with autograd through
-  ``torch.nn.functional.cross_entropy``; it is declared as :data:`LSCE`, a
-  :class:`course.spec.Exercise`.
+``numerical_gradient`` is probed with a function whose central and one-sided differences are known exactly
+for every step ε (:class:`CosineBowl` here, :class:`SineQuadratic` in the hidden check), so the check tells a
+central difference from a one-sided one and sees whether ``eps`` is used; the student gets a plain function
+that calls the probe, never the probe, whose exact differences would answer the exercise.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 
@@ -98,13 +88,9 @@ class CosineBowl(Probe):
 
     omega = 5.0
 
-    def __init__(self, x: torch.Tensor, v: torch.Tensor, eps: float, as_float: bool = False):
+    def __init__(self, x: torch.Tensor, gen: torch.Generator, eps: float, as_float: bool = False):
         super().__init__(x, eps, as_float)
-        self.v = v
-
-    @classmethod
-    def drawn(cls, x: torch.Tensor, gen: torch.Generator, eps: float, as_float: bool = False) -> CosineBowl:
-        return cls(x, 0.3 * randn(gen, *x.shape), eps, as_float)
+        self.v = 0.3 * randn(gen, *x.shape)
 
     def _value(self, p):
         return torch.cos(self.omega * p).sum() + 0.5 * (self.v * p).sum() ** 2
@@ -123,9 +109,7 @@ class SineQuadratic(Probe):
 
     Central difference with step h, exactly: w cos(ωx + φ) sin(ωh)/h + A x̂ (a quadratic's
     central difference has no truncation error). Forward difference, exactly:
-    w (sin(ω(x + h) + φ) − sin(ωx + φ))/h + A x̂ + h/2 diag(A). At ε = 1e-6 a correct central
-    difference is within ~1e-9 (relative) of the exact value and a forward one ~1e-6 away.
-    The hidden check's probe.
+    w (sin(ω(x + h) + φ) − sin(ωx + φ))/h + A x̂ + h/2 diag(A). The hidden check's probe.
     """
 
     def __init__(self, x: torch.Tensor, gen: torch.Generator, eps: float, as_float: bool = False):
@@ -169,8 +153,8 @@ NUMERICAL_GRADIENT_SHAPES = [
 def probe_cases(gen: torch.Generator, shapes, draw) -> list[tuple]:
     """(label, x, probe, eps-or-None) for each (shape, options) of ``shapes``.
 
-    ``draw(x, gen, eps, as_float)`` makes the probe, its parameters drawn from ``gen``:
-    ``CosineBowl.drawn``, or ``SineQuadratic`` itself.
+    ``draw(x, gen, eps, as_float)`` makes the probe, its parameters drawn from ``gen``: ``CosineBowl`` or
+    ``SineQuadratic``.
     """
     cases = []
     for shape, options in shapes:
@@ -215,14 +199,14 @@ def probe_alternatives(probe: Probe, eps: float) -> list[Alternative]:
     return alts
 
 
-def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol: float = 1e-8) -> None:
-    """Run ``fn`` on each (label, x, probe, eps-or-None) case; raise a diagnosis at the first problem.
+def _procedure(label: str, sentence: str) -> GradingFailure:
+    """A right formula applied in the wrong way (HINTS' "procedure")."""
+    return GradingFailure("wrong-values", sentence, f"inputs: {label}", topic="procedure")
 
-    The visible and the hidden check share this; they differ in inputs and probe functions.
-    ``fn`` receives a plain function that calls the probe, not the probe.
-    ``tol`` sits between a central difference's error at ε = 1e-6 (below 1e-9 for
-    these probes) and a forward difference's (above 1e-6).
-    """
+
+def check_numerical_gradient(fn, cases) -> None:
+    """Run ``fn`` on each (label, x, probe, eps-or-None) case; raise a diagnosis at the first problem."""
+    name = "numerical_gradient"
     for label, x, probe, eps in cases:
         h = 1e-6 if eps is None else eps
         before = x.clone()
@@ -234,45 +218,34 @@ def check_numerical_gradient(fn, cases, *, name: str = "numerical_gradient", tol
                 raise
             raise labelled(failure, label) from None  # a transposed x is the usual one
         if probe.moved > 1:
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} called f at a point where {probe.moved} entries of x had moved at once: an estimate of "
-                "one entry must see that entry moved and every other one where it was.",
-                f"inputs: {label}", topic="procedure",
-            )
+            raise _procedure(label, f"{name} called f at a point where {probe.moved} entries of x had moved at once: an "
+                             "estimate of one entry must see that entry moved and every other one where it was.")
         drift = (x.to(F64) - before.to(F64)).abs() > 0.01 * h  # an ulp of rounding is not a change
         if bool(drift.any()):
             changed = tuple(drift.nonzero()[0].tolist())
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} changed the caller's x: x[{', '.join(map(str, changed))}] was {before[changed].item():.10g} "
-                f"and is {x[changed].item():.10g} after the call, and the caller may still need it.",
-                f"inputs: {label}", topic="procedure",
-            )
+            raise _procedure(label, f"{name} changed the caller's x: x[{', '.join(map(str, changed))}] was "
+                             f"{before[changed].item():.10g} and is {x[changed].item():.10g} after the call, and the "
+                             "caller may still need it.")
         if isinstance(got, torch.Tensor) and got.is_floating_point() and got.dtype != F64:
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} returned a {got.dtype} tensor where the contract asks for float64: in float32 the "
-                "round-off of f(x ± ε), about 1e-7/ε, swamps the derivative.",
-                f"inputs: {label}", topic="procedure",
-            )
-        failure = diagnose(name, got, probe.central(h), tol=tol, alternatives=probe_alternatives(probe, h), case=label, of="x")
+            raise _procedure(label, f"{name} returned a {got.dtype} tensor where the contract asks for float64: in "
+                             "float32 the round-off of f(x ± ε), about 1e-7/ε, swamps the derivative.")
+        # 1e-8 sits between a central difference's error at ε = 1e-6 (below 1e-9 for these probes) and a forward
+        # difference's (above 1e-6).
+        failure = diagnose(name, got, probe.central(h), tol=1e-8, alternatives=probe_alternatives(probe, h), case=label,
+                           of="x")
         if failure is None:
             continue
         if failure.cls == "wrong-values" and x.dtype != F64 and failure.sentence.endswith("wrong values."):
             failure = GradingFailure(
-                "wrong-values",
-                f"{name} is wrong when x arrives as {x.dtype}: a step of {h:g} taken in that dtype is lost in "
-                "its rounding.",
-                failure.where, topic="procedure",
-            )
+                "wrong-values", f"{name} is wrong when x arrives as {x.dtype}: a step of {h:g} taken in that dtype is "
+                "lost in its rounding.", failure.where, topic="procedure")
         raise failure
 
 
 @graded
 def numerical_gradient(fn) -> None:
     """Visible check: central differences, any shape, x left alone, eps used, float64 out."""
-    check_numerical_gradient(fn, probe_cases(seeded(2024), NUMERICAL_GRADIENT_SHAPES, CosineBowl.drawn))
+    check_numerical_gradient(fn, probe_cases(seeded(2024), NUMERICAL_GRADIENT_SHAPES, CosineBowl))
     print("✓ numerical_gradient passes the visible checks (shapes (1, 4), (7, 3), (2, 3, 2), a transposed x; "
           "eps honoured; x left unchanged; float64)")
 
@@ -324,11 +297,11 @@ def relative_error_alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Altern
     return alts
 
 
-def check_relative_error(fn, cases, *, name: str = "relative_error", alternatives=relative_error_alternatives) -> None:
+def check_relative_error(fn, cases, *, alternatives=relative_error_alternatives) -> None:
     """Run ``fn`` on each (label, a, b, expected) case; raise a diagnosis at the first problem."""
     for label, a, b, expected in cases:
-        got = call_student(name, fn, a.clone(), b.clone())
-        failure = scalar_failure(name, got, expected, alternatives(a, b), label)
+        got = call_student("relative_error", fn, a.clone(), b.clone())
+        failure = scalar_failure("relative_error", got, expected, alternatives(a, b), label)
         if failure is not None:
             raise failure
 
@@ -339,17 +312,13 @@ def random_pair(gen: torch.Generator, *shape: int, like: float = 1.0, spread: fl
     return scale * a, scale * (like * a + spread * randn(gen, *shape))
 
 
-def _spread(v: torch.Tensor, n: int) -> torch.Tensor:
-    """(2, n): the two entries of v, each repeated n times; its norm is √n‖v‖."""
-    return v[:, None].expand(2, n).contiguous()
-
-
 @graded
 def relative_error(fn) -> None:
     """Visible check against values worked out by hand."""
     u = torch.tensor([3.0, 4.0], dtype=F64)  # ‖u‖ = 5
     w = torch.tensor([4.0, 3.0], dtype=F64)  # ‖w‖ = 5, ‖u − w‖ = √2
     ones = torch.ones(7, 2, 3, dtype=F64)
+    ut, wt = (v[:, None].expand(2, 7).contiguous().T for v in (u, w))  # (7, 2): u (or w) in every row, transposed
     cases = [
         ("a = (3, 4)·1e6, b = (4, 3)·1e6", 1e6 * u, 1e6 * w, math.sqrt(2) / 5),  # the same answer at any scale,
         ("a = (3, 4)·1e-6, b = (4, 3)·1e-6", 1e-6 * u, 1e-6 * w, math.sqrt(2) / 5),  # large or tiny
@@ -358,7 +327,7 @@ def relative_error(fn) -> None:
         ("a = (3, 4), b = (0, 0)", u, torch.zeros(2, dtype=F64), 1.0),  # one side zero
         ("a = b = zeros(7, 2)", torch.zeros(7, 2, dtype=F64), torch.zeros(7, 2, dtype=F64), 0.0),  # finite, 0
         # Non-contiguous: 1e3·(3, 4) and 1e3·(4, 3) in each of 7 rows, each the transpose of a (2, 7) tensor.
-        ("a, b of shape (7, 2), non-contiguous (transposes)", 1e3 * _spread(u, 7).T, 1e3 * _spread(w, 7).T, math.sqrt(2) / 5),
+        ("a, b of shape (7, 2), non-contiguous (transposes)", 1e3 * ut, 1e3 * wt, math.sqrt(2) / 5),
     ]
     check_relative_error(fn, cases)
     print("✓ relative_error passes the visible checks (scales 1e-6 to 1e6, symmetric, 3-D, transposed, both zero → 0)")
@@ -366,9 +335,6 @@ def relative_error(fn) -> None:
 
 # ---------------------------------------------------------------------------
 # linear_softmax_ce_backward
-
-LSCE_OUTPUTS = ("dx", "dW", "db")
-LSCE_OF = ("x", "W", "b")
 
 
 def lsce_reference(x, W, b, target):
@@ -388,25 +354,22 @@ def lsce_through_linear(x, W, b, dz):
     return vjp(lambda x, W, b: x @ W + b, (x, W, b), dz)
 
 
-def lsce_case(gen: torch.Generator, M: int, K: int, C: int, dtype=F64, transposed: bool = False) -> Case:
+def lsce_case(gen: torch.Generator, M: int, K: int, C: int, transposed: bool = False) -> Case:
     """One batch; ``transposed`` hands x and W over non-contiguous (each the transpose of a stored tensor)."""
-    if transposed:
-        x = torch.randn(K, M, generator=gen, dtype=dtype).T  # (M, K), strides (1, M)
-        W = 0.5 * torch.randn(C, K, generator=gen, dtype=dtype).T  # (K, C), strides (1, K)
-    else:
-        x = torch.randn(M, K, generator=gen, dtype=dtype)
-        W = 0.5 * torch.randn(K, C, generator=gen, dtype=dtype)
-    b = 0.5 * torch.randn(C, generator=gen, dtype=dtype)
+    x = randn(gen, K, M).T if transposed else randn(gen, M, K)  # (M, K); transposed: strides (1, M)
+    W = 0.5 * (randn(gen, C, K).T if transposed else randn(gen, K, C))  # (K, C); transposed: strides (1, K)
+    b = 0.5 * randn(gen, C)
     target = torch.randint(0, C, (M,), generator=gen)
     shape = "square W" if K == C else "W not square"
     layout = "; x and W non-contiguous (transposes)" if transposed else ""
     return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}{layout}", (x, W, b, target), batch=M)
 
 
-LSCE = Exercise(name="linear_softmax_ce_backward", reference=lsce_reference, outputs=LSCE_OUTPUTS, of=LSCE_OF)
+LSCE = Exercise(name="linear_softmax_ce_backward", reference=lsce_reference, outputs=("dx", "dW", "db"),
+                of=("x", "W", "b"))
 
 
-def check_lsce(fn, cases, *, name: str = LSCE.name, alternatives=None) -> None:
+def check_lsce(fn, cases, *, alternatives=None) -> None:
     """:data:`LSCE` run over (dx, dW, db) against autograd; above batch 1, a db equal to z̄ itself,
     (M, C), is named: the sum over the batch is missing."""
 
@@ -422,12 +385,8 @@ def check_lsce(fn, cases, *, name: str = LSCE.name, alternatives=None) -> None:
             alts["db"] = [*alts.get("db", []), kept]
         return alts
 
-    exercise = LSCE if name == LSCE.name else replace(LSCE, name=name)
-
-    def attempt(some_cases):
-        exercise.run(fn, some_cases, alternatives=with_unreduced_db)
-
-    rerun_above_batch_1(attempt, cases)  # at batch 1 a db that kept the batch axis, (1, C), looks like a keepdim
+    # At batch 1 a db that kept the batch axis, (1, C), looks like a keepdim.
+    rerun_above_batch_1(lambda some: LSCE.run(fn, some, alternatives=with_unreduced_db), cases)
 
 
 # (M, K, C, transposed) of the visible check: x (M, K), W (K, C), b (C,), target (M,).
@@ -446,6 +405,3 @@ def linear_softmax_ce_backward(fn) -> None:
     gen = seeded(2024)
     check_lsce(fn, [lsce_case(gen, M, K, C, transposed=t) for M, K, C, t in LSCE_SHAPES])
     print("✓ linear_softmax_ce_backward passes the visible checks (batch 1 and 7, square and non-square W, transposed inputs)")
-
-
-__all__ = ["HINTS", "numerical_gradient", "relative_error", "linear_softmax_ce_backward"]
