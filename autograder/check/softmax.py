@@ -1,14 +1,6 @@
-"""Hidden checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``,
-``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``.
-
-The exercises are the visible checks' declarations (``course.selfcheck.softmax``): the same
-input builders, autograd references, named bugs and properties, so a student reads the
-same diagnosis in both, and the same ``HINTS`` point to the notebook's hints. What is
-hidden is the data: every call draws fresh float64 inputs (``autograder.inputs.generator``;
-set AUTOGRADER_SEED to replay a run), logits with no ties from ``inputs.distinct``, on the
-shapes below — the comment beside each says which bug it exposes, and every check ends
-with one transposed (non-contiguous) case. ``shifted_softmax_vjp`` also gets float32
-logits up to ±1000 on rows of a fresh length, with shifts that do not help.
+"""Hidden checks for 02_softmax_collapse: the visible checks' exercises (``course.selfcheck.softmax``,
+the same ``HINTS``) on fresh float64 inputs (``autograder.inputs.generator``; AUTOGRADER_SEED replays a
+run), logits with no ties, on the shapes below, each commented with the bug it exposes.
 
 The long rows of ``softmax_backward`` keep rows × N below N², so an honest O(N)-per-row
 backward never comes near the ``materialized-jacobian`` threshold.
@@ -33,9 +25,7 @@ from course.selfcheck.softmax import (  # noqa: F401 — HINTS: the hint pointer
 
 from ..inputs import distinct, generator
 
-# Shapes of y. Batch-1 cases first (a failure that appears only above batch 1 is then read as
-# a missing batch reduction); square cases before the others of their batch, so that a row
-# sum that lost its keepdim is diagnosed (broadcast-axis) before it can crash on a mismatch.
+# Shapes of y. Batch 1 first, square cases before the others of their batch (why: course.selfcheck.softmax).
 JACOBIAN_SHAPES = [
     (6,),  # one row, no batch axis
     (1, 5),  # batch 1
@@ -73,7 +63,7 @@ SHIFT_SHAPES = [
     (3, 2, 6),  # 3-D
 ]
 TRANSPOSED_SHAPE = (6, 7)  # (rows, columns) of the transposed (non-contiguous) case of every check
-SHIFT_LARGE_ROWS = 5  # rows of float32 logits up to ±1000 with c = 0, of a fresh length in [6, 13]
+SHIFT_LARGE_ROWS = 5  # rows of float32 logits up to ±1000 with c = 0
 
 
 def logits(gen: torch.Generator, shape) -> torch.Tensor:
@@ -81,28 +71,22 @@ def logits(gen: torch.Generator, shape) -> torch.Tensor:
     return distinct(gen, *shape)
 
 
-@graded
-def softmax_jacobian(fn: Callable) -> None:
-    """Grade ``fn(y) -> J``, the (..., N, N) softmax Jacobian from its output."""
-    JACOBIAN.check(fn, JACOBIAN.cases(generator("softmax_jacobian"), JACOBIAN_SHAPES, TRANSPOSED_SHAPE, logits))
+def _large_shift_cases(gen: torch.Generator) -> list:
+    n = int(torch.randint(6, 14, (1,), generator=gen))  # a fresh row length in [6, 13]
+    return shift_large_cases(gen, rows=SHIFT_LARGE_ROWS, n=n)
 
 
-@graded
-def softmax_backward(fn: Callable) -> None:
-    """Grade ``fn(y, dy) -> dx``: the values, then that no call on rows of N ≥ 256 allocated N² elements."""
-    BACKWARD.check(fn, BACKWARD.cases(generator("softmax_backward"), BACKWARD_SHAPES, TRANSPOSED_SHAPE, logits))
+def _hidden(exercise, shapes: list, more: Callable[[torch.Generator], list] = lambda gen: []) -> Callable:
+    """The visible check's flow on ``shapes``, then ``more(gen)``, drawn from this run's generator."""
+    def run(fn) -> None:
+        gen = generator(exercise.name)
+        exercise.check(fn, exercise.cases(gen, shapes, TRANSPOSED_SHAPE, logits) + more(gen))
+
+    run.__name__ = run.__qualname__ = exercise.name
+    return graded(run)
 
 
-@graded
-def shifted_softmax_vjp(fn: Callable) -> None:
-    """Grade ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP for any c, finite in float32."""
-    gen = generator("shifted_softmax_vjp")
-    cases = SHIFT.cases(gen, SHIFT_SHAPES, TRANSPOSED_SHAPE, logits)
-    n = int(torch.randint(6, 14, (1,), generator=gen))
-    SHIFT.check(fn, cases + shift_large_cases(gen, rows=SHIFT_LARGE_ROWS, n=n))
-
-
-@graded
-def softmax_cross_entropy_backward(fn: Callable) -> None:
-    """Grade ``fn(logits, target) -> dlogits`` for the mean cross-entropy over every row."""
-    CE.check(fn, CE.cases(generator("softmax_cross_entropy_backward"), CE_SHAPES, TRANSPOSED_SHAPE, logits))
+softmax_jacobian = _hidden(JACOBIAN, JACOBIAN_SHAPES)
+softmax_backward = _hidden(BACKWARD, BACKWARD_SHAPES)
+shifted_softmax_vjp = _hidden(SHIFT, SHIFT_SHAPES, _large_shift_cases)
+softmax_cross_entropy_backward = _hidden(CE, CE_SHAPES)

@@ -1,17 +1,9 @@
-"""Hidden checks for 03_triton_fused_softmax: the two kernels, ``TritonSoftmax``, ``triton_softmax``.
-
-The input builders, references (torch's softmax and its autograd), named bugs and runners
-are the visible checks' (``course.selfcheck.triton_softmax``): rows inside wider NaN-padded
-buffers, so that a missing load or store mask is caught and named with the columns it
-touches; the same diagnoses, and the same ``HINTS`` pointing to the notebook's hints. What
-is hidden is the data: every call draws fresh inputs (``autograder.inputs.generator``; set
-AUTOGRADER_SEED to replay a run) with row lengths that are not powers of two, at batch 1
-and batch 7, in float32 and float64 — the dtypes Triton's interpreter handles. ``TritonSoftmax``
-is also put through ``torch.autograd.gradcheck`` in float64.
-
-Non-contiguous inputs: every kernel case is a strided view (rows inside wider buffers; the
-kernel's contract is adjacent elements within a row), ``TritonSoftmax`` gets a transposed ȳ
-and ``triton_softmax`` a transposed x.
+"""Hidden checks for 03_triton_fused_softmax: the visible checks' builders, references, named bugs and
+runners (``course.selfcheck.triton_softmax``, the same ``HINTS``) on fresh inputs (``autograder.inputs.generator``;
+AUTOGRADER_SEED replays a run): rows that are not powers of two, batch 1 and batch 7, float32 and float64
+(the dtypes Triton's interpreter handles), ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
+inputs: every kernel case is rows inside wider buffers, ``TritonSoftmax`` gets a transposed ȳ and
+``triton_softmax`` a transposed x.
 """
 
 from __future__ import annotations
@@ -31,7 +23,6 @@ from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint 
     check_function_class,
     check_kernel,
     check_softmax_function,
-    class_cases,
     forward_cases,
     function_cases,
     large_forward_case,
@@ -60,9 +51,9 @@ def kernel_shapes(gen: torch.Generator) -> list[tuple[int, int, torch.dtype]]:
     ]
 
 
-def class_shapes(gen: torch.Generator) -> list[tuple[int, int, torch.dtype]]:
-    """(n_rows, n_cols, dtype): batch 1, then batch 7 in both dtypes."""
-    return [(1, odd_length(gen, 3, 40), F64), (7, odd_length(gen, 41, 200), F64), (7, odd_length(gen, 5, 100), F32)]
+def class_table(gen: torch.Generator) -> list[tuple[tuple[int, int], torch.dtype]]:
+    """(shape of x, dtype): batch 1, then batch 7 in both dtypes."""
+    return [((1, odd_length(gen, 3, 40)), F64), ((7, odd_length(gen, 41, 200)), F64), ((7, odd_length(gen, 5, 100)), F32)]
 
 
 def function_table(gen: torch.Generator) -> list[tuple[tuple[int, ...], torch.dtype, bool, str]]:
@@ -100,7 +91,7 @@ def softmax_bwd_kernel(kernel: Callable) -> None:
 def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """Grade the autograd.Function: values, y saved alone, strided ȳ, no autograd in backward, gradcheck."""
     gen = generator("TritonSoftmax")
-    cases = class_cases(gen, class_shapes(gen))
+    cases = function_cases(gen, class_table(gen))
     check_function_class(cls, cases, gradcheck_x=randn(gen, 2, odd_length(gen, 3, 9)))
 
 

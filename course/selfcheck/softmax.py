@@ -1,44 +1,15 @@
 """Visible checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``,
 ``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``.
 
-Each check runs the student's function on small fixed float64 inputs — a single row,
-batch 1, batch 7 (once with as many rows as columns, where a row scalar broadcast along
-the wrong axis keeps the right shape), a 3-D input, a transposed (non-contiguous) view —
-and compares it with torch's own autograd. A failure raises ``GradingFailure`` whose
-first line names the kind of bug and why, never the fixed code; ``HINTS`` maps each
-class to the notebook hint that covers it. Success prints one line.
-
-``shifted_softmax_vjp(x, c, dy) -> (y, dx, dc)`` is the free max shift: y = softmax(x − c)
-with one shift c per row, and its VJP for x and for c. It also gets float32 logits as
-large as ±1000 with shifts that do not help (c = 0, c above the row, c at the row's
-minimum, rows a thousand apart): a forward that exponentiates what it is handed gives
-inf or NaN there (``non-finite``). dc is compared with an absolute bound, since it can be
-far smaller than ȳ; and the forward must be the student's own — torch's softmax,
-log_softmax and logsumexp, which stabilise for you, are refused.
-
-Two checks grade a property as well as the values, and both refuse torch's own backward
-kernels (``aten._softmax_backward_data`` and friends: autograd by another door, read from
-the recorder's op counts) as ``autograd-in-backward``:
-
-- ``softmax_backward`` runs under :class:`course.memory.AllocationRecorder`. On rows of
-  length N ≥ 256, any tensor of N² elements or more that the function allocates is
-  ``materialized-jacobian``, even when every value is right.
-- ``softmax_cross_entropy_backward`` gets one batch of saturated logits (the softmax is
-  one-hot to the last bit, the target is the least likely class): the fused gradient is
-  perfectly finite there, and a chain that divides by the target's probability is not.
-
-Every exercise is declared once, as an :class:`Exercise` (the course's one spec type,
-:class:`course.spec.Exercise`, with what softmax adds): how its inputs are drawn from a
-generator and a shape, its autograd reference, its named bugs, and the properties graded
-beside the values. The visible checks run those declarations on the fixed shapes below; the
-hidden checks (``autograder.check.softmax``) run the same ones on shapes of their own and
-fresh random inputs, so a student reads the same sentence in both.
-
-The references see only what the student sees: the logits behind y are recovered as
-log y (softmax(log y) = y, since y sums to 1) — a small reminder that the backward needs
-y, not x. Each named bug is the right answer with one bug applied to it — the hub s
-replaced by a wrong one, the normaliser taken along the wrong axis — so it names a bug
-without spelling out a solution.
+Each exercise is declared once, as an :class:`Exercise` (docs/design.md, "A lesson is a spec"):
+the visible checks run it on the fixed shapes below, ``autograder.check.softmax`` on shapes of
+its own and fresh inputs, so a student reads the same sentence in both. The references see only
+what the student sees: the logits behind y are recovered as log y (softmax(log y) = y, since y
+sums to 1), a reminder that the backward needs y, not x. Each named bug is the right answer with
+one bug applied to it (the hub s replaced by a wrong one, the normaliser taken along the wrong
+axis), so it names a bug without spelling out a solution. What is graded beside the values (no
+N×N tensor, none of torch's own backward kernels or stabilising softmax, finite float32 results
+for logits of ±1000, a saturated cross-entropy) is declared with each exercise at the end.
 """
 
 from __future__ import annotations
@@ -70,15 +41,7 @@ from ..diagnose import (
 from ..memory import AllocationRecorder, RecordedCalls
 from ..spec import Exercise as Spec
 
-__all__ = [
-    "softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
-    "Exercise", "JACOBIAN", "BACKWARD", "SHIFT", "CE", "Saturated", "normal", "shift_large_cases",
-    "jacobian_alternatives", "backward_alternatives", "ce_alternatives", "shift_alternatives", "check_no_jacobian",
-    "check_no_library_backward", "MEMORY_MIN_N", "HINTS", "ShiftCase", "check_shift",
-]
-
-# The notebook's hint (1-based, in the collapsed hint cell after each exercise) that covers each
-# diagnosis class; "*" is any other class. not-implemented and error get no pointer.
+# The notebook's hint that covers each diagnosis class (read by course.diagnose.hint_for).
 HINTS = {
     "softmax_jacobian": {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 4},
     "softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
@@ -93,9 +56,9 @@ F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
 MEMORY_MIN_N = 256  # rows at least this long must not meet an N×N tensor in the backward
 
-# Shapes of y. Batch-1 cases first: run_cases reads "right at batch 1, wrong later" as a
-# missing batch reduction. The square (7, 7) comes before (7, 12) so that a row sum that
-# lost its keepdim is diagnosed there, instead of crashing on a mismatch.
+# In every list, batch-1 cases first: run_cases reads "right at batch 1, wrong later" as a missing batch
+# reduction. The square (7, 7) comes before the others of batch 7 so that a row reduction that lost its
+# keepdim is diagnosed there (broadcast-axis), instead of crashing on a mismatch. Shapes of y:
 JACOBIAN_SHAPES = [
     (5,),  # one row, no batch axis: J is (N, N)
     (1, 6),  # batch 1
@@ -128,8 +91,7 @@ CE_SHAPES = [
     Saturated((1, 9)),  # the target the least likely class (one row: a wrong answer here is not read as a
                         # batch-reduction bug)
 ]
-# Shapes of x (c is (..., 1), ȳ the shape of x). Batch 1 first; the square case before the others of
-# batch 7, so that a row max that lost its axis is named (broadcast-axis) before it can crash.
+# Shapes of x (c is (..., 1), ȳ the shape of x).
 SHIFT_SHAPES = [
     (6,),  # one row, no batch axis: c has shape (1,)
     (1, 7),  # batch 1
@@ -218,12 +180,9 @@ def _ce_reference(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def _shift_reference(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """y = softmax(x − c) and autograd's gradients for x and c, in float64 (dc is zero up to rounding)."""
-    x = x.detach().to(F64).requires_grad_(True)
-    c = c.detach().to(F64).requires_grad_(True)
-    with torch.enable_grad():
-        y = torch.softmax(x - c, dim=-1)  # torch shifts by the row max inside: finite for any x and c
-        dx, dc = torch.autograd.grad(y, (x, c), dy.to(F64))
-    return y.detach(), dx, dc
+    x, c = x.detach().to(F64), c.detach().to(F64)
+    y = torch.softmax(x - c, dim=-1)  # torch shifts by the row max inside: finite for any x and c
+    return (y, *vjp(lambda x, c: torch.softmax(x - c, dim=-1), (x, c), dy.to(F64)))
 
 
 # ---------------------------------------------------------------------------
@@ -256,24 +215,22 @@ def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]
     """Named bugs of ``softmax_jacobian(y)``; ``J`` is the right answer."""
     outer = y.unsqueeze(-1) * y.unsqueeze(-2)  # (..., N, N): y_i y_j within one row
     diagonal = J + outer  # the diag(y) part alone
-    alts = [
-        Alternative("wrong-values", "J has only the numerator's part: every y_i depends on every x_j through the "
-                    "sum in the denominator, so the entries off the diagonal are not zero.", diagonal),
-        Alternative("wrong-values", "J is right on its diagonal and zero off it: every y_i depends on every x_j "
-                    "through the sum in the denominator, so the entries off the diagonal are not zero.",
-                    torch.diag_embed(torch.diagonal(J, dim1=-2, dim2=-1))),
-        Alternative("wrong-values", "J has only the denominator's part: on the diagonal, x_i also appears in the "
-                    "numerator of y_i, and that derivative is missing.", -outer),
-        Alternative("wrong-values", "J is the Jacobian at softmax(y): y is already the softmax's output, and "
-                    "applying softmax to it again gives another point.", _jacobian_reference(torch.softmax(y, -1))),
+    alts: list[tuple[str, str, torch.Tensor | None]] = [
+        ("wrong-values", "J has only the numerator's part: every y_i depends on every x_j through the "
+         "sum in the denominator, so the entries off the diagonal are not zero.", diagonal),
+        ("wrong-values", "J is right on its diagonal and zero off it: every y_i depends on every x_j "
+         "through the sum in the denominator, so the entries off the diagonal are not zero.",
+         torch.diag_embed(torch.diagonal(J, dim1=-2, dim2=-1))),
+        ("wrong-values", "J has only the denominator's part: on the diagonal, x_i also appears in the "
+         "numerator of y_i, and that derivative is missing.", -outer),
+        ("wrong-values", "J is the Jacobian at softmax(y): y is already the softmax's output, and "
+         "applying softmax to it again gives another point.", _jacobian_reference(torch.softmax(y, -1))),
     ]
     if y.ndim >= 2:
-        wrong = _broadcast_to(lambda: diagonal - y.unsqueeze(-2) * y.unsqueeze(-3), J.shape)
-        if wrong is not None:
-            alts.append(Alternative(
-                "broadcast-axis", "J pairs entries of different rows of y: each row is a separate softmax, so "
-                "every product in its Jacobian pairs two entries of the same row.", wrong))
-    return distinct_from(alts, J)
+        alts.append(("broadcast-axis", "J pairs entries of different rows of y: each row is a separate softmax, so "
+                     "every product in its Jacobian pairs two entries of the same row.",
+                     _broadcast_to(lambda: diagonal - y.unsqueeze(-2) * y.unsqueeze(-3), J.shape)))
+    return distinct_from([Alternative(c, s, v) for c, s, v in alts if v is not None], J)
 
 
 def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> list[Alternative]:
@@ -309,7 +266,7 @@ def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -
         ("wrong-values", "dx applies only the diagonal of the Jacobian: the entries off the diagonal, which "
          "couple every output to every input, contribute nothing here.", with_hub(torch.zeros_like(hub))),
         ("wrong-values", "dx has the row's shared term without the factor every entry of J carries: column j "
-         "of the Jacobian is proportional to y_j throughout.", _broadcast_to(lambda: dx + y * hub - hub, dx.shape)),
+         "of the Jacobian is proportional to y_j throughout.", dx + y * hub - hub),
         ("wrong-values", "dx is the backward at softmax(y): y is already the softmax's output, and applying "
          "softmax to it again gives another point.", _backward_reference(torch.softmax(y, -1), dy)),
     ]
@@ -354,8 +311,7 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
              softmax_along_wrong_axes(True, True)),
         ]
     alts.append(("wrong-values", "dlogits is missing the term at each row's target: the loss reads the "
-                 "target's entry through the log as well as through the softmax.",
-                 _broadcast_to(lambda: dlogits + onehot / M, dlogits.shape)))
+                 "target's entry through the log as well as through the softmax.", dlogits + onehot / M))
     target_logp = torch.log_softmax(logits, -1).gather(-1, target.unsqueeze(-1))  # (..., 1): log y_t
     if bool((target_logp < -700).any()):  # y_t is 0 in float64 on some row: the softmax saturated
         alts.append(("wrong-values", "dlogits vanished (it is zero) where the right answer is of order 1/M: "
@@ -421,22 +377,21 @@ def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase
 def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
                        expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
     """Named bugs of one output of ``shifted_softmax_vjp``; ``expected`` is the right (y, dx, dc)."""
-    y, dx, dc = expected
+    y, dx, _ = expected
     x, dy = x.to(F64), dy.to(F64)
     if out == "dx":
         return backward_alternatives(y, dy, dx)
     if out == "dc":
-        hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c
+        hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c and of dc
         alts = [
             Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
-                        "exponent of the denominator, and that dependence counts too.", _broadcast_to(lambda: -hub, dc.shape)),
+                        "exponent of the denominator, and that dependence counts too.", -hub),
             Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
-                        "flipped: c also sits in every exponent of the denominator.", _broadcast_to(lambda: hub, dc.shape)),
+                        "flipped: c also sits in every exponent of the denominator.", hub),
             Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
-                        "c reaches y through the softmax, not directly.",
-                        _broadcast_to(lambda: -dy.sum(-1, keepdim=True), dc.shape)),
+                        "c reaches y through the softmax, not directly.", -dy.sum(-1, keepdim=True)),
         ]
-        return [a for a in alts if a.value is not None and relative_error(a.value, torch.zeros_like(a.value)) > 0]
+        return [a for a in alts if relative_error(a.value, torch.zeros_like(a.value)) > 0]
     m = x.amax(-1, keepdim=True)
     e = (x - m).exp()
     alts = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.", e)]
@@ -467,17 +422,12 @@ def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
         f"inputs: {case.label}")
 
 
-def _bound(dy: torch.Tensor) -> float:
-    return ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
-
-
 def _within(got, expected: torch.Tensor, bound: float) -> bool:
     """``got`` has the expected shape, is finite, and is within ``bound`` of ``expected`` everywhere."""
     if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
         return False
-    if not bool(torch.isfinite(got).all()):
-        return False
-    return got.numel() == 0 or (got.detach().to("cpu", F64) - expected.to(F64)).abs().max().item() <= bound
+    diff = (got.detach().to("cpu", F64) - expected.to(F64)).abs()
+    return bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= bound)
 
 
 def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: Callable) -> None:
@@ -491,13 +441,14 @@ def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: 
         got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), SHIFT_OUTPUTS)
         x, c, dy = case.args
         tol = SHIFT_TOL[x.dtype]
+        bound = ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
         for out, g, e, of in zip(SHIFT_OUTPUTS, got, expected, ("x", "x", "c")):
             if out == "dc" or (out == "dx" and case.large):
-                if _within(g, e, _bound(dy)):
+                if _within(g, e, bound):
                     continue
                 # Against the reference rounded to the bound: a relative comparison with a value at the level
                 # of rounding would read any wrong dc of one entry as a "scale" bug.
-                e = torch.where(e.abs() <= _bound(dy), torch.zeros_like(e), e)
+                e = torch.where(e.abs() <= bound, torch.zeros_like(e), e)
                 failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
                                    alternatives=shift_alternatives(x, c, dy, out, expected))
                 if failure is None:  # within the relative tolerance, yet not within the bound
@@ -549,12 +500,12 @@ def check_no_library_softmax(name: str, calls: Sequence[tuple[tuple, AllocationR
         "the forward here is yours to write, from exp and row reductions."))
 
 
-def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], min_n: int = MEMORY_MIN_N) -> None:
-    """Raise ``materialized-jacobian`` when a call on rows of N ≥ min_n allocated a tensor of ≥ N² elements."""
+def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
+    """Raise ``materialized-jacobian`` when a call on rows of N ≥ MEMORY_MIN_N allocated a tensor of ≥ N² elements."""
     for args, rec in calls:
         y = args[0]
         N = y.shape[-1]
-        if N < min_n:
+        if N < MEMORY_MIN_N:
             continue
         big = [a for a in rec.allocations if a.numel >= N * N]
         if big:
@@ -570,13 +521,11 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
 
 @dataclass(frozen=True, kw_only=True)
 class Exercise(Spec):
-    """One exercise, declared once for its visible and its hidden check: a :class:`course.spec.Exercise`
-    that also says how its inputs are drawn and what the calls it makes must not do.
+    """A :class:`course.spec.Exercise` that also says how its inputs are drawn and what its calls must not do.
 
-    ``draw(gen, shape, logits)`` gives the arguments, {name: tensor} in argument order, with the logits
-    drawn by ``logits(gen, shape)``; ``reference`` is torch's autograd on them; ``alternatives(case)``
-    names the bugs worth naming; each of ``properties(name, calls)`` grades the recorded calls once the
-    values pass. ``runner(name, fn, cases, reference)``, when given, compares the values instead.
+    ``draw(gen, shape, logits)`` gives the arguments, {name: tensor} in argument order, with the logits drawn by
+    ``logits(gen, shape)``; each of ``properties(name, calls)`` grades the recorded calls once the values pass.
+    ``runner(name, fn, cases, reference)``, when given, compares the values instead of :meth:`run`.
     """
 
     draw: Callable
