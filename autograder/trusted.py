@@ -1,15 +1,9 @@
 """The hidden checks, run where the student's code cannot reach them.
 
-This process (the checker) runs ``autograder.check.<function>(proxy)`` with inputs drawn
-from the submission's seed, which neither the kernel nor the value worker ever has. ``proxy``
-stands for the student's function, class or kernel: each call goes to the value worker
-(``autograder/valueworker.py``: sandboxed, without ``autograder``), by value both ways, and
-:meth:`Channel.witness` hands the worker's measurement of the call to the checks' own
-instruments (``course.witness``). So the comparison that decides the grade happens in a
-process the student's code never ran in. The checker runs as root and guards itself:
-numbered replies (:class:`Channel`), the wire format's limits, its own rlimits
-(:func:`limit_checker`). Long form: docs/grading.md, "The hidden checks, in the trusted
-checker" and "The checker guards itself".
+This process (the checker) runs ``autograder.check.<function>(proxy)``, where ``proxy`` stands for the
+student's object in the value worker, and :meth:`Channel.witness` hands the worker's measurement of each
+call to the checks' own instruments (``course.witness``). Long form, and how the checker guards itself:
+docs/grading.md, "The hidden checks, in the trusted checker" and "The checker guards itself".
 
 Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
 names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}``, or
@@ -35,13 +29,12 @@ from torch.utils._python_dispatch import _disable_current_modes
 from course import witness
 
 from . import sandbox
-from .valueworker import REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
+from .valueworker import EXCEPTION_KINDS, REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
 
-
-_UNMEASURED = object()  # a request that runs none of the student's code: its reply carries no measurement
+_MISSING = object()  # a name the worker does not have; what a request that runs no student code measured
 
 
 def _is_count(v) -> bool:
@@ -91,7 +84,6 @@ class RemoteNamespace(dict):
         return self.get(name, _MISSING) is not _MISSING
 
 
-_MISSING = object()
 # Dunder attributes a check may read off a student's function (its code names a Triton builtin, say).
 _FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
 
@@ -151,7 +143,6 @@ def _function_class(channel: Channel, info: dict) -> type:
             if not hasattr(ctx, path):
                 setattr(ctx, path, torch.empty(shape, device="meta"))
         ctx.remote_graph = channel.graph_of(reply)
-        ctx.leaf_positions = [i for i, (a, f) in enumerate(zip(args, flags)) if isinstance(a, torch.Tensor) and f]
         ctx.n_args = len(args)
         return map_tensors(out, lambda t: t.detach())
 
@@ -159,9 +150,7 @@ def _function_class(channel: Channel, info: dict) -> type:
         graph = ctx.remote_graph
         if graph is None:
             return (None,) * ctx.n_args
-        sent = [None if g is None else g.detach() for g in grads]
-        reply = channel.exchange({"op": "function_backward", "handle": graph["handle"], "grads": sent}, measured=sent)
-        got = list(channel.dec(reply.get("value")))
+        got = channel.backward("function_backward", graph["handle"], grads)
         return tuple(got) if len(got) != 1 else got[0]
 
     # Their globals: this module's, then the notebook's (see RemoteNamespace).
@@ -183,11 +172,8 @@ class _RemoteGraph(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):
-        link, channel = ctx.link, ctx.link["channel"]
-        sent = [None if g is None else g.detach() for g in grads]
-        reply = channel.exchange({"op": "grad", "handle": link["handle"], "grads": sent}, measured=sent)
-        got = channel.dec(reply.get("value"))
-        got = list(got) + [None] * (ctx.n_leaves - len(got))
+        got = ctx.link["channel"].backward("grad", ctx.link["handle"], grads)
+        got += [None] * (ctx.n_leaves - len(got))
         return (None, *got[: ctx.n_leaves])
 
 
@@ -197,10 +183,9 @@ class _RemoteGraph(torch.autograd.Function):
 
 def _rebuild(chain: list[dict]) -> BaseException:
     """An exception chain like the worker's: same class names and modules, same messages, same causes."""
-    bases = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
     exc = None
     for item in reversed(chain[:8]):
-        base = bases.get(item.get("kind"), Exception)
+        base = EXCEPTION_KINDS.get(item.get("kind"), Exception)
         name = str(item.get("name", "Error"))[:100] or "Error"
         cls = type(name, (base,), {"__module__": str(item.get("module", "student"))[:100]})
         new = cls(str(item.get("message", ""))[:2000])
@@ -312,7 +297,7 @@ class Channel:
 
     # -- requests -------------------------------------------------------------
 
-    def exchange(self, message: dict, measured=_UNMEASURED) -> dict:
+    def exchange(self, message: dict, measured=_MISSING) -> dict:
         """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise).
 
         Out of sight of the checks' dispatch modes (they would count this side's copies); the worker's
@@ -321,7 +306,7 @@ class Channel:
         with _disable_current_modes():
             return self._exchange(message, measured)
 
-    def _exchange(self, message: dict, measured=_UNMEASURED) -> dict:
+    def _exchange(self, message: dict, measured=_MISSING) -> dict:
         n = self._send(message)
         try:
             while True:
@@ -340,7 +325,7 @@ class Channel:
             # exception inside a callback): whatever the worker sends next answers nothing in flight.
             self.broken = self.broken or "an exchange with the worker was cut short"
             raise
-        if measured is not _UNMEASURED and (op == "result" or reply.get("measured") is not None):
+        if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
             self.witness(reply, measured)  # a call that raised reports what it touched too (a course helper)
         if op == "raise":
             raise _rebuild(reply.get("chain"))
@@ -370,6 +355,11 @@ class Channel:
         """Send a request and return its decoded value, graphs linked back to this side."""
         reply = self.exchange(message)
         return self._linked(self.dec(reply.get("value")), self.graph_of(reply), ())
+
+    def backward(self, op: str, handle, grads) -> list:
+        """The worker's gradients for ``grads`` through its graph ``handle``: ``op`` "grad", or "function_backward"."""
+        sent = [None if g is None else g.detach() for g in grads]
+        return list(self.dec(self.exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
 
     def call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
@@ -444,8 +434,7 @@ class Channel:
             return None
         ok = (isinstance(g, dict) and isinstance(g.get("handle"), int) and isinstance(g.get("n_leaves"), int)
               and isinstance(g.get("outputs"), list) and all(isinstance(t, torch.Tensor) for t in g["outputs"])
-              and isinstance(g.get("classes", []), list) and all(isinstance(c, dict) for c in g.get("classes", []))
-              and isinstance(g.get("mask", []), list))
+              and isinstance(g.get("classes", []), list) and all(isinstance(c, dict) for c in g.get("classes", [])))
         if not ok:
             raise self._refuse(REFUSALS["malformed"] + " (the description of a graph)")
         return g
@@ -477,10 +466,10 @@ class Channel:
 # Starting the worker
 
 
-def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
+def start_worker(job: dict, log_path: Path) -> Channel:
     """The value worker in a sandbox forked by the zygote, with two pipes; returns once it is ready.
 
-    The returned socket is the sandbox's lifeline: closing it kills everything in there.
+    ``Channel.lifeline`` is the sandbox's: closing it kills everything in there.
     """
     to_r, to_w = os.pipe()
     from_r, from_w = os.pipe()
@@ -507,16 +496,15 @@ def start_worker(job: dict, log_path: Path) -> tuple[socket.socket, Channel]:
     if ready.get("op") != "ready" or re != 0:
         raise WorkerDied("the worker did not start")
     channel.ran = 0  # cells run so far
-    return lifeline, channel
+    return channel
 
 
-def stop_worker(lifeline: socket.socket | None, channel: Channel | None) -> None:
+def stop_worker(channel: Channel | None) -> None:
     if channel is not None:
         for fd in (channel.wfd, channel.rfd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-    if lifeline is not None:
-        lifeline.close()  # the zygote's handler kills the sandbox when its client goes
+        channel.lifeline.close()  # the zygote's handler kills the sandbox when its client goes
 
 
 # ---------------------------------------------------------------------------
@@ -568,7 +556,7 @@ def run(job: dict) -> dict:
     cells = [(int(i), code) for i, code in job["cells"]]
     timeout = float(job["timeout"])
     results: dict[str, dict] = {}
-    proc = channel = None
+    channel = None
     started = 0
     cell_errors: list[str] = []  # what the notebook's cells raised in the worker: the likely cause of a failure
     for test_id, check_name, arg_name, position in job["exercises"]:
@@ -580,10 +568,8 @@ def run(job: dict) -> dict:
                 continue
             started += 1
             try:
-                proc, channel = start_worker(job, work / "valueworker.log")
+                channel = start_worker(job, work / "valueworker.log")
             except (WorkerTimeout, WorkerDied, OSError) as exc:
-                stop_worker(proc, channel)
-                proc = channel = None
                 results[test_id] = {"status": "died", "message": f"the worker did not start ({type(exc).__name__}: {exc})"[:500]}
                 continue
         todo = [code for i, code in cells if i < position][channel.ran:]
@@ -607,9 +593,9 @@ def run(job: dict) -> dict:
         if test_id not in results or (results[test_id].get("passed") and not outcome.get("passed")):
             results[test_id] = outcome  # a test cell with several checks passes when all of them do
         if outcome["status"] in ("timeout", "died", "refused") or channel.broken:
-            stop_worker(proc, channel)
-            proc = channel = None
-    stop_worker(proc, channel)
+            stop_worker(channel)
+            channel = None
+    stop_worker(channel)
     return results
 
 

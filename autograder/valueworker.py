@@ -1,29 +1,21 @@
 """The value worker: runs a student's notebook code where no checker, reference or seed exists.
 
-Started by ``autograder.trusted`` inside ``sandbox.py``, it runs the notebook's code cells
-(test cells left out) in one IPython namespace, then serves the checker's requests (look up,
-getattr, getitem, call, backpropagate) over two pipes, sending every result back *by value*.
-It imports nothing from the project and is the protocol's one definition: the checker
-imports the framing and encoding from here. Long form: docs/grading.md, "The hidden checks,
-in the trusted checker" and "The checker guards itself".
+Started by ``autograder.trusted`` inside ``sandbox.py``, it runs the notebook's code cells and serves the
+checker's requests, sending every result back by value. It imports nothing from the project and is the
+protocol's one definition. Long form: docs/grading.md, "The hidden checks, in the trusted checker" and
+"The checker guards itself".
 
-**Wire format.** A frame declares what it holds before any of it is built, and the reader
-(:func:`receive`) checks the whole header against :class:`WireLimits` before reading a storage:
-
-    "VWF1" | header length (4 bytes, big-endian) | header (JSON) | storage bytes, in order
-
-The header is ``{"n": N, "re": R, "s": [[nbytes, device], ...], "v": TREE}``: the frame's
-number, the request it answers (0 for a request), each storage that follows, and the message.
-Every node but a JSON scalar is a list whose first item names its type:
+**Wire format.** ``"VWF1" | header length (4 bytes, big-endian) | header (JSON) | storage bytes, in order``.
+The header is ``{"n": N, "re": R, "s": [[nbytes, device], ...], "v": TREE}``: the frame's number, the
+request it answers (0 for a request), each storage that follows, and the message. Every node but a JSON
+scalar is a list whose first item names its type:
 
     ["l", ...] list   ["u", ...] tuple   ["d", k1, v1, ...] dict (str or int keys)
     ["b", base64] bytes   ["c", re, im] complex   ["dt", "float64"] dtype   ["dv", "cpu"] device
     ["S", ...] torch.Size   ["t", storage, dtype, shape, stride, offset] a strided view of a storage
 
-A frame that breaks the format raises :class:`WireError`, in the grader's words, never the
-frame's. ``requires_grad`` travels in :func:`encode`'s ``{"__t__": t, "rg": bool}``; objects
-that are not plain data stay in the worker as ``{"__ref__": id, ...}``; the checker's own
-callables travel as ``{"__cb__": id}`` and are called back.
+Inside a message, :func:`encode` marks ``requires_grad`` (``{"__t__": t, "rg": bool}``), keeps objects that
+are not plain data in the worker (``{"__ref__": id, ...}``) and sends the checker's callables as ``{"__cb__": id}``.
 
 Limitations: strided tensors of the dtypes of :data:`DTYPES`, on the CPU or CUDA, only; a
 tensor subclass arrives as a plain tensor; a bool tensor's storage must hold 0 or 1 in every byte.
@@ -83,6 +75,10 @@ REFUSALS = {
 }
 
 
+# The exceptions a check tells apart, and the kind each travels as (any other is "other").
+EXCEPTION_KINDS = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
+
+
 class WireError(ValueError):
     """A frame that breaks the wire format or its limits. ``what``: a key of :data:`REFUSALS`."""
 
@@ -91,8 +87,9 @@ class WireError(ValueError):
         super().__init__(REFUSALS[self.what] + (f" ({detail})" if detail else ""))
 
 
-DTYPES = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128", "uint8", "int8", "int16", "int32",
-          "int64", "bool")
+_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16, "uint8": 1,
+             "int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}  # the dtypes a tensor may have: bytes per element
+DTYPES = tuple(_ITEMSIZE)
 _TAGS = {"l", "u", "d", "b", "c", "dt", "dv", "S", "t"}
 
 
@@ -184,16 +181,6 @@ def _write_all(fd: int, data) -> None:
         view = view[k:]
 
 
-def _wait(fd: int, deadline: float | None) -> None:
-    import select
-    import time
-
-    if deadline is not None:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise TimeoutError("no reply before the deadline")
-
-
 def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
     buf = bytearray(n)
     read_into(fd, memoryview(buf), deadline)
@@ -201,9 +188,15 @@ def read_exact(fd: int, n: int, deadline: float | None = None) -> bytes:
 
 
 def read_into(fd: int, view: memoryview, deadline: float | None = None) -> None:
+    import select
+    import time
+
     got = 0
     while got < len(view):
-        _wait(fd, deadline)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError("no reply before the deadline")
         k = os.readv(fd, [view[got:got + (1 << 20)]])
         if not k:
             raise EOFError("the other side closed the pipe")
@@ -230,7 +223,7 @@ def receive(fd: int, deadline: float | None = None, limits: WireLimits = LIMITS)
     if not isinstance(head, dict) or set(head) != {"n", "re", "s", "v"}:
         raise WireError("malformed", "the header lacks its fields")
     n, re = head["n"], head["re"]
-    if not (_is_int(n) and _is_int(re) and 0 <= n < 1 << 62 and 0 <= re < 1 << 62):
+    if not (_is_count(n) and _is_count(re)):
         raise WireError("malformed", "frame numbers")
     devices = _check_storages(head["s"], limits)
     plan = _Plan(limits, [d[0] for d in head["s"]])
@@ -249,6 +242,10 @@ def receive(fd: int, deadline: float | None = None, limits: WireLimits = LIMITS)
 
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_count(v) -> bool:
+    return _is_int(v) and 0 <= v < 1 << 62
 
 
 def _device(name):
@@ -340,10 +337,10 @@ class _Plan:
         if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride) <= lim.dims):
             raise WireError("malformed", "a tensor's shape and strides")
         nbytes = self.storage_bytes[storage]
-        if not all(_is_int(x) and 0 <= x < 1 << 62 for x in shape):
+        if not all(_is_count(x) for x in shape):
             raise WireError("malformed", "a tensor's shape")
         # Any stride is harmless on a dimension of size 0 or 1; on the others the end check below bounds it.
-        if not all(_is_int(x) and 0 <= x < 1 << 62 for x in stride) or not (_is_int(offset) and 0 <= offset <= nbytes):
+        if not all(_is_count(x) for x in stride) or not (_is_int(offset) and 0 <= offset <= nbytes):
             raise WireError("view", "a stride or offset outside the storage")
         self.tensors += 1
         if self.tensors > lim.tensors:
@@ -361,10 +358,6 @@ class _Plan:
             raise WireError("view", f"{end * itemsize} bytes of a storage of {nbytes}")
         if dtype == "bool":
             self.bool_storages.add(storage)
-
-
-_ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "complex64": 8, "complex128": 16, "uint8": 1,
-             "int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
 
 
 def _build(v, storages: list):
@@ -545,7 +538,8 @@ class Worker:
         # Taken before any cell runs: the notebook's code may patch what it can reach by name afterwards.
         import torch
 
-        self.instruments = _instruments_module().Instruments()
+        instruments = _instruments_module()
+        self.instruments, self._saved = instruments.Instruments(), instruments.saved_tensors
         self._grad_fn = torch.autograd.grad
 
     # -- references -------------------------------------------------------
@@ -559,11 +553,9 @@ class Worker:
             self.next_id += 1
             self.objects[rid] = obj
             self.ref_of[id(obj)] = rid
-        is_class = isinstance(obj, type)
         return {
             "__ref__": rid, "callable": callable(obj), "name": getattr(obj, "__name__", type(obj).__name__),
-            "type": type(obj).__name__, "is_class": is_class,
-            "function_class": bool(is_class and issubclass(obj, torch.autograd.Function)),
+            "type": type(obj).__name__, "function_class": isinstance(obj, type) and issubclass(obj, torch.autograd.Function),
         }
 
     def _callback(self, marker: dict):
@@ -632,7 +624,7 @@ class Worker:
         graph = None
         outs = [t for t in tensors_in(value) if t.requires_grad and t.grad_fn is not None]
         if outs:
-            leaves = [t for t in tensors_in(args) if isinstance(t, torch.Tensor) and t.requires_grad] if args is not None else []
+            leaves = [t for t in tensors_in(args) if t.requires_grad]
             graph = self._register_graph(outs, leaves)
         with torch.no_grad():  # a returned leaf that requires grad travels as a plain value
             value = map_tensors(value, lambda t: t if (t.requires_grad and t.grad_fn is not None) else t.detach())
@@ -677,19 +669,12 @@ class Worker:
             out, measured = self.instruments.measure(lambda: cls.apply(*args), kept_of=_node_of, inputs=args)
             outs = out if isinstance(out, tuple) else (out,)
             node = _node_of(out)
-            saved, stashed = [], {}
-            if node is not None:
-                try:
-                    saved = [t.detach() if isinstance(t, torch.Tensor) else t for t in node.saved_tensors]
-                except RuntimeError:
-                    saved = []
-                stashed = {k: v.detach() for k, v in vars(node).items() if isinstance(v, torch.Tensor)} if hasattr(node, "__dict__") else {}
+            saved = [t.detach() if isinstance(t, torch.Tensor) else t for t in self._saved(node)]
+            stashed = {k: v.detach() for k, v in vars(node).items() if isinstance(v, torch.Tensor)} if hasattr(node, "__dict__") else {}
             leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-            mask = [isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None for t in outs]
-            needs = [t for t, m in zip(outs, mask) if m]
+            needs = [t for t in outs if isinstance(t, torch.Tensor) and t.requires_grad and t.grad_fn is not None]
             graph = self._register_graph(needs, leaves) if needs else None
             if graph is not None:
-                graph["mask"] = mask
                 self.contexts[graph["handle"]] = (cls, node)
             plain = tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in outs)
             return {"op": "result", "value": self._enc(plain if isinstance(out, tuple) else plain[0]), "graph": graph,
@@ -718,9 +703,7 @@ class Worker:
         chain, seen, measured = [], set(), None
         while exc is not None and id(exc) not in seen and len(chain) < 8:
             seen.add(id(exc))
-            kind = ("not-implemented" if isinstance(exc, NotImplementedError) else
-                    "attribute" if isinstance(exc, AttributeError) else
-                    "memory" if isinstance(exc, MemoryError) else "other")
+            kind = next((k for k, base in EXCEPTION_KINDS.items() if isinstance(exc, base)), "other")
             chain.append({"module": type(exc).__module__, "name": type(exc).__name__, "message": str(exc)[:2000],
                           "kind": kind})
             measured = measured or getattr(exc, "_measured", None)

@@ -1,14 +1,10 @@
 """What a student's call did, measured in the value worker below the Python the student's code can patch.
 
-The checks' own instruments live in the checker and see nothing of a call that runs in the value
-worker; where the student's code runs, they are Python objects it can step around. So the worker
-measures each call itself, with instruments taken before any cell has run: torch's profiler
-(RecordFunction, in C++: aten ops, allocations, autograd engine nodes), tracemalloc (NumPy and
-Python memory, peak and held), an audit hook and thread hooks (a thread, a process or ``mmap``
-during a measured call marks the measurement not ``intact``, and the checker refuses it), and a
-walk of what a Function's ctx keeps. A measurement switched off during the call says so too.
-Limits and the table of what each instrument sees: docs/grading.md, "What the worker measures".
-This file imports nothing from the project: it runs where the project's grading code is hidden.
+Taken before any cell has run: torch's profiler, tracemalloc, an audit hook and thread hooks (work out of
+their sight, or instruments the call switched off, make the measurement not ``intact``: the checker refuses
+it), the course's tripwires and a walk of what a Function's ctx keeps. What each sees, and the limits:
+docs/grading.md, "What the worker measures". This file imports nothing from the project: it runs where
+the project's grading code is hidden.
 """
 
 from __future__ import annotations
@@ -58,7 +54,7 @@ class Instruments:
 
             self.helpers = _rearmed(delegation, delegation._armed, delegation.forbid_helpers)
         except Exception:  # noqa: BLE001 — no course here: nothing of it to call
-            self.helpers = _nothing
+            self.helpers = lambda: contextlib.nullcontext([])
 
     def measure(self, call, *, kept_of=None, inputs=()):
         """``(value, measurement)`` of ``call()``; what it raises carries its measurement (``_measured``).
@@ -91,7 +87,7 @@ class Instruments:
             m["kept"] = kept(node)
             # torch memory the call allocated and still holds, beyond what it returned and saved for the backward
             # (reported on their own): a tensor kept anywhere else — a global, a closure — is in here.
-            m["held"] += max(0, net - _storage_bytes(value, _saved(node), exclude=inputs))
+            m["held"] += max(0, net - _storage_bytes(value, saved_tensors(node), exclude=inputs))
         return value, m
 
     def _finish(self, session, already: bool, delegated: list) -> tuple[dict, int]:
@@ -146,11 +142,6 @@ class Instruments:
 
         __call__._measured = True
         executor.__call__ = __call__
-
-
-@contextlib.contextmanager
-def _nothing():
-    yield []
 
 
 def _rearmed(delegation, armed: list, forbid_helpers):
@@ -295,7 +286,7 @@ _LEAVES = (str, bytes, bytearray, int, float, complex, bool, type(None), type, t
            types.BuiltinFunctionType, types.MethodType)
 
 
-def _saved(node) -> tuple:
+def saved_tensors(node) -> tuple:
     try:
         return tuple(node.saved_tensors) if node is not None else ()
     except RuntimeError:  # already freed, or none
