@@ -1,14 +1,10 @@
 """Hidden checks for 05_attention_recompute: the visible checks (``course.selfcheck.attention``) on fresh inputs.
 
-The input builders, the reference (torch's attention and its autograd, in float64), the runners,
-the property checks and the named bugs are the visible module's, so a student who passed the
-visible check and fails here reads the same kind of diagnosis. What is hidden: the inputs, drawn
-fresh each run from the ranges below (AUTOGRADER_SEED replays one draw), and the bugs of the
-FlashAttention kernels' loops, whose simulation would spell those loops out in the package
-students receive.
-
-Every size drawn from a range is never a power of two and never a multiple of 64, and T is
-never equal to the head dim d.
+The input builders, the reference, the runners, the property checks and the named bugs are the visible module's,
+so a student who passed the visible check and fails here reads the same kind of diagnosis. What is hidden: the
+inputs, drawn fresh each run from the ranges below (AUTOGRADER_SEED replays one draw; a size drawn from a range is
+never a power of two nor a multiple of 64, and T never equals d), and the bugs of the FlashAttention kernels' loops,
+whose simulation would spell those loops out in the package students receive.
 """
 
 from __future__ import annotations
@@ -18,29 +14,12 @@ import math
 import torch
 
 from course.diagnose import Alternative, Case, graded
-from course.selfcheck.attention import (  # noqa: F401 — HINTS: the same hint pointers as the visible checks
-    HINTS,
-    AttentionShape,
-    DeltaShape,
-    FlashCase,
-    FlashShape,
-    attention_cases,
-    backward_case,
-    check_attention_function,
-    check_backward_recompute,
-    check_delta_kernel,
-    check_flash_kernel,
-    check_forward_lse,
-    check_function_class,
-    delta_cases,
-    flash_cases,
-    flash_gradient_alternatives,
-    flash_output_alternatives,
-    gradcheck_inputs,
-    softmax_pieces,
-)
+from course.selfcheck import attention as visible
+from course.selfcheck.attention import AttentionShape, DeltaShape, FlashCase, FlashShape
 
 from ..inputs import DTYPE, generator
+
+HINTS = visible.HINTS  # the visible checks' hint pointers: course.diagnose.graded reads them from this module
 
 # Each set comes batch 1 first, then batch 7 (prime): a sum or transpose across the batch axis is right at
 # batch 1 and wrong after it, which names it a batch-axis bug. T ≠ d everywhere, so a (T, d) operand used
@@ -110,7 +89,7 @@ ONLINE_BUGS = {
 
 def _flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
     """The visible check's named wrong (o, L), and the online softmax's own bugs, simulated."""
-    alts = flash_output_alternatives(case)
+    alts = visible.output_alternatives(case.q, case.k, case.v)
     for bug, sentence in ONLINE_BUGS.items():
         o, L = online_softmax_forward(case.q, case.k, case.v, case.block_n, bug)
         alts["o"].append(Alternative("wrong-values", f"o {sentence}", o))
@@ -118,11 +97,10 @@ def _flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
     return alts
 
 
-def _flash_gradient_alternatives(case: FlashCase, L, dq, dk, dv) -> dict[str, list[Alternative]]:
+def _flash_gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
     """The visible check's named wrong (dk, dv), and a tile of P that was never normalised by its rows' L."""
-    alts = flash_gradient_alternatives(case, L, dq, dk, dv)
-    q, k, v, do = (t.to(DTYPE) for t in (case.q, case.k, case.v, case.do))
-    c, _, P_bar, D = softmax_pieces(q, k, v, do)
+    alts = visible.gradient_alternatives(q, k, v, do, dq, dk, dv)
+    c, _, P_bar, D = visible.softmax_pieces(q, k, v, do)
     E = torch.exp(c * q @ k.mT)  # exp(S) without its rows' L
     sentence = ("uses exp(S) for the tile of P, without the rows' L: those rows do not sum to 1, they sum to exp(L), "
                 "the normalisation the forward applied.")
@@ -137,54 +115,55 @@ def _flash_gradient_alternatives(case: FlashCase, L, dq, dk, dv) -> dict[str, li
 
 def _draw(name: str, shapes: tuple[AttentionShape, ...]) -> list[Case]:
     """The cases of ``shapes``, drawn from the generator of the set of inputs ``name``."""
-    return attention_cases(generator(name), shapes)
+    return visible.attention_cases(generator(name), shapes)
+
+
+def _flash_kernel(name: str, kernel, alternatives) -> None:
+    gen = generator(name)  # the gradcheck's inputs come after the cases, from the same generator
+    visible.check_flash_kernel(name, kernel, visible.flash_cases(gen, FLASH), visible.gradcheck_inputs(gen, GRADCHECK), alternatives)
 
 
 @graded
 def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    check_function_class("ManualAttention", cls, _draw("ManualAttention", SMALL))
+    visible.check_function_class("ManualAttention", cls, _draw("ManualAttention", SMALL))
 
 
 @graded
 def manual_attention(fn) -> None:
-    check_attention_function("manual_attention", fn, _draw("manual_attention", SMALL), _draw("ManualAttention", SMALL))
+    visible.check_attention_function("manual_attention", fn, _draw("manual_attention", SMALL), _draw("ManualAttention", SMALL))
 
 
 @graded
 def attention_forward_lse(fn) -> None:
-    check_forward_lse(fn, _draw("attention_forward_lse", BLOCKWISE))
+    visible.check_forward_lse(fn, _draw("attention_forward_lse", BLOCKWISE))
 
 
 @graded
 def attention_backward_recompute(fn) -> None:
-    check_backward_recompute(fn, [backward_case(c) for c in _draw("attention_backward_recompute", BLOCKWISE)])
+    visible.check_backward_recompute(fn, [visible.backward_case(c) for c in _draw("attention_backward_recompute", BLOCKWISE)])
 
 
 @graded
 def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    check_function_class("RecomputeAttention", cls, _draw("RecomputeAttention", BLOCKWISE))
+    visible.check_function_class("RecomputeAttention", cls, _draw("RecomputeAttention", BLOCKWISE))
 
 
 @graded
 def recompute_attention(fn) -> None:
-    check_attention_function("recompute_attention", fn, _draw("recompute_attention", BLOCKWISE),
-                             _draw("RecomputeAttention", BLOCKWISE))
+    visible.check_attention_function("recompute_attention", fn, _draw("recompute_attention", BLOCKWISE),
+                                     _draw("RecomputeAttention", BLOCKWISE))
 
 
 @graded
 def attention_delta_kernel(kernel) -> None:
-    check_delta_kernel(kernel, delta_cases(generator("attention_delta_kernel"), DELTA))
+    visible.check_delta_kernel(kernel, visible.delta_cases(generator("attention_delta_kernel"), DELTA))
 
 
 @graded
 def flash_fwd_kernel(kernel) -> None:
-    gen = generator("flash_fwd_kernel")  # the gradcheck's inputs come after the cases, from the same generator
-    check_flash_kernel("flash_fwd_kernel", kernel, flash_cases(gen, FLASH), gradcheck_inputs(gen, GRADCHECK),
-                       _flash_output_alternatives)
+    _flash_kernel("flash_fwd_kernel", kernel, _flash_output_alternatives)
 
 
 @graded
 def flash_bwd_dkdv_kernel(kernel) -> None:
-    gen = generator("flash_bwd_dkdv_kernel")
-    check_flash_kernel("flash_bwd_dkdv_kernel", kernel, flash_cases(gen, FLASH), gradcheck_inputs(gen, GRADCHECK),
-                       _flash_gradient_alternatives)
+    _flash_kernel("flash_bwd_dkdv_kernel", kernel, _flash_gradient_alternatives)

@@ -1,56 +1,18 @@
 """Visible checks for 05_attention_recompute: manual attention, the recompute pair, the D kernel and FlashAttention's kernels.
 
-Every check runs the student's code on small fixed float64 inputs — batch 1 first, then
-batch 7, with T never equal to the head dim d (so a transposed T×T product cannot hide
-behind matching shapes), T not a multiple of the blocks, and at least one case whose
-inputs are transposed views (non-contiguous) — and compares with
-``torch.nn.functional.scaled_dot_product_attention`` and its autograd for an explicit
-upstream gradient ō. A failure raises ``GradingFailure`` whose first line names the bug;
-success prints one line. ``HINTS`` maps each failure class to the notebook hint that covers
-it; ``course.diagnose.graded`` adds the pointer.
+Each test cell's docstring in the notebook says what its check grades. Inputs are float64, batch 1 first, then batch
+7, with T never equal to the head dim d (so a transposed T×T product cannot hide behind matching shapes), T not a
+multiple of the blocks, and a case of transposed (non-contiguous) views; the reference is
+``torch.nn.functional.scaled_dot_product_attention`` and its autograd for an explicit upstream gradient ō. Besides
+the values: no autograd in a hand-written backward; one tile or O(T·d) at a time in Parts C and D; nothing T×T saved
+or allocated in Parts E and F; ``manual_attention`` and ``recompute_attention`` through their Function; the kernels'
+masks, on views into NaN-padded buffers.
 
-What is graded besides the values:
-
-- **No autograd in a hand-written backward.** ``ManualAttention.backward`` and
-  ``RecomputeAttention.backward`` run with every autograd entry point refused, as do
-  ``attention_forward_lse`` and ``attention_backward_recompute``: ``autograd-in-backward``.
-- **Tiles, not strips (Parts C and D).** On a case with T = 256 and a head dim of 3,
-  ``attention_forward_lse`` and ``attention_backward_recompute`` run under
-  :class:`course.memory.AllocationRecorder`, and the largest tensor either allocates may be
-  one tile, B·BLOCK_Q·BLOCK_K elements (the notebook's own ``BLOCK_Q`` and ``BLOCK_K``, each
-  counted as at most 64), or O(T·d): three (B, T, d) tensors' worth. A (B, 64, T) strip of
-  scores against every key is four tiles at T = 256, and T×T is far more:
-  ``saved-quadratic-tensor``, naming the tensor, even with every value right.
-- **Nothing T×T (Parts E and F).** ``RecomputeAttention``'s forward runs inside
-  ``torch.autograd.graph.saved_tensors_hooks`` (and its ``ctx`` is searched for tensors kept
-  as attributes), its backward under the recorder; ``recompute_attention`` likewise. Any
-  tensor of T² elements or more is ``saved-quadratic-tensor``.
-- **Through the Function.** ``manual_attention`` and ``recompute_attention`` must return a
-  result whose autograd graph runs through ``ManualAttention`` / ``RecomputeAttention``; when
-  that class fails its own check, the function's check says so.
-- **The kernels' masks.** ``attention_delta_kernel`` is launched on views into wider buffers
-  whose padding (columns past the head dim, rows past ``n_rows``) holds NaN, with ``n_rows``
-  not a multiple of ``BLOCK_M``; the output buffer past ``n_rows`` holds a sentinel that an
-  unmasked store overwrites. ``flash_fwd_kernel`` and ``flash_bwd_dkdv_kernel`` get the same
-  treatment in three dimensions: every (BH, T, d) tensor is a view into a buffer padded past
-  T and past d with NaN (outputs with a sentinel), once row-major and once transposed (the
-  token axis the unit-stride one), with T not a multiple of either block; then a float64
-  gradcheck runs through each kernel — ``torch.autograd.gradcheck``'s fast mode, written out
-  (one random direction per input) so that a mismatch costs no full Jacobian of interpreted
-  launches.
-
-Both sides of the grading run these checks. The visible ones (the ``@graded`` functions at the
-end of this module) use the fixed shapes of ``SMALL``, ``BLOCKWISE``, ``DELTA``, ``FLASH`` and
-``GRADCHECK``; the hidden ones (``autograder.check.attention``) pass shapes drawn from ranges
-and a fresh generator to the same input builders, the same reference and the same runners.
-
-The named bugs (``*_alternatives``) live here so that both give the same diagnosis with the
-same words. Each is the right answer with one mistake applied: the 1/√d forgotten or doubled,
-S̄ used where S̄ᵀ belongs, P instead of Pᵀ, the row sum left out or broadcast along the wrong
-axis, the gradients returned in the wrong order. The hidden checks add the kernels' own bugs
-(padded keys given weight, the online softmax's rescale skipped, P not normalised by L):
-simulating them here would spell out the kernels' loops. Their sentences name the bug and
-why, never the fix: the fix is in the hints.
+The hidden checks (``autograder.check.attention``) pass shapes drawn from ranges and a fresh generator to the same
+builders, reference and runners. The named bugs (``*_alternatives``) live here so that both give the same diagnosis
+with the same words: each is the right answer with one mistake applied, and its sentence names the bug and why,
+never the fix (the hints give that). The hidden checks add the kernels' own bugs (padded keys given weight, the
+online softmax's rescale skipped, P not normalised by L): simulating them here would spell out the kernels' loops.
 """
 
 from __future__ import annotations
@@ -59,6 +21,7 @@ import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -97,19 +60,6 @@ from ..triton_check import (
     require_kernel,
     with_tail,
 )
-
-__all__ = [
-    "ManualAttention", "manual_attention", "attention_forward_lse", "attention_backward_recompute",
-    "RecomputeAttention", "recompute_attention", "attention_delta_kernel", "flash_fwd_kernel",
-    "flash_bwd_dkdv_kernel", "HINTS",
-    "MEMORY_T", "MEMORY_D", "PROPERTY_MIN_T", "MAX_BLOCK", "AttentionShape", "DeltaShape", "FlashShape",
-    "SMALL", "BLOCKWISE", "DELTA", "FLASH", "GRADCHECK", "attention_case", "attention_cases", "delta_cases",
-    "flash_cases", "gradcheck_inputs", "attention_forward", "attention_reference", "delta_reference",
-    "output_alternatives", "gradient_alternatives", "attention_alternatives", "backward_case", "check_forward_lse",
-    "check_backward_recompute", "check_function_class", "check_attention_function", "DeltaCase", "check_delta_kernel",
-    "FlashCase", "FLASH_KERNELS", "check_flash_kernel", "flash_output_alternatives",
-    "flash_gradient_alternatives", "gradcheck_forward_kernel", "gradcheck_dkdv_kernel",
-]
 
 F32, F64 = torch.float32, torch.float64
 SEED = 505
@@ -204,11 +154,7 @@ def attention_case(gen: torch.Generator, B: int, T: int, d: int, note: str = "",
 
 def attention_cases(gen: torch.Generator, shapes: Sequence[AttentionShape]) -> list[Case]:
     """One Case per shape, in order (batch 1 first)."""
-    cases = []
-    for s in shapes:
-        T, d = _sizes(gen, s.T, s.d)
-        cases.append(attention_case(gen, s.B, T, d, s.note, s.transposed))
-    return cases
+    return [attention_case(gen, s.B, *_sizes(gen, s.T, s.d), s.note, s.transposed) for s in shapes]
 
 
 def delta_cases(gen: torch.Generator, shapes: Sequence[DeltaShape]) -> list[DeltaCase]:
@@ -372,11 +318,6 @@ def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative
     }
 
 
-def attention_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
-    """Named wrong versions of o and of (dq, dk, dv), given the right gradients."""
-    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, dq, dk, dv)}
-
-
 def recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
     q, k, v, o, lse, do = case.args
     return gradient_alternatives(q, k, v, do, *attention_reference(q, k, v, do)[2:])
@@ -390,8 +331,10 @@ def _dims(shape) -> str:
     return "×".join(str(s) for s in shape)
 
 
-def check_saved(name: str, packed: Sequence[torch.Tensor], node, T: int, label: str) -> None:
-    """``saved-quadratic-tensor`` when the forward saved, or kept on ctx, a tensor of ≥ T² elements."""
+def check_quadratic(name: str, packed: Sequence[torch.Tensor], node, recorders: Sequence[AllocationRecorder], T: int,
+                    label: str, what: str) -> None:
+    """``saved-quadratic-tensor`` when the forward saved, or kept on ctx, a tensor of ≥ T² elements, or when
+    anything recorded while ``what`` ran holds that many."""
     limit = T * T
     found = [f"a saved {_dims(t.shape)} tensor" for t in packed if t.numel() >= limit]
     for key, value in (vars(node).items() if hasattr(node, "__dict__") else []):
@@ -405,11 +348,6 @@ def check_saved(name: str, packed: Sequence[torch.Tensor], node, T: int, label: 
             "part exists to remove.",
             f"kept for the backward: {'; '.join(found[:3])}\ninputs: {label}",
         )
-
-
-def check_allocations(name: str, recorders: Sequence[AllocationRecorder], T: int, label: str, what: str) -> None:
-    """``saved-quadratic-tensor`` when anything recorded holds ≥ T² elements."""
-    limit = T * T
     big = [a for rec in recorders for a in rec.allocations if a.numel >= limit]
     if big:
         raise GradingFailure(
@@ -421,17 +359,9 @@ def check_allocations(name: str, recorders: Sequence[AllocationRecorder], T: int
         )
 
 
-@dataclass(frozen=True)
-class Blocks:
-    """The tile a Part C/D answer may allocate: its notebook's BLOCK_Q × BLOCK_K, each counted as at most 64."""
-
-    q: int
-    k: int
-    note: str  # what was read from the notebook, for the message
-
-
-def notebook_blocks(fn) -> Blocks:
-    """BLOCK_Q and BLOCK_K from the namespace ``fn`` was defined in; a missing or larger one counts as 64."""
+def notebook_blocks(fn) -> tuple[int, int, str]:
+    """(BLOCK_Q, BLOCK_K, what was read) from the namespace ``fn`` was defined in: the tile a Part C/D answer may
+    allocate. A missing or larger block counts as 64."""
     namespace = namespace_of(fn)
     counted, notes = [], []
     for name in ("BLOCK_Q", "BLOCK_K"):
@@ -442,7 +372,7 @@ def notebook_blocks(fn) -> Blocks:
         else:
             counted.append(MAX_BLOCK)
             notes.append(f"no {name} in the notebook, counted as {MAX_BLOCK}")
-    return Blocks(counted[0], counted[1], "; ".join(notes))
+    return counted[0], counted[1], "; ".join(notes)
 
 
 def _kind_of(shape: tuple[int, ...], T: int) -> str:
@@ -455,50 +385,42 @@ def _kind_of(shape: tuple[int, ...], T: int) -> str:
     return "more than a tile"
 
 
-def check_tiles(name: str, rec: AllocationRecorder, shape: tuple[int, int, int], blocks: Blocks, label: str,
-                part: str) -> None:
-    """``saved-quadratic-tensor`` when an allocation is bigger than one tile and bigger than O(T·d)."""
-    B, T, d = shape
-    tile = B * blocks.q * blocks.k
-    linear = TD_TENSORS * B * T * d
-    limit = max(tile, linear)
-    big = sorted((a for a in rec.allocations if a.numel > limit), key=lambda a: -a.numel)
-    if not big:
-        return
-    worst = big[0]
-    raise GradingFailure(
-        "saved-quadratic-tensor",
-        f"{name} gives the right values, but at T = {T} it allocated a {_dims(worst.shape)} tensor ({worst.op}), "
-        f"{_kind_of(worst.shape, T)}: {worst.numel / tile:.3g} times one {B}×{blocks.q}×{blocks.k} tile "
-        f"(B × BLOCK_Q × BLOCK_K). {part} works one tile of S at a time beside tensors of O(T·d): anything wider "
-        "grows with T, and on a GPU it no longer fits in the on-chip memory a tile lives in.",
-        f"allowed: one tile, B·BLOCK_Q·BLOCK_K = {tile:,} elements ({blocks.note}), or {TD_TENSORS}·B·T·d = "
-        f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {label}",
-    )
-
-
-def check_tiles_of_calls(name: str, fn, recorded: RecordedCalls, cases: Sequence[Case], min_T: int, part: str) -> None:
-    """``check_tiles`` on each recorded call whose first argument is a (B, T, d) tensor with T ≥ min_T."""
-    blocks = notebook_blocks(fn)
+def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference: Callable, **run) -> None:
+    """``run_cases``; then ``saved-quadratic-tensor`` when a call whose first argument is a (B, T, d) tensor with
+    T ≥ PROPERTY_MIN_T allocated something bigger than one tile and bigger than O(T·d)."""
+    recorded = RecordedCalls()
+    run_cases(name, recorded(fn) if callable(fn) else fn, cases, reference, **run)
+    block_q, block_k, note = notebook_blocks(fn)
     for (args, rec), case in zip(recorded.calls, cases):
         first = args[0] if args else None
-        if isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= min_T:
-            check_tiles(name, rec, tuple(first.shape), blocks, case.label, part)
+        if not (isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= PROPERTY_MIN_T):
+            continue
+        B, T, d = first.shape
+        tile = B * block_q * block_k
+        linear = TD_TENSORS * B * T * d
+        big = sorted((a for a in rec.allocations if a.numel > max(tile, linear)), key=lambda a: -a.numel)
+        if big:
+            worst = big[0]
+            raise GradingFailure(
+                "saved-quadratic-tensor",
+                f"{name} gives the right values, but at T = {T} it allocated a {_dims(worst.shape)} tensor ({worst.op}), "
+                f"{_kind_of(worst.shape, T)}: {worst.numel / tile:.3g} times one {B}×{block_q}×{block_k} tile "
+                f"(B × BLOCK_Q × BLOCK_K). {part} works one tile of S at a time beside tensors of O(T·d): anything wider "
+                "grows with T, and on a GPU it no longer fits in the on-chip memory a tile lives in.",
+                f"allowed: one tile, B·BLOCK_Q·BLOCK_K = {tile:,} elements ({note}), or {TD_TENSORS}·B·T·d = "
+                f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {case.label}",
+            )
 
 
 # ---------------------------------------------------------------------------
 # The two blockwise functions
 
 
-def check_forward_lse(fn, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
-    """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; one tile at a time on cases with T ≥ min_T."""
-    name = "attention_forward_lse"
-    recorded = RecordedCalls()
-    target = recorded(fn) if callable(fn) else fn
-    qkv_cases = [Case(c.label, c.args[:3], c.batch) for c in cases]
-    run_cases(name, target, qkv_cases, attention_forward, outputs=("o", "lse"), of=("q", "q without its last axis"),
-              alternatives=lambda case: output_alternatives(*case.args))
-    check_tiles_of_calls(name, fn, recorded, qkv_cases, min_T, "Part C")
+def check_forward_lse(fn, cases: Sequence[Case]) -> None:
+    """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; one tile at a time on the large cases."""
+    _check_blockwise("attention_forward_lse", fn, [Case(c.label, c.args[:3], c.batch) for c in cases], "Part C",
+                     attention_forward, outputs=("o", "lse"), of=("q", "q without its last axis"),
+                     alternatives=lambda case: output_alternatives(*case.args))
 
 
 def backward_case(case: Case) -> Case:
@@ -507,14 +429,11 @@ def backward_case(case: Case) -> Case:
     return Case(case.label, (q, k, v, *attention_forward(q, k, v), do), case.batch)
 
 
-def check_backward_recompute(fn, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
-    """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; one tile at a time on cases with T ≥ min_T."""
-    name = "attention_backward_recompute"
-    recorded = RecordedCalls()
-    target = recorded(fn) if callable(fn) else fn
-    run_cases(name, target, cases, lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:], outputs=GRADS,
-              of=OF, alternatives=recompute_alternatives)
-    check_tiles_of_calls(name, fn, recorded, cases, min_T, "Part D")
+def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
+    """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; one tile at a time on the large cases."""
+    _check_blockwise("attention_backward_recompute", fn, cases, "Part D",
+                     lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:], outputs=GRADS, of=OF,
+                     alternatives=recompute_alternatives)
 
 
 # ---------------------------------------------------------------------------
@@ -524,6 +443,9 @@ def check_backward_recompute(fn, cases: Sequence[Case], *, min_T: int = PROPERTY
 HAND_WRITTEN = "autograd would differentiate the forward for you, and the point of the exercise is a backward derived by hand."
 BATCH_MIXED = ("something mixes the batch axis into the products: a transpose or a sum crosses from one batch entry "
                "into another, which a single batch entry never shows.")
+RECOMPUTE = ("RecomputeAttention", "recompute_attention")  # watched for T×T memory: the pair that saves only L
+OWNERS = {"manual_attention": ("ManualAttention", "Part A"), "recompute_attention": ("RecomputeAttention", "Part E")}
+HELPERS = {"RecomputeAttention": (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))}
 
 
 def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callable[[], dict], passed_batch1: bool) -> None:
@@ -535,11 +457,26 @@ def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callabl
     raise batch_refined(failure, out, case.batch, passed_batch1, BATCH_MIXED)
 
 
-def _grads_through(name: str, o, leaves, do, returned: list, expected, label: str, notes: Callable = lambda f: f):
+def _noting(stubs: list[str], fn: Callable) -> Callable:
+    """``fn``, keeping in ``stubs`` the message of each NotImplementedError raised through it: an unfinished
+    exercise raises ``course.todo()``, whose message names the function still to write, so a class's own stub
+    is told apart from a helper it calls."""
+
+    def run(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NotImplementedError as exc:
+            stubs.append(str(exc))
+            raise
+
+    return run
+
+
+def _grads_through(name: str, o, leaves, do, returned: list, expected, label: str, stubs: list[str]):
     """Run autograd from o with ō; when autograd refuses what backward returned, diagnose that instead."""
     try:
         with quiet():
-            return call_student(name, notes(lambda: torch.autograd.grad(o, leaves, do)), forbid_autograd_use=False)
+            return call_student(name, _noting(stubs, lambda: torch.autograd.grad(o, leaves, do)), forbid_autograd_use=False)
     except GradingFailure as failure:
         if failure.cls != "error" or not returned:
             raise
@@ -551,59 +488,25 @@ def _grads_through(name: str, o, leaves, do, returned: list, expected, label: st
         raise
 
 
-class _StubNotes:
-    """Remember the messages of NotImplementedErrors raised through the wrapped calls.
-
-    An unfinished exercise raises ``course.todo()``, whose message names the function still
-    to write: that tells a class's own stub apart from a helper it calls.
-    """
-
-    def __init__(self):
-        self.messages: list[str] = []
-
-    def __call__(self, fn: Callable) -> Callable:
-        def run(*args, **kwargs):
-            try:
-                return fn(*args, **kwargs)
-            except NotImplementedError as exc:
-                self.messages.append(str(exc))
-                raise
-
-        return run
-
-    def unfinished(self, helpers: Sequence[tuple[str, str]]) -> tuple[str, str] | None:
-        for helper, part in helpers:
-            if any(f"`{helper}`" in message for message in self.messages):
-                return helper, part
-        return None
-
-
-RECOMPUTE = ("RecomputeAttention", "recompute_attention")  # watched for T×T memory: the pair that saves only L
-OWNERS = {"manual_attention": ("ManualAttention", "Part A"), "recompute_attention": ("RecomputeAttention", "Part E")}
-HELPERS = {"RecomputeAttention": (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))}
-
-
-def check_function_class(name: str, cls, cases: Sequence[Case], *, min_T: int = PROPERTY_MIN_T) -> None:
+def check_function_class(name: str, cls, cases: Sequence[Case]) -> None:
     """Check an attention ``torch.autograd.Function`` through autograd on each (q, k, v, ō) case.
 
     Values of o, dq, dk, dv; no autograd inside backward; for the recompute pair, on cases with
-    T ≥ min_T, nothing T×T saved by the forward or allocated by the backward.
+    T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
     """
     require_function(name, cls)
-    notes = _StubNotes()
+    stubs: list[str] = []
     try:
-        _check_through_autograd(name, cls, cases, min_T, notes=notes)
+        _check_through_autograd(name, cls, cases, stubs)
     except GradingFailure as failure:
-        if failure.cls == "not-implemented":
-            unfinished = notes.unfinished(HELPERS.get(name, ()))
-            if unfinished:
-                raise GradingFailure("not-implemented", f"{name} runs {unfinished[0]}, which is not written yet: "
-                                     f"finish {unfinished[1]} first.") from None
+        unfinished = [(helper, part) for helper, part in HELPERS.get(name, ()) if any(f"`{helper}`" in s for s in stubs)]
+        if failure.cls == "not-implemented" and unfinished:
+            raise GradingFailure("not-implemented", f"{name} runs {unfinished[0][0]}, which is not written yet: "
+                                 f"finish {unfinished[0][1]} first.") from None
         raise
 
 
-def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: Sequence[Case], *,
-                             min_T: int = PROPERTY_MIN_T) -> None:
+def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: Sequence[Case]) -> None:
     """Check ``fn(q, k, v) -> o`` and its gradients, which must run through its Function (``OWNERS``).
 
     When the notebook's Function fails its own check (on ``owner_cases``), that failure is
@@ -614,57 +517,55 @@ def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: 
     owner_cls = namespace_of(fn).get(owner)
     if isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
         try:
-            check_function_class(owner, owner_cls, owner_cases, min_T=min_T)
+            check_function_class(owner, owner_cls, owner_cases)
         except GradingFailure as failure:
             raise relayed(failure, f"{name} runs {owner}", part, "not finished yet") from None
-    _check_through_autograd(name, fn, cases, min_T, owner=(owner, owner_cls if isinstance(owner_cls, type) else None))
+    _check_through_autograd(name, fn, cases, [], owner=(owner, owner_cls if isinstance(owner_cls, type) else None))
 
 
-def _check_through_autograd(name: str, subject, cases: Sequence[Case], min_T: int, *, notes: _StubNotes | None = None,
-                            owner: tuple[str, type | None] = ("", None)) -> None:
+def _check_through_autograd(name: str, subject, cases: Sequence[Case], stubs: list[str], *,
+                            owner: tuple[str, type | None] | None = None) -> None:
     """o, then dq, dk, dv through autograd, against the reference on each case, batch 1 first; for the recompute
-    pair, on cases with T ≥ min_T, nothing T×T saved by the forward or allocated by the backward.
+    pair, on cases with T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
 
-    ``subject`` is a Function (``notes`` given), run as a subclass whose backward may not call autograd, or a
+    ``subject`` is a Function (no ``owner``), run as a subclass whose backward may not call autograd, or a
     function whose result's autograd graph must run through the Function ``owner``.
     """
     passed_batch1 = False
     for case in cases:
         q, k, v, do = case.args
         T = q.shape[-2]
-        watch = name in RECOMPUTE and T >= min_T
+        watch = name in RECOMPUTE and T >= PROPERTY_MIN_T
         o_ref, _, *grads_ref = attention_reference(q, k, v, do)
-        alts = lambda: attention_alternatives(q, k, v, do, *grads_ref)  # noqa: E731
+        alts = lambda: {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, *grads_ref)}  # noqa: E731
         leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
         used, returned, recorders = [], [], []
         with saved_for_backward() as packed:
-            if notes is None:
+            if owner is not None:
                 o = call_student(name, subject, *leaves)
             else:
                 guarded = guarded_function(name, subject, used, returned, recorders if watch else None)
-                o = call_student(name, notes(guarded.apply), *leaves, forbid_autograd_use=False)
+                o = call_student(name, _noting(stubs, guarded.apply), *leaves, forbid_autograd_use=False)
         _compare("o", o, o_ref, case, "q", alts, passed_batch1)
-        if notes is not None:
-            if o.grad_fn is None:
-                raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
-                                     "forward returns is not the output autograd tracks, so no backward can ever run.")
-            grads = _grads_through(name, o, leaves, do, returned, grads_ref, case.label, notes)
-            if used:
-                raise autograd_in_backward(name, used, HAND_WRITTEN)
-        else:
-            if o.grad_fn is None or not runs_through(o, owner[1]):
-                raise GradingFailure(
-                    "wrong-values",
-                    f"{name} gives a result whose autograd graph holds no {owner[0]}: autograd would differentiate "
-                    "something else, and your backward would never run.", f"inputs: {case.label}")
+        if owner is None and o.grad_fn is None:
+            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
+                                 "forward returns is not the output autograd tracks, so no backward can ever run.")
+        if owner is not None and (o.grad_fn is None or not runs_through(o, owner[1])):
+            raise GradingFailure(
+                "wrong-values",
+                f"{name} gives a result whose autograd graph holds no {owner[0]}: autograd would differentiate "
+                "something else, and your backward would never run.", f"inputs: {case.label}")
+        if owner is not None and watch:  # a function's whole backward runs under one recorder (a Function's: guarded)
             recorders.append(AllocationRecorder())
-            with quiet(), recorders[0] if watch else contextlib.nullcontext():
-                grads = call_student(name, lambda: torch.autograd.grad(o, leaves, do), forbid_autograd_use=False)
+        with recorders[0] if owner is not None and watch else contextlib.nullcontext():
+            grads = _grads_through(name, o, leaves, do, returned, grads_ref, case.label, stubs)
+        if used:
+            raise autograd_in_backward(name, used, HAND_WRITTEN)
         for out, g, e, of in zip(GRADS, grads, grads_ref, OF):
             _compare(out, g, e, case, of, alts, passed_batch1)
         if watch:
-            check_saved(name, packed, o.grad_fn, T, case.label)
-            check_allocations(name, recorders, T, case.label, "its backward" if notes is None else f"{name}.backward")
+            check_quadratic(name, packed, o.grad_fn, recorders, T, case.label,
+                            "its backward" if owner is not None else f"{name}.backward")
         if case.batch == 1:
             passed_batch1 = True
 
@@ -699,6 +600,11 @@ def delta_alternatives(o: torch.Tensor, do: torch.Tensor) -> list[Alternative]:
     ]
 
 
+def _wrote_outside(buf: torch.Tensor, view: torch.Tensor) -> bool:
+    """Whether a store reached ``buf``, filled with SENTINEL, outside ``view``, a view into it."""
+    return int((buf != SENTINEL).sum()) > int((view != SENTINEL).sum())
+
+
 def _launch_delta(kernel, case: DeltaCase, pad_cols: float, pad_rows: float):
     """Launch on views into wider buffers; return (D, wrote past n_rows, touched inputs, strides)."""
     n, d = case.o.shape
@@ -717,8 +623,7 @@ def _launch_delta(kernel, case: DeltaCase, pad_cols: float, pad_rows: float):
     touched = launch("attention_delta_kernel", lambda: kernel[grid](
         views[0], views[1], out[:n], strides[0], strides[1], n, d, BLOCK_M=case.block_m, BLOCK_D=block_d),
         dict(zip(("O_ptr", "DO_ptr"), buffers)))
-    wrote_past = bool((out[n:] != SENTINEL).any())
-    return out[:n].detach().to("cpu", F64), wrote_past, touched, strides
+    return out[:n].detach().to("cpu", F64), _wrote_outside(out, out[:n]), touched, strides
 
 
 NOT_JITTED = "without @triton.jit above its def it cannot be launched on a grid."
@@ -804,27 +709,20 @@ class FlashCase:
         return max(16, pow2_at_least(self.q.shape[-1]))
 
     @property
+    def blocks(self) -> dict[str, int]:
+        """The kernels' block sizes, as their constexpr arguments."""
+        return {"BLOCK_M": self.block_m, "BLOCK_N": self.block_n, "BLOCK_D": self.block_d}
+
+    @property
     def label(self) -> str:
         BH, T, d = self.q.shape
         layout = ("transposed views, the token axis of stride 1" if self.transposed
                   else "row-major views into buffers padded past T and past d")
-        return (f"q, k, v, ō of shape ({BH}, {T}, {d}); BLOCK_M = {self.block_m}, BLOCK_N = {self.block_n}, "
-                f"BLOCK_D = {self.block_d}; {layout}")
+        blocks = ", ".join(f"{name} = {size}" for name, size in self.blocks.items())
+        return f"q, k, v, ō of shape ({BH}, {T}, {d}); {blocks}; {layout}"
 
 
-def flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
-    """Named wrong versions of o and L for the forward kernel: Part C's. (The hidden check adds the online
-    softmax's own; simulating them here would spell out the loop in the package students receive.)"""
-    return output_alternatives(case.q, case.k, case.v)
-
-
-def flash_gradient_alternatives(case: FlashCase, L, dq, dk, dv) -> dict[str, list[Alternative]]:
-    """Named wrong versions of dk and dv for the dK/dV kernel: Part D's (the hidden check adds more)."""
-    q, k, v, do = (t.to(F64) for t in (case.q, case.k, case.v, case.do))
-    return gradient_alternatives(q, k, v, do, dq, dk, dv)
-
-
-def _padded(case: FlashCase, values, fill: float, dev, contiguous: bool = False):
+def _padded(case: FlashCase, values, fill: float, contiguous: bool = False):
     """(BH, T, d) views sharing one set of strides, into buffers whose padding past T and past d holds ``fill``.
 
     The padding is wider than a block, so even an unmasked lane stays inside its own buffer.
@@ -832,6 +730,7 @@ def _padded(case: FlashCase, values, fill: float, dev, contiguous: bool = False)
     """
     BH, T, d = case.q.shape
     pad_t, pad_e = max(case.block_m, case.block_n) + 1, case.block_d - d + 1
+    dev = device()
     views, buffers = [], []
     for x in values:
         if contiguous:
@@ -850,110 +749,67 @@ def _padded(case: FlashCase, values, fill: float, dev, contiguous: bool = False)
     return views, buffers
 
 
-def _outside(case: FlashCase, buf: torch.Tensor) -> torch.Tensor:
-    """True on the padding of a buffer made by ``_padded``."""
-    mask = torch.ones_like(buf, dtype=torch.bool)
-    T, d = case.q.shape[1:]
-    if case.transposed:
-        mask[:, :d, :T] = False
-    else:
-        mask[:, :T, :d] = False
-    return mask
-
-
 def _launch_flash_fwd(kernel, case: FlashCase, fill: float, contiguous: bool = False):
     """Launch the forward kernel on padded views; return ({"o", "lse"}, inputs it wrote into, outputs it wrote past)."""
     BH, T, d = case.q.shape
-    dev = device()
-    (q, k, v), inputs = _padded(case, (case.q, case.k, case.v), fill, dev, contiguous)
-    (o,), (o_buf,) = _padded(case, (None,), SENTINEL, dev, contiguous)
-    L_buf = torch.full((BH * T + case.block_m + 1,), SENTINEL, dtype=F64, device=dev)
+    (q, k, v), inputs = _padded(case, (case.q, case.k, case.v), fill, contiguous)
+    (o,), (o_buf,) = _padded(case, (None,), SENTINEL, contiguous)
+    L_buf = torch.full((BH * T + case.block_m + 1,), SENTINEL, dtype=F64, device=device())
     L = L_buf[:BH * T].view(BH, T)
+    blocks = case.blocks  # read before the launch: a course helper called inside the student's launch is refused
     grid = ((T + case.block_m - 1) // case.block_m, BH)
-    strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
-    touched = launch("flash_fwd_kernel", lambda: kernel[grid](
-        q, k, v, o, L, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd), dict(zip(("Q_ptr", "K_ptr", "V_ptr"), inputs)))
-    wrote = (["O"] if not contiguous and bool((o_buf[_outside(case, o_buf)] != SENTINEL).any()) else []) + \
-        (["L"] if bool((L_buf[BH * T:] != SENTINEL).any()) else [])
+    touched = launch("flash_fwd_kernel", lambda: kernel[grid](q, k, v, o, L, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
+                     dict(zip(("Q_ptr", "K_ptr", "V_ptr"), inputs)))
+    wrote = [name for name, buf, view in (("O", o_buf, o), ("L", L_buf, L)) if _wrote_outside(buf, view)]
     return {"o": o.detach().to("cpu", F64).clone(), "lse": L.detach().to("cpu", F64).clone()}, touched, wrote
 
 
 def _launch_flash_dkdv(kernel, case: FlashCase, L: torch.Tensor, D: torch.Tensor, fill: float, contiguous: bool = False):
     """Launch the dK/dV kernel on padded views; return ({"dk", "dv"}, inputs it wrote into, outputs it wrote past)."""
     BH, T, d = case.q.shape
-    dev = device()
-    (q, k, v, do), inputs = _padded(case, (case.q, case.k, case.v, case.do), fill, dev, contiguous)
-    (dk, dv), outputs = _padded(case, (None, None), SENTINEL, dev, contiguous)
+    (q, k, v, do), inputs = _padded(case, (case.q, case.k, case.v, case.do), fill, contiguous)
+    (dk, dv), outputs = _padded(case, (None, None), SENTINEL, contiguous)
     L_buf, L_view = with_tail(L, case.block_m + 1, fill, F64)
     D_buf, D_view = with_tail(D, case.block_m + 1, fill, F64)
-    inputs += [L_buf, D_buf]
+    blocks = case.blocks  # read before the launch: a course helper called inside the student's launch is refused
     grid = ((T + case.block_n - 1) // case.block_n, BH)
-    strides, c, bm, bn, bd = q.stride(), 1 / math.sqrt(d), case.block_m, case.block_n, case.block_d
     touched = launch("flash_bwd_dkdv_kernel", lambda: kernel[grid](
-        q, k, v, do, L_view, D_view, dk, dv, *strides, c, T, d, BLOCK_M=bm, BLOCK_N=bn, BLOCK_D=bd),
-        dict(zip(("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr"), inputs)))
-    wrote = [] if contiguous else \
-        [name for name, buf in zip(("DK", "DV"), outputs) if bool((buf[_outside(case, buf)] != SENTINEL).any())]
+        q, k, v, do, L_view, D_view, dk, dv, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
+        dict(zip(("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr"), inputs + [L_buf, D_buf])))
+    wrote = [name for name, buf, view in zip(("DK", "DV"), outputs, (dk, dv)) if _wrote_outside(buf, view)]
     return {"dk": dk.detach().to("cpu", F64).clone(), "dv": dv.detach().to("cpu", F64).clone()}, touched, wrote
 
 
-def _first_failure(outputs, alternatives: Callable[[], dict], label: str, tol: float) -> GradingFailure | None:
-    """The diagnosis of the first wrong output; the named bugs are built only when one is wrong."""
-    if all(diagnose(name, got, expected, tol=tol) is None for name, got, expected in outputs):
-        return None
-    alts = alternatives()
-    for name, got, expected in outputs:
-        failure = diagnose(name, got, expected, tol=tol, alternatives=alts.get(name, ()), case=label)
-        if failure is not None:
-            return failure
-    return None
+FLASH_KERNELS = {  # kernel -> the words of its messages: why its inputs are read-only, where its stores overran, what
+    # they changed, what its unmasked loads reached, what a failed gradcheck says
+    "flash_fwd_kernel": ("q, k and v are read-only for the forward.", "output: the last query block", "changed past the end of",
+                         "o", "the o and lse it computes do not move with q, k and v the way attention's do."),
+    "flash_bwd_dkdv_kernel": ("only DK_ptr and DV_ptr are outputs.", "outputs: the last key block",
+                              "changed outside the (T, d) views", "dk and dv",
+                              "the dk and dv it returns are not the derivative of attention's forward."),
+}
 
 
-def _kernel_failure(name: str, failure: GradingFailure, outputs, rerun, label: str, tol: float, result: str):
-    """Say more about a wrong kernel result: loads past the data (right once the padding is 0), strides ignored
-    (right on contiguous tensors), float32 precision.
-
-    ``rerun(fill, contiguous)`` launches the kernel again and returns its outputs as ``outputs`` are given.
-    """
-    cls = "non-finite" if any(not bool(torch.isfinite(g).all()) for _, g, _ in outputs) else "wrong-values"
-    first = next((out for out in outputs if diagnose(out[0], out[1], out[2], tol=tol) is not None), outputs[0])
-    if failure.cls in ("non-finite", "wrong-values") and _first_failure(rerun(0.0, False), dict, label, tol) is None:
-        return GradingFailure(
-            cls,
-            f"{name} reads lanes that are not part of the tensors: the last block runs past T (and BLOCK_D past "
-            f"head_dim), and what those lanes read — NaN here, as memory past a tensor may hold anything — reached "
-            f"{result}.",
-            "with 0 in the padding instead of NaN, every value is right\n" + where_mismatch(*first, label))
-    if failure.cls in ("non-finite", "wrong-values") and _first_failure(rerun(0.0, True), dict, label, tol) is None:
-        return GradingFailure(
-            cls,
-            f"{name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by distances "
-            "of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors sit inside "
-            "wider buffers, or transposed.",
-            "with contiguous tensors, every value is right\n" + where_mismatch(*first, label))
-    for out, got, expected in outputs:
-        if tol < relative_error(got, expected) < 1e-5 and bool(torch.isfinite(got).all()):
-            return float32_failure(out, got, expected, label, f"part of {name} computes in float32 (an accumulator or "
-                                   "a cast), which no float64 gradcheck can pass.")
-    return failure
+def _all_right(outputs, tol: float) -> bool:
+    return all(diagnose(name, got, expected, tol=tol) is None for name, got, expected in outputs)
 
 
-def _check_flash_case(name: str, case: FlashCase, launch: Callable, expected: dict[str, torch.Tensor],
-                      alternatives: Callable[[], dict], *, read_only: str, outside: str, changed: str,
-                      result: str) -> None:
+def _check_flash_case(name: str, case: FlashCase, run: Callable, expected: dict[str, torch.Tensor],
+                      alternatives: Callable[[], dict]) -> None:
     """One FlashAttention kernel on one case: its values on NaN-padded views, then what it wrote where it should not.
 
-    ``launch(fill, contiguous)`` runs the kernel and returns (its outputs by name, the inputs it wrote into, the
-    outputs it wrote past); ``read_only``, ``outside``, ``changed`` and ``result`` word the messages for this kernel.
+    ``run(fill, contiguous)`` launches the kernel and returns (its outputs by name, the inputs it wrote into, the
+    outputs it wrote past). A wrong value is read in the light of reruns: right once the padding is 0 (loads past
+    the data), right on contiguous tensors (strides ignored), or right to float32 precision only.
     """
+    read_only, outside, changed, result, _ = FLASH_KERNELS[name]
     tol = KERNEL_TOL[F64]
-    got, touched, wrote = launch(math.nan, False)
+    got, touched, wrote = run(math.nan, False)
     if touched:
         raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: {read_only}",
                              f"inputs: {case.label}")
     outputs = [(out, got[out], e) for out, e in expected.items()]
-    failure = _first_failure(outputs, alternatives, case.label, tol)
-    if failure is None:
+    if _all_right(outputs, tol):
         if wrote:
             raise GradingFailure(
                 "wrong-values",
@@ -961,114 +817,102 @@ def _check_flash_case(name: str, case: FlashCase, launch: Callable, expected: di
                 "on memory that belongs to something else.",
                 f"{changed}: {', '.join(wrote)}\ninputs: {case.label}")
         return
+    alts = alternatives()
+    for out, g, e in outputs:
+        failure = diagnose(out, g, e, tol=tol, alternatives=alts.get(out, ()), case=case.label)
+        if failure is not None:
+            break
 
-    def rerun(fill: float, contiguous: bool):
-        again = launch(fill, contiguous)[0]
-        return [(out, again[out], e) for out, e in expected.items()]
+    def right_on(fill: float, contiguous: bool) -> bool:
+        again = run(fill, contiguous)[0]
+        return _all_right([(out, again[out], e) for out, e in expected.items()], tol)
 
-    raise _kernel_failure(name, failure, outputs, rerun, case.label, tol, result)
-
-
-def check_flash_fwd_case(kernel, case: FlashCase, alternatives: Callable | None = None) -> None:
-    alternatives = alternatives or flash_output_alternatives
-    o, L = attention_forward(case.q, case.k, case.v)
-    _check_flash_case("flash_fwd_kernel", case,
-                      lambda fill, contiguous: _launch_flash_fwd(kernel, case, fill, contiguous),
-                      {"o": o, "lse": L}, lambda: alternatives(case),
-                      read_only="q, k and v are read-only for the forward.", outside="output: the last query block",
-                      changed="changed past the end of", result="o")
-
-
-def check_flash_dkdv_case(kernel, case: FlashCase, alternatives: Callable | None = None) -> None:
-    alternatives = alternatives or flash_gradient_alternatives
-    o, L, dq, dk, dv = attention_reference(case.q, case.k, case.v, case.do)
-    D = (case.do.to(F64) * o).sum(dim=-1)
-    _check_flash_case("flash_bwd_dkdv_kernel", case,
-                      lambda fill, contiguous: _launch_flash_dkdv(kernel, case, L, D, fill, contiguous),
-                      {"dk": dk, "dv": dv}, lambda: alternatives(case, L, dq, dk, dv),
-                      read_only="only DK_ptr and DV_ptr are outputs.", outside="outputs: the last key block",
-                      changed="changed outside the (T, d) views", result="dk and dv")
-
-
-def _close_enough(numerical: float, analytical: float, rtol: float = 1e-3, atol: float = 1e-5) -> bool:
-    return abs(numerical - analytical) <= atol + rtol * abs(analytical)
+    cls = "non-finite" if any(not bool(torch.isfinite(g).all()) for _, g, _ in outputs) else "wrong-values"
+    first = next((out for out in outputs if diagnose(*out, tol=tol) is not None), outputs[0])
+    if failure.cls in ("non-finite", "wrong-values") and right_on(0.0, False):
+        raise GradingFailure(
+            cls,
+            f"{name} reads lanes that are not part of the tensors: the last block runs past T (and BLOCK_D past "
+            f"head_dim), and what those lanes read — NaN here, as memory past a tensor may hold anything — reached "
+            f"{result}.",
+            "with 0 in the padding instead of NaN, every value is right\n" + where_mismatch(*first, case.label))
+    if failure.cls in ("non-finite", "wrong-values") and right_on(0.0, True):
+        raise GradingFailure(
+            cls,
+            f"{name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by distances "
+            "of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors sit inside "
+            "wider buffers, or transposed.",
+            "with contiguous tensors, every value is right\n" + where_mismatch(*first, case.label))
+    for out, g, e in outputs:
+        if tol < relative_error(g, e) < 1e-5 and bool(torch.isfinite(g).all()):
+            raise float32_failure(out, g, e, case.label, f"part of {name} computes in float32 (an accumulator or "
+                                  "a cast), which no float64 gradcheck can pass.")
+    raise failure
 
 
-def _directions(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Size]):
-    """Fixed random weights for the outputs and directions for the inputs, float64."""
+def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
+    """A float64 gradcheck through a FlashAttention kernel, in torch.autograd.gradcheck's fast mode.
+
+    The forward: for fixed random weights (ō, L̄) and a random direction u of each input, the central difference
+    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference. The dK/dV
+    kernel: for a fixed random ō and a random direction u of k and of v, the central difference of ⟨ō, o⟩ along u,
+    through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩. Written out rather than
+    torch.autograd.gradcheck because on a mismatch torch computes the whole Jacobian to print it — hundreds of
+    interpreted launches for a message nobody reads here — and so that only the launches run as the student's code.
+    """
+    q, k, v = inputs
     gen = torch.Generator().manual_seed(SEED)
-    weights = [torch.randn(shape, generator=gen, dtype=F64) for shape in outputs]
+    w_o = torch.randn(q.shape, generator=gen, dtype=F64)
+    w_L = torch.randn(q.shape[:2], generator=gen, dtype=F64) if name == "flash_fwd_kernel" else None
     directions = [torch.randn(x.shape, generator=gen, dtype=F64) for x in inputs]
-    return weights, directions
+    if name == "flash_fwd_kernel":
+        analytical = attention_reference(q, k, v, w_o, w_L)[2:]
 
+        def weighted(q, k, v) -> float:
+            out = _launch_flash_fwd(kernel, FlashCase(q, k, v, None, block, block), 0.0, contiguous=True)[0]
+            return float((out["o"] * w_o).sum() + (out["lse"] * w_L).sum())
+    else:
+        o, L = attention_forward(q, k, v)
+        got = _launch_flash_dkdv(kernel, FlashCase(q, k, v, w_o, block, block), L, delta_reference(o, w_o), 0.0,
+                                 contiguous=True)[0]
+        analytical = (None, got["dk"], got["dv"])  # q̄ is the reference's: not checked
 
-def _central(f: Callable[..., float], inputs: Sequence[torch.Tensor], i: int, u: torch.Tensor, eps: float) -> float:
-    """The central difference of ``f(*inputs)`` along the direction ``u`` of input ``i``."""
-    ends = [f(*(x + sign * eps * u if j == i else x for j, x in enumerate(inputs))) for sign in (1, -1)]
-    return (ends[0] - ends[1]) / (2 * eps)
+        def weighted(q, k, v) -> float:
+            return float((attention_forward(q, k, v)[0] * w_o).sum())
 
+    def close(i: int) -> bool:  # the central difference along directions[i] against the analytical one
+        ends = [weighted(*(x + sign * eps * directions[i] if j == i else x for j, x in enumerate(inputs))) for sign in (1, -1)]
+        exact = float((analytical[i] * directions[i]).sum())
+        return abs((ends[0] - ends[1]) / (2 * eps) - exact) <= 1e-5 + 1e-3 * abs(exact)
 
-def gradcheck_forward_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
-    """A float64 gradcheck of the forward kernel, in torch.autograd.gradcheck's fast mode.
-
-    For fixed random weights (ō, L̄) and a random direction u of each input, the central difference
-    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference.
-    Written out rather than torch.autograd.gradcheck because on a mismatch torch computes the whole
-    Jacobian to print it — hundreds of interpreted launches for a message nobody reads here — and so
-    that only the launches run as the student's code.
-    """
-    q, k, v = inputs
-    (w_o, w_L), directions = _directions(inputs, (q.shape, q.shape[:2]))
-    analytical = attention_reference(q, k, v, w_o, w_L)[2:]
-
-    def weighted(q, k, v) -> float:
-        out = _launch_flash_fwd(kernel, FlashCase(q, k, v, None, block, block), 0.0, contiguous=True)[0]
-        return float((out["o"] * w_o).sum() + (out["lse"] * w_L).sum())
-
-    return all(_close_enough(_central(weighted, inputs, i, u, eps), float((analytical[i] * u).sum()))
-               for i, u in enumerate(directions))
-
-
-def gradcheck_dkdv_kernel(kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
-    """A float64 gradcheck of a backward whose K̄ and V̄ come from the dK/dV kernel (Q̄ from the reference).
-
-    For a fixed random ō and a random direction u of k and of v, the central difference of ⟨ō, o⟩ along u,
-    through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩ — torch.autograd.gradcheck's fast mode.
-    """
-    q, k, v = inputs
-    (w_o,), directions = _directions(inputs, (q.shape,))
-    o, L = attention_forward(q, k, v)
-    got = _launch_flash_dkdv(kernel, FlashCase(q, k, v, w_o, block, block), L, (w_o * o).sum(dim=-1), 0.0,
-                             contiguous=True)[0]
-
-    def weighted(q, k, v) -> float:
-        return float((attention_forward(q, k, v)[0] * w_o).sum())
-
-    return all(_close_enough(_central(weighted, inputs, i, directions[i], eps), float((got[out] * directions[i]).sum()))
-               for i, out in ((1, "dk"), (2, "dv")))
-
-
-FLASH_KERNELS = {  # kernel -> (the check of one case, its gradcheck, what a failed gradcheck says)
-    "flash_fwd_kernel": (check_flash_fwd_case, gradcheck_forward_kernel,
-                         "the o and lse it computes do not move with q, k and v the way attention's do."),
-    "flash_bwd_dkdv_kernel": (check_flash_dkdv_case, gradcheck_dkdv_kernel,
-                              "the dk and dv it returns are not the derivative of attention's forward."),
-}
+    return all(close(i) for i, grad in enumerate(analytical) if grad is not None)
 
 
 def check_flash_kernel(name: str, kernel, cases: Sequence[FlashCase], gradcheck_qkv: Sequence[torch.Tensor],
                        alternatives: Callable | None = None) -> None:
-    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel ``name``."""
-    check_case, gradcheck, what = FLASH_KERNELS[name]
+    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel ``name``.
+
+    ``alternatives`` names wrong outputs: ``(case)`` for the forward, ``(q, k, v, ō, dq, dk, dv)`` for dK/dV; by
+    default Part C's and Part D's (the hidden check adds the kernels' own).
+    """
     require_kernel(name, kernel, NOT_JITTED)
     for case in cases:
-        check_case(kernel, case, alternatives)
-    if not gradcheck(kernel, gradcheck_qkv):
+        if name == "flash_fwd_kernel":
+            o, L = attention_forward(case.q, case.k, case.v)
+            run = partial(_launch_flash_fwd, kernel, case)
+            alts = partial(alternatives, case) if alternatives else partial(output_alternatives, case.q, case.k, case.v)
+            _check_flash_case(name, case, run, {"o": o, "lse": L}, alts)
+        else:
+            o, L, dq, dk, dv = attention_reference(case.q, case.k, case.v, case.do)
+            run = partial(_launch_flash_dkdv, kernel, case, L, delta_reference(o, case.do))
+            alts = partial(alternatives or gradient_alternatives, case.q, case.k, case.v, case.do, dq, dk, dv)
+            _check_flash_case(name, case, run, {"dk": dk, "dv": dv}, alts)
+    if not gradcheck_kernel(name, kernel, gradcheck_qkv):
         BH, T, d = gradcheck_qkv[0].shape
         raise GradingFailure(
             "wrong-values",
             f"a float64 gradcheck (central differences along a random direction, as torch.autograd.gradcheck's "
-            f"fast mode) disagrees with {name}: {what}",
+            f"fast mode) disagrees with {name}: {FLASH_KERNELS[name][-1]}",
             f"inputs: q, k, v of shape ({BH}, {T}, {d}), contiguous")
 
 
@@ -1084,74 +928,47 @@ def _blockwise_cases(salt: int) -> list[Case]:
     return attention_cases(seeded(SEED + salt), BLOCKWISE)
 
 
-@graded
-def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """o and the three gradients through autograd, against SDPA; no autograd inside backward."""
-    check_function_class("ManualAttention", cls, _small_cases(1))
-    print("✓ ManualAttention passes the visible checks (o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, "
-          "no autograd in backward)")
-
-
-@graded
-def manual_attention(fn) -> None:
-    """manual_attention through ManualAttention: o and the gradients against SDPA."""
-    check_attention_function("manual_attention", fn, _small_cases(2), _small_cases(1))
-    print("✓ manual_attention passes the visible checks (o, dq, dk, dv at batch 1 and 7, through ManualAttention)")
-
-
-@graded
-def attention_forward_lse(fn) -> None:
-    """(o, lse) against SDPA and torch.logsumexp; nothing bigger than a tile or O(T·d) allocated at T = 256."""
-    check_forward_lse(fn, _blockwise_cases(3))
-    print(f"✓ attention_forward_lse passes the visible checks (o and lse at batch 1 and 7, T = 11, 37, 70, transposed "
-          f"inputs, and nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T})")
-
-
-@graded
-def attention_backward_recompute(fn) -> None:
-    """(dq, dk, dv) against SDPA's autograd from o and lse; nothing bigger than a tile or O(T·d) allocated at T = 256."""
-    check_backward_recompute(fn, [backward_case(c) for c in _blockwise_cases(4)])
-    print(f"✓ attention_backward_recompute passes the visible checks (dq, dk, dv at batch 1 and 7, T = 11, 37, 70, "
-          f"transposed inputs, and nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T})")
-
-
-@graded
-def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """o and the gradients through autograd; nothing T×T saved or allocated; no autograd in backward."""
-    check_function_class("RecomputeAttention", cls, _blockwise_cases(5))
-    print(f"✓ RecomputeAttention passes the visible checks (o, dq, dk, dv at batch 1 and 7; nothing T×T saved or "
-          f"allocated at T = {MEMORY_T}; no autograd in backward)")
-
-
-@graded
-def recompute_attention(fn) -> None:
-    """recompute_attention through RecomputeAttention; nothing T×T saved or allocated."""
-    check_attention_function("recompute_attention", fn, _blockwise_cases(6), _blockwise_cases(5))
-    print(f"✓ recompute_attention passes the visible checks (o, dq, dk, dv at batch 1 and 7, through "
-          f"RecomputeAttention; nothing T×T saved or allocated at T = {MEMORY_T})")
-
-
-@graded
-def attention_delta_kernel(kernel) -> None:
-    """D from views into NaN-padded buffers (rows not contiguous); nothing written past n_rows."""
-    check_delta_kernel(kernel, delta_cases(seeded(SEED + 7), DELTA))
-    print("✓ attention_delta_kernel passes the visible checks (n_rows 13, 37, 91 with BLOCK_M 16 and 32; head dims "
-          "5, 12, 20; float32 and float64; NaN padding; nothing written past n_rows)")
-
-
-def _visible_flash(name: str, kernel, salt: int, outputs: str) -> None:
+def _flash_kernel(name: str, kernel, salt: int) -> None:
     check_flash_kernel(name, kernel, flash_cases(seeded(SEED + salt), FLASH), gradcheck_inputs(seeded(SEED + salt + 1), GRADCHECK))
-    print(f"✓ {name} passes the visible checks ({outputs} for T = 21, 37 with blocks of 16 and 32, head dims 5 and 12, "
-          f"row-major and transposed layouts padded with NaN, nothing written outside {outputs}; float64 gradcheck)")
 
 
-@graded
-def flash_fwd_kernel(kernel) -> None:
-    """o and L against SDPA and torch.logsumexp on padded and transposed layouts; a float64 gradcheck through it."""
-    _visible_flash("flash_fwd_kernel", kernel, 8, "o and L")
+def _visible(name: str, check: Callable, passed: str) -> Callable:
+    """The visible check of exercise ``name``: ``check(fn)``, then one ✓ line that says what ``passed``."""
+
+    def run(fn) -> None:
+        check(fn)
+        print(f"✓ {name} passes the visible checks ({passed})")
+
+    run.__name__ = run.__qualname__ = name
+    return graded(run)
 
 
-@graded
-def flash_bwd_dkdv_kernel(kernel) -> None:
-    """dk and dv against SDPA's autograd on padded and transposed layouts; a float64 gradcheck through it."""
-    _visible_flash("flash_bwd_dkdv_kernel", kernel, 10, "dk and dv")
+ManualAttention = _visible(
+    "ManualAttention", lambda cls: check_function_class("ManualAttention", cls, _small_cases(1)),
+    "o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, no autograd in backward")
+manual_attention = _visible(
+    "manual_attention", lambda fn: check_attention_function("manual_attention", fn, _small_cases(2), _small_cases(1)),
+    "o, dq, dk, dv at batch 1 and 7, through ManualAttention")
+attention_forward_lse = _visible(
+    "attention_forward_lse", lambda fn: check_forward_lse(fn, _blockwise_cases(3)),
+    f"o and lse at batch 1 and 7, T = 11, 37, 70, transposed inputs, and nothing bigger than one tile or O(T·d) allocated "
+    f"at T = {MEMORY_T}")
+attention_backward_recompute = _visible(
+    "attention_backward_recompute", lambda fn: check_backward_recompute(fn, [backward_case(c) for c in _blockwise_cases(4)]),
+    f"dq, dk, dv at batch 1 and 7, T = 11, 37, 70, transposed inputs, and nothing bigger than one tile or O(T·d) allocated "
+    f"at T = {MEMORY_T}")
+RecomputeAttention = _visible(
+    "RecomputeAttention", lambda cls: check_function_class("RecomputeAttention", cls, _blockwise_cases(5)),
+    f"o, dq, dk, dv at batch 1 and 7; nothing T×T saved or allocated at T = {MEMORY_T}; no autograd in backward")
+recompute_attention = _visible(
+    "recompute_attention", lambda fn: check_attention_function("recompute_attention", fn, _blockwise_cases(6), _blockwise_cases(5)),
+    f"o, dq, dk, dv at batch 1 and 7, through RecomputeAttention; nothing T×T saved or allocated at T = {MEMORY_T}")
+attention_delta_kernel = _visible(
+    "attention_delta_kernel", lambda kernel: check_delta_kernel(kernel, delta_cases(seeded(SEED + 7), DELTA)),
+    "n_rows 13, 37, 91 with BLOCK_M 16 and 32; head dims 5, 12, 20; float32 and float64; NaN padding; nothing written past n_rows")
+FLASH_PASSED = ("{out} for T = 21, 37 with blocks of 16 and 32, head dims 5 and 12, row-major and transposed layouts padded "
+                "with NaN, nothing written outside {out}; float64 gradcheck")
+flash_fwd_kernel = _visible("flash_fwd_kernel", lambda kernel: _flash_kernel("flash_fwd_kernel", kernel, 8),
+                            FLASH_PASSED.format(out="o and L"))
+flash_bwd_dkdv_kernel = _visible("flash_bwd_dkdv_kernel", lambda kernel: _flash_kernel("flash_bwd_dkdv_kernel", kernel, 10),
+                                 FLASH_PASSED.format(out="dk and dv"))
