@@ -1,10 +1,8 @@
 """Hidden checks for 04_layernorm: the visible checks on fresh random inputs, and the slips that name a formula.
 
-Each check is the visible one from ``course.selfcheck.layernorm`` — its input builders, its
-autograd reference, its named bugs, its flow and wording — so a student who passed the visible
-check and fails here reads the same kind of diagnosis. What is hidden is here: the shapes, the
-inputs (fresh each run; AUTOGRADER_SEED replays one), and the bugs whose wrong answer can only be
-built from the closed form of the backward, which the visible module must not print.
+Each runs the visible module's spec, so a student who passed the visible check reads the same kind of diagnosis
+here. Only what is hidden is here (docs/design.md, "A lesson is a spec"): the shapes, and the bugs whose wrong
+answer can only be built from the closed form of the backward, which the visible module must not print.
 """
 
 from __future__ import annotations
@@ -32,14 +30,9 @@ from ..inputs import generator
 # Private, because tests call them from inside a fake student's code.
 
 
-def _xhat(x, mean, rstd):
-    """x̂ = (x − μ)·rstd, one μ and rstd per row."""
-    return (x - mean[..., None]) * rstd[..., None]
-
-
 def _ln_dx(dy, x, gamma, mean, rstd, *, swap=False, drop=None):
     """x̄ = (dxhat − (x̂c1 + c2))·rstd with dxhat = γ ⊙ ȳ, or a named variant of it."""
-    xhat = _xhat(x, mean, rstd)
+    xhat = (x - mean[..., None]) * rstd[..., None]
     dxhat = gamma * dy  # the gradient reaching x̂
     c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)
     c2 = dxhat.mean(dim=-1, keepdim=True)
@@ -53,7 +46,7 @@ def _ln_dx(dy, x, gamma, mean, rstd, *, swap=False, drop=None):
 
 
 def _ln_backward(dy, x, gamma, mean, rstd):
-    xhat = _xhat(x, mean, rstd)
+    xhat = (x - mean[..., None]) * rstd[..., None]
     N = x.shape[-1]
     return _ln_dx(dy, x, gamma, mean, rstd), (dy * xhat).reshape(-1, N).sum(0), dy.reshape(-1, N).sum(0)
 
@@ -100,8 +93,6 @@ def _rms_slips(case: Case) -> dict[str, list[Alternative]]:
 # ---------------------------------------------------------------------------
 # The PyTorch exercises: rows of ``build`` (shape, then options), batch 1 first
 
-SQUARE = "N = rows: a row scalar broadcast across rows keeps its shape"
-
 FORWARD_SHAPES = [
     (1, 10),  # batch 1
     (7, 19),  # batch 7 (prime), N prime
@@ -111,7 +102,7 @@ FORWARD_SHAPES = [
 ]
 BACKWARD_SHAPES = [  # layernorm_backward and rmsnorm_backward
     (1, 10),  # batch 1
-    (7, 7, {"note": SQUARE}),
+    (7, 7, {"note": "N = rows: a row scalar broadcast across rows keeps its shape"}),
     (7, 19),  # batch 7, N prime
     (3, 5, 12),  # 3-D: γ̄ sums over 15 rows
     (13, 6),  # more rows than features

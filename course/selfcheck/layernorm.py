@@ -1,41 +1,12 @@
 """Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
 
-The three PyTorch exercises run on fixed float64 inputs (batch 1 first, then batch 7, a
-square case where N equals the number of rows, a 3-D x, and last a transposed — non-contiguous —
-view of the same kind of values) whose rows have means far from 0 and spreads far from 1, so
-that a missing ``rstd`` cannot hide. References are ``torch.nn.functional.layer_norm`` and
-torch's own autograd. A result that is right for contiguous inputs and wrong only for the
-transposed view depends on memory layout, and is named so.
-
-Diagnoses name the bug and say why; they never print the fixed code or the formula. ``HINTS``
-maps each diagnosis class to the notebook's hint that covers it.
-
-Two refinements beyond comparing values:
-
-- an output that belongs to one row (y, mean, rstd, dx) and is right at batch 1 but wrong
-  above it is probed by shuffling the rows of the inputs: if the output does more than
-  shuffle along, a per-row quantity was reduced over the wrong axis or broadcast across
-  rows (``broadcast-axis``); a broadcasting error raised by the student's code is named
-  the same way;
-- a parameter gradient (γ̄, β̄, ḡ) right at batch 1 and wrong above it is a missing sum
-  over the batch (``batch-reduction``), and so is one that keeps the batch axes.
-
-``TritonLayerNorm`` is checked in three steps. First its kernel ``layernorm_bwd_kernel``,
-found by name beside the class, is launched by the check on buffers whose tails hold NaN,
-with a chosen number of programs (a ragged last group included) and a block that holds
-the whole row; x̄ and each program's row of the partial buffers are compared with the
-reference. Then the class runs through autograd: y, what ``forward`` saved (μ and rstd,
-never x̂ or y), and what ``backward`` returned **before** autograd saw it — autograd would
-silently sum a (programs, N) buffer to (N,). Last the kernel again, with rows longer than
-its block (``BLOCK`` < n_cols, the last block ragged): a kernel right on one block and
-wrong on several treated a block as the whole row. ``triton_layernorm`` is checked end to
-end on 1-D to 3-D inputs and a transposed view.
-
-This module holds no kernel and no backward: every reference is autograd's, and each named
-wrong answer is built from autograd's right one. Each PyTorch exercise is one :class:`RowExercise`
-(the course's :class:`course.spec.Exercise` with its input builder, row layout and visible shapes),
-each Triton one a check taking a generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the
-same specs on their own shapes and random inputs, adding only the bugs that would name a formula.
+Each PyTorch exercise is one :class:`RowExercise`, each Triton one a check taking a generator and tables of shapes;
+the hidden checks (``autograder.check.layernorm``) run the same specs on their own shapes and random inputs, adding
+only the bugs that would name a formula (docs/design.md, "A lesson is a spec"). This module holds no kernel and no
+backward: every reference is autograd's (through ``torch.nn.functional.layer_norm``), each named wrong answer is
+built from autograd's right one, and a diagnosis names the bug and says why, never printing the fixed code or the
+formula. Beyond values, a wrong per-row output is told apart from a missing sum over the batch (``RowExercise.run``),
+and ``TritonLayerNorm``'s kernel is launched by the check itself (``check_kernel``) before the class runs.
 """
 
 from __future__ import annotations
@@ -60,7 +31,6 @@ from ..diagnose import (
     graded,
     labelled,
     layout_failure,
-    quiet,
     relative_error,
     require_callable,
     rerun_above_batch_1,
@@ -108,11 +78,8 @@ HINTS = {
 
 def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
     """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""
-    made = []
-    for row in table:
-        *args, options = row if row and isinstance(row[-1], dict) else (*row, {})
-        made.append(make(gen, *args, **options))
-    return made
+    rows = [row if row and isinstance(row[-1], dict) else (*row, {}) for row in table]
+    return [make(gen, *row[:-1], **row[-1]) for row in rows]
 
 
 # ---------------------------------------------------------------------------
@@ -138,14 +105,7 @@ def weight(gen: torch.Generator, n: int) -> torch.Tensor:
 
 def row_stats(x: torch.Tensor, eps: float = EPS, correction: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """μ and 1/√(σ² + ε) of each row, shaped x.shape[:-1]; ``correction=1`` gives the unbiased σ²."""
-    mean = x.mean(dim=-1)
-    var = x.var(dim=-1, correction=correction)
-    return mean, 1.0 / torch.sqrt(var + eps)
-
-
-def rms_stat(x: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
-    """1/√(mean(x²) + ε) of each row, shaped x.shape[:-1]."""
-    return 1.0 / torch.sqrt((x * x).mean(dim=-1) + eps)
+    return x.mean(dim=-1), 1.0 / torch.sqrt(x.var(dim=-1, correction=correction) + eps)
 
 
 def normalised(x: torch.Tensor, mean: torch.Tensor, rstd: torch.Tensor) -> torch.Tensor:
@@ -179,22 +139,57 @@ class RowExercise(Exercise):
 
     def run(self, fn: Callable, cases: Sequence[Case],
             more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
-        """``fn`` on ``cases``; ``more(case)`` adds named wrong outputs after the exercise's own."""
+        """``fn`` on ``cases`` (batch 1 first); ``more(case)`` adds named wrong outputs after the exercise's own.
+        The first diagnosis is refined by what the cases before it showed (batch 1 passed, contiguous inputs passed)."""
+        kinds = dict(zip(self.outputs, self.out_kinds))
+
         def alternatives(case: Case) -> dict[str, list[Alternative]]:
             alts = self.alternatives(case)
             for out, extra in (more(case) if more else {}).items():
                 alts[out] = alts.get(out, []) + extra
             return alts
 
+        def refine(failure, out, case, got, expected, passed):
+            if passed.contiguous and strided(case.args) and failure.cls != "shape":
+                return layout_failure(out, f"{self.name} {DEPENDS_ON_LAYOUT}", failure.where)
+            if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
+                if kinds[out] in ("row", "stat") and rows_leak(self, fn, case, got):
+                    return GradingFailure(
+                        "broadcast-axis",
+                        f"{out} is right at batch 1 and wrong at batch {case.batch}, and one row's {out} changes when "
+                        "the other rows change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over "
+                        "the wrong axis or broadcast across rows instead of along its own row.", failure.where)
+                if kinds[out] == "param":
+                    return batch_refined(failure, out, case.batch, True, PARAMETER_SUM)
+            return failure
+
+        def on_error(failure, case):
+            if "must match the size of tensor" not in failure.sentence:
+                return labelled(failure, case.label)
+            shape = case.args[0].shape  # x's, or ȳ's: the same
+            return GradingFailure(
+                "broadcast-axis",
+                f"{self.name} raised a broadcasting error at {case.batch} row(s) of N = {shape[-1]}: a per-row "
+                f"quantity of shape x.shape[:-1] = {tuple(shape[:-1])} was combined with rows of N without the "
+                "size-1 last axis that makes it broadcast along its own row.",
+                "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
+
+        def attempt(some: Sequence[Case]) -> None:
+            Exercise.run(self, fn, some, alternatives=alternatives, refine=refine, on_error=on_error)
+
         if self.recheck_shape:
-            rerun_above_batch_1(lambda some: run_row_cases(self, fn, some, alternatives), cases)
+            rerun_above_batch_1(attempt, cases)
         else:
-            run_row_cases(self, fn, cases, alternatives)
+            attempt(cases)
 
     def check(self, fn: Callable, gen: torch.Generator, shapes: Sequence[tuple] | None = None,
               more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
         """``run`` on the cases built from ``gen`` and ``shapes`` (the visible ones unless given)."""
         self.run(fn, build(self.case, gen, self.shapes if shapes is None else shapes), more)
+
+
+PARAMETER_SUM = ("the parameter is shared by every row, so its gradient is a sum over every row — one is missing or "
+                 "done in the wrong place.")
 
 
 def _rows_of(t: torch.Tensor, kind: str, perm: torch.Tensor) -> torch.Tensor:
@@ -210,9 +205,8 @@ def rows_leak(spec: RowExercise, fn: Callable, case: Case, got: tuple) -> bool:
     """Whether shuffling the rows of the inputs does more to ``fn``'s per-row outputs than shuffle them."""
     perm = torch.roll(torch.arange(case.batch), 1)
     args = tuple(_rows_of(a, k, perm) if isinstance(a, torch.Tensor) else a for a, k in zip(case.args, spec.arg_kinds))
-    try:
-        with quiet():
-            shuffled = as_outputs(spec.name, call_student(spec.name, fn, *args, **case.kwargs), spec.outputs)
+    try:  # run inside run_cases, which silences warnings
+        shuffled = as_outputs(spec.name, call_student(spec.name, fn, *args, **case.kwargs), spec.outputs)
     except GradingFailure:
         return False
     N = case.args[0].shape[-1]
@@ -227,78 +221,26 @@ def rows_leak(spec: RowExercise, fn: Callable, case: Case, got: tuple) -> bool:
     return False
 
 
-def _leak_failure(out: str, batch: int, where: str) -> GradingFailure:
-    return GradingFailure(
-        "broadcast-axis",
-        f"{out} is right at batch 1 and wrong at batch {batch}, and one row's {out} changes when the other rows "
-        "change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over the wrong axis or broadcast "
-        "across rows instead of along its own row.", where)
-
-
-def _broadcast_error(name: str, failure: GradingFailure, case: Case) -> GradingFailure:
-    rows = case.batch
-    return GradingFailure(
-        "broadcast-axis",
-        f"{name} raised a broadcasting error at {rows} row(s) of N = {case.args[0].shape[-1]}: a per-row quantity "
-        f"of shape x.shape[:-1] = {tuple(case.args[0].shape[:-1])} was combined with rows of N without the size-1 "
-        "last axis that makes it broadcast along its own row.",
-        "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
-
-
-PARAMETER_SUM = ("the parameter is shared by every row, so its gradient is a sum over every row — one is missing or "
-                 "done in the wrong place.")
-
-
-def run_row_cases(spec: RowExercise, fn: Callable, cases: Sequence[Case],
-                  alternatives: Callable[[Case], dict[str, list[Alternative]]]) -> None:
-    """Compare every output of ``fn`` with the spec's reference on each case (batch 1 first); raise the first
-    diagnosis, refined by what the cases before it showed (batch 1 passed, contiguous inputs passed)."""
-    kinds = dict(zip(spec.outputs, spec.out_kinds))
-
-    def refine(failure, out, case, got, expected, passed):
-        if passed.contiguous and strided(case.args) and failure.cls != "shape":
-            return layout_failure(out, f"{spec.name} {DEPENDS_ON_LAYOUT}", failure.where)
-        if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
-            if kinds[out] in ("row", "stat") and rows_leak(spec, fn, case, got):
-                return _leak_failure(out, case.batch, failure.where)
-            if kinds[out] == "param":
-                return batch_refined(failure, out, case.batch, True, PARAMETER_SUM)
-        return failure
-
-    def on_error(failure, case):
-        if "must match the size of tensor" in failure.sentence:
-            return _broadcast_error(spec.name, failure, case)
-        return labelled(failure, case.label)
-
-    Exercise.run(spec, fn, cases, alternatives=alternatives, refine=refine, on_error=on_error)
-
-
 def param_alternatives(out: str, param: str, case: Case, per_row: torch.Tensor) -> list[Alternative]:
     """Named wrong reductions of a parameter gradient whose contribution from each row is ``per_row`` (..., N)."""
-    rows = case.batch
     N = per_row.shape[-1]
-    flat = per_row.reshape(-1, N)
     alts = [Alternative(
         "broadcast-axis",
         f"{out} is summed along each row (over the N features), shape x.shape[:-1]: {param} is shared by the rows, "
         "not by the features of a row.",
         per_row.sum(dim=-1))]
-    if rows > 1:
-        alts += [
-            Alternative(
+    if case.batch > 1:
+        alts.append(Alternative(
+            "batch-reduction",
+            f"{out} keeps one row per example, shape {tuple(per_row.shape)}: {param} was used by every row, and "
+            f"its gradient has {param}'s shape, ({N},).",
+            per_row))
+        flat = per_row.reshape(-1, N)
+        for which, row in (("first", flat[0]), ("last", flat[-1])):
+            alts.append(Alternative(
                 "batch-reduction",
-                f"{out} keeps one row per example, shape {tuple(per_row.shape)}: {param} was used by every row, and "
-                f"its gradient has {param}'s shape, ({N},).",
-                per_row),
-            Alternative(
-                "batch-reduction",
-                f"{out} comes from the first row alone: {param} was used by every row, and every row contributes "
-                "to its gradient.", flat[0]),
-            Alternative(
-                "batch-reduction",
-                f"{out} comes from the last row alone: {param} was used by every row, and every row contributes "
-                "to its gradient.", flat[-1]),
-        ]
+                f"{out} comes from the {which} row alone: {param} was used by every row, and every row contributes "
+                "to its gradient.", row))
     return alts
 
 
@@ -356,31 +298,26 @@ def forward_alternatives(case: Case) -> dict[str, list[Alternative]]:
     mean, rstd = row_stats(x, eps)
     xc = x - mean[..., None]
     var = x.var(dim=-1, correction=0)
-    unbiased = x.var(dim=-1, correction=1)
-
-    def affine(r):
-        return xc * r[..., None] * gamma + beta
-
-    wrong_rstd = [
-        ("wrong-values", "σ² divides by N − 1 (torch.var's default, the unbiased estimate); LayerNorm's σ² is the "
-         "biased one, a mean over the N features.", 1.0 / torch.sqrt(unbiased + eps)),
-        ("wrong-values", "ε is added outside the square root; LayerNorm's ε is added to the variance, where it keeps "
-         "rstd finite for a constant row.", 1.0 / (torch.sqrt(var) + eps)),
+    wrong_rstd = [  # (why, the rstd it gives): each is wrong in y and in rstd alike
+        ("σ² divides by N − 1 (torch.var's default, the unbiased estimate); LayerNorm's σ² is the biased one, a mean "
+         "over the N features.", 1.0 / torch.sqrt(x.var(dim=-1, correction=1) + eps)),
+        ("ε is added outside the square root; LayerNorm's ε is added to the variance, where it keeps rstd finite for "
+         "a constant row.", 1.0 / (torch.sqrt(var) + eps)),
     ]
     if eps != EPS:
-        wrong_rstd.append(("wrong-values", f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} "
-                           f"and used ε = {EPS:g}.", 1.0 / torch.sqrt(var + EPS)))
-        wrong_rstd.append(("wrong-values", f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} "
-                           "and used no ε at all.", 1.0 / torch.sqrt(var)))
-    alts = {"y": [], "rstd": []}
-    for cls, sentence, r in wrong_rstd:
-        alts["y"].append(Alternative(cls, sentence, affine(r)))
-        alts["rstd"].append(Alternative(cls, sentence, r))
-    alts["rstd"].append(Alternative(
-        "wrong-values", "rstd is the standard deviation itself; the forward saves its reciprocal, the number the "
-        "backward multiplies by.", torch.sqrt(var + eps)))
-    alts["rstd"].append(Alternative(
-        "wrong-values", "rstd is the variance (+ ε), not the reciprocal of the standard deviation.", var + eps))
+        for used, ignored in ((f"ε = {EPS:g}", EPS), ("no ε at all", 0.0)):
+            wrong_rstd.append((f"layernorm_forward ignores its eps argument: it was called with eps={eps:g} and used "
+                               f"{used}.", 1.0 / torch.sqrt(var + ignored)))
+    alts = {
+        "y": [Alternative("wrong-values", why, xc * r[..., None] * gamma + beta) for why, r in wrong_rstd],
+        "mean": [],
+        "rstd": [Alternative("wrong-values", why, r) for why, r in wrong_rstd],
+    }
+    alts["rstd"] += [
+        Alternative("wrong-values", "rstd is the standard deviation itself; the forward saves its reciprocal, the "
+                    "number the backward multiplies by.", torch.sqrt(var + eps)),
+        Alternative("wrong-values", "rstd is the variance (+ ε), not the reciprocal of the standard deviation.", var + eps),
+    ]
     alts["y"] += [
         Alternative("wrong-values", "y is x̂ without γ and β: the per-feature scale and shift are missing.",
                     xc * rstd[..., None]),
@@ -400,7 +337,6 @@ def forward_alternatives(case: Case) -> dict[str, list[Alternative]]:
                 (x - m_d) / torch.sqrt(v_d + eps) * gamma + beta))
     lead = tuple(x.shape[:-1])
     for out, value in (("mean", mean), ("rstd", rstd)):
-        alts.setdefault(out, [])
         alts[out].append(Alternative(
             "shape", f"{out} keeps a size-1 last axis, shape {(*lead, 1)}: the contract is one number per row, shaped "
             f"like x without its last dim, {lead}.", value[..., None]))
@@ -435,7 +371,6 @@ FORWARD = RowExercise(
         (7, 6, {"eps": 0.1}),  # a large eps, so an ignored one shows
         (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) of x fails
     ))
-check_forward = FORWARD.run
 
 
 @graded
@@ -456,6 +391,10 @@ def backward_reference(dy, x, gamma, mean, rstd):
     return vjp(layer_norm, (x, gamma, torch.zeros_like(gamma)), dy)
 
 
+MISSING_RSTD = ("dx is missing a factor rstd: x̂ = (x − μ)·rstd, and every path from x̂ back to x goes through that "
+                "multiply.")
+
+
 def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
     """Named wrong versions, built from autograd's answer (no formula here)."""
     dy, x, gamma, mean, rstd = case.args
@@ -464,8 +403,7 @@ def backward_alternatives(case: Case) -> dict[str, list[Alternative]]:
     xhat = normalised(x, mean, rstd)
     return {
         "dx": [
-            Alternative("wrong-values", "dx is missing a factor rstd: x̂ = (x − μ)·rstd, and every path from x̂ back "
-                        "to x goes through that multiply.", dx / rstd[..., None]),
+            Alternative("wrong-values", MISSING_RSTD, dx / rstd[..., None]),
             Alternative("wrong-values", "dx ignores γ: γ multiplies x̂ in the forward, so the gradient that reaches x̂ "
                         "is not ȳ itself.", dx_no_gamma),
             *row_scalar_alternatives(dx, xhat, gamma * dy, rstd, "c1 and c2 are", with_c2=True),
@@ -509,7 +447,6 @@ BACKWARD = RowExercise(
         (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
     ),
     recheck_shape=True)
-check_backward = BACKWARD.run
 
 
 @graded
@@ -523,14 +460,9 @@ def layernorm_backward(fn) -> None:
 # rmsnorm_backward
 
 
-def rms_forward(x: torch.Tensor, g: torch.Tensor, eps: float = RMS_EPS) -> torch.Tensor:
-    """y = x · rrms ⊙ g, rrms = 1/√(mean(x²) + ε)."""
-    return x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + eps) * g
-
-
 def rms_reference(dy, x, g, rrms):
-    """(x̄, ḡ) by autograd through ``rms_forward``."""
-    return vjp(rms_forward, (x, g), dy)
+    """(x̄, ḡ) by autograd through y = x · rrms ⊙ g, rrms = 1/√(mean(x²) + ε)."""
+    return vjp(lambda x, g: x * torch.rsqrt((x * x).mean(dim=-1, keepdim=True) + RMS_EPS) * g, (x, g), dy)
 
 
 def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -559,7 +491,7 @@ def rms_alternatives(case: Case) -> dict[str, list[Alternative]]:
 
 def rms_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool = False) -> Case:
     """(ȳ, x, g, rrms) for rmsnorm_backward."""
-    return _gradient_case(gen, shape, lambda x: (rms_stat(x),), note, transposed)
+    return _gradient_case(gen, shape, lambda x: (1.0 / torch.sqrt((x * x).mean(dim=-1) + RMS_EPS),), note, transposed)
 
 
 RMS = RowExercise(
@@ -629,18 +561,10 @@ def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F6
                       programs, block)
 
 
-@dataclass
-class KernelRun:
-    dx: torch.Tensor  # (n_rows, N) float64
-    dw: torch.Tensor  # (programs, N)
-    db: torch.Tensor  # (programs, N)
-    unwritten: list[int]  # rows of x̄ still holding the sentinel
-    spilled: list[str]  # output buffers written past their end
-    touched: list[str]  # input buffers changed
-
-
-def launch_kernel(kernel, case: KernelCase) -> KernelRun:
-    """Launch ``kernel`` on ``case`` with NaN after every input and a sentinel after every output."""
+def launch_kernel(kernel, case: KernelCase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Launch ``kernel`` on ``case`` with NaN after every input and a sentinel after every output; return x̄ and the
+    two partial buffers in float64, once it is known that the launch wrote no input, every row of x̄, and nothing
+    past the end of an output."""
     rows, n = case.shape
     block = case.block_size
     pad_block = max(block, pow2_at_least(n))  # room past the end for a block, or for a whole row held as one
@@ -661,27 +585,31 @@ def launch_kernel(kernel, case: KernelCase) -> KernelRun:
     views = [view for _, view in (*ins.values(), *outs.values())]
     touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block),
                      {k: buf for k, (buf, _) in ins.items()})
-    spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
+    if touched:
+        raise GradingFailure("wrong-values", f"{KERNEL} wrote into its input {', '.join(touched)}: inputs are "
+                             "read-only, and x̄ and the partial sums have buffers of their own.", f"inputs: {case.label}")
     dx = outs["DX_ptr"][1].detach().to("cpu", F64)
     unwritten = [r for r in range(rows) if bool((dx[r] == SENTINEL).all())]
-    return KernelRun(dx, outs["DW_partial_ptr"][1].to("cpu", F64), outs["DB_partial_ptr"][1].to("cpu", F64),
-                     unwritten, spilled, touched)
+    if unwritten:
+        raise GradingFailure(
+            "wrong-values",
+            f"{KERNEL} never wrote x̄ for row(s) {unwritten}: every row belongs to one program's group, and "
+            "that program must write all of its rows.", f"inputs: {case.label}")
+    spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
+    if spilled:
+        raise GradingFailure(
+            "wrong-values",
+            f"{KERNEL} writes past the end of {', '.join(spilled)}: a store wrote the lanes past the end of a "
+            "row, or the last program ran past the last row (its group can be shorter than rows_per_program).",
+            f"inputs: {case.label}")
+    return dx, outs["DW_partial_ptr"][1].to("cpu", F64), outs["DB_partial_ptr"][1].to("cpu", F64)
 
 
-def group_sums(per_row: torch.Tensor, case: KernelCase) -> torch.Tensor:
-    """(programs, N): row p sums ``per_row`` over program p's rows."""
+def per_program(per_row: torch.Tensor, case: KernelCase, pick: Callable) -> torch.Tensor:
+    """(programs, N): row p is ``pick`` of program p's rows of ``per_row`` (zeros for a program with no rows)."""
     rpp = case.rows_per_program
-    return torch.stack([per_row[p * rpp:(p + 1) * rpp].sum(dim=0) for p in range(case.programs)])
-
-
-def group_picks(per_row: torch.Tensor, case: KernelCase, which: int) -> torch.Tensor:
-    """(programs, N): row p is program p's first (which=0) or last (which=-1) row of ``per_row``."""
-    rpp, rows = case.rows_per_program, case.shape[0]
-    picks = []
-    for p in range(case.programs):
-        group = list(range(p * rpp, min((p + 1) * rpp, rows)))
-        picks.append(per_row[group[which]] if group else torch.zeros_like(per_row[0]))
-    return torch.stack(picks)
+    groups = [per_row[p * rpp:(p + 1) * rpp] for p in range(case.programs)]
+    return torch.stack([pick(group) if len(group) else torch.zeros_like(per_row[0]) for group in groups])
 
 
 def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -> list[Alternative]:
@@ -693,25 +621,17 @@ def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -
             "batch-reduction",
             f"row p of {buffer} holds only the last row of program p: each row of the group overwrites it instead "
             "of adding to what the rows before it left there.",
-            group_picks(per_row, case, -1)),
+            per_program(per_row, case, lambda group: group[-1])),
         Alternative(
             "batch-reduction",
             f"row p of {buffer} holds only the first row of program p: the other rows of the group are missing "
             "from it.",
-            group_picks(per_row, case, 0)),
+            per_program(per_row, case, lambda group: group[0])),
     ]
 
 
-def kernel_dx_reference(dy, x, gamma, mean, rstd):
-    """x̄ in float64, by autograd (``backward_reference``)."""
-    return backward_reference(dy, x, gamma, mean, rstd)[0]
-
-
-def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable = kernel_dx_reference) -> None:
-    """Launch the kernel on each case; raise a diagnosis for the first thing that is wrong.
-
-    ``dx_reference(dy, x, gamma, mean, rstd)`` gives x̄ in float64.
-    """
+def check_kernel(kernel, cases: Sequence[KernelCase]) -> None:
+    """Launch the kernel on each case; raise a diagnosis for the first thing that is wrong."""
     require_kernel(KERNEL, kernel)
     passed_pow2 = passed_one_block = False
     for case in cases:
@@ -720,35 +640,24 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable = k
         dy, x, gamma = (t.to(case.dtype).to(F64) for t in (case.dy, case.x, case.gamma))  # what the kernel sees
         mean, rstd = row_stats(x)
         xhat = normalised(x, mean, rstd)
-        run = launch_kernel(kernel, case)
+        got_dx, got_dw, got_db = launch_kernel(kernel, case)
         label = case.label
-        if run.touched:
-            raise GradingFailure("wrong-values", f"{KERNEL} wrote into its input {', '.join(run.touched)}: inputs are "
-                                 "read-only, and x̄ and the partial sums have buffers of their own.", f"inputs: {label}")
-        if run.unwritten:
-            raise GradingFailure(
-                "wrong-values",
-                f"{KERNEL} never wrote x̄ for row(s) {run.unwritten}: every row belongs to one program's group, and "
-                "that program must write all of its rows.", f"inputs: {label}")
-        if run.spilled:
-            raise GradingFailure(
-                "wrong-values",
-                f"{KERNEL} writes past the end of {', '.join(run.spilled)}: a store wrote the lanes past the end of a "
-                "row, or the last program ran past the last row (its group can be shorter than rows_per_program).",
-                f"inputs: {label}")
-        expected_dx = dx_reference(dy, x, gamma, mean, rstd)
+        expected_dx = backward_reference(dy, x, gamma, mean, rstd)[0]
         failures = [
-            diagnose("dx", run.dx, expected_dx, tol=tol, case=label, alternatives=[
-                Alternative("wrong-values", "dx is missing a factor rstd: x̂ = (x − μ)·rstd, and every path from x̂ "
-                            "back to x goes through that multiply.", expected_dx / rstd[:, None])]),
-            diagnose("DW_partial", run.dw, group_sums(dy * xhat, case), tol=tol, case=label,
-                     alternatives=partial_alternatives("DW_partial", dy * xhat, case)),
-            diagnose("DB_partial", run.db, group_sums(dy, case), tol=tol, case=label,
+            diagnose("dx", got_dx, expected_dx, tol=tol, case=label,
+                     alternatives=[Alternative("wrong-values", MISSING_RSTD, expected_dx / rstd[:, None])]),
+            diagnose("DW_partial", got_dw, per_program(dy * xhat, case, lambda group: group.sum(dim=0)), tol=tol,
+                     case=label, alternatives=partial_alternatives("DW_partial", dy * xhat, case)),
+            diagnose("DB_partial", got_db, per_program(dy, case, lambda group: group.sum(dim=0)), tol=tol, case=label,
                      alternatives=partial_alternatives("DB_partial", dy, case)),
         ]
         failure = next((f for f in failures if f is not None), None)
+        if failure is None:
+            passed_pow2 = passed_pow2 or (rows == 1 and n == pow2_at_least(n))
+            passed_one_block = passed_one_block or case.blocks_per_row == 1
+            continue
         # Rows of several blocks, after rows of one block passed: the walk over the row's blocks is what is wrong.
-        if failure is not None and passed_one_block and case.blocks_per_row > 1:
+        if passed_one_block and case.blocks_per_row > 1:
             raise GradingFailure(
                 "wrong-values",
                 f"{KERNEL} is right when a row fits in one block and wrong when a row of {n} spans "
@@ -757,19 +666,14 @@ def check_kernel(kernel, cases: Sequence[KernelCase], dx_reference: Callable = k
                 "be written.",
                 failure.where or f"inputs: {label}")
         # One row on one program leaves nothing but the lanes past n_cols to go wrong after a power-of-two N passed.
-        if failure is not None and passed_pow2 and rows == 1 and n != pow2_at_least(n) and case.blocks_per_row == 1:
+        if passed_pow2 and rows == 1 and n != pow2_at_least(n) and case.blocks_per_row == 1:
             raise GradingFailure(
                 "wrong-values",
                 f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = "
                 f"{pow2_at_least(n)}: the {pow2_at_least(n) - n} lanes past the end of each row leak into the row sums "
                 "or the stores.",
                 failure.where or f"inputs: {label}")
-        if failure is not None:
-            raise failure
-        if rows == 1 and n == pow2_at_least(n):
-            passed_pow2 = True
-        if case.blocks_per_row == 1:
-            passed_one_block = True
+        raise failure
 
 
 def require_tested_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase]) -> None:
@@ -809,14 +713,9 @@ class TritonCase:
 
     @property
     def label(self) -> str:
-        parts = [f"x {tuple(self.x.shape)}", str(self.dtype).removeprefix("torch.")]
-        if self.transposed:
-            parts.append(TRANSPOSED)
-        if self.eps is not None:
-            parts.append(f"eps={self.eps:g}")
-        if self.note:
-            parts.append(self.note)
-        return ", ".join(parts)
+        parts = (f"x {tuple(self.x.shape)}", str(self.dtype).removeprefix("torch."), TRANSPOSED if self.transposed else "",
+                 "" if self.eps is None else f"eps={self.eps:g}", self.note)
+        return ", ".join(part for part in parts if part)
 
 
 def triton_case(gen: torch.Generator, shape: tuple[int, ...], dtype=F64, *, eps=None, transposed=False, note="") -> TritonCase:
@@ -840,11 +739,9 @@ def _rounded(case: TritonCase) -> tuple[torch.Tensor, ...]:
 
 def _gradient_failure(grads, expected, tol: float, label: str) -> GradingFailure | None:
     """The first of x̄, γ̄, β̄ that differs from ``expected``, diagnosed; None when all three are right."""
-    for out, of, got, want in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, expected):
-        failure = diagnose(out, _host(got), want, tol=tol, case=label, of=of)
-        if failure is not None:
-            return failure
-    return None
+    failures = (diagnose(out, _host(got), want, tol=tol, case=label, of=of)
+                for out, of, got, want in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, expected))
+    return next((failure for failure in failures if failure is not None), None)
 
 
 HAND_WRITTEN = "the point of the exercise is a backward written by hand, in layernorm_bwd_kernel."
@@ -871,18 +768,17 @@ def _check_saved(packed: list, x, y, xhat, label: str) -> None:
                     "rebuild it.", f"inputs: {label}")
 
 
-def _raw_param_failure(out: str, raw, expected: torch.Tensor, tol: float, label: str) -> GradingFailure | None:
-    """A γ̄ or β̄ that backward returned as the (programs, N) buffer, which autograd would have summed silently."""
+def _check_raw_param(out: str, raw, expected: torch.Tensor, tol: float, label: str) -> None:
+    """Refuse a γ̄ or β̄ that backward returned as the (programs, N) buffer, which autograd would have summed silently."""
     if not isinstance(raw, torch.Tensor) or raw.ndim != 2 or raw.shape[-1] != expected.shape[-1]:
-        return None
+        return
     if relative_error(raw.detach().to("cpu", F64).sum(dim=0), expected) <= tol:
-        return GradingFailure(
+        raise GradingFailure(
             "batch-reduction",
             f"backward returns {out} as the ({raw.shape[0]}, {raw.shape[1]}) buffer of partial sums, one row per program: "
             "the second pass is missing. Autograd would quietly reduce it to the parameter's shape, so training "
             "would not notice.",
             f"{out} has shape {tuple(raw.shape)}; it must be ({expected.shape[-1]},)\ninputs: {label}")
-    return None
 
 
 def _host(t):
@@ -932,10 +828,8 @@ def check_function_class(cls, gen: torch.Generator, shapes: Sequence[tuple], ker
                 raise autograd_in_backward(name, used, HAND_WRITTEN)
             label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
             raw = returned[0] if returned and isinstance(returned[0], (tuple, list)) else ()
-            for i, (out, expected) in enumerate(zip(("dgamma", "dbeta"), grads_ref[1:])):
-                failure = _raw_param_failure(out, raw[i + 1] if len(raw) > i + 1 else None, expected, tol, label)
-                if failure is not None:
-                    raise failure
+            for out, got, expected in zip(("dgamma", "dbeta"), [*raw, None, None, None][1:], grads_ref[1:]):
+                _check_raw_param(out, got, expected, tol, label)
             failure = _gradient_failure(grads, grads_ref, tol, label)
             if failure is not None and layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ passed
                 raise layout_failure(f"{name}.backward", "autograd may hand backward a non-contiguous ȳ, and the kernel "
@@ -1032,5 +926,3 @@ def triton_layernorm(fn) -> None:
     print("✓ triton_layernorm passes the visible checks (1-D, batch 1 and 7, 3-D, a transposed view, eps; "
           "float32 and float64; gradients of x, gamma and beta)")
 
-
-__all__ = ["layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm"]

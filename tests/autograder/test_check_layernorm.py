@@ -20,17 +20,16 @@ from autograder.check.layernorm import _ln_backward, _rms_backward
 from autograder.inputs import generator, randn
 from course.diagnose import GradingFailure, relative_error
 from course.selfcheck.layernorm import (
+    BACKWARD,
     F32,
     F64,
+    FORWARD,
     backward_case,
     backward_reference,
-    check_backward,
-    check_forward,
     check_kernel,
     forward_case,
     forward_reference,
     kernel_case,
-    kernel_dx_reference,
     layernorm_reference,
     rms_case,
     rms_reference,
@@ -221,7 +220,7 @@ def test_a_broadcasting_error_from_a_forgotten_keepdim_is_broadcast_axis():
     """Without a square case the bug raises instead of giving wrong values; it is named the same."""
     gen = torch.Generator().manual_seed(0)
     with pytest.raises(GradingFailure, match="size-1 last axis") as info:
-        check_backward(keepdim_forgotten, [backward_case(gen, 1, 5), backward_case(gen, 7, 13)])
+        BACKWARD.run(keepdim_forgotten, [backward_case(gen, 1, 5), backward_case(gen, 7, 13)])
     assert info.value.cls == "broadcast-axis"
     assert "return (wdy - (xhat * c1 + c2))" in str(info.value), "the student's line is shown"
 
@@ -273,7 +272,7 @@ def test_flat_statistics_for_a_3d_input_are_shape():
 
     gen = torch.Generator().manual_seed(2)
     with pytest.raises(GradingFailure, match="keeps x's leading shape") as info:
-        check_forward(flat, [forward_case(gen, 1, 5), forward_case(gen, 2, 3, 7)])
+        FORWARD.run(flat, [forward_case(gen, 1, 5), forward_case(gen, 2, 3, 7)])
     assert info.value.cls == "shape"
 
 
@@ -349,15 +348,15 @@ def visible_kernel_cases():
 def test_the_kernel_check_names_loop_bugs(loop, match):
     kernel = kernel_ending_at(LOOPS[loop])
     if match is None:
-        check_kernel(kernel, visible_kernel_cases(), kernel_dx_reference)
+        check_kernel(kernel, visible_kernel_cases())
         return
     with pytest.raises(GradingFailure, match=match) as info:
-        check_kernel(kernel, visible_kernel_cases(), kernel_dx_reference)
+        check_kernel(kernel, visible_kernel_cases())
     assert info.value.cls in ("wrong-values", "non-finite")
 
 
 def test_a_kernel_that_is_not_jitted_is_named(solution):
-    assert diagnosis(lambda k: check_kernel(k, visible_kernel_cases(), kernel_dx_reference), lambda *a: None) == "error"
+    assert diagnosis(lambda k: check_kernel(k, visible_kernel_cases()), lambda *a: None) == "error"
     namespace = dict(solution["TritonLayerNorm"].forward.__globals__)
     assert "layernorm_bwd_kernel" in namespace
 
@@ -370,10 +369,10 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
     gen = torch.Generator().manual_seed(11)
     for dtype in (F64, F32):
         case = kernel_case(gen, 7, 13, 3, dtype)
-        run = launch_kernel(kernel, case)
+        dx = launch_kernel(kernel, case)[0]
         x = case.x.to(dtype).to(F64)
         mean, rstd = row_stats(x)
-        err = relative_error(run.dx, kernel_dx_reference(case.dy.to(dtype).to(F64), x, case.gamma.to(dtype).to(F64), mean, rstd))
+        err = relative_error(dx, backward_reference(case.dy.to(dtype).to(F64), x, case.gamma.to(dtype).to(F64), mean, rstd)[0])
         assert err < TRITON_TOL[dtype] / 10, (dtype, err)
 
 
@@ -383,7 +382,7 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
 
 def test_every_pytorch_check_has_a_transposed_input(seeded):
     from autograder.check.layernorm import BACKWARD_SHAPES, FORWARD_SHAPES
-    from course.selfcheck.layernorm import BACKWARD, FORWARD, RMS, build
+    from course.selfcheck.layernorm import RMS, build
 
     gen = torch.Generator().manual_seed(0)
     for spec, hidden_shapes in ((FORWARD, FORWARD_SHAPES), (BACKWARD, BACKWARD_SHAPES), (RMS, BACKWARD_SHAPES)):
