@@ -1,12 +1,5 @@
-"""Step through x → linear → softmax → cross-entropy with real numbers (notebook 00).
-
-The forward pass fills in activations left to right; the backward pass fills in
-gradients right to left, each one shaped like the activation above it. Three views of
-the same stages:
-
-- ``table(stages)``: every stage as text — prints anywhere (nbval, GitHub, a terminal);
-- ``figure(stages)``: the chain as a static matplotlib diagram;
-- ``stepper(stages)``: an ipywidgets stepper (Step ▶ / ◀ Back / Reset) for a live notebook.
+"""Step through x → linear → softmax → cross-entropy with real numbers (notebook 00): as text that prints
+anywhere (``table``), as a static diagram (``figure``), as an ipywidgets stepper for a live notebook (``stepper``).
 
 The values come from torch autograd on the chain (``retain_grad`` on each intermediate),
 so this module shows numbers to check a derivation against and holds no hand-written
@@ -241,5 +234,3 @@ def stepper(all_stages: list[Stage]):
         button.on_click(on(action))
     return widgets.VBox([widgets.HBox(buttons), view])
 
-
-__all__ = ["COLUMNS", "Stage", "Stepper", "figure", "stages", "stepper", "table"]

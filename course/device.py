@@ -1,13 +1,8 @@
-"""Pick where the course's kernels run, before any kernel is defined.
+"""Pick where the course's kernels run, before any kernel is defined (docs/design.md, "The device rule").
 
-With CUDA, Triton compiles kernels for the GPU. Without it, Triton's interpreter
-runs the very same kernels on the CPU with numpy. Triton reads TRITON_INTERPRET
-when a function is decorated with ``@triton.jit``, so this must run before a
-notebook defines its first kernel: ``import course`` is every notebook's first line.
-
-Limitations of the interpreter (measured): bfloat16 ``tl.dot`` gives garbage, so
-CPU runs use float32 and float64; programs run one after another, so a race
-between programs cannot show up on the CPU.
+Triton reads TRITON_INTERPRET when a function is decorated with ``@triton.jit``, so this must run before a
+notebook defines its first kernel. The interpreter's bfloat16 ``tl.dot`` gives garbage (measured): CPU runs
+use float32 and float64.
 """
 
 from __future__ import annotations

@@ -1,24 +1,10 @@
-"""Say what kind of bug a gradient has, not only that it is wrong.
+"""Say what kind of bug a gradient has, not only that it is wrong (docs/design.md, "A check cell, in the student's notebook").
 
 A wrong gradient is rarely random. It is the right answer with one mistake applied:
 negated, transposed, scaled by a forgotten 1/N, reduced over the wrong axis, or
 summed over one sample instead of the batch. So the classifier compares a student's
 result with the reference *under each of those transformations*; the one that
-matches names the bug. The same machinery serves the visible self-checks in the
-notebooks and the hidden checks in ``autograder``; each check only supplies its
-inputs, its reference, and any bug-specific alternatives of its own.
-
-A failure is raised as :class:`GradingFailure` (an ``AssertionError``) whose first
-line is ``diagnosis: <class> — <sentence>`` and whose next lines say where: the
-first mismatching index, expected vs got, and the relative error.
-
-:func:`run_cases` is the engine every lesson's checks run on: the student's function on
-each case, batch 1 first, each output against the reference, the first wrong one diagnosed
-and then read in the light of the cases before it (:class:`Passed`) — right at batch 1 and
-wrong above it (:func:`batch_refined`), right for contiguous inputs and wrong for a
-transposed view (:func:`layout_failure`). A lesson declares each exercise once, as a
-:class:`course.spec.Exercise`, whose ``run`` calls it. Kernels and autograd.Functions add what they need
-in ``course.triton_check``; allocations are seen by ``course.memory``.
+matches names the bug.
 """
 
 from __future__ import annotations
@@ -30,7 +16,7 @@ import os
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,8 +112,7 @@ def where_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, case: s
     scale = max(expected.abs().max().item() if expected.numel() else 0.0, 1e-300)
     bad = (diff > 1e-6 * scale) | ~torch.isfinite(got)
     flat = int(torch.nonzero(bad.flatten())[0]) if bool(bad.any()) else int(diff.flatten().argmax()) if diff.numel() else 0
-    index = list(torch.unravel_index(torch.tensor(flat), got.shape)) if got.ndim else []
-    index = [int(i) for i in index]
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), got.shape)] if got.ndim else []
     g = got.flatten()[flat].item() if got.numel() else float("nan")
     e = expected.flatten()[flat].item() if expected.numel() else float("nan")
     lines = [
@@ -141,15 +126,6 @@ def where_mismatch(name: str, got: torch.Tensor, expected: torch.Tensor, case: s
 
 def _close(got: torch.Tensor, value: torch.Tensor, tol: float) -> bool:
     return got.shape == value.shape and relative_error(got, value) <= tol
-
-
-def _as_tensor_output(name: str, got, expected: torch.Tensor) -> torch.Tensor:
-    if isinstance(got, torch.Tensor):
-        return got.detach()
-    if expected.ndim == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
-        return torch.tensor(float(got), dtype=torch.float64)
-    what = "a Python number or 0-d tensor" if expected.ndim == 0 else f"a torch.Tensor of shape {tuple(expected.shape)}"
-    raise GradingFailure("shape", f"{name} must be {what}, but it is a {type(got).__name__}.")
 
 
 def diagnose(
@@ -168,10 +144,13 @@ def diagnose(
     ``of`` names what ``name`` is the gradient of (for shape messages); ``batch``
     is the number of rows in this case, used to recognise a factor equal to it.
     """
-    try:
-        got = _as_tensor_output(name, got, expected)
-    except GradingFailure as failure:
-        return failure
+    if isinstance(got, torch.Tensor):
+        got = got.detach()
+    elif expected.ndim == 0 and isinstance(got, (int, float)) and not isinstance(got, bool):
+        got = torch.tensor(float(got), dtype=torch.float64)
+    else:
+        what = "a Python number or 0-d tensor" if expected.ndim == 0 else f"a torch.Tensor of shape {tuple(expected.shape)}"
+        return GradingFailure("shape", f"{name} must be {what}, but it is a {type(got).__name__}.")
     expected = expected.detach()
     shape_of = f", the shape of {of}" if of else ""
 
@@ -226,14 +205,13 @@ def _constant_factor(got: torch.Tensor, expected: torch.Tensor, tol: float) -> f
     return c
 
 
-def _scale_sentence(name: str, c: float, batch: int | None) -> str:
+def _scale_sentence(name: str, c: float, n: int | None) -> str:
     base = f"{name} is right up to a constant factor: it is {c:.6g} times the right answer."
-    for n, label in ((batch, "the batch size"),):
-        if n and n > 1:
-            if math.isclose(abs(c), n, rel_tol=1e-6):
-                return base + f" That factor is {label} ({n}): a mean became a sum (a missing 1/{n})."
-            if math.isclose(abs(c), 1.0 / n, rel_tol=1e-6):
-                return base + f" That factor is 1/{label} (1/{n}): a division by the batch size that the loss does not have."
+    if n and n > 1:  # the batch size
+        if math.isclose(abs(c), n, rel_tol=1e-6):
+            return base + f" That factor is the batch size ({n}): a mean became a sum (a missing 1/{n})."
+        if math.isclose(abs(c), 1.0 / n, rel_tol=1e-6):
+            return base + f" That factor is 1/the batch size (1/{n}): a division by the batch size that the loss does not have."
     if math.isclose(abs(c), 2.0, rel_tol=1e-6) or math.isclose(abs(c), 0.5, rel_tol=1e-6):
         return base + " A factor of 2 often means a term counted twice, or a step and a denominator that do not match."
     return base + " Look for a missing normalisation such as 1/N, 1/√d, or a mean written as a sum."
@@ -305,10 +283,9 @@ def forbid_autograd(name: str):
     ]
     targets += [(func, fn, f"torch.func.{fn}") for fn in ("grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian")]
     targets += [(forward_ad, "make_dual", "forward-mode autograd (torch.autograd.forward_ad.make_dual)")]
-    saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in targets if hasattr(obj, attr)]
-    for obj, attr, what in targets:
-        if hasattr(obj, attr):
-            setattr(obj, attr, refuse(what))
+    saved = [(obj, attr, getattr(obj, attr), what) for obj, attr, what in targets if hasattr(obj, attr)]
+    for obj, attr, _, what in saved:
+        setattr(obj, attr, refuse(what))
 
     def witnessed(m: witness.Measurement) -> None:
         # The grader's re-check: the call ran in another process, whose profiler saw the engine itself
@@ -324,19 +301,15 @@ def forbid_autograd(name: str):
         with witness.watching(witnessed):
             yield used
     finally:
-        for obj, attr, original in saved:
+        for obj, attr, original, _ in saved:
             setattr(obj, attr, original)
 
 
-def _student_frame(exc: BaseException) -> traceback.FrameSummary | None:
-    """The innermost frame of the traceback that belongs to the student, not to a library."""
+def student_line(exc: BaseException) -> str:
+    """The innermost line of the traceback that belongs to the student, not to a library."""
     frames = traceback.extract_tb(exc.__traceback__)
     mine = [f for f in frames if not os.path.abspath(f.filename).startswith(_LIBRARY_DIRS) and "site-packages" not in f.filename]
-    return mine[-1] if mine else (frames[-1] if frames else None)
-
-
-def student_line(exc: BaseException) -> str:
-    frame = _student_frame(exc)
+    frame = (mine or frames or [None])[-1]
     if frame is None:
         return ""
     line = frame.line or linecache.getline(frame.filename, frame.lineno).strip()
@@ -378,12 +351,9 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
     ships (``course.delegation``) is ``delegated-to-helper``.
     """
     require_callable(name, fn)
-    guard = forbid_autograd(name) if forbid_autograd_use else _no_guard()
-    # A warning goes to stderr, and nbgrader scores a test cell with stderr output zero:
-    # a right answer that happens to warn must not lose its points.
+    guard = forbid_autograd(name) if forbid_autograd_use else nullcontext([])
     delegated: list[str] = []
-    with guard as used, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with guard as used, quiet():  # a right answer that happens to warn must not lose its points
         try:
             with forbid_helpers() as delegated:  # armed only while the student's code runs
                 result = fn(*args, **kwargs)
@@ -405,11 +375,6 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
             f"{name} called {used[0]}: derive the gradient by hand — the point of the exercise is to not use autograd.",
         )
     return result
-
-
-@contextmanager
-def _no_guard():
-    yield []
 
 
 def as_outputs(name: str, result, output_names: Sequence[str]) -> tuple:

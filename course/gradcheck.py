@@ -18,15 +18,12 @@ import torch
 
 from .diagnose import diagnose, relative_error
 
-__all__ = ["central_difference_grad", "numerical_vjp", "relative_error", "check_vjp", "verdict"]
-
 
 def central_difference_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """∂f/∂x of a scalar function by central differences, in float64, with the shape of x."""
     # A contiguous float64 copy: nudging it never touches the caller's x, and .view(-1) needs
     # contiguous memory (a transposed x keeps its strides through a plain clone).
-    work = torch.empty(x.shape, dtype=torch.float64)
-    x = work.copy_(x.detach())
+    x = torch.empty(x.shape, dtype=torch.float64).copy_(x.detach())
     grad = torch.empty_like(x)
     flat, gflat = x.view(-1), grad.view(-1)
     for i in range(flat.numel()):

@@ -28,10 +28,6 @@ copy — once, although aten does it as ``clone`` then ``_unsafe_view``), and ev
 also counts. The size of an allocation is the number of elements its new storage holds,
 which for an ordinary result is its ``numel()``.
 
-The same mechanism serves :class:`course.peak_memory.PeakMemory`, which also subtracts a storage
-when it is freed: a storage is known by its Python object (one per storage, shared by all views
-of it) at its current address (an ``out=`` buffer that had to grow lies elsewhere: new memory).
-
 Limitations: memory made outside torch's dispatcher is invisible — NumPy arrays, and
 tensors wrapping them via ``torch.from_numpy``. The recorder lists allocations, not peak
 memory: ten temporaries of N elements, made one after another in a loop, are ten allocations
@@ -50,8 +46,6 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import witness
-
-__all__ = ["Allocation", "AllocationRecorder", "RecordedCalls", "record_allocations", "tensors_in"]
 
 # Ops whose output aliases a tensor made outside the dispatcher (``torch.tensor(...)``
 # builds its data first, then "lifts" it): the memory is new all the same.
@@ -93,9 +87,11 @@ class _NewMemory(TorchDispatchMode):
 
     An op's output is new memory unless its storage is one of the op's inputs' (a view, an in-place or
     ``out=`` result, an input handed back or pointed elsewhere by ``set_``), one of ``ignore``'s, or one made
-    earlier in the block and still alive; a lifted tensor is new memory all the same. Each new one is handed
-    to ``_made``; ``live`` is the bytes of those still alive (Python drops a storage's object exactly when its
-    memory goes, so a ``weakref.finalize`` on it fires at the free), ``peak`` the most they reached.
+    earlier in the block and still alive; a lifted tensor is new memory all the same. A storage is known by its
+    Python object (one per storage, shared by all views of it) at its current address (an ``out=`` buffer that
+    had to grow lies elsewhere: new memory). Each new one is handed to ``_made``; ``live`` is the bytes of those
+    still alive (Python drops a storage's object exactly when its memory goes, so a ``weakref.finalize`` on it
+    fires at the free), ``peak`` the most they reached.
     """
 
     def __init__(self, ignore=()):

@@ -18,8 +18,6 @@ import math
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-__all__ = ["program_rows", "plot_parameter_reduction", "PROGRAM_COLORS", "RESULT_COLOR"]
-
 PROGRAM_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
 RESULT_COLOR = "0.55"
 

@@ -1,19 +1,8 @@
 """Peak memory of a backward on the CPU: the live tensor bytes at their highest point.
 
 ``torch.cuda.max_memory_allocated`` answers "how much memory did this need at once?" on a
-GPU; on the CPU torch keeps no such count. :class:`PeakMemory` keeps it: a
-``TorchDispatchMode`` that sees every tensor an aten op creates inside its ``with`` block,
-adds the bytes of each new storage to a running total, and subtracts them again when that
-storage is freed (Python drops a storage's object exactly when its memory goes, so a
-``weakref.finalize`` on it fires at the free). ``peak`` is the highest the total reached.
-
-    with PeakMemory() as mem:
-        dq, dk, dv = torch.autograd.grad(o, (q, k, v), do)
-    mem.peak                              # bytes, of tensors made inside the block
-
-:func:`backward_peak` measures what a backward needs in all: the tensors its forward saved
-for it (beyond the inputs, which exist anyway) plus the highest point of what the backward
-itself allocates while it runs.
+GPU; on the CPU torch keeps no such count. :class:`PeakMemory` keeps it, with the dispatch
+mode of ``course.memory``: each new storage counts from the op that makes it until it is freed.
 
 Limitations: only memory made by torch ops inside the block is counted — tensors made
 before it (inputs, saved tensors) are not, which is why :func:`backward_peak` adds the saved
@@ -31,17 +20,10 @@ import torch
 from .autograd_graph import saved_for_backward
 from .memory import _NewMemory, _storage
 
-__all__ = ["PeakMemory", "backward_peak", "saved_bytes"]
-
 
 class PeakMemory(_NewMemory):
-    """Inside ``with PeakMemory() as mem:``, track the bytes of live tensors made by torch ops.
-
-    ``live`` is the total now, ``peak`` the highest it has been since the block began (or
-    since :meth:`reset_peak`). Views, in-place results and outputs that reuse an input's
-    memory add nothing; a new storage adds its size until it is freed (the mechanism is
-    ``course.memory``'s, which AllocationRecorder shares).
-    """
+    """Inside ``with PeakMemory() as mem:``, ``live`` is the bytes of live tensors made by torch ops, ``peak`` the
+    highest it has been since the block began (or since :meth:`reset_peak`)."""
 
     def reset_peak(self) -> None:
         """Start the peak again from what is live now."""

@@ -28,7 +28,7 @@ def loglog(x, curves: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str
     return ax
 
 
-def matrices(panels: Mapping[str, object], *, title: str = "", cmap: str = "RdBu_r", annotate: bool = False):
+def matrices(panels: Mapping[str, object], *, title: str = "", cmap: str = "RdBu_r"):
     """Draw tensors side by side as heat maps with a symmetric colour scale (zero is white)."""
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.0), squeeze=False)
     for ax, (label, m) in zip(axes[0], panels.items()):
@@ -39,23 +39,7 @@ def matrices(panels: Mapping[str, object], *, title: str = "", cmap: str = "RdBu
         ax.set_title(f"{label}\n{tuple(a.shape)}", fontsize=9)
         ax.set_xticks([])
         ax.set_yticks([])
-        if annotate:
-            for (i, j), v in np.ndenumerate(a):
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
     return fig
-
-
-def bars(values: Mapping[str, float], *, ylabel: str, title: str = "", log: bool = False, ax=None):
-    """One bar per label, value written on top."""
-    ax = ax or plt.subplots(figsize=(6.0, 3.6))[1]
-    labels, heights = list(values), [float(v) for v in values.values()]
-    ax.bar(labels, heights, color="tab:blue")
-    if log:
-        ax.set_yscale("log")
-    for i, h in enumerate(heights):
-        ax.annotate(f"{h:.3g}", (i, h), ha="center", va="bottom", fontsize=8)
-    ax.set(ylabel=ylabel, title=title)
-    return ax

@@ -1,10 +1,4 @@
-"""A lesson is a spec: every PyTorch-function exercise declares itself as one :class:`Exercise`.
-
-An exercise is its name, its reference (the right outputs, by autograd, for a case's inputs),
-the names of its outputs, what each output is the gradient of, and the bugs worth naming
-(``alternatives(case) -> {output: [Alternative]}``). :meth:`Exercise.run` grades a student's
-function on a list of cases with :func:`course.diagnose.run_cases`; the hooks a lesson needs
-(``refine``, ``on_error``, other alternatives) are passed through unchanged.
+"""A lesson is a spec (docs/design.md): every PyTorch-function exercise declares itself as one :class:`Exercise`.
 
 A lesson with more to say subclasses it: softmax adds how its inputs are drawn and what its
 calls must not do, layernorm how rows are laid out (for its rows-leak probe), routing what a
@@ -17,8 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .diagnose import Alternative, Case, run_cases
-
-__all__ = ["Exercise"]
 
 
 @dataclass(frozen=True, kw_only=True)

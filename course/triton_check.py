@@ -20,7 +20,6 @@ from .diagnose import (
     call_student,
     forbid_autograd,
     layout_failure,
-    quiet,
     relative_error,
     transposed_view,
     where_mismatch,
@@ -84,10 +83,9 @@ def pow2_at_least(n: int) -> int:
 
 
 def run_student(name: str, fn: Callable, *args, **kwargs):
-    """``call_student`` on code that launches kernels: quiet, Triton errors unwrapped, and without
-    the autograd guard (the check itself may need autograd around the student's Function)."""
-    with quiet():
-        return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
+    """``call_student`` on code that launches kernels: Triton errors unwrapped, and without the autograd
+    guard (the check itself may need autograd around the student's Function)."""
+    return call_student(name, unwrapped(fn), *args, forbid_autograd_use=False, **kwargs)
 
 
 def require_kernel(name: str, kernel, missing: str = "keep the @triton.jit line above its def.") -> None:

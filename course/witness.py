@@ -1,12 +1,8 @@
 """Measurements of a student's call made in the process that ran it, handed to the checks watching it.
 
-In the notebook, a check measures a call where it runs: ``AllocationRecorder`` sees each
-allocation, ``forbid_autograd`` sees each call into autograd. The grader's trusted re-check
-runs the same checks in a process of its own and sends each call to the value worker
-(``autograder.trusted``); there the worker measures the call itself
-(``autograder/worker_instruments.py``) and the checker reports what it measured here,
-to every instrument that is watching at that moment. So one check, unchanged, reaches the
-same verdict in both places.
+In the notebook, a check measures a call where it runs (``AllocationRecorder``, ``forbid_autograd``);
+in the grader's trusted re-check the value worker measures it (docs/grading.md, "What the worker
+measures") and the checker reports that here, so one check, unchanged, reaches the same verdict in both.
 
 A :class:`Measurement` counts memory in bytes; a check thinks in elements, so each is
 turned into elements of the call's own floating-point inputs (``itemsize``).

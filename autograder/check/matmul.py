@@ -1,12 +1,4 @@
-"""Hidden checks for 01_matmul_from_shapes: ``linear_backward``, ``linear_bias_backward``,
-``reduce_to_shape``, ``name_the_bug``, ``batched_matmul_backward``.
-
-Every call draws fresh float64 inputs (``autograder.inputs.generator``; set
-AUTOGRADER_SEED to replay a run) on shapes chosen to expose one kind of bug each — the
-comment beside each shape says which — and runs the visible checks' case builders,
-references (torch autograd) and named bugs (``course.selfcheck.matmul``) on them, so a
-student reads the same diagnosis in both; every check ends with transposed
-(non-contiguous) inputs.
+"""Hidden checks for 01_matmul_from_shapes: the visible spec (``course.selfcheck.matmul``) on shapes of their own.
 
 ``name_the_bug`` is handed broken backwards drawn afresh on every run from the families
 below (``BROKEN``), several flavours per bug class, each built as a closure around a
@@ -18,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from types import SimpleNamespace
 
 import torch
 
@@ -79,57 +72,20 @@ batched_cases = functools.partial(visible.batched_cases, shapes=BATCHED_SHAPES, 
 
 
 # ---------------------------------------------------------------------------
-# The checks
-
-
-@graded
-def linear_backward(fn: Callable) -> None:
-    """Grade ``fn(x, w, dy) -> (dx, dw)`` for y = x @ w; raise GradingFailure on a wrong answer."""
-    run_exercise("linear_backward", fn, linear_cases(generator("linear_backward"), bias=False))
-
-
-@graded
-def linear_bias_backward(fn: Callable) -> None:
-    """Grade ``fn(x, w, b, dy) -> (dx, dw, db)`` for y = x @ w + b."""
-    run_exercise("linear_bias_backward", fn, linear_cases(generator("linear_bias_backward"), bias=True))
-
-
-@graded
-def reduce_to_shape(fn: Callable) -> None:
-    """Grade ``fn(grad, shape)``: grad summed back to the shape it was broadcast from."""
-    run_exercise("reduce_to_shape", fn, reduce_cases(generator("reduce_to_shape")))
-
-
-@graded
-def batched_matmul_backward(fn: Callable) -> None:
-    """Grade ``fn(a, c, dy) -> (da, dc)`` for y = a @ c, c per element or shared."""
-    run_exercise("batched_matmul_backward", fn, batched_cases(generator("batched_matmul_backward")))
-
-
-# ---------------------------------------------------------------------------
 # name_the_bug: broken backwards for y = x @ w + b, drawn afresh on every run
 
 
-def _right(x, w, b, dy):
-    """(dx, dw, db) of y = x @ w + b, with (rows, K) and (rows, N) views for the edits below."""
+def _right(x, w, b, dy) -> SimpleNamespace:
+    """dx, dw, db of y = x @ w + b, beside x, w and their (rows, K) and (rows, N) views xr, dyr, for the edits below."""
     K, N = w.shape
-    x_rows, dy_rows = x.reshape(-1, K), dy.reshape(-1, N)
-    return dy @ w.mT, x_rows.mT @ dy_rows, dy_rows.sum(dim=0), x_rows, dy_rows
+    xr, dyr = x.reshape(-1, K), dy.reshape(-1, N)
+    return SimpleNamespace(dx=dy @ w.mT, dw=xr.mT @ dyr, db=dyr.sum(dim=0), x=x, w=w, xr=xr, dyr=dyr)
 
 
 def _variant(edit):
     """A backward: the right outputs with ``edit`` applied. Its name and its code say nothing of the bug."""
     def backward(x, w, b, dy):
-        dx, dw, db, xr, dyr = _right(x, w, b, dy)
-        return edit(dx, dw, db, xr, dyr)
-    return backward
-
-
-def _with_inputs(edit):
-    """As ``_variant``, for an edit that needs the inputs themselves."""
-    def backward(x, w, b, dy):
-        dx, dw, db, _, _ = _right(x, w, b, dy)
-        return edit(x, w, b, dx, dw, db)
+        return edit(_right(x, w, b, dy))
     return backward
 
 
@@ -137,69 +93,55 @@ def _right_by_einsum(x, w, b, dy):
     return torch.einsum("...n,kn->...k", dy, w), torch.einsum("...k,...n->kn", x, dy), dy.reshape(-1, w.shape[1]).sum(0)
 
 
-def _every_other_row(xr, dyr):
-    return xr[::2].mT @ dyr[::2]
-
-
 # class -> groups of (what is wrong, backward). Every run draws one flavour from each group, so the
 # draw always holds what tells a careless classifier apart: a factor that shows only above batch 1
 # and one that shows at once, a bug in dw and one in db.
 BROKEN = {
     "transpose": [
-        [("dw is the transpose of the right one", _variant(lambda dx, dw, db, xr, dyr: (dx, dw.mT, db)))],
-        [("dx is the transpose of the right one", _variant(lambda dx, dw, db, xr, dyr: (dx.mT, dw, db)))],
+        [("dw is the transpose of the right one", _variant(lambda r: (r.dx, r.dw.mT, r.db)))],
+        [("dx is the transpose of the right one", _variant(lambda r: (r.dx.mT, r.dw, r.db)))],
     ],
     "batch-reduction": [
         [
-            ("dw is the first sample's contribution alone",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, torch.outer(xr[0], dyr[0]), db))),
-            ("dw is the last sample's contribution alone",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, torch.outer(xr[-1], dyr[-1]), db))),
+            ("dw is the first sample's contribution alone", _variant(lambda r: (r.dx, torch.outer(r.xr[0], r.dyr[0]), r.db))),
+            ("dw is the last sample's contribution alone", _variant(lambda r: (r.dx, torch.outer(r.xr[-1], r.dyr[-1]), r.db))),
             ("dw is the outer product of x and dy each summed over the batch",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, torch.outer(xr.sum(0), dyr.sum(0)), db))),
-            ("dw sums every other sample only",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, _every_other_row(xr, dyr), db))),
+             _variant(lambda r: (r.dx, torch.outer(r.xr.sum(0), r.dyr.sum(0)), r.db))),
+            ("dw sums every other sample only", _variant(lambda r: (r.dx, r.xr[::2].mT @ r.dyr[::2], r.db))),
         ],
         [
-            ("db is the first row of dy alone", _variant(lambda dx, dw, db, xr, dyr: (dx, dw, dyr[0]))),
-            ("db is the last row of dy alone", _variant(lambda dx, dw, db, xr, dyr: (dx, dw, dyr[-1].clone()))),
+            ("db is the first row of dy alone", _variant(lambda r: (r.dx, r.dw, r.dyr[0]))),
+            ("db is the last row of dy alone", _variant(lambda r: (r.dx, r.dw, r.dyr[-1].clone()))),
         ],
     ],
     "sign": [
         [
-            ("dx is the negative of the right one", _variant(lambda dx, dw, db, xr, dyr: (-dx, dw, db))),
-            ("dw is the negative of the right one", _variant(lambda dx, dw, db, xr, dyr: (dx, -dw, db))),
+            ("dx is the negative of the right one", _variant(lambda r: (-r.dx, r.dw, r.db))),
+            ("dw is the negative of the right one", _variant(lambda r: (r.dx, -r.dw, r.db))),
         ],
-        [("db is the negative of the right one", _variant(lambda dx, dw, db, xr, dyr: (dx, dw, -db)))],
+        [("db is the negative of the right one", _variant(lambda r: (r.dx, r.dw, -r.db)))],
     ],
     "scale": [
         [  # right at batch 1: a factor of the batch size
-            ("dw is the right one divided by the batch size",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, dw / xr.shape[0], db))),
-            ("db is the right one divided by the batch size",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, dw, db / dyr.shape[0]))),
-            ("db is the right one times the batch size",
-             _variant(lambda dx, dw, db, xr, dyr: (dx, dw, db * dyr.shape[0]))),
+            ("dw is the right one divided by the batch size", _variant(lambda r: (r.dx, r.dw / r.xr.shape[0], r.db))),
+            ("db is the right one divided by the batch size", _variant(lambda r: (r.dx, r.dw, r.db / r.dyr.shape[0]))),
+            ("db is the right one times the batch size", _variant(lambda r: (r.dx, r.dw, r.db * r.dyr.shape[0]))),
         ],
         [  # wrong at every batch size
-            ("dx is twice the right one", _variant(lambda dx, dw, db, xr, dyr: (2 * dx, dw, db))),
-            ("dw is half the right one", _variant(lambda dx, dw, db, xr, dyr: (dx, 0.5 * dw, db))),
+            ("dx is twice the right one", _variant(lambda r: (2 * r.dx, r.dw, r.db))),
+            ("dw is half the right one", _variant(lambda r: (r.dx, 0.5 * r.dw, r.db))),
         ],
     ],
     "broadcast-axis": [
-        [("db sums dy over the features instead of the rows",
-          _variant(lambda dx, dw, db, xr, dyr: (dx, dw, dyr.sum(1))))],
+        [("db sums dy over the features instead of the rows", _variant(lambda r: (r.dx, r.dw, r.dyr.sum(1))))],
     ],
     "wrong-values": [  # wrong at batch 1 already, by none of the above
         # Terms that come from x and w, never from b: a reference run with b = 0 must still see them.
-        [("dw has a weight-decay term that y = x @ w + b does not have",
-          _with_inputs(lambda x, w, b, dx, dw, db: (dx, dw + 1e-2 * w, db)))],
-        [("dx has a penalty term on x that y = x @ w + b does not have",
-          _with_inputs(lambda x, w, b, dx, dw, db: (dx + 1e-2 * x, dw, db)))],
+        [("dw has a weight-decay term that y = x @ w + b does not have", _variant(lambda r: (r.dx, r.dw + 1e-2 * r.w, r.db)))],
+        [("dx has a penalty term on x that y = x @ w + b does not have", _variant(lambda r: (r.dx + 1e-2 * r.x, r.dw, r.db)))],
     ],
     "none": [
-        [("every output is right", _variant(lambda dx, dw, db, xr, dyr: (dx, dw, db))),
-         ("every output is right", _right_by_einsum)],
+        [("every output is right", _variant(lambda r: (r.dx, r.dw, r.db))), ("every output is right", _right_by_einsum)],
     ],
 }
 
@@ -216,7 +158,20 @@ def name_the_bug_cases(gen: torch.Generator) -> list[tuple[str, object, str, str
             for n, i in enumerate(order)]
 
 
-@graded
-def name_the_bug(fn: Callable) -> None:
-    """Grade ``fn(backward) -> str`` on broken backwards it has never seen."""
-    check_name_the_bug(fn, name_the_bug_cases(generator("name_the_bug")))
+# ---------------------------------------------------------------------------
+# The checks: the visible checks' flow, on cases drawn from this run's generator
+
+
+def _hidden(name: str, cases: Callable[[torch.Generator], list], run: Callable = run_exercise) -> Callable:
+    def check(fn: Callable) -> None:
+        run(name, fn, cases(generator(name)))
+
+    check.__name__ = check.__qualname__ = name
+    return graded(check)
+
+
+linear_backward = _hidden("linear_backward", functools.partial(linear_cases, bias=False))
+linear_bias_backward = _hidden("linear_bias_backward", functools.partial(linear_cases, bias=True))
+reduce_to_shape = _hidden("reduce_to_shape", reduce_cases)
+name_the_bug = _hidden("name_the_bug", name_the_bug_cases, check_name_the_bug)
+batched_matmul_backward = _hidden("batched_matmul_backward", batched_cases)

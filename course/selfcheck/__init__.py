@@ -1,7 +1,5 @@
-"""Visible self-checks: what each notebook's test cell runs before its hidden block.
+"""Visible self-checks, one module per lesson: what each notebook's test cell runs before its hidden block.
 
-They use small fixed inputs at batch 1 and batch 7 and the same classifier as the
-hidden checks, so a student sees the same ``diagnosis:`` line before submitting.
 References come from torch's own autograd or from closed forms, never from a solution.
 """
 

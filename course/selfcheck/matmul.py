@@ -1,16 +1,5 @@
-"""Checks for 01_matmul_from_shapes, visible and hidden: ``linear_backward``, ``linear_bias_backward``,
-``reduce_to_shape``, ``name_the_bug`` and ``batched_matmul_backward``.
+"""The spec of 01_matmul_from_shapes (docs/design.md, "A lesson is a spec"), and its visible checks.
 
-Each visible check runs the student's function on small fixed float64 inputs — batch 1 and
-batch 7, a 3-D input, a square weight, a transposed (non-contiguous) input — and compares
-it with torch's own autograd. A failure raises ``GradingFailure`` whose first line names
-the kind of bug; success prints one line. ``name_the_bug`` is handed broken backwards
-whose bug class is known (private functions here: while the student's code runs, a public
-course function is a delegation tripwire) and must name each one.
-
-Each gradient exercise is one :class:`Exercise` (the course's :class:`course.spec.Exercise`) in
-:data:`EXERCISES`. The hidden checks (``autograder.check.matmul``) run this module's case builders
-and exercises on random inputs of their own shapes, so a student reads the same sentence in both.
 Where it can, an alternative is "the right answer, computed on the wrong inputs" —
 the reference applied to the first sample only, to a transposed weight, to the summed batch —
 and otherwise the wrong formula itself (dy summed over its features). Either way an
@@ -21,17 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 
-from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, seeded, vjp
-from ..spec import Exercise as Spec
+from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, randn, seeded, vjp
+from ..spec import Exercise
 
-__all__ = ["HINTS", "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward"]
-
-F64 = torch.float64
 SEED = 20240101  # fixed: the visible checks show the same numbers on every run
 
 # The notebook hint that covers each bug class (``course.diagnose.graded`` appends the pointer).
@@ -100,14 +84,10 @@ def _reduce_reference(grad, shape):
 _batched_reference = _linear_reference  # y = a @ c is torch.matmul too, with batch axes
 
 
-def _rows(t: torch.Tensor, width: int) -> torch.Tensor:
-    return t.reshape(-1, width)
-
-
 def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alternative]]:
     """Named bugs of ``(dx, dw)`` for y = x @ w, each as the reference on the wrong inputs."""
     K, N = w.shape
-    x2, dy2 = _rows(x, K), _rows(dy, N)  # (rows, K), (rows, N)
+    x2, dy2 = x.reshape(-1, K), dy.reshape(-1, N)  # (rows, K), (rows, N)
     rows = x2.shape[0]
     dx, dw = reference(x, w, dy)[:2]
     alts: dict[str, list[Alternative]] = {"dx": [], "dw": []}
@@ -123,7 +103,7 @@ def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alterna
             "shape",
             f"dx is still flattened to (rows, K) = {tuple(x2.shape)}, where a gradient has the shape of its "
             f"input, {tuple(x.shape)}.",
-            _rows(dx, K),
+            dx.reshape(-1, K),
         ))
     if rows > 1:
         first, last = (reference(x2[s], w, dy2[s])[1] for s in (slice(0, 1), slice(-1, None)))
@@ -144,7 +124,7 @@ def linear_alternatives(reference: Callable, x, w, dy) -> dict[str, list[Alterna
 def bias_alternatives(reference: Callable, x, w, b, dy) -> dict[str, list[Alternative]]:
     """Named bugs of ``(dx, dw, db)`` for y = x @ w + b."""
     N = w.shape[1]
-    dy2 = _rows(dy, N)
+    dy2 = dy.reshape(-1, N)
     rows = dy2.shape[0]
     alts = linear_alternatives(lambda x, w, dy: reference(x, w, b, dy), x, w, dy)
     db = reference(x, w, b, dy)[2]
@@ -238,9 +218,7 @@ def batched_alternatives(reference: Callable, a, c, dy) -> dict[str, list[Altern
 
 def _randn(gen: torch.Generator, *shape: int, transposed: bool = False) -> torch.Tensor:
     """A float64 tensor of ``shape``; ``transposed``: the ``.mT`` of a stored tensor, non-contiguous."""
-    if transposed:
-        return torch.randn(*shape[:-2], shape[-1], shape[-2], generator=gen, dtype=F64).mT
-    return torch.randn(shape, generator=gen, dtype=F64)
+    return randn(gen, *shape[:-2], shape[-1], shape[-2]).mT if transposed else randn(gen, *shape)
 
 
 def _laid_out(shapes, transposed) -> list[tuple]:
@@ -287,49 +265,17 @@ def batched_cases(gen: torch.Generator, shapes=BATCHED_SHAPES, transposed=BATCHE
     return cases
 
 
-def _linear_cases(bias: bool) -> list[Case]:
-    return linear_cases(seeded(SEED), bias=bias)
-
-
-def _reduce_cases() -> list[Case]:
-    return reduce_cases(seeded(SEED + 1))
-
-
-def _batched_cases() -> list[Case]:
-    return batched_cases(seeded(SEED + 2))
-
-
 # ---------------------------------------------------------------------------
 # Running a check
 
 
-@dataclass(frozen=True, kw_only=True)
-class Exercise(Spec):
-    """A gradient exercise of this lesson (a :class:`course.spec.Exercise`); ``library=False`` refuses torch's own
-    one-line answer to it (``Tensor.sum_to_size``, the whole of ``reduce_to_shape``) once the values pass."""
-
-    library: bool = True
-
-    def check(self, fn: Callable, cases: Sequence[Case]) -> None:
-        """Check ``fn`` on ``cases``; raise a diagnosis at the first problem."""
-        used: list[str] = []
-        with _watching_sum_to_size(used):
-            self.run(fn, cases)
-        if used and not self.library:
-            raise GradingFailure(
-                "wrong-values",
-                f"{self.name} called torch's own {used[0]}: its values are right, but it is this exercise done for "
-                "you — the reduction is yours to derive from how broadcasting lines up the shapes.")
-
-
 def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
-    """Check ``fn`` on ``cases`` as ``EXERCISES[name]`` says; raise a diagnosis at the first problem."""
-    EXERCISES[name].check(fn, cases)
+    """Check ``fn`` on ``cases`` as ``EXERCISES[name]`` says; raise a diagnosis at the first problem.
 
-
-@contextmanager
-def _watching_sum_to_size(used: list[str]):
-    """Record every call of ``Tensor.sum_to_size`` while the block runs (it still works)."""
+    Every call of ``Tensor.sum_to_size`` is recorded (it still works): it is torch's own one-line answer to
+    ``reduce_to_shape``, refused there once the values pass.
+    """
+    used: list[str] = []
     original = torch.Tensor.sum_to_size
 
     def watched(self, *args, **kwargs):
@@ -338,9 +284,14 @@ def _watching_sum_to_size(used: list[str]):
 
     torch.Tensor.sum_to_size = watched
     try:
-        yield
+        EXERCISES[name].run(fn, cases)
     finally:
         torch.Tensor.sum_to_size = original
+    if used and name == "reduce_to_shape":
+        raise GradingFailure(
+            "wrong-values",
+            f"{name} called torch's own {used[0]}: its values are right, but it is this exercise done for "
+            "you — the reduction is yours to derive from how broadcasting lines up the shapes.")
 
 
 def _reduce_case_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -355,32 +306,10 @@ EXERCISES = {ex.name: ex for ex in (
     Exercise(name="linear_bias_backward", reference=_linear_bias_reference, outputs=("dx", "dw", "db"),
              of=("x", "w", "b"), alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args)),
     Exercise(name="reduce_to_shape", reference=_reduce_reference, outputs=("result",),
-             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives, library=False),
+             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives),
     Exercise(name="batched_matmul_backward", reference=_batched_reference, outputs=("da", "dc"), of=("a", "c"),
              alternatives=lambda case: batched_alternatives(_batched_reference, *case.args)),
 )}
-
-
-@graded
-def linear_backward(fn: Callable) -> None:
-    """Check ``fn(x, w, dy) -> (dx, dw)`` for y = x @ w against torch autograd."""
-    run_exercise("linear_backward", fn, _linear_cases(bias=False))
-    print("✓ linear_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
-
-
-@graded
-def linear_bias_backward(fn: Callable) -> None:
-    """Check ``fn(x, w, b, dy) -> (dx, dw, db)`` for y = x @ w + b against torch autograd."""
-    run_exercise("linear_bias_backward", fn, _linear_cases(bias=True))
-    print("✓ linear_bias_backward passes the visible checks (batch 1, batch 7, 3-D input, square w, transposed inputs)")
-
-
-@graded
-def reduce_to_shape(fn: Callable) -> None:
-    """Check ``fn(grad, shape)`` against the autograd VJP of broadcasting a ``shape`` tensor to grad's shape."""
-    run_exercise("reduce_to_shape", fn, _reduce_cases())
-    print("✓ reduce_to_shape passes the visible checks (leading axes, size-1 axes, a scalar, nothing to reduce, "
-          "a transposed grad)")
 
 
 # ---------------------------------------------------------------------------
@@ -467,7 +396,7 @@ def misnamed(name: str, said: str, cls: str, what: str) -> str:
     return f"{name} called a backward {said!r} where its {what}: {why}."
 
 
-def check_name_the_bug(fn, suspects, *, name: str = "name_the_bug") -> None:
+def check_name_the_bug(name: str, fn: Callable, suspects) -> None:
     """Hand ``fn`` each (label, backward, class, what) and compare its answer with the class."""
     for label, backward, cls, what in suspects:
         # Autograd is allowed: name_the_bug is a test of a backward, not a backward.
@@ -481,17 +410,34 @@ def check_name_the_bug(fn, suspects, *, name: str = "name_the_bug") -> None:
             raise GradingFailure("wrong-values", misnamed(name, said, cls, what), where)
 
 
-@graded
-def name_the_bug(fn: Callable) -> None:
-    """Check ``fn(backward) -> str`` on the notebook's suspects, two more broken backwards and a right one."""
-    check_name_the_bug(fn, SUSPECTS)
-    print("✓ name_the_bug passes the visible checks (the five suspects of §9, three more broken backwards, "
-          "a right one)")
+# ---------------------------------------------------------------------------
+# The visible checks: fixed seeds, the same inputs on every run
 
 
-@graded
-def batched_matmul_backward(fn: Callable) -> None:
-    """Check ``fn(a, c, dy) -> (da, dc)`` for y = a @ c against torch autograd."""
-    run_exercise("batched_matmul_backward", fn, _batched_cases())
-    print("✓ batched_matmul_backward passes the visible checks (batch 1 and 7; c per element, (K, N) and (1, K, N); "
-          "square c; transposed inputs)")
+VISIBLE_CASES = {
+    "linear_backward": lambda: linear_cases(seeded(SEED), bias=False),
+    "linear_bias_backward": lambda: linear_cases(seeded(SEED), bias=True),
+    "reduce_to_shape": lambda: reduce_cases(seeded(SEED + 1)),
+    "name_the_bug": lambda: SUSPECTS,
+    "batched_matmul_backward": lambda: batched_cases(seeded(SEED + 2)),
+}
+
+
+def _visible(name: str, shown: str) -> Callable:
+    """The visible check of ``name`` on its ``VISIBLE_CASES``; a pass prints one line saying what it ran on."""
+    run = check_name_the_bug if name == "name_the_bug" else run_exercise
+
+    def check(fn: Callable) -> None:
+        run(name, fn, VISIBLE_CASES[name]())
+        print(f"✓ {name} passes the visible checks ({shown})")
+
+    check.__name__ = check.__qualname__ = name
+    return graded(check)
+
+
+linear_backward = _visible("linear_backward", "batch 1, batch 7, 3-D input, square w, transposed inputs")
+linear_bias_backward = _visible("linear_bias_backward", "batch 1, batch 7, 3-D input, square w, transposed inputs")
+reduce_to_shape = _visible("reduce_to_shape", "leading axes, size-1 axes, a scalar, nothing to reduce, a transposed grad")
+name_the_bug = _visible("name_the_bug", "the five suspects of §9, three more broken backwards, a right one")
+batched_matmul_backward = _visible(
+    "batched_matmul_backward", "batch 1 and 7; c per element, (K, N) and (1, K, N); square c; transposed inputs")

@@ -201,7 +201,7 @@ def test_hidden_inputs_change_with_the_seed_and_replay_with_it(monkeypatch):
 
 
 def test_visible_inputs_are_fixed():
-    a, b = visible._linear_cases(bias=True), visible._linear_cases(bias=True)
+    a, b = visible.VISIBLE_CASES["linear_bias_backward"](), visible.VISIBLE_CASES["linear_bias_backward"]()
     assert all(torch.equal(s, t) for ca, cb in zip(a, b) for s, t in zip(ca.args, cb.args))
 
 
@@ -418,7 +418,7 @@ def test_every_named_batched_bug_is_diagnosed_as_itself(one_seed):
 
 def test_every_check_ends_with_non_contiguous_inputs(one_seed):
     for cases in (hidden.linear_cases(generator("x"), bias=True), hidden.reduce_cases(generator("x")),
-                  hidden.batched_cases(generator("x")), visible._linear_cases(bias=False), visible._reduce_cases(),
-                  visible._batched_cases()):
+                  hidden.batched_cases(generator("x")),
+                  *(visible.VISIBLE_CASES[name]() for name in ("linear_backward", "reduce_to_shape", "batched_matmul_backward"))):
         tensors = [a for a in cases[-1].args if isinstance(a, torch.Tensor)]
         assert any(not t.is_contiguous() for t in tensors), cases[-1].label
