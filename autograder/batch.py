@@ -1,19 +1,14 @@
 """Grade a class: every submission of one assignment, N at a time, into the instructor's gradebook.
 
-``python -m autograder grade ASSIGNMENT --submissions DIR`` runs :func:`grade_all`: collect and
-check the submissions (``autograder.collect``); generate the assignment once in a scratch
-template course and install its structure in the gradebook; the preflight (the source solution
-must get full marks through the same pipeline); then each submission in a job of its own
-(``autograder.worker``: the sandboxed nbgrader autograde; ``autograder.trusted``: the hidden
-checks), its points decided by :func:`decide` and recorded, seed included, from this process
-only; last, feedback, ``grades.csv``, ``report.md`` and ``diagnoses.png`` in ``--out``. One
-broken or hostile submission never stops the batch: it ends as rows with a ``reason``.
-Long form: docs/grading.md, "How a submission is graded".
+:func:`grade_all` is docs/design.md, "A class, graded" (long form: docs/grading.md, "How a
+submission is graded"). One broken or hostile submission never stops the batch: it ends as rows
+with a ``reason``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import hashlib
 import json
 import os
@@ -54,8 +49,7 @@ class Options:
     feedback: bool = True
     student_regexp: str | None = None
     lms_exports: tuple[str, ...] = ()  # zips in ``submissions`` an LMS exported for the class (--lms-export)
-    work: Path | None = None  # scratch folder (default: a temporary one, removed at the end)
-    keep_work: bool = False
+    work: Path | None = None  # scratch folder, kept (default: a temporary one, removed at the end)
     progress: bool = True
     seed: int | None = None  # the hidden inputs' seed for every submission (--seed N); None: one drawn per submission
     student_seeds: dict[str, int] = field(default_factory=dict)  # one student's seed (--seed STUDENT=N), before ``seed``
@@ -148,7 +142,7 @@ class Zygotes:
     """
 
     def __init__(self, work: Path, trusted: bool, threads: int):
-        self.work, self.trusted = work, trusted
+        self.work, self.threads = work, threads
         self._lock = threading.Lock()
         self.env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_SEED"}
         # torch sizes its thread pool, and OpenMP reads its wait policy, when they are loaded: in
@@ -196,13 +190,36 @@ class Zygotes:
             self.checkers.stop()
 
 
+class Slots:
+    """The grading slots of one process (a batch, a Dask worker): ``n`` jobs at a time, each with its own
+    sandbox uid, from a block this process holds alone under full isolation (worker.SandboxSlots)."""
+
+    def __init__(self, n: int, isolation: str):
+        self.block = worker.SandboxSlots() if isolation == "full" else None
+        self.free: queue.Queue[int] = queue.Queue()
+        for i in range(n):
+            self.free.put(self.block.slot(i) if self.block else i)
+
+    @contextlib.contextmanager
+    def held(self):
+        slot = self.free.get()
+        try:
+            yield slot
+        finally:
+            self.free.put(slot)
+
+    def close(self) -> None:
+        if self.block is not None:
+            self.block.close()
+
+
 class Grader:
     """Everything shared by the jobs of one assignment."""
 
-    def __init__(self, opts: Options, template: worker.Template, work: Path, isolation: str, zygotes: Zygotes,
-                 calibration_slot: int = 0):
-        self.opts, self.template, self.work, self.isolation = opts, template, work, isolation
-        self.calibration_slot = calibration_slot  # a slot of this batch's, free before the jobs start
+    def __init__(self, template: worker.Template, limits: worker.Limits, trusted: bool, work: Path, isolation: str,
+                 zygotes: Zygotes):
+        self.assignment, self.template, self.limits, self.trusted = template.assignment, template, limits, trusted
+        self.work, self.isolation, self.zygotes = work, isolation, zygotes
         source = nbformat.read(template.source_notebook, as_version=4)
         self.exercises = exercises_of(source)
         self.tests = test_cells(source)
@@ -211,20 +228,18 @@ class Grader:
         # test id -> "" (re-checked) or why not: then the in-kernel result decides alone (see decide)
         self.supported: dict[str, str] = {t: "" if t in checked else "its test cell calls no autograder.check function"
                                           for t in self.test_ids}
-        self.threads = max(1, (os.cpu_count() or 1) // max(1, opts.workers))
-        self.zygotes = zygotes
-        self.mpl_cache = zygotes.mpl_cache
 
     # -- the trusted re-check ------------------------------------------------
 
     def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int,
                     seed: int | None = None) -> dict[str, dict]:
         job = trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
-                          limits=self.opts.limits, slot=slot, threads=self.threads, mpl_cache=self.mpl_cache, seed=seed)
+                          limits=self.limits, slot=slot, threads=self.zygotes.threads, mpl_cache=self.zygotes.mpl_cache,
+                          seed=seed)
         path = job_dir / "trusted-job.json"
         path.write_text(json.dumps(job))
         steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
-        wall = min(job["startup_timeout"] + steps * self.opts.limits.cell_timeout + 60, 3 * self.opts.limits.wall)
+        wall = min(job["startup_timeout"] + steps * self.limits.cell_timeout + 60, 3 * self.limits.wall)
         log_path = job_dir / "trusted.log"
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -243,40 +258,37 @@ class Grader:
             why = "timed out" if code is None else f"failed: {tail[0][:200] if tail else f'exit status {code}'}"
             return {t: {"status": "checker-error", "message": f"the trusted checker {why}"} for t, _, _ in exercises}
 
-    # -- the preflight ----------------------------------------------------------
+    # -- the preflight (docs/grading.md, "Preflight") ---------------------------
 
-    def preflight(self, cache: Path, seed: int) -> bool:
+    def preflight(self, cache: Path, seed: int, slots: Slots) -> None:
         """Grade the source solution as a student's submission; raise InstructorError unless it gets full marks.
-
-        A grader that cannot grade its own solution would give the whole class zeros (docs/grading.md,
-        "Preflight"). Cached in ``cache`` under one key; returns True when the cache answered.
-        """
+        Cached in ``cache`` under one key."""
         key = self._calibration_key()
         try:
             saved = json.loads(cache.read_text()) if cache.is_file() else {}
         except ValueError:
             saved = {}
         if isinstance(saved, dict) and saved.get("key") == key and saved.get("preflight") == "passed":
-            if self.opts.trusted:
+            if self.trusted:
                 self.supported.update(saved.get("supported") or {})
-            return True
+            return
         source = nbformat.read(self.template.source_notebook, as_version=4)
         start = time.perf_counter()
         try:
-            res = self.grade_one(PREFLIGHT_STUDENT, source, self.calibration_slot, seed, preflight=True)
+            with slots.held() as slot:
+                res = self.grade_one(PREFLIGHT_STUDENT, source, slot, seed, preflight=True)
         except Exception as exc:  # noqa: BLE001 — the grader cannot run at all: the instructor's to fix
-            raise InstructorError(f"the preflight could not grade the source solution of {self.opts.assignment}: "
+            raise InstructorError(f"the preflight could not grade the source solution of {self.assignment}: "
                                   f"{type(exc).__name__}: {exc}"[:1500]) from exc
         short = [r for r in res.rows if r.score < r.max_score]
         if short:
             raise InstructorError(self._preflight_failure(res, short, seed))
         cache.parent.mkdir(parents=True, exist_ok=True)
-        cache.write_text(json.dumps({"key": key, "preflight": "passed", "trusted": self.opts.trusted, "seed": seed,
+        cache.write_text(json.dumps({"key": key, "preflight": "passed", "trusted": self.trusted, "seed": seed,
                                      "seconds": round(time.perf_counter() - start, 1), "supported": self.supported}))
-        return False
 
     def _preflight_failure(self, res: StudentResult, short: list[Row], seed: int) -> str:
-        a = self.opts.assignment
+        a = self.assignment
         lines = [f"the source solution of {a} does not get full marks when graded through the sandbox (seed {seed}), "
                  f"so no submission was graded: every student's grade would be wrong too."]
         for r in short:
@@ -300,7 +312,7 @@ class Grader:
         h.update(cluster.fingerprint().encode())  # the grading code
         # Graded from another folder, with another environment, sandbox or limits, or with the hidden checks
         # elsewhere (--no-trusted puts them in the kernel), the preflight runs again.
-        where = [sys.executable, sys.prefix, self.isolation, repr(self.opts.limits), self.opts.trusted]
+        where = [sys.executable, sys.prefix, self.isolation, repr(self.limits), self.trusted]
         where += [worker._package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
         h.update(json.dumps(where).encode())
         return h.hexdigest()
@@ -308,15 +320,16 @@ class Grader:
     # -- one submission ----------------------------------------------------------
 
     def rows_for_problem(self, student: str, reason: str) -> list[Row]:
-        return [Row(student, self.opts.assignment, t, 0.0, pts, "", reason) for t, pts in self.tests]
+        return [Row(student, self.assignment, t, 0.0, pts, "", reason) for t, pts in self.tests]
 
     def failed(self, student: str, why: str, seed: int | None = None) -> StudentResult:
         return StudentResult(student, self.rows_for_problem(student, f"grading failed: {why}"[:300]), seed=seed)
 
-    def grade_safely(self, student: str, nb: nbformat.NotebookNode, slot: int, seed: int | None) -> StudentResult:
-        """:meth:`grade_one`; what it raises becomes the student's rows: one submission never stops the batch."""
+    def grade_safely(self, student: str, nb: nbformat.NotebookNode, slots: Slots, seed: int | None) -> StudentResult:
+        """:meth:`grade_one` in a free slot; what it raises becomes the student's rows: one submission never stops the batch."""
         try:
-            return self.grade_one(student, nb, slot, seed)
+            with slots.held() as slot:
+                return self.grade_one(student, nb, slot, seed)
         except Exception as exc:  # noqa: BLE001
             return self.failed(student, f"{type(exc).__name__}: {exc}", seed)
 
@@ -328,12 +341,12 @@ class Grader:
         """
         start = time.perf_counter()
         self.zygotes.ensure()
-        job_dir = self.work / ("preflight" if preflight else "jobs") / self.opts.assignment / student
+        job_dir = self.work / ("preflight" if preflight else "jobs") / self.assignment / student
         if job_dir.exists():
             shutil.rmtree(job_dir, ignore_errors=True)
-        ik = worker.autograde(job_dir, self.template, student, nb, limits=self.opts.limits, isolation=self.isolation,
-                              slot=slot, zygote=self.zygotes.sandboxes.socket, threads=self.threads,
-                              mpl_cache=self.mpl_cache, seed=seed)
+        ik = worker.autograde(job_dir, self.template, student, nb, limits=self.limits, isolation=self.isolation,
+                              slot=slot, zygote=self.zygotes.sandboxes.socket, threads=self.zygotes.threads,
+                              mpl_cache=self.zygotes.mpl_cache, seed=seed)
         if ik.status == "failed":
             return StudentResult(student, self.rows_for_problem(student, "grading failed: " + _last_error(ik.log)),
                                  time.perf_counter() - start, note=ik.log[-2000:], seed=seed)
@@ -341,8 +354,7 @@ class Grader:
         # A test cell can earn points only by passing in the kernel: those, and only those, are re-checked.
         passed = {c.grade_id for c in ik.cells.values() if kernel_passed(c)}
         wanted = [e for e in self.exercises if e[0] in passed and not self.supported.get(e[0])]
-        t_kernel = time.perf_counter() - start
-        if self.opts.trusted and wanted:
+        if self.trusted and wanted:
             trusted = self.run_trusted(job_dir, nb, wanted, slot, seed)
             # No verdict (a timeout, a dead worker) is never a pass; but it may be the machine's load,
             # not the submission: those exercises get one more try, in a fresh worker. A refused reply
@@ -350,12 +362,11 @@ class Grader:
             again = [e for e in wanted if trusted.get(e[0], {}).get("status") not in ("ok", "refused")]
             if again:
                 trusted.update(self.run_trusted(job_dir, nb, again, slot, seed))
-        (job_dir / "timings.json").write_text(json.dumps({"autograde": t_kernel, "trusted": time.perf_counter() - start - t_kernel}))
         rows = []
         for test_id, points in self.tests:
-            cell = ik.cells.get(test_id) or Row(student, self.opts.assignment, test_id, 0.0, points,
+            cell = ik.cells.get(test_id) or Row(student, self.assignment, test_id, 0.0, points,
                                                 reason="not graded: the cell is missing")
-            rechecked = self.opts.trusted and not self.supported.get(test_id)
+            rechecked = self.trusted and not self.supported.get(test_id)
             rows.append(decide(cell, trusted.get(test_id), rechecked))
         return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp, seed=seed)
 
@@ -374,12 +385,8 @@ PARTIAL = ("partial score: the test cell raised no error, but its output is not 
 
 
 def decide(cell: Row, trusted: dict | None, rechecked: bool) -> Row:
-    """The row of one test cell (``cell``: as the kernel ran it): all its points or none, as its checks decided.
-
-    ``rechecked``: full marks only when the cell passed in the kernel *and* the hidden checks
-    passed in the trusted checker; else only an exact, error-free pass in the kernel counts.
-    Never a fraction read from an output. docs/grading.md, "Scores: all or nothing".
-    """
+    """The row of one test cell (``cell``: as the kernel ran it): all its points or none, as its checks decided
+    (``rechecked``: by the trusted checker too); never a fraction read from an output. docs/grading.md, "Scores: all or nothing"."""
     row = lambda score, diagnosis="", reason="", sentence="": Row(  # noqa: E731
         cell.student, cell.assignment, cell.grade_id, score, cell.max_score, diagnosis, reason, message=sentence)
     if not kernel_passed(cell):
@@ -486,32 +493,20 @@ class Progress:
 # The batch
 
 
-def _check_options(opts: Options, course: Path, available: list[str]) -> None:
-    if opts.assignment not in available:
-        raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
-                              f"{', '.join(available) or 'no assignments in source/'}.")
-    if not 1 <= opts.workers <= worker.SLOTS_PER_BATCH:
-        raise InstructorError(f"--workers must be between 1 and {worker.SLOTS_PER_BATCH}.")
-
-
 @dataclass
 class _Assignment:
     """One assignment's part of a batch."""
 
     opts: Options
-    out: Path
     grader: Grader | None = None
     results: dict[str, StudentResult] = field(default_factory=dict)
     todo: list = field(default_factory=list)
-    phases: dict[str, float] = field(default_factory=dict)
+    setup_seconds: float = 0.0
 
 
 def grade_all(options: list[Options]) -> list[dict]:
-    """Grade every submission of each assignment in one batch; return a summary per assignment.
-
-    The assignments share the zygotes and one pool of ``workers`` jobs; the gradebook is
-    written from this process only. Raises InstructorError for the instructor's mistakes.
-    """
+    """Grade every submission of each assignment in one batch (sharing the zygotes and one pool of ``workers`` jobs);
+    return a summary per assignment. Raises InstructorError for the instructor's mistakes."""
     first = options[0]
     course = first.course.resolve()
     if not (course / "nbgrader_config.py").is_file():
@@ -519,7 +514,11 @@ def grade_all(options: list[Options]) -> list[dict]:
                               "directory or pass --course DIR.")
     available = assignments(course)
     for opts in options:
-        _check_options(opts, course, available)
+        if opts.assignment not in available:
+            raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
+                                  f"{', '.join(available) or 'no assignments in source/'}.")
+        if not 1 <= opts.workers <= worker.SLOTS_PER_BATCH:
+            raise InstructorError(f"--workers must be between 1 and {worker.SLOTS_PER_BATCH}.")
     isolation = sandbox.available_isolation() if first.isolation == "auto" else first.isolation
     if isolation == "full" and sandbox.available_isolation() != "full":
         raise InstructorError("--isolation full needs root and Linux namespaces (unshare); this machine has neither. "
@@ -529,11 +528,10 @@ def grade_all(options: list[Options]) -> list[dict]:
     names = "-".join(o.assignment[:2] for o in options)
     work = first.work or Path(tempfile.mkdtemp(prefix=f"autograde-{names}-"))
     work.mkdir(parents=True, exist_ok=True)
-    parts = [_Assignment(opts, opts.out) for opts in options]
+    parts = [_Assignment(opts) for opts in options]
     zygotes = client = None
     own_client = False
-    # Uids of our own for the sandboxes (see SandboxSlots); with limits only, code runs as the grader.
-    slots = worker.SandboxSlots() if isolation == "full" else None
+    slots = Slots(first.workers, isolation)  # with limits only, code runs as the grader
     try:
         subs_of = {}
         for part in parts:  # the instructor's mistakes first, before anything slow
@@ -556,27 +554,22 @@ def grade_all(options: list[Options]) -> list[dict]:
         threads = max(1, (os.cpu_count() or 1) // first.workers)
         zygotes = Zygotes(work, first.trusted, threads)  # they preload while the templates are made
         known = collect.assignment_ids(course)
-        waited = False
         for part in parts:
             opts, t0 = part.opts, time.perf_counter()
-            part.out.mkdir(parents=True, exist_ok=True)
+            opts.out.mkdir(parents=True, exist_ok=True)
             try:
                 template = worker.make_template(course, opts.assignment, work / "template" / opts.assignment,
-                                                cache=part.out / ".template", hidden_in_kernel=not opts.trusted)
+                                                cache=opts.out / ".template", hidden_in_kernel=not opts.trusted)
             except RuntimeError as exc:
                 raise InstructorError(f"nbgrader could not generate {opts.assignment} from source/: fix the source "
                                       f"notebook first.\n{str(exc)[-1500:]}") from None
             gradebook.install_assignment(course, template.gradebook, opts.assignment)
-            part.phases["template"] = time.perf_counter() - t0
-            if not waited:
+            if part is parts[0]:
                 zygotes.wait_ready()
-                waited = True
-            part.grader = Grader(opts, template, work, isolation, zygotes, slots.slot(0) if slots else 0)
-            t1 = time.perf_counter()
+            part.grader = Grader(template, opts.limits, opts.trusted, work, isolation, zygotes)
             progress.say(f"{opts.assignment}: preflight: grading the source solution through the sandbox"
                          + (" (its hidden checks in the trusted checker)" if opts.trusted else ""))
-            cached = part.grader.preflight(part.out / ".calibration.json", seeds.draw() if batch_seed is None else batch_seed)
-            part.phases["preflight"] = 0.0 if cached else time.perf_counter() - t1
+            part.grader.preflight(opts.out / ".calibration.json", seeds.draw() if batch_seed is None else batch_seed, slots)
             if opts.trusted:
                 for test_id, why in sorted(part.grader.supported.items()):
                     if why:
@@ -589,7 +582,7 @@ def grade_all(options: list[Options]) -> list[dict]:
                         sub.student, part.grader.rows_for_problem(sub.student, problem), submission=sub.path)
                 else:
                     part.todo.append((part, sub.student, nb, sub.path, seed_of(sub.student)))
-            part.phases["setup"] = time.perf_counter() - t0
+            part.setup_seconds = time.perf_counter() - t0
         setup_done = time.perf_counter()
 
         progress.total = sum(len(subs) for subs in subs_of.values())
@@ -598,16 +591,9 @@ def grade_all(options: list[Options]) -> list[dict]:
                 for res in list(part.results.values()):
                     _record(gb, course, part.opts.assignment, res)
                     progress.update(res)
-            free: queue.Queue[int] = queue.Queue()
-            for i in range(first.workers):
-                free.put(slots.slot(i) if slots else i)
 
             def job(part: _Assignment, student: str, nb: nbformat.NotebookNode, path: Path, seed: int):
-                slot = free.get()
-                try:
-                    res = part.grader.grade_safely(student, nb, slot, seed)
-                finally:
-                    free.put(slot)
+                res = part.grader.grade_safely(student, nb, slots, seed)
                 res.submission = path
                 return part, res
 
@@ -619,11 +605,7 @@ def grade_all(options: list[Options]) -> list[dict]:
             # Longest assignments first: the Triton notebooks take the longest per submission.
             todo = [t for part in reversed(parts) for t in part.todo]
             if client is not None:
-                options_of = {p.opts.assignment: {"isolation": first.isolation, "limits": p.opts.limits,
-                                                  "trusted": p.opts.trusted, "hidden_in_kernel": not p.opts.trusted}
-                              for p in parts}
-                templates = {p.opts.assignment: cluster.pack_template(p.grader.template.course) for p in parts}
-                cluster.grade_all_remote(client, todo, options_of, templates, work, done)
+                cluster.grade_all_remote(client, todo, first.isolation, work, done)
             else:
                 with concurrent.futures.ThreadPoolExecutor(max_workers=first.workers) as pool:
                     futures = [pool.submit(job, *t) for t in todo]
@@ -643,23 +625,22 @@ def grade_all(options: list[Options]) -> list[dict]:
                                         seed=part.results[student].seed))
                 rows_of[part.opts.assignment] = rows
         wanted = {p.opts.assignment: [s for s, r in p.results.items() if r.autograded] for p in parts if p.opts.feedback}
-        notes = _feedback_all(course, wanted, {p.opts.assignment: p.out for p in parts})
+        notes = _feedback(course, wanted, {p.opts.assignment: p.opts.out for p in parts})
         seconds = time.perf_counter() - started
         summaries = []
         for part in parts:
-            a = part.opts.assignment
-            part.phases["jobs"] = jobs_seconds
+            a, out = part.opts.assignment, part.opts.out
             summary = {
                 "assignment": a, "students": len(part.results), "seconds": seconds, "workers": first.workers,
                 "scheduler": client.scheduler.address if client is not None else None,
                 "isolation": isolation, "supported": part.grader.supported if part.opts.trusted else None,
-                "feedback": notes.get(a, ""), "phases": part.phases,
-                "per_student_seconds": {s: r.seconds for s, r in part.results.items()},
+                "feedback": notes.get(a, ""),
+                "phases": {"setup": part.setup_seconds, "jobs": jobs_seconds},
             }
-            write_outputs(part.out, rows_of[a], summary)
+            write_outputs(out, rows_of[a], summary)
             summaries.append(summary)
-            progress.say(f"{a}: {len(part.results)} submissions: {part.out / 'grades.csv'}, "
-                         f"{part.out / 'report.md'}, {part.out / 'diagnoses.png'}")
+            progress.say(f"{a}: {len(part.results)} submissions: {out / 'grades.csv'}, "
+                         f"{out / 'report.md'}, {out / 'diagnoses.png'}")
         progress.say(f"graded in {seconds:.0f} s")
         return summaries
     finally:
@@ -667,18 +648,14 @@ def grade_all(options: list[Options]) -> list[dict]:
             client.close()
         if zygotes is not None:
             zygotes.close()
-        if slots is not None:
-            slots.close()
-        if not first.keep_work and first.work is None:
+        slots.close()
+        if first.work is None:
             worker.remove_tree(work)  # job folders, extracted archives: no byte of a submission stays
 
 
 def _seeds(opts: Options, subs_of: dict[str, list]) -> tuple[int | None, object]:
-    """The batch's seed (``--seed N``, else AUTOGRADER_SEED, else None) and student -> the seed to grade them with.
-
-    Without a seed for the batch, each submission gets one drawn from the OS. ``--seed STUDENT=N``
-    replays one student's; naming a student who has no submission here is the instructor's mistake.
-    """
+    """The batch's seed (``--seed N``, else AUTOGRADER_SEED, else None) and student -> the seed to grade them with
+    (docs/grading.md, "Seeds")."""
     batch_seed = opts.seed
     if batch_seed is None and os.environ.get(seeds.SEED_ENV, "").strip():
         try:
@@ -718,10 +695,8 @@ def _record(gb, course: Path, assignment: str, res: StudentResult) -> None:
 
 
 def explain_in_notebook(path: Path, rows: list[Row]) -> None:
-    """Write each zero's reason under its test cell in the autograded notebook, where the feedback shows it.
-
-    A hidden check can fail under an output that reads as a pass; a reason the output already states is not repeated.
-    """
+    """Write each zero's reason under its test cell in the autograded notebook, where the feedback shows it
+    (docs/grading.md, "Output"); a reason the output already states is not repeated."""
     reasons = {r.grade_id: r.reason or r.message for r in rows if (r.reason or r.message) and r.score < r.max_score}
     if not reasons:
         return
@@ -737,42 +712,31 @@ def explain_in_notebook(path: Path, rows: list[Row]) -> None:
         nbformat.write(nb, path)
 
 
-def _feedback_all(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
-    """Feedback for every assignment of the batch: one nbgrader process for all of them (each start costs seconds)."""
-    if len(wanted) <= 1:
-        return {a: _feedback(course, a, students, outs[a]) for a, students in wanted.items()}
+
+def _feedback(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
+    """nbgrader's feedback for each assignment's autograded students, in one nbgrader process (each start costs
+    seconds); made safe to open (autograder.feedback) in the course, then copied to OUT/feedback/<student>/."""
+    from .feedback import sanitize_folder
+
+    notes = {a: "no feedback: nothing was autograded" for a, students in wanted.items() if not students}
+    wanted = {a: students for a, students in wanted.items() if students}
+    if not wanted:
+        return notes
     for a, students in wanted.items():  # regenerated below: nbgrader skips what is newer than its notebook
         for student in students:
             shutil.rmtree(course / "feedback" / student / a, ignore_errors=True)
     try:
-        nbgrader(course, "generate_feedback", "--assignment=*", timeout=3600)
+        nbgrader(course, "generate_feedback", f"--assignment={next(iter(wanted)) if len(wanted) == 1 else '*'}",
+                 timeout=3600)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        return {a: f"feedback generation failed: {str(exc)[-300:]}" for a in wanted}
-    return {a: _copy_feedback(course, a, students, outs[a]) for a, students in wanted.items()}
-
-
-def _copy_feedback(course: Path, assignment: str, students: list[str], out: Path) -> str:
-    """Make each student's feedback pages safe to open (autograder.feedback), in the course, then copy them to OUT."""
-    from .feedback import sanitize_folder
-
-    dest = out / "feedback"
-    for student in students:
-        src = course / "feedback" / student / assignment
-        if src.is_dir():
-            sanitize_folder(src)  # the course's copy too: nbgrader's release_feedback hands it to the student
-            target = dest / student
-            if target.exists():
-                shutil.rmtree(target)
-            shutil.copytree(src, target)
-    return f"feedback for {len(students)} students in {dest}"
-
-
-def _feedback(course: Path, assignment: str, students: list[str], out: Path) -> str:
-    """nbgrader's feedback HTML for every autograded student, copied to OUT/feedback/<student>/."""
-    if not students:
-        return "no feedback: nothing was autograded"
-    try:
-        nbgrader(course, "generate_feedback", assignment, "--force", timeout=1800)
-    except (RuntimeError, subprocess.TimeoutExpired) as exc:
-        return f"feedback generation failed: {str(exc)[-300:]}"
-    return _copy_feedback(course, assignment, students, out)
+        return notes | {a: f"feedback generation failed: {str(exc)[-300:]}" for a in wanted}
+    for a, students in wanted.items():
+        dest = outs[a] / "feedback"
+        for student in students:
+            src = course / "feedback" / student / a
+            if src.is_dir():
+                sanitize_folder(src)  # the course's copy too: nbgrader's release_feedback hands it to the student
+                shutil.rmtree(dest / student, ignore_errors=True)
+                shutil.copytree(src, dest / student)
+        notes[a] = f"feedback for {len(students)} students in {dest}"
+    return notes

@@ -1,18 +1,14 @@
-"""The instructor's command line.
+"""The instructor's command line: ``python -m autograder grade|merge ...``; docs/grading.md is the guide.
 
-    python -m autograder grade ASSIGNMENT [ASSIGNMENT ...] --submissions DIR [--workers N] [--out DIR] [--seed N|STUDENT=N]
-    python -m autograder merge OUT_DIR SHARD_DIR [SHARD_DIR ...]
-
-``grade`` exits 0 when every submission got its rows (zeros included); 2 for the
-instructor's own mistakes (unknown assignment, no such folder, nothing in it, a source
-solution that does not get full marks through the grader: the preflight), with a message
-saying what to do. ``docs/grading.md`` is the guide.
+``grade`` exits 0 when every submission got its rows (zeros included); 2 for the instructor's
+own mistakes, with a message saying what to do.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -20,41 +16,23 @@ from .nbrunner import ROOT, fast_imports
 
 fast_imports()  # before anything imports nbformat (see autograder/nbrunner.py)
 
-from .worker import GiB, Limits  # noqa: E402
+from .worker import GiB, Limits, MiB  # noqa: E402
 
-
-def _course_default() -> Path:
-    cwd = Path.cwd()
-    return cwd if (cwd / "nbgrader_config.py").is_file() else ROOT
-
-
-def _add_limits(p: argparse.ArgumentParser) -> None:
-    d = Limits()
-    g = p.add_argument_group("limits for each submission")
-    g.add_argument("--cell-timeout", type=int, default=None, metavar="S",
-                   help="seconds per cell (default: Execute.timeout from nbgrader_config.py, else 120)")
-    g.add_argument("--wall", type=int, default=d.wall, metavar="S", help=f"seconds for the whole notebook (default {d.wall})")
-    g.add_argument("--memory", type=float, default=d.address_space / GiB, metavar="GIB",
-                   help=f"address space per process, GiB (default {d.address_space / GiB:g})")
-    g.add_argument("--cpu", type=int, default=d.cpu_seconds, metavar="S", help=f"CPU seconds per process (default {d.cpu_seconds})")
-    g.add_argument("--processes", type=int, default=d.processes, metavar="N",
-                   help=f"processes and threads per sandbox (default {d.processes})")
-    g.add_argument("--file-size", type=int, default=d.file_size >> 20, metavar="MIB",
-                   help=f"largest file a submission may write, MiB (default {d.file_size >> 20})")
-
-
-def _config_timeout(course: Path) -> int | None:
-    import re
-
-    text = (course / "nbgrader_config.py").read_text() if (course / "nbgrader_config.py").is_file() else ""
-    m = re.search(r"^c\.Execute\.timeout\s*=\s*(\d+)", text, re.M)
-    return int(m.group(1)) if m else None
+# The limits of each submission but --cell-timeout: option, Limits field, its unit and type on the command line, metavar, help.
+_LIMITS = (
+    ("--wall", "wall", 1, int, "S", "seconds for the whole notebook"),
+    ("--memory", "address_space", GiB, float, "GIB", "address space per process, GiB"),
+    ("--cpu", "cpu_seconds", 1, int, "S", "CPU seconds per process"),
+    ("--processes", "processes", 1, int, "N", "processes and threads per sandbox"),
+    ("--file-size", "file_size", MiB, int, "MIB", "largest file a submission may write, MiB"),
+)
 
 
 def limits_from(args, course: Path) -> Limits:
-    return Limits(cell_timeout=args.cell_timeout or _config_timeout(course) or 120, wall=args.wall,
-                  address_space=int(args.memory * GiB), cpu_seconds=args.cpu, processes=args.processes,
-                  file_size=args.file_size << 20)
+    config = course / "nbgrader_config.py"
+    m = re.search(r"^c\.Execute\.timeout\s*=\s*(\d+)", config.read_text() if config.is_file() else "", re.M)
+    return Limits(cell_timeout=args.cell_timeout or (int(m.group(1)) if m else 120),
+                  **{name: int(getattr(args, name) * unit) for _, name, unit, *_ in _LIMITS})
 
 
 def parser() -> argparse.ArgumentParser:
@@ -98,7 +76,12 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", action="append", default=[], metavar="N|STUDENT=N",
                    help="replay hidden inputs: N for every submission, STUDENT=N for one (repeatable); by default "
                         "each submission gets a seed drawn for it, recorded in grades.csv's seed column")
-    _add_limits(g)
+    limits = g.add_argument_group("limits for each submission")
+    limits.add_argument("--cell-timeout", type=int, default=None, metavar="S",
+                        help="seconds per cell (default: Execute.timeout from nbgrader_config.py, else 120)")
+    for flag, name, unit, kind, metavar, what in _LIMITS:
+        default = kind(getattr(Limits(), name) / unit)
+        limits.add_argument(flag, dest=name, type=kind, default=default, metavar=metavar, help=f"{what} (default {default:g})")
 
     m = sub.add_parser("merge", help="merge the grades of sections graded apart (one course folder each)",
                        description="Merge the gradebooks and grades.csv of course folders graded apart (one per "
@@ -133,16 +116,16 @@ def _grade(args) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    course = (args.course or _course_default()).resolve()
+    cwd = Path.cwd()
+    course = (args.course or (cwd if (cwd / "nbgrader_config.py").is_file() else ROOT)).resolve()
     several = len(args.assignment) > 1
     options = [Options(
         assignment=a, submissions=args.submissions, course=course,
         out=(args.out / a if several else args.out) if args.out else course / "grades" / a, workers=args.workers,
         limits=limits_from(args, course), isolation=args.isolation, trusted=not args.no_trusted,
         feedback=not args.no_feedback, student_regexp=args.student_regexp,
-        lms_exports=tuple(args.lms_export), work=args.work,
-        keep_work=args.work is not None, progress=not args.quiet, seed=seed, student_seeds=student_seeds,
-        scheduler=args.scheduler,
+        lms_exports=tuple(args.lms_export), work=args.work, progress=not args.quiet, seed=seed,
+        student_seeds=student_seeds, scheduler=args.scheduler,
     ) for a in dict.fromkeys(args.assignment)]
     try:
         grade_all(options)

@@ -1,10 +1,7 @@
-"""The instructor's gradebook, written by the grading parent only.
+"""The instructor's gradebook, written by the grading parent only, one transaction per student.
 
-Jobs grade in throw-away gradebooks of their own. The parent copies the assignment's structure
-here once, then records each student as their job finishes, in one transaction: the submission,
-each test cell's ``auto_score`` (a manual grade stays, and counts), and the seed of its hidden
-inputs, in a table of the grader's own that nbgrader leaves alone:
-``autograder_seed(assignment, student, seed)`` (:func:`seed_of` reads one).
+Jobs grade in throw-away gradebooks of their own. The seed of each submission's hidden inputs goes
+in a table of the grader's own that nbgrader leaves alone (docs/grading.md, "Seeds").
 """
 
 from __future__ import annotations
@@ -60,11 +57,6 @@ def install_assignment(course: Path, template_gradebook: Path, assignment: str) 
 SEED_TABLE = "autograder_seed"
 
 
-def _seed_table(gb: Gradebook) -> None:
-    gb.db.execute(text(f"CREATE TABLE IF NOT EXISTS {SEED_TABLE} (assignment TEXT NOT NULL, student TEXT NOT NULL, "
-                       "seed TEXT NOT NULL, PRIMARY KEY (assignment, student))"))
-
-
 def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float], timestamp=None,
            seed: int | None = None) -> None:
     """Create or update ``student``'s submission, set each test cell's automatic score and the seed it
@@ -77,7 +69,8 @@ def record(gb: Gradebook, assignment: str, student: str, scores: dict[str, float
             if grade.cell.name in scores:
                 grade.auto_score = float(scores[grade.cell.name])
                 grade.needs_manual_grade = False
-    _seed_table(gb)
+    gb.db.execute(text(f"CREATE TABLE IF NOT EXISTS {SEED_TABLE} (assignment TEXT NOT NULL, student TEXT NOT NULL, "
+                       "seed TEXT NOT NULL, PRIMARY KEY (assignment, student))"))
     params = {"a": assignment, "s": student}
     if seed is None:
         gb.db.execute(text(f"DELETE FROM {SEED_TABLE} WHERE assignment = :a AND student = :s"), params)

@@ -1,8 +1,5 @@
-"""Random inputs for hidden checks: float64, non-degenerate, from a seed the student never sees.
-
-The seed is AUTOGRADER_SEED, which the grader draws per submission and records
-(``autograder.seeds``), else a fresh one from the OS. "Non-degenerate": no ties, so max,
-top-k and argmax are unambiguous.
+"""Random inputs for hidden checks: float64, non-degenerate (no ties, so max, top-k and argmax are
+unambiguous), from AUTOGRADER_SEED (docs/grading.md, "Seeds"), else a fresh seed from the OS.
 """
 
 from __future__ import annotations

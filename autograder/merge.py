@@ -1,10 +1,5 @@
-"""``python -m autograder merge OUT COURSE...``: one grade table from sections graded apart.
-
-For sections no one scheduler reaches (``--scheduler`` is the one-gradebook way), each graded in
-its own copy of the course: every shard's gradebook goes into ``OUT/gradebook.db`` (a student in
-two shards is an error), nbgrader's export of it into ``OUT/grades.csv``, and the per-test-cell
-tables into ``OUT/<assignment>/`` with their report and chart. With ``--course``, the merged
-grades are also recorded in that course's gradebook.
+"""``python -m autograder merge OUT COURSE...``: one grade table from sections graded apart, each in its own
+copy of the course (docs/grading.md, "Beyond one machine", last paragraph).
 """
 
 from __future__ import annotations
@@ -61,7 +56,7 @@ def merge_cell_tables(shards: list[Path], out: Path) -> list[str]:
         for csv_path in sorted(shard.glob("grades/*/grades.csv")):
             tables[csv_path.parent.name].extend(read_csv(csv_path))
     for assignment, rows in tables.items():
-        write_outputs(out / assignment, rows, {"assignment": assignment, "supported": None, "merged_from": len(shards)})
+        write_outputs(out / assignment, rows, {"assignment": assignment, "supported": None})
     return sorted(tables)
 
 

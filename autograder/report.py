@@ -1,11 +1,7 @@
-"""What an instructor reads after grading: grades.csv, report.md and diagnoses.png.
+"""What an instructor reads after grading: grades.csv, report.md and diagnoses.png (docs/grading.md, "Output").
 
-``grades.csv``: one row per student and test cell, :data:`FIELDS`; ``report.md``: the score
-distribution and, per exercise, how many students hit each diagnosis and reason;
-``diagnoses.png``: those counts as a chart (docs/grading.md, "Output"). Ids and reasons may
-carry text a submission shaped, so every CSV cell is text to a spreadsheet (:func:`csv_cell`,
-undone by :func:`read_csv`), report.md quotes it as inert Markdown (:func:`md`), and the
-chart's labels are never mathtext.
+Ids and reasons may carry text a submission shaped: every CSV cell is text to a spreadsheet
+(:func:`csv_cell`), report.md quotes it as inert Markdown (:func:`md`), the chart's labels are never mathtext.
 """
 
 from __future__ import annotations
@@ -38,18 +34,12 @@ class Row:
     passed: bool = False
 
 
-def reason_kind(reason: str) -> str:
-    """The category of a reason: its words before the first colon ("timeout", "kernel died", ...)."""
-    return reason.split(":", 1)[0].split("(", 1)[0].strip() if reason else ""
-
-
 def outcome(row: Row) -> str:
-    """What one row counts as in the summary: passed, a diagnosis class, or the kind of reason."""
+    """What one row counts as in the summary: passed, a diagnosis class, or the kind of reason (its words before
+    the first colon: "timeout", "kernel died", ...)."""
     if row.max_score > 0 and row.score >= row.max_score:
         return "passed"
-    if row.diagnosis:
-        return row.diagnosis
-    return reason_kind(row.reason) or "failed without a diagnosis"
+    return row.diagnosis or row.reason.split(":", 1)[0].split("(", 1)[0].strip() or "failed without a diagnosis"
 
 
 def exercise_name(grade_id: str) -> str:

@@ -1,9 +1,6 @@
-"""The seed of a submission's hidden inputs: drawn by the grader, recorded, replayable.
+"""The seed of a submission's hidden inputs: drawn by the grader, recorded, replayable (docs/grading.md, "Seeds").
 
-One seed per submission, from the OS, handed to its kernel and trusted checker as
-``AUTOGRADER_SEED`` and recorded (``grades.csv``'s ``seed``, the gradebook's ``autograder_seed``);
-``--seed N`` (or ``AUTOGRADER_SEED=N``) replays one for the batch, ``--seed STUDENT=N`` one
-student's. docs/grading.md, "Seeds". No torch here: the grading parent never imports it.
+No torch here: the grading parent never imports it.
 """
 
 from __future__ import annotations

@@ -1,26 +1,21 @@
 """Autograde ONE submission with the real nbgrader, in a course folder of its own, its kernel sandboxed.
 
-The parent (``autograder.batch``) builds a *template* course per assignment once (its gradebook
-records the test cells without their hidden tests, which run in ``autograder.trusted`` unless
-``--no-trusted``). Each job makes a course folder holding only
-
-    nbgrader_config.py                     the instructor's, plus this job's settings
-    gradebook.db                           a copy of the template's
-    source/<assignment>/                   empty: no solution notebook anywhere in the job
-    submitted/<student>/<assignment>/<assignment>.ipynb
-
-and runs ``nbgrader autograde`` on it, as the grader; its kernel is this job's kernelspec,
-``sandbox.py launch``, forked by the zygote into a sandbox that talks to nbgrader through Unix
-sockets only. The instructor's gradebook is never opened here. What comes back, per test cell:
-nbgrader's score, the cell's ``diagnosis:`` line, and a ``reason`` when the run (a timeout, a
-dead kernel, a limit), not a wrong answer, cost the points. Long form: docs/grading.md.
+docs/grading.md, "How a submission is graded", step 2. The job's course folder holds the
+instructor's config (plus this job's settings), a copy of the template's gradebook, an empty
+``source/<assignment>/`` (no solution notebook anywhere in the job) and the one submission; the
+instructor's gradebook is never opened here. What comes back, per test cell: nbgrader's score,
+the cell's ``diagnosis:`` line, and a ``reason`` when the run, not a wrong answer, cost the points.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
+import fcntl
 import functools
+import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -28,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,9 +51,6 @@ class SandboxSlots:
     """
 
     def __init__(self, lock_dir: Path | None = None):
-        import fcntl
-        import tempfile
-
         lock_dir = lock_dir or Path(tempfile.gettempdir()) / "autograder-sandbox-slots"
         lock_dir.mkdir(mode=0o700, exist_ok=True)
         for block in range(_UID_BLOCKS):
@@ -125,8 +117,6 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
     Unless ``hidden_in_kernel``, the gradebook's test cells lose their hidden tests (nbgrader's
     ClearHiddenTests). With ``cache``, a template of the same source, config and choice is reused.
     """
-    import hashlib
-
     config = (course_root / "nbgrader_config.py").read_text()
     h = hashlib.sha256(config.encode() + (b"hidden in kernel" if hidden_in_kernel else b"visible only"))
     for p in sorted((course_root / "source" / assignment).rglob("*")):
@@ -160,9 +150,8 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
 class InKernel:
     """The result of one sandboxed autograde."""
 
-    status: str  # "ok", "timeout" (wall time), "failed" (nbgrader gave no grades)
+    status: str  # "ok", or "failed" (nbgrader gave no grades, and the wall time did not stop it)
     cells: dict[str, Row] = field(default_factory=dict)  # grade_id -> the test cell as the in-kernel run graded it
-    seconds: float = 0.0
     log: str = ""
     autograded: Path | None = None  # the executed notebook, when nbgrader wrote one
     timestamp: object = None
@@ -174,8 +163,6 @@ class InKernel:
 
 def _package_dir(name: str) -> str:
     """Where the project's package ``name`` lives: beside this package (repository or site-packages)."""
-    import importlib.util
-
     sibling = Path(__file__).resolve().parent.parent / name
     if (sibling / "__init__.py").is_file():
         return str(sibling)
@@ -262,66 +249,56 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
     remove_tree(ipc)  # a folder left by an earlier run of this very job
     ipc.mkdir(mode=0o700)
     try:
-        return _autograde(job_dir, ipc, template, student, notebook, limits=limits, isolation=isolation,
-                          slot=slot, zygote=zygote, threads=threads, mpl_cache=mpl_cache, seed=seed)
+        course = prepare_course(job_dir / "course", template, student, notebook, limits, str(ipc / "kernel"))
+        root = job_dir / "kernel-root"
+        root.mkdir(exist_ok=True)
+        private = "/tmp" if isolation == "full" else str(job_dir / "private")
+        notebook_dir = course / "autograded" / student / template.assignment
+        pid_file = job_dir / "kernel.pids"
+        spec = spec_for(
+            isolation=isolation, root=root, uid=SANDBOX_UID_BASE + slot, limits=limits, cwd=str(notebook_dir),
+            binds=[(_package_dir("course"), _package_dir("course"), False), (str(ipc), str(ipc), True)]
+            # Only where the hidden tests run in the kernel (--no-trusted) may it import the grader's code.
+            + ([(_package_dir("autograder"), _package_dir("autograder"), False)] if template.hidden_in_kernel else []),
+            hide=[p for p in (_package_dir("kernels"), None if template.hidden_in_kernel else _package_dir("autograder")) if p],
+            # The seed of the hidden inputs goes where the hidden checks run: the kernel only with --no-trusted.
+            env=dict(student_env(private, threads),
+                     **({"AUTOGRADER_SEED": str(seed)} if seed is not None and template.hidden_in_kernel else {})),
+            mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
+            overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
+        )
+        spec_path = job_dir / "kernel-spec.json"
+        spec_path.write_text(json.dumps(spec))
+        kernels = job_dir / "jupyter" / "kernels" / "python3"
+        kernels.mkdir(parents=True, exist_ok=True)
+        (kernels / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-I", "-S", os.path.abspath(sandbox.__file__), "launch", zygote, str(spec_path),
+                     "{connection_file}"],
+            "display_name": "Python 3 (sandboxed)", "language": "python", "interrupt_mode": "message",
+        }))
+        env = with_bin(dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
+                            JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data")))
+        env.pop("AUTOGRADER_SEED", None)
+        argv = [sys.executable, "-m", "autograder.nbrunner", "autograde", template.assignment, "--force", f"--student={student}"]
+        status, log = run_logged(argv, limits.wall, job_dir / "autograde.log", cwd=str(course), env=env,
+                                 extra_pids=pid_file)
+        result = read_outcomes(course, template.assignment, student)
+        discard_student_files(job_dir, KERNEL_WRITABLE)  # the kernel is gone: nothing it wrote stays on disk
     finally:
         remove_tree(ipc)  # the kernel is gone, however the job ended: nothing it wrote stays on disk
-
-
-def ipc_folder(job_dir: Path) -> Path:
-    """The kernel's socket folder for a job, ``/tmp/agk-<16 hex>``: a socket path holds at most 107 bytes."""
-    return Path(sandbox.short_folder(str(job_dir.resolve()), "agk"))
-
-
-def _autograde(job_dir: Path, ipc: Path, template: Template, student: str, notebook: nbformat.NotebookNode, *,
-               limits: Limits, isolation: str, slot: int, zygote: str, threads: int,
-               mpl_cache: Path | None, seed: int | None) -> InKernel:
-    course = prepare_course(job_dir / "course", template, student, notebook, limits, str(ipc / "kernel"))
-    root = job_dir / "kernel-root"
-    root.mkdir(exist_ok=True)
-    private = "/tmp" if isolation == "full" else str(job_dir / "private")
-    notebook_dir = course / "autograded" / student / template.assignment
-    pid_file = job_dir / "kernel.pids"
-    spec = spec_for(
-        isolation=isolation, root=root, uid=SANDBOX_UID_BASE + slot, limits=limits, cwd=str(notebook_dir),
-        binds=[(_package_dir("course"), _package_dir("course"), False), (str(ipc), str(ipc), True)]
-        # Only where the hidden tests run in the kernel (--no-trusted) may it import the grader's code.
-        + ([(_package_dir("autograder"), _package_dir("autograder"), False)] if template.hidden_in_kernel else []),
-        hide=[p for p in (_package_dir("kernels"), None if template.hidden_in_kernel else _package_dir("autograder")) if p],
-        # The seed of the hidden inputs goes where the hidden checks run: the kernel only with --no-trusted.
-        env=dict(student_env(private, threads),
-                 **({"AUTOGRADER_SEED": str(seed)} if seed is not None and template.hidden_in_kernel else {})),
-        mpl_cache=mpl_cache, student_dirs=[str(ipc)], pid_file=str(pid_file),
-        overlays=[str(notebook_dir)],  # its own folder: readable, writable into a private layer
-    )
-    spec_path = job_dir / "kernel-spec.json"
-    spec_path.write_text(json.dumps(spec))
-    kernels = job_dir / "jupyter" / "kernels" / "python3"
-    kernels.mkdir(parents=True, exist_ok=True)
-    (kernels / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-I", "-S", os.path.abspath(sandbox.__file__), "launch", zygote, str(spec_path),
-                 "{connection_file}"],
-        "display_name": "Python 3 (sandboxed)", "language": "python", "interrupt_mode": "message",
-    }))
-    env = with_bin(dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
-                        JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data")))
-    env.pop("AUTOGRADER_SEED", None)
-    argv = [sys.executable, "-m", "autograder.nbrunner", "autograde", template.assignment, "--force", f"--student={student}"]
-    start = time.perf_counter()
-    status, log = run_logged(argv, limits.wall, job_dir / "autograde.log", cwd=str(course), env=env,
-                             extra_pids=pid_file)
-    seconds = time.perf_counter() - start
-    result = read_outcomes(course, template.assignment, student)
-    discard_student_files(job_dir, KERNEL_WRITABLE)  # the kernel is gone: nothing it wrote stays on disk
-    result.seconds, result.log = seconds, log
+    result.log = log
     if status == "timeout":
-        result.status = "timeout"
         for cell in result.cells.values():
             if cell.score < cell.max_score and not cell.reason:
                 cell.reason = f"timeout: grading this submission ran past {limits.wall} s and was stopped"
     elif not result.cells or result.autograded is None:
         result.status = "failed"
     return result
+
+
+def ipc_folder(job_dir: Path) -> Path:
+    """The kernel's socket folder for a job, ``/tmp/agk-<16 hex>``: a socket path holds at most 107 bytes."""
+    return Path(sandbox.short_folder(str(job_dir.resolve()), "agk"))
 
 
 # What of a job folder the student's code can write: with limits-only isolation the private HOME/TMPDIR
@@ -350,7 +327,7 @@ def remove_tree(path: Path) -> bool:
     return not os.path.lexists(path)
 
 
-def discard_student_files(job_dir: Path, names: tuple[str, ...] = KERNEL_WRITABLE + WORKER_WRITABLE) -> None:
+def discard_student_files(job_dir: Path, names: tuple[str, ...]) -> None:
     """Remove what the student's code could write in ``job_dir`` (see KERNEL_WRITABLE)."""
     for name in names:
         remove_tree(job_dir / name)
@@ -401,8 +378,6 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 @functools.cache
 def diagnosis_classes() -> frozenset[str]:
     """The diagnosis vocabulary, ``course.diagnose.CLASSES``, read from its source (no torch import here)."""
-    import ast
-
     tree = ast.parse((Path(_package_dir("course")) / "diagnose.py").read_text())
     for node in tree.body:
         targets = (node.targets if isinstance(node, ast.Assign) else
