@@ -1,12 +1,16 @@
-"""The student bundle holds the release notebooks and `course`, and no solution of any kind."""
+"""The student bundle holds the release notebooks and `course`, and no solution of any kind; `make bundle` installs nothing."""
 
 import re
+import subprocess
+import sys
+import tomllib
 import zipfile
 
 import pytest
 
+from autograder.nbrunner import ROOT
 from tests.test_student_side import solution_lines, student_text
-from tools.bundle import TOP, write_bundle
+from tools.bundle import CPU_TORCH, TOP, VALIDATE_COMMAND, VENV_STEPS, requirement_name, write_bundle
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +25,50 @@ def test_bundle_holds_notebooks_course_and_an_environment(bundle):
     assert f"{TOP}/00_vjp_contract/00_vjp_contract.ipynb" in names
     assert f"{TOP}/course/__init__.py" in names
     assert {f"{TOP}/pyproject.toml", f"{TOP}/environment.yml", f"{TOP}/README.md"} <= names
-    assert "torch==2.13.0" in bundle[f"{TOP}/pyproject.toml"]
+
+
+def test_bundle_project_takes_python_3_10_and_the_repository_pins(bundle):
+    """The student side runs on 3.10 (issue 17): no upper bound, each library as the repository pins it, no grading tool."""
+    project = tomllib.loads(bundle[f"{TOP}/pyproject.toml"])["project"]
+    assert project["requires-python"] == ">=3.10"
+    repo = {requirement_name(r): r for r in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]}
+    for requirement in project["dependencies"]:
+        pinned = repo[requirement_name(requirement)]
+        assert requirement == pinned, f"{requirement}: the repository says {pinned}"
+    names = {requirement_name(r) for r in project["dependencies"]}
+    assert {"torch", "triton", "jupyterlab"} <= names and not names & {"nbgrader", "nbval", "pytest"}, names
+    assert "torch==2.13.0" in project["dependencies"]
+    environment = bundle[f"{TOP}/environment.yml"]
+    for requirement in project["dependencies"]:
+        assert f"      - {requirement}\n" in environment, f"environment.yml lacks {requirement}"
+
+
+def test_bundle_readme_gives_every_step(bundle):
+    readme = bundle[f"{TOP}/README.md"]
+    for _, command in VENV_STEPS:
+        assert f"       {command}\n" in readme, f"the README does not print the step {command!r} as a command line"
+    for needed in (CPU_TORCH, VALIDATE_COMMAND, "wsl --install", "mamba env create -f environment.yml",
+                   "jupyter lab", "Python 3.10, 3.11, 3.12 or 3.13"):
+        assert needed in readme, f"the README does not say {needed!r}"
+
+
+def test_bundle_script_needs_only_the_standard_library(tmp_path, bundle):
+    """-S: no site-packages (so no torch, no autograder); -I: no PYTHON* variables, no user site, not the repo on sys.path."""
+    out = tmp_path / "student-bundle.zip"
+    run = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "tools" / "bundle.py"), "--out", str(out)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    with zipfile.ZipFile(out) as zf:
+        assert sorted(zf.namelist()) == sorted(bundle)
+
+
+def test_make_bundle_installs_nothing():
+    """`make -n` prints what the target would run: one call of tools/bundle.py, no venv and no pip, even with a stale .venv stamp."""
+    run = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bundle"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    commands = [line for line in run.stdout.splitlines() if line.strip()]
+    assert len(commands) == 1 and commands[0].endswith("tools/bundle.py"), commands
+    assert not re.search(r"\bpip\b|-m venv", run.stdout), run.stdout
 
 
 def test_bundle_holds_no_instructor_folder(bundle):

@@ -4,6 +4,7 @@ import re
 import tomllib
 
 import yaml
+from packaging.specifiers import SpecifierSet
 
 from autograder.nbrunner import ROOT
 
@@ -30,3 +31,10 @@ def test_environment_yml_agrees_with_pyproject():
 def test_torch_is_pinned_to_the_cpu_build_on_disk():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert "torch==2.13.0" in project["dependencies"]
+
+
+def test_repository_takes_python_3_11_to_3_13():
+    """Issue 17: `<3.12` turned away Python 3.12 although nothing here needs 3.11 exactly; tomllib needs 3.11."""
+    requires = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    for version in ("3.11", "3.12", "3.13"):
+        assert requires.contains(version), f"requires-python {requires} refuses Python {version}"

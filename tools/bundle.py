@@ -1,9 +1,13 @@
 """Write dist/student-bundle.zip: what a student needs, and nothing that holds a solution.
 
-The bundle holds the release notebooks, the ``course`` helper package, and a small
-project file and environment file that install ``course`` with the libraries the
-notebooks use. It never holds ``source/``, ``kernels/``, ``autograder/`` or ``tests/``;
-``tests/test_bundle.py`` opens the zip and proves it.
+The bundle holds the release notebooks, the ``course`` helper package, a README with the
+install steps, and a small project file and environment file that install ``course`` with
+the libraries the notebooks use. It never holds ``source/``, ``kernels/``, ``autograder/`` or
+``tests/``; ``tests/test_bundle.py`` opens the zip and proves it, and
+``tests/test_bundle_install.py`` installs it in a fresh virtual environment by its README.
+
+Only the standard library and the committed files are needed (``make bundle`` installs
+nothing); reading pyproject.toml takes ``tomllib``, so Python 3.11 or newer.
 
 Usage: python tools/bundle.py [--out dist/student-bundle.zip]
 """
@@ -11,39 +15,122 @@ Usage: python tools/bundle.py [--out dist/student-bundle.zip]
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import sys
-import tomllib
+import textwrap
 import zipfile
 from pathlib import Path
 
-from autograder.nbrunner import ROOT
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: say what to run instead of a bare traceback
+    sys.exit(f"tools/bundle.py reads pyproject.toml with tomllib, which Python 3.11 added; this is Python "
+             f"{sys.version.split()[0]}. Run it with Python 3.11 or newer: make bundle PYTHON=python3.11")
 
+ROOT = Path(__file__).resolve().parent.parent
 TOP = "backprop-for-kernel-writers"  # the folder a student gets when unzipping
 
 # What the student side needs at run time: no grading tools.
 STUDENT_PACKAGES = ("torch", "triton", "numpy", "matplotlib", "jupyterlab", "ipywidgets")
 
-README = """# Backprop for Kernel Writers — student bundle
+# The oldest Python the student side runs on: `vermin -t=3.10- course` finds nothing newer in course/,
+# and torch 2.13.0 and triton >=3.4 publish wheels for 3.10 to 3.14. No upper bound: no dependency sets one.
+STUDENT_PYTHON = ">=3.10"
+# The version of the bundle's environment.yml, the one CI installs the bundle with.
+TESTED_PYTHON = "3.11"
 
-Install once, then open the notebooks:
+TORCH_PIN = "torch==2.13.0"
+CPU_TORCH = f"pip install {TORCH_PIN} --index-url https://download.pytorch.org/whl/cpu"
 
-    pip install -e .          # or: mamba env create -f environment.yml && mamba activate backprop-student
-    jupyter lab
+# The Linux/macOS steps, in order: the README prints them and tests/test_bundle_install.py runs them.
+VENV_STEPS = (
+    ("Open a terminal where you unzipped the bundle and go into its folder.", f"cd {TOP}"),
+    ("Create a virtual environment. `python3 --version` must say 3.10 or newer: on a Mac, Apple's own python3 "
+     "is 3.9, so take one from python.org or Homebrew (`brew install python@3.12`). On Debian/Ubuntu, "
+     "`sudo apt install python3-venv` first if this fails.", "python3 -m venv .venv"),
+    ("Activate it (again in every new terminal).", "source .venv/bin/activate"),
+    ("On Linux (WSL2 included) without an NVIDIA GPU, as on most laptops: take PyTorch's CPU-only build first "
+     "(a download of about 200 MB instead of several GB of CUDA libraries). Skip this on macOS and on a machine with an "
+     "NVIDIA GPU.", CPU_TORCH),
+    ("Install the notebooks' libraries and the `course` package.", "pip install -e ."),
+)
+LAB_COMMAND = "jupyter lab 00_vjp_contract/00_vjp_contract.ipynb"
+VALIDATE_COMMAND = "python -m course validate NOTEBOOK"
 
-Start with `00_vjp_contract/00_vjp_contract.ipynb`. Each exercise is a function whose body is
-`raise course.todo()`; replace it with your code and run the test cell below it. Without a GPU
-the Triton kernels run on the CPU in Triton's interpreter (`import course` arranges it).
-Submit the notebooks your instructor asks for.
+
+def numbered(steps: tuple[tuple[str, str], ...]) -> str:
+    """Markdown's numbered list, each step's command on its own indented line (a code block in the list item)."""
+    return "\n".join(f"{textwrap.fill(f'{i}. {why}', 100, subsequent_indent='   ')}\n\n       {command}\n"
+                     for i, (why, command) in enumerate(steps, 1))
+
+
+README = f"""# Backprop for Kernel Writers — student bundle
+
+Seven notebooks (`00_…` to `06_…`) and `course`, the package whose checks tell you what is
+wrong with an answer. You need **Python 3.10, 3.11, 3.12 or 3.13** (CI installs this bundle
+with {TESTED_PYTHON}) and about 2.5 GB of disk. No GPU is needed: without one, `import course`
+runs the Triton kernels on the CPU in Triton's interpreter.
+
+**Triton runs on Linux only** (it publishes no macOS or Windows packages). Notebooks 00–02 do not
+use it and run anywhere; notebooks 03–06 write Triton kernels and need Linux: on Windows use WSL2,
+on a Mac a Linux container (Docker or Podman) or a Linux machine. On macOS `pip install -e .`
+skips Triton, so 00–02 install and run there; it needs a Mac with Apple silicon, since PyTorch
+builds this version for no Intel Mac.
+
+## Install on Linux or macOS (a virtual environment)
+
+{numbered(VENV_STEPS)}
+A virtual environment is needed: Debian's and Ubuntu's own `python3` refuse `pip install`
+(`externally-managed-environment`), and it keeps the course's libraries apart from yours.
+
+## Install on Windows (WSL2)
+
+1. In PowerShell: `wsl --install`, restart, and open the "Ubuntu" app it installs.
+2. In Ubuntu: `sudo apt update && sudo apt install -y python3-venv unzip`
+3. Unzip the bundle in Ubuntu's home, not under `/mnt/c` (it works there, slowly):
+   `cd ~ && unzip /mnt/c/Users/YOU/Downloads/student-bundle.zip`, then follow the Linux steps above.
+
+## Install with conda or mamba
+
+1. `cd {TOP}`
+2. `mamba env create -f environment.yml` (or `conda env create -f environment.yml`)
+3. `mamba activate backprop-student`
+
+On Linux this installs PyPI's torch, which carries CUDA (several GB). On a laptop without an NVIDIA
+GPU, instead run `mamba create -n backprop-student python={TESTED_PYTHON} pip`,
+`mamba activate backprop-student`, then steps 4 and 5 of the Linux steps.
+
+## Work through the notebooks
+
+1. Start JupyterLab from this folder, with the environment active:
+
+       {LAB_COMMAND}
+
+   It opens in your browser (or prints a URL with a token: open it).
+2. Each exercise is a function whose body is `raise course.todo()`. Replace it with your code
+   and run the test cell below it: it prints a line starting with ✓, or a `diagnosis:` that says
+   what kind of bug it found.
+3. To check a whole notebook at once, in a terminal with the environment active:
+
+       {VALIDATE_COMMAND}
+
+   for example `python -m course validate 00_vjp_contract/00_vjp_contract.ipynb`.
+4. Submit the notebooks your instructor asks for.
 """
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", requirement.strip(), maxsplit=1)[0].lower()
 
 
 def student_requirements() -> list[str]:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return [d for d in deps if d.split("=")[0].split("<")[0].split(">")[0].strip() in STUDENT_PACKAGES]
+    return [d for d in deps if requirement_name(d) in STUDENT_PACKAGES]
 
 
 def pyproject(requirements: list[str]) -> str:
-    listed = "\n".join(f'    "{r}",' for r in requirements)
+    listed = "\n".join(f"    {json.dumps(r)}," for r in requirements)  # a JSON string is a TOML string
     return f"""[build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
@@ -51,7 +138,7 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "backprop-for-kernel-writers-student"
 version = "0.1.0"
-requires-python = ">=3.11,<3.12"
+requires-python = "{STUDENT_PYTHON}"
 dependencies = [
 {listed}
 ]
@@ -63,11 +150,12 @@ include = ["course*"]
 
 def environment(requirements: list[str]) -> str:
     listed = "\n".join(f"      - {r}" for r in requirements)
-    return f"""name: backprop-student
+    return f"""# mamba env create -f environment.yml && mamba activate backprop-student  (README.md: a CPU-only torch)
+name: backprop-student
 channels:
   - conda-forge
 dependencies:
-  - python=3.11
+  - python={TESTED_PYTHON}
   - pip
   - pip:
 {listed}
