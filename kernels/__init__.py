@@ -3,20 +3,30 @@
 One op per module (``kernels/softmax.py``, ...), each in three layers: ``@triton.jit``
 kernels, host functions that check inputs, allocate and launch, and a thin autograd
 Function exported as a plain function. The notebooks' graders compare students'
-kernels against these. Import ``course`` (or set TRITON_INTERPRET=1) first on a
-machine without CUDA.
+kernels against these.
+
+Importing applies the course's device rule itself (``kernels/_device.py``), before any
+kernel is defined: without CUDA it sets TRITON_INTERPRET=1, so every op runs on CPU tensors
+(float32, float64) in Triton's interpreter; with CUDA it changes nothing. TRITON_INTERPRET set
+beforehand is kept: ``1`` interprets even on a GPU machine, ``0`` keeps the kernels compiled
+(the compile check below sets it). ``kernels.DEVICE_CHOICE`` says what was decided and why.
 
 ``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–06 for
 sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU, and fails on spills, shared
 memory over a target's limit and int32 offset overflows.
 """
 
-from .attention import attention
-from .cross_entropy import cross_entropy
-from .embedding import embedding
-from .layer_norm import layer_norm
-from .rms_norm import rms_norm
-from .scatter_add import scatter_add
-from .softmax import softmax
+from ._device import DeviceChoice, device_choice
+
+# Decide before any op module is imported: Triton reads TRITON_INTERPRET at @triton.jit time.
+DEVICE_CHOICE: DeviceChoice = device_choice()
+
+from .attention import attention  # noqa: E402
+from .cross_entropy import cross_entropy  # noqa: E402
+from .embedding import embedding  # noqa: E402
+from .layer_norm import layer_norm  # noqa: E402
+from .rms_norm import rms_norm  # noqa: E402
+from .scatter_add import scatter_add  # noqa: E402
+from .softmax import softmax  # noqa: E402
 
 __all__ = ["attention", "cross_entropy", "embedding", "layer_norm", "rms_norm", "scatter_add", "softmax"]

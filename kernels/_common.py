@@ -3,18 +3,22 @@ and the one block and warp rule of the row kernels (row_launch)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
+
+from ._device import device_choice
 
 CPU_DTYPES = (torch.float32, torch.float64)
 GPU_DTYPES = CPU_DTYPES + (torch.float16, torch.bfloat16)
 
 
 def interpreted() -> bool:
-    """True when Triton runs kernels in its CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "") == "1"
+    """True when the kernels were defined for Triton's CPU interpreter (kernels._device decided it on import).
+
+    Not TRITON_INTERPRET as it is now: ``import course`` after ``kernels`` may set it, and a kernel stays what it was defined as.
+    """
+    return device_choice().interpreted
 
 
 def check_floating(name: str, t: torch.Tensor) -> None:
@@ -28,8 +32,9 @@ def check_floating(name: str, t: torch.Tensor) -> None:
         raise TypeError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; {where} use one of: {names}")
     if t.is_cuda is False and not interpreted():
         raise RuntimeError(
-            f"{name} is on the CPU but Triton is not in interpreter mode: `import course` first "
-            "(or set TRITON_INTERPRET=1 before importing triton), or move the tensor to CUDA"
+            f"{name} is on the CPU, but the kernels were compiled for a GPU ({device_choice().why} when kernels was "
+            f"imported): move {name} to CUDA, or set TRITON_INTERPRET=1 before importing kernels to run them on the CPU "
+            "in Triton's interpreter"
         )
     if t.ndim == 0:
         raise ValueError(f"{name} must have at least one dimension (the one to normalise over)")

@@ -14,9 +14,11 @@ NameError and is left out too. A constant the notebook computes at run time (05'
 Each cell is compiled under its own file name, registered with ``linecache``, so that
 ``@triton.jit`` reads a kernel's source the way it does in Jupyter.
 
-``import course`` turns on Triton's CPU interpreter on a machine without CUDA, and the
-interpreter decides at ``@triton.jit`` time. The loader imports ``course`` first, quietly, and
-puts TRITON_INTERPRET back as it was, so the notebook's kernels are compiled kernels.
+``import course`` turns on Triton's CPU interpreter on a machine without CUDA, even over
+TRITON_INTERPRET=0, and the interpreter decides at ``@triton.jit`` time. The loader imports
+``course`` first, quietly, and puts TRITON_INTERPRET back as it was, so the notebook's kernels
+are defined as ``kernels``' own were: compiled under the compile check, which runs with
+TRITON_INTERPRET=0 (``kernels/_device.py``).
 """
 
 from __future__ import annotations

@@ -239,13 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernels.bench {args.op}: no CUDA device here, so no speed to measure "
               "(interpreter timings say nothing about a GPU). Run it on a GPU machine.")
         if args.op == "attention" and args.memory:
-            # A fresh interpreter: `import course` must switch the interpreter on before the
-            # kernels package is imported, and `-m kernels.bench` has imported it already.
-            import subprocess
-
-            seq_lens = args.cols or [256, 512, 1024, 2048, 4096]
-            code = f"import course; from kernels.bench import attention_memory_on_cpu; attention_memory_on_cpu({seq_lens!r})"
-            return subprocess.run([sys.executable, "-c", code]).returncode
+            # `import kernels` switched the interpreter on (no CUDA), so the kernels run here on the CPU.
+            attention_memory_on_cpu(args.cols or [256, 512, 1024, 2048, 4096])
         return 0
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     if args.op == "attention":

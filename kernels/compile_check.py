@@ -41,6 +41,11 @@ longest row it holds in one block; attention at D 64 without a mask and D 128 ca
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
+
+It needs kernels defined for the compiler, which ``import kernels`` gives under TRITON_INTERPRET=0
+(``make compile-check`` sets it). Without a GPU and without the variable, ``import kernels`` has
+switched the interpreter on before this module runs, so the check runs itself again in a fresh
+process with TRITON_INTERPRET=0; under TRITON_INTERPRET=1 it refuses.
 """
 
 from __future__ import annotations
@@ -451,14 +456,32 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _compile_in_a_fresh_process(argv: list[str]) -> int:
+    """Run this check again in a process whose kernels are compiled ones: TRITON_INTERPRET=0 before ``kernels`` is imported."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where `kernels` is importable from
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": path}
+    return subprocess.run([sys.executable, "-m", f"{__package__}.compile_check", *argv], env=env).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     from triton.runtime.jit import JITFunction
 
+    from ._device import device_choice
+
     if not isinstance(_module("softmax")._softmax_fwd_kernel, JITFunction):
-        parser.error("TRITON_INTERPRET=1 is set, so the kernels were defined for Triton's CPU interpreter; "
-                     "the compile check needs the compiler: run it without TRITON_INTERPRET")
+        choice = device_choice()
+        if choice.chosen_here:
+            # `import kernels` switched the interpreter on because there is no GPU here, before this
+            # module ran; the kernels must be defined anew, so compile in a process that asks for the compiler.
+            return _compile_in_a_fresh_process(sys.argv[1:] if argv is None else argv)
+        parser.error(f"{choice.why} before kernels was imported, so its kernels were defined for Triton's CPU "
+                     "interpreter; the compile check needs the compiler: run it with TRITON_INTERPRET unset or 0, "
+                     "in a process that has not imported course")
     cases = grid(args.full, args.op, args.dtype)
     gpus = [GPUS[name] for name in (args.target or GPUS)]
 

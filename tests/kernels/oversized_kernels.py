@@ -1,8 +1,9 @@
 """Toy kernels sized on purpose to pass or to fail the compile check, for tests/kernels/test_compile_check.py.
 
-    python -m tests.kernels.oversized_kernels     # prints every toy case's rows as JSON
+    TRITON_INTERPRET=0 python -m tests.kernels.oversized_kernels     # prints every toy case's rows as JSON
 
-Run it in a process without TRITON_INTERPRET: the kernels below must be compiled kernels.
+Run it with TRITON_INTERPRET=0: the kernels below must be compiled kernels, and without a GPU ``import kernels``
+switches the interpreter on unless TRITON_INTERPRET says otherwise.
 """
 
 import json

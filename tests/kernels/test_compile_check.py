@@ -1,8 +1,9 @@
 """kernels.compile_check: it fails kernels sized to spill, to overflow shared memory or int32 offsets,
 or not to compile, and it reports a row for every kernel, configuration and target of the quick grid.
 
-Every check runs in a fresh process without TRITON_INTERPRET: the other kernel tests import
-``course``, which turns on Triton's CPU interpreter for the rest of their process.
+Every check runs in a fresh process with TRITON_INTERPRET=0, as ``make compile-check`` runs it: the other
+kernel tests import ``course``, which turns on Triton's CPU interpreter for the rest of their process, and
+without a GPU ``import kernels`` turns it on too unless TRITON_INTERPRET says otherwise.
 """
 
 import json
@@ -11,18 +12,22 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from autograder.nbrunner import ROOT
 
 
-def compiler_env(tmp_path):
+def compiler_env(tmp_path, interpret="0"):
+    """This process's environment with TRITON_INTERPRET set to ``interpret`` (None: unset) and a cache of the test's own."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret is not None:
+        env["TRITON_INTERPRET"] = interpret
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
     return env
 
 
-def run(args, tmp_path, timeout=600):
-    return subprocess.run([sys.executable, *args], cwd=ROOT, env=compiler_env(tmp_path),
+def run(args, tmp_path, timeout=600, interpret="0"):
+    return subprocess.run([sys.executable, *args], cwd=ROOT, env=compiler_env(tmp_path, interpret),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -146,11 +151,29 @@ def test_bad_arguments_get_clear_messages(tmp_path, args, message):
     assert done.returncode == 2 and message in done.stderr, done.stderr
 
 
-def test_refuses_to_run_in_the_interpreter(tmp_path):
-    env = {**compiler_env(tmp_path), "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-m", "kernels.compile_check", "--op", "embedding"], cwd=ROOT, env=env,
+@pytest.mark.parametrize("interpret", ["1", "true"])  # any value Triton reads as true
+def test_refuses_to_run_in_the_interpreter(tmp_path, interpret):
+    done = subprocess.run([sys.executable, "-m", "kernels.compile_check", "--op", "embedding"], cwd=ROOT,
+                          env=compiler_env(tmp_path, interpret), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"TRITON_INTERPRET={interpret} was set" in done.stderr and "run it with TRITON_INTERPRET unset or 0" in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with CUDA, `import course` leaves the compiler on")
+def test_refuses_after_course_turned_the_interpreter_on(tmp_path):
+    code = "import course, sys; from kernels.compile_check import main; sys.exit(main(['--op', 'embedding']))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=compiler_env(tmp_path, None),
                           capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and "run it without TRITON_INTERPRET" in done.stderr, done.stderr
+    assert done.returncode == 2 and "has not imported course" in done.stderr, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the machine without a GPU, where `import kernels` interprets")
+def test_without_triton_interpret_it_compiles_all_the_same(tmp_path):
+    """`import kernels` switched the interpreter on before the check ran, so it compiles in a process of its own."""
+    done = run(["-m", "kernels.compile_check", "--op", "embedding", "--target", "sm_90", "--dtype", "fp32"], tmp_path,
+               interpret=None)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "2 rows, 2 ok, 0 FAIL" in done.stdout, done.stdout
 
 
 def test_the_quick_grid_reports_every_kernel_config_and_target(tmp_path):
