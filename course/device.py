@@ -34,7 +34,8 @@ def choose_device() -> DeviceChoice:
         name = torch.cuda.get_device_name(0)
         return DeviceChoice(torch.device("cuda"), False, f"GPU: {name} — Triton kernels compile for it.")
     os.environ["TRITON_INTERPRET"] = "1"
-    why = "TRITON_INTERPRET=1 was set" if forced else "no CUDA GPU found"
+    # Without CUDA the reason is the missing GPU, whoever set the variable first (``import kernels`` sets it too).
+    why = "TRITON_INTERPRET=1 was set" if forced and torch.cuda.is_available() else "no CUDA GPU found"
     return DeviceChoice(
         torch.device("cpu"),
         True,

@@ -248,7 +248,8 @@ def numerical_gradient(f, x, eps=1e-6):
 #
 # </details>
 # %% test id=test_numerical_gradient points=2
-"""numerical_gradient: an error that falls like ε² (not ε), any shape and layout, float64, eps used, x left as it was."""
+"""numerical_gradient: an error that falls like ε² (not ε), any shape and
+layout, float64, eps used, x left as it was."""
 course.selfcheck.numerical_gradient(numerical_gradient)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -394,7 +395,8 @@ def relative_error(a, b):
 #
 # </details>
 # %% test id=test_relative_error points=1
-"""relative_error: scale-free (1e-6 to 1e6), symmetric, any shape and layout, and 0 — not NaN — when both are zero."""
+"""relative_error: scale-free (1e-6 to 1e6), symmetric, any shape and
+layout, and 0 — not NaN — when both are zero."""
 course.selfcheck.relative_error(relative_error)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -565,7 +567,8 @@ def linear_softmax_ce_backward(x, W, b, target):
 #
 # </details>
 # %% test id=test_linear_softmax_ce_backward points=3
-"""linear_softmax_ce_backward: dx, dW, db at batch 1 and 7, square and non-square W, a transposed x, against autograd; no autograd inside."""
+"""linear_softmax_ce_backward: dx, dW, db at batch 1 and 7, square and
+non-square W, a transposed x, against autograd; no autograd inside."""
 course.selfcheck.linear_softmax_ce_backward(linear_softmax_ce_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check

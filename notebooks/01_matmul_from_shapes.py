@@ -228,7 +228,9 @@ def linear_backward(x, w, dy):
 #
 # </details>
 # %% test id=test_linear_backward points=3
-"""linear_backward: dx has the shape of x and dw that of w, with the right values at batch 1 and batch 7, for a 3-D x, a square w and transposed inputs."""
+"""linear_backward: dx has the shape of x and dw that of w, with the right
+values at batch 1 and batch 7, for a 3-D x, a square w and transposed
+inputs."""
 course.selfcheck.linear_backward(linear_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -466,7 +468,9 @@ def linear_bias_backward(x, w, b, dy):
 #
 # </details>
 # %% test id=test_linear_bias_backward points=2
-"""linear_bias_backward: dx, dw and db have the shapes of x, w and b, with the right values at batch 1 and batch 7, for a 3-D x, a square w and transposed inputs."""
+"""linear_bias_backward: dx, dw and db have the shapes of x, w and b, with
+the right values at batch 1 and batch 7, for a 3-D x, a square w and
+transposed inputs."""
 course.selfcheck.linear_bias_backward(linear_bias_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -571,7 +575,9 @@ def reduce_to_shape(grad, shape):
 #
 # </details>
 # %% test id=test_reduce_to_shape points=2
-"""reduce_to_shape: the result has exactly `shape` and is the gradient of the broadcast — for a bias, a kept size-1 axis, both at once, a square grad, a scalar, nothing to reduce, and a transposed grad."""
+"""reduce_to_shape: the result has exactly `shape` and is the gradient of
+the broadcast — for a bias, a kept size-1 axis, both at once, a square grad,
+a scalar, nothing to reduce, and a transposed grad."""
 course.selfcheck.reduce_to_shape(reduce_to_shape)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -785,7 +791,9 @@ def name_the_bug(backward):
 #
 # </details>
 # %% test id=test_name_the_bug points=2
-"""name_the_bug: names the class of each of a set of broken backwards for y = x @ w + b — transpose, batch-reduction, sign, scale, broadcast-axis, wrong-values — and "none" for a right one."""
+"""name_the_bug: names the class of each of a set of broken backwards for y
+= x @ w + b — transpose, batch-reduction, sign, scale, broadcast-axis,
+wrong-values — and "none" for a right one."""
 course.selfcheck.name_the_bug(name_the_bug)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -886,7 +894,9 @@ def batched_matmul_backward(a, c, dy):
 #
 # </details>
 # %% test id=test_batched_matmul_backward points=2
-"""batched_matmul_backward: da and dc have the shapes of a and c, with the right values at batch 1 and batch 7, for a per-element c, a shared (K, N) or (1, K, N) c, a square c and transposed inputs."""
+"""batched_matmul_backward: da and dc have the shapes of a and c, with the
+right values at batch 1 and batch 7, for a per-element c, a shared (K, N) or
+(1, K, N) c, a square c and transposed inputs."""
 course.selfcheck.batched_matmul_backward(batched_matmul_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check

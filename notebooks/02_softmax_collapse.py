@@ -166,7 +166,8 @@ def softmax_jacobian(y):
 #
 # </details>
 # %% test id=test_softmax_jacobian points=1
-"""softmax_jacobian: J has shape (..., N, N) and equals torch's Jacobian of softmax, for one row, batch 1, batch 7, a 3-D y and a transposed view."""
+"""softmax_jacobian: J has shape (..., N, N) and equals torch's Jacobian of
+softmax, for one row, batch 1, batch 7, a 3-D y and a transposed view."""
 course.selfcheck.softmax_jacobian(softmax_jacobian)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -286,7 +287,9 @@ def softmax_backward(y, dy):
 #
 # </details>
 # %% test id=test_softmax_backward points=3
-"""softmax_backward: dx has the shape of y and matches autograd at one row, batch 1, batch 7, a 3-D y and a transposed view, and no tensor of N² elements is allocated for rows of N = 300."""
+"""softmax_backward: dx has the shape of y and matches autograd at one row,
+batch 1, batch 7, a 3-D y and a transposed view, and no tensor of N²
+elements is allocated for rows of N = 300."""
 course.selfcheck.softmax_backward(softmax_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -493,7 +496,9 @@ def shifted_softmax_vjp(x, c, dy):
 #
 # </details>
 # %% test id=test_shifted_softmax_vjp points=2
-"""shifted_softmax_vjp: y, dx and dc against autograd at one row, batch 1, batch 7, a 3-D x and a transposed view, finite and right for float32 logits up to ±1000 whatever the shift, with the forward written by hand."""
+"""shifted_softmax_vjp: y, dx and dc against autograd at one row, batch 1,
+batch 7, a 3-D x and a transposed view, finite and right for float32 logits
+up to ±1000 whatever the shift, with the forward written by hand."""
 course.selfcheck.shifted_softmax_vjp(shifted_softmax_vjp)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -662,7 +667,9 @@ def softmax_cross_entropy_backward(logits, target):
 #
 # </details>
 # %% test id=test_softmax_cross_entropy_backward points=2
-"""softmax_cross_entropy_backward: dlogits has the shape of logits and matches autograd through F.cross_entropy on the flattened rows, at batch 1, batch 7, 3-D logits, saturated logits and a transposed view."""
+"""softmax_cross_entropy_backward: dlogits has the shape of logits and
+matches autograd through F.cross_entropy on the flattened rows, at batch 1,
+batch 7, 3-D logits, saturated logits and a transposed view."""
 course.selfcheck.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check

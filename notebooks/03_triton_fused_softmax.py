@@ -278,7 +278,9 @@ def softmax_fwd_kernel(
 #
 # </details>
 # %% test id=test_softmax_fwd_kernel points=2
-"""softmax_fwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at batch 1 and 7, float32 and float64, and large logits, against torch.softmax; the padding after each output row is left untouched."""
+"""softmax_fwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at
+batch 1 and 7, float32 and float64, and large logits, against torch.softmax;
+the padding after each output row is left untouched."""
 course.selfcheck.softmax_fwd_kernel(softmax_fwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -409,7 +411,9 @@ def softmax_bwd_kernel(
 #
 # </details>
 # %% test id=test_softmax_bwd_kernel points=2
-"""softmax_bwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at batch 1 and 7, float32 and float64, against torch's autograd; the padding after each output row is left untouched."""
+"""softmax_bwd_kernel: rows of 5 and 13 inside wider NaN-padded buffers at
+batch 1 and 7, float32 and float64, against torch's autograd; the padding
+after each output row is left untouched."""
 course.selfcheck.softmax_bwd_kernel(softmax_bwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -535,7 +539,9 @@ class TritonSoftmax(torch.autograd.Function):
 #
 # </details>
 # %% test id=test_TritonSoftmax points=2
-"""TritonSoftmax: y and x̄ through autograd at batch 1 and 7, float32 and float64; saves y and nothing else; a contiguous and a transposed ȳ; no autograd inside backward."""
+"""TritonSoftmax: y and x̄ through autograd at batch 1 and 7, float32 and
+float64; saves y and nothing else; a contiguous and a transposed ȳ; no
+autograd inside backward."""
 course.selfcheck.TritonSoftmax(TritonSoftmax)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -611,7 +617,9 @@ def triton_softmax(x):
 #
 # </details>
 # %% test id=test_triton_softmax points=1
-"""triton_softmax: y and x̄ for 1-D, 2-D (batch 1 and 7) and 3-D inputs, a transposed view and rows of 3000, float32 and float64, run through TritonSoftmax."""
+"""triton_softmax: y and x̄ for 1-D, 2-D (batch 1 and 7) and 3-D inputs, a
+transposed view and rows of 3000, float32 and float64, run through
+TritonSoftmax."""
 course.selfcheck.triton_softmax(triton_softmax)
 ### BEGIN HIDDEN TESTS
 import autograder.check

@@ -131,7 +131,9 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
 #
 # </details>
 # %% test id=test_layernorm_forward points=1
-"""layernorm_forward: y, mean and rstd at batch 1 and 7, for 3-D x and for a transposed (non-contiguous) x, N not a power of two, eps honoured, against torch.nn.functional.layer_norm; mean and rstd shaped x.shape[:-1]."""
+"""layernorm_forward: y, mean and rstd at batch 1 and 7, for 3-D x and for a
+transposed (non-contiguous) x, N not a power of two, eps honoured, against
+torch.nn.functional.layer_norm; mean and rstd shaped x.shape[:-1]."""
 course.selfcheck.layernorm_forward(layernorm_forward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -299,7 +301,10 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # </details>
 # %% test id=test_layernorm_backward points=3
-"""layernorm_backward: dx, dgamma, dbeta at batch 1 and 7 (a square case too), for 3-D x and for transposed (non-contiguous) x and dy, N not a power of two, against autograd through torch.nn.functional.layer_norm; no autograd inside."""
+"""layernorm_backward: dx, dgamma, dbeta at batch 1 and 7 (a square case
+too), for 3-D x and for transposed (non-contiguous) x and dy, N not a power
+of two, against autograd through torch.nn.functional.layer_norm; no autograd
+inside."""
 course.selfcheck.layernorm_backward(layernorm_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -451,7 +456,9 @@ def rmsnorm_backward(dy, x, g, rrms):
 #
 # </details>
 # %% test id=test_rmsnorm_backward points=2
-"""rmsnorm_backward: dx and dg at batch 1 and 7 (a square case too), for 3-D x and for transposed (non-contiguous) x and dy, N not a power of two, against autograd; no autograd inside."""
+"""rmsnorm_backward: dx and dg at batch 1 and 7 (a square case too), for 3-D
+x and for transposed (non-contiguous) x and dy, N not a power of two,
+against autograd; no autograd inside."""
 course.selfcheck.rmsnorm_backward(rmsnorm_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -805,7 +812,12 @@ class TritonLayerNorm(torch.autograd.Function):
 #
 # </details>
 # %% test id=test_TritonLayerNorm points=2
-"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a ragged last group, N a power of two or not, float32 and float64); then the class through autograd at batch 1 and 7, with a contiguous and a transposed (non-contiguous) dy: y, dx, dgamma, dbeta as backward returns them, what forward saves, no autograd in backward; last the kernel on rows longer than BLOCK (several blocks per row, the last one ragged)."""
+"""TritonLayerNorm: layernorm_bwd_kernel launched on 1 and 3 programs (a
+ragged last group, N a power of two or not, float32 and float64); then the
+class through autograd at batch 1 and 7, with a contiguous and a transposed
+(non-contiguous) dy: y, dx, dgamma, dbeta as backward returns them, what
+forward saves, no autograd in backward; last the kernel on rows longer than
+BLOCK (several blocks per row, the last one ragged)."""
 course.selfcheck.TritonLayerNorm(TritonLayerNorm)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -878,7 +890,9 @@ def triton_layernorm(x, gamma, beta, eps=1e-5):
 #
 # </details>
 # %% test id=test_triton_layernorm points=1
-"""triton_layernorm: y and the gradients of x, gamma and beta for 1-D, 2-D (batch 1 and 7) and 3-D x, a transposed view, eps honoured, float32 and float64, run through TritonLayerNorm."""
+"""triton_layernorm: y and the gradients of x, gamma and beta for 1-D, 2-D
+(batch 1 and 7) and 3-D x, a transposed view, eps honoured, float32 and
+float64, run through TritonLayerNorm."""
 course.selfcheck.triton_layernorm(triton_layernorm)
 ### BEGIN HIDDEN TESTS
 import autograder.check

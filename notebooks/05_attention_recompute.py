@@ -209,7 +209,9 @@ class ManualAttention(torch.autograd.Function):
 #
 # </details>
 # %% test id=test_ManualAttention points=3
-"""ManualAttention: o, dq, dk, dv against scaled_dot_product_attention and its autograd for an explicit ō, at batch 1 and 7 with T ≠ d and transposed inputs; no autograd inside backward."""
+"""ManualAttention: o, dq, dk, dv against scaled_dot_product_attention and
+its autograd for an explicit ō, at batch 1 and 7 with T ≠ d and transposed
+inputs; no autograd inside backward."""
 course.selfcheck.ManualAttention(ManualAttention)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -277,7 +279,9 @@ def manual_attention(q, k, v):
 #
 # </details>
 # %% test id=test_manual_attention points=1
-"""manual_attention: o and the three gradients against scaled_dot_product_attention at batch 1 and 7 with transposed inputs, run through ManualAttention."""
+"""manual_attention: o and the three gradients against
+scaled_dot_product_attention at batch 1 and 7 with transposed inputs, run
+through ManualAttention."""
 course.selfcheck.manual_attention(manual_attention)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -447,7 +451,10 @@ def attention_forward_lse(q, k, v):
 #
 # </details>
 # %% test id=test_attention_forward_lse points=2
-"""attention_forward_lse: o against scaled_dot_product_attention and lse against torch.logsumexp of the scores, at batch 1 and 7 with T not a multiple of the block and transposed inputs; at T = 256 nothing bigger than one tile or O(T·d) allocated."""
+"""attention_forward_lse: o against scaled_dot_product_attention and lse
+against torch.logsumexp of the scores, at batch 1 and 7 with T not a
+multiple of the block and transposed inputs; at T = 256 nothing bigger than
+one tile or O(T·d) allocated."""
 course.selfcheck.attention_forward_lse(attention_forward_lse)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -619,7 +626,10 @@ def attention_backward_recompute(q, k, v, o, lse, do):
 #
 # </details>
 # %% test id=test_attention_backward_recompute points=3
-"""attention_backward_recompute: dq, dk, dv against the autograd of scaled_dot_product_attention for an explicit ō, at batch 1 and 7 with T not a multiple of the block and transposed inputs; no autograd; at T = 256 nothing bigger than one tile or O(T·d) allocated."""
+"""attention_backward_recompute: dq, dk, dv against the autograd of
+scaled_dot_product_attention for an explicit ō, at batch 1 and 7 with T not
+a multiple of the block and transposed inputs; no autograd; at T = 256
+nothing bigger than one tile or O(T·d) allocated."""
 course.selfcheck.attention_backward_recompute(attention_backward_recompute)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -727,7 +737,9 @@ class RecomputeAttention(torch.autograd.Function):
 #
 # </details>
 # %% test id=test_RecomputeAttention points=2
-"""RecomputeAttention: o, dq, dk, dv against scaled_dot_product_attention at batch 1 and 7 with transposed inputs; saves q, k, v, o, lse and nothing T×T; its backward allocates nothing T×T at T = 256 and calls no autograd."""
+"""RecomputeAttention: o, dq, dk, dv against scaled_dot_product_attention at
+batch 1 and 7 with transposed inputs; saves q, k, v, o, lse and nothing T×T;
+its backward allocates nothing T×T at T = 256 and calls no autograd."""
 course.selfcheck.RecomputeAttention(RecomputeAttention)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -766,7 +778,9 @@ def recompute_attention(q, k, v):
 #
 # </details>
 # %% test id=test_recompute_attention points=1
-"""recompute_attention: o and the three gradients against scaled_dot_product_attention at batch 1 and 7 with transposed inputs, run through RecomputeAttention; nothing T×T saved or allocated at T = 256."""
+"""recompute_attention: o and the three gradients against
+scaled_dot_product_attention at batch 1 and 7 with transposed inputs, run
+through RecomputeAttention; nothing T×T saved or allocated at T = 256."""
 course.selfcheck.recompute_attention(recompute_attention)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -1035,7 +1049,10 @@ def attention_delta_kernel(
 #
 # </details>
 # %% test id=test_attention_delta_kernel points=2
-"""attention_delta_kernel: D = rowsum(Ō ⊙ O) against torch for n_rows not a multiple of BLOCK_M and head dims that are not powers of two, float32 and float64, O and Ō as strided views inside NaN-padded buffers; nothing written past n_rows."""
+"""attention_delta_kernel: D = rowsum(Ō ⊙ O) against torch for n_rows not a
+multiple of BLOCK_M and head dims that are not powers of two, float32 and
+float64, O and Ō as strided views inside NaN-padded buffers; nothing written
+past n_rows."""
 course.selfcheck.attention_delta_kernel(attention_delta_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -1232,7 +1249,10 @@ def flash_fwd_kernel(
 #
 # </details>
 # %% test id=test_flash_fwd_kernel points=2
-"""flash_fwd_kernel: o against scaled_dot_product_attention and L against torch.logsumexp for T not a multiple of BLOCK_M or BLOCK_N, head dims padded to 16 lanes, row-major and transposed views inside NaN-padded buffers; nothing written outside o and L; a float64 gradcheck through the kernel."""
+"""flash_fwd_kernel: o against scaled_dot_product_attention and L against
+torch.logsumexp for T not a multiple of BLOCK_M or BLOCK_N, head dims padded
+to 16 lanes, row-major and transposed views inside NaN-padded buffers;
+nothing written outside o and L; a float64 gradcheck through the kernel."""
 course.selfcheck.flash_fwd_kernel(flash_fwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -1389,7 +1409,11 @@ def flash_bwd_dkdv_kernel(
 #
 # </details>
 # %% test id=test_flash_bwd_dkdv_kernel points=3
-"""flash_bwd_dkdv_kernel: dk and dv against the autograd of scaled_dot_product_attention for T not a multiple of BLOCK_M or BLOCK_N, head dims padded to 16 lanes, row-major and transposed views inside NaN-padded buffers; nothing written outside dk and dv; a float64 gradcheck through the kernel."""
+"""flash_bwd_dkdv_kernel: dk and dv against the autograd of
+scaled_dot_product_attention for T not a multiple of BLOCK_M or BLOCK_N,
+head dims padded to 16 lanes, row-major and transposed views inside
+NaN-padded buffers; nothing written outside dk and dv; a float64 gradcheck
+through the kernel."""
 course.selfcheck.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check

@@ -155,7 +155,9 @@ def topk_backward(dy, indices, n):
 #
 # </details>
 # %% test id=test_topk_backward points=2
-"""topk_backward: top-k of rows of 8, 10 and 9 at batch 1, batch 7, 3-D and transposed (non-contiguous), then gathers with repeated indices (the last slot among them), against autograd."""
+"""topk_backward: top-k of rows of 8, 10 and 9 at batch 1, batch 7, 3-D and
+transposed (non-contiguous), then gathers with repeated indices (the last
+slot among them), against autograd."""
 course.selfcheck.topk_backward(topk_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -295,7 +297,10 @@ def embedding_backward(dy, ids, num_embeddings):
 #
 # </details>
 # %% test id=test_embedding_backward points=2
-"""embedding_backward: distinct ids at batch 1 and 7 and transposed (non-contiguous), then repeated ids (the last row of the table among them) at batch 1 and 7, with 1-D and 3-D ids, against autograd through F.embedding."""
+"""embedding_backward: distinct ids at batch 1 and 7 and transposed
+(non-contiguous), then repeated ids (the last row of the table among them)
+at batch 1 and 7, with 1-D and 3-D ids, against autograd through
+F.embedding."""
 course.selfcheck.embedding_backward(embedding_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -362,7 +367,8 @@ def relu_backward(dy, x):
 #
 # </details>
 # %% test id=test_relu_backward points=1
-"""relu_backward: batch 1, batch 7, 3-D and transposed (non-contiguous), no input at the kink x = 0, against autograd."""
+"""relu_backward: batch 1, batch 7, 3-D and transposed (non-contiguous), no
+input at the kink x = 0, against autograd."""
 course.selfcheck.relu_backward(relu_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -425,7 +431,9 @@ def maxpool1d_backward(dy, x, kernel_size, stride):
 #
 # </details>
 # %% test id=test_maxpool1d_backward points=2
-"""maxpool1d_backward: windows side by side (stride = kernel_size), then overlapping windows that share a max, at batch 1, batch 7, 3-D and transposed (non-contiguous), against autograd through F.max_pool1d."""
+"""maxpool1d_backward: windows side by side (stride = kernel_size), then
+overlapping windows that share a max, at batch 1, batch 7, 3-D and
+transposed (non-contiguous), against autograd through F.max_pool1d."""
 course.selfcheck.maxpool1d_backward(maxpool1d_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -479,7 +487,9 @@ def dropout_backward(dy, mask, p):
 #
 # </details>
 # %% test id=test_dropout_backward points=1
-"""dropout_backward: p = 0.25, 0.6, 0.5 and 0.3 at batch 1, batch 7, 3-D and transposed (non-contiguous), against autograd; the mask and the scale are checked."""
+"""dropout_backward: p = 0.25, 0.6, 0.5 and 0.3 at batch 1, batch 7, 3-D and
+transposed (non-contiguous), against autograd; the mask and the scale are
+checked."""
 course.selfcheck.dropout_backward(dropout_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -613,7 +623,9 @@ def moe_gate_backward(dy, logits, indices, expert_out):
 #
 # </details>
 # %% test id=test_moe_gate_backward points=3
-"""moe_gate_backward: top-1, 2 and 3 of 4 to 8 experts at batch 1, batch 7, 3-D (batch, tokens) and transposed (non-contiguous), dlogits and dexpert_out against autograd; no autograd inside."""
+"""moe_gate_backward: top-1, 2 and 3 of 4 to 8 experts at batch 1, batch 7,
+3-D (batch, tokens) and transposed (non-contiguous), dlogits and dexpert_out
+against autograd; no autograd inside."""
 course.selfcheck.moe_gate_backward(moe_gate_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -793,7 +805,9 @@ def scatter_add_kernel(
 #
 # </details>
 # %% test id=test_scatter_add_kernel points=2
-"""scatter_add_kernel: one row, distinct rows, then repeated rows (the last output row among them), float64 and float32, rows inside padded (strided, non-contiguous) buffers, against index_add_; the add is atomic."""
+"""scatter_add_kernel: one row, distinct rows, then repeated rows (the last
+output row among them), float64 and float32, rows inside padded (strided,
+non-contiguous) buffers, against index_add_; the add is atomic."""
 course.selfcheck.scatter_add_kernel(scatter_add_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check

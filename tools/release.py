@@ -7,6 +7,12 @@ a student must never receive a notebook that lags behind its source.
 
 nbgrader runs with ``--no-db``: generating a release needs no gradebook, and the
 course's real gradebook is the instructor's, not the repository's.
+
+Each graded test cell of a release is tagged ``raises-exception``: JupyterLab's Run All then
+goes on past an unsolved check (the kernel is asked not to stop on its error), so a new
+student's later demonstrations still run. Only release/ carries the tag: nbval honours it too,
+and on source/ it would let a failing check pass. Grading ignores it: nbgrader scores a cell
+from its error output, whatever its tags.
 """
 
 from __future__ import annotations
@@ -18,8 +24,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 from autograder.nbrunner import ROOT, copy_course, nbgrader
 from autograder.nbrunner import assignments as course_assignments
+
+RUN_ALL_GOES_ON = "raises-exception"  # the tag JupyterLab's Run All does not stop at
 
 
 def assignments(requested: list[str]) -> list[str]:
@@ -34,6 +44,25 @@ def generate(course_dir: Path, names: list[str]) -> None:
     """Generate release/<name>/ inside ``course_dir`` (which must hold nbgrader_config.py and source/)."""
     for name in names:
         nbgrader(course_dir, "generate_assignment", name, "--force", "--no-db")
+        for path in sorted((course_dir / "release" / name).glob("*.ipynb")):
+            tag_test_cells(path)
+
+
+def is_test_cell(cell) -> bool:
+    nbgrader_meta = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and nbgrader_meta.get("grade", False) and not nbgrader_meta.get("solution", False)
+
+
+def tag_test_cells(path: Path) -> None:
+    """Tag every graded test cell of the notebook at ``path`` so that Run All goes on past it."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        tags = cell.metadata.setdefault("tags", [])
+        if is_test_cell(cell) and RUN_ALL_GOES_ON not in tags:
+            tags.append(RUN_ALL_GOES_ON)
+        if not tags:
+            del cell.metadata["tags"]
+    path.write_text(nbformat.writes(nb) + "\n")  # nbgrader's own layout: nbformat's, one newline at the end
 
 
 def differences(names: list[str]) -> list[str]:

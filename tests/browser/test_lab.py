@@ -1,17 +1,21 @@
 """Notebook 00 in a real JupyterLab, as a student uses it: Debian's Chromium, headless, driven by Playwright.
 
 The test copies ``release/`` and ``nbgrader_config.py`` into a scratch course folder, starts
-JupyterLab there on a free loopback port with nbgrader's student extensions, opens
+JupyterLab there on a free loopback port with the committed ``lab-config/`` that ``make lab``
+uses (of nbgrader only Validate; no news pop-up; no Assignments tab to fail), opens
 ``release/00_vjp_contract/00_vjp_contract.ipynb`` and, like a student:
 
 1. runs all cells from the Run menu — ``import course`` says where it runs, the ε plot is an
-   image, and Run All stops at Part A's test cell with a short message naming
-   ``numerical_gradient``, not a traceback;
+   image, Part A's test cell shows a short message naming ``numerical_gradient``, not a
+   traceback, and Run All goes on past it (the release tags test cells ``raises-exception``)
+   to the notebook's last cell;
 2. calls the unfinished function from a scratch cell — the stub's own ``✎ exercise not done yet``;
 3. pastes each answer into its solution cell (the test reads it from the *source* notebook with
    nbformat; nothing on the student side holds it) and runs it and its test cell — ``✓``;
 4. runs everything again, saves, and clicks nbgrader's Validate button — "Success! Your
-   notebook passes all the tests." (Validate on the untouched notebook, after step 1, fails.)
+   notebook passes all the tests." (Validate on the untouched notebook, after step 1, fails.);
+5. validates it as a student of the bundle would, without nbgrader: ``!python -m course validate``
+   in a console on the notebook's kernel prints a table with every check ✓.
 
 A screenshot of each step goes to the test's ``tmp_path`` and is copied to ``bench/browser/``.
 Chromium comes from Debian (``make browser``; ``CHROMIUM=/path`` to use another); Playwright
@@ -28,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -41,11 +46,12 @@ SLUG = "00_vjp_contract"
 NOTEBOOK = f"release/{SLUG}/{SLUG}.ipynb"
 EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
 SHOTS_COPY = ROOT / "bench" / "browser"
+LAB_CONFIG = ROOT / "lab-config"  # what `make lab` puts first on JUPYTER_CONFIG_PATH
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 RELEASE = nbformat.read(ROOT / NOTEBOOK, as_version=4)
 KERNEL_IDLE = f"{RELEASE.metadata.kernelspec.display_name} | Idle"  # the status bar, when nothing runs
 
-pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
 
 def _free_port() -> int:
@@ -93,26 +99,21 @@ def lab(tmp_path_factory):
     course = top / "course"
     shutil.copytree(ROOT / "release", course / "release", ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     shutil.copy(ROOT / "nbgrader_config.py", course)
-    # No news pop-up over the notebook; everything else is JupyterLab's defaults.
-    settings = top / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
 
     port, token = _free_port(), uuid.uuid4().hex
     # A student's kernel: matplotlib's inline backend (the tests' MPLBACKEND=Agg would draw nothing),
     # and course choosing the device itself.
     env = with_bin({k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "TRITON_INTERPRET")})
     env.update(
+        JUPYTER_CONFIG_PATH=str(LAB_CONFIG),  # make lab's configuration, and nothing of this machine's user
         JUPYTER_CONFIG_DIR=str(top / "config"),
         JUPYTER_RUNTIME_DIR=str(top / "runtime"),
         IPYTHONDIR=str(top / "ipython"),
     )
-    extensions = "{'nbgrader.server_extensions.assignment_list': True, 'nbgrader.server_extensions.validate_assignment': True}"
     cmd = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root",
         "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={course}",
-        f"--ServerApp.jpserver_extensions={extensions}",
         f"--LabApp.user_settings_dir={top / 'settings'}", f"--LabApp.workspaces_dir={top / 'workspaces'}",
     ]
     log = top / "jupyterlab.log"
@@ -183,13 +184,21 @@ class Student:
         self.page.keyboard.press("Control+V")
         self.expect(editor).to_contain_text(text.splitlines()[-1].strip())
 
-    def shot(self, name: str, cell: int | None = None, part: str = "") -> None:
-        """The page, or one cell (``part``: a selector inside it, for a cell taller than the window)."""
+    def command(self, label: str) -> None:
+        """Run a command by its label from the command palette (Ctrl+Shift+C)."""
+        self.page.keyboard.press("Control+Shift+C")
+        palette = self.page.locator("#modal-command-palette")
+        palette.locator(".lm-CommandPalette-input").fill(label)
+        palette.locator(".lm-CommandPalette-itemLabel", has_text=re.compile(f"^{re.escape(label)}$")).first.click()
+
+    def shot(self, name: str, cell: int | None = None, part: str = "", target=None) -> None:
+        """The page, one cell (``part``: a selector inside it, for a cell taller than the window), or ``target``."""
         path = self.shots / f"{len(self.taken) + 1:02d}_{name}.png"
-        if cell is None:
+        if cell is not None:
+            target = self.cell(cell).locator(part) if part else self.cell(cell)
+        if target is None:
             self.page.screenshot(path=path)
         else:
-            target = self.cell(cell).locator(part) if part else self.cell(cell)
             target.scroll_into_view_if_needed()
             target.screenshot(path=path)
         self.taken.append(path)
@@ -207,6 +216,7 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
     check = {g: _cell_index(f"test_{g}") for g in EXERCISES}
     cells = RELEASE.cells
     n_cells = len(cells)
+    last = max(i for i, c in enumerate(cells) if c.cell_type == "code")
     finished = False
 
     with sync_playwright() as pw:
@@ -223,10 +233,19 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             expect(validate, "nbgrader's Validate button is in the notebook toolbar").to_be_visible()
             student.shot("opened")
 
+            # make lab's lab-config/: of nbgrader only Validate, and JupyterLab asks nothing about news.
+            config = page.evaluate("() => JSON.parse(document.getElementById('jupyter-config-data').textContent)")
+            for plugin in ("@jupyterlab/apputils-extension:announcements", "@jupyter/nbgrader:assignment-list",
+                           "@jupyter/nbgrader:course-list"):
+                assert plugin in config["disabledExtensions"], f"{plugin} is on: {config['disabledExtensions']}"
+            for route in ("assignments", "formgraders", "formgrader"):  # nbgrader's list and formgrader servers
+                assert _status(f"{base}/{route}?token={token}") == 404, f"/{route} answers: its server extension is on"
+            expect(page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader")).to_have_count(0)
+
             # 1. Run All, on a notebook nobody has touched.
             first = check["numerical_gradient"]
             student.menu("Run", "Run All Cells")
-            student.wait_ran(first, "[ ]:")
+            student.wait_ran(last, "[ ]:", timeout_s=240)  # past every unsolved check, to the end
             device = "GPU: " if _cuda() else "CPU (no CUDA GPU found)"
             said = student.outputs(import_cell)
             assert said.startswith(f"course: running on {device}"), f"`import course` printed {said!r}"
@@ -243,8 +262,14 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             assert "numerical_gradient" in message and ("not done" in message or "not-implemented" in message), message
             assert len(message.strip().splitlines()) <= 3, f"not a short message:\n{message}"
             assert "Traceback" not in message and 'File "' not in message, f"a traceback, not a message:\n{message}"
-            after = next(i for i in range(first + 1, n_cells) if cells[i].cell_type == "code")
-            assert student.prompt(after) == "[ ]:", "Run All stops at the first failing cell"
+            for grade_id in EXERCISES:  # each unsolved check says so, and Run All went on past it
+                said = student.outputs(check[grade_id])
+                assert "not done" in said or "not-implemented" in said, f"test_{grade_id} after Run All:\n{said}"
+                after = next(i for i in range(check[grade_id] + 1, n_cells) if cells[i].cell_type == "code")
+                assert re.fullmatch(r"\[\d+\]:", student.prompt(after)), \
+                    f"Run All stopped at test_{grade_id}: the next code cell shows {student.prompt(after)!r}"
+            student.shot("run_all_went_on", last)
+            expect(page.get_by_text("Jupyter news")).to_have_count(0)
 
             # Validate on the untouched notebook fails, naming the unfinished part.
             validate.click()
@@ -298,7 +323,6 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
                 assert passed.lstrip().startswith("✓"), f"test_{grade_id} after pasting the answer:\n{passed}"
 
             # 4. Everything, then nbgrader's Validate on the saved notebook.
-            last = max(i for i, c in enumerate(cells) if c.cell_type == "code")
             before = student.prompt(last)
             student.menu("Run", "Run All Cells")
             student.wait_ran(last, before)
@@ -313,6 +337,23 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             student.shot("validate")
             body = dialog.locator(".jp-Dialog-body").text_content()
             assert "Success! Your notebook passes all the tests." in body, f"Validate said:\n{body}"
+            dialog.get_by_role("button", name="Ok").click()
+            expect(dialog).to_have_count(0)
+
+            # 5. Validate without nbgrader, as from the bundle: the course's command, in a console on this kernel.
+            student.command("New Console for Notebook")
+            prompt = page.locator(".jp-CodeConsole-promptCell .cm-content")
+            expect(prompt).to_be_visible(timeout=60_000)
+            prompt.click()
+            page.keyboard.insert_text(f"!python -m course validate {SLUG}.ipynb")
+            page.keyboard.press("Shift+Enter")
+            ran = page.locator(".jp-CodeConsole-content .jp-Cell").last
+            expect(ran).to_contain_text("points would pass the visible checks", timeout=180_000)
+            student.shot("course_validate", target=ran)
+            table = ran.locator(".jp-OutputArea-output").last.text_content()
+            assert "6 of 6 points would pass the visible checks" in table, f"python -m course validate printed:\n{table}"
+            for grade_id in EXERCISES:
+                assert re.search(rf"test_{grade_id}\s+\d+\s+✓", table), f"test_{grade_id} in:\n{table}"
             finished = True
         finally:
             if not finished:
@@ -324,6 +365,14 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             for path in student.taken:
                 shutil.copy(path, SHOTS_COPY / path.name)
             print(f"screenshots: {shots} (copied to {SHOTS_COPY})")
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
 
 
 def _cuda() -> bool:
