@@ -11,7 +11,8 @@ they run in one bash shell, as a student types them, with two substitutions for 
   test must never fetch: with ``--no-index``, pip fails instead.
 
 Then the release notebook 00 runs in a Jupyter kernel of that environment, from its first cell to its first
-test cell, with the first exercise solved by the code below (written here, not taken from source/).
+test cell, with the first exercise solved by the code below (written here, not taken from source/); last,
+the README's ``python -m course validate`` runs the untouched notebook in that environment.
 """
 
 from __future__ import annotations
@@ -129,4 +130,12 @@ def test_bundle_installs_by_its_readme_and_runs_the_first_check(tmp_path):
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["grade_id"] == "test_numerical_gradient", result
     assert result["stdout"].startswith("✓ numerical_gradient passes the visible checks"), result["stdout"]
+
+    # The README's validate command works in that environment: the untouched notebook runs to its end and
+    # every check is reported, none passing.
+    validate = subprocess.run([str(python), "-m", "course", "validate", str(notebook)],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert "python -m course validate" in readme
+    assert validate.returncode == 1, f"validate should fail an untouched notebook:\n{validate.stdout[-3000:]}\n{validate.stderr[-3000:]}"
+    assert "not implemented yet" in validate.stdout and "0 of 6 points" in validate.stdout, validate.stdout
     print(f"bundle install: {installed:.0f} s to install, {time.monotonic() - start:.0f} s in all")
