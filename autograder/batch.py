@@ -716,7 +716,7 @@ def explain_in_notebook(path: Path, rows: list[Row]) -> None:
 def _feedback(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
     """nbgrader's feedback for each assignment's autograded students, in one nbgrader process (each start costs
     seconds); made safe to open (autograder.feedback) in the course, then copied to OUT/feedback/<student>/."""
-    from .feedback import sanitize_folder
+    from .feedback import hide_hidden_tests, sanitize_folder
 
     notes = {a: "no feedback: nothing was autograded" for a, students in wanted.items() if not students}
     wanted = {a: students for a, students in wanted.items() if students}
@@ -725,6 +725,8 @@ def _feedback(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path])
     for a, students in wanted.items():  # regenerated below: nbgrader skips what is newer than its notebook
         for student in students:
             shutil.rmtree(course / "feedback" / student / a, ignore_errors=True)
+            for notebook in sorted((course / "autograded" / student / a).glob("*.ipynb")):
+                hide_hidden_tests(notebook)  # --no-trusted ran the hidden tests in the kernel: their lines stay off the page
     try:
         nbgrader(course, "generate_feedback", f"--assignment={next(iter(wanted)) if len(wanted) == 1 else '*'}",
                  timeout=3600)

@@ -4,18 +4,98 @@ Why: ``generate_feedback`` passes a student's raw HTML in Markdown cells through
 template writes some output fields into attributes unescaped, so a ``<script>``, an ``onerror`` or
 a remote image would run in the browser of whoever opens the page, the instructor included. What
 is kept: docs/grading.md, "Output" (``feedback/<student>/ASSIGNMENT.html``).
+
+A page is one file that loads nothing and runs nothing, so it reads the same offline: the head gets
+the grader's own stylesheet (``STYLESHEET``, never the page's), and the TeX of the Markdown text
+becomes MathML (which browsers draw natively, no MathJax) while the page is rebuilt. The hidden
+tests' lines are taken out of the autograded notebook before nbgrader renders it
+(``hide_hidden_tests``).
+
+Limitations: TeX that latex2mathml cannot convert (an unknown command, a syntax error), or past the
+per-formula and per-page budgets, stays as its TeX text. ``\\$`` is lost to nbconvert's Markdown, so
+an inline ``$…$`` has no space after its opening dollar and no digit after its closing one (as in
+pandoc): "$5 and $10" stays text.
 """
 
 from __future__ import annotations
 
+import bisect
 import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+import nbformat
+from latex2mathml.converter import convert_to_element
+
 MiB = 1 << 20
 FEEDBACK_MAX = 8 * MiB  # one feedback page, in bytes
 TRUNCATED = "Feedback truncated by the grader: this page passed {mib} MiB."
+
+# The page's only styles, fixed here: nothing the page carries (nbconvert's, nbgrader's, a student's) is kept.
+# No url() and no @import, so it loads nothing. The class names are those nbconvert's classic template and
+# nbgrader's feedback template write.
+STYLESHEET = """
+body { margin: 0; padding: 1em; color: #222; background: #fff;
+  font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", sans-serif; }
+.container { max-width: 62em; margin: 0 auto; }
+#notebook-container { max-width: none; }
+h1, h2, h3, h4 { line-height: 1.25; margin: 1.2em 0 .5em; }
+a { color: #1a5fa8; }
+a.anchor-link { visibility: hidden; margin-left: .3em; text-decoration: none; }
+h1:hover a.anchor-link, h2:hover a.anchor-link, h3:hover a.anchor-link, h4:hover a.anchor-link { visibility: visible; }
+img { max-width: 100%; }
+code, kbd, pre, samp, tt { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
+code { font-size: 90%; background: #f3f3f3; padding: 0 .25em; border-radius: 3px; }
+pre { font-size: 13px; line-height: 1.4; margin: 0; padding: .5em .7em; overflow-x: auto; white-space: pre; }
+pre code { background: none; padding: 0; }
+table { border-collapse: collapse; margin: .8em 0; }
+th, td { border: 1px solid #c8c8c8; padding: .3em .7em; text-align: left; vertical-align: top; }
+thead th { background: #f0f0f0; }
+tbody tr:nth-child(even) { background: #fafafa; }
+details { margin: .4em 0; padding: .2em .7em; border-left: 3px solid #c8c8c8; }
+summary { cursor: pointer; font-weight: 600; }
+blockquote { margin: .5em 0; padding-left: 1em; border-left: 3px solid #ddd; color: #555; }
+math { font-size: 1.1em; }
+math[display="block"] { margin: .6em 0; overflow-x: auto; }
+menclose[notation~="box"] { border: 1px solid currentColor; padding: .2em .3em; }
+mtext[mathvariant="monospace"] { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
+mtext[mathvariant="bold"], mtext[mathvariant="bold-italic"] { font-weight: bold; }
+mtext[mathvariant="italic"], mtext[mathvariant="bold-italic"] { font-style: italic; }
+.cell { display: flex; margin: .6em 0; }
+.cell > .input, .output_area { display: flex; }
+.cell > .input { flex: 1; min-width: 0; }
+.code_cell { flex-direction: column; }
+.prompt { flex: 0 0 7ex; padding-right: .6em; text-align: right; color: #999; font: 12px/2 monospace; }
+.inner_cell, .nbgrader_cell, .output_subarea { flex: 1; min-width: 0; }
+.input_area { background: #f7f7f7; border: 1px solid #e0e0e0; border-radius: 3px; }
+.output_subarea pre { padding: .3em .7em; }
+.output_stderr pre, .output_error pre { background: #fdecea; border-left: 3px solid #d2413a; }
+.panel { border: 1px solid #d0d0d0; border-radius: 4px; margin-bottom: 1em; }
+.panel-heading { padding: .5em .8em; background: #f5f5f5; border-bottom: 1px solid #d0d0d0; }
+.panel-heading h4 { margin: 0 0 .3em; font-size: 1.15em; }
+.panel-body { padding: .5em .8em; }
+.panel-primary { border-color: #337ab7; }
+.panel-primary > .panel-heading { background: #337ab7; color: #fff; }
+.panel-primary > .panel-heading a { color: #dde8f3; }
+.panel-primary > .panel-heading code { background: none; color: inherit; }
+.nbgrader_cell .panel-body { padding: 0; }
+.nbgrader_cell .input_area { border: none; }
+.pull-right { float: right; }
+.late-penalty { color: #d2413a; }
+.alert-warning { margin: 1em 0; padding: .6em .8em; background: #fcf8e3; border: 1px solid #faebcc; }
+.highlight .k, .highlight .kc, .highlight .kd, .highlight .kn, .highlight .kr, .highlight .nb { color: #008000; font-weight: 600; }
+.highlight .s, .highlight .s1, .highlight .s2, .highlight .sa, .highlight .si, .highlight .se { color: #ba2121; }
+.highlight .sd, .highlight .c, .highlight .c1, .highlight .cm { color: #3d7b7b; font-style: italic; }
+.highlight .m, .highlight .mi, .highlight .mf, .highlight .o { color: #666; }
+.highlight .ow { color: #a2f; font-weight: 600; }
+.highlight .nf, .highlight .nc, .highlight .nn { color: #00f; }
+@media print { .cell, .output_wrapper { break-inside: avoid; } }
+"""
+# What the browser may do with the page at all, should anything live slip past the allowlist: no script, no
+# connection, images only from data: URLs, styles only inline (the stylesheet above and style attributes).
+POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+_HEAD_EXTRAS = f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n<style>{STYLESHEET}</style>\n'
 
 _TAGS = frozenset("""
     a abbr article b blockquote body br caption center cite code col colgroup dd del details dfn div dl dt em
@@ -32,9 +112,37 @@ _STYLE = re.compile(r"[\w\s#%.,:;()\-]{0,500}")
 _STYLE_DANGER = re.compile(r"url|expression|image|import|javascript|behavior|binding|var\(|attr\(", re.I)
 _LINK = re.compile(r"(#|https?:|mailto:)", re.I)
 _HEAD = frozenset({"html", "head", "meta", "title", "style", "script", "link", "base", "noscript"})
-_MATHJAX = re.compile(r"mathjax", re.I)
 _IMAGE = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]+", re.I)
 _URL_NOISE = re.compile(r"[\x00-\x20\x7f]+")  # browsers drop these inside and around a URL's scheme
+
+# MathML Core's presentation elements, and latex2mathml's menclose (\boxed; drawn by STYLESHEET). Not maction
+# (its actions), annotation-xml (it holds HTML) or mglyph (it loads an image).
+_MATH_TAGS = frozenset("""
+    math mi mn mo ms mtext mspace mrow mfrac msqrt mroot mstyle merror mpadded mphantom msub msup msubsup
+    munder mover munderover mmultiscripts mprescripts none mtable mtr mtd semantics annotation menclose
+""".split())
+# Presentation attributes only: no href, xlink:href, src, actiontype, definitionURL, style, class or event handler.
+_MATH_ATTRS = frozenset("""
+    display mathvariant displaystyle scriptlevel stretchy fence separator form lspace rspace minsize maxsize
+    largeop movablelimits symmetric accent accentunder linethickness columnalign rowalign columnspan rowspan
+    columnlines rowlines columnspacing rowspacing frame framespacing notation width height depth voffset
+    mathcolor mathbackground mathsize
+""".split())
+_MATH_VALUE = re.compile(r"[\w\s#%.,+\-]{0,100}")  # lengths, colours, keywords: no ':', '/' or '(' a URL needs
+_NO_TEX = frozenset({"pre", "code", "kbd", "samp", "tt", "math"})  # code shows as written; MathML is maths already
+# TeX as Jupyter's MathJax finds it (formulas): where a formula may open, and the closing delimiter of each opening
+# one. A backslash and the character after it are an escape (\$ is a dollar sign), and open nothing.
+_OPENER = re.compile(r"\$\$|\$|\\\[|\\\(|\\.", re.S)
+_CLOSER = {"$$": "$$", "$": "$", "\\[": "\\]", "\\(": "\\)"}
+_TEXT_WITH_MATH = re.compile(r"\\text\{([^{}$]*)\$([^{}$]*)\$([^{}$]*)\}")  # \text{… $x$ …}, which MathJax allows
+_UNKNOWN = re.compile(r"\\[A-Za-z]+")  # a command latex2mathml did not know, left in the output as text
+TEX_FORMULA_MAX = 1000  # characters of one formula: a longer one stays TeX (the course's longest: 341)
+TEX_PAGE_MAX = 100_000  # characters of TeX converted in one page (the course's most: 7,491 in 601 formulas)
+FORMULAS_MAX = 5000  # formulas converted in one page
+
+# nbgrader's ClearHiddenTests delimiters, matched as it matches them (anywhere in a line).
+HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
+HIDDEN_NOTE = "# hidden tests ran here"
 
 
 def _attribute(tag: str, name: str, value: str | None) -> str | None:
@@ -58,6 +166,69 @@ def _attribute(tag: str, name: str, value: str | None) -> str | None:
     return value[:2000]
 
 
+def _math_attributes(attrs) -> str:
+    """The attributes a MathML element keeps, written out."""
+    return "".join(f' {name}="{html.escape(value, quote=True)}"' for name, value in attrs
+                   if name in _MATH_ATTRS and _MATH_VALUE.fullmatch(value or ""))
+
+
+def formulas(text: str) -> list[tuple[int, int, str, bool]]:
+    """Each formula in ``text``: where it starts and ends (delimiters included), its TeX, whether it is displayed.
+
+    ``$$…$$`` and ``\\[…\\]`` are displayed, ``$…$`` and ``\\(…\\)`` inline; each ends at the first closing
+    delimiter after at least one character. An inline ``$`` opens before no space and closes before no digit (as
+    in pandoc, less its rule on a space before the closing ``$``, which the course writes: "$0/0 = $ NaN"), so that
+    "$5 and $10" stays text. Every closing delimiter's places are listed once, so that a text full of openings
+    that never close costs n log n, not n²."""
+    places: dict[str, list[int]] = {}
+
+    def closing(delimiter: str, after: int) -> int:
+        if delimiter not in places:
+            pattern = r"(?<!\\)\$" if delimiter == "$" else "(?=" + re.escape(delimiter) + ")"  # \$ closes nothing
+            places[delimiter] = [m.start() for m in re.finditer(pattern, text)]
+        found = places[delimiter]
+        k = bisect.bisect_left(found, after)
+        return found[k] if k < len(found) else -1
+
+    found, at = [], 0
+    while m := _OPENER.search(text, at):
+        opening = m.group()
+        at = m.end() if opening not in _CLOSER else m.start() + 1  # an escape is skipped; an opening tried once
+        if opening == "$" and (m.end() == len(text) or text[m.end()].isspace()):
+            continue
+        end = closing(_CLOSER[opening], m.end() + 1) if opening in _CLOSER else -1
+        if end < 0 or (opening == "$" and text[end + 1:end + 2].isdigit()):
+            continue
+        found.append((m.start(), end + len(_CLOSER[opening]), text[m.end():end], opening in ("$$", "\\[")))
+        at = end + len(_CLOSER[opening])
+    return found
+
+
+def tex_to_mathml(tex: str, display: bool) -> str | None:
+    """``tex`` (without its delimiters) as one ``<math>`` element built from the MathML allowlist, or None
+    where latex2mathml cannot convert it all."""
+    tex = _TEXT_WITH_MATH.sub(r"\\text{\1}\2\\text{\3}", tex)
+    try:
+        root = convert_to_element(tex, display="block" if display else "inline")
+    except Exception:  # latex2mathml's errors share no base class; deep nesting is a RecursionError
+        return None
+    out: list[str] = []
+    stack: list = [root]  # elements to write, and (tag, tail) of those to close
+    while stack:  # a loop, not recursion: the tree is as deep as the TeX's braces
+        item = stack.pop()
+        if isinstance(item, tuple):
+            out.append(f"</{item[0]}>{html.escape(html.unescape(item[1] or ''), quote=False)}")
+            continue
+        text = html.unescape(item.text or "")  # latex2mathml writes characters as entities: decoded, escaped below
+        if _UNKNOWN.fullmatch(text):
+            return None  # the TeX reads better than a formula with a command spelled out in it
+        tag = item.tag if item.tag in _MATH_TAGS else "mrow"
+        out.append(f"<{tag}{_math_attributes(item.attrib.items())}>{html.escape(text, quote=False)}")
+        stack.append((tag, item.tail))
+        stack.extend(reversed(list(item)))
+    return "".join(out)
+
+
 class _Page(HTMLParser):
     """Rebuilds a page from the allowlist; stops at ``limit`` bytes of output."""
 
@@ -69,7 +240,10 @@ class _Page(HTMLParser):
         self.full = False
         self.in_head = True  # until </head>, <body> or the first thing that can only be body
         self.open: list[str] = []  # the tags opened and not yet closed
-        self.raw = ""  # inside <script> or <style>: "keep" (the template's, in the head) or "drop"
+        self.drop = False  # inside a <script> or <style>: its content is dropped
+        self.text: list[str] = []  # body text not yet written: TeX is found in a whole run of text
+        self.tex_left = TEX_PAGE_MAX
+        self.formulas_left = FORMULAS_MAX
 
     def _emit(self, text: str) -> None:
         if self.full:
@@ -88,13 +262,17 @@ class _Page(HTMLParser):
         self._start(tag, attrs, closed=True)
 
     def _start(self, tag: str, attrs, closed: bool) -> None:
+        self._flush_text()
         if self.in_head and (tag == "body" or tag not in _HEAD):
             self._end_head()
         if self.in_head:
             self._head_start(tag, dict(attrs), closed)
             return
         if tag in _RAW:
-            self.raw = "" if closed else "drop"
+            self.drop = not closed
+            return
+        if tag in _MATH_TAGS and (tag == "math" or "math" in self.open):
+            self._open(tag, _math_attributes(attrs), closed)
             return
         if tag not in _TAGS:
             return
@@ -119,50 +297,71 @@ class _Page(HTMLParser):
             self.open.append(tag)
 
     def _head_start(self, tag: str, attrs: dict, closed: bool) -> None:
-        if tag in ("html", "head"):
+        """The template's head keeps its charset and title; its styles and scripts (nbconvert's CSS, the MathJax
+        loader from a CDN) go: the page gets STYLESHEET instead, and MathML needs no script."""
+        if tag in ("html", "head", "title"):
             self._open(tag, "", closed)
         elif tag == "meta" and "charset" in attrs:
             self._emit('<meta charset="utf-8">')
-        elif tag == "title":
-            self._open(tag, "", closed)
         elif tag in _RAW:
-            template = tag == "style" or attrs.get("type") == "text/x-mathjax-config" or \
-                _MATHJAX.search(attrs.get("src") or "")
-            self.raw = "" if closed else ("keep" if template else "drop")
-            if template:
-                kept = "".join(f' {k}="{html.escape(attrs[k] or "", quote=True)}"'
-                               for k in ("src", "type") if k in attrs)
-                self._open(tag, kept, closed)
+            self.drop = not closed
 
     def _end_head(self) -> None:
+        if not self.in_head:
+            return
         self.in_head = False
+        self._emit(_HEAD_EXTRAS)
         if "head" in self.open:
-            self.handle_endtag("head")
+            self._close("head")
 
     def handle_endtag(self, tag):
+        self._flush_text()
         if tag in _RAW:
-            if self.raw == "keep":
-                self.raw = ""
-            elif self.raw == "drop":
-                self.raw = ""
-                return
-        if self.full or self.raw or tag in _VOID or tag not in self.open:
-            return
+            self.drop = False
+        elif tag == "head" and self.in_head:
+            self._end_head()
+        elif not (self.full or self.drop or tag in _VOID or tag not in self.open):
+            self._close(tag)
+
+    def _close(self, tag: str) -> None:
         while self.open:
             top = self.open.pop()
             self._emit(f"</{top}>")
             if top == tag:
                 break
-        if tag == "head":
-            self.in_head = False
 
     def handle_data(self, data):
-        if self.raw == "keep":
-            self._emit(data)  # the template's own CSS or MathJax configuration, as written
-        elif not self.raw:
-            if self.in_head and data.strip() and (not self.open or self.open[-1] != "title"):
-                self._end_head()
-            self._emit(html.escape(data, quote=False))
+        if self.drop:
+            return  # a script's or a style's code, never text
+        if self.in_head:
+            if not data.strip() or (self.open and self.open[-1] == "title"):
+                self._emit(html.escape(data, quote=False))
+                return
+            self._end_head()
+        self.text.append(data)
+
+    def _flush_text(self) -> None:
+        """Write the body text read since the last tag, its TeX as MathML outside code."""
+        if not self.text:
+            return
+        text, self.text = "".join(self.text), []
+        if any(t in _NO_TEX for t in self.open):
+            self._emit(html.escape(text, quote=False))
+            return
+        done = 0
+        for start, end, tex, display in formulas(text):
+            mathml = self._formula(tex, display)
+            if mathml is not None:
+                self._emit(html.escape(text[done:start], quote=False) + mathml)
+                done = end
+        self._emit(html.escape(text[done:], quote=False))
+
+    def _formula(self, tex: str, display: bool) -> str | None:
+        if len(tex) > min(TEX_FORMULA_MAX, self.tex_left) or self.formulas_left <= 0:
+            return None
+        self.tex_left -= len(tex)
+        self.formulas_left -= 1
+        return tex_to_mathml(tex, display)
 
     def handle_decl(self, decl):
         if self.in_head and decl.lower().startswith("doctype") and not self.out:
@@ -175,6 +374,8 @@ class _Page(HTMLParser):
 
     def finish(self, note: str) -> str:
         self.close()
+        self._flush_text()
+        self._end_head()
         tail = []
         if self.full:
             tail.append(f'<div class="alert alert-warning"><strong>{html.escape(note)}</strong></div>')
@@ -205,3 +406,34 @@ def sanitize_folder(folder: Path, limit: int = FEEDBACK_MAX) -> int:
             path.write_bytes(sanitize_page(raw.decode("utf-8", "replace"), limit).encode("utf-8", "replace"))
             pages += 1
     return pages
+
+
+def hide_hidden_tests(path: Path) -> int:
+    """Replace each hidden-test region in the notebook at ``path`` — from its ``### BEGIN HIDDEN TESTS`` line to
+    its ``### END HIDDEN TESTS`` line, both included — with one ``# hidden tests ran here`` line, in place, so that
+    the feedback nbgrader renders from it shows the visible checks only. Returns how many regions it hid."""
+    nb = nbformat.read(path, as_version=4)
+    hidden = 0
+    for cell in nb.cells:
+        source, regions = without_hidden_tests(cell.source)
+        if regions:
+            cell.source = source
+            hidden += regions
+    if hidden:
+        nbformat.write(nb, path)
+    return hidden
+
+
+def without_hidden_tests(source: str) -> tuple[str, int]:
+    """``source`` with each hidden-test region replaced by HIDDEN_NOTE (indented as its BEGIN line), and how
+    many there were. A region with no END runs to the end of the cell: hidden rather than shown."""
+    kept, regions, inside = [], 0, False
+    for line in source.split("\n"):
+        if inside:
+            inside = HIDDEN_END not in line
+        elif HIDDEN_BEGIN in line:
+            inside, regions = True, regions + 1
+            kept.append(line[:len(line) - len(line.lstrip())] + HIDDEN_NOTE)
+        else:
+            kept.append(line)
+    return "\n".join(kept), regions
