@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -207,11 +208,20 @@ def test_the_partial_credit_attacks_score_zero_without_the_re_check(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "autograder", "grade", A, "--submissions", str(subs), "--course", str(course),
          "--out", str(tmp_path / "out"), "--workers", "2", "--cell-timeout", "10", "--isolation", isolation,
-         "--no-trusted", "--no-feedback", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+         "--no-trusted", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     with open(tmp_path / "out" / "grades.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 15
+    # Here the hidden tests ran in the kernel, so nbgrader's autograded notebooks hold their lines: the
+    # feedback pages must not show them, nor load anything to draw their maths.
+    for student in ("solution", *(h.name for h in attacks)):
+        page = (tmp_path / "out" / "feedback" / student / f"{A}.html").read_text()
+        text = re.sub(r"<[^>]*>", "", page)  # the code as shown, without the highlighter's spans
+        assert "HIDDEN TESTS" not in text, student
+        assert not re.search(r"autograder\.check\.\w+\(", text), student  # a hidden call line
+        assert page.count("# hidden tests ran here") == 5, student
+        assert "<script" not in page and "<math" in page, student
     for r in rows:
         if r["student"] == "solution":
             assert r["score"] == r["max_score"] and not r["reason"], r
