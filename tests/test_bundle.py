@@ -1,5 +1,6 @@
 """The student bundle holds the release notebooks and `course`, and no solution of any kind; `make bundle` installs nothing."""
 
+import os
 import re
 import subprocess
 import sys
@@ -64,7 +65,9 @@ def test_bundle_script_needs_only_the_standard_library(tmp_path, bundle):
 
 def test_make_bundle_installs_nothing():
     """`make -n` prints what the target would run: one call of tools/bundle.py, no venv and no pip, even with a stale .venv stamp."""
-    run = subprocess.run(["make", "-n", "-W", "pyproject.toml", "bundle"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}  # `make test` runs us
+    run = subprocess.run(["make", "-n", "--no-print-directory", "-W", "pyproject.toml", "bundle"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     commands = [line for line in run.stdout.splitlines() if line.strip()]
     assert len(commands) == 1 and commands[0].endswith("tools/bundle.py"), commands
