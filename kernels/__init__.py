@@ -24,9 +24,11 @@ DEVICE_CHOICE: DeviceChoice = device_choice()
 from .attention import attention  # noqa: E402
 from .cross_entropy import cross_entropy  # noqa: E402
 from .embedding import embedding  # noqa: E402
+from .fused_linear_cross_entropy import fused_linear_cross_entropy  # noqa: E402
 from .layer_norm import layer_norm  # noqa: E402
 from .rms_norm import rms_norm  # noqa: E402
 from .scatter_add import scatter_add  # noqa: E402
 from .softmax import softmax  # noqa: E402
 
-__all__ = ["attention", "cross_entropy", "embedding", "layer_norm", "rms_norm", "scatter_add", "softmax"]
+__all__ = ["attention", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "rms_norm", "scatter_add",
+           "softmax"]

@@ -4,6 +4,8 @@
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
     python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
+    python -m kernels.bench fused_linear_cross_entropy [--rows T] [--cols V] [--dim d]   # GPU: ms, TFLOP/s, peak memory
+    python -m kernels.bench fused_linear_cross_entropy --memory   # CPU: extra peak memory, fused vs unfused vs compile
 
 For each row-wise op and row length N it reports GB/s of the forward and of forward+backward for the
 Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
@@ -15,6 +17,13 @@ forward+backward (what the op saves plus its scratch), e.g. fused cross-entropy 
 probabilities while torch's keeps log-softmax. Attention reports TFLOP/s against
 scaled_dot_product_attention instead (it is compute-bound once P stays on chip). Without CUDA it says so and exits 0: interpreter timings
 say nothing about a GPU.
+
+The LM head's loss (``fused_linear_cross_entropy``: mean CE of h Wᵀ for h (T, d), W (V, d)) is
+compute-bound too: on a GPU it reports milliseconds and TFLOP/s of forward+backward (6·T·V·d
+FLOPs: the logits, h̄ and W̄) and the extra peak memory, against the unfused
+``F.cross_entropy(h @ W.T, t)`` in eager and under torch.compile. ``--memory`` measures the
+extra peak memory on the CPU instead (see :func:`lm_head_memory_on_cpu`), and exits 1 unless
+the fused op needs at least 10× less than the unfused one.
 """
 
 from __future__ import annotations
@@ -225,16 +234,161 @@ def attention_memory_on_cpu(seq_lens: list[int]) -> None:
               f"recompute {loglog_slope(ts, [r['recompute'] for r in rows]):.2f}")
 
 
+def _unfused_lm_head_loss(h: torch.Tensor, W: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """What the fused op replaces: the T×V logits, then cross-entropy; autograd keeps what it needs of them."""
+    return torch.nn.functional.cross_entropy(h @ W.T, target)
+
+
+def _lm_head_inputs(tokens: int, vocab: int, dim: int, dtype: torch.dtype, device: str, seed: int = 0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    h = torch.randn(tokens, dim, generator=g, device=device, dtype=dtype)
+    W = torch.randn(vocab, dim, generator=g, device=device, dtype=dtype) / dim**0.5
+    return h, W, torch.randint(0, vocab, (tokens,), generator=g, device=device)
+
+
+def _lm_head_pass(fn: Callable, h, W, target):
+    """One forward and backward of fn(h, W, target) on fresh leaves: (loss, dh, dW)."""
+    leaves = [t.detach().requires_grad_(True) for t in (h, W)]
+    loss = fn(*leaves, target)
+    return (loss.detach(), *torch.autograd.grad(loss, leaves))
+
+
+def cpu_peak_bytes(step: Callable[[], object]) -> tuple[int, object]:
+    """(extra peak bytes, what ``step`` returned): the highest total of CPU allocations made while ``step`` ran.
+
+    Read from torch.profiler's memory events (``profile_memory=True``): every allocation and free
+    of torch's CPU allocator, in order, whoever made it — aten ops, autograd, and the buffers
+    torch.compile's generated code allocates directly (a TorchDispatchMode does not see those).
+    What ``step`` returns stays alive to the end and is counted, as the gradients are on a GPU.
+    Not counted: memory outside torch's allocator (NumPy arrays of Triton's interpreter, Python objects).
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        result = step()
+    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events() if e.name() == "[memory]")
+    live = peak = 0
+    for _, nbytes in events:
+        live += nbytes
+        peak = max(peak, live)
+    return peak, result
+
+
+def _why_torch_compile_fails() -> str | None:
+    """None when torch.compile builds and runs a tiny graph on this CPU, else the reason."""
+    try:
+        compiled = torch.compile(lambda x: (x * 2).sum())
+        compiled(torch.ones(4))
+        return None
+    except Exception as exc:  # a missing C++ compiler, an unsupported Python: said, never faked
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"[:200]
+
+
+def lm_head_memory_on_cpu(tokens: int = 4096, vocab: int = 32768, dim: int = 256, min_ratio: float = 10.0) -> dict:
+    """Extra peak memory of one forward+backward of the LM head's loss, fused vs unfused, float32 on the CPU.
+
+    The fused op runs its Triton kernel in the interpreter (``import kernels`` turned it on:
+    no CUDA here), its matmuls in torch; the unfused expression in eager and under torch.compile
+    (compiled, then measured on a second call, so that compiling is not counted). Each is
+    measured once by :func:`cpu_peak_bytes` (a deterministic program's peak does not vary).
+    Prints a table; the returned dict holds bytes, seconds and the ratios.
+    """
+    import time
+
+    from .fused_linear_cross_entropy import default_chunk, fused_linear_cross_entropy
+
+    h, W, target = _lm_head_inputs(tokens, vocab, dim, torch.float32, "cpu")
+    mib = 2**20
+    chunk = default_chunk(tokens, vocab, dim)
+    print(f"LM head loss, forward+backward, float32 on the CPU: T={tokens} V={vocab} d={dim}; "
+          f"T×V logits = {tokens * vocab * 4 / mib:.0f} MiB; fused chunk = {chunk} tokens "
+          f"({chunk * vocab * 4 / mib:.1f} MiB of logits)", flush=True)
+    candidates = [("fused (kernels)", fused_linear_cross_entropy), ("unfused eager", _unfused_lm_head_loss)]
+    why_not = _why_torch_compile_fails()
+    if why_not is None:
+        compiled = torch.compile(_unfused_lm_head_loss)
+        start = time.perf_counter()
+        _lm_head_pass(compiled, h, W, target)  # compile (and run) once, outside the measurement
+        print(f"torch.compile: compiled and ran once in {time.perf_counter() - start:.0f} s", flush=True)
+        candidates.append(("unfused torch.compile", compiled))
+    else:
+        print(f"torch.compile does not work on this CPU, so its column is skipped: {why_not}", flush=True)
+    results, reference = {}, None
+    for label, fn in candidates:
+        start = time.perf_counter()
+        peak, grads = cpu_peak_bytes(lambda fn=fn: _lm_head_pass(fn, h, W, target))
+        results[label] = {"peak_bytes": peak, "seconds": time.perf_counter() - start}
+        if label == "unfused eager":
+            reference = grads
+        results[label]["grads"] = grads
+    fused = results["fused (kernels)"]
+    print(f"{'implementation':<24} {'extra peak MiB':>15} {'÷ fused':>8} {'max rel err':>12} {'seconds':>8}")
+    for label, r in results.items():
+        err = max(_relative_error(a, b) for a, b in zip(r.pop("grads"), reference))
+        r["max_rel_err"] = err
+        print(f"{label:<24} {r['peak_bytes'] / mib:>15.1f} {r['peak_bytes'] / fused['peak_bytes']:>7.1f}x "
+              f"{err:>12.1e} {r['seconds']:>8.1f}")
+    ratio = results["unfused eager"]["peak_bytes"] / fused["peak_bytes"]
+    verdict = "ok" if ratio >= min_ratio else "FAIL"
+    print(f"{verdict}: the fused op needs {ratio:.1f}x less extra memory than unfused eager (required: ≥ {min_ratio:g}x)")
+    return {"tokens": tokens, "vocab": vocab, "dim": dim, "chunk": chunk, "results": results, "ratio": ratio,
+            "ok": ratio >= min_ratio, "compile_skipped": why_not}
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    a, b = a.double(), b.double()
+    return (torch.linalg.vector_norm(a - b) / torch.linalg.vector_norm(b).clamp_min(1e-300)).item()
+
+
+def run_lm_head(tokens: int, vocab: int, dim: int, dtypes: list[str]) -> list[dict]:
+    """On a GPU: ms and TFLOP/s of forward+backward and extra peak memory, fused vs unfused eager and torch.compile."""
+    from .fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    compiled = torch.compile(_unfused_lm_head_loss)
+    flops = 6 * tokens * vocab * dim  # logits, h̄ and W̄: three matmuls of T·V·d multiply-adds
+    results = []
+    for dtype_name in dtypes:
+        h, W, target = _lm_head_inputs(tokens, vocab, dim, DTYPES[dtype_name], "cuda")
+        row = {"op": "fused_linear_cross_entropy", "dtype": dtype_name, "T": tokens, "V": vocab, "d": dim}
+        for label, fn in (("fused", fused_linear_cross_entropy), ("eager", _unfused_lm_head_loss), ("compile", compiled)):
+            step = lambda fn=fn: _lm_head_pass(fn, h, W, target)  # noqa: E731
+            step()  # compile, autotune, warm the allocator
+            row[f"{label}_ms"] = _ms(step)
+            row[f"{label}_TFLOPs"] = flops / row[f"{label}_ms"] / 1e9
+            row[f"{label}_peak_MiB"] = _extra_peak_mib(step)
+        results.append(row)
+        print(f"fused_linear_cross_entropy {dtype_name:<9} T={tokens} V={vocab} d={dim} fwd+bwd "
+              f"{row['fused_ms']:.2f} ms = {row['fused_TFLOPs']:.0f} TFLOP/s "
+              f"({row['eager_ms'] / row['fused_ms']:.2f}x eager, {row['compile_ms'] / row['fused_ms']:.2f}x compile) | "
+              f"extra peak {row['fused_peak_MiB']:.0f} MiB vs eager {row['eager_peak_MiB']:.0f} MiB, "
+              f"compile {row['compile_peak_MiB']:.0f} MiB", flush=True)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("op", choices=sorted(OPS) + ["attention"])
+    parser.add_argument("op", choices=sorted(OPS) + ["attention", "fused_linear_cross_entropy"])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=sorted(DTYPES))
-    parser.add_argument("--rows", type=int, default=4096)
-    parser.add_argument("--cols", type=int, nargs="+", help="row lengths, or T for attention (default: a sweep per op)")
+    parser.add_argument("--rows", type=int, help="rows (default 4096), or T (tokens) for fused_linear_cross_entropy "
+                        "(default 4096 on the CPU, 8192 on a GPU)")
+    parser.add_argument("--cols", type=int, nargs="+", help="row lengths, T for attention, or the vocabulary V for "
+                        "fused_linear_cross_entropy (default: a sweep per op; V = 32768 on the CPU, 128256 on a GPU)")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128], help="attention only")
+    parser.add_argument("--dim", type=int, help="fused_linear_cross_entropy only: d, h's width (default 256 on the CPU, "
+                        "4096 on a GPU)")
     parser.add_argument("--memory", action="store_true",
-                        help="attention on the CPU: extra peak memory of forward+backward vs T, save-P vs recompute")
+                        help="on the CPU: extra peak memory of forward+backward — attention vs T, save-P vs recompute; "
+                             "fused_linear_cross_entropy vs unfused eager and torch.compile")
     args = parser.parse_args(argv)
+    lm_head = args.op == "fused_linear_cross_entropy"
+    if lm_head and args.memory:
+        # `import kernels` switched the interpreter on where there is no CUDA, so the kernel runs here on the CPU.
+        if torch.cuda.is_available():
+            print("kernels.bench fused_linear_cross_entropy --memory measures on the CPU, in Triton's interpreter; "
+                  "on this CUDA machine run it with CUDA_VISIBLE_DEVICES= (without --memory it measures the GPU)")
+            return 2
+        result = lm_head_memory_on_cpu(args.rows or 4096, (args.cols or [32768])[0], args.dim or 256)
+        return 0 if result["ok"] else 1
     if not torch.cuda.is_available():
         print(f"kernels.bench {args.op}: no CUDA device here, so no speed to measure "
               "(interpreter timings say nothing about a GPU). Run it on a GPU machine.")
@@ -245,8 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
     if args.op == "attention":
         run_attention(args.cols or [1024, 2048, 4096, 8192, 16384], args.head_dims)
+    elif lm_head:
+        run_lm_head(args.rows or 8192, (args.cols or [128256])[0], args.dim or 4096, args.dtypes)
     else:
-        run(args.op, args.dtypes, args.rows, args.cols)
+        run(args.op, args.dtypes, args.rows or 4096, args.cols)
     return 0
 
 

@@ -28,6 +28,7 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | softmax | 4096 rows × N, N ∈ {1024, 8192, 32768} |
 | layer_norm, rms_norm | 4096 × {1024, 8192, 16384} |
 | cross_entropy | 8192 rows × 128256 classes |
+| fused_linear_cross_entropy | T 8192 tokens · d 4096 · V 128256 (its chunks of 512 × 128256 logits) |
 | attention | B 4 · H 16 · T 4096 · D ∈ {64, 128}, causal and not |
 | embedding (gather, scatter-add) | 8192 token rows of 4096 into a 128256-row table |
 | 03_triton_fused_softmax | 4096 × {1024, 8192} (the notebook refuses longer rows) |
@@ -131,6 +132,14 @@ def _cross_entropy(shape, dtype):
     op.cross_entropy_backward(logits, target, lse, torch.empty_like(lse))
 
 
+def _fused_linear_cross_entropy(shape, dtype):
+    op = _module("fused_linear_cross_entropy")
+
+    tokens, dim, vocab = shape
+    h, W = _empty(tokens, dim, dtype=dtype), _empty(vocab, dim, dtype=dtype)
+    op.fused_linear_cross_entropy_forward(h, W, torch.zeros(tokens, device="cuda", dtype=torch.int64))
+
+
 def _attention(shape, dtype):
     op = _module("attention")
 
@@ -186,6 +195,11 @@ def _attention_shape(shape):
     return f"B{b} H{h} T{t} D{d} {'causal' if causal else 'full'}"
 
 
+def _lm_head_shape(shape):
+    tokens, dim, vocab = shape
+    return f"T{tokens} d{dim} V{vocab}"
+
+
 def _flash_shape(shape):
     bh, t, d = shape
     return f"BH{bh} T{t} D{d}"
@@ -222,6 +236,8 @@ OPS = {
            full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
         Op("cross_entropy", ("_cross_entropy_fwd_kernel", "_cross_entropy_bwd_kernel"), _cross_entropy, _rows_x_cols,
            full=((8192, 128256),), quick=((8192, 128256),)),
+        Op("fused_linear_cross_entropy", ("_linear_ce_chunk_kernel",), _fused_linear_cross_entropy, _lm_head_shape,
+           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL, quick=((4, 16, 4096, 64, False), (4, 16, 4096, 128, True))),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
@@ -341,7 +357,7 @@ def check_case(case: Case, gpu: Gpu) -> list[Row]:
 
 # ----------------------------------------------------------------------------- output
 
-_COLUMNS = (("status", 6), ("target", 6), ("op", 23), ("kernel", 27), ("config", 26), ("dtype", 5), ("blocks", 16),
+_COLUMNS = (("status", 6), ("target", 6), ("op", 26), ("kernel", 27), ("config", 26), ("dtype", 5), ("blocks", 16),
             ("regs", 4), ("spill", 5), ("smem", 6), ("warps", 5), ("stages", 6), ("blk/SM", 6), ("notes", 0))
 
 

@@ -6,7 +6,7 @@ import torch
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
-@pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention"])
+@pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention", "fused_linear_cross_entropy"])
 def test_bench_without_cuda_says_so_and_exits_0(op):
     done = subprocess.run([sys.executable, "-m", "kernels.bench", op], capture_output=True, text=True)
     assert done.returncode == 0 and "no CUDA device" in done.stdout
@@ -33,3 +33,40 @@ def test_attention_memory_on_cpu_grows_linearly_for_recompute():
     slope_line = next(line for line in done.stdout.splitlines() if line.startswith("log-log slope"))
     recompute_slope = float(slope_line.rsplit("recompute", 1)[1])
     assert recompute_slope < 1.1, done.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU memory path")
+def test_lm_head_memory_on_cpu_prints_the_three_columns_and_the_verdict():
+    done = subprocess.run([sys.executable, "-m", "kernels.bench", "fused_linear_cross_entropy", "--memory",
+                           "--rows", "256", "--cols", "2048", "--dim", "16"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    rows = {line[:24].strip(): line[24:].split() for line in lines if line.startswith(("fused", "unfused"))}
+    compiled = any(line.startswith("torch.compile: compiled") for line in lines)
+    skipped = any(line.startswith("torch.compile does not work on this CPU") for line in lines)
+    assert compiled != skipped, done.stdout
+    assert sorted(rows) == sorted(["fused (kernels)", "unfused eager"] + (["unfused torch.compile"] if compiled else [])), rows
+    fused_mib, eager_mib = float(rows["fused (kernels)"][0]), float(rows["unfused eager"][0])
+    # T×V = 2 MiB of float32 logits: eager keeps them and builds their gradient; fused keeps h̄ and W̄ (0.3 MiB).
+    assert eager_mib >= 4.0 and eager_mib / fused_mib >= 10, done.stdout
+    assert all(float(cells[2]) < 1e-5 for cells in rows.values()), done.stdout  # each agrees with eager
+    assert lines[-1].startswith("ok: the fused op needs"), done.stdout
+
+
+def test_cpu_peak_bytes_counts_what_the_dispatch_mode_counts():
+    """The profiler's allocator events and course's PeakMemory agree on eager torch, where both see everything."""
+    from course.peak_memory import PeakMemory
+    from kernels.bench import cpu_peak_bytes
+
+    x = torch.randn(300, 200)
+
+    def step():
+        y = x @ x.T  # 360,000 bytes, freed before z's peak
+        z = torch.cat([y, y]).sum(0)
+        del y
+        return z
+
+    peak, _ = cpu_peak_bytes(step)
+    with PeakMemory() as mem:
+        step()
+    assert peak == mem.peak >= 3 * 300 * 300 * 4, (peak, mem.peak)

@@ -60,6 +60,14 @@ def cross_entropy_case(kernels, dtype):
     return rows
 
 
+def fused_linear_cross_entropy_case(kernels, dtype):
+    h, W = _inputs(dtype, 8, (11, 6), (13, 6))  # T, V, d none a power of two
+    target = torch.tensor([12, 0, -100, 5, 5, 3, 7, 1, -100, 9, 2])  # the last class, ignored rows, a repeat
+    (dy,) = _inputs(dtype, 9, ())
+    return _against(lambda h, W: kernels.fused_linear_cross_entropy(h, W, target, chunk=4),  # 4 does not divide 11
+                    lambda h, W: F.cross_entropy(h @ W.T, target, ignore_index=-100), [h, W], dy, ["loss", "dh", "dW"])
+
+
 def layer_norm_case(kernels, dtype):
     x, w, b, dy = _inputs(dtype, 3, (5, 37), (37,), (37,), (5, 37))
     return _against(kernels.layer_norm, lambda x, w, b: F.layer_norm(x, (37,), w, b, eps=1e-5), [x, w, b], dy,
@@ -97,7 +105,8 @@ def scatter_add_case(kernels, dtype):
 
 
 CASES = {"attention": attention_case, "cross_entropy": cross_entropy_case, "embedding": embedding_case,
-         "layer_norm": layer_norm_case, "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
+         "fused_linear_cross_entropy": fused_linear_cross_entropy_case, "layer_norm": layer_norm_case,
+         "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
          "softmax": softmax_case}
 
 
