@@ -39,6 +39,7 @@ CLASSES: dict[str, str] = {
     "non-atomic-scatter": "right without repeated indices, wrong with them",
     "materialized-jacobian": "values right, but an N×N Jacobian was built",
     "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
+    "materialized-logits": "values right, but a T×V logits-sized tensor was allocated",
     "autograd-in-backward": "the hand-written backward called autograd",
     "non-finite": "NaN or inf in the result",
     "tampering": "the checking machinery was modified",

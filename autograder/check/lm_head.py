@@ -1,0 +1,146 @@
+"""Hidden checks for 07_fused_linear_cross_entropy: ``course.selfcheck.lm_head``'s runner on this module's shapes,
+drawn fresh each run (``autograder.inputs.generator``; AUTOGRADER_SEED replays a run, docs/grading.md "Seeds"),
+and the alternatives that would give the derivation away (the logits' gradient, the online rescaling).
+
+Every size is a non-power of two; each walk has a chunk (block) of one, one that divides T (V), one that does
+not, and one longer than the sequence (vocabulary); the last case of the walked checks is the memory case,
+T·V at least ``MEMORY_RATIO`` chunks' (blocks') worth of logits.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from course.diagnose import Alternative, Case, distinct_from, graded
+from course.selfcheck.lm_head import (  # noqa: F401 — HINTS: course.diagnose.graded reads it from this module
+    EXERCISES,
+    HINTS,
+    IGNORE,
+    MEMORY_RATIO,
+    Shape,
+    check,
+    chunk_alternatives,
+    chunk_starts,
+    counted,
+    head_alternatives,
+    head_case,
+    head_reference,
+    lse_alternatives,
+)
+
+from ..inputs import generator
+
+HEAD_SHAPES = [
+    Shape("batch 1", T=1, V=13, d=5),  # one token: a missing 1/n cannot show yet
+    Shape("batch 7", T=7, V=17, d=6),  # the mean over 7 tokens; dW a sum over them
+    Shape("batch 7, V = d", T=7, V=9, d=9),  # square W: a transposed dW, or W where Wᵀ belongs, keep their shapes
+    Shape("batch 7", T=7, V=23, d=5, ignored=3),  # 4 counted tokens of 7: the mean's count
+    Shape("batch 11, d > V", T=11, V=7, d=13, ignored=1),  # more features than classes
+    Shape("batch 9", T=9, V=19, d=6, ignored=2, transposed=True),  # code that depends on the layout
+    Shape("batch 6", T=6, V=10, d=3, ignored=1, logits=1500.0),  # exp of the raw logits overflows float64
+]
+CHUNK_SHAPES = [
+    Shape("batch 1", T=1, V=11, d=5, size=1),  # one token, a chunk of one
+    Shape("batch 7", T=7, V=13, d=5, size=3),  # chunks of 3, 3 and 1: the last one shorter
+    Shape("batch 7, one chunk", T=7, V=10, d=3, size=7),  # chunk = T: the walk is one step
+    Shape("batch 10, V = d", T=10, V=6, d=6, size=4),  # square W: a transposed dW keeps its shape
+    Shape("batch 11", T=11, V=9, d=5, size=5, ignored=4),  # chunks count different numbers of tokens
+    Shape("batch 6, chunk > T", T=6, V=7, d=3, size=12, ignored=2),  # a chunk longer than the sequence
+    Shape("batch 13", T=13, V=11, d=5, size=6, ignored=2, transposed=True),  # code that depends on the layout
+    Shape("batch 10", T=10, V=9, d=5, size=3, logits=1500.0),  # exp of the raw logits overflows float64
+]
+LAST_CHUNK_IGNORED = Shape("batch 12", T=12, V=10, d=5, size=5)  # chunks 5, 5, 2; the last one's targets ignored
+MEMORY_CHUNK = Shape("long sequence", T=443, V=263, d=29, size=27, ignored=7)  # 443 tokens = 16.4 chunks of 27
+LSE_SHAPES = [
+    Shape("batch 1", T=1, V=9, d=5, size=4),  # blocks of 4, 4 and 1
+    Shape("batch 7", T=7, V=17, d=5, size=5),  # blocks of 5, 5, 5 and 2
+    Shape("batch 7, block = 1", T=7, V=6, d=3, size=1),  # a block of one class
+    Shape("batch 5, block > V", T=5, V=7, d=3, size=8),  # one block, longer than the vocabulary
+    Shape("batch 9", T=9, V=13, d=6, size=3, transposed=True),  # code that depends on the layout
+    Shape("batch 6", T=6, V=19, d=5, size=4, logits=1500.0),  # the running max grows from block to block
+    Shape("long vocabulary", T=331, V=353, d=11, size=22),  # 353 classes = 16.04 blocks of 22: the memory rule
+]
+
+
+def _last_chunk_ignored(gen: torch.Generator) -> Case:
+    """Every target of the last chunk is ignore_index: a mean per chunk divides 0 by 0 there."""
+    case = head_case(gen, LAST_CHUNK_IGNORED, "chunk")
+    h, W, target, chunk = case.args
+    target[chunk_starts(len(target), chunk)[-1]:] = IGNORE
+    return Case(case.label + ", every target of the last chunk ignore_index (−100)", case.args, batch=case.batch)
+
+
+def _head_cases(gen: torch.Generator) -> list[Case]:
+    return EXERCISES["linear_ce_backward"].cases(gen, HEAD_SHAPES)
+
+
+def _chunk_cases(gen: torch.Generator) -> list[Case]:
+    ex = EXERCISES["chunked_linear_ce"]
+    return ex.cases(gen, CHUNK_SHAPES) + [_last_chunk_ignored(gen)] + ex.cases(gen, [MEMORY_CHUNK])
+
+
+def _lse_cases(gen: torch.Generator) -> list[Case]:
+    return EXERCISES["vocab_blocked_lse"].cases(gen, LSE_SHAPES)
+
+
+def _formula_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """A bug of the derivation itself, built from the softmax: shown only here, it would spell the gradient out."""
+    h, W, target = case.args[:3]
+    n = counted(target)
+    z = h @ W.T  # (T, V)
+    kept = (target != IGNORE).to(z.dtype)[:, None] / n  # (T, 1): 1/n for a counted token, 0 for an ignored one
+    p = torch.softmax(z, -1) * kept  # the logits' gradient without the target's −1
+    return {
+        "dh": [Alternative("wrong-values", "dh is what the softmax alone gives: the target's own logit enters the "
+                           "loss a second time, outside the log-sum-exp, and its gradient is missing.", p @ W)],
+        "dW": [Alternative("wrong-values", "dW is what the softmax alone gives: the target's own logit enters the "
+                           "loss a second time, outside the log-sum-exp, and its gradient is missing.", p.T @ h)],
+    }
+
+
+def _merged(*sources):
+    """The named bugs of every source, output by output, those equal to the right answer left out."""
+    def alternatives(case: Case) -> dict[str, list[Alternative]]:
+        right = dict(zip(("loss", "dh", "dW"), head_reference(*case.args[:3])))
+        merged: dict[str, list[Alternative]] = {}
+        for source in sources:
+            for out, alts in source(case).items():
+                merged.setdefault(out, []).extend(distinct_from(alts, right[out]))
+        return merged
+
+    return alternatives
+
+
+def _online_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """The online log-sum-exp's bugs: the running sum not rescaled when the max grows, or rescaled upside down."""
+    h, W, block = case.args
+    z = h @ W.T  # (T, V)
+    right = torch.logsumexp(z, -1)
+    found = lse_alternatives(case)["lse"]
+    for sign, sentence in ((0, "lse keeps the running sum as it was when the running max grows: what it summed "
+                               "was measured from the old max, and must be brought to the new one."),
+                           (-1, "lse rescales the running sum the wrong way when the running max grows: a larger "
+                                "max makes every earlier term smaller, not larger.")):
+        m = torch.full_like(right, float("-inf"))
+        s = torch.zeros_like(right)
+        for zb in z.split(block, dim=-1):
+            new = torch.maximum(m, zb.amax(-1))
+            factor = torch.exp(sign * (m - new)) if sign else torch.ones_like(s)
+            s = torch.where(torch.isfinite(m), s * factor, s) + torch.exp(zb - new[:, None]).sum(-1)
+            m = new
+        found.append(Alternative("wrong-values", sentence, m + s.log(), "blocks"))
+    return {"lse": distinct_from(found, right)}
+
+
+def _hidden(name: str, cases, alternatives=None):
+    """The visible check's flow, on ``cases`` drawn from this run's generator."""
+    def run(fn) -> None:
+        check(name, fn, cases(generator(name)), alternatives)
+
+    run.__name__ = run.__qualname__ = name
+    return graded(run)
+
+
+linear_ce_backward = _hidden("linear_ce_backward", _head_cases, _merged(head_alternatives, _formula_alternatives))
+chunked_linear_ce = _hidden("chunked_linear_ce", _chunk_cases, _merged(chunk_alternatives, _formula_alternatives))
+vocab_blocked_lse = _hidden("vocab_blocked_lse", _lse_cases, _online_alternatives)

@@ -1,0 +1,439 @@
+"""Visible checks for 07_fused_linear_cross_entropy (docs/design.md, "A lesson is a spec"): the LM head's loss
+and its gradients, dense (``linear_ce_backward``) and walked by token chunks (``chunked_linear_ce``), and the
+log-sum-exp of its logits walked by vocabulary blocks (``vocab_blocked_lse``).
+
+For h (T, d), W (V, d) and target (T,), loss = the mean of CE(h Wᵀ, target) over the counted tokens: a token
+whose target is ignore_index (−100) adds nothing to the sum and is left out of the count. The references are
+torch's own: autograd of ``F.cross_entropy(h @ W.T, target, ignore_index=-100)``, and ``torch.logsumexp``.
+Each named bug is computed on the case — by autograd of a forward with that one bug in it (a sum for a mean,
+the wrong count, one chunk alone), or from torch.logsumexp of the blocks — so it names the bug without spelling
+out the derivation.
+
+Beside the values, what the walked functions allocate is graded: on a case where T·V is at least
+``MEMORY_RATIO`` times what one chunk (or block) of logits holds, any tensor of T×V elements or more made inside
+the call is ``materialized-logits`` — at T = 8192 tokens and V = 128,256 classes that tensor is 1.05 G numbers,
+4.2 GB in fp32, and not holding it is the point of the lesson. Autograd inside any of the three is refused
+(``autograd-in-backward``), and so are torch's own backward kernels inside the two that return gradients.
+
+Limitations: h is (T, d), one sequence of tokens; a (B, T, d) batch is flattened by the caller, so there is no
+3-D case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..diagnose import (
+    DEPENDS_ON_LAYOUT,
+    TRANSPOSED,
+    Alternative,
+    Case,
+    GradingFailure,
+    Passed,
+    batch_refined,
+    distinct_from,
+    graded,
+    layout_failure,
+    randn,
+    seeded,
+    strided,
+    transposed_view,
+    vjp,
+)
+from ..memory import AllocationRecorder, RecordedCalls
+from ..spec import Exercise as Spec
+from .softmax import check_no_library_backward
+
+F64 = torch.float64
+IGNORE = -100  # the target of a token that takes no part in the loss (F.cross_entropy's ignore_index)
+TOL = 1e-9  # relative error allowed in float64: chunks and blocks only change the order of the sums
+SEED = 20240707  # fixed: the visible checks show the same numbers on every run
+MEMORY_RATIO = 16  # the memory rule applies where T·V is at least this many chunks' (blocks') worth of logits
+HEAD_OUTPUTS = ("loss", "dh", "dW")
+HEAD_OF = ("", "h", "W")  # what each output has the shape of ("": the loss is a scalar)
+
+# The notebook's hint that covers each diagnosis class or topic (read by course.diagnose.hint_for). The hints:
+# 1 — the derivation: the logits' gradient from notebook 02, then dh and dW from notebook 01's shapes;
+# 2 — the mean: which tokens count, and that ignore_index rows get no gradient;
+# 3 — the walk: what a chunk (a block) holds, what is carried from one to the next, and what must never exist.
+HINTS = {
+    "linear_ce_backward": {"scale": 2, "ignored": 2, "autograd-in-backward": 1, "*": 1},
+    "chunked_linear_ce": {"materialized-logits": 3, "batch-reduction": 3, "chunks": 3, "scale": 2, "ignored": 2,
+                          "*": 1},
+    "vocab_blocked_lse": {"materialized-logits": 3, "blocks": 3, "non-finite": 3, "*": 1},
+}
+
+
+# ---------------------------------------------------------------------------
+# Inputs
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One case's sizes: T tokens, V classes, d features; ``size`` is the chunk (or block) handed in, if any."""
+
+    label: str
+    T: int
+    V: int
+    d: int
+    size: int = 0
+    ignored: int = 0  # tokens whose target is ignore_index
+    transposed: bool = False  # h and W handed in as transposed (non-contiguous) views
+    logits: float = 0.0  # > 0: h scaled so that the largest |logit| is this (exp overflows float64 above ~709.8)
+
+
+def counted(target: torch.Tensor) -> int:
+    """How many tokens take part in the mean: those whose target is not ignore_index."""
+    return int((target != IGNORE).sum())
+
+
+def head_inputs(gen: torch.Generator, shape: Shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(h, W, target) for ``shape``: logits of order 1 (or stretched to ±shape.logits), the last class among the
+    targets, ``shape.ignored`` tokens at random places set to ignore_index (never all of them)."""
+    T, V, d = shape.T, shape.V, shape.d
+    if not 0 <= shape.ignored < T:
+        raise ValueError(f"ignored = {shape.ignored} must leave at least one of T = {T} tokens counted")
+    h = randn(gen, T, d)  # (T, d)
+    W = randn(gen, V, d) / d ** 0.5  # (V, d): logits h Wᵀ of order 1
+    if shape.logits:
+        h = h * (shape.logits / (h @ W.T).abs().max())
+    target = torch.randint(0, V, (T,), generator=gen)  # (T,) class ids
+    target[torch.randint(0, T, (1,), generator=gen)] = V - 1  # the last class, where an off-by-one hides
+    target[torch.randperm(T, generator=gen)[: shape.ignored]] = IGNORE
+    if shape.transposed:
+        h, W = transposed_view(h), transposed_view(W)
+    return h, W, target
+
+
+def head_case(gen: torch.Generator, shape: Shape, size_name: str = "", with_target: bool = True) -> Case:
+    """The case of ``shape``: (h, W, target) — without the target for the log-sum-exp — then the chunk or block
+    when the exercise takes one."""
+    h, W, target = head_inputs(gen, shape)
+    notes = [shape.label]
+    if size_name:
+        notes.append(f"{size_name} = {shape.size}")
+    if shape.ignored:
+        notes.append(f"{shape.ignored} of the targets ignore_index (−100)")
+    if shape.logits:
+        notes.append(f"logits up to ±{shape.logits:g}")
+    if shape.transposed:
+        notes.append(f"h and W {TRANSPOSED}")
+    tensors = f"h {tuple(h.shape)}, W {tuple(W.shape)}" + (f", target {tuple(target.shape)}" if with_target else "")
+    args = (h, W, target) if with_target else (h, W)
+    args += (shape.size,) if size_name else ()
+    label = f"{tensors}; " + ", ".join(notes)
+    return Case(label, args, batch=shape.T)
+
+
+# ---------------------------------------------------------------------------
+# References: torch's own autograd and logsumexp
+
+
+def _autograd(forward: Callable, h: torch.Tensor, W: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """(forward(h, W), its gradient for h, for W), by autograd on fresh leaves."""
+    leaves = [h.detach().clone().requires_grad_(True), W.detach().clone().requires_grad_(True)]
+    with torch.enable_grad():
+        loss = forward(*leaves)
+        dh, dW = torch.autograd.grad(loss, leaves)
+    return loss.detach(), dh, dW
+
+
+def _ce_sum(h: torch.Tensor, W: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """The summed cross-entropy of the counted tokens of h (ignored ones add 0)."""
+    return F.cross_entropy(h @ W.T, target, ignore_index=IGNORE, reduction="sum")
+
+
+def head_reference(h: torch.Tensor, W: torch.Tensor, target: torch.Tensor, *size) -> tuple[torch.Tensor, ...]:
+    """(loss, dh, dW) by autograd of F.cross_entropy(h @ W.T, target, ignore_index=-100); a chunk changes nothing."""
+    return _autograd(lambda h, W: F.cross_entropy(h @ W.T, target, ignore_index=IGNORE), h, W)
+
+
+def lse_reference(h: torch.Tensor, W: torch.Tensor, block: int) -> torch.Tensor:
+    """(T,) the log-sum-exp of each row of the logits h Wᵀ; a block changes nothing."""
+    return torch.logsumexp(h @ W.T, dim=-1)
+
+
+# ---------------------------------------------------------------------------
+# The bugs worth naming, each computed on the case
+
+
+def _named(right: Sequence[torch.Tensor], found: dict[str, list[Alternative]]) -> dict[str, list[Alternative]]:
+    """Only the alternatives that differ from the right answer here: the others name no bug on this case."""
+    return {out: distinct_from(alts, r) for (out, alts), r in zip(found.items(), right)}
+
+
+def _add(found: dict[str, list[Alternative]], cls: str, sentence: str, values: Sequence[torch.Tensor],
+         outputs: Sequence[str] = HEAD_OUTPUTS, topic: str | None = None) -> None:
+    """One named bug for each of ``outputs`` (``values`` in HEAD_OUTPUTS order); ``{out}`` in ``sentence`` names it."""
+    for out, value in zip(HEAD_OUTPUTS, values):
+        if out in outputs:
+            found[out].append(Alternative(cls, sentence.format(out=out), value, topic))
+
+
+def head_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """The mean's bugs: a sum for the mean, the mean over every token, ignored tokens given a gradient."""
+    h, W, target = case.args[:3]
+    T, n = len(target), counted(target)
+    right = head_reference(h, W, target)
+    found: dict[str, list[Alternative]] = {out: [] for out in HEAD_OUTPUTS}
+    _add(found, "scale", f"{{out}} is the sum over the tokens, not their mean: it is {n} times the right answer, "
+         f"and {n} is how many tokens count here.", [n * r for r in right])
+    if n < T:
+        ignored = target == IGNORE
+        _add(found, "scale", f"{{out}} is {n}/{T} of the right answer: it divides by all T = {T} tokens, but the "
+             f"{T - n} whose target is ignore_index (−100) take no part in the mean — not in the sum, and not in "
+             f"the count (n = {n} here).", [r * n / T for r in right], topic="ignored")
+        as_class_0 = target.masked_fill(ignored, 0)
+        _add(found, "wrong-values", "{out} treats the tokens whose target is ignore_index (−100) as if their "
+             "target were class 0: those tokens take no part in the loss at all.",
+             _autograd(lambda h, W: _ce_sum(h, W, as_class_0) / n, h, W), topic="ignored")
+        _add(found, "wrong-values", "{out} gives the tokens whose target is ignore_index (−100) a gradient: their "
+             "loss is left out, so nothing flows back from them — their rows of the logits' gradient are zero.",
+             _autograd(lambda h, W: (_ce_sum(h, W, target) + torch.logsumexp(h[ignored] @ W.T, -1).sum()) / n,
+                       h, W), outputs=("dh", "dW"), topic="ignored")
+    V, d = W.shape
+    if V == d:  # square: W and Wᵀ have the same shape, and the gradient through the wrong one fits
+        dz = vjp(lambda z: F.cross_entropy(z, target, ignore_index=IGNORE), (h @ W.T,), None)[0]  # (T, V)
+        _add(found, "transpose", "dh goes back through W the wrong way round, as if the logits were h W rather "
+             "than h Wᵀ: with the shapes written down only one placement gives (T, d) — it only fit because V = d.",
+             [right[0], vjp(lambda h: h @ W, (h,), dz)[0], right[2]], outputs=("dh",))
+    return _named(right, found)
+
+
+def chunk_starts(T: int, chunk: int) -> list[int]:
+    """Where each chunk of ``chunk`` tokens starts; the last one may be shorter."""
+    return list(range(0, T, chunk))
+
+
+def chunk_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """The mean's bugs, then the walk's: one chunk's share kept alone, a mean per chunk."""
+    h, W, target, chunk = case.args
+    T, n = len(target), counted(target)
+    found = head_alternatives(case)
+    starts = chunk_starts(T, chunk) if isinstance(chunk, int) and chunk > 0 else []
+    if len(starts) < 2:
+        return found
+    k = len(starts)
+    for which, s in (("last", starts[-1]), ("first", starts[0])):
+        rows = slice(s, s + chunk)
+        part = _autograd(lambda h, W: _ce_sum(h[rows], W, target[rows]) / n, h, W)
+        _add(found, "batch-reduction", f"loss is the {which} chunk's share alone: right while all T tokens fit in "
+             f"one chunk, wrong here, where {k} chunks of {chunk} cover T = {T}; every chunk's tokens are part of "
+             "the one loss.", part, outputs=("loss",), topic="chunks")
+        _add(found, "wrong-values", f"dh holds only the {which} chunk's rows, the others zero: each chunk's "
+             "tokens have their own rows of dh, and every chunk must fill its own.", part, outputs=("dh",),
+             topic="chunks")
+        _add(found, "batch-reduction", f"dW holds the {which} chunk's contribution alone: right while all T tokens "
+             f"fit in one chunk, wrong here, where {k} chunks of {chunk} cover T = {T}. Every token of every chunk "
+             "contributes to dW, so no chunk's share may be lost.", part,
+             outputs=("dW",), topic="chunks")
+    pieces = [(slice(s, s + chunk), counted(target[s:s + chunk])) for s in starts]
+
+    def mean_per_chunk(h, W):  # chunks without a counted token have no mean, and are left out
+        return sum(_ce_sum(h[rows], W, target[rows]) / m for rows, m in pieces if m)
+
+    per_chunk = _autograd(mean_per_chunk, h, W)
+    _add(found, "wrong-values", "{out} adds up a mean per chunk: the loss is one mean over the counted tokens of "
+         "all chunks together, so each chunk's share is divided by the same count.", per_chunk, topic="chunks")
+    chunks_with_tokens = sum(1 for _, m in pieces if m)
+    _add(found, "wrong-values", "{out} averages the chunks' means: chunks hold different numbers of counted tokens "
+         "(the last one is shorter), so a mean of means weighs their tokens unequally.",
+         [v / chunks_with_tokens for v in per_chunk], topic="chunks")
+    return _named(head_reference(h, W, target), found)
+
+
+def lse_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """Blocks combined the wrong way: one block alone, or the blocks' log-sum-exps added or maxed."""
+    h, W, block = case.args
+    z = h @ W.T  # (T, V), built here by the checker, never by the student
+    right = torch.logsumexp(z, dim=-1)
+    alts = [Alternative("wrong-values", "lse is each row's largest logit: the rest of the row's exponentials are "
+                        "missing from it.", z.amax(-1))]
+    if isinstance(block, int) and 0 < block < z.shape[-1]:
+        parts = torch.stack([b.logsumexp(-1) for b in z.split(block, dim=-1)])  # (blocks, T)
+        n = parts.shape[0]
+        alts += [
+            Alternative("wrong-values", f"lse covers the last vocabulary block alone: all {n} blocks' classes "
+                        "belong in each row's sum.", parts[-1], "blocks"),
+            Alternative("wrong-values", f"lse covers the first vocabulary block alone: all {n} blocks' classes "
+                        "belong in each row's sum.", parts[0], "blocks"),
+            Alternative("wrong-values", "lse adds the blocks' log-sum-exps: a log of a sum is not the sum of logs, "
+                        "so what a block carries to the next has to combine as exponentials do.", parts.sum(0),
+                        "blocks"),
+            Alternative("wrong-values", "lse is the largest of the blocks' log-sum-exps: every block adds to the sum "
+                        "under the log, not only the biggest.", parts.amax(0), "blocks"),
+        ]
+    return {"lse": distinct_from(alts, right)}
+
+
+# ---------------------------------------------------------------------------
+# What the walked functions must not allocate
+
+
+def logits_sized(T: int, V: int, allocations) -> list:
+    """The allocations of T×V elements or more, biggest first."""
+    return sorted((a for a in allocations if a.numel >= T * V), key=lambda a: -a.numel)
+
+
+def _shape_of(allocation) -> str:
+    return "×".join(str(s) for s in allocation.shape) or "scalar"
+
+
+def check_no_logits(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], cases: Sequence[Case]) -> None:
+    """``materialized-logits`` when a call on a case large enough to tell allocated T×V elements or more.
+
+    Large enough: T·V is at least MEMORY_RATIO times one chunk's (chunk·V) or one block's (T·block) logits, so
+    that an honest walk never comes near T×V while the full logits always reach it.
+    """
+    for (args, rec), case in zip(calls, cases):
+        h, W, *_, size = args
+        if not isinstance(size, int) or size < 1:
+            continue
+        T, V = h.shape[0], W.shape[0]
+        walked = size * V if name == "chunked_linear_ce" else T * size  # one chunk's (block's) logits
+        if T * V < MEMORY_RATIO * walked:
+            continue
+        big = logits_sized(T, V, rec.allocations)
+        if big:
+            what, unit = ("chunk", f"{size}×{V}") if name == "chunked_linear_ce" else ("block", f"{T}×{size}")
+            worst = big[0]
+            made = (f"a {_shape_of(worst)} tensor ({worst.op})" if worst.dtype is not None  # measured here
+                    else f"{worst.numel:,} elements at once ({worst.op})")  # measured where the call ran: no shape
+            raise GradingFailure(
+                "materialized-logits",
+                f"{name} gives the right values, but at T = {T} tokens and V = {V} classes it allocated {made}: "
+                f"{worst.numel:,} elements, at least T×V = {T * V:,}, as big as all the logits. Walking by {what} is "
+                f"meant to hold one {what} of them at a time ({unit}): at T = 8192 and V = 128,256 the full logits "
+                "are 1.05 G numbers, 4.2 GB in fp32.",
+                f"allocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {case.label}",
+            )
+
+
+def _no_library_backward(name: str, calls, cases) -> None:
+    """torch's own backward kernels (aten.nll_loss_backward, ...) are autograd's answer: ``autograd-in-backward``."""
+    check_no_library_backward(name, calls)
+
+
+# ---------------------------------------------------------------------------
+# The exercises, and the one runner
+
+
+TOKENS = "every token must contribute — to the loss, to the count and to dW — not only the first one."
+
+
+@dataclass(frozen=True, kw_only=True)
+class Exercise(Spec):
+    """A :class:`course.spec.Exercise` that also says which argument sets the walk (``size``: "chunk", "block", or
+    "" for the dense one), whether a target comes before it, what a failure seen only above one token means
+    (``why``; "": nothing, each row of the result stands alone), and what its calls must not do (``properties``,
+    each ``(name, calls, cases)``, graded once the values pass)."""
+
+    size: str = ""
+    with_target: bool = True
+    why: str = TOKENS
+    properties: tuple[Callable, ...] = ()
+    tol: float = TOL
+
+    def cases(self, gen: torch.Generator, shapes: Sequence[Shape]) -> list[Case]:
+        """A case per shape, drawn from ``gen`` in order."""
+        return [head_case(gen, shape, self.size, self.with_target) for shape in shapes]
+
+    def refine(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
+        """A failure no bug explained, read in the light of the cases before it: right for contiguous inputs and
+        wrong for a transposed view is the layout; right for one token and wrong for the first case of several
+        is the tokens (once a case of several tokens passed, the sum over them is there: say no more)."""
+        if failure.generic and passed.contiguous and strided(case.args):
+            return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
+        if not self.why or passed.contiguous:
+            return failure
+        return batch_refined(failure, out, case.batch, passed.batch1, self.why)
+
+    def check(self, fn: Callable, cases: Sequence[Case], alternatives: Callable | None = None) -> None:
+        """Grade ``fn`` on ``cases``: the values (``alternatives``, when given, in place of the exercise's own),
+        then the properties of the calls it made."""
+        recorded = RecordedCalls()
+        target = recorded(fn) if self.properties and callable(fn) else fn
+        self.run(target, cases, alternatives=alternatives, refine=self.refine)
+        for prop in self.properties:
+            prop(self.name, recorded.calls, cases)
+
+
+EXERCISES = {ex.name: ex for ex in (
+    Exercise(name="linear_ce_backward", reference=head_reference, outputs=HEAD_OUTPUTS, of=HEAD_OF,
+             alternatives=head_alternatives, properties=(_no_library_backward,)),
+    Exercise(name="chunked_linear_ce", size="chunk", reference=head_reference, outputs=HEAD_OUTPUTS, of=HEAD_OF,
+             alternatives=chunk_alternatives, properties=(_no_library_backward, check_no_logits)),
+    Exercise(name="vocab_blocked_lse", size="block", with_target=False, why="", reference=lse_reference, outputs=("lse",),
+             of=("h without its last axis",), alternatives=lse_alternatives, properties=(check_no_logits,)),
+)}
+
+
+def check(name: str, fn, cases: Sequence[Case], alternatives: Callable | None = None) -> None:
+    """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the hidden
+    ones), take the place of the exercise's own."""
+    EXERCISES[name].check(fn, cases, alternatives)
+
+
+# ---------------------------------------------------------------------------
+# The visible shapes: batch 1 first, the transposed case after the contiguous ones, the memory case last
+
+
+HEAD_SHAPES = [
+    Shape("batch 1", T=1, V=5, d=3),  # one token: a missing 1/n cannot show yet
+    Shape("batch 7", T=7, V=11, d=5),  # the mean over 7 tokens, and dW summed over them
+    Shape("batch 7, V = d", T=7, V=6, d=6),  # square W: a transposed dW keeps its shape
+    Shape("batch 7", T=7, V=9, d=5, ignored=2),  # the mean over the 5 counted tokens
+    Shape("batch 6", T=6, V=7, d=5, ignored=1, transposed=True),
+    Shape("batch 5", T=5, V=9, d=3, logits=1000.0),  # exp of the raw logits overflows
+]
+CHUNK_SHAPES = [
+    Shape("batch 1", T=1, V=5, d=3, size=2),  # one token, a chunk longer than the sequence
+    Shape("batch 7", T=7, V=10, d=3, size=3),  # chunks of 3, 3 and 1: the last one shorter
+    Shape("batch 7, V = d", T=7, V=5, d=5, size=2),  # square W: a transposed dW keeps its shape
+    Shape("batch 7", T=7, V=9, d=3, size=4, ignored=3),  # chunks count different numbers of tokens
+    Shape("batch 9", T=9, V=7, d=5, size=4, ignored=1, transposed=True),
+    Shape("batch 6", T=6, V=7, d=3, size=4, logits=1000.0),  # exp of the raw logits overflows
+    # 400 tokens = 16.7 chunks of 24: the memory rule. T·V = 102,800 elements (800 KB in float64) also stands well
+    # clear of what Python itself allocates during a call, which the grader's re-check counts too (course.witness).
+    Shape("long sequence", T=400, V=257, d=23, size=24, ignored=5),
+]
+LSE_SHAPES = [
+    Shape("batch 1", T=1, V=7, d=3, size=3),  # blocks of 3, 3 and 1
+    Shape("batch 7", T=7, V=11, d=5, size=4),
+    Shape("batch 6", T=6, V=9, d=5, size=2, transposed=True),
+    Shape("batch 5", T=5, V=13, d=3, size=4, logits=1000.0),  # a running max that grows from block to block
+    Shape("long vocabulary", T=301, V=347, d=9, size=21),  # 347 classes = 16.5 blocks of 21: the memory rule
+]
+
+
+@graded
+def linear_ce_backward(fn: Callable) -> None:
+    """Check ``fn(h, W, target) -> (loss, dh, dW)`` against autograd of F.cross_entropy(h @ W.T, target)."""
+    ex = EXERCISES["linear_ce_backward"]
+    ex.check(fn, ex.cases(seeded(SEED + 0), HEAD_SHAPES))
+    print("✓ linear_ce_backward passes the visible checks (batch 1, batch 7, V = d, ignored targets, transposed "
+          "views, logits up to ±1000)")
+
+
+@graded
+def chunked_linear_ce(fn: Callable) -> None:
+    """Check ``fn(h, W, target, chunk) -> (loss, dh, dW)``, and that no T×V tensor is allocated."""
+    ex = EXERCISES["chunked_linear_ce"]
+    ex.check(fn, ex.cases(seeded(SEED + 1), CHUNK_SHAPES))
+    last = CHUNK_SHAPES[-1]
+    print(f"✓ chunked_linear_ce passes the visible checks (batch 1, batch 7, chunks that do not divide T, ignored "
+          f"targets, transposed views, logits up to ±1000, and no T×V tensor at T = {last.T}, V = {last.V})")
+
+
+@graded
+def vocab_blocked_lse(fn: Callable) -> None:
+    """Check ``fn(h, W, block) -> lse`` (T,) against torch.logsumexp, and that no T×V tensor is allocated."""
+    ex = EXERCISES["vocab_blocked_lse"]
+    ex.check(fn, ex.cases(seeded(SEED + 2), LSE_SHAPES))
+    last = LSE_SHAPES[-1]
+    print(f"✓ vocab_blocked_lse passes the visible checks (batch 1, batch 7, blocks that do not divide V, transposed "
+          f"views, logits up to ±1000, and no T×V tensor at T = {last.T}, V = {last.V})")
