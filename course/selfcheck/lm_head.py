@@ -219,8 +219,8 @@ def chunk_alternatives(case: Case) -> dict[str, list[Alternative]]:
         return found
     k = len(starts)
     for which, s in (("last", starts[-1]), ("first", starts[0])):
-        rows = slice(s, s + chunk)
-        part = _autograd(lambda h, W: _ce_sum(h[rows], W, target[rows]) / n, h, W)
+        kept = slice(s, s + chunk)  # the one chunk this bug keeps
+        part = _autograd(lambda h, W: _ce_sum(h[kept], W, target[kept]) / n, h, W)
         _add(found, "batch-reduction", f"loss is the {which} chunk's share alone: right while all T tokens fit in "
              f"one chunk, wrong here, where {k} chunks of {chunk} cover T = {T}; every chunk's tokens are part of "
              "the one loss.", part, outputs=("loss",), topic="chunks")
@@ -293,7 +293,7 @@ def check_no_logits(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]
         h, W, *_, size = args
         if not isinstance(size, int) or size < 1:
             continue
-        T, V = h.shape[0], W.shape[0]
+        T, V = len(h), len(W)  # tokens, classes
         walked = size * V if name == "chunked_linear_ce" else T * size  # one chunk's (block's) logits
         if T * V < MEMORY_RATIO * walked:
             continue

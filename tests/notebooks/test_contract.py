@@ -27,6 +27,7 @@ CONTRACT = {
         "topk_backward", "embedding_backward", "relu_backward", "maxpool1d_backward", "dropout_backward",
         "moe_gate_backward", "scatter_add_kernel",
     ],
+    "07_fused_linear_cross_entropy": ["linear_ce_backward", "chunked_linear_ce", "vocab_blocked_lse"],
 }
 PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
 
