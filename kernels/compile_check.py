@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–06 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–07 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -35,6 +35,7 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | 04_layernorm | 4096 × {1024, 8192, 16384} |
 | 05_attention_recompute | B·H 64 · T 4096 · D ∈ {64, 128} (the notebook has no causal mask) |
 | 06_topk_routing (scatter-add) | 8192 token rows of 4096 into a 128256-row table |
+| 07_fused_linear_cross_entropy (ce_grad_kernel) | a chunk of 512 rows × 128256 classes |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
@@ -186,6 +187,12 @@ def _nb06_scatter_add(shape, dtype):
     nb["scatter_add"](_empty(tokens, dim, dtype=dtype), torch.zeros(tokens, device="cuda", dtype=torch.int64), vocab)
 
 
+def _nb07_ce_grad(shape, dtype):
+    nb = _notebook("07_fused_linear_cross_entropy")
+    rows, vocab = shape
+    nb["ce_loss_and_grad_inplace"](_empty(rows, vocab, dtype=dtype), torch.zeros(rows, device="cuda", dtype=torch.int64), rows)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -250,6 +257,8 @@ OPS = {
            _nb05_flash, _flash_shape, full=((64, 4096, 64), (64, 4096, 128)), quick=((64, 4096, 128),)),
         Op("06_topk_routing", ("scatter_add_kernel",), _nb06_scatter_add, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
+        Op("07_fused_linear_cross_entropy", ("ce_grad_kernel",), _nb07_ce_grad, _rows_x_cols,
+           full=((512, _TABLE[0]),), quick=((512, _TABLE[0]),)),
     )
 }
 QUICK_DTYPES = ("bf16", "fp32", "fp64")

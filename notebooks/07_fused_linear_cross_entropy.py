@@ -11,17 +11,19 @@
 # Nobody needs them. The loss is one number, $\bar h$ is $(T, d)$ and $\bar W$ is $(V, d)$. Liger-Kernel's
 # *fused linear cross-entropy* and *Cut Cross-Entropy* (Wijmans et al., 2024: the loss's memory for
 # Gemma 2 from 24 GB to about 1 MB) exist so that the $T \times V$ tensors are never held at once. This
-# notebook builds that, in three steps:
+# notebook builds that, in four steps:
 #
 # 1. **The backward, dense.** From notebooks 01 and 02 you already own every piece; put them together.
 # 2. **Walk the tokens in chunks.** Form one chunk's logits and their gradient, use them, drop them.
 # 3. **Walk the vocabulary in blocks.** The log-sum-exp of each row without ever holding a whole row.
+# 4. **One buffer per chunk.** A Triton kernel that writes a chunk's gradient over its logits.
 #
 # | part | you write | points |
 # |---|---|---|
 # | A | `linear_ce_backward(h, W, target) -> (loss, dh, dW)` — dense, the reference derivation | 3 |
 # | B | `chunked_linear_ce(h, W, target, chunk) -> (loss, dh, dW)` — never a $T \times V$ tensor | 3 |
 # | C | `vocab_blocked_lse(h, W, block) -> lse` — $(T,)$, in vocabulary blocks | 2 |
+# | D | `ce_grad_kernel` — `@triton.jit`, one row per program: a chunk's gradient written over its logits | 2 |
 #
 # **Notation** (from notebook 00). $L$ is the scalar loss; $\bar t = \partial L / \partial t$ has the shape
 # of $t$ and is `dt` in code. A target of `-100` (`ignore_index`, as in `F.cross_entropy`) marks a token
@@ -377,7 +379,169 @@ autograder.check.vocab_blocked_lse(vocab_blocked_lse)
 # $\bar z_b W_b$ into $\bar h$ and writes $\bar z_b^\top h$ into block $b$'s rows of $\bar W$. Nothing of size
 # $T \times V$, and nothing of size $c \times V$ either: $O(T \cdot \text{block})$. In a real kernel the blocks
 # live in on-chip SRAM and never touch HBM at all.
+# %% [markdown]
+# ## Part D — ce_grad_kernel (2 points)
 #
+# Part B's chunk held its logits $z_c$ and, beside them, the `exp` temporary and $\bar z_c$: three $(c, V)$
+# tensors. Liger-Kernel holds one. Its Triton kernel reads a row of the chunk's logits, computes the row's loss
+# and then **writes the row's gradient over the logits themselves**, in the same buffer: once $\bar z_c$ is
+# known, nobody needs $z_c$ again. Write that kernel. It is launched as
+#
+# ```python
+# ce_grad_kernel[(rows,)](z, target, loss, z.stride(0), V, float(n), BLOCK_V=BLOCK_V)
+# ```
+#
+# - `Z_ptr`: the chunk's logits $(\text{rows}, V)$, each row's $V$ values adjacent in memory and the rows
+#   `z_row_stride` apart; on return, each row holds its gradient $\bar z = (\operatorname{softmax}(z) - e_y)/n$.
+# - `TARGET_ptr`: the chunk's targets $(\text{rows},)$, int64, a class in $[0, V)$ or `-100`; read-only.
+# - `LOSS_ptr`: $(\text{rows},)$, where the row writes its share of the loss, $(\operatorname{lse}(z) - z_y)/n$.
+# - A row whose target is `-100` writes a loss of 0 and a row of zeros.
+# - `n`: the number of counted tokens of the **whole batch** (not of the chunk), a float.
+# - One program per row. $V$ may be far wider than a block: walk the row in `BLOCK_V`-wide pieces, with
+#   Part C's running max and sum, then walk it again to write. No store may land past the row's $V$ values.
+# - Compute in the logits' dtype (float64 in the check's gradcheck).
+#
+# The test cell launches it on chunks inside a wider buffer whose padding holds NaN, with $V$ not a power of
+# two and wider than `BLOCK_V`, in float32 and float64, against autograd of `F.cross_entropy`, then runs a
+# float64 gradcheck through it: the gradient it writes must be the derivative of the loss it writes.
+# %%
+import triton
+import triton.language as tl
+
+DEVICE = course.DEVICE  # cuda with a GPU; else cpu, with the kernel in Triton's interpreter
+
+
+def unfinished(exc):
+    """Whether `exc` comes from a kernel that still raises course.todo(): Triton wraps what a kernel raises in its
+    own error (and cannot compile a stub on a GPU), so look at the message and the whole chain of causes."""
+    while exc is not None:
+        if isinstance(exc, NotImplementedError) or "course.todo()" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def ce_loss_and_grad_inplace(z, target, n, BLOCK_V=128):
+    """Given: one chunk's loss (a 0-dim tensor) from ce_grad_kernel; z (rows, V) then holds its gradient."""
+    loss = torch.empty(z.shape[0], dtype=z.dtype, device=z.device)  # (rows,)
+    ce_grad_kernel[(z.shape[0],)](z, target, loss, z.stride(0), z.shape[1], float(n), BLOCK_V=BLOCK_V)
+    return loss.sum()
+# %% solution id=ce_grad_kernel
+@triton.jit
+def ce_grad_kernel(
+    Z_ptr,  # (rows, V) the chunk's logits; overwritten by their gradient
+    TARGET_ptr,  # (rows,) int64 class ids, or -100 for a token that does not count
+    LOSS_ptr,  # (rows,) each row's share of the loss
+    z_row_stride,  # elements from one row of Z to the next
+    V,  # the length of a row: the vocabulary
+    n,  # float: the counted tokens of the whole batch
+    BLOCK_V: tl.constexpr,  # a power of two: the columns one step of the walk reads
+):
+    """One row per program: its loss (lse − z_target)/n to LOSS, its gradient (softmax − onehot)/n over its logits.
+
+    Reads the row twice and writes it once; a row whose target is -100 gets 0 and a row of zeros.
+    """
+    ### BEGIN SOLUTION
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2³¹ on a large chunk
+    z_row = Z_ptr + row * z_row_stride
+    cols = tl.arange(0, BLOCK_V)  # (BLOCK_V,)
+    dtype = Z_ptr.dtype.element_ty
+    y = tl.load(TARGET_ptr + row)
+    counted = y != -100
+    t = tl.where(counted, y, 0)  # an ignored row reads class 0, then gets weight 0
+    scale = tl.where(counted, tl.full([], 1.0, dtype) / n, 0.0).to(dtype)  # 1/n in the logits' dtype, or 0
+    acc = tl.zeros([], tl.float32) + tl.zeros([], dtype)  # 0 in float32, or float64 for float64 logits
+    m = acc - float("inf")  # running max of the row; half-precision logits are summed in float32
+    s = acc  # running sum of exp(z − m)
+    for start in range(0, V, BLOCK_V):  # first walk: Part C's online log-sum-exp
+        mask = start + cols < V
+        z = tl.load(z_row + start + cols, mask=mask, other=float("-inf"))  # masked lanes add exp(−inf) = 0
+        m_new = tl.maximum(m, tl.max(z, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)
+        m = m_new
+    lse = m + tl.log(s)
+    tl.store(LOSS_ptr + row, (lse - tl.load(z_row + t)) * scale)  # read z_target before it is overwritten
+    for start in range(0, V, BLOCK_V):  # second walk: the gradient over the logits
+        mask = start + cols < V
+        z = tl.load(z_row + start + cols, mask=mask, other=0.0)
+        p = tl.exp(z - lse)  # this piece of the softmax
+        onehot = tl.where(start + cols == t, 1.0, 0.0)
+        g = (p - onehot) * scale
+        tl.store(z_row + start + cols, g, mask=mask)
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — two walks over the row</summary>
+#
+# The gradient of every column needs the row's log-sum-exp, and that is known only once the whole row has been
+# read. So walk the row twice: the first walk carries Part C's running max and sum from piece to piece (a masked
+# lane must add nothing: what `other` gives it decides that), and ends with the log-sum-exp and the row's loss;
+# the second walk reads each piece again and stores its gradient over it. Read $z_y$, the target's own logit,
+# between the two, before the second walk overwrites it. Check the sign against Part A's $\bar z$.
+#
+# </details>
+#
+# <details><summary>Hint 2 — n, the ignored rows, and the dtype</summary>
+#
+# Every counted row carries the same factor $1/n$, with $n$ the batch's count, passed in: the chunk does not
+# count its own tokens. A row whose target is `-100` has no loss, so its share is 0 and its gradient is zero —
+# but it must not read `Z_ptr + (-100)` either: give it a harmless class before any load, and a factor of 0.
+# `n` reaches a compiled kernel as a float32 scalar: $1/n$ taken in float32 loses the digits float64 keeps, so
+# divide a value already in the logits' dtype by it (`Z_ptr.dtype.element_ty` is that dtype).
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# Per program: the row index, `tl.program_id(0)` cast to int64; the row's start, `Z_ptr` plus the row times
+# `z_row_stride`; the target `y`, a safe class `tl.where(y != -100, y, 0)` and a factor `scale` that is $1/n$ on a
+# counted row and 0 on an ignored one. The first walk, over `range(0, V, BLOCK_V)`, loads each piece under the
+# mask `start + cols < V` with `other=float("-inf")` and updates `m` and `s` as in Part C (both 0-d, in float32
+# at least — float64 for float64 logits, float32 for half-precision ones, which a sum of V terms needs: adding
+# `tl.zeros([], tl.float32)` and `tl.zeros([], dtype)` gives that type); then the log-sum-exp is
+# `m + tl.log(s)` and the loss `(lse - z_y) * scale`. The second walk loads each piece again with `other=0.0`,
+# takes `p = tl.exp(z - lse)` and the one-hot `tl.where(start + cols == t, 1.0, 0.0)`, forms
+# `g = (p - onehot) * scale` and stores it under the mask.
+#
+# </details>
+# %% test id=test_ce_grad_kernel points=2
+"""ce_grad_kernel: chunks of 1 to 7 rows inside a wider NaN-padded buffer, V
+not a power of two and wider than BLOCK_V, ignored targets, n counting other
+chunks' tokens, logits up to ±1000, float32 and float64, against autograd of
+F.cross_entropy; the padding left untouched; a float64 gradcheck."""
+course.selfcheck.ce_grad_kernel(ce_grad_kernel)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.ce_grad_kernel(ce_grad_kernel)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote: Liger's trick
+#
+# One program per row reads the row, keeps two numbers (the running max and sum), writes one loss, then reads
+# the row again and writes $\boxed{\;\bar z = (P - Y)/n\;}$ **over** it, in code `g = (p - onehot) * scale`.
+# The chunk's logits and their gradient are one $(c, V)$ buffer: at chunk $= 1024$ that is 0.53 GB, where Part
+# B's chunk held three of that size. The chunk's matmuls then read the gradient from that same buffer:
+# $\bar h_c = \bar z_c W$ and $\bar W \mathrel{+}= \bar z_c^\top h_c$. Here is one chunk of Part B through the
+# kernel, against `F.cross_entropy`:
+# %% check-output
+gen = torch.Generator().manual_seed(8)
+h, W = randn(gen, 6, 4), randn(gen, 9, 4)  # one chunk of 6 tokens, V = 9
+target = torch.tensor([3, IGNORE, 0, 8, 5, 2])
+n = 11  # the batch's counted tokens: this chunk's 5 and 6 in other chunks
+z = (h @ W.T).to(DEVICE)  # (c, V): the only V-wide buffer of the chunk
+try:
+    loss_c = ce_loss_and_grad_inplace(z, target.to(DEVICE), n, BLOCK_V=4)  # z now holds the chunk's gradient
+    dz = z.cpu()
+    ref = F.cross_entropy(h @ W.T, target, ignore_index=IGNORE, reduction="sum") / n
+    print(f"chunk's loss {loss_c.item():.6f} (F.cross_entropy: {ref.item():.6f}); dh_c = dz @ W {tuple((dz @ W).shape)}, "
+          f"its rows for ignored tokens zero: {bool((dz[target == IGNORE] == 0).all())}")
+except Exception as exc:
+    if not unfinished(exc):
+        raise
+    print("Finish Part D first: this cell runs ce_grad_kernel.")
+
+# %% [markdown]
 # ## 3 · Measured: peak memory against T
 #
 # Now the three ways, on this CPU, with `PeakMemory` from `course.peak_memory`: it follows every tensor

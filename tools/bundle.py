@@ -73,7 +73,7 @@ with {TESTED_PYTHON}) and about 2.5 GB of disk. No GPU is needed: without one, `
 runs the Triton kernels on the CPU in Triton's interpreter.
 
 **Triton runs on Linux only** (it publishes no macOS or Windows packages). Notebooks 00–02 do not
-use it and run anywhere; notebooks 03–06 write Triton kernels and need Linux: on Windows use WSL2,
+use it and run anywhere; notebooks 03–07 write Triton kernels and need Linux: on Windows use WSL2,
 on a Mac a Linux container (Docker or Podman) or a Linux machine. On macOS `pip install -e .`
 skips Triton, so 00–02 install and run there; it needs a Mac with Apple silicon, since PyTorch
 builds this version for no Intel Mac.

@@ -12,7 +12,7 @@ from .attention import (
     recompute_attention,
 )
 from .layernorm import TritonLayerNorm, layernorm_backward, layernorm_forward, rmsnorm_backward, triton_layernorm
-from .lm_head import chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
+from .lm_head import ce_grad_kernel, chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
 from .matmul import batched_matmul_backward, linear_backward, linear_bias_backward, name_the_bug, reduce_to_shape
 from .routing import (
     dropout_backward,

@@ -12,11 +12,10 @@ from __future__ import annotations
 import torch
 
 from course.diagnose import Alternative, Case, distinct_from, graded
-from course.selfcheck.lm_head import (  # noqa: F401 — HINTS: course.diagnose.graded reads it from this module
+from course.selfcheck import ce_grad
+from course.selfcheck.lm_head import (
     EXERCISES,
-    HINTS,
     IGNORE,
-    MEMORY_RATIO,
     Shape,
     check,
     chunk_alternatives,
@@ -27,8 +26,11 @@ from course.selfcheck.lm_head import (  # noqa: F401 — HINTS: course.diagnose.
     head_reference,
     lse_alternatives,
 )
+from course.selfcheck.lm_head import HINTS as HEAD_HINTS
 
 from ..inputs import generator
+
+HINTS = {**HEAD_HINTS, **ce_grad.HINTS}  # course.diagnose.graded reads the hint pointers from this module
 
 HEAD_SHAPES = [
     Shape("batch 1", T=1, V=13, d=5),  # one token: a missing 1/n cannot show yet
@@ -144,3 +146,24 @@ def _hidden(name: str, cases, alternatives=None):
 linear_ce_backward = _hidden("linear_ce_backward", _head_cases, _merged(head_alternatives, _formula_alternatives))
 chunked_linear_ce = _hidden("chunked_linear_ce", _chunk_cases, _merged(chunk_alternatives, _formula_alternatives))
 vocab_blocked_lse = _hidden("vocab_blocked_lse", _lse_cases, _online_alternatives)
+
+
+def _ce_grad_cases(gen: torch.Generator) -> tuple[list[ce_grad.KernelCase], ce_grad.KernelCase]:
+    """Part D's chunks: sizes of their own (V never a power of two, always wider than BLOCK_V), n counting other
+    chunks' tokens, ignored rows, large logits, one float32 case; then the tiny gradcheck case."""
+    make = ce_grad.kernel_case
+    cases = [
+        make(gen, "batch 1", 1, 7, extra=2, block=4),  # one row of a larger batch
+        make(gen, "batch 7", 7, 17, ignored=3, extra=5),  # blocks of 8, 8 and 1
+        make(gen, "batch 9, BLOCK_V = 2", 9, 11, ignored=1, block=2),
+        make(gen, "batch 6, every target but one ignored", 6, 9, ignored=5, extra=4),
+        make(gen, "batch 5, logits up to ±1500", 5, 23, ignored=1, scale=450.0),
+        make(gen, "batch 11, float32", 11, 37, ignored=2, dtype=torch.float32, block=16),
+    ]
+    return cases, make(gen, "gradcheck", 4, 5, ignored=1, extra=1, block=2)
+
+
+@graded
+def ce_grad_kernel(kernel) -> None:
+    """The visible check's flow, on chunks drawn from this run's generator."""
+    ce_grad.check_ce_grad_kernel(kernel, *_ce_grad_cases(generator("ce_grad_kernel")))

@@ -14,6 +14,7 @@ from .attention import (
     manual_attention,
     recompute_attention,
 )
+from .ce_grad import ce_grad_kernel
 from .layernorm import TritonLayerNorm, layernorm_backward, layernorm_forward, rmsnorm_backward, triton_layernorm
 from .lm_head import chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
 from .matmul import batched_matmul_backward, linear_backward, linear_bias_backward, name_the_bug, reduce_to_shape

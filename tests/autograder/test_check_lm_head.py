@@ -1,7 +1,8 @@
 """The checks of 07_fused_linear_cross_entropy: a right answer passes, and each bug of the issue gets its class.
 
-The notebook does not exist yet, so the right implementations and the mutants are written here, independently of
-``kernels`` (the checks' references are torch's own autograd). Each runs through the hidden check
+The right implementations and the bugs are written here, independently of the notebook's solutions and of
+``kernels`` (the checks' references are torch's own autograd); the notebook's own mutants are in
+tests/submissions/07_fused_linear_cross_entropy/. Each runs through the hidden check
 (``autograder.check.lm_head``, fresh inputs — several seeds here, since grading draws a fresh one each run) and
 the visible one (``course.selfcheck.lm_head``, fixed inputs); both must give the same verdict. Beside the values,
 the walked functions are graded on what they allocate: a T×V tensor is ``materialized-logits`` even when every
@@ -21,6 +22,7 @@ import course
 from autograder.check import lm_head as hidden
 from course.diagnose import CLASSES, GradingFailure
 from course.memory import Allocation
+from course.selfcheck import ce_grad
 from course.selfcheck import lm_head as visible
 from tests.support import diagnosis, failure_of
 
@@ -359,3 +361,119 @@ def test_the_hidden_check_names_bugs_the_visible_one_keeps_to_itself(seeded):
 
     failure = failure_of(hidden.linear_ce_backward, softmax_alone)
     assert failure.cls == "wrong-values" and "target's own logit" in failure.sentence
+
+
+# ---------------------------------------------------------------------------
+# Part D: ce_grad_kernel, the chunk's gradient written over its logits. The right kernel is written here from the
+# derivation; each bug is a one-line edit of it, loaded from its own file (Triton reads a kernel's source).
+
+CE_GRAD_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def ce_grad_kernel(Z_ptr, TARGET_ptr, LOSS_ptr, z_row_stride, V, n, BLOCK_V: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    z_row = Z_ptr + row * z_row_stride
+    cols = tl.arange(0, BLOCK_V)
+    dtype = Z_ptr.dtype.element_ty
+    y = tl.load(TARGET_ptr + row)
+    t = tl.where(y != -100, y, 0)
+    scale = tl.where(y != -100, tl.full([], 1.0, dtype) / n, 0.0).to(dtype)
+    m = tl.full([], float("-inf"), dtype)
+    s = tl.zeros([], dtype)
+    for start in range(0, V, BLOCK_V):
+        mask = start + cols < V
+        z = tl.load(z_row + start + cols, mask=mask, other=float("-inf"))
+        m_new = tl.maximum(m, tl.max(z, axis=0))
+        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)
+        m = m_new
+    lse = m + tl.log(s)
+    tl.store(LOSS_ptr + row, (lse - tl.load(z_row + t)) * scale)
+    for start in range(0, V, BLOCK_V):
+        mask = start + cols < V
+        p = tl.exp(tl.load(z_row + start + cols, mask=mask, other=0.0) - lse)
+        g = (p - tl.where(start + cols == t, 1.0, 0.0)) * scale
+        tl.store(z_row + start + cols, g, mask=mask)
+'''
+RIGHT_SCALE = "scale = tl.where(y != -100, tl.full([], 1.0, dtype) / n, 0.0).to(dtype)"
+RIGHT_G = "g = (p - tl.where(start + cols == t, 1.0, 0.0)) * scale"
+CE_GRAD_BUGS = {  # name: (the right line, its buggy edit, the class both checks must give)
+    "no_1_over_n": (RIGHT_SCALE, "scale = tl.where(y != -100, tl.full([], 1.0, dtype), 0.0).to(dtype)", "scale"),
+    "no_onehot": (RIGHT_G, "g = p * scale", "wrong-values"),
+    "ignored_rows_not_zeroed": (RIGHT_SCALE, "scale = tl.full([], 1.0, dtype) / n", "wrong-values"),
+    "sign": (RIGHT_G, "g = (tl.where(start + cols == t, 1.0, 0.0) - p) * scale", "sign"),
+    "unmasked_store": ("tl.store(z_row + start + cols, g, mask=mask)", "tl.store(z_row + start + cols, g)",
+                       "wrong-values"),
+    "inv_n_in_float32": (RIGHT_SCALE, "scale = tl.where(y != -100, tl.full([], 1.0, tl.float32) / n, 0.0)",
+                         "wrong-values"),
+    "stub": ("    row = tl.program_id(0)", "    raise NotImplementedError('course.todo()')\n    row = tl.program_id(0)",
+             "not-implemented"),
+}
+
+
+def _kernel(tmp_path, name: str, source: str):
+    """The ce_grad_kernel of ``source``, loaded from a file of its own."""
+    import importlib.util
+
+    path = tmp_path / f"ce_grad_{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(f"ce_grad_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ce_grad_kernel
+
+
+def visible_ce_grad(kernel) -> None:
+    ce_grad.ce_grad_kernel(kernel)
+
+
+CE_GRAD_CHECKS = [hidden.ce_grad_kernel, ce_grad.ce_grad_kernel]
+
+
+def _bug(tmp_path, name: str):
+    right, wrong, _ = CE_GRAD_BUGS[name]
+    assert CE_GRAD_KERNEL.count(right) == 1, name
+    return _kernel(tmp_path, name, CE_GRAD_KERNEL.replace(right, wrong))
+
+
+def test_a_right_kernel_passes_both_checks(tmp_path, seeded, capsys):
+    kernel = _kernel(tmp_path, "right", CE_GRAD_KERNEL)
+    for check in CE_GRAD_CHECKS:
+        check(kernel)
+    assert capsys.readouterr().out.startswith("✓ ce_grad_kernel passes the visible checks")
+
+
+@pytest.mark.parametrize("name", CE_GRAD_BUGS)
+def test_each_kernel_bug_gets_its_class_from_both_checks(tmp_path, name):
+    kernel = _bug(tmp_path, name)
+    for check in CE_GRAD_CHECKS:
+        assert diagnosis(check, kernel) == CE_GRAD_BUGS[name][2], (name, check.__module__)
+
+
+def test_the_kernel_bugs_are_named_not_generic(tmp_path):
+    words = {"no_onehot": "target's own logit", "ignored_rows_not_zeroed": "ignore_index",
+             "unmasked_store": "past the end", "inv_n_in_float32": "float32 precision"}
+    for name, phrase in words.items():
+        failure = failure_of(visible_ce_grad, _bug(tmp_path, name))
+        assert phrase in failure.sentence and not failure.generic, (name, failure.sentence)
+    assert failure_of(visible_ce_grad, _bug(tmp_path, "ignored_rows_not_zeroed")).hint == 2
+
+
+def test_the_gradcheck_fails_a_gradient_that_is_not_the_losss_derivative(tmp_path):
+    """The gradcheck passes the right kernel and fails one whose gradient (the softmax alone) is not the
+    derivative of the loss it writes."""
+    tiny = ce_grad.visible_cases()[1]
+    right = _kernel(tmp_path, "right_for_gradcheck", CE_GRAD_KERNEL)
+    assert ce_grad.gradcheck(right, tiny)
+    wrong = _bug(tmp_path, "no_onehot")
+    assert not ce_grad.gradcheck(wrong, tiny)
+
+
+def test_the_kernel_check_is_fast(tmp_path):
+    kernel = _kernel(tmp_path, "timed", CE_GRAD_KERNEL)
+    visible_ce_grad(kernel)  # warms the interpreter's caches
+    start = time.perf_counter()
+    visible_ce_grad(kernel)
+    assert time.perf_counter() - start < 10.0

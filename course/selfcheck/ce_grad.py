@@ -1,0 +1,204 @@
+"""Visible check for 07_fused_linear_cross_entropy, Part D: ``ce_grad_kernel``, the Triton kernel that writes a
+chunk's cross-entropy gradient over its logits (Liger-Kernel's trick).
+
+The kernel is launched as ``ce_grad_kernel[(rows,)](z, target, loss, z.stride(0), V, n, BLOCK_V=BLOCK_V)``: one
+program per row of the chunk's logits Z (rows, V), which it walks BLOCK_V columns at a time. It writes the row's
+share of the loss, (lse − z_target)/n, to LOSS, and overwrites the row of Z with (softmax − onehot)/n; a row whose
+target is ignore_index (−100) gets 0 and a zero row. n, the counted tokens of the whole batch, comes in as a float.
+
+The rows sit inside a wider buffer whose padding holds NaN (memory after a row may hold anything) and must stay as
+it was; V is not a power of two and is larger than BLOCK_V, so the walk takes several steps. References are
+autograd of ``F.cross_entropy(z, target, ignore_index=-100, reduction="sum") / n``. Then a float64 gradcheck in
+torch.autograd.gradcheck's fast mode, through the kernel alone: the central difference of the loss it writes,
+along a random direction, against the gradient it writes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ..diagnose import (
+    Alternative,
+    GradingFailure,
+    diagnose,
+    graded,
+    randn,
+    relative_error,
+    seeded,
+    vjp,
+    where_mismatch,
+)
+from ..triton_check import device, launch, require_kernel
+
+F32, F64 = torch.float32, torch.float64
+IGNORE = -100  # F.cross_entropy's ignore_index
+TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
+SEED = 20240708
+OUTPUTS = ("loss", "dz")
+
+# The notebook's hints for Part D: 1 — the two walks over the row; 2 — n, the ignored rows and the dtype;
+# 3 — the code.
+HINTS = {"ce_grad_kernel": {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3}}
+
+
+@dataclass(frozen=True)
+class KernelCase:
+    """One launch: the chunk's logits z (rows, V) float64 values, its targets, the batch's count n, the dtype the
+    kernel runs in, the block width, and how many columns of padding follow each row."""
+
+    label: str
+    z: torch.Tensor
+    target: torch.Tensor
+    n: int
+    dtype: torch.dtype = F64
+    block: int = 8
+    pad: int = 3
+
+
+def kernel_case(gen: torch.Generator, label: str, rows: int, V: int, *, ignored: int = 0, extra: int = 0,
+                dtype: torch.dtype = F64, block: int = 8, scale: float = 1.0) -> KernelCase:
+    """A chunk of ``rows`` rows of V logits (standard normal times ``scale``), ``ignored`` of its targets −100;
+    n counts its own targets plus ``extra`` counted tokens of other chunks of the batch."""
+    z = randn(gen, rows, V) * scale
+    target = torch.randint(0, V, (rows,), generator=gen)
+    target[torch.randint(0, rows, (1,), generator=gen)] = V - 1  # the last class, where an off-by-one hides
+    target[torch.randperm(rows, generator=gen)[:ignored]] = IGNORE
+    n = int((target != IGNORE).sum()) + extra
+    return KernelCase(label, z, target, n, dtype, block)
+
+
+def reference(z: torch.Tensor, target: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(each row's share of the loss (rows,), the gradient (rows, V)) by autograd of F.cross_entropy."""
+    losses = F.cross_entropy(z, target, ignore_index=IGNORE, reduction="none") / n
+    dz = vjp(lambda z: F.cross_entropy(z, target, ignore_index=IGNORE, reduction="sum") / n, (z,), None)[0]
+    return losses, dz
+
+
+def alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
+    """The named bugs: the onehot left out, the ignored rows given a gradient (a 1/n left out and a flipped sign are
+    named by ``diagnose`` itself)."""
+    z, target, n = case.z, case.target, case.n
+    kept = (target != IGNORE).to(F64)[:, None]
+    p = torch.softmax(z, -1)
+    alts = {"loss": [], "dz": [
+        Alternative("wrong-values", "dz is the softmax alone, divided by n: the target's own logit also enters the "
+                    "loss outside the log-sum-exp (− z_target), and its −1 at the target's column is missing.",
+                    p * kept / n)]}
+    if not kept.all():
+        as_class_0 = target.masked_fill(target == IGNORE, 0)
+        sentence = ("{out} gives the rows whose target is ignore_index (−100) a value: those tokens take no part in "
+                    "the loss, so their share is 0 and their row of the gradient is zero.")
+        alts["loss"].append(Alternative("wrong-values", sentence.format(out="loss"),
+                                        F.cross_entropy(z, as_class_0, reduction="none") / n, "ignored"))
+        for wrong in (p / n, (p - F.one_hot(as_class_0, z.shape[1])) / n):
+            alts["dz"].append(Alternative("wrong-values", sentence.format(out="dz"), wrong, "ignored"))
+    return alts
+
+
+def run_kernel(kernel, case: KernelCase, z: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, bool,
+                                                                                  list[str], str]:
+    """Launch ``kernel`` on ``z`` (default: the case's) inside a NaN-padded buffer. Return (loss, dz) in float64
+    on the CPU, whether the padding changed, the read-only inputs it wrote into, and the label."""
+    z = case.z if z is None else z
+    rows, V = z.shape
+    dev = device()
+    buf = torch.full((rows, V + case.pad), math.nan, dtype=case.dtype, device=dev)  # rows V + pad apart
+    buf[:, :V] = z.to(dev, case.dtype)
+    padding = buf[:, V:].clone()
+    target = case.target.to(dev)
+    loss = torch.full((rows + 1,), -12345.0, dtype=case.dtype, device=dev)  # a sentinel past the last row
+    view = buf[:, :V]
+    touched = launch("ce_grad_kernel", lambda: kernel[(rows,)](view, target, loss, view.stride(0), V, float(case.n),
+                                                                BLOCK_V=case.block), {"TARGET_ptr": target})
+    moved = not torch.equal(torch.isnan(buf[:, V:]), torch.isnan(padding)) or bool(loss[rows] != -12345.0)
+    label = (f"{case.label}: Z ({rows}, {V}) with rows {buf.stride(0)} apart, BLOCK_V = {case.block}, n = {case.n}, "
+             f"{str(case.dtype).removeprefix('torch.')}")
+    return loss[:rows].to("cpu", F64), view.to("cpu", F64), moved, touched, label
+
+
+def _ignored_rows_only(name: str, got, expected, target, tol: float, label: str) -> GradingFailure | None:
+    """Right on the counted rows and wrong on the ignored ones: the ignore_index handling, whatever it computed."""
+    ignored = target == IGNORE
+    if not ignored.any() or ignored.all():
+        return None
+    if diagnose(name, got[~ignored], expected[~ignored], tol=tol) is not None:
+        return None
+    return GradingFailure("wrong-values", f"{name} is right on the counted rows and wrong on the rows whose target is "
+                          "ignore_index (−100): those tokens take no part in the loss — their share is 0 and their "
+                          "row of the gradient is zero.", where_mismatch(name, got, expected, label), "ignored")
+
+
+def check_case(kernel, case: KernelCase) -> None:
+    """Launch one case; raise the first GradingFailure: the inputs and the padding, then loss, then dz."""
+    got_loss, got_dz, moved, touched, label = run_kernel(kernel, case)
+    if touched:
+        raise GradingFailure("wrong-values", "ce_grad_kernel wrote into its targets: they are read-only.",
+                             f"inputs: {label}")
+    expected = dict(zip(OUTPUTS, reference(case.z, case.target, case.n)))
+    got = {"loss": got_loss, "dz": got_dz}
+    alts = alternatives(case)
+    tol = TOL[case.dtype]
+    for out in OUTPUTS:
+        failure = diagnose(out, got[out], expected[out], tol=tol, alternatives=alts[out], case=label)
+        if failure is None:
+            continue
+        if failure.cls == "wrong-values" and failure.topic is None:
+            failure = _ignored_rows_only(out, got[out], expected[out], case.target, tol, label) or failure
+        if case.dtype == F64 and bool(torch.isfinite(got[out]).all()) and relative_error(got[out], expected[out]) < 1e-5:
+            failure = GradingFailure("wrong-values", f"{out} is right only to about float32 precision for float64 "
+                                     "logits: n arrives as a float32 scalar, and a 1/n taken in float32 loses the "
+                                     "digits float64 keeps — bring n to the logits' dtype first.", failure.where,
+                                     "float32")
+        raise failure
+    if moved:
+        raise GradingFailure("wrong-values", f"ce_grad_kernel writes past the end of a row: the padding after each "
+                             f"row of V = {case.z.shape[1]} (or the slot after the last loss) changed; the last block "
+                             "of a row is wider than what is left of it, and its store needs the mask too.",
+                             f"inputs: {label}")
+
+
+def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
+    """Fast-mode gradcheck through the kernel alone, float64: the central difference of the loss it writes along a
+    random direction u, against ⟨the gradient it writes, u⟩."""
+    u = randn(seeded(SEED), *case.z.shape)
+    dz = run_kernel(kernel, case)[1]
+    ends = [float(run_kernel(kernel, case, case.z + sign * eps * u)[0].sum()) for sign in (1, -1)]
+    exact = float((dz * u).sum())
+    return abs((ends[0] - ends[1]) / (2 * eps) - exact) <= 1e-6 + 1e-4 * abs(exact)
+
+
+def check_ce_grad_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase) -> None:
+    """Every case, then the float64 gradcheck on ``tiny``."""
+    require_kernel("ce_grad_kernel", kernel)
+    for case in cases:
+        check_case(kernel, case)
+    if not gradcheck(kernel, tiny):
+        raise GradingFailure("wrong-values", "ce_grad_kernel fails the float64 gradcheck: the gradient it writes is "
+                             "not the derivative of the loss it writes, though each matched its reference.",
+                             f"inputs: {tiny.label}")
+
+
+def visible_cases() -> tuple[list[KernelCase], KernelCase]:
+    gen = seeded(SEED)
+    cases = [
+        kernel_case(gen, "batch 1", 1, 5, block=4),  # one row, two blocks
+        kernel_case(gen, "batch 7", 7, 13, extra=4),  # n counts other chunks' tokens too
+        kernel_case(gen, "batch 7, ignored targets", 7, 19, ignored=2, extra=3),
+        kernel_case(gen, "batch 5, logits up to ±1000", 5, 11, scale=300.0),  # exp of the raw logits overflows
+        kernel_case(gen, "batch 6, float32", 6, 21, ignored=1, dtype=F32, block=16),
+    ]
+    tiny = kernel_case(gen, "gradcheck", 3, 6, ignored=1, block=4)
+    return cases, tiny
+
+
+@graded
+def ce_grad_kernel(kernel) -> None:
+    """Launch the kernel on chunks in NaN-padded buffers; compare with autograd of F.cross_entropy; gradcheck."""
+    check_ce_grad_kernel(kernel, *visible_cases())
+    print("✓ ce_grad_kernel passes the visible checks (batch 1 and 7, V not a power of two walked in blocks, rows in "
+          "a wider NaN-padded buffer, ignored targets, logits up to ±1000, float32 and float64, float64 gradcheck)")
