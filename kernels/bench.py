@@ -4,7 +4,7 @@
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
     python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
-    python -m kernels.bench fused_linear_cross_entropy [--rows T] [--cols V] [--dim d]   # GPU: ms, TFLOP/s, peak memory
+    python -m kernels.bench fused_linear_cross_entropy [--rows T] [--cols V] [--dim d]   # GPU: ms, TFLOP/s, GB/s, peak memory
     python -m kernels.bench fused_linear_cross_entropy --memory   # CPU: extra peak memory, fused vs unfused vs compile
 
 For each row-wise op and row length N it reports GB/s of the forward and of forward+backward for the
@@ -341,7 +341,11 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def run_lm_head(tokens: int, vocab: int, dim: int, dtypes: list[str]) -> list[dict]:
-    """On a GPU: ms and TFLOP/s of forward+backward and extra peak memory, fused vs unfused eager and torch.compile."""
+    """On a GPU: ms, TFLOP/s and GB/s of forward+backward and extra peak memory, fused vs unfused eager and torch.compile.
+
+    GB/s counts only the traffic no implementation avoids (h and W read, h̄ and W̄ written, the targets): the
+    logits an unfused loss writes and reads again are its own cost, so a higher figure is a faster pass.
+    """
     from .fused_linear_cross_entropy import fused_linear_cross_entropy
 
     compiled = torch.compile(_unfused_lm_head_loss)
@@ -349,16 +353,18 @@ def run_lm_head(tokens: int, vocab: int, dim: int, dtypes: list[str]) -> list[di
     results = []
     for dtype_name in dtypes:
         h, W, target = _lm_head_inputs(tokens, vocab, dim, DTYPES[dtype_name], "cuda")
+        nbytes = 2 * (h.numel() + W.numel()) * h.element_size() + target.numel() * target.element_size()
         row = {"op": "fused_linear_cross_entropy", "dtype": dtype_name, "T": tokens, "V": vocab, "d": dim}
         for label, fn in (("fused", fused_linear_cross_entropy), ("eager", _unfused_lm_head_loss), ("compile", compiled)):
             step = lambda fn=fn: _lm_head_pass(fn, h, W, target)  # noqa: E731
             step()  # compile, autotune, warm the allocator
             row[f"{label}_ms"] = _ms(step)
             row[f"{label}_TFLOPs"] = flops / row[f"{label}_ms"] / 1e9
+            row[f"{label}_GBps"] = nbytes / row[f"{label}_ms"] / 1e6
             row[f"{label}_peak_MiB"] = _extra_peak_mib(step)
         results.append(row)
         print(f"fused_linear_cross_entropy {dtype_name:<9} T={tokens} V={vocab} d={dim} fwd+bwd "
-              f"{row['fused_ms']:.2f} ms = {row['fused_TFLOPs']:.0f} TFLOP/s "
+              f"{row['fused_ms']:.2f} ms = {row['fused_TFLOPs']:.0f} TFLOP/s, {row['fused_GBps']:.0f} GB/s "
               f"({row['eager_ms'] / row['fused_ms']:.2f}x eager, {row['compile_ms'] / row['fused_ms']:.2f}x compile) | "
               f"extra peak {row['fused_peak_MiB']:.0f} MiB vs eager {row['eager_peak_MiB']:.0f} MiB, "
               f"compile {row['compile_peak_MiB']:.0f} MiB", flush=True)
