@@ -43,7 +43,8 @@ OUTPUTS = ("loss", "dz")
 
 # The notebook's hints for Part D: 1 — the two walks over the row; 2 — n, the ignored rows and the dtype;
 # 3 — the code.
-HINTS = {"ce_grad_kernel": {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3}}
+# One table with the lesson's other exercises: the hidden check (autograder.check.lm_head) reads this same object.
+from .lm_head import HINTS  # noqa: E402, F401  (course.diagnose.graded reads it from this module)
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ HINTS = {
     "chunked_linear_ce": {"materialized-logits": 3, "batch-reduction": 3, "chunks": 3, "scale": 2, "ignored": 2,
                           "*": 1},
     "vocab_blocked_lse": {"materialized-logits": 3, "blocks": 3, "non-finite": 3, "*": 1},
+    "ce_grad_kernel": {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3},
 }
 
 
