@@ -437,7 +437,7 @@ def ce_grad_kernel(
     n,  # float: the counted tokens of the whole batch
     BLOCK_V: tl.constexpr,  # a power of two: the columns one step of the walk reads
 ):
-    """One row per program: its loss (lse − z_target)/n to LOSS, its gradient (softmax − onehot)/n over its logits.
+    """One row per program: its share of the loss to LOSS, and the loss's gradient for its logits written over them.
 
     Reads the row twice and writes it once; a row whose target is -100 gets 0 and a row of zeros.
     """
@@ -500,8 +500,8 @@ def ce_grad_kernel(
 # at least — float64 for float64 logits, float32 for half-precision ones, which a sum of V terms needs: adding
 # `tl.zeros([], tl.float32)` and `tl.zeros([], dtype)` gives that type); then the log-sum-exp is
 # `m + tl.log(s)` and the loss `(lse - z_y) * scale`. The second walk loads each piece again with `other=0.0`,
-# takes `p = tl.exp(z - lse)` and the one-hot `tl.where(start + cols == t, 1.0, 0.0)`, forms
-# `g = (p - onehot) * scale` and stores it under the mask.
+# turns each piece into its softmax with the log-sum-exp, subtracts 1 in the one column that is the target
+# (compare the column indices with `t` under `tl.where`), scales by `scale` and stores it under the mask.
 #
 # </details>
 # %% test id=test_ce_grad_kernel points=2
