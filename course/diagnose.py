@@ -40,6 +40,7 @@ CLASSES: dict[str, str] = {
     "materialized-jacobian": "values right, but an N×N Jacobian was built",
     "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
     "materialized-logits": "values right, but a T×V logits-sized tensor was allocated",
+    "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
     "autograd-in-backward": "the hand-written backward called autograd",
     "non-finite": "NaN or inf in the result",
     "tampering": "the checking machinery was modified",

@@ -14,6 +14,13 @@ from .attention import (
 from .layernorm import TritonLayerNorm, layernorm_backward, layernorm_forward, rmsnorm_backward, triton_layernorm
 from .lm_head import ce_grad_kernel, chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
 from .matmul import batched_matmul_backward, linear_backward, linear_bias_backward, name_the_bug, reduce_to_shape
+from .mixed_precision import (
+    DynamicLossScaler,
+    grad_tolerance,
+    layernorm_backward_mixed,
+    softmax_backward_mixed,
+    softmax_bwd_mixed_kernel,
+)
 from .routing import (
     dropout_backward,
     embedding_backward,

@@ -18,6 +18,8 @@ from .ce_grad import ce_grad_kernel
 from .layernorm import TritonLayerNorm, layernorm_backward, layernorm_forward, rmsnorm_backward, triton_layernorm
 from .lm_head import chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
 from .matmul import batched_matmul_backward, linear_backward, linear_bias_backward, name_the_bug, reduce_to_shape
+from .mixed_kernel import softmax_bwd_mixed_kernel
+from .mixed_precision import DynamicLossScaler, grad_tolerance, layernorm_backward_mixed, softmax_backward_mixed
 from .routing import (
     dropout_backward,
     embedding_backward,
