@@ -7,11 +7,11 @@ kernels against these.
 
 Importing applies the course's device rule itself (``kernels/_device.py``), before any
 kernel is defined: without CUDA it sets TRITON_INTERPRET=1, so every op runs on CPU tensors
-(float32, float64) in Triton's interpreter; with CUDA it changes nothing. TRITON_INTERPRET set
+(float16, float32, float64) in Triton's interpreter; with CUDA it changes nothing. TRITON_INTERPRET set
 beforehand is kept: ``1`` interprets even on a GPU machine, ``0`` keeps the kernels compiled
 (the compile check below sets it). ``kernels.DEVICE_CHOICE`` says what was decided and why.
 
-``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–07 for
+``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–08 for
 sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU, and fails on spills, shared
 memory over a target's limit and int32 offset overflows.
 """

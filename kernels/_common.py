@@ -9,8 +9,18 @@ import torch
 
 from ._device import device_choice
 
-CPU_DTYPES = (torch.float32, torch.float64)
-GPU_DTYPES = CPU_DTYPES + (torch.float16, torch.bfloat16)
+# float16 runs in Triton's interpreter as numpy float16: its tl.dot is a numpy matmul into the float32
+# accumulator, and every op upcasts to float32 before it reduces (tests/kernels/test_half_precision_backward.py).
+CPU_DTYPES = (torch.float32, torch.float64, torch.float16)
+GPU_DTYPES = CPU_DTYPES + (torch.bfloat16,)
+# numpy has no bfloat16: the interpreter holds it as raw uint16 bits, its tl.dot multiplies those integers
+# (attention's output is off by orders of magnitude), its atomic_add refuses them, and its float32 → bfloat16
+# cast truncates instead of rounding to nearest. Refused on the CPU, saying why.
+CPU_BFLOAT16_REFUSAL = (
+    "bfloat16 does not run on the CPU: Triton's interpreter holds it as raw 16-bit integers and its tl.dot "
+    "multiplies those integers; use float16 or float32 on the CPU (the kernels accumulate both in float32, as "
+    "they do bfloat16 on a GPU), or move the tensors to a CUDA GPU for bfloat16"
+)
 
 
 def interpreted() -> bool:
@@ -26,6 +36,8 @@ def check_floating(name: str, t: torch.Tensor) -> None:
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     allowed = GPU_DTYPES if t.is_cuda else CPU_DTYPES
+    if t.dtype == torch.bfloat16 and not t.is_cuda:
+        raise TypeError(f"{name} has dtype bfloat16; {CPU_BFLOAT16_REFUSAL}")
     if t.dtype not in allowed:
         where = "on the GPU" if t.is_cuda else "on the CPU (Triton's interpreter)"
         names = ", ".join(str(d).removeprefix("torch.") for d in allowed)

@@ -6,7 +6,7 @@ written again here so that ``import kernels`` works on its own: ``course`` is th
 package and never imports the solutions, and the ops must run without the students' package.
 
 - TRITON_INTERPRET unset (or empty) and no CUDA GPU: set TRITON_INTERPRET=1, so the kernels run on
-  CPU tensors in Triton's interpreter (float32 and float64).
+  CPU tensors in Triton's interpreter (float16, float32 and float64).
 - Unset, with a CUDA GPU: change nothing; Triton compiles the kernels for the GPU.
 - Set: the user's choice, left as it is. A true value (``1``) runs the interpreter even on a GPU
   machine; ``0`` asks for compiled kernels without a GPU, which is what ``python -m

@@ -20,7 +20,7 @@ without spilling and to fit shared memory; the CPU interpreter runs one small co
 (_blocks).
 
 Limitations: head dim up to 128 (padded to a power of two ≥ 16 inside the kernels);
-float32/float64 everywhere, float16/bfloat16 on a GPU; q, k and v share one shape. Other GPUs
+float16/float32/float64 everywhere, bfloat16 on a GPU; q, k and v share one shape. Other GPUs
 use the list of the nearest of the three (sm_80 below Hopper, sm_90 from Hopper on, gfx942 on
 AMD), unchecked: on a GPU with less shared memory per block (consumer Ampere and Ada: 99 KB)
 the autotuner skips an entry that does not fit, and a cell whose every entry is too large fails.

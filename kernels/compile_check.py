@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–07 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–08 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -36,6 +36,7 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | 05_attention_recompute | B·H 64 · T 4096 · D ∈ {64, 128} (the notebook has no causal mask) |
 | 06_topk_routing (scatter-add) | 8192 token rows of 4096 into a 128256-row table |
 | 07_fused_linear_cross_entropy (ce_grad_kernel) | a chunk of 512 rows × 128256 classes |
+| 08_mixed_precision_backward (softmax_bwd_mixed_kernel) | 4096 × 32768 and 8192 × 128256, in blocks of 1024 |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
@@ -193,6 +194,12 @@ def _nb07_ce_grad(shape, dtype):
     nb["ce_loss_and_grad_inplace"](_empty(rows, vocab, dtype=dtype), torch.zeros(rows, device="cuda", dtype=torch.int64), rows)
 
 
+def _nb08_softmax_bwd_mixed(shape, dtype):
+    nb = _notebook("08_mixed_precision_backward")
+    rows, cols = shape
+    nb["softmax_backward_by_kernel"](_empty(rows, cols, dtype=dtype), _empty(rows, cols, dtype=dtype), BLOCK=1024)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -259,6 +266,8 @@ OPS = {
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("07_fused_linear_cross_entropy", ("ce_grad_kernel",), _nb07_ce_grad, _rows_x_cols,
            full=((512, _TABLE[0]),), quick=((512, _TABLE[0]),)),
+        Op("08_mixed_precision_backward", ("softmax_bwd_mixed_kernel",), _nb08_softmax_bwd_mixed, _rows_x_cols,
+           full=((4096, 32768), (8192, _TABLE[0])), quick=((8192, _TABLE[0]),)),
     )
 }
 QUICK_DTYPES = ("bf16", "fp32", "fp64")

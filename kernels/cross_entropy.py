@@ -15,7 +15,7 @@ Layout: logits (..., C) with the classes on the LAST axis and target (...) of in
 (torch.nn.functional.cross_entropy puts classes on axis 1 for inputs above 2-D; for 2-D
 inputs the two agree.)
 
-Limitations: float32/float64 logits everywhere, float16/bfloat16 on a GPU; accumulation in
+Limitations: float16/float32/float64 logits everywhere, bfloat16 on a GPU; accumulation in
 float32 (float64 for float64 logits). Target values are checked on the host, which costs a
 device synchronisation.
 """

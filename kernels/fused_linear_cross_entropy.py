@@ -28,7 +28,7 @@ second backward through a retained graph gets the same answer. The alternative, 
 each chunk's logits in the backward, costs a third matmul over T·V·d instead.
 
 Limitations: h must be 2-D (flatten batch and sequence first) and W must have h's dtype;
-float32/float64 everywhere, float16/bfloat16 on a GPU. The chunk's logits and their gradient
+float16/float32/float64 everywhere, bfloat16 on a GPU. The chunk's logits and their gradient
 are held in the input dtype (as an unfused matmul would produce them); statistics and the
 loss in float32 (float64 for float64). For half inputs each chunk's W̄ matmul is rounded to
 the input dtype before it is added to the float32 sum (a V×d temporary per chunk). Target

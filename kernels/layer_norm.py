@@ -14,7 +14,7 @@ deterministic and race-free (per-program partial rows, then a second pass; no at
 longer than 8192 float32 elements (4096 float64) are walked in blocks by the backward.
 
 Limitations: the forward holds a row of up to 16384 elements in one block (longer rows are
-refused with a message); float32/float64 everywhere, float16/bfloat16 on a GPU; statistics are
+refused with a message); float16/float32/float64 everywhere, bfloat16 on a GPU; statistics are
 accumulated in float32 (float64 for float64 inputs).
 """
 

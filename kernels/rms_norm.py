@@ -12,8 +12,8 @@ The kernels are kernels._norm's, LayerNorm's with the mean, c2 and b̄ switched 
 backward walks rows longer than 8192 float32 elements (4096 float64) in blocks, c1 per row first,
 then x̄ and w̄ per column block, reading x and ȳ twice.
 
-Limitations: as for kernels.layer_norm — forward rows up to 16384 elements, float32/float64
-everywhere and float16/bfloat16 on a GPU, float32 statistics (float64 for float64 input).
+Limitations: as for kernels.layer_norm — forward rows up to 16384 elements, float16/float32/float64
+everywhere and bfloat16 on a GPU, float32 statistics (float64 for float64 input).
 """
 
 from __future__ import annotations

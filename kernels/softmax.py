@@ -12,7 +12,7 @@ a longer row is walked block by block: the forward keeps a running max m and a r
 sum ℓ rescaled by exp(m_old − m_new) (the online softmax), then writes y in a second
 sweep; the backward accumulates s in one sweep and writes x̄ in a second.
 
-Limitations: float32 and float64 everywhere; float16 and bfloat16 only on a GPU (the
+Limitations: float16, float32 and float64 everywhere; bfloat16 only on a GPU (the
 CPU interpreter mishandles bfloat16). Arithmetic is float32 for half inputs, and the
 input's dtype otherwise.
 """
