@@ -39,5 +39,5 @@ def choose_device() -> DeviceChoice:
     return DeviceChoice(
         torch.device("cpu"),
         True,
-        f"CPU ({why}) — Triton kernels run in the interpreter; use float32/float64.",
+        f"CPU ({why}) — Triton kernels run in the interpreter; use float16/float32/float64 (bfloat16 needs a GPU).",
     )

@@ -202,7 +202,7 @@ def _constant_factor(got: torch.Tensor, expected: torch.Tensor, tol: float) -> f
     if ee == 0.0 or float(g @ g) == 0.0:
         return None
     c = float(g @ e) / ee
-    if abs(abs(c) - 1.0) < 1e-6 or relative_error(g, c * e) > max(tol, 1e-9) * 10:
+    if abs(abs(c) - 1.0) < max(1e-6, tol) or relative_error(g, c * e) > max(tol, 1e-9) * 10:  # within tol of ±1: no factor
         return None
     return c
 

@@ -34,6 +34,7 @@ from .mixed_precision import (
     OFFSET,
     ROW_SWEEP,
     bound,
+    condition,
     name_of,
 )
 from .triton_softmax import backward_alternatives
@@ -56,6 +57,12 @@ class KernelCase:
     @property
     def expected(self) -> torch.Tensor:
         return torch._softmax_backward_data(self.dy, self.y, -1, F64)  # torch's own, from these values
+
+    @property
+    def bound(self) -> float:
+        """The course's bound for x̄ = y ⊙ (ȳ − s), with the cancellation of ȳ − s counted."""
+        s = (self.y * self.dy).sum(-1, keepdim=True)
+        return bound(self.dtype, self.y.shape[1], condition(self.expected, self.y.abs() * (self.dy.abs() + s.abs())))
 
 
 def kernel_case(gen: torch.Generator, label: str, rows: int, n: int, dtype: torch.dtype, block: int,
@@ -91,13 +98,14 @@ def _error(kernel, case: KernelCase, dtype: torch.dtype | None = None) -> float:
     return relative_error(run_kernel(kernel, case, dtype)[0], case.expected)
 
 
-def shortest_row(kernel, dtype: torch.dtype, gen: torch.Generator) -> tuple[int, float, float] | None:
-    """(n, error, bound) at the shortest row of ROW_SWEEP that the kernel gets wrong in ``dtype``."""
-    for n in ROW_SWEEP:
-        case = kernel_case(gen, "sweep", 2, n, dtype, min(128, n // 2), OFFSET)
+def shortest_row(kernel, failed: KernelCase, gen: torch.Generator) -> tuple[int, float, float] | None:
+    """(n, error, bound) at the shortest row of ROW_SWEEP, shorter than the ``failed`` case's, that the kernel gets
+    wrong in its dtype; None when no shorter row shows it."""
+    for n in (n for n in ROW_SWEEP if n < failed.y.shape[1]):
+        case = kernel_case(gen, "sweep", 8, n, failed.dtype, min(128, n // 2), OFFSET)
         err = _error(kernel, case)
-        if not err <= bound(dtype, n):
-            return n, err, bound(dtype, n)
+        if not err <= case.bound:
+            return n, err, case.bound
     return None
 
 
@@ -108,7 +116,7 @@ def check_case(kernel, case: KernelCase) -> None:
         raise GradingFailure("wrong-values", f"{NAME} wrote into its input {', '.join(touched)}: inputs are "
                              "read-only; store dx through DX_ptr.", f"inputs: {case.label}")
     rows, n = case.y.shape
-    limit = bound(case.dtype, n)
+    limit = case.bound
     failure = diagnose("dx", got, case.expected, tol=limit, case=case.label,
                        alternatives=backward_alternatives(case.y, case.dy))
     if failure is not None:
@@ -122,10 +130,8 @@ def check_case(kernel, case: KernelCase) -> None:
                             f"{err:.1e} — {err / limit:.0f}× the bound {limit:.1e} for rows of {n}: the row's hub "
                             f"s = ⟨y, ȳ⟩ is accumulated in {name_of(case.dtype)} — tl.sum adds in the dtype it is "
                             "given, and so does an accumulator of the loaded dtype.")
-                shortest = shortest_row(kernel, case.dtype, seeded(SEED + 1))
-                if shortest:
-                    sentence += (f" The shortest row that shows it: n_cols = {shortest[0]} (off by {shortest[1]:.1e}, "
-                                 f"{shortest[1] / shortest[2]:.0f}× the bound).")
+                n_short, e, b = shortest_row(kernel, case, seeded(SEED + 1)) or (n, err, limit)
+                sentence += f" The shortest row that shows it: n_cols = {n_short} (off by {e:.1e}, {e / b:.0f}× the bound)."
                 raise GradingFailure("half-accumulation", sentence, failure.where)
         if case.dtype == F64 and failure.generic and relative_error(got, case.expected) < 1e-5:
             raise GradingFailure("wrong-values", "dx is right only to about float32 precision for float64 rows: the "

@@ -50,6 +50,9 @@ OFFSET = 32.0  # the common part of ȳ in the half-precision cases, against a sp
 # output: inside its own bound). Not within float32's bound for a half output: ȳ's common part amplifies float32's
 # rounding in ȳ − s too, by about OFFSET.
 FLOAT32_MARGIN = 16
+# A float64 answer off by more than float64's rounding and less than float32's was computed in float32 (the
+# float64 probe's rows have ȳ's common part, so float32's rounding shows as at least ~1e-7 there).
+FLOAT64_ROUNDING, FLOAT32_ROUNDING = 1e-11, 1e-3
 ROW_SWEEP = (16, 64, 256, 1024, 4096)  # row lengths tried to find the shortest one that shows half accumulation
 
 # The notebook's hint that covers each diagnosis class or topic (read by course.diagnose.hint_for). The hints:
@@ -57,8 +60,8 @@ ROW_SWEEP = (16, 64, 256, 1024, 4096)  # row lengths tried to find the shortest 
 # 3: the code; grad_tolerance — 1: the two terms, 2: how each grows, 3: the rule; the scaler — 1: the state,
 # 2: the transitions, 3: the code; the kernel — 1: the two walks, 2: the accumulator's dtype, 3: the code.
 HINTS = {
-    "softmax_backward_mixed": {"half-accumulation": 2, "dtype": 2, "*": 1},
-    "layernorm_backward_mixed": {"half-accumulation": 2, "dtype": 2, "*": 1},
+    "softmax_backward_mixed": {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1},
+    "layernorm_backward_mixed": {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1},
     "grad_tolerance": {"dtype": 1, "length": 2, "tight": 2, "loose": 2, "*": 3},
     "DynamicLossScaler": {"unscale": 1, "skip": 2, "growth": 2, "backoff": 2, "*": 3},
     "softmax_bwd_mixed_kernel": {"half-accumulation": 2, "float32": 2, "*": 1},
@@ -74,11 +77,19 @@ def accumulator(dtype: torch.dtype) -> torch.dtype:
     return F64 if dtype == F64 else F32
 
 
-def bound(dtype: torch.dtype, n: int) -> float:
+def bound(dtype: torch.dtype, n: int, condition: float = 1.0) -> float:
     """The relative error the course's checks allow an output of ``dtype`` whose reductions of length ``n`` ran in
     ``accumulator(dtype)``: one rounding of the output to ``dtype`` (machine epsilon is two unit roundoffs), plus
-    the typical error of an n-term sum, which grows like √n (notebook 08, "The error of a long sum")."""
-    return torch.finfo(dtype).eps + math.sqrt(n) * torch.finfo(accumulator(dtype)).eps
+    the typical error of an n-term sum, which grows like √n (notebook 08, §2) — times ``condition`` when the result
+    is a difference that cancels (:func:`condition`), since the accumulator's errors are measured against its terms."""
+    return torch.finfo(dtype).eps + condition * math.sqrt(n) * torch.finfo(accumulator(dtype)).eps
+
+
+def condition(result: torch.Tensor, terms: torch.Tensor) -> float:
+    """‖terms‖ / ‖result‖ (at least 1): how much larger the magnitudes that were added and subtracted are than what
+    was left — ``terms`` holds, element by element, the sum of their absolute values."""
+    size = result.to(F64).norm().item()
+    return max(1.0, terms.to(F64).norm().item() / size) if size > 0 else 1.0
 
 
 # ---------------------------------------------------------------------------
@@ -97,6 +108,11 @@ class HalfCase:
     lengths: tuple[int, ...]
     dtype: torch.dtype  # the inputs' half precision
     rows: int  # the row length (the reduction of the statistics a row needs)
+    conditions: tuple[float, ...]  # per output: how much its subtractions cancel (course.selfcheck.mixed_precision.condition)
+
+    def bound(self, index: int, dtype: torch.dtype | None = None) -> float:
+        """The bound of output ``index`` (in ``dtype`` in place of its own, when given)."""
+        return bound(dtype or self.dtypes[index], self.lengths[index], self.conditions[index])
 
     def upcast(self) -> tuple:
         """The same values, every half-precision argument in float32."""
@@ -108,9 +124,12 @@ def softmax_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: in
     """y = softmax of logits of spread 2 and ȳ = offset + N(0, 1), both rounded to ``dtype``."""
     y = torch.softmax(2 * torch.randn(rows, n, generator=gen, dtype=F64), dim=-1).to(dtype)
     dy = (offset + torch.randn(rows, n, generator=gen, dtype=F64)).to(dtype)
-    expected = torch._softmax_backward_data(dy.to(F64), y.to(F64), -1, F64)  # torch's own, from these values
+    y64, dy64 = y.to(F64), dy.to(F64)
+    expected = torch._softmax_backward_data(dy64, y64, -1, F64)  # torch's own, from these values
+    s = (y64 * dy64).sum(-1, keepdim=True)
     label = (f"y and dy ({rows}, {n}) {name_of(dtype)}, dy = {offset:g} + N(0, 1)" + (f", {note}" if note else ""))
-    return HalfCase(label, (y, dy), (expected,), (dtype,), (n,), dtype, n)
+    return HalfCase(label, (y, dy), (expected,), (dtype,), (n,), dtype, n,
+                    (condition(expected, y64.abs() * (dy64.abs() + s.abs())),))
 
 
 def layernorm_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: int, offset: float = OFFSET,
@@ -119,17 +138,24 @@ def layernorm_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: 
     the rounded x (ε = 1e-5), as a mixed-precision forward saves them."""
     x = (4 + torch.randn(rows, n, generator=gen, dtype=F64)).to(dtype)
     dy = (offset + torch.randn(rows, n, generator=gen, dtype=F64)).to(dtype)
-    gamma = (1 + 0.5 * torch.randn(n, generator=gen, dtype=F64)).to(F32)
+    stat = accumulator(dtype)  # float32, as a mixed-precision forward saves them (float64 for float64 inputs)
+    gamma = (1 + 0.05 * torch.randn(n, generator=gen, dtype=F64)).to(stat)  # near 1: γ ⊙ ȳ keeps ȳ's common part
     x64 = x.to(F64)
-    mean = x64.mean(-1).to(F32)
-    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(F32)
+    mean = x64.mean(-1).to(stat)
+    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(stat)
     dx, dgamma, dbeta = torch.ops.aten.native_layer_norm_backward(  # torch's own, from the saved statistics
         dy.to(F64), x64, [n], mean.to(F64)[:, None], rstd.to(F64)[:, None], gamma.to(F64),
         torch.zeros(n, dtype=F64), [True, True, True])
     label = (f"x and dy ({rows}, {n}) {name_of(dtype)}, x = 4 + N(0, 1), dy = {offset:g} + N(0, 1); gamma, mean "
              f"and rstd float32" + (f", {note}" if note else ""))
-    return HalfCase(label, (dy, x, gamma, mean, rstd), (dx, dgamma, dbeta), (dtype, F32, F32), (n, rows, rows),
-                    dtype, n)
+    dy64, r = dy.to(F64), rstd.to(F64)[:, None]
+    xhat = (x64 - mean.to(F64)[:, None]) * r
+    g = gamma.to(F64) * dy64  # the gradient reaching x̂
+    c1, c2 = (xhat * g).mean(-1, keepdim=True), g.mean(-1, keepdim=True)
+    conditions = (condition(dx, r * (g.abs() + c2.abs() + xhat.abs() * c1.abs())),
+                  condition(dgamma, (dy64 * xhat).abs().sum(0)), condition(dbeta, dy64.abs().sum(0)))
+    return HalfCase(label, (dy, x, gamma, mean, rstd), (dx, dgamma, dbeta), (dtype, stat, stat), (n, rows, rows),
+                    dtype, n, conditions)
 
 
 @dataclass(frozen=True)
@@ -154,14 +180,12 @@ class MixedExercise:
                                  f"({', '.join(self.outputs)}), but it returned {type(result).__name__}.")
         return tuple(result)
 
-    def first_wrong(self, got: tuple, case: HalfCase, dtype: torch.dtype | None = None) -> tuple | None:
-        """(output, error, bound) of the first output off by more than the bound (for ``dtype`` in place of the
-        half dtype, when given), or None."""
-        for out, g, e, want, n in zip(self.outputs, got, case.expected, case.dtypes, case.lengths):
-            want = dtype if (dtype is not None and want in HALF) else want
+    def first_wrong(self, got: tuple, case: HalfCase) -> tuple | None:
+        """(output, error, bound) of the first output off by more than its bound, or None."""
+        for index, (out, g, e) in enumerate(zip(self.outputs, got, case.expected)):
             err = relative_error(g, e)
-            if not err <= bound(want, n):
-                return out, err, bound(want, n)
+            if not err <= case.bound(index):
+                return out, err, case.bound(index)
         return None
 
     def check_half(self, fn: Callable, case: HalfCase, gen_sweep: Callable[[], torch.Generator]) -> None:
@@ -185,7 +209,7 @@ class MixedExercise:
         in_f32 = relative_error(self.outputs_of(fn, case, case.upcast())[index], case.expected[index])
         length = case.lengths[index]
         dt = name_of(case.dtype)
-        if in_f32 <= (limit / FLOAT32_MARGIN if case.dtypes[index] in HALF else limit):
+        if in_f32 <= (limit / FLOAT32_MARGIN if case.dtypes[index] in HALF else case.bound(index, F32)):
             found = (f"{out} is right in float64 and with the same values in float32, but with {dt} inputs it is "
                      f"off by {err:.1e} against a float64 reference from the same values — {err / limit:.0f}× the "
                      f"bound {limit:.1e} for a {name_of(case.dtypes[index])} result of sums of {length} terms: "
@@ -195,16 +219,16 @@ class MixedExercise:
                      f"{err / limit:.0f}× the bound {limit:.1e} — and the same values in float32 are off too: "
                      f"something is rounded to half precision whatever the inputs' dtype — {self.statistics[out]} "
                      "must stay in float32.")
-        shortest = self.shortest_row(fn, case.dtype, gen_sweep) if out != "dgamma" and out != "dbeta" else None
-        if shortest:
-            n, e, b = shortest
+        if out == "dx":  # a row statistic: the row length decides
+            n, e, b = self.shortest_row(fn, case, gen_sweep) or (case.rows, err, limit)
             found += f" The shortest row that shows it: N = {n} (off by {e:.1e}, {e / b:.0f}× the bound)."
         raise GradingFailure("half-accumulation", found, where)
 
-    def shortest_row(self, fn: Callable, dtype: torch.dtype, gen: Callable[[], torch.Generator]) -> tuple | None:
-        """(N, error, bound) at the shortest row of ROW_SWEEP whose output is off by more than the bound."""
-        for n in ROW_SWEEP:
-            case = self.half_case(gen(), dtype, 2, n)
+    def shortest_row(self, fn: Callable, failed: HalfCase, gen: Callable[[], torch.Generator]) -> tuple | None:
+        """(N, error, bound) at the shortest row of ROW_SWEEP, shorter than the ``failed`` case's, whose x̄ is off by
+        more than its bound; None when no shorter row shows it."""
+        for n in (n for n in ROW_SWEEP if n < failed.rows):
+            case = self.half_case(gen(), failed.dtype, 8, n)
             try:
                 got = self.outputs_of(fn, case)
             except GradingFailure:
@@ -214,9 +238,26 @@ class MixedExercise:
                 return n, wrong[1], wrong[2]
         return None
 
+    def check_float64(self, fn: Callable, gen: torch.Generator) -> None:
+        """Float64 inputs must be computed in float64: an answer off by float32's rounding (and no more) says the
+        accumulator was float32 whatever the inputs. Anything further off is left to the float64 check to name."""
+        case = self.half_case(gen, F64, 4, 33)
+        got = self.outputs_of(fn, case)
+        for out, g, e in zip(self.outputs, got, case.expected):
+            if not isinstance(g, torch.Tensor) or g.shape != e.shape or not bool(torch.isfinite(g).all()):
+                return
+            err = relative_error(g, e)
+            if g.dtype == F32 or FLOAT64_ROUNDING < err < FLOAT32_ROUNDING:
+                raise GradingFailure("wrong-values", f"{out} is right only to float32 precision for float64 inputs "
+                                     f"(off by {err:.1e}): the accumulation dtype must be the wider of float32 and the "
+                                     "inputs' dtype — float64 here, where float32 would throw digits away.",
+                                     where_mismatch(out, g, e, case.label), "float32")
+
     def check(self, fn: Callable, gen: torch.Generator, half_shapes: Sequence[tuple],
               exact_shapes: Sequence | None = None) -> None:
-        """The float64 check, then a half-precision case per (dtype, rows, n) of ``half_shapes``."""
+        """Float64 computed in float64, the float64 check, then a half-precision case per (dtype, rows, n) of
+        ``half_shapes``."""
+        self.check_float64(fn, gen)
         self.exact(fn, gen, exact_shapes)
         sweep_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
         for dtype, rows, n, *note in half_shapes:
@@ -357,7 +398,7 @@ def check_grad_tolerance(fn: Callable, gen: torch.Generator, lengths: Sequence[i
         for a, b in zip(lengths, lengths[1:]):
             if tol[d, b] < tol[d, a]:
                 raise GradingFailure("wrong-values", f"grad_tolerance({name_of(d)}, n) shrinks as n grows "
-                                     f"({tol[d, a]:.1e} at n = {a:,}, {tol[d, b]:.1e} at n = {b:,}): a longer "
+                                     f"({tol[d, a]:.6g} at n = {a:,}, {tol[d, b]:.6g} at n = {b:,}): a longer "
                                      "reduction never has less rounding error.", topic="length")
     for d in TOL_DTYPES:
         for n in (n for n in lengths if d not in HALF or n <= HALF_ROWS):
