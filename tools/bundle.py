@@ -65,15 +65,18 @@ def numbered(steps: tuple[tuple[str, str], ...]) -> str:
                      for i, (why, command) in enumerate(steps, 1))
 
 
+# The lessons handed out, as their release folders name them: the README counts them.
+LESSONS = sorted(p.name[:2] for p in (ROOT / "release").glob("[0-9][0-9]_*") if p.is_dir())
+
 README = f"""# Backprop for Kernel Writers — student bundle
 
-Seven notebooks (`00_…` to `06_…`) and `course`, the package whose checks tell you what is
+{len(LESSONS)} notebooks (`{LESSONS[0]}_…` to `{LESSONS[-1]}_…`) and `course`, the package whose checks tell you what is
 wrong with an answer. You need **Python 3.10, 3.11, 3.12 or 3.13** (CI installs this bundle
 with {TESTED_PYTHON}) and about 2.5 GB of disk. No GPU is needed: without one, `import course`
 runs the Triton kernels on the CPU in Triton's interpreter.
 
 **Triton runs on Linux only** (it publishes no macOS or Windows packages). Notebooks 00–02 do not
-use it and run anywhere; notebooks 03–07 write Triton kernels and need Linux: on Windows use WSL2,
+use it and run anywhere; notebooks 03–{LESSONS[-1]} write Triton kernels and need Linux: on Windows use WSL2,
 on a Mac a Linux container (Docker or Podman) or a Linux machine. On macOS `pip install -e .`
 skips Triton, so 00–02 install and run there; it needs a Mac with Apple silicon, since PyTorch
 builds this version for no Intel Mac.

@@ -28,6 +28,10 @@ CONTRACT = {
         "moe_gate_backward", "scatter_add_kernel",
     ],
     "07_fused_linear_cross_entropy": ["linear_ce_backward", "chunked_linear_ce", "vocab_blocked_lse", "ce_grad_kernel"],
+    "08_mixed_precision_backward": [
+        "softmax_backward_mixed", "layernorm_backward_mixed", "grad_tolerance", "DynamicLossScaler",
+        "softmax_bwd_mixed_kernel",
+    ],
 }
 PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
 

@@ -1,0 +1,1271 @@
+# %% [markdown]
+# # 08 · Backward passes in bf16 and fp16
+#
+# Every notebook so far computed in float32 or float64. Training does not: the activations a forward
+# saves, and the gradients that flow back through them, are bfloat16 or float16: half the bytes of
+# float32, and twice the tensor-core throughput of TF32. A backward written for float32 runs unchanged on
+# half-precision tensors and returns an answer that looks fine. It is often wrong, and nothing raises. The
+# numeric bugs kernel writers ship are few, and they come back in every op:
+#
+# - **A row statistic accumulated in the input's dtype.** LayerNorm's mean and rstd, the softmax hub
+#   $s = \langle y, \bar y \rangle$, attention's $D = \operatorname{rowsum}(\bar O \odot O)$, the
+#   log-sum-exp, the partial sums of $\bar\gamma$ over the batch: each is a sum of hundreds to tens of
+#   thousands of terms. In bfloat16 a sum of similar terms stops growing after a few hundred of them (§2), and the
+#   backward then subtracts it from every element of the row, where its error lands on each one (§3).
+# - **fp16 gradients that flush to zero.** float16 has nothing between 0 and $6 \times 10^{-8}$, and in
+#   many networks a large share of the gradients is smaller than that. Without loss scaling they become 0 (§5).
+# - **An fp32 `tl.dot` that is not fp32.** On an NVIDIA GPU since Ampere, Triton's `tl.dot` of two float32
+#   blocks runs on tensor cores as TF32 by default (`input_precision="tf32"`), which keeps 11 significant
+#   bits of each input, not 24 (§1). Triton's interpreter on your CPU multiplies in full float32: a test
+#   that passes here at float32's tolerance can fail on the GPU.
+# - **Tolerances copied from float32 tests.** `torch.testing.assert_close` holds every element to a relative
+#   error fixed by the dtype alone, whatever the length of the sum behind it: it fails correct code on long
+#   rows and passes half-precision bugs on short ones (§4).
+#
+# This notebook measures each of these on the CPU against float64, then has you write the backward passes
+# and the tools that avoid them:
+#
+# | part | you write | points |
+# |---|---|---|
+# | A | `softmax_backward_mixed(y, dy) -> dx` — half precision in and out, the hub $s$ in float32 | 2 |
+# | B | `layernorm_backward_mixed(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)` — half-precision `x` and `dy`, float32 statistics, $\bar\gamma$ and $\bar\beta$ summed in float32 | 3 |
+# | C | `grad_tolerance(dtype, n) -> float` — the error a correct backward may have, by dtype and reduction length | 2 |
+# | D | `DynamicLossScaler` — `scale`, `unscale_(grads) -> found_inf`, `update(found_inf) -> bool` | 2 |
+# | E | `softmax_bwd_mixed_kernel` — `@triton.jit`: loads half-precision rows, accumulates in float32, stores half | 2 |
+#
+# **Notation** (from notebook 00). $L$ is the scalar loss; $\bar t = \partial L / \partial t$ has the shape
+# of $t$ and is `dt` in code. *Half precision* means bfloat16 or float16. A sum is *accumulated in* the
+# dtype of its running total, whatever the dtype of its terms. $u$ is a dtype's unit roundoff (§1). An
+# error is measured against a float64 reference computed from the same, already rounded, inputs, and
+# norm-wise: $\lVert \text{got} - \text{ref} \rVert / \lVert \text{ref} \rVert$. `F64`, `F32`, `BF16` and
+# `F16` name the four torch dtypes.
+#
+# Each test cell prints `✓ ...` when your function is right; when it is wrong, its first line names the
+# kind of bug — `diagnosis: half-accumulation — ...` for a statistic summed in half precision — and the
+# next lines say where, for instance the row length that exposes it. Hints under each exercise are
+# collapsed: open the first only when you are stuck.
+# %%
+import course
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+F64, F32 = torch.float64, torch.float32  # every reference in this notebook is float64
+BF16, F16 = torch.bfloat16, torch.float16
+
+
+def randn(gen, *shape, dtype=F64):
+    """Standard-normal values of the given shape, drawn from the generator `gen`."""
+    return torch.randn(shape, generator=gen, dtype=dtype)
+
+
+def rel_error(got, ref):
+    """‖got − ref‖ / ‖ref‖ in float64: the norm-wise relative error every check of this notebook measures."""
+    got, ref = got.to(F64), ref.to(F64)
+    return ((got - ref).norm() / ref.norm()).item()
+
+# %% [markdown]
+# ## 1 · Unit roundoff: what each dtype keeps
+#
+# A binary floating-point number is $\pm\, m \cdot 2^e$: a significand $1 \le m < 2$ of $p$ bits — the
+# leading 1 is implicit, so $p - 1$ of them are stored — and an exponent $e$ from a fixed range. Rounding
+# a real number inside that range to the nearest such number makes a relative error of at most
+#
+# $$u = 2^{-p} = \tfrac{1}{2}\,\varepsilon, \qquad \operatorname{fl}(x) = x\,(1 + \delta), \quad |\delta| \le u,$$
+#
+# the **unit roundoff**, where $\varepsilon = 2^{1-p}$ (`torch.finfo(dtype).eps`) is the gap between 1 and
+# the next number up. Every operation whose result is rounded makes one such $\delta$. The exponent bits
+# decide the range; the significand bits decide $u$; the 16- and 19-bit formats split their bits very
+# differently.
+#
+# Measure $u$ instead of trusting the table: round $1 + 2^{-k}$ through each dtype and find the first $k$
+# that comes back as exactly 1 (at $k = p$ the number sits halfway between 1 and the next, and the tie
+# goes to 1, the even one). TF32 has no torch dtype: it is a float32 whose 23 stored significand bits are
+# cut to 10, so the cell below rounds the low 13 bits of a float32 away with integer operations on its bits.
+# %% check-output
+TF32_DROPPED = 13  # float32 stores 23 significand bits, TF32 keeps the top 10
+
+
+def round_to_tf32(x):
+    """Float32 tensor x rounded to the nearest TF32 number (ties to even), returned as float32; finite x only.
+
+    Conversions to TF32 differ: some round to nearest, some just drop the 13 bits. Rounding is the kinder one.
+    """
+    bits = x.view(torch.int32)
+    kept_is_odd = (bits >> TF32_DROPPED) & 1
+    just_under_half = (1 << (TF32_DROPPED - 1)) - 1  # of the dropped part: adding it rounds to nearest
+    # A carry out of the significand moves into the exponent, which is the right rounding for 1.11…1 × 2^e.
+    return ((bits + just_under_half + kept_is_odd) & -(1 << TF32_DROPPED)).view(torch.float32)
+
+
+# name: (round a float64 tensor into the format, then back to float64; the float32 limits for TF32's range)
+FORMATS = {
+    "float64": lambda x: x,
+    "float32": lambda x: x.to(F32).to(F64),
+    "tf32": lambda x: round_to_tf32(x.to(F32)).to(F64),
+    "bfloat16": lambda x: x.to(BF16).to(F64),
+    "float16": lambda x: x.to(F16).to(F64),
+}
+LIMITS_OF = {"float64": F64, "float32": F32, "tf32": F32, "bfloat16": BF16, "float16": F16}
+
+
+def first_k_lost(fl):
+    """The smallest k for which 1 + 2^-k rounds to exactly 1 in the format `fl`: its significand bits p."""
+    return next(k for k in range(1, 80) if fl(torch.tensor(1 + 2.0**-k, dtype=F64)).item() == 1.0)
+
+
+UNIT_ROUNDOFF = {}  # name → u, measured
+largest_tf32 = (torch.tensor(torch.finfo(F32).max).view(torch.int32) & -(1 << TF32_DROPPED)).view(F32).item()
+print(f"{'format':9} {'bits':>4} {'exponent':>8} {'p':>3} {'u = 2^-p':>10} {'eps/2':>10} {'largest':>10} {'smallest normal':>16}")
+for name, fl in FORMATS.items():
+    p = first_k_lost(fl)
+    UNIT_ROUNDOFF[name] = 2.0**-p
+    info = torch.finfo(LIMITS_OF[name])
+    total_bits = 1 + 8 + (p - 1) if name == "tf32" else info.bits  # sign + exponent + stored significand
+    half_eps = f"{info.eps / 2:10.2e}" if name != "tf32" else f"{'—':>10}"
+    largest = largest_tf32 if name == "tf32" else info.max
+    print(f"{name:9} {total_bits:4} {total_bits - p:8} {p:3} {2.0**-p:10.2e} {half_eps} {largest:10.3g} {info.smallest_normal:16.3g}")
+
+# %% [markdown]
+# Read the table by column. **bfloat16** is float32 with its significand cut from 24 bits to 8: the same
+# range (up to $3.4 \times 10^{38}$, normal down to $1.2 \times 10^{-38}$), and a unit roundoff
+# $2^{16} = 65{,}536$ times larger — about 2.4 significant decimal digits. **float16** spends three more bits
+# on the significand ($u$ eight times smaller than bfloat16's) and three fewer on the exponent: it overflows
+# above 65,504 and stops being normal below $6.1 \times 10^{-5}$. **TF32** is float32's range with
+# float16's significand; it is not a storage format but what a tensor core keeps of each float32 input of a
+# matmul, whose products it then adds in float32.
+#
+# The same facts as a picture. Left: the numbers each format can hold just above 1. Right: the gap from a
+# number to the next, relative to the number, across 15 decades — the sawtooth between $u$ and $2u$ is the
+# significand, the ends of each curve are the exponent.
+# %%
+def relative_gap(name, x):
+    """(x rounded into the format, the gap to the next number of the format divided by it), float64."""
+    x_fl = FORMATS[name](x)
+    if name == "tf32":  # the next TF32 number: one more in the lowest kept bit
+        up = (round_to_tf32(x.to(F32)).view(torch.int32) + (1 << TF32_DROPPED)).view(F32).to(F64)
+    else:
+        dtype = LIMITS_OF[name]
+        x_d = x.to(dtype)
+        up = torch.nextafter(x_d, torch.full_like(x_d, math.inf)).to(F64)
+    return x_fl, (up - x_fl) / x_fl
+
+
+SHOWN = ["float32", "tf32", "float16", "bfloat16"]
+COLOR = {"float32": "C0", "tf32": "C2", "float16": "C1", "bfloat16": "C3"}
+fig, (line, gaps) = plt.subplots(1, 2, figsize=(11.5, 3.9), gridspec_kw={"width_ratios": [1, 1.35]})
+
+grid = torch.arange(0, 2**12 + 1, dtype=F64) / 2**16 + 1  # [1, 1 + 2^-4] in steps of 2^-16
+for row, name in enumerate(SHOWN):
+    values = torch.unique(FORMATS[name](grid))  # every number of the format in the interval (spacing ≥ 2^-16)
+    if name == "float32":  # 2^-23 apart: too dense for the grid, count them from the bits instead
+        ends = torch.tensor([1.0, 1 + 2.0**-4]).view(torch.int32)
+        line.plot([1, 1 + 2.0**-4], [row, row], color=COLOR[name], linewidth=6, solid_capstyle="butt")
+        line.annotate(f"{(ends[1] - ends[0]).item() + 1:,} numbers", (1.03125, row + 0.3), ha="center", fontsize=8)
+    else:
+        line.plot(values, [row] * len(values), "|", color=COLOR[name], markersize=14)
+        line.annotate(f"{len(values)} numbers", (1.03125, row + 0.3), ha="center", fontsize=8)
+line.set_yticks(range(len(SHOWN)), SHOWN)
+line.set_ylim(-0.6, len(SHOWN) - 0.2)
+line.set_xticks([1, 1.015625, 1.03125, 1.046875, 1.0625], ["1", "", "1 + 2⁻⁵", "", "1 + 2⁻⁴"])
+line.set_title("the numbers between 1 and 1 + 1/16", fontsize=10)
+
+x = torch.logspace(-9, 6, 3000, dtype=F64)
+for name in SHOWN:
+    x_fl, rel = relative_gap(name, x)
+    ok = torch.isfinite(rel) & (x_fl > 0)  # drop what overflowed or rounded to 0
+    gaps.loglog(x[ok], rel[ok], color=COLOR[name], linewidth=1.2, linestyle="--" if name == "tf32" else "-",
+                label=f"{name}, u = {UNIT_ROUNDOFF[name]:.1e}")
+f16 = torch.finfo(F16)
+gaps.axvline(f16.smallest_normal, color="C1", linestyle=":", linewidth=1)
+gaps.axvline(f16.max, color="C1", linestyle=":", linewidth=1)
+gaps.annotate("float16 subnormal\n(fewer bits) below", (f16.smallest_normal, 1e-5), xytext=(-4, 0),
+              textcoords="offset points", ha="right", va="center", fontsize=8, color="C1")
+gaps.annotate("float16\noverflows", (f16.max, 1e-5), xytext=(-4, 0), textcoords="offset points", ha="right",
+              va="center", fontsize=8, color="C1")
+gaps.set(xlabel="x", ylabel="gap to the next number / x", title="relative spacing: the sawtooth between u and 2u")
+gaps.title.set_fontsize(10)
+gaps.grid(True, which="major", alpha=0.3)
+gaps.legend(fontsize=8, loc="center", bbox_to_anchor=(0.55, 0.3))
+fig.tight_layout()
+plt.show()
+
+# %% [markdown]
+# float16 and TF32 lie on the same sawtooth wherever float16 is normal (both have $p = 11$): below
+# $6.1 \times 10^{-5}$ float16's gaps stop shrinking with the number — its subnormals are evenly spaced
+# $2^{-24}$ apart — so the relative gap climbs to 1 and the curve ends where everything rounds to 0. The
+# bfloat16 ticks on the left are eight times as sparse as float16's: between 1 and 2 bfloat16 has 128
+# numbers. Keep the last column of the table in mind for §5, and $u$ for everything in between.
+# %% [markdown]
+# ## 2 · The error of a sum of N terms
+#
+# A loop that adds $N$ numbers one after the other rounds each partial sum:
+# $\hat S_k = (\hat S_{k-1} + x_k)(1 + \delta_k)$ with $|\delta_k| \le u$. The first rounding error is
+# carried through every later addition, and the classical bound for the whole sum is
+#
+# $$|\hat S_N - S_N| \;\lesssim\; (N - 1)\, u \sum_i |x_i| :$$
+#
+# for positive terms, a relative error up to about $N u$. Adding as a tree instead — pairs, then pairs of
+# pairs — puts each term through only $\log_2 N$ additions: about $\log_2(N)\, u$. Both are worst cases,
+# with every $\delta_k$ at $+u$. Real rounding errors have signs that behave like coin flips, so they add
+# like a random walk: a sequential sum is typically off by about $\sqrt{N}\, u$, and Higham and Mary (2019,
+# *A new approach to probabilistic rounding error analysis*) made that a bound that holds with high probability.
+#
+# Which of these describes a real loop? Measure it. Each row below holds $N = 2^{16}$ random terms in
+# $[0, 1)$, rounded once into the dtype being tested, so the terms are exact and only the adding is
+# measured against the float64 sum of the same numbers. One sequential pass gives every $N$ at once: its
+# partial sum after $N$ terms is the sum of the first $N$. Four ways to add:
+#
+# - **bfloat16, sequential**: the running sum rounded to bfloat16 after every addition (a loop over the
+#   columns, all rows at once);
+# - **float16, sequential**: `np.cumsum` of a float16 array, which rounds each partial sum to float16;
+# - **float32, sequential**: `np.cumsum` of a float32 array;
+# - **float32, pairwise**: `np.sum`, which adds in blocks of 128 and halves recursively above that.
+# %%
+NS = [2**k for k in range(4, 17)]  # N = 16 … 65,536 terms
+ROWS = 32  # independent rows; the plot shows their mean relative error
+rng = np.random.default_rng(8)
+terms = rng.random((ROWS, NS[-1]))  # (rows, N) in [0, 1)
+
+
+def mean_relative_error(sums, exact):
+    """Mean over the rows of |sums / exact − 1|; both (rows,)."""
+    return float(np.mean(np.abs(np.asarray(sums, dtype=np.float64) / exact - 1)))
+
+
+errors = {}  # name → mean relative error at each N of NS
+
+# bfloat16: torch adds two bf16 tensors and rounds the result to bf16, one rounding per step, as a loop would.
+terms_bf16 = torch.from_numpy(terms).to(BF16)  # (rows, N)
+exact = np.cumsum(terms_bf16.double().numpy(), axis=1)  # (rows, N) float64 prefix sums: the reference
+running = torch.zeros(ROWS, dtype=BF16)  # (rows,) the accumulator
+partial = {}
+for k, column in enumerate(terms_bf16.T.contiguous().unbind(0), start=1):  # column k of every row
+    running = running + column
+    if k in NS:
+        partial[k] = running.double().numpy()
+errors["bfloat16, sequential"] = [mean_relative_error(partial[n], exact[:, n - 1]) for n in NS]
+bf16_final = partial[NS[-1]]  # where each row's bf16 running sum ended up
+
+for name, dtype in (("float16, sequential", np.float16), ("float32, sequential", np.float32)):
+    x = terms.astype(dtype)  # (rows, N), the terms rounded once
+    running_sums = np.cumsum(x, axis=1)  # (rows, N), each partial sum rounded to the dtype
+    exact = np.cumsum(x.astype(np.float64), axis=1)
+    errors[name] = [mean_relative_error(running_sums[:, n - 1], exact[:, n - 1]) for n in NS]
+x32 = terms.astype(np.float32)
+exact = np.cumsum(x32.astype(np.float64), axis=1)
+errors["float32, pairwise (np.sum)"] = [mean_relative_error(np.sum(x32[:, :n], axis=1), exact[:, n - 1]) for n in NS]
+
+fig, ax = plt.subplots(figsize=(7.6, 4.8))
+STYLE = {"bfloat16, sequential": "C3", "float16, sequential": "C1", "float32, sequential": "C0",
+         "float32, pairwise (np.sum)": "C9"}
+for name, errs in errors.items():
+    ax.loglog(NS, errs, marker="o", markersize=3.5, color=STYLE[name], label=name)
+u32 = UNIT_ROUNDOFF["float32"]
+n = np.array(NS, dtype=np.float64)
+for label, ref in (("N·u", n * u32), ("√N·u", np.sqrt(n) * u32), ("log₂N·u", np.log2(n) * u32)):
+    ax.loglog(n, ref, linestyle="--", color="grey", linewidth=1)
+    ax.annotate(f"{label} (float32)", (n[-1], ref[-1]), xytext=(4, 0), textcoords="offset points",
+                fontsize=8, color="grey", va="center")
+ax.annotate(f"stuck at {bf16_final.max():.0f}", (NS[6], errors["bfloat16, sequential"][6]),
+            xytext=(6, -16), textcoords="offset points", fontsize=8, color="C3", ha="left", va="center")
+ax.set_xticks(NS[::2], [f"$2^{{{int(math.log2(v))}}}$" for v in NS[::2]])
+ax.minorticks_off()
+ax.set_xlim(NS[0] / 1.3, NS[-1] * 6)
+ax.set(xlabel="terms N", ylabel="relative error of the sum (mean of 32 rows)",
+       title="a sum of N random terms in [0, 1), against float64 (measured)")
+ax.grid(True, which="major", alpha=0.3)
+ax.legend(fontsize=8, loc="upper left")
+plt.show()
+
+# %% [markdown]
+# Three things to read off:
+#
+# - **float32, sequential** climbs with the slope of $\sqrt{N}\, u$ — a random walk — a few times below that
+#   line and orders of magnitude below the worst case $N u$; still, at $N = 2^{16}$ it is some 40 times
+#   float32's $u$. **Pairwise** stays under one $u$ at every length.
+# - **bfloat16, sequential** starts on the same slope with its own $u$, 65,536 times larger — already
+#   above $10^{-2}$ at a few hundred terms — and then, past $N = 512$, jumps to an error of order 1 and stays
+#   there: the sum stopped growing. **float16** does the same, eight times later.
+# - A half-precision accumulator is not a slightly less accurate float32: past a length fixed by its $u$,
+#   it stops being a sum at all.
+#
+# Why the sum stops: an addition whose term is at most half a gap of the running sum changes nothing.
+# %% check-output
+for name, dtype, at in (("bfloat16", BF16, 256.0), ("float16", F16, 2048.0), ("float32", F32, 2.0**24)):
+    total = torch.tensor(at, dtype=dtype)  # a running sum
+    gap = (torch.nextafter(total, torch.tensor(math.inf, dtype=dtype)) - total).item()
+    print(f"{name:9} gap above {at:>10,.0f} is {gap:g}: "
+          f"{at:,.0f} + 1 = {(total + 1).item():,.0f}, {at:,.0f} + 0.99 = {(total + 0.99).item():,.0f}")
+
+# %% [markdown]
+# Once a bfloat16 running sum of terms below 1 reaches 256, the next gap is 2, half of it is 1, and every
+# term rounds away: every one of the 32 rows above ended at exactly 256, where the true sums are near 32,768. (With
+# terms of both signs, like the products $y_i \bar y_i$ in the hub, the partial sums do not grow as
+# steadily, but each rounding error is still relative to a partial sum, and the result can be far smaller
+# than the partial sums were.)
+#
+# PyTorch's own CPU `sum` and `cumsum` of a bfloat16 tensor accumulate in float32 and round once at the
+# end, which is why a PyTorch reference never shows this. A hand-written kernel does exactly what it says.
+#
+# ### And Triton's `tl.sum`?
+#
+# `tl.sum(x, axis=0)` of a block reduces **in the block's own dtype**. Here is the installed Triton's
+# `sum`, and the function it asks for the dtype of the sum: integers narrower than 32 bits are widened,
+# floats come back unchanged unless you pass `dtype=`.
+# %%
+import inspect
+
+import triton
+import triton.language as tl
+
+print(f"triton {triton.__version__}, triton/language/standard.py:\n")
+for jitted in (tl.standard.sum, tl.standard._pick_sum_dtype):  # Triton wraps them: the Python function is .fn
+    print(inspect.getsource(getattr(jitted, "fn", jitted)))
+
+# %% [markdown]
+# Inside one block, a compiled `tl.sum` is a tree — each thread adds its own few elements, then the threads
+# combine theirs pairwise — so a float16 block of 1024 sums with about $\log_2 1024$ roundings, each of
+# float16's $u$. A kernel that walks a long row in blocks and writes `acc += tl.sum(x, axis=0)` adds the
+# block sums **sequentially in `acc`'s dtype**: with `acc` in float16, that is the sequential line of the plot,
+# with one step per block. The fix is a float32 accumulator and float32 terms: `x.to(tl.float32)` before the
+# sum (or `tl.sum(x, axis=0, dtype=tl.float32)`), and `acc = tl.zeros([], tl.float32)`.
+#
+# One caveat for this CPU: the interpreter computes a block's `tl.sum` with `np.sum`, and numpy adds a
+# float16 array in float32 before rounding the result once. The tree's float16 roundings are invisible
+# here; the loop over blocks is not. Sixteen rows of 4096 float16 terms, one program walking all of them
+# 32 columns at a time:
+# %%
+@triton.jit
+def row_sum_kernel(
+    X_ptr,  # (n_rows, n_cols) float16 terms, rows contiguous
+    OUT_ptr,  # (n_rows,) float32: each row's sum
+    n_rows,  # rows of X
+    n_cols,  # the length of a row
+    ROWS: tl.constexpr,  # rows per program, a power of two
+    BLOCK: tl.constexpr,  # columns per step of the walk
+    ACC_FP32: tl.constexpr,  # True: sum in float32; False: in the terms' own dtype
+):
+    """OUT[r] = sum of X[r, :] for ROWS rows per program, walking the rows BLOCK columns at a time."""
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)  # (ROWS,)
+    cols = tl.arange(0, BLOCK)  # (BLOCK,)
+    if ACC_FP32:
+        acc = tl.zeros([ROWS], tl.float32)
+    else:
+        acc = tl.zeros([ROWS], X_ptr.dtype.element_ty)
+    for start in range(0, n_cols, BLOCK):
+        mask = (rows[:, None] < n_rows) & (start + cols[None, :] < n_cols)
+        x = tl.load(X_ptr + rows[:, None] * n_cols + start + cols[None, :], mask=mask, other=0.0)  # (ROWS, BLOCK)
+        if ACC_FP32:
+            x = x.to(tl.float32)  # widen before the sum: the block's tree then adds in float32 too
+        acc += tl.sum(x, axis=1)  # one step of a sequential sum over the blocks, rounded to acc's dtype
+    tl.store(OUT_ptr + rows, acc, mask=rows < n_rows)
+
+
+gen = torch.Generator().manual_seed(9)
+R, C = 16, 4096  # rows, terms per row
+x16 = torch.rand(R, C, generator=gen, dtype=F64).to(F16)  # (R, C) float16 terms
+exact = x16.double().sum(dim=1)  # (R,) float64
+u16 = UNIT_ROUNDOFF["float16"]
+for acc_fp32, block in ((False, 32), (True, 32), (False, C)):
+    out = torch.empty(R, dtype=F32, device=course.DEVICE)
+    row_sum_kernel[(1,)](x16.to(course.DEVICE), out, R, C, ROWS=R, BLOCK=block, ACC_FP32=acc_fp32)
+    err = (out.cpu().double() - exact).abs() / exact  # (R,)
+    print(f"acc in {'float32' if acc_fp32 else 'float16'}, {C // block:3} block(s) of {block:4}: relative error "
+          f"{err.mean().item() / u16:6.3f} u(float16) on average, {err.max().item() / u16:6.3f} u at worst")
+
+# %% [markdown]
+# A float16 accumulator over 128 blocks is off by a few $u$ of float16 — more than rounding the exact sum
+# once would cost — and the error grows with the number of blocks, as the sequential line of the plot does.
+# The same walk in float32 is off by a thousandth of one. The last line, each row in one block with a float16
+# accumulator, shows the caveat: on this CPU only the final rounding is left, while on a GPU the same line
+# adds 4096 terms in a float16 tree. Whether a kernel widens before it sums must be read from its code, or
+# tested with rows long enough to need many blocks.
+# %% [markdown]
+# ## 3 · Save in half, keep the statistics in float32
+#
+# A forward pass saves what its backward needs. Activations are the bulk of training memory, so they are
+# saved in half precision. The statistics are not: LayerNorm saves its mean and rstd in float32, FlashAttention
+# its log-sum-exp. The reason is in two numbers — what the statistics cost, and what the backward does with
+# them. First the cost, for one LayerNorm of a batch of 8 sequences of 4096 tokens, hidden size 4096:
+# %% check-output
+BATCH, TOKENS, HIDDEN = 8, 4096, 4096  # sequences, tokens per sequence, features per token
+x_bytes = 2 * BATCH * TOKENS * HIDDEN  # the saved input x in bfloat16: 2 bytes an element
+stats_bytes = 2 * 4 * BATCH * TOKENS  # mean and rstd, one of each per row (token), in float32
+print(f"x in bfloat16:        {x_bytes / 2**20:9,.1f} MiB")
+print(f"mean, rstd in float32: {stats_bytes / 2**20:8,.2f} MiB = {stats_bytes / x_bytes:.2%} of it "
+      f"(in bfloat16 they would save {stats_bytes / 2 / 2**20:.2f} MiB)")
+
+# %% [markdown]
+# A statistic is one number per row, so its dtype costs nothing next to the row. Its precision does. Every
+# backward of this course subtracts a row statistic from every element of the row: LayerNorm's $\hat x$ is
+# $(x - \mu)\cdot\mathrm{rstd}$, and the softmax backward is
+#
+# $$\bar x = y \odot (\bar y - s), \qquad s = \langle y, \bar y \rangle .$$
+#
+# An error $\delta s$ in $s$ lands, unchanged, on every element of $\bar y - s$. How large is it? $\delta s$
+# is relative to $s$: at best $u \cdot |s|$, if $s$ is rounded once to its dtype. The answer $\bar y - s$ is
+# as large as the *spread* of $\bar y$ around $s$. Write $\bar y = c\,\mathbf 1 + \sigma z$: a common part
+# $c$, the same for every element of the row, and a spread $\sigma$. The softmax output sums to 1, so
+# $s = c + \sigma \langle y, z \rangle$ and $\bar y - s = \sigma\,(z - \langle y, z \rangle)$: the common part
+# cancels exactly (adding a constant to $\bar y$ changes nothing in $\bar x$: notebook 02's Jacobian is
+# symmetric and its rows sum to zero), while the error left behind is about $u \cdot |c|$. Relative to the
+# answer: about $u\,|c| / \sigma$.
+#
+# Common parts are not exotic. In attention, $\bar y$ is $\bar P = \bar O V^\top$, and when the value vectors
+# share a mean $\bar v$ (they usually do), every entry of a row of $\bar P$ carries the same $\bar O_i \cdot \bar v$.
+# LayerNorm sees the same thing in its input: a row whose mean is large next to its spread.
+#
+# Below, the hub of 64 softmax rows of 1024 is computed exactly, in float64; then only $s$ is rounded to
+# bfloat16, float16 or float32, and $\bar y - s$ is compared, in float64 arithmetic, with its exact value, as
+# the common part $c$ grows against a spread $\sigma = 1$. $\bar y$ itself is kept exact, so that the plot
+# shows what the rounding of $s$ does and nothing else.
+# %%
+gen = torch.Generator().manual_seed(10)
+R, N_ROW = 64, 1024  # rows, and the length of each
+y = torch.softmax(randn(gen, R, N_ROW), dim=-1)  # (R, N) softmax rows
+z = randn(gen, R, N_ROW)  # (R, N) the spread of ȳ, σ = 1
+jitter = 2 ** torch.rand(R, 1, generator=gen, dtype=F64)  # (R, 1) in [1, 2): each row's c sits elsewhere between two gaps
+commons = np.logspace(-2, 4, 25)  # c / σ
+S_DTYPES = {"bfloat16": BF16, "float16": F16, "float32": F32}
+relative_errors = {name: [] for name in S_DTYPES}  # the mean over the rows, at each c
+for c in commons:
+    dy = c * jitter + z  # (R, N) ȳ = c·1 + σz, c within a factor 2 of the nominal one
+    s = (y * dy).sum(dim=-1, keepdim=True)  # (R, 1) the hub, exact to float64
+    exact_diff = dy - s  # (R, N) ȳ − s in float64
+    for name, dtype in S_DTYPES.items():
+        diff = dy - s.to(dtype).double()  # the same subtraction, with s rounded once into `dtype`
+        errs = (diff - exact_diff).norm(dim=-1) / exact_diff.norm(dim=-1)  # (R,)
+        relative_errors[name].append(errs.mean().item())
+
+fig, ax = plt.subplots(figsize=(7.2, 4.4))
+for (name, errs), color in zip(relative_errors.items(), ("C3", "C1", "C0")):
+    ax.loglog(commons, errs, marker="o", markersize=3, color=color, label=f"s rounded to {name}")
+    ax.loglog(commons, UNIT_ROUNDOFF[name] * commons, color=color, linestyle=":", linewidth=1)
+ax.plot([], [], color="grey", linestyle=":", linewidth=1, label="u · c / σ, for each")
+ax.axhline(UNIT_ROUNDOFF["bfloat16"], color="grey", linestyle="--", linewidth=1)
+ax.annotate("u(bfloat16): the rounding of x̄ when it is stored", (commons[-1], UNIT_ROUNDOFF["bfloat16"]),
+            xytext=(0, -3), textcoords="offset points", fontsize=8, color="grey", ha="right", va="top")
+ax.axhline(1.0, color="black", linestyle=":", linewidth=1)
+ax.annotate("error as large as the answer", (commons[0], 1.0), xytext=(0, 4), textcoords="offset points", fontsize=8)
+ax.set_ylim(top=3)
+ax.set(xlabel="common part of ȳ, c / σ", ylabel="relative error of ȳ − s (mean of 64 rows)",
+       title=f"softmax rows of {N_ROW}: s exact, then rounded once (measured)")
+ax.grid(True, which="major", alpha=0.3)
+ax.legend(fontsize=8, loc="lower right")
+plt.show()
+
+# %% [markdown]
+# Each line rises with slope 1, along the dotted $u\, c / \sigma$ of its dtype. With $s$ in bfloat16, the
+# error passes bfloat16's own rounding of the output once the common part is a few times the spread, and
+# reaches 100% — a gradient of pure noise — when the common part is a few hundred times the spread. With $s$
+# in float32 it stays below the output's rounding across the whole plot. And this is the best a bfloat16 $s$ can do:
+# computed exactly, then rounded once. A hub *accumulated* in bfloat16 adds §2's error on top. (A bfloat16
+# $\bar y$ has the same problem at the far right: from $c \approx 128\,\sigma$ on, its own gap is as wide as the
+# spread it should carry. Below that, it holds the spread, and only a half-precision $s$ destroys it.)
+#
+# The same holds for every statistic of this course: LayerNorm's mean and rstd, and its two row means in the
+# backward; attention's $D$ and log-sum-exp; and $\bar\gamma$, $\bar\beta$, sums over all $B \cdot T$ rows —
+# tens of thousands of terms, far past where §2's bfloat16 line stopped. The rule kernels follow: **load
+# half, widen to float32, reduce and subtract in float32, round once when you store.**
+# %% [markdown]
+# ## Part A — softmax_backward_mixed (2 points)
+#
+# Notebook 02 derived the softmax backward from $y$ alone: a row's gradient needs one number per row, the hub
+# $s = \langle y, \bar y \rangle$, then one elementwise line. Now $y$ and $\bar y$ arrive in **bfloat16** (or
+# float16), as they do in a mixed-precision training step, and `dx` must leave in the same dtype.
+#
+# - `y`, `dy`: $(\ldots, N)$, in bfloat16 or float16 — or float32/float64, where the function must be exact;
+# - return `dx`: $(\ldots, N)$, **in `y`'s dtype**;
+# - every sum, and every subtraction whose result is small next to its operands, runs in float32 (float64 when
+#   the inputs are float64: the check runs your function in float64 first, against notebook 02's cases);
+# - no autograd, no torch backward kernel, and nothing $N \times N$.
+#
+# The check runs it on rows whose $\bar y$ has a large common part (ȳ = 32 + noise), against a float64
+# reference from the same rounded values, and holds `dx` to the bound for its dtype and row length that Part C
+# makes you derive. Before you write it: which of the quantities in notebook 02's formula are *statistics* — one
+# number standing for a whole row — and what did §3 show happens when one of them is held in bfloat16?
+# %% solution id=softmax_backward_mixed
+def softmax_backward_mixed(y, dy):
+    """x̄ for y = softmax(x) over the last axis, from y and ȳ in half precision (or float32/float64).
+
+    y, dy: (..., N). Returns dx (..., N) in y's dtype; the hub is summed in float32 (float64 for float64 inputs).
+    """
+    ### BEGIN SOLUTION
+    acc = torch.promote_types(y.dtype, F32)  # float32, or float64 when the inputs are float64
+    y_acc, dy_acc = y.to(acc), dy.to(acc)  # upcast once: every product and sum below runs in acc
+    s = (y_acc * dy_acc).sum(dim=-1, keepdim=True)  # (..., 1) the hub, summed in acc
+    return (y_acc * (dy_acc - s)).to(y.dtype)  # ȳ − s in acc (it cancels), rounded once, at the very end
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — where the precision goes</summary>
+#
+# The formula is notebook 02's; nothing about the maths changes. What changes is which dtype each intermediate
+# lives in. PyTorch keeps the dtype of its inputs: the product of two bfloat16 tensors is bfloat16, and so is their
+# sum — however it was accumulated inside, the result is rounded to 8 bits of mantissa. Follow each quantity of the
+# formula and ask how many digits it needs: is it one number that every entry of the row will be measured against?
+#
+# </details>
+#
+# <details><summary>Hint 2 — what stays in float32, and what comes back</summary>
+#
+# The hub $s$ is a statistic, and $\bar y_i - s$ cancels when $\bar y$ has a large common part: the half-precision
+# ulp of $s$ lands on every entry of the answer. So $s$ must be summed from float32 copies of $y$ and $\bar y$, and
+# the subtraction must happen in float32 too; only the finished `dx` goes back to the input's dtype. For float64
+# inputs "float32" would throw digits away: `torch.promote_types(dtype, torch.float32)` gives the wider of the two.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# Four lines: the accumulation dtype from `torch.promote_types`; `y` and `dy` converted to it with `.to`; the hub
+# as the row sum of their product with `keepdim=True`, in that dtype; and notebook 02's elementwise line in that
+# dtype, converted back to `y.dtype` with `.to` as the very last operation.
+#
+# </details>
+# %% test id=test_softmax_backward_mixed points=2
+"""softmax_backward_mixed: exact in float64 on notebook 02's cases (batch 1, 7,
+3-D, a transposed view, no N×N tensor), then bfloat16 and float16 rows of 16
+to 4096 with dy = 32 + N(0, 1), within the bound against float64; dx in y's
+dtype; no autograd."""
+course.selfcheck.softmax_backward_mixed(softmax_backward_mixed)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.softmax_backward_mixed(softmax_backward_mixed)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote
+#
+# $$\boxed{\;s = \textstyle\sum_i y_i \bar y_i \ \text{in float32}, \qquad \bar x = \operatorname{round}_{\text{bf16}}\big(y \odot (\bar y - s)\big)\;}$$
+#
+# In code, `(y_acc * (dy_acc - s)).to(y.dtype)`. The inputs were already rounded, and nothing can bring those bits
+# back; what the backward controls is that it adds no rounding of its own before the last one. Then the only error
+# left is the output's rounding, half an ulp of bfloat16 per entry — which is the smallest error any bfloat16
+# result can have. Here is what that buys on a long row with $\bar y$ far from zero, against the same formula with
+# the hub rounded to bfloat16:
+# %%
+gen = torch.Generator().manual_seed(8)
+rows, N = 8, 4096
+y = torch.softmax(2 * randn(gen, rows, N), dim=-1).to(BF16)
+dy = (32 + randn(gen, rows, N)).to(BF16)  # a large common part, as a loss that sums the row gives
+y64, dy64 = y.to(F64), dy.to(F64)
+reference = y64 * (dy64 - (y64 * dy64).sum(-1, keepdim=True))  # float64 from the same rounded values
+hub_in_bf16 = (y * dy).sum(-1, keepdim=True).to(F64)  # torch sums in float32 inside, then rounds s to bfloat16
+ulp_only = reference.to(BF16)  # the best a bfloat16 answer can be: the reference, rounded once
+try:
+    yours = softmax_backward_mixed(y, dy)
+    print(f"yours:                      {rel_error(yours, reference):.1e}  ({yours.dtype})")
+except NotImplementedError:
+    print("Finish Part A first: this cell measures it.")
+print(f"the reference rounded once: {rel_error(ulp_only, reference):.1e}")
+print(f"the hub rounded to bf16:    {rel_error((y64 * (dy64 - hub_in_bf16)).to(BF16), reference):.1e}")
+
+# %% [markdown]
+# ## Part B — layernorm_backward_mixed (3 points)
+#
+# LayerNorm is where mixed precision most often goes wrong, because it has three reductions: the forward's mean
+# and variance, the backward's two row means ($c_1$, $c_2$ in notebook 04), and $\bar\gamma$, $\bar\beta$ — sums
+# over **every row of the batch**, $B \cdot T$ of them, tens of thousands in a real step. A mixed-precision forward
+# hands you $x$ in bfloat16, and saves `mean` and `rstd` in float32 (§3 said why: they cost nothing).
+# The parameters $\gamma$ are float32 master weights, so their gradients are float32 too.
+#
+# - `dy`, `x`: $(\ldots, N)$ bfloat16 or float16; `gamma`: $(N,)$ float32; `mean`, `rstd`: `x.shape[:-1]`, float32
+#   (the forward's, computed with $\varepsilon = 10^{-5}$) — and all five float64 in the exact check;
+# - return `(dx, dgamma, dbeta)`: `dx` in **`x`'s dtype**, `dgamma` and `dbeta` in **`gamma`'s dtype**;
+# - notebook 04's derivation; every reduction and every cancelling subtraction in float32 (float64 for float64);
+# - no autograd and no torch backward kernel.
+#
+# The check gives $x$ a mean of 4 and $\bar y$ a common part of 32 against spreads of 1, and sums $\bar\gamma$ over
+# 512 rows. Where does $x - \mu$ lose digits if it is computed in bfloat16? And how precise must $\bar\gamma$ be,
+# given the dtype it is returned in?
+# %% solution id=layernorm_backward_mixed
+def layernorm_backward_mixed(dy, x, gamma, mean, rstd):
+    """Gradients of y = LayerNorm(x) ⊙ γ + β (notebook 04) for half-precision x and ȳ.
+
+    dy, x: (..., N); gamma: (N,); mean, rstd: x.shape[:-1], saved by the forward.
+    Returns (dx in x's dtype, dgamma and dbeta in gamma's dtype); every reduction runs in float32 or wider.
+    """
+    ### BEGIN SOLUTION
+    acc = torch.promote_types(x.dtype, F32)  # float32, or float64 for float64 inputs
+    N = x.shape[-1]  # features
+    rstd = rstd.to(acc).unsqueeze(-1)  # (..., 1)
+    xhat = (x.to(acc) - mean.to(acc).unsqueeze(-1)) * rstd  # x − μ cancels: in acc, never in half
+    dy_acc = dy.to(acc)
+    dxhat = gamma.to(acc) * dy_acc  # (..., N) the gradient reaching x̂
+    c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)  # (..., 1) row statistics, summed in acc
+    c2 = dxhat.mean(dim=-1, keepdim=True)
+    dx = (dxhat - c2 - xhat * c1) * rstd  # the cancelling subtraction, in acc
+    dgamma = (dy_acc * xhat).reshape(-1, N).sum(dim=0)  # (N,) a sum over every row, in acc
+    dbeta = dy_acc.reshape(-1, N).sum(dim=0)
+    return dx.to(x.dtype), dgamma.to(gamma.dtype), dbeta.to(gamma.dtype)
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — three reductions, one subtraction</summary>
+#
+# Write notebook 04's backward down and mark every reduction in it: the two row means and the two sums over rows.
+# Then mark every subtraction of two nearly equal things: rebuilding $\hat x$ from $x$ and $\mu$ is one (with a
+# mean of 4 and a spread of 1, a bfloat16 $x - \mu$ has lost three of its eight bits before it starts), and the
+# final combination of $\hat{\bar x}$ with the two row means is another. Each marked place needs float32.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the dtypes in and out</summary>
+#
+# Bring `x`, `dy`, `gamma`, `mean` and `rstd` to the accumulation dtype — float32, or the inputs' own if wider
+# (`torch.promote_types`) — before anything else, and run notebook 04's lines there. Three results, three
+# dtypes: `dx` goes back to `x.dtype`; `dgamma` and `dbeta` to `gamma.dtype`, which is float32 — the optimizer adds
+# them to float32 weights, so they must be as precise as float32 summation makes them, not rounded through
+# bfloat16 on the way.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# The accumulation dtype; `rstd` converted and given its size-1 last axis; $\hat x$ from `x` and `mean` both
+# converted first; $\hat{\bar x} = \gamma \odot \bar y$ from converted copies; $c_1$ and $c_2$ as row means with
+# `keepdim=True`; $\bar x = (\hat{\bar x} - c_2 - \hat x\, c_1)\,\text{rstd}$; $\bar\gamma$ and $\bar\beta$ as sums
+# over every row of the converted tensors (reshape to $(-1, N)$ first, so a 3-D input sums over both leading
+# axes); then the three `.to` conversions as the last step.
+#
+# </details>
+# %% test id=test_layernorm_backward_mixed points=3
+"""layernorm_backward_mixed: exact in float64 on notebook 04's cases (batch 1,
+7, square, 3-D, transposed views), then bfloat16 and float16 with x = 4 + N(0, 1)
+and dy = 32 + N(0, 1), rows of 16 to 2048 and 512 rows, within the bound
+against float64; dx in x's dtype, dgamma and dbeta in gamma's; no autograd."""
+course.selfcheck.layernorm_backward_mixed(layernorm_backward_mixed)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.layernorm_backward_mixed(layernorm_backward_mixed)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote
+#
+# Notebook 04's three lines, run in float32 from converted copies:
+#
+# $$\hat x = (x - \mu)\,\text{rstd}, \quad \bar x = \operatorname{round}_{\text{bf16}}\!\big((\hat{\bar x} - c_2 - \hat x\, c_1)\,\text{rstd}\big),
+# \quad \boxed{\;\bar\gamma = \textstyle\sum_{\text{rows}} \bar y \odot \hat x \ \text{summed in float32, returned in float32}\;}$$
+#
+# — in code, the product of the float32 copy of `dy` with the float32 `xhat`, summed over `reshape(-1, N)` rows
+# before anything is rounded. The parameter
+# gradients are the ones that suffer most: they sum over $B \cdot T$ rows, so they are the longest reductions of
+# the whole layer, and they feed the optimizer, which adds tiny updates to float32 weights. A Triton LayerNorm
+# backward (notebook 04, Part E) keeps its per-program partial sums of $\bar\gamma$ in a float32 buffer for
+# exactly this reason, even when every activation it reads is bfloat16.
+# %% [markdown]
+# ## 4 · What does `assert_close` accept?
+#
+# How should a test of a half-precision backward decide that its answer is right? The usual tool is
+# `torch.testing.assert_close(actual, expected)`. It passes when every element satisfies
+# $|a - e| \le \mathrm{atol} + \mathrm{rtol} \cdot |e|$, with `rtol` and `atol` picked by the dtype when you
+# give none. The installed torch's defaults, next to each dtype's $u$:
+# %% check-output
+from torch.testing._comparison import default_tolerances
+
+for name, dtype in (("float64", F64), ("float32", F32), ("bfloat16", BF16), ("float16", F16)):
+    rtol, atol = default_tolerances(dtype)
+    print(f"{name:9} rtol {rtol:<7g} atol {atol:<7g} rtol = {rtol / UNIT_ROUNDOFF[name]:7,.1f} u")
+
+# %% [markdown]
+# Every rule is a fixed multiple of $u$ per element. None knows how many terms were summed to make the
+# element, or in which dtype. Both matter, as §2 measured, and in both directions.
+#
+# **Correct code, rejected.** A float32 loop adding $2^{20}$ terms, one at a time, has no bug, and still
+# misses float32's `rtol` of $1.3 \times 10^{-6}$:
+# %%
+rng = np.random.default_rng(11)
+long_rows = rng.random((4, 2**20)).astype(np.float32)  # (rows, n) float32 terms
+sequential = np.cumsum(long_rows, axis=1)[:, -1]  # float32, one addition at a time
+reference = long_rows.astype(np.float64).sum(axis=1)  # float64
+try:
+    torch.testing.assert_close(torch.from_numpy(sequential), torch.from_numpy(reference).float())
+    print("float32 sequential sum of 2^20 terms: assert_close passes")
+except AssertionError as failure:
+    print("float32 sequential sum of 2^20 terms: assert_close fails")
+    print("\n".join(line for line in str(failure).splitlines() if "Mismatched" in line or "relative" in line))
+
+# %% [markdown]
+# **A bug, accepted.** A sum *accumulated in bfloat16* — the bug of §2 — on rows of 64 terms, compared
+# at bfloat16's default `rtol` of $1.6 \times 10^{-2}$:
+# %%
+rng = np.random.default_rng(12)
+short_rows = torch.from_numpy(rng.random((8, 64))).to(BF16)  # (rows, n) bf16 terms
+in_bf16 = torch.zeros(8, dtype=BF16)
+for column in short_rows.T.unbind(0):
+    in_bf16 = in_bf16 + column  # the running sum rounded to bf16 each step
+reference = short_rows.double().sum(dim=1)  # float64
+try:
+    torch.testing.assert_close(in_bf16, reference.to(BF16))
+    worst = ((in_bf16.double() - reference).abs() / reference).max().item()
+    print(f"bfloat16-accumulated sum of 64 terms: assert_close passes (largest relative error {worst:.2e})")
+except AssertionError:
+    print("bfloat16-accumulated sum of 64 terms: assert_close fails")
+
+# %% [markdown]
+# Both verdicts are wrong, and the plot of §2 says where each begins. Here it is again with the two
+# default tolerances drawn on it:
+# %%
+fig, ax = plt.subplots(figsize=(7.6, 4.6))
+for name in ("bfloat16, sequential", "float32, sequential"):
+    ax.loglog(NS, errors[name], marker="o", markersize=3.5, color=STYLE[name], label=f"{name} (§2)")
+for name, dtype, color in (("float32", F32, "C0"), ("bfloat16", BF16, "C3")):
+    rtol = default_tolerances(dtype)[0]
+    ax.axhline(rtol, color=color, linestyle="--", linewidth=1)
+    ax.annotate(f"assert_close's rtol for {name}", (NS[0], rtol), xytext=(0, 4), textcoords="offset points",
+                fontsize=8, color=color)
+fp32_errs, bf16_errs = np.array(errors["float32, sequential"]), np.array(errors["bfloat16, sequential"])
+ns = np.array(NS)
+ax.fill_between(ns, fp32_errs, default_tolerances(F32)[0], where=fp32_errs > default_tolerances(F32)[0],
+                interpolate=True, color="C0", alpha=0.15, label="correct float32 code rejected")
+ax.fill_between(ns, bf16_errs, default_tolerances(BF16)[0], where=bf16_errs < default_tolerances(BF16)[0],
+                interpolate=True, color="C3", alpha=0.15, label="bfloat16 accumulation accepted")
+ax.set_xticks(NS[::2], [f"$2^{{{int(math.log2(v))}}}$" for v in NS[::2]])
+ax.minorticks_off()
+ax.set(xlabel="terms N", ylabel="relative error of the sum",
+       title="one tolerance per dtype, whatever the length of the sum")
+ax.grid(True, which="major", alpha=0.3)
+ax.legend(fontsize=8, loc="center right")
+plt.show()
+
+# %% [markdown]
+# Blue: a correct float32 sum fails its dtype's default from about ten thousand terms on, and a backward's
+# reductions over a batch are longer than that. Red: the bfloat16 accumulator passes its dtype's default up
+# to several hundred terms — the lengths a small test uses. To tell the two apart, a check needs a tolerance
+# that grows with the dtype's $u$ **and** with the length $n$ of the reduction behind each output, and a
+# reference exact enough to add no error of its own: float64, from the same rounded inputs. Part C asks you
+# for it:
+#
+# > *What tolerance would accept every correct float32-accumulated backward of length $n$ in `dtype`, and
+# > still reject one that accumulated in half precision?*
+# %% [markdown]
+# ## Part C — grad_tolerance (2 points)
+#
+# Write the rule the checks of this notebook use: `grad_tolerance(dtype, n)` returns the largest norm-wise
+# relative error, against a float64 reference from the same inputs, that a check should accept from a gradient
+# stored in `dtype` whose reductions had `n` terms, summed in float32 (float64 when `dtype` is float64).
+#
+# - `dtype`: `torch.float16`, `torch.bfloat16`, `torch.float32` or `torch.float64`; `n` $\ge 1$;
+# - return a positive float.
+#
+# The check measures; it does not compare your formula with one. At each dtype and at $n$ from 16 to $2^{20}$ it
+# makes errors two ways — correct code (float32 accumulation, one rounding at the end, a left-to-right float32
+# sum of $n$ terms) and buggy code (a statistic held in half precision, a float32 result passed through bfloat16)
+# — and your tolerance must **accept every right one and reject every wrong one**. It must also depend on the
+# dtype, grow with $n$, and never shrink as $n$ grows. Two terms, then: what does the last rounding cost, and what
+# does §2's measurement say a float32 sum of $n$ terms typically costs?
+# %% solution id=grad_tolerance
+def grad_tolerance(dtype, n):
+    """Largest relative error to accept from a gradient stored in `dtype`, built by reductions of n terms
+    summed in float32 (float64 for float64), against a float64 reference from the same inputs."""
+    ### BEGIN SOLUTION
+    u = {F64: 2.0**-53, F32: 2.0**-24, BF16: 2.0**-8, F16: 2.0**-11}  # unit roundoff: half an ulp of 1
+    u_acc = u[F64] if dtype == F64 else u[F32]  # the dtype the sums ran in
+    return 2 * u[dtype] + 2 * math.sqrt(n) * u_acc  # the output's rounding + a typical n-term sum, 2× each
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — two sources of error</summary>
+#
+# A correct mixed-precision gradient is wrong for two reasons only. It was rounded once to `dtype` at the end —
+# how large is that relative error at most, in terms of the unit roundoff $u$ of §1? And its reductions
+# added $n$ terms in the accumulation dtype, each addition rounding once. Each term of your rule should be one of
+# those, with the $u$ of the dtype it happens in. A little margin (a factor of 2) keeps an unlucky draw of a
+# correct answer from failing.
+#
+# </details>
+#
+# <details><summary>Hint 2 — how each term grows</summary>
+#
+# The output's rounding does not depend on $n$. The sum's error does: the worst case grows like $n\,u$, but section
+# 2's plot showed that a real float32 sum stays far below it — its error grows like $\sqrt{n}\,u$, rounding errors
+# being as likely up as down. A rule built on $n\,u$ is safe but useless at large $n$: at $n = 2^{20}$, $n\,u$ in
+# float32 is 6 %, more than rounding the answer to bfloat16 would cost. A rule that ignores $n$ fails a correct
+# float32 sum of a million terms.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the rule</summary>
+#
+# With $u$ the unit roundoff of `dtype` and $u_{\text{acc}}$ that of float32 (of float64 when `dtype` is float64):
+#
+# $$\text{tol}(\text{dtype}, n) = 2\,u + 2\sqrt{n}\, u_{\text{acc}},$$
+#
+# with $u = 2^{-53}, 2^{-24}, 2^{-8}, 2^{-11}$ for float64, float32, bfloat16, float16 (a dict keyed by the torch
+# dtype is the simplest way to write them down).
+#
+# </details>
+# %% test id=test_grad_tolerance points=2
+"""grad_tolerance: a positive float that depends on the dtype, grows with n
+and never shrinks; at float16, bfloat16, float32 and float64 and n = 16 to 2²⁰,
+above the errors of correct code and below those of half-precision bugs,
+measured here on fresh data."""
+course.selfcheck.grad_tolerance(grad_tolerance)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.grad_tolerance(grad_tolerance)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote
+#
+# $$\boxed{\;\text{tol}(\text{dtype}, n) = 2\,u_{\text{dtype}} + 2\sqrt{n}\; u_{\text{acc}}\;}$$
+#
+# — `2 * u[dtype] + 2 * math.sqrt(n) * u_acc`. For half-precision outputs the first term dominates at every
+# realistic $n$ ($\sqrt{n}\,u_{32}$ reaches bfloat16's $u$ only at $n \approx 4 \times 10^{9}$); for float32 outputs
+# such as $\bar\gamma$ the second does, which is why a float32 test with a fixed `rtol` passes at $N = 1024$ and
+# fails at $B \cdot T = 32768$ rows. This is the rule that held Parts A and B, and that holds Part E's kernel, with
+# one refinement: where a result is a difference that cancels ($\bar y - s$ with $\bar y$ far from zero), the checks
+# multiply the sum's term by how much larger the terms were than what is left — an accumulator's error is relative to
+# what it adds, not to the difference. Here is
+# your rule against your own code: the errors of your Part A at growing row lengths, float16 and bfloat16, with your
+# tolerance for each, and what the same rows give with the hub held in half precision.
+# %%
+N_SWEEP = [16, 64, 256, 1024, 4096]
+gen = torch.Generator().manual_seed(9)
+fig, ax = plt.subplots(figsize=(9.0, 4.2))
+try:
+    for dtype, color in ((BF16, "C0"), (F16, "C1")):
+        yours, held, tol = [], [], []
+        for N in N_SWEEP:
+            y = torch.softmax(2 * randn(gen, 4, N), dim=-1).to(dtype)
+            dy = (32 + randn(gen, 4, N)).to(dtype)
+            y64, dy64 = y.to(F64), dy.to(F64)
+            ref = y64 * (dy64 - (y64 * dy64).sum(-1, keepdim=True))
+            yours.append(rel_error(softmax_backward_mixed(y, dy), ref))
+            s_half = (y * dy).sum(-1, keepdim=True).to(F64)  # the hub rounded to the half dtype
+            held.append(rel_error((y64 * (dy64 - s_half)).to(dtype), ref))
+            tol.append(grad_tolerance(dtype, N))
+        name = str(dtype).removeprefix("torch.")
+        ax.loglog(N_SWEEP, yours, "o-", color=color, label=f"your Part A, {name}")
+        ax.loglog(N_SWEEP, held, "x:", color=color, label=f"hub held in {name}")
+        ax.loglog(N_SWEEP, tol, "--", color=color, label=f"your grad_tolerance({name}, N)")
+    ax.set(xlabel="row length N", ylabel="relative error vs float64",
+           title="softmax backward, ȳ = 32 + N(0, 1): right code sits under the rule, the bug above it")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    plt.show()
+except NotImplementedError:
+    plt.close(fig)
+    print("Finish Parts A and C first: this cell measures your code against your rule.")
+
+# %% [markdown]
+# ## 5 · Loss scaling: keeping fp16 gradients off zero
+#
+# float16's five exponent bits stop early. Its smallest **normal** number is $2^{-14}$; below that come the
+# **subnormals**, evenly spaced $2^{-24}$ apart, which keep fewer significant bits the smaller they get;
+# below half of $2^{-24}$, everything rounds to 0. At the top, 65,504 is the largest number and anything
+# past it is inf:
+# %% check-output
+f16 = torch.finfo(F16)
+smallest_subnormal = torch.nextafter(torch.tensor(0.0, dtype=F16), torch.tensor(1.0, dtype=F16)).item()
+print(f"float16: smallest subnormal {smallest_subnormal:.3g} = 2^{math.log2(smallest_subnormal):.0f}, "
+      f"smallest normal {f16.smallest_normal:.3g} = 2^{math.log2(f16.smallest_normal):.0f}, largest {f16.max:,.0f}")
+print(f"bfloat16: smallest normal {torch.finfo(BF16).smallest_normal:.3g}, the same as float32's")
+
+# %% [markdown]
+# Gradients live low. The loss is a mean over many tokens, so each token's share of a gradient carries a
+# factor of one over their number, and the backward multiplies it by weights and activation derivatives
+# layer after layer: the magnitudes spread over many decades, mostly far below 1. The paper that introduced
+# loss scaling (Micikevicius et al., 2018, *Mixed precision training*) showed histograms of this kind for
+# real networks: a large part of the mass below float16's normal range, and the top of its range unused.
+#
+# The cure uses linearity: multiply the loss by a scale $S$ before the backward, and every gradient is
+# multiplied by $S$ too. On a log axis the whole distribution slides up by $\log_2 S$ octaves, into
+# float16's range. The gradients are then divided by $S$ in float32 — *unscaled* — before the optimizer
+# uses them. Below, $2^{17}$ gradients whose magnitudes are log-normal around $10^{-6}$, cast to float16
+# as they are, and scaled by $S = 2^{16}$ first:
+# %%
+rng = np.random.default_rng(13)
+G = 2**17  # gradients drawn
+grads = np.exp(rng.normal(math.log(1e-6), 3.0, size=G)) * rng.choice([-1.0, 1.0], size=G)  # float64
+SCALE = 2.0**16
+
+
+def through_fp16(g, scale):
+    """g (float64 numpy) multiplied by scale, cast to float16, unscaled in float32: what the optimizer sees."""
+    return (torch.from_numpy(g * scale).to(F16).float() / scale).double().numpy()
+
+
+def fates(g, scale):
+    """Boolean masks of g's elements that become 0, subnormal, normal, or inf in float16 after scaling."""
+    h = np.abs(torch.from_numpy(g * scale).to(F16).double().numpy())
+    return {"flushed to 0": h == 0, "subnormal": (h > 0) & (h < f16.smallest_normal),
+            "normal": (h >= f16.smallest_normal) & np.isfinite(h), "overflowed to inf": ~np.isfinite(h)}
+
+
+magnitudes = np.abs(grads)
+bins = np.logspace(-14, 6, 121)
+FATE_COLOR = {"flushed to 0": "C3", "subnormal": "C1", "normal": "C0", "overflowed to inf": "black"}
+LIMITS = {"$2^{-24}$": smallest_subnormal, "$2^{-14}$": f16.smallest_normal, "65,504": f16.max}  # float16's, dotted
+fig, axes = plt.subplots(2, 1, figsize=(8.6, 6.0), sharex=True)
+for ax, scale, legend_at in zip(axes, (1.0, SCALE), ("upper left", "upper right")):
+    masks = fates(grads, scale)
+    error = np.median(np.abs(through_fp16(grads, scale) / grads - 1))  # over all of them, the flushed ones at 1
+    below = np.zeros(len(bins) - 1)  # the stack so far, per bin
+    for fate, m in masks.items():
+        counts = below + np.histogram(magnitudes[m], bins=bins)[0]
+        ax.stairs(counts, bins, baseline=below, fill=True, color=FATE_COLOR[fate], label=f"{fate}: {m.mean():.1%}")
+        below = counts
+    top = below.max()
+    ax.set_ylim(0, 1.3 * top)
+    for text, limit in LIMITS.items():
+        ax.axvline(limit / scale, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(text if scale == 1 else f"{text} / S", (limit / scale, 1.2 * top), fontsize=8, color="grey",
+                    ha="center", va="center", backgroundcolor="white")
+    title = "cast to float16 as they are" if scale == 1 else "loss × 2¹⁶, cast to float16, then ÷ 2¹⁶ in float32"
+    ax.set_title(f"{title}: median relative error {error:.1e}", fontsize=10)
+    ax.set_xscale("log")
+    ax.set_ylabel("gradients")
+    ax.legend(fontsize=8, loc=legend_at)
+    print(f"{title}: " + ", ".join(f"{m.mean():.1%} {fate}" for fate, m in masks.items())
+          + f"; median relative error {error:.1e}")
+axes[-1].set_xlabel("|gradient| before the cast; dotted: float16's smallest subnormal, smallest normal, largest")
+fig.tight_layout()
+plt.show()
+bf16_zero = (torch.from_numpy(grads).to(BF16) == 0).double().mean().item()
+print(f"cast to bfloat16 as they are: {bf16_zero:.1%} flushed to 0")
+
+# %% [markdown]
+# The same gradients, the same float16: without scaling, the window of float16's normal numbers (from the
+# $2^{-14}$ line to the 65,504 line) catches only the upper tail, and a large share flushes to zero — those
+# weights get no update at all — or lands in the subnormals, where a gradient keeps only a few bits. Scaled
+# by $2^{16}$, the window slides left by 16 octaves, almost everything is normal, and the median error after
+# unscaling is a fraction of float16's $u$. The price is at the other end: the largest gradient float16 can
+# now carry is $65{,}504 / S \approx 1$. None of these reached it, but one that does turns into inf, and the
+# step with it.
+#
+# ### Which S? Dynamic loss scaling
+#
+# A fixed $S$ would have to suit every layer at every step, and the gradients drift by orders of magnitude
+# over a run: too large and some gradient becomes inf, which poisons the update (inf − inf is NaN); too
+# small and the low tail flushes to zero again. **Dynamic loss scaling** looks for the largest $S$ that
+# does not overflow, as it trains:
+#
+# 1. Start high.
+# 2. After each backward, unscale the gradients in float32 and look for an inf or a NaN in any of them.
+# 3. If there is one, **skip this step** — those gradients are not the gradient — and **back off**: multiply
+#    $S$ by a factor below 1.
+# 4. If there is none, take the step, and after $K$ **consecutive** good steps **grow** $S$ by a factor above 1.
+#
+# $S$ then hovers just below the overflow point and follows it as it moves; an overflow costs one skipped step
+# in thousands. PyTorch's `torch.amp.GradScaler` does this; its defaults, from the installed torch:
+# %% check-output
+import inspect
+
+defaults = inspect.signature(torch.amp.GradScaler.__init__).parameters
+print(", ".join(f"{name} = {defaults[name].default}" for name in ("init_scale", "growth_factor", "backoff_factor",
+                                                                   "growth_interval")))
+
+# %% [markdown]
+# bfloat16 needs none of this. Its exponent has float32's eight bits, so it holds numbers down to
+# $1.2 \times 10^{-38}$: the histogram's cell found none of the gradients flushed to zero in bfloat16. Its price is
+# paid in the significand instead — $u = 2^{-8}$ — which is why training in bfloat16 needs §3's float32
+# statistics and §2's float32 accumulators all the more.
+# %% [markdown]
+# ## Part D — DynamicLossScaler (2 points)
+#
+# Write the dynamic loss scaler that float16 training runs with (PyTorch's `torch.amp.GradScaler` does the same
+# job). One training step with it: multiply the loss by `scaler.scale` before backward; then
+# `found_inf = scaler.unscale_(grads)`; then `if scaler.update(found_inf): optimizer.step()`.
+#
+# - `DynamicLossScaler(init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000)`;
+#   `scale` is a number, `init_scale` at first;
+# - `unscale_(grads)`: `grads` is a list of float32 tensors (or `None` for a parameter that got no gradient);
+#   divide each by `scale` **in place** (the trailing underscore is PyTorch's sign for that), and return
+#   `found_inf`: `True` when any of them holds an inf or a NaN;
+# - `update(found_inf)`: return whether the optimizer may take this step — never a step with inf or NaN in its
+#   gradients — and change the scale: after an overflow, multiply it by `backoff_factor`; after `growth_interval`
+#   finite steps **in a row**, multiply it by `growth_factor`. An overflow starts the count again, and so does a
+#   change of scale.
+#
+# The check builds scalers with small intervals and runs them through fixed sequences of good and overflowing
+# steps, comparing `scale` and `update`'s answer after every one. What state does the scaler need beyond `scale`?
+# %% solution id=DynamicLossScaler
+class DynamicLossScaler:
+    """Loss scaling for float16 training: scale the loss up so small gradients stay normal numbers, unscale the
+    gradients in float32, skip the steps that overflowed, and adapt the scale to the gradients' range."""
+
+    def __init__(self, init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000):
+        ### BEGIN SOLUTION
+        self.scale = float(init_scale)
+        self.growth_factor = growth_factor
+        self.backoff_factor = backoff_factor
+        self.growth_interval = growth_interval
+        self.good_steps = 0  # finite steps in a row since the last overflow or change of scale
+        ### END SOLUTION
+
+    def unscale_(self, grads):
+        """Divide every gradient in `grads` (tensors, or None) by the scale, in place; return found_inf."""
+        ### BEGIN SOLUTION
+        inv_scale = 1.0 / self.scale  # a power of two: multiplying by it is exact
+        found_inf = False
+        for g in grads:
+            if g is None:
+                continue
+            g.mul_(inv_scale)
+            found_inf = found_inf or not bool(torch.isfinite(g).all())  # inf or NaN anywhere
+        return found_inf
+        ### END SOLUTION
+
+    def update(self, found_inf):
+        """Adapt the scale after a step; return whether the optimizer may apply that step."""
+        ### BEGIN SOLUTION
+        if found_inf:
+            self.scale *= self.backoff_factor  # the scaled gradients overflowed: the scale is too large
+            self.good_steps = 0
+            return False  # skip: these gradients are not numbers
+        self.good_steps += 1
+        if self.good_steps == self.growth_interval:  # a long run without overflow: try a larger scale
+            self.scale *= self.growth_factor
+            self.good_steps = 0
+        return True
+        ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — the state, and unscale_</summary>
+#
+# Beside `scale` and the three options, the scaler needs one counter: how many finite steps in a row it has seen
+# since the last time something happened to the scale. `unscale_` changes the tensors it is handed, not copies:
+# the optimizer reads those very tensors (each `param.grad`), so a new list would be thrown away. PyTorch's in-place
+# methods end in an underscore; `torch.isfinite` is false for both inf and NaN.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the two transitions, and the step</summary>
+#
+# An overflowing step: the gradients are garbage, so the step is skipped (return `False`), the scale shrinks by
+# `backoff_factor`, and the run of good steps is over. A finite step: it is taken (return `True`) and the run grows
+# by one; when the run reaches `growth_interval`, the scale grows by `growth_factor` and the run starts again from
+# zero. Without growth, one early overflow would leave the scale small for the rest of training.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# `__init__` stores the four options (`scale` as a float) and a counter at 0. `unscale_` multiplies each tensor that
+# is not `None` in place by `1.0 / self.scale` (`mul_`) and keeps an `or` of `not torch.isfinite(g).all()` over
+# them. `update` has two branches: on `found_inf`, scale times backoff, counter to 0, return `False`; otherwise
+# counter plus one, and if it equals `growth_interval`, scale times growth and counter to 0; return `True`.
+#
+# </details>
+# %% test id=test_DynamicLossScaler points=2
+"""DynamicLossScaler: starts at init_scale (2**16 by default); unscale_
+divides float32 gradients in place and reports inf and NaN; update skips
+overflowing steps, backs off, and grows only after growth_interval finite
+steps in a row, over fixed runs of good and overflowing steps."""
+course.selfcheck.DynamicLossScaler(DynamicLossScaler)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.DynamicLossScaler(DynamicLossScaler)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote
+#
+# $$\text{overflow:}\ \ \text{scale} \leftarrow \text{scale} \cdot \text{backoff},\ \text{skip the step};\qquad
+# \boxed{\;\text{growth\_interval finite steps in a row:}\ \ \text{scale} \leftarrow \text{scale} \cdot \text{growth}\;}$$
+#
+# — in code, two branches of `update` and one counter that both of them reset. The scale settles
+# just below the largest value the gradients tolerate: it climbs until a step overflows, halves, and climbs again
+# a growth interval later — a sawtooth that costs one skipped step in every interval. Here it is on a made-up run
+# whose gradients' largest magnitude wanders up and down over training, with your scaler (interval 25):
+# %%
+gen = torch.Generator().manual_seed(10)
+F16_MAX = torch.finfo(F16).max  # 65504: a scaled gradient beyond it is inf
+steps = 600
+step_index = torch.arange(steps, dtype=F64)
+peak = 10 ** (-1 + 0.6 * torch.sin(2 * math.pi * step_index / 400)) * (1 + 0.3 * torch.rand(steps, generator=gen, dtype=F64))
+try:
+    scaler = DynamicLossScaler(init_scale=2.0**16, growth_interval=25)
+    scales, skipped = [], []
+    for t in range(steps):
+        grad = torch.tensor([peak[t].item() * scaler.scale], dtype=F64).to(F16).to(F32)  # the backward in float16
+        found_inf = scaler.unscale_([grad])
+        if not scaler.update(found_inf):
+            skipped.append(t)
+        scales.append(scaler.scale)
+    fig, ax = plt.subplots(figsize=(7.2, 3.8))
+    ax.semilogy(scales, label="scaler.scale")
+    ax.semilogy((F16_MAX / peak).tolist(), "k:", label="the largest scale this step's gradients allow")
+    ax.semilogy(skipped, [scales[t] for t in skipped], "rv", ms=4, label=f"skipped steps ({len(skipped)})")
+    ax.set(xlabel="step", ylabel="loss scale", title="dynamic loss scaling: back off on overflow, grow after 25 good steps")
+    ax.legend(fontsize=8)
+    plt.show()
+except NotImplementedError:
+    print("Finish Part D first: this cell runs your scaler.")
+
+# %% [markdown]
+# ## Part E — softmax_bwd_mixed_kernel (2 points)
+#
+# A Triton kernel makes the precision choices explicit: `tl.load` returns the dtype in memory, arithmetic between
+# two float16 blocks is float16, and `tl.sum` adds in the dtype it is given (§2). Write notebook 03's
+# softmax backward kernel for half-precision rows that may be far longer than a block. It is launched as
+#
+# ```python
+# softmax_bwd_mixed_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols, BLOCK=BLOCK)
+# ```
+#
+# - `DY_ptr`, `Y_ptr`: $\bar y$ and $y$, $(n_\text{rows}, n_\text{cols})$, each row's values adjacent, rows the
+#   given strides apart; read-only. `DX_ptr`: where $\bar x$ goes, in the same dtype as the inputs.
+# - One program per row. `BLOCK` is a power of two, usually **smaller** than `n_cols`: walk the row in `BLOCK`-wide
+#   pieces, twice — once to build the hub, once to write $\bar x$. No load or store past the row.
+# - The hub accumulates in float32 — in float64 when the inputs are float64 (the check's gradcheck runs there) —
+#   and the subtraction $\bar y - s$ happens in that dtype too; only the store converts back.
+#
+# The test cell launches it on rows inside wider buffers whose padding holds NaN, in float32, float64 and float16
+# (bfloat16 too when there is a GPU: the interpreter cannot run it), with $\bar y$ far from zero, holds $\bar x$ to
+# Part C's rule, then gradchecks it in float64.
+# %%
+import triton
+import triton.language as tl
+
+DEVICE = course.DEVICE  # cuda with a GPU; else cpu, with the kernel in Triton's interpreter
+
+
+def unfinished(exc):
+    """Whether `exc` comes from a kernel that still raises course.todo(): Triton wraps what a kernel raises in its
+    own error (and cannot compile a stub on a GPU), so look at the message and the whole chain of causes."""
+    while exc is not None:
+        if isinstance(exc, NotImplementedError) or "course.todo()" in str(exc):
+            return True
+        exc = exc.__cause__
+    return False
+
+
+def softmax_backward_by_kernel(y, dy, BLOCK=128):
+    """Given: launch softmax_bwd_mixed_kernel on (n_rows, n_cols) tensors; dx in their dtype."""
+    dx = torch.empty_like(y)
+    softmax_bwd_mixed_kernel[(y.shape[0],)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), y.shape[1],
+                                            BLOCK=BLOCK)
+    return dx
+# %% solution id=softmax_bwd_mixed_kernel
+@triton.jit
+def softmax_bwd_mixed_kernel(
+    DY_ptr,  # (n_rows, n_cols) ȳ, half precision (or float32/float64)
+    Y_ptr,  # (n_rows, n_cols) y = softmax(x), the same dtype
+    DX_ptr,  # (n_rows, n_cols) x̄, written in the same dtype
+    dy_row_stride,  # elements from one row of DY to the next
+    y_row_stride,
+    dx_row_stride,
+    n_cols,  # the length of a row
+    BLOCK: tl.constexpr,  # a power of two: the columns one step of the walk reads
+):
+    """One row per program: x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩), the hub accumulated in float32 (float64 for float64 rows)."""
+    ### BEGIN SOLUTION
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2³¹ on a large batch
+    cols = tl.arange(0, BLOCK)
+    dtype = Y_ptr.dtype.element_ty  # what is in memory, and what x̄ is stored as
+    s = tl.zeros([], tl.float32) + tl.zeros([], dtype)  # 0 in the wider of float32 and the loaded dtype
+    for start in range(0, n_cols, BLOCK):  # first walk: the hub
+        mask = start + cols < n_cols
+        y = tl.load(Y_ptr + row * y_row_stride + start + cols, mask=mask, other=0.0)
+        dy = tl.load(DY_ptr + row * dy_row_stride + start + cols, mask=mask, other=0.0)
+        s += tl.sum(y.to(s.dtype) * dy.to(s.dtype), axis=0)  # upcast before the product and the sum
+    for start in range(0, n_cols, BLOCK):  # second walk: x̄, computed wide, stored narrow
+        mask = start + cols < n_cols
+        y = tl.load(Y_ptr + row * y_row_stride + start + cols, mask=mask, other=0.0).to(s.dtype)
+        dy = tl.load(DY_ptr + row * dy_row_stride + start + cols, mask=mask, other=0.0).to(s.dtype)
+        tl.store(DX_ptr + row * dx_row_stride + start + cols, (y * (dy - s)).to(dtype), mask=mask)
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — two walks over the row</summary>
+#
+# Every entry of $\bar x$ needs the hub, and the hub needs the whole row: so walk the row twice, as notebook 07's
+# `ce_grad_kernel` did. The first walk loads each piece of $y$ and $\bar y$ under a mask (a masked lane must add
+# nothing to the hub: what `other` gives it decides that) and adds the piece's contribution to a running hub; the
+# second loads each piece again and stores its $\bar x$ under the same mask. Find the row with `tl.program_id(0)`
+# and the row strides, as in notebook 03.
+#
+# </details>
+#
+# <details><summary>Hint 2 — the accumulator's dtype</summary>
+#
+# The running hub is a 0-d value that lives across the loop; its dtype is the accumulation dtype, and everything
+# added to it must be computed in it: convert `y` and `dy` (`.to(...)`) **before** the product and the `tl.sum`,
+# or the sum of the piece is taken in float16 first. `Y_ptr.dtype.element_ty` is the dtype in memory; the sum of
+# `tl.zeros([], tl.float32)` and `tl.zeros([], that dtype)` is a zero in the wider of the two — float32 for half
+# rows, float64 for float64 rows. In the second walk do the subtraction in that dtype too, and convert only what you
+# store.
+#
+# </details>
+#
+# <details><summary>Hint 3 — the code</summary>
+#
+# Per program: the row index as int64; `cols = tl.arange(0, BLOCK)`; the memory dtype; the hub `s` as a zero of the
+# accumulation dtype. First walk over `range(0, n_cols, BLOCK)`: the mask `start + cols < n_cols`, both loads with
+# `other=0.0`, then `s` plus the `tl.sum` over `axis=0` of the product of the two converted pieces. Second walk:
+# the same mask and loads, each converted to `s.dtype` at once, and one store of $y \odot (\bar y - s)$ converted
+# to the memory dtype, under the mask.
+#
+# </details>
+# %% test id=test_softmax_bwd_mixed_kernel points=2
+"""softmax_bwd_mixed_kernel: rows of 5 to 1000 walked in blocks smaller than
+the row, inside NaN-padded buffers, in float32, float64 and float16 (bfloat16
+on a GPU) with dy far from zero, within Part C's rule against float64; the
+padding untouched; a float64 gradcheck."""
+course.selfcheck.softmax_bwd_mixed_kernel(softmax_bwd_mixed_kernel)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.softmax_bwd_mixed_kernel(softmax_bwd_mixed_kernel)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# ### What you just wrote
+#
+# Load narrow, compute wide, store narrow: the hub `s` starts as a float32 zero, and every piece is converted
+# to `s.dtype` before the product and the `tl.sum` that add it in, so that
+#
+# $$\boxed{\;s = \textstyle\sum_{\text{pieces}} \operatorname{tl.sum}\big(\operatorname{f32}(y) \cdot \operatorname{f32}(\bar y)\big),
+# \qquad \bar x = \operatorname{f16}\big(\operatorname{f32}(y) \odot (\operatorname{f32}(\bar y) - s)\big)\;}$$
+#
+# The memory traffic is the same as an all-float16 kernel — two reads of each row and one write, all in 2-byte
+# numbers — and the conversions are free next to them: a softmax backward is memory-bound. Every kernel in the
+# course's `kernels` package follows the same pattern, and its tests hold each one's bfloat16 backward to Part C's
+# rule. Your kernel against the float64 reference, as the rows grow:
+# %%
+gen = torch.Generator().manual_seed(11)
+try:
+    for N in (100, 1000, 4000):
+        y = torch.softmax(2 * randn(gen, 2, N), dim=-1).to(F16)
+        dy = (32 + randn(gen, 2, N)).to(F16)
+        y64, dy64 = y.to(F64), dy.to(F64)
+        ref = y64 * (dy64 - (y64 * dy64).sum(-1, keepdim=True))
+        err = rel_error(softmax_backward_by_kernel(y.to(DEVICE), dy.to(DEVICE), BLOCK=128).cpu(), ref)
+        try:
+            verdict = f"{err / grad_tolerance(F16, N):.2f} of your grad_tolerance(float16, {N})"
+        except NotImplementedError:
+            verdict = "(finish Part C to compare it with your rule)"
+        print(f"float16 rows of {N:4}: error {err:.1e}, {verdict}")
+except Exception as exc:
+    if not unfinished(exc):
+        raise
+    print("Finish Part E first: this cell runs softmax_bwd_mixed_kernel.")
+
+# %% [markdown]
+# ## What to take away
+#
+# - Each dtype has a unit roundoff $u = 2^{-p}$ (`finfo.eps / 2`): $2^{-24}$ for float32, $2^{-11}$ for float16
+#   and TF32 (what a tensor core keeps of a float32 `tl.dot` input by default), $2^{-8}$ for bfloat16. The
+#   exponent bits set the range: bfloat16 has float32's, float16 stops at $6 \times 10^{-5}$ (normal) and 65,504.
+# - The error of a sum of $N$ terms typically grows like $\sqrt{N}\,u$ of its accumulator when they are added
+#   one by one, and stays within a few $u$ pairwise. A half-precision accumulator is worse than that: it
+#   **stops** once the terms fall under half a gap of the running sum — a bfloat16 sum of terms below 1 never
+#   passes 256. `tl.sum` reduces in its input's dtype; widen to float32 first.
+# - Save activations in half precision, statistics in float32: they cost $1/N$ of the row, and the backward
+#   subtracts them from every element, so their error, relative to their size, lands on an answer that can be
+#   much smaller. Load half, reduce and subtract in float32, round once on the store.
+# - A tolerance for a backward must grow with the dtype's $u$ **and** the length of the reductions behind it,
+#   against a float64 reference from the same rounded inputs. `assert_close`'s defaults follow the dtype alone:
+#   they reject correct long float32 sums and accept short bfloat16 accumulations.
+# - float16 gradients need loss scaling: multiply the loss by $S$, unscale in float32, and let $S$ follow the
+#   overflow point — back off and skip the step on inf or NaN, grow after $K$ good steps. bfloat16 needs none.
