@@ -637,9 +637,10 @@ def layernorm_backward_mixed(dy, x, gamma, mean, rstd):
 # </details>
 # %% test id=test_layernorm_backward_mixed points=3
 """layernorm_backward_mixed: exact in float64 on notebook 04's cases (batch 1,
-7, square, 3-D, transposed views), then bfloat16 and float16 with x = 4 + N(0, 1)
-and dy = 32 + N(0, 1), rows of 16 to 2048 and 512 rows, within the bound
-against float64; dx in x's dtype, dgamma and dbeta in gamma's; no autograd."""
+7, square, 3-D, transposed views), then bfloat16 and float16 with
+x = 4 + N(0, 1) and dy = 32 + N(0, 1), rows of 16 to 2048 and 512 rows,
+within the bound against float64; dx in x's dtype, dgamma and dbeta in
+gamma's; no autograd."""
 course.selfcheck.layernorm_backward_mixed(layernorm_backward_mixed)
 ### BEGIN HIDDEN TESTS
 import autograder.check
