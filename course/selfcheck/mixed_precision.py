@@ -1,13 +1,16 @@
 """Visible checks for 08_mixed_precision_backward: ``softmax_backward_mixed``, ``layernorm_backward_mixed``,
 ``grad_tolerance`` and ``DynamicLossScaler`` (the kernel of Part E: ``course.selfcheck.mixed_kernel``).
 
-A mixed-precision backward is checked twice. First in float64, where it must be exact: the cases, named bugs and
-memory rules of notebook 02's ``softmax_backward`` and notebook 04's ``layernorm_backward``, so a wrong derivation
-gets the diagnosis it got there. Then on inputs rounded to bfloat16 and float16, against a float64 reference
-computed from the same rounded values by torch's own backward kernels, within the course's bound for an output in
-that dtype whose reductions of length n ran in float32 (:func:`bound`). Those cases give ȳ a large common part —
-x̄ = y ⊙ (ȳ − s) subtracts s from every ȳᵢ, LayerNorm subtracts the row means of γ ⊙ ȳ — so that an error of one
-half-precision ulp in a statistic stands out from the answer instead of hiding in it.
+A mixed-precision backward is checked three times. First on float64 rows with ȳ far from zero, where an answer off
+by float32's rounding and no more names a float32 accumulator used whatever the inputs (topic ``float32``). Then in
+float64 on the cases, named bugs and memory rules of notebook 02's ``softmax_backward`` and notebook 04's
+``layernorm_backward``, where it must be exact, so a wrong derivation gets the diagnosis it got there. Last on
+inputs rounded to bfloat16 and float16, against a float64 reference computed from the same rounded values by torch's
+own backward kernels, within the course's bound for an output in that dtype whose reductions of length n ran in
+float32 (:func:`bound`, with the accumulator's share scaled by how much the result cancels: :func:`condition`).
+Those cases give ȳ a large common part — x̄ = y ⊙ (ȳ − s) subtracts s from every ȳᵢ, LayerNorm subtracts the row
+means of γ ⊙ ȳ — so that an error of one half-precision ulp in a statistic stands out from the answer instead of
+hiding in it.
 
 A backward right in float64 and wrong in half precision is ``half-accumulation``: the check runs the same values
 upcast to float32 (right there: the statistic was accumulated in the input's dtype) and walks the row length up to
@@ -107,7 +110,7 @@ class HalfCase:
     dtypes: tuple[torch.dtype, ...]
     lengths: tuple[int, ...]
     dtype: torch.dtype  # the inputs' half precision
-    rows: int  # the row length (the reduction of the statistics a row needs)
+    row_length: int  # N, the length of the reductions behind a row statistic
     conditions: tuple[float, ...]  # per output: how much its subtractions cancel (course.selfcheck.mixed_precision.condition)
 
     def bound(self, index: int, dtype: torch.dtype | None = None) -> float:
@@ -220,14 +223,14 @@ class MixedExercise:
                      f"something is rounded to half precision whatever the inputs' dtype — {self.statistics[out]} "
                      "must stay in float32.")
         if out == "dx":  # a row statistic: the row length decides
-            n, e, b = self.shortest_row(fn, case, gen_sweep) or (case.rows, err, limit)
+            n, e, b = self.shortest_row(fn, case, gen_sweep) or (case.row_length, err, limit)
             found += f" The shortest row that shows it: N = {n} (off by {e:.1e}, {e / b:.0f}× the bound)."
         raise GradingFailure("half-accumulation", found, where)
 
     def shortest_row(self, fn: Callable, failed: HalfCase, gen: Callable[[], torch.Generator]) -> tuple | None:
         """(N, error, bound) at the shortest row of ROW_SWEEP, shorter than the ``failed`` case's, whose x̄ is off by
         more than its bound; None when no shorter row shows it."""
-        for n in (n for n in ROW_SWEEP if n < failed.rows):
+        for n in (n for n in ROW_SWEEP if n < failed.row_length):
             case = self.half_case(gen(), failed.dtype, 8, n)
             try:
                 got = self.outputs_of(fn, case)
