@@ -465,6 +465,16 @@ def _scale_of(scaler, when: str) -> float:
     return float(value)
 
 
+def _flag(method: str, value, means: str, topic: str) -> bool:
+    """What a scaler method returned, as a bool (a one-element tensor's value), or a failure saying what it must be."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = bool(value.item())
+    if not isinstance(value, (bool, np.bool_)):
+        raise GradingFailure("wrong-values", f"DynamicLossScaler.{method} returned a {type(value).__name__}; it must "
+                             f"return a bool: {means}.", topic=topic)
+    return bool(value)
+
+
 def _call(what: str, method: Callable, *args):
     return call_student(f"DynamicLossScaler.{what}", method, *args, forbid_autograd_use=False)
 
@@ -505,13 +515,9 @@ def check_scaler_run(cls, run: ScalerRun) -> None:
     interval = run.options.get("growth_interval", 2000)
     for i, (found_inf, (want_scale, want_step, streak)) in enumerate(zip(run.steps, want)):
         before = scale
-        taken = _call("update", scaler.update, found_inf)
-        if isinstance(taken, torch.Tensor) and taken.numel() == 1:
-            taken = bool(taken.item())
-        if not isinstance(taken, (bool, np.bool_)):
-            raise GradingFailure("wrong-values", f"DynamicLossScaler.update returned a {type(taken).__name__}; it "
-                                 "must return a bool: whether the optimizer may take this step.", topic="skip")
-        if bool(taken) != want_step:
+        taken = _flag("update", _call("update", scaler.update, found_inf),
+                      "whether the optimizer may take this step", "skip")
+        if taken != want_step:
             if found_inf:
                 raise GradingFailure("wrong-values", f"DynamicLossScaler.update(found_inf=True) returned True at step "
                                      f"{i + 1} ({_flags(run.steps)}): a step whose gradients hold inf or NaN must be "
@@ -527,13 +533,9 @@ def check_scaler_run(cls, run: ScalerRun) -> None:
 
 def _unscale_case(cls, grads: list[torch.Tensor | None], scale: float) -> tuple[bool, list]:
     scaler = call_student("DynamicLossScaler", cls, forbid_autograd_use=False, init_scale=scale)
-    found = _call("unscale_", scaler.unscale_, grads)
-    if isinstance(found, torch.Tensor) and found.numel() == 1:
-        found = bool(found.item())
-    if not isinstance(found, (bool, np.bool_)):
-        raise GradingFailure("wrong-values", f"DynamicLossScaler.unscale_ returned a {type(found).__name__}; it must "
-                             "return a bool, found_inf: whether any gradient holds inf or NaN.", topic="unscale")
-    return bool(found), grads
+    found = _flag("unscale_", _call("unscale_", scaler.unscale_, grads),
+                  "found_inf, whether any gradient holds inf or NaN", "unscale")
+    return found, grads
 
 
 def check_unscale(cls, gen: torch.Generator) -> None:
