@@ -30,6 +30,24 @@ from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, r
 
 
 @triton.jit
+def row_logsumexp(row_ptr, n_cols, BLOCK: tl.constexpr, ACC: tl.constexpr):
+    """log Σ exp over one row of n_cols values, walked BLOCK at a time with a per-lane running max and rescaled sum
+    (online softmax), in ACC: the first sweep of this file's forward and of kernels.fused_linear_cross_entropy."""
+    cols = tl.arange(0, BLOCK)
+    # The max starts at a huge finite negative, not −inf, so that no lane ever computes −inf − (−inf) = NaN.
+    m_vec = tl.full([BLOCK], -1.0e30, dtype=ACC)
+    l_vec = tl.zeros([BLOCK], dtype=ACC)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        x = tl.load(row_ptr + offs, mask=offs < n_cols, other=-float("inf")).to(ACC)
+        m_new = tl.maximum(m_vec, x)
+        l_vec = l_vec * tl.exp(m_vec - m_new) + tl.exp(x - m_new)
+        m_vec = m_new
+    m = tl.max(m_vec, axis=0)
+    return m + tl.log(tl.sum(l_vec * tl.exp(m_vec - m), axis=0))
+
+
+@triton.jit
 def _cross_entropy_fwd_kernel(
     X_ptr,  # (n_rows, n_cols) logits
     T_ptr,  # (n_rows,) int64 targets
@@ -44,19 +62,7 @@ def _cross_entropy_fwd_kernel(
     """loss = lse − x_t with an online max/sum over blocks of the row."""
     row = tl.program_id(0).to(tl.int64)
     x_row = X_ptr + row * x_row_stride
-    cols = tl.arange(0, BLOCK)
-    # Per-lane running max and rescaled sum (online softmax). Start the max at a huge finite
-    # negative, not −inf, so that no lane ever computes −inf − (−inf) = NaN.
-    m_vec = tl.full([BLOCK], -1.0e30, dtype=ACC)
-    l_vec = tl.zeros([BLOCK], dtype=ACC)
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
-        x = tl.load(x_row + offs, mask=offs < n_cols, other=-float("inf")).to(ACC)
-        m_new = tl.maximum(m_vec, x)
-        l_vec = l_vec * tl.exp(m_vec - m_new) + tl.exp(x - m_new)
-        m_vec = m_new
-    m = tl.max(m_vec, axis=0)
-    lse = m + tl.log(tl.sum(l_vec * tl.exp(m_vec - m), axis=0))
+    lse = row_logsumexp(x_row, n_cols, BLOCK, ACC)
     t = tl.load(T_ptr + row)
     ignored = t == ignore_index
     x_t = tl.load(x_row + tl.where(ignored, 0, t)).to(ACC)

@@ -45,6 +45,7 @@ import triton
 import triton.language as tl
 
 from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, row_launch
+from .cross_entropy import row_logsumexp
 
 
 @triton.jit
@@ -65,18 +66,7 @@ def _linear_ce_chunk_kernel(
     cols = tl.arange(0, BLOCK)
     t = tl.load(T_ptr + row)
     ignored = t == ignore_index
-    # Sweep 1: per-lane running max and rescaled sum. The max starts at a huge finite negative,
-    # not −inf, so that no lane computes −inf − (−inf) = NaN.
-    m_vec = tl.full([BLOCK], -1.0e30, dtype=ACC)
-    l_vec = tl.zeros([BLOCK], dtype=ACC)
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
-        z = tl.load(z_row + offs, mask=offs < n_cols, other=-float("inf")).to(ACC)
-        m_new = tl.maximum(m_vec, z)
-        l_vec = l_vec * tl.exp(m_vec - m_new) + tl.exp(z - m_new)
-        m_vec = m_new
-    m = tl.max(m_vec, axis=0)
-    lse = m + tl.log(tl.sum(l_vec * tl.exp(m_vec - m), axis=0))
+    lse = row_logsumexp(z_row, n_cols, BLOCK, ACC)  # sweep 1: cross_entropy's online max and sum
     # The target's logit is read before sweep 2 overwrites it.
     z_t = tl.load(z_row + tl.where(ignored, 0, t)).to(ACC)
     tl.store(LOSS_ptr + row, tl.where(ignored, 0.0, lse - z_t))
