@@ -1160,7 +1160,8 @@ def softmax_bwd_mixed_kernel(
     n_cols,  # the length of a row
     BLOCK: tl.constexpr,  # a power of two: the columns one step of the walk reads
 ):
-    """One row per program: x̄ = y ⊙ (ȳ − ⟨y, ȳ⟩), the hub accumulated in float32 (float64 for float64 rows)."""
+    """One row per program: notebook 03's softmax backward on half-precision rows, its hub accumulated in float32
+    (float64 for float64 rows), x̄ stored in the rows' dtype."""
     ### BEGIN SOLUTION
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride can pass 2³¹ on a large batch
     cols = tl.arange(0, BLOCK)
