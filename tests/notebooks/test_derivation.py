@@ -5,9 +5,15 @@ For each graded exercise (a solution cell ``<name>`` and its test cell ``test_<n
 - the cells between the two are one markdown cell of progressive hints, each a collapsed
   ``<details><summary>Hint N — …</summary>`` block, numbered 1, 2, … — at least two;
 - none of the exercise's *answer forms* appears before its solution cell (the whole notebook
-  above it), in the stub, or in any hint but the last;
-- at least one does appear in the last hint or in the recap after the test cell, so the forms
-  are the notebook's own notation and the story still ends with the result.
+  above it), in the stub, or in any hint — the last one included: hints ask and give partial
+  steps, they never hand over the result;
+- no code span or code block of a hint holds an arithmetic expression of the exercise's
+  solution (:func:`solution_expressions`, compared as syntax trees, so spacing, parentheses
+  and ``.mT`` versus ``.T`` change nothing);
+- at least one form does appear in the recap after the test cell, inside a collapsed
+  ``<details>`` block the student opens once the check passes, so the forms are the notebook's
+  own notation and the story still ends with the result;
+- ``course/``, which students receive with its source, spells no exercise's answer form.
 
 The answer forms live in ``tests/notebooks/answers/<assignment>.toml``, one table per exercise:
 ``forms = [...]``, the key expressions of the answer in the notebook's LaTeX and code, or
@@ -17,8 +23,10 @@ comparison blind to spacing, braces, case and the usual LaTeX spacing commands.
 
 from __future__ import annotations
 
+import ast
 import functools
 import re
+import textwrap
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -149,7 +157,7 @@ def forms_or_skip(assignment: str, name: str) -> list[str]:
 
 
 @pytest.mark.parametrize("assignment, name", CASES)
-def test_no_answer_before_the_exercise_or_in_its_stub_or_early_hints(assignment, name):
+def test_no_answer_before_the_exercise_or_in_its_stub_or_any_hint(assignment, name):
     forms = forms_or_skip(assignment, name)
     nb, ex = release(assignment), _exercise(assignment, name)
     for i, cell in enumerate(nb.cells[:ex.solution]):
@@ -157,18 +165,140 @@ def test_no_answer_before_the_exercise_or_in_its_stub_or_early_hints(assignment,
         assert not leaked, f"{name}: {leaked} already stated in cell {cell.get('id', i)} above the exercise"
     leaked = found(forms, nb.cells[ex.solution].source)
     assert not leaked, f"{name}: the stub states {leaked}"
-    for n, title, body in hints(nb, ex)[:-1]:
+    for n, title, body in hints(nb, ex):
         leaked = found(forms, title + body)
-        assert not leaked, f"{name}: Hint {n} states {leaked}; only the last hint gives the formula"
+        assert not leaked, f"{name}: Hint {n} states {leaked}; the answer goes in the recap after the check"
+
+
+DETAILS = re.compile(r"<details>\s*<summary>([^<]+)</summary>(.*?)</details>", re.S)
 
 
 @pytest.mark.parametrize("assignment, name", CASES)
-def test_the_last_hint_or_the_recap_states_the_answer(assignment, name):
+def test_the_collapsed_recap_states_the_answer(assignment, name):
     forms = forms_or_skip(assignment, name)
     nb, ex = release(assignment), _exercise(assignment, name)
-    last = hints(nb, ex)[-1][2] if hints(nb, ex) else ""
-    assert found(forms, last + "\n" + recap(nb, ex)), \
-        f"{name}: none of {forms} appears in the last hint or the recap after the test cell"
+    text = recap(nb, ex)
+    assert not re.search(r"<details[^>]*\bopen\b", text), f"{name}: the recap renders collapsed (no `open`)"
+    collapsed = "\n".join(body for _, body in DETAILS.findall(text))
+    assert found(forms, collapsed), \
+        f"{name}: none of {forms} appears in a collapsed <details> recap after the test cell"
+
+
+# --- hints hold no expression of the solution -------------------------------------------------
+
+SOLUTION_REGION = re.compile(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", re.S)
+# `.mT`, `.T`, `.mH` and `.H` transpose alike: a hint that swaps one for the other still gives it away.
+_TRANSPOSES = {"mT": "T", "mH": "T", "H": "T"}
+
+
+class _Canonical(ast.NodeTransformer):
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        node.attr = _TRANSPOSES.get(node.attr, node.attr)
+        return node
+
+
+def _index_like(node: ast.expr) -> bool:
+    """A constant, a block size (`BLOCK`) or a base pointer (`X_ptr`): what index and address
+    arithmetic is made of."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and (node.id.isupper() or node.id.endswith("_ptr")))
+
+
+def _trivial(node: ast.BinOp) -> bool:
+    """Index arithmetic (`i + 1`, `start + BLOCK`, `n - 1`): a constant or a block size added to or
+    subtracted from a name says nothing about a derivation (`dy - s` does, and is not trivial)."""
+    simple = (ast.Constant, ast.Name)
+    return (isinstance(node.op, (ast.Add, ast.Sub)) and isinstance(node.left, simple) and isinstance(node.right, simple)
+            and (_index_like(node.left) or _index_like(node.right)))
+
+
+def arithmetic(code: str) -> set[str]:
+    """Every binary operation in ``code`` that is not index arithmetic, as a canonical dump."""
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except SyntaxError:
+        try:
+            tree = ast.parse(textwrap.dedent(code).strip(), mode="eval")
+        except SyntaxError:
+            return set()  # prose, LaTeX or a shape such as (..., N): the answer forms cover those
+    tree = _Canonical().visit(tree)
+    return {ast.dump(n) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and not _trivial(n)}
+
+
+@functools.cache
+def source(assignment: str) -> nbformat.NotebookNode:
+    return nbformat.read(ROOT / "source" / assignment / f"{assignment}.ipynb", as_version=4)
+
+
+def given_expressions(assignment: str) -> set[str]:
+    """The binary operations of the release notebook's code: handed out on purpose (a forward the
+    exercise states, a kernel's prologue), so a hint may show them too."""
+    return {d for c in release(assignment).cells if c.cell_type == "code" for d in arithmetic(c.source)}
+
+
+def solution_expressions(assignment: str, name: str) -> dict[str, str]:
+    """The exercise's solution region's binary operations that the release does not already give:
+    canonical dump -> the code as written."""
+    cell = next(c for c in source(assignment).cells if _grade_id(c) == name and c.cell_type == "code")
+    found_ = {}
+    for region in SOLUTION_REGION.findall(cell.source):
+        for line in textwrap.dedent(region).splitlines():
+            code = line.split("#")[0].strip()
+            for dump in arithmetic(code.removeprefix("return ").strip()) if code else ():
+                found_.setdefault(dump, code)
+        try:
+            tree = _Canonical().visit(ast.parse(textwrap.dedent(region)))
+        except SyntaxError:
+            continue  # a region that is not a whole block: its lines were read one by one above
+        for node in ast.walk(tree):
+            if isinstance(node, ast.BinOp) and not _trivial(node):
+                found_.setdefault(ast.dump(node), ast.unparse(node))
+    given = given_expressions(assignment)
+    return {d: code for d, code in found_.items() if d not in given}
+
+
+CODE_IN_MARKDOWN = re.compile(r"```[a-z]*\n(.*?)```|``(.+?)``|`([^`\n]+)`", re.S)
+
+
+def code_in(markdown: str) -> list[str]:
+    """The code blocks and code spans of a markdown text."""
+    return [next(g for g in groups if g) for groups in CODE_IN_MARKDOWN.findall(markdown) if any(groups)]
+
+
+@pytest.mark.parametrize("assignment, name", CASES)
+def test_no_hint_holds_an_expression_of_the_solution(assignment, name):
+    solved = solution_expressions(assignment, name)
+    nb, ex = release(assignment), _exercise(assignment, name)
+    for n, title, body in hints(nb, ex):
+        for code in code_in(title + body):
+            given = sorted(solved[d] for d in arithmetic(code) & solved.keys())
+            assert not given, f"{name}: Hint {n} holds `{code.strip()}`, which computes {given} of the solution"
+
+
+def test_an_expression_is_found_however_it_is_spaced_or_transposed():
+    solved = arithmetic("dx = dy @ w.mT  # the comment says nothing")
+    assert arithmetic("`dy@w.T`".strip("`")) <= solved
+    assert arithmetic("(dy) @ (w.mT)") <= solved
+    assert not arithmetic("dy @ ...") & solved  # a partial step leaves the operand to find
+    assert not arithmetic("i + 1") and not arithmetic("(..., N)") and not arithmetic("x̄ = ȳ Wᵀ")
+    assert arithmetic("dy - s") and not arithmetic("start + BLOCK") and not arithmetic("X_ptr + offs")
+    assert code_in("ask `a @ b`, then\n```python\nc = a * b\n```") == ["a @ b", "c = a * b\n"]
+
+
+# --- the package students receive ---------------------------------------------------------------
+
+
+COURSE_FILES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "course").rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", COURSE_FILES)
+def test_the_course_package_spells_no_answer_form(path):
+    """`course/` ships with its source: no docstring, comment or line of it may state an exercise's answer."""
+    text = normalise((ROOT / path).read_text())
+    leaks = [f"{assignment} {name}: {form!r}" for assignment in ASSIGNMENTS
+             for name, entry in answer_table(assignment).items()
+             for form in entry.get("forms", []) if normalise(form) in text]
+    assert not leaks, f"{path} states answers a student receives with it:\n" + "\n".join(leaks)
 
 
 def test_normalise_ignores_layout_but_not_symbols():
