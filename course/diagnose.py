@@ -39,12 +39,13 @@ CLASSES: dict[str, str] = {
     "non-atomic-scatter": "right without repeated indices, wrong with them",
     "materialized-jacobian": "values right, but an N×N Jacobian was built",
     "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
-    "materialized-logits": "values right, but a T×V logits-sized tensor was allocated",
+    "materialized-logits": "values right, but a walk held more logits at once than its chunk (block): T×V, or several chunks",
     "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
     "autograd-in-backward": "the hand-written backward called autograd",
     "non-finite": "NaN or inf in the result",
     "tampering": "the checking machinery was modified",
     "delegated-to-helper": "the answer came from a helper the course ships rather than the student's derivation",
+    "delegated-to-library": "a library call (a log-sum-exp, logaddexp, softmax) did the step the exercise asks for",
     "wrong-values": "none of the above",
 }
 
