@@ -118,16 +118,13 @@ def layernorm_forward(x, gamma, beta, eps=1e-5):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 3 — check it by hand on §1's row</summary>
 #
-# Per row, over its $N$ entries:
-#
-# $$\mu = \tfrac1N \textstyle\sum_j x_j, \qquad \sigma^2 = \tfrac1N \sum_j (x_j - \mu)^2, \qquad
-# \text{rstd} = 1/\sqrt{\sigma^2 + \varepsilon}, \qquad y = (x - \mu)\cdot\text{rstd} \odot \gamma + \beta .$$
-#
-# In code, `mean[..., None]` gives a row statistic its size-1 axis back. The biased variance is
-# `((x - mean[..., None]) ** 2).mean(dim=-1)` (or `x.var(dim=-1, correction=0)`), and
-# `torch.rsqrt(var + eps)` is $1/\sqrt{\sigma^2 + \varepsilon}$.
+# For the row `[1, 2, 3, 4]` of §1, with $\gamma = 1$, $\beta = 0$ and $\varepsilon = 0$: what are $\mu$ and
+# $\sigma^2$ (§1's first cell printed one of them)? Then rstd is $1/\sqrt{1.25} \approx 0.894$, and $y$ should match
+# the `layer_norm(row)` line §1 printed. Run your function on that row, reshaped to `(1, 4)`, and compare all
+# three outputs before the test does. If `mean` comes back as `(1, 1)` or `rstd` as `(1, 4)`, look at Hint 1
+# again. torch has `torch.rsqrt`, which takes the reciprocal square root in one call.
 #
 # </details>
 # %% test id=test_layernorm_forward points=1
@@ -141,14 +138,18 @@ autograder.check.layernorm_forward(layernorm_forward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # Two reductions along each row, and one elementwise pass:
 #
 # $$\mu = \operatorname{mean}(x), \qquad \boxed{\;\text{rstd} = \frac{1}{\sqrt{\operatorname{mean}\big((x-\mu)^2\big) + \varepsilon}}, \qquad y = (x - \mu)\cdot\text{rstd} \odot \gamma + \beta\;}$$
 #
-# with $\mu$ and rstd one number per row, given a size-1 axis back to act on their row. Those two
-# numbers per row are what a LayerNorm keeps for its backward.
+# with $\mu$ and rstd one number per row, given a size-1 axis back to act on their row: in code the biased
+# variance is `((x - mean[..., None]) ** 2).mean(dim=-1)` (or `x.var(dim=-1, correction=0)`), and
+# `torch.rsqrt(var + eps)` is $1/\sqrt{\sigma^2 + \varepsilon}$. Those two numbers per row are what a LayerNorm
+# keeps for its backward.
+#
+# </details>
 # %% [markdown]
 # ## 2. The Jacobian looks dense
 #
@@ -270,12 +271,14 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # <details><summary>Hint 2 — J times a vector, without J</summary>
 #
-# $J$ is symmetric, so $\bar x = J \bar{\hat x}$ for each row. Multiply $\bar{\hat x}$ by the three pieces of
-# $J$ one at a time: $I$ gives $\bar{\hat x}$ back, and each rank-one piece gives a fixed vector
-# ($\mathbf 1$, or $\hat x$) times one dot product with $\bar{\hat x}$. Divide those two dot products by $N$
-# — they are means over the row — and call them $c_1$ (the one that multiplies $\hat x$) and $c_2$.
-# They are one number per row: to act on their row they need a size-1 last axis, or they broadcast
-# across rows (with as many rows as features, row $i$'s number lands on column $i$ of every row).
+# $J$ is symmetric, so each row's $\bar x$ is $J$ times that row's $\bar{\hat x}$. Take §2's $J$ apart and apply its
+# three pieces to a vector $v$ one at a time. The identity gives $v$ back. For a rank-one piece, §3 says
+# $(u w^\top) v = u \langle w, v \rangle$: a fixed vector times **one number**. Try the first piece by hand on
+# $v = (1, 2, 3)$, $N = 3$: $\tfrac13 \mathbf 1 \mathbf 1^\top v = \mathbf 1 \cdot \tfrac{1 + 2 + 3}{3} = (2, 2, 2)$ — the
+# row's mean, broadcast along the row. What does the $\hat x \hat x^\top / N$ piece leave, and which number
+# multiplies it? Two numbers per row come out of this, and rstd is still outside. Each is one number per
+# row: to act on its row it needs a size-1 last axis, or it broadcasts across rows (with as many rows as
+# features, row $i$'s number lands on column $i$ of every row).
 #
 # </details>
 #
@@ -287,17 +290,16 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formulas</summary>
+# <details><summary>Hint 4 — two properties your x̄ must have</summary>
 #
-# $$\bar{\hat x} = \gamma \odot \bar y, \qquad c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad
-# c_2 = \operatorname{mean}(\bar{\hat x}), \qquad \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd},$$
-#
-# $$\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y .$$
-#
-# In code, $\hat x$ is rebuilt from `mean[..., None]` and `rstd[..., None]`; each of $c_1$ and $c_2$ is
-# a `.mean(dim=-1, keepdim=True)` — one number per row, kept with a size-1 axis so that it broadcasts
-# along its own row. $\bar\gamma$ and $\bar\beta$ sum over every row of every leading axis: flatten
-# those with `reshape(-1, N)`, then `sum(dim=0)`.
+# Every row of $J$ sums to zero and is orthogonal to $\hat x$: $J\mathbf 1 = 0$ (adding a constant to a row
+# changes nothing after the mean is subtracted) and $J \hat x = 0$ (scaling the centred row changes nothing
+# after dividing by its spread, for $\varepsilon \to 0$). Since $\bar x = J \bar{\hat x}$ and $J$ is symmetric,
+# each row of your `dx` must sum to about 0, and its dot product with that row's $\hat x$ must be about
+# 0 — print both for the cell's case, in float64. A nonzero row sum points at the number that came from
+# $\mathbf 1 \mathbf 1^\top$; a nonzero dot product with $\hat x$ points at the one from $\hat x \hat x^\top$.
+# For $\bar\gamma$ at batch 7: is its shape `(N,)`, and does it change when you change one row of `dy`
+# other than the first?
 #
 # </details>
 # %% test id=test_layernorm_backward points=3
@@ -312,9 +314,9 @@ autograder.check.layernorm_backward(layernorm_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the collapse
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so the gradient reaching $\hat x$ is
+# **The collapse.** $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so the gradient reaching $\hat x$ is
 # $\bar{\hat x} = \gamma \odot \bar y$. $J$ is symmetric, and each rank-one piece of it multiplies a vector
 # by doing one dot product:
 #
@@ -331,6 +333,12 @@ autograder.check.layernorm_backward(layernorm_backward)
 # reduce over every row (notebook 01's law):
 #
 # $$\boxed{\;\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y\;}$$
+#
+# In code: $\hat x$ rebuilt from `mean[..., None]` and `rstd[..., None]`, `dxhat = gamma * dy`, $c_1$ and $c_2$
+# each a `.mean(dim=-1, keepdim=True)`, `dx = (dxhat - (xhat * c1 + c2)) * rstd`, and
+# `dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)` — every leading axis flattened into one, then summed.
+#
+# </details>
 #
 # **Without $\gamma$ and $\beta$** ($\gamma = 1$, $\beta = 0$, so $y = \hat x$ and $\bar{\hat x} = \bar y$) it reads,
 # with $\sigma = \sqrt{\sigma^2 + \varepsilon} = 1/\text{rstd}$,
@@ -444,15 +452,16 @@ def rmsnorm_backward(dy, x, g, rrms):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 3 — the one derivative that changes</summary>
 #
-# $$J = \text{rrms}\,\big(I - \tfrac1N \hat x \hat x^\top\big), \qquad \bar{\hat x} = g \odot \bar y, \qquad
-# c_1 = \operatorname{mean}(\hat x \odot \bar{\hat x}), \qquad \bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms},
-# \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x .$$
+# With no $\mu$, the only way $x_j$ reaches $\hat x_i$ besides the diagonal is through rrms, and
 #
-# In code, as in Part B: `rrms[..., None]` acts along each row, $c_1$ is a
-# `.mean(dim=-1, keepdim=True)`, and $\bar g$ sums over the flattened rows, `reshape(-1, N)` then
-# `sum(dim=0)`.
+# $$\frac{\partial\,\text{rrms}}{\partial x_j} = -\tfrac12\,\text{rrms}^3 \cdot \tfrac2N x_j = -\frac{\text{rrms}^2\, \hat x_j}{N}.$$
+#
+# Put it into the product rule for $\hat x_i = x_i \cdot \text{rrms}$ and compare the $J$ you get with §2's: one
+# of §2's rank-one pieces is missing. Then Part B's skeleton holds with that piece left out — and the
+# properties of Part B's Hint 4 become one: each row of your `dx` must be orthogonal to its $\hat x$ (it
+# need not sum to zero any more — why not?).
 #
 # </details>
 # %% test id=test_rmsnorm_backward points=2
@@ -466,8 +475,9 @@ autograder.check.rmsnorm_backward(rmsnorm_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: one scalar per row
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
+# **One scalar per row.**
 # Without $\mu$, $\partial\,\text{rrms}/\partial x_j = -\text{rrms}^2\, \hat x_j / N$ and
 #
 # $$\frac{\partial \hat x_i}{\partial x_j} = \text{rrms}\Big(\delta_{ij} - \frac{\hat x_i \hat x_j}{N}\Big)
@@ -478,7 +488,10 @@ autograder.check.rmsnorm_backward(rmsnorm_backward)
 #
 # $$\boxed{\;\bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms}, \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x\;}$$
 #
-# Part B with a piece removed: $\bar g$ sums over the batch for the same reason $\bar\gamma$ does.
+# Part B with a piece removed: $\bar g$ sums over the batch for the same reason $\bar\gamma$ does. In code,
+# `dx = (dxhat - xhat * c1) * rrms` with `rrms[..., None]`, and $\bar g$ as Part B's $\bar\gamma$.
+#
+# </details>
 # %% [markdown]
 # ## 6. On a GPU: x̄ is parallel, γ̄ is a reduction across programs
 #
@@ -540,6 +553,15 @@ print(f"atomics, arrival order,   20 runs : {len(arrival)} distinct results")
 # ($\mu$, then $\sigma^2$), normalise, apply $\gamma$ and $\beta$, store $y$, and store the two scalars the
 # backward needs. It is given; read it — your backward kernel mirrors it. Every tensor here has
 # contiguous rows, so row `r` starts `r * n_cols` elements after the start.
+#
+# **The statistics are float32 even when $x$ is not.** A training run keeps activations in float16 or
+# bfloat16, and a sum of $N$ of them held in that dtype loses the last bits of every term once the
+# running total is large: float16 keeps 11 significant bits, so past a total of 2048 an added 1 rounds
+# away entirely. $\mu$ and rstd are such sums, and every output of the row is divided by them. So the
+# forward loads the row, converts it to the dtype of the saved statistics — `torch.promote_types(x.dtype,
+# torch.float32)`: float32 for half-precision inputs, float64 for float64 — sums there, and rounds only
+# $y$, once, to $x$'s dtype on the way out. The backward will follow the same rule for its own sums.
+# Notebook 08 measures how large the error of a half-precision sum grows with its length.
 # %%
 import triton
 import triton.language as tl
@@ -564,24 +586,31 @@ def layernorm_fwd_kernel(
     r = tl.program_id(0).to(tl.int64)  # int64: r · n_cols can pass 2³¹ on a large activation
     offsets = tl.arange(0, BLOCK)
     in_row = offsets < n_cols  # the lanes past the end of the row hold nothing
-    xs = tl.load(X_ptr + r * n_cols + offsets, mask=in_row, other=0.0)  # read N
+    acc = Mean_ptr.dtype.element_ty  # the statistics' dtype: float32, or float64 for float64 inputs
+    # Sum in the statistics' dtype, not in x's: a float16 running total drops the low bits of each term.
+    xs = tl.load(X_ptr + r * n_cols + offsets, mask=in_row, other=0.0).to(acc)  # read N
     mu = tl.sum(xs, axis=0) / n_cols
     # Zero the lanes past the row, so that they add nothing to the variance.
     centred = tl.where(in_row, xs - mu, 0.0)
     inv_std = 1.0 / tl.sqrt(tl.sum(centred * centred, axis=0) / n_cols + eps)
-    w = tl.load(W_ptr + offsets, mask=in_row, other=0.0)  # read N
-    b = tl.load(B_ptr + offsets, mask=in_row, other=0.0)  # read N
-    tl.store(Y_ptr + r * n_cols + offsets, centred * inv_std * w + b, mask=in_row)  # write N
+    w = tl.load(W_ptr + offsets, mask=in_row, other=0.0).to(acc)  # read N
+    b = tl.load(B_ptr + offsets, mask=in_row, other=0.0).to(acc)  # read N
+    y = centred * inv_std * w + b
+    tl.store(Y_ptr + r * n_cols + offsets, y.to(Y_ptr.dtype.element_ty), mask=in_row)  # write N, rounded once
     tl.store(Mean_ptr + r, mu)  # write 1
     tl.store(Rstd_ptr + r, inv_std)  # write 1
 
 
 def layernorm_fwd(x, gamma, beta, eps):
-    """Launch layernorm_fwd_kernel on x (n_rows, N) with contiguous rows: returns y, mean (n_rows,), rstd (n_rows,)."""
+    """Launch layernorm_fwd_kernel on x (n_rows, N) with contiguous rows: returns y, mean (n_rows,), rstd (n_rows,).
+
+    mean and rstd are float32 for float16/bfloat16/float32 x and float64 for float64 x; y has x's dtype.
+    """
     n_rows, n_cols = x.shape
     y = torch.empty_like(x)  # (n_rows, N)
-    mean_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
-    rstd_out = torch.empty(n_rows, dtype=x.dtype, device=x.device)  # (n_rows,)
+    stats = torch.promote_types(x.dtype, torch.float32)  # at least float32: the dtype the row is summed in
+    mean_out = torch.empty(n_rows, dtype=stats, device=x.device)  # (n_rows,)
+    rstd_out = torch.empty(n_rows, dtype=stats, device=x.device)  # (n_rows,)
     BLOCK = triton.next_power_of_2(n_cols)  # the whole row in one block
     layernorm_fwd_kernel[(n_rows,)](x, y, gamma, beta, mean_out, rstd_out, n_cols, eps, BLOCK=BLOCK,
                                     num_warps=min(max(BLOCK // 256, 1), 8))  # more threads for longer rows
@@ -636,7 +665,12 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 # `BLOCK` is a power of two, and it may be shorter than a row: a row of `n_cols` spans
 # `triton.cdiv(n_cols, BLOCK)` blocks of `BLOCK` lanes — one when `BLOCK` $\ge$ `n_cols` — and the kernel
 # never holds more than one block of a row at a time. The lanes past the end of a row are neither data
-# to add into any sum nor places to store. Compute in the dtype you load (float64 stays float64).
+# to add into any sum nor places to store.
+#
+# **Sum in the statistics' dtype.** `mean` and `rstd` arrive in float32 for half-precision $x$ (float64 for
+# float64, §7). Every sum the kernel makes — $c_1$, $c_2$, and the partial sums of $\bar\gamma$ and $\bar\beta$ —
+# is held in that dtype, whatever the dtype of $x$ and $\bar y$: convert each block as you load it, and let
+# the store of $\bar x$ round it to $x$'s dtype, once.
 #
 # **The class `TritonLayerNorm`**, for `x` of shape `(n_rows, N)` with contiguous rows:
 #
@@ -644,10 +678,19 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 #   $x$, $\gamma$, `mean`, `rstd`; **not** $\hat x$ — and return `y`.
 # - `backward(ctx, dy)`: launch the kernel on `min(n_rows, MAX_PROGRAMS)` programs (call it `n_programs`) with
 #   `rows_per_program` rows each (rounded up) and blocks of `min(triton.next_power_of_2(n_cols), MAX_BLOCK)`
-#   lanes, into partial buffers that start at zero; then a **second pass** turns the partial buffers into
-#   $\bar\gamma$ and $\bar\beta$ of shape `(N,)`. Return `dx, dgamma, dbeta, None` — one gradient per input
+#   lanes, into partial buffers that start at zero, in the statistics' dtype (float32 for half-precision
+#   $x$); then a **second pass** turns the partial buffers into $\bar\gamma$ and $\bar\beta$ of shape `(N,)`,
+#   rounded once to $\gamma$'s dtype. Return `dx, dgamma, dbeta, None` — one gradient per input
 #   of `forward`, `None` for `eps`. No autograd in here. Autograd may hand `backward` a `dy` whose rows
 #   are not contiguous (a transposed view, say); the kernel's contract is contiguous rows.
+#
+# Why the buffers must not take $x$'s dtype: the kernel adds each row into the program's buffer row and
+# stores it back, so the buffer's dtype is the dtype of a running sum over every row of the program's group.
+# In float16 each store rounds that total to 11 significant bits. After one row with a large $\bar y$ (a token
+# with a large loss) the total is large, and the contributions of the rows after it fall below half a unit
+# in its last place and are rounded away, one after another. Rounding to float16 once, at the end, loses a
+# relative $2^{-11}$ at most. The test runs a float16 batch built to show the difference; notebook 08
+# measures how the error of a half-precision sum grows with its length.
 #
 # One trap: if `backward` returns the `(n_programs, N)` buffer itself as $\bar\gamma$, autograd quietly
 # sums it to `(N,)` for you, and a training run never notices. The test looks at what your `backward`
@@ -682,7 +725,7 @@ def layernorm_bwd_kernel(
     first = pid.to(tl.int64) * rows_per_program  # int64: row · n_cols can pass 2³¹ on a large activation
     last = tl.minimum(first + rows_per_program, n_rows)  # the last program may have fewer rows
     for row in range(first, last):
-        mean = tl.load(Mean_ptr + row)  # read 1
+        mean = tl.load(Mean_ptr + row)  # read 1; float32 (float64 for float64 x): the dtype every sum is held in
         rstd = tl.load(Rstd_ptr + row)  # read 1
         # Pass 1: c1 and c2 are sums over the whole row, so no x̄ can be written before its last block is read.
         # Masked lanes load ȳ = 0: they add nothing to either sum.
@@ -691,9 +734,10 @@ def layernorm_bwd_kernel(
         for start in range(0, n_cols, BLOCK):
             cols = start + tl.arange(0, BLOCK)
             mask = cols < n_cols
-            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N over the row
-            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N
-            w = tl.load(W_ptr + cols, mask=mask, other=0.0)  # read N: the same γ for every row
+            # Convert on load: a half-precision x, ȳ or γ is summed in the statistics' dtype, not its own.
+            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N over the row
+            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N
+            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(mean.dtype)  # read N: the same γ for every row
             xhat = (x - mean) * rstd  # rebuilt from two scalars instead of read back
             dxhat = w * dy
             sum_xhat_dxhat += xhat * dxhat
@@ -704,13 +748,15 @@ def layernorm_bwd_kernel(
         for start in range(0, n_cols, BLOCK):
             cols = start + tl.arange(0, BLOCK)
             mask = cols < n_cols
-            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
-            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
-            w = tl.load(W_ptr + cols, mask=mask, other=0.0)
+            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N again
+            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N again
+            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(mean.dtype)
             xhat = (x - mean) * rstd
             dxhat = w * dy
-            tl.store(DX_ptr + row * n_cols + cols, (dxhat - (xhat * c1 + c2)) * rstd, mask=mask)  # write N
-            # Row pid of each buffer is this program's alone: read, add, write back needs no atomic.
+            dx = (dxhat - (xhat * c1 + c2)) * rstd
+            tl.store(DX_ptr + row * n_cols + cols, dx.to(DX_ptr.dtype.element_ty), mask=mask)  # write N, rounded once
+            # Row pid of each buffer is this program's alone: read, add, write back needs no atomic. The buffers
+            # are in the statistics' dtype, so this running sum over the program's rows is never rounded to half.
             part = pid * n_cols + cols
             tl.store(DW_partial_ptr + part, tl.load(DW_partial_ptr + part, mask=mask) + dy * xhat, mask=mask)
             tl.store(DB_partial_ptr + part, tl.load(DB_partial_ptr + part, mask=mask) + dy, mask=mask)
@@ -741,15 +787,17 @@ class TritonLayerNorm(torch.autograd.Function):
         n_programs = min(n_rows, MAX_PROGRAMS)
         rows_per_program = triton.cdiv(n_rows, n_programs)
         dx = torch.empty_like(x)  # (n_rows, N)
-        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N): the kernel adds into it
-        dbeta_partial = torch.zeros(n_programs, n_cols, dtype=x.dtype, device=x.device)  # (n_programs, N)
+        # (n_programs, N), the kernel adds into them: in mean's dtype (float32 for half x), never x's, because
+        # each row's share is added into a running sum that a half-precision buffer would round after every row.
+        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=mean.dtype, device=x.device)
+        dbeta_partial = torch.zeros(n_programs, n_cols, dtype=mean.dtype, device=x.device)
         layernorm_bwd_kernel[(n_programs,)](
             dy, x, gamma, mean, rstd, dx, dgamma_partial, dbeta_partial,
             n_rows, n_cols, rows_per_program, BLOCK=min(triton.next_power_of_2(n_cols), MAX_BLOCK),
         )
         # Second pass: n_programs rows, summed in the same order every run.
-        dgamma = dgamma_partial.sum(dim=0)  # (N,): read n_programs·N, write N
-        dbeta = dbeta_partial.sum(dim=0)  # (N,)
+        dgamma = dgamma_partial.sum(dim=0).to(gamma.dtype)  # (N,): read n_programs·N, write N; rounded once
+        dbeta = dbeta_partial.sum(dim=0).to(gamma.dtype)  # (N,)
         return dx, dgamma, dbeta, None
         ### END SOLUTION
 
@@ -787,28 +835,28 @@ class TritonLayerNorm(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formulas, in the kernel</summary>
+# <details><summary>Hint 4 — the kernel's structure, and the dtype of its sums</summary>
 #
-# Row $r$ of the program starts `r * n_cols` elements in (an int64 $r$); its $\mu_r$ and $\text{rstd}_r$
-# are two scalar loads. Then Part B's formulas, block by block, in two passes over the row:
+# Part B's formulas are yours already; here is only the shape of the loops, for program `pid`:
 #
-# $$\text{pass 1:}\quad c_1 = \tfrac1N \textstyle\sum_j \hat x_j\, \bar{\hat x}_j, \qquad c_2 = \tfrac1N \sum_j \bar{\hat x}_j;
-# \qquad\qquad \text{pass 2:}\quad \bar x = \big(\bar{\hat x} - (\hat x\, c_1 + c_2)\big)\cdot\text{rstd}_r,
-# \quad \text{DW\_partial}[p] \mathrel{+}= \bar y \odot \hat x, \quad \text{DB\_partial}[p] \mathrel{+}= \bar y,$$
+# ```
+# for each row of my group (int64 row numbers):
+#     load the row's mean and rstd (two scalars, float32 for half-precision x)
+#     two running vectors of BLOCK lanes, zeros, in mean's dtype
+#     for each block of the row:                        # pass 1
+#         load x, ȳ, γ of the block (masked, 0 past the row), each converted to mean's dtype
+#         rebuild x̂ and the gradient reaching it; add this block's share of c1's and c2's sums
+#     reduce the two vectors to c1 and c2 (divide by n_cols, not BLOCK)
+#     for each block of the row:                        # pass 2
+#         load and rebuild as in pass 1
+#         store this block of x̄ (masked; the store rounds it to x's dtype)
+#         read row pid of each partial buffer at these columns, add the row's share, store it back (masked)
+# ```
 #
-# with $\hat x = (x - \mu_r)\cdot\text{rstd}_r$ and $\bar{\hat x} = \gamma \odot \bar y$ rebuilt in each pass.
-#
-# - Each pass loops `start` over `range(0, n_cols, BLOCK)`; a block's columns are `start` plus the
-#   `tl.arange(0, BLOCK)` lanes, masked where they pass `n_cols`; load $x$, $\bar y$ and $\gamma$ of the block
-#   with that mask and `other=0.0`.
-# - Pass 1 adds `xhat * dxhat` and `dxhat` into two `tl.zeros([BLOCK], ...)` vectors in the dtype of
-#   `mean`; after it, $c_1$ and $c_2$ are their `tl.sum(..., axis=0)` divided by `n_cols`.
-# - Pass 2 stores $\bar x$ with the mask. The same block's columns of row `pid` of `DW_partial` start
-#   `pid * n_cols` elements in: load them (masked), add `dy * xhat`, and store the sum back (masked); the same
-#   for `DB_partial` with `dy`.
-# - In `backward`: `dy.contiguous()` before the launch, `triton.cdiv(n_rows, n_programs)` rows per
-#   program, `BLOCK=min(triton.next_power_of_2(n_cols), MAX_BLOCK)`, zeroed `(n_programs, N)` buffers,
-#   and after the launch a `.sum(dim=0)` of each buffer over its programs axis.
+# On the host, what dtype do the partial buffers get? The kernel adds every row of the group into them and
+# stores the total back, so their dtype is the dtype of that running sum. Give them `mean`'s dtype, not
+# `x`'s, and round $\bar\gamma$ and $\bar\beta$ to $\gamma$'s dtype once, after the second pass. A test failure named
+# `half-accumulation` means some sum over rows or over a row was held in float16.
 #
 # </details>
 # %% test id=test_TritonLayerNorm points=2
@@ -825,7 +873,7 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just built
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # Part B's formulas, one row at a time inside a program and one block at a time inside a row, plus the
 # cross-program reduction of §6:
@@ -843,6 +891,13 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # The second pass reads $x$ and $\bar y$ again, and every row reads and writes the program's buffer rows:
 # that is what a row longer than the registers costs. On a GPU those accesses stay in the cache (the row
 # was just read; the buffer rows are the program's own), which §8 counts.
+#
+# Every sum is held in the statistics' dtype: each block is converted as it is loaded, the buffers are
+# allocated in `mean.dtype`, and the only roundings to a half-precision $x$'s dtype are the store of $\bar x$
+# and the final `dgamma_partial.sum(dim=0)` converted to $\gamma$'s dtype. Notebook 08 takes this rule apart
+# for every sum of a backward, and measures what it is worth.
+#
+# </details>
 # %% [markdown]
 # ## Part E — triton_layernorm (1 point)
 #
@@ -880,13 +935,14 @@ def triton_layernorm(x, gamma, beta, eps=1e-5):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the checks and the layout, step by step</summary>
+# <details><summary>Hint 3 — which calls copy, and which may not</summary>
 #
-# With `N = x.shape[-1]`: raise a `ValueError` when `gamma` or `beta` does not have the shape `(N,)`,
-# naming the shape it has and the one it needs. Then `x.reshape(-1, N)` lines up the rows, and
-# `.contiguous()` makes each one adjacent in memory (free when it already is). Run
-# `TritonLayerNorm.apply` on those rows with `gamma`, `beta` and `eps`, and give its
-# $(n_\text{rows}, N)$ result the shape of `x` with `.view(x.shape)`.
+# Count the rows first: a 1-D `x` of 11 is one row, a `(2, 3, 11)` is six. Of `reshape`, `view` and
+# `contiguous`: which one never copies and so fails on a transposed `x`, which one copies only when it must,
+# and which one makes each row adjacent in memory? Try them on `torch.randn(9, 7).mT` and print
+# `.is_contiguous()` after each. On the way back the result already is contiguous, so the call that never
+# copies is safe there. The input check comes first: a `ValueError` whose message names the argument, the
+# shape it has and the shape `(N,)` it needs.
 #
 # </details>
 # %% test id=test_triton_layernorm points=1
@@ -900,12 +956,15 @@ autograder.check.triton_layernorm(triton_layernorm)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\boxed{\;\text{triton\_layernorm}(x) = \text{TritonLayerNorm}\big(x \text{ as } (n_{\text{rows}}, N) \text{ contiguous rows}\big) \text{ in the shape of } x\;}$$
 #
 # The leading dimensions only count rows, and the kernels' one layout assumption — contiguous rows —
-# is met once, at the boundary, instead of inside every kernel.
+# is met once, at the boundary, instead of inside every kernel: `x.reshape(-1, N).contiguous()` lines up the
+# rows (a copy only for a strided `x`), and `.view(x.shape)` gives the result the shape of `x`.
+#
+# </details>
 # %% [markdown]
 # ## 8. gradcheck, and the traffic
 #

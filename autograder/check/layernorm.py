@@ -142,6 +142,7 @@ LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer than a bloc
     (7, 10, 3, F32, 4),
 ]
 CLASS_CASES = [((1, 12),), ((7, 10),), ((13, 7),), ((7, 10), F32)]  # (shape[, dtype]) of x: batch 1, 7 and 13
+HALF_SHAPE = (160, 12)  # float16 rows, 40 a program on four programs: the sums over rows must be held in float32
 FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
     ((10,), {"note": "1-D"}),
     ((1, 10), {"note": "batch 1"}),
@@ -155,7 +156,7 @@ FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
 
 @graded
 def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    check_function_class(cls, generator("TritonLayerNorm"), CLASS_CASES, KERNEL_CASES, LONG_ROW_CASES)
+    check_function_class(cls, generator("TritonLayerNorm"), CLASS_CASES, KERNEL_CASES, LONG_ROW_CASES, HALF_SHAPE)
 
 
 @graded

@@ -57,7 +57,7 @@ from ..triton_check import (
     with_tail,
 )
 
-F32, F64 = torch.float32, torch.float64
+F16, F32, F64 = torch.float16, torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
 RMS_EPS = 1e-6  # the ε that the rrms handed to rmsnorm_backward was computed with
 TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton parts, per dtype
@@ -71,7 +71,7 @@ HINTS = {
     "layernorm_backward": {"shape": 1, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 3, "scale": 3,
                            "*": 2},
     "rmsnorm_backward": {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2, "*": 2},
-    "TritonLayerNorm": {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3, "*": 3},
+    "TritonLayerNorm": {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3, "half-accumulation": 4, "*": 3},
     "triton_layernorm": {"shape": 2, "*": 1},
 }
 
@@ -786,15 +786,77 @@ def _host(t):
     return t.detach().cpu() if isinstance(t, torch.Tensor) else t
 
 
+# ---------------------------------------------------------------------------
+# Half precision: the sums over rows must not be held in float16
+#
+# The rule is checked by what it does to the numbers, not by the dtype of a buffer: a float16 buffer that
+# receives one float32 total per program, rounded once, is as good as a float32 one, and a float32 buffer the
+# kernel ignores is no better than none. A case is built so that a running sum rounded to float16 after every
+# row shows: one row in ``period`` has ȳ = 64, the rows between have ȳ ≈ 0.025. Once a program's total holds a
+# large row, float16 keeps it to about 1/32, and the small shares that follow round away. Held in float32 and
+# rounded once to float16, each entry of γ̄ and β̄ is off by at most one rounding, HALF_U relative to its size,
+# so at most HALF_U times the sum of the magnitudes of its terms; measured 0.6–1.0 of that on six seeds, against
+# 9–12 for float16 partial buffers (rows 128, N 8, four programs).
+
+HALF_U = 2.0 ** -11  # float16's unit roundoff: the relative error of one rounding to float16
+HALF_ROUNDINGS = 2  # the error allowed, in units of HALF_U times the sum of the terms' magnitudes
+
+
+def half_case(gen: torch.Generator, rows: int, n: int, period: int = 16) -> TritonCase:
+    """float16 inputs where a sum over rows held in float16 loses the small rows: ȳ = 64 on every ``period``-th
+    row and about 0.025 elsewhere, and x close to one pattern in every row, so that each column of ȳ ⊙ x̂ keeps its
+    sign down the rows and no cancellation hides the loss."""
+    pattern = torch.linspace(-1.8, 1.8, n, dtype=F64)[torch.randperm(n, generator=gen)]
+    x = 3.0 + pattern + 0.05 * torch.randn(rows, n, generator=gen, dtype=F64)
+    gamma = 1.0 + 0.1 * torch.randn(n, generator=gen, dtype=F64)
+    small = 0.02 + 0.01 * torch.rand(rows, 1, generator=gen, dtype=F64)
+    large = (torch.arange(rows) % period == 0)[:, None]
+    dy = torch.where(large, 64.0, small) * (1.0 + 0.01 * torch.randn(rows, n, generator=gen, dtype=F64))
+    return TritonCase(x, gamma, torch.zeros(n, dtype=F64), dy, F16,
+                      note=f"one row in {period} with ȳ = 64, the others ȳ ≈ 0.025")
+
+
+def check_half_accumulation(name: str, apply: Callable, case: TritonCase) -> None:
+    """``apply(x, gamma, beta, eps)`` on float16 ``case``: γ̄ and β̄ within HALF_ROUNDINGS roundings of the float64
+    reference from the same float16 values, relative to the sum of the magnitudes of their terms over the rows."""
+    x64, g64, b64, dy64 = _rounded(case)
+    _, dx_ref, dgamma_ref, dbeta_ref = layernorm_reference(x64, g64, b64, dy64, case.epsilon)
+    mean, rstd = row_stats(x64, case.epsilon)
+    terms = {"dgamma": (dy64 * normalised(x64, mean, rstd)).abs().sum(dim=0), "dbeta": dy64.abs().sum(dim=0)}
+    x, gamma, beta = (input_leaf(t, F16) for t in (case.x, case.gamma, case.beta))
+    y = run_student(name, apply, x, gamma, beta, case.epsilon)
+    dy = case.dy.to(device(), F16)  # outside the student's call: course helpers there count as delegation
+    grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), dy))
+    label = f"{case.label}, {x.shape[0]} rows of N = {x.shape[1]}"
+    failure = _gradient_failure(grads, (dx_ref, dgamma_ref, dbeta_ref), 1e-2, label)  # gross errors first
+    if failure is not None:
+        raise failure
+    for out, got, want in zip(("dgamma", "dbeta"), grads[1:], (dgamma_ref, dbeta_ref)):
+        err = (_host(got).to(F64) - want).abs() / terms[out]  # in units of the terms' magnitudes
+        worst = int(err.argmax())
+        if err[worst] > HALF_ROUNDINGS * HALF_U:
+            raise GradingFailure(
+                "half-accumulation",
+                f"{name} is right in float32 and float64, but in float16 its {out} is off by "
+                f"{err[worst].item() / HALF_U:.1f} float16 roundings (at most {HALF_ROUNDINGS} are allowed, measured "
+                "relative to the sum of the magnitudes of the terms): a sum over the rows was held in float16. "
+                "After a row with a large ȳ the running total is large, and float16 rounds away the small shares of "
+                "the rows that follow; held in float32 and rounded once at the end, they count.",
+                f"{out}[{worst}]: expected {want[worst].item():.6g}, got {_host(got)[worst].item():.6g}; "
+                f"the terms' magnitudes sum to {terms[out][worst].item():.6g}\ninputs: {label}")
+
+
 def check_function_class(cls, gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple],
-                         long_row_shapes: Sequence[tuple] = ()) -> None:
+                         long_row_shapes: Sequence[tuple] = (), half_shape: tuple[int, int] | None = None) -> None:
     """The kernel first (on ``kernel_shapes``); then forward, saved tensors, raw backward results and gradients
-    through autograd (``shapes``, rows of ``triton_case``); last the kernel on rows longer than its block
-    (``long_row_shapes``, after ``kernel_shapes`` passed). Cases are drawn from ``gen`` in that order."""
+    through autograd (``shapes``, rows of ``triton_case``); then the kernel on rows longer than its block
+    (``long_row_shapes``, after ``kernel_shapes`` passed); last, float16 inputs of ``half_shape`` (rows, N) that
+    show a sum over rows held in float16. Cases are drawn from ``gen`` in that order."""
     name = "TritonLayerNorm"
     cases = build(triton_case, gen, shapes)
     kernel_cases = build(kernel_case, gen, kernel_shapes)
     long_row_cases = build(kernel_case, gen, long_row_shapes)
+    half = half_case(gen, *half_shape) if half_shape else None
     require_function(name, cls)
     require_tested_kernel(name, namespace_of(cls), kernel_cases)
     used: list[str] = []
@@ -839,6 +901,10 @@ def check_function_class(cls, gen: torch.Generator, shapes: Sequence[tuple], ker
                 raise failure
     if long_row_cases:
         require_tested_kernel(name, namespace_of(cls), [*kernel_cases, *long_row_cases])
+    if half is not None:
+        check_half_accumulation(name, guarded.apply, half)
+        if used:
+            raise autograd_in_backward(name, used, HAND_WRITTEN)
 
 
 VISIBLE_CLASS_CASES = [  # (shape[, dtype]) of x
@@ -857,15 +923,17 @@ VISIBLE_LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer tha
     (7, 13, 3, F64, 4),  # blocks of 4, 4, 4, 1 in every row, on a ragged last program
     (7, 13, 3, F32, 8),
 ]
+VISIBLE_HALF_SHAPE = (128, 8)  # float16 rows: 32 a program on MAX_PROGRAMS = 4, two large rows in each group
 
 
 @graded
 def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
     """Visible check: the kernel on 1 and 3 programs, then the class through autograd at batch 1 and 7."""
-    check_function_class(cls, seeded(SEED + 4), VISIBLE_CLASS_CASES, VISIBLE_KERNEL_CASES, VISIBLE_LONG_ROW_CASES)
+    check_function_class(cls, seeded(SEED + 4), VISIBLE_CLASS_CASES, VISIBLE_KERNEL_CASES, VISIBLE_LONG_ROW_CASES,
+                         VISIBLE_HALF_SHAPE)
     print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group, rows "
           "in one block and in several; y, dx, dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; "
-          "saves no x̂; no autograd in backward)")
+          "saves no x̂; no autograd in backward; float16 rows summed in float32)")
 
 
 # ---------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from course.selfcheck.layernorm import (
     rms_reference,
     row_stats,
 )
-from tests.support import assert_crash_quotes_the_line, diagnosis, edited_solution, solutions, with_cells
+from tests.support import assert_crash_quotes_the_line, diagnosis, edited_solution, failure_of, solutions, with_cells
 from tools.mutants import mutants
 
 pytestmark = pytest.mark.filterwarnings("error")
@@ -77,6 +77,7 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         ("TritonLayerNorm", "batch-reduction"),  # no second pass; partial sums overwritten
         ("TritonLayerNorm", "autograd-in-backward"),
         ("TritonLayerNorm", "wrong-values"),  # no mask; x̂ saved
+        ("TritonLayerNorm", "half-accumulation"),  # partial sums of γ̄, β̄ in float16
         ("triton_layernorm", "shape"),
     }
     assert required <= expected
@@ -86,7 +87,7 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         cascade = {"test_triton_layernorm"} if "TritonLayerNorm" in m.cells else set()
         assert replaced <= set(m.expect) <= replaced | cascade, f"{m.name}: one expect line per replaced cell"
         assert m.description
-    assert len(MUTANTS) <= 5
+    assert len(MUTANTS) <= 6
 
 
 # ---------------------------------------------------------------------------
@@ -422,3 +423,54 @@ def test_a_wrong_answer_only_for_a_transposed_input_is_named_a_layout_bug():
     with pytest.raises(GradingFailure, match="laid out in memory") as info:
         visible.layernorm_forward(layout_bound)
     assert info.value.cls == "wrong-values"
+
+
+# ---------------------------------------------------------------------------
+# Half precision: the sums over rows are held in float32
+
+
+def class_with_partials_in(dtype_expr: str):
+    """The solution's TritonLayerNorm with its partial-sum buffers allocated in ``dtype_expr``."""
+    cell = edited_solution(ASSIGNMENT, "TritonLayerNorm", f"""
+-        dgamma_partial = torch.zeros(n_programs, n_cols, dtype=mean.dtype, device=x.device)
+-        dbeta_partial = torch.zeros(n_programs, n_cols, dtype=mean.dtype, device=x.device)
++        dgamma_partial = torch.zeros(n_programs, n_cols, dtype={dtype_expr}, device=x.device)
++        dbeta_partial = torch.zeros(n_programs, n_cols, dtype={dtype_expr}, device=x.device)
+""", "TritonLayerNorm")
+    return with_cells(ASSIGNMENT, {"TritonLayerNorm": cell}, f"partials in {dtype_expr}")["TritonLayerNorm"]
+
+
+def test_the_forward_saves_float32_statistics_for_float16_x(solution):
+    x = torch.randn(5, 7, dtype=torch.float16)
+    w = torch.ones(7, dtype=torch.float16)
+    y, mean, rstd = solution["layernorm_fwd"](x, w, torch.zeros_like(w), 1e-5)
+    assert (y.dtype, mean.dtype, rstd.dtype) == (torch.float16, F32, F32)
+    assert solution["layernorm_fwd"](x.double(), w.double(), w.double(), 1e-5)[1].dtype == F64
+
+
+def test_float16_partial_sums_are_half_accumulation_and_float32_ones_pass(solution):
+    """The solution (float32 buffers) passes both checks; the same class with buffers in x's dtype is
+    half-accumulation in both. The check measures the error, so a float32 buffer is what makes the difference."""
+    half = class_with_partials_in("x.dtype")
+    for check in (hidden.TritonLayerNorm, visible.TritonLayerNorm):
+        assert diagnosis(check, solution["TritonLayerNorm"]) == "pass"
+        failure = failure_of(check, half)
+        assert failure.cls == "half-accumulation"
+        assert "float16" in failure.sentence and "roundings" in failure.sentence
+
+
+def test_the_half_precision_bound_sits_between_one_rounding_and_a_float16_running_sum(solution):
+    """On eight seeds and both shapes: float32 partials within one float16 rounding (the theory's bound), float16
+    partials beyond three; the check allows two."""
+    from course.selfcheck.layernorm import HALF_ROUNDINGS, HALF_U, check_half_accumulation, half_case
+
+    half = class_with_partials_in("x.dtype")
+    for seed in range(8):
+        for shape in ((128, 8), (160, 12)):
+            case = half_case(torch.Generator().manual_seed(seed), *shape)
+            check_half_accumulation("TritonLayerNorm", solution["TritonLayerNorm"].apply, case)
+            with pytest.raises(GradingFailure) as info:
+                check_half_accumulation("TritonLayerNorm", half.apply, case)
+            worst = float(info.value.sentence.split("off by ")[1].split()[0])
+            assert worst > 1.5 * HALF_ROUNDINGS, (seed, shape, worst)
+    assert HALF_U == 2.0 ** -11

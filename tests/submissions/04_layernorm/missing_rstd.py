@@ -15,15 +15,15 @@
 +    c2 = dxhat.mean(dim=-1, keepdim=True)  # bug: LayerNorm's formula copied over: here there is no μ for c2 to come from
 +    dx = (dxhat - (xhat * c1 + c2)) * rrms
 # %% TritonLayerNorm layernorm_bwd_kernel
--            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N over the row
--            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N
--            w = tl.load(W_ptr + cols, mask=mask, other=0.0)  # read N: the same γ for every row
-+            x = tl.load(X_ptr + row * n_cols + cols)  # bug: no mask: the lanes past n_cols read whatever lies there
-+            dy = tl.load(DY_ptr + row * n_cols + cols)
-+            w = tl.load(W_ptr + cols)
--            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
--            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0)  # read N again
--            w = tl.load(W_ptr + cols, mask=mask, other=0.0)
-+            x = tl.load(X_ptr + row * n_cols + cols)  # bug: the same
-+            dy = tl.load(DY_ptr + row * n_cols + cols)
-+            w = tl.load(W_ptr + cols)
+-            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N over the row
+-            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N
+-            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(mean.dtype)  # read N: the same γ for every row
++            x = tl.load(X_ptr + row * n_cols + cols).to(mean.dtype)  # bug: no mask: the lanes past n_cols read whatever lies there
++            dy = tl.load(DY_ptr + row * n_cols + cols).to(mean.dtype)
++            w = tl.load(W_ptr + cols).to(mean.dtype)
+-            x = tl.load(X_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N again
+-            dy = tl.load(DY_ptr + row * n_cols + cols, mask=mask, other=0.0).to(mean.dtype)  # read N again
+-            w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(mean.dtype)
++            x = tl.load(X_ptr + row * n_cols + cols).to(mean.dtype)  # bug: the same
++            dy = tl.load(DY_ptr + row * n_cols + cols).to(mean.dtype)
++            w = tl.load(W_ptr + cols).to(mean.dtype)

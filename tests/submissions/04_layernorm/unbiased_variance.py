@@ -15,6 +15,6 @@
 -    dx = (dxhat - xhat * c1) * rrms  # (..., N)
 +    dx = (xhat * c1 - dxhat) * rrms  # bug: x̂·c1 − ŵȳ: every entry of dx negated
 # %% TritonLayerNorm TritonLayerNorm
--        dgamma = dgamma_partial.sum(dim=0)  # (N,): read n_programs·N, write N
--        dbeta = dbeta_partial.sum(dim=0)  # (N,)
+-        dgamma = dgamma_partial.sum(dim=0).to(gamma.dtype)  # (N,): read n_programs·N, write N; rounded once
+-        dbeta = dbeta_partial.sum(dim=0).to(gamma.dtype)  # (N,)
 +        dgamma, dbeta = dgamma_partial, dbeta_partial  # bug: the second pass forgotten: (n_programs, N), not (N,)
