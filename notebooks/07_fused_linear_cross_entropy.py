@@ -5,24 +5,28 @@
 # row per token — are multiplied by the unembedding $W$ of shape $(V, d)$, one row per word of the
 # vocabulary, and the logits $z = h W^\top$ of shape $(T, V)$ go into a cross-entropy against the next
 # token. For a Llama 3 batch of $T = 8192$ tokens and its $V = 128{,}256$-word vocabulary, $z$ holds
-# **1.05 G numbers, 4.2 GB in float32** — the biggest single tensor of the whole training step, larger
-# than any activation of any layer. Its gradient $\bar z$ is the same size again.
+# **1.05 G numbers, 4.2 GB in float32**, and its gradient $\bar z$ is the same size again. Once attention is
+# fused (notebook 05: FlashAttention never holds its scores), that is the biggest single tensor of the training
+# step, larger than any activation of any layer. With eager attention it is not: for one 8192-token sequence,
+# each layer of Llama-3-8B makes scores of 32 heads × 8192² = 2.1 G numbers, twice the logits, and every layer
+# makes its own. Fuse attention first; then the LM head is what is left.
 #
 # Nobody needs them. The loss is one number, $\bar h$ is $(T, d)$ and $\bar W$ is $(V, d)$. Liger-Kernel's
 # *fused linear cross-entropy* and *Cut Cross-Entropy* (Wijmans et al., 2024: the loss's memory for
 # Gemma 2 from 24 GB to about 1 MB) exist so that the $T \times V$ tensors are never held at once. This
 # notebook builds that, in four steps:
 #
-# 1. **The backward, dense.** From notebooks 01 and 02 you already own every piece; put them together.
+# 1. **The backward, dense.** Notebooks 01 and 02 derived its algebra; what the LM head adds is the mean over
+#    the tokens that count and the head's layout and size.
 # 2. **Walk the tokens in chunks.** Form one chunk's logits and their gradient, use them, drop them.
 # 3. **Walk the vocabulary in blocks.** The log-sum-exp of each row without ever holding a whole row.
 # 4. **One buffer per chunk.** A Triton kernel that writes a chunk's gradient over its logits.
 #
 # | part | you write | points |
 # |---|---|---|
-# | A | `linear_ce_backward(h, W, target) -> (loss, dh, dW)` — dense, the reference derivation | 3 |
-# | B | `chunked_linear_ce(h, W, target, chunk) -> (loss, dh, dW)` — never a $T \times V$ tensor | 3 |
-# | C | `vocab_blocked_lse(h, W, block) -> lse` — $(T,)$, in vocabulary blocks | 2 |
+# | A | `linear_ce_backward(h, W, target) -> (loss, dh, dW)` — dense: ignored tokens, the mean, W's layout | 3 |
+# | B | `chunked_linear_ce(h, W, target, chunk) -> (loss, dh, dW)` — `chunk` rows of logits at a time | 3 |
+# | C | `vocab_blocked_lse(h, W, block) -> lse` — $(T,)$, in vocabulary blocks, combined by your own code | 2 |
 # | D | `ce_grad_kernel` — `@triton.jit`, one row per program: a chunk's gradient written over its logits | 2 |
 #
 # **Notation** (from notebook 00). $L$ is the scalar loss; $\bar t = \partial L / \partial t$ has the shape
@@ -30,8 +34,10 @@
 # that takes no part in the loss — padding, or a prompt token in fine-tuning.
 #
 # Each test cell prints `✓ ...` when your function is right; when it is wrong, its first line names the
-# kind of bug (`diagnosis: scale — ...`) and the next lines say where. Hints under each exercise are
-# collapsed: open the first only when you are stuck.
+# kind of bug (`diagnosis: scale — ...`), the next lines say where, and the last points to the hint about it.
+# Hints under each exercise are collapsed and ask questions, from the first to ask to a partial step: open the
+# first only when you are stuck. The answer itself is in the collapsed recap after the test cell, for once your
+# check passes.
 # %%
 import course
 
@@ -76,22 +82,42 @@ print(f"at T = {T_GPU}, V = {V_GPU:,}: logits = {T_GPU * V_GPU / 1e9:.2f} G numb
 
 # %% [markdown]
 # The logits are 31 times the size of $h$ and twice that of the whole unembedding $W$, and autograd keeps
-# them (or their log-softmax) for the backward, then makes $\bar z$ of the same size. The question of this notebook: **what does the backward actually need, and in which
-# order can it be computed so that a $T \times V$ tensor never exists?** First, what the backward is.
+# them (or their log-softmax) for the backward, then makes $\bar z$ of the same size. The question of this
+# notebook: **what does the backward actually need, and in which order can it be computed so that a
+# $T \times V$ tensor never exists?** First, what the backward is.
+#
+# ### What you already derived
+#
+# The algebra of this head is not new; take it as given:
+#
+# - **From notebook 02** (Part D, the collapse): for one token with logits $z_t$ $(V,)$ and target $y_t$, the
+#   gradient of $\ell_t = \operatorname{lse}(z_t) - z_{t, y_t}$ for its logits is
+#   $\operatorname{softmax}(z_t) - e_{y_t}$, the row's softmax minus 1 at the target's column. Notebook 02
+#   averaged that over all $M$ rows of a batch; which rows an LM head averages over is the new question.
+# - **From notebook 02** (Part C): subtracting a row's max from its logits before `exp` changes no value and
+#   keeps every `exp` finite.
+# - **From notebook 01** (Part A): for $y = x\,w$ with $x$ $(M, K)$ and $w$ $(K, N)$, $\;\bar x = \bar y\, w^\top$
+#   and $\bar w = x^\top \bar y$ — each gradient is $\bar y$ times the *other* operand, transposed to fit.
 #
 # ## Part A — linear_ce_backward (3 points)
 #
-# Write the loss and both gradients, dense — this is the reference every later part must match:
+# Write the loss and both gradients, dense — the reference every later part must match:
 #
 # - `h` $(T, d)$, `W` $(V, d)$, `target` $(T,)$ int64 with values in $[0, V)$ or `-100`;
 # - return `(loss, dh, dW)`: the scalar loss `F.cross_entropy(h @ W.T, target, ignore_index=-100)` would
 #   give (a 0-dim tensor), $\bar h$ shaped like `h` and $\bar W$ shaped like `W`;
-# - a token whose target is `ignore_index` (`-100`, the default) takes no part: not in the sum, not in the count;
 # - logits of $\pm 1000$ must not overflow. No autograd, and not torch's own loss backward.
 #
-# Three questions to answer on paper first: what is $\bar z$, the gradient of the loss for the logits,
-# given notebook 02's softmax–cross-entropy? What does the *mean* do to it? And given $\bar z$, what are
-# $\bar h$ and $\bar W$ for $z = h W^\top$ — notebook 01's shapes decide.
+# What is new here, and what to work out on paper first:
+#
+# 1. **Which tokens count.** A token whose target is `-100` (padding, a prompt token) takes no part: not in
+#    the sum, and not in the count. The loss is the mean over the $n$ tokens that count — not over $T$. What
+#    does that do to each row of $\bar z$, a counted one and an ignored one?
+# 2. **The head's layout.** An LM head stores $W$ as $(V, d)$, one row per word (`nn.Linear`'s weight is
+#    out × in), so $z = h W^\top$, not notebook 01's $x\,w$. Which of 01's symbols is $W^\top$ here, and how do
+#    you turn the gradient 01 gives for it into one shaped like $W$?
+# 3. **The size.** As you write each line, note beside it the $(T, V)$ tensors it makes: after the check, the
+#    recap counts them at Llama 3's sizes, and that count is what Parts B–D take apart.
 # %% solution id=linear_ce_backward
 def linear_ce_backward(h, W, target, ignore_index=-100):
     """loss = mean CE(h Wᵀ, target) over the tokens whose target is not -100, and its gradients.
@@ -117,38 +143,34 @@ def linear_ce_backward(h, W, target, ignore_index=-100):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — the derivation, one link at a time</summary>
+# <details><summary>Hint 1 — which tokens count, and by how much</summary>
 #
-# The chain is $h, W \to z = h W^\top \to \ell_t \to L$. Notebook 02's Part D gave the gradient of *one*
-# token's cross-entropy for its logits: what was it, in terms of the softmax of the row and the target?
-# Then $z = h W^\top$ is a matmul: notebook 01 says each gradient is a product of $\bar z$ with the *other*
-# operand, and that only one placement of the transposes gives $\bar h$ the shape $(T, d)$ and $\bar W$ the
-# shape $(V, d)$. Write the shapes down before the formula.
-#
-# </details>
-#
-# <details><summary>Hint 2 — the mean, and the tokens that do not count</summary>
-#
-# $L = \frac{1}{n} \sum_{t \text{ counted}} \ell_t$, where $n$ is the number of counted tokens — not $T$
-# when some targets are `-100`. A token that does not count has no $\ell_t$ in the sum, so nothing flows
-# back from it: its whole row of $\bar z$ is zero (and it adds nothing to $\bar h$'s row or to $\bar W$). Every
-# counted row of $\bar z$ carries the same factor $1/n$. For the loss itself, subtract each row's max before
-# `exp`, as notebook 02 did: $\operatorname{lse}(z) = m + \log \sum e^{z - m}$.
+# Write the loss as $L = \frac{1}{n} \sum_{t \text{ counted}} \ell_t$. What is $\partial L / \partial \ell_t$ for a
+# counted token, and for an ignored one, which has no $\ell_t$ in the sum at all? Try three tokens with targets
+# $(2, -100, 0)$: what is $n$, and what weight does each token's $\ell_t$ carry? Row $t$ of $\bar z$ is notebook
+# 02's per-token gradient times that weight. Note that $n$ is one number for the whole batch, known before any
+# logit is computed.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas, and the code</summary>
+# <details><summary>Hint 2 — the layout of W</summary>
 #
-# With $P = \operatorname{softmax}(z)$ row by row and $Y$ the one-hot of the targets (both $(T, V)$), and
-# the ignored rows of both set to zero,
+# In notebook 01's $y = x\,w$, put $x = h$ and $w = W^\top$ $(d, V)$. Then 01 gives $\bar h$ at once, and the
+# gradient of $W^\top$, shaped $(d, V)$. $W$'s own gradient is the transpose of that: what is the transpose of a
+# product of two matrices? Check your result by its shape: $\bar z$ is $(T, V)$, $h$ is $(T, d)$, and $\bar W$
+# must come out $(V, d)$. Only one product of those two, transposed or not, has that shape.
 #
-# $$\bar z = (P - Y) / n, \qquad \bar h = \bar z\, W \;(T, d), \qquad \bar W = \bar z^\top h \;(V, d).$$
+# </details>
 #
-# In code, in this order: each row's log-sum-exp (max first); $P$ as the exponential of the logits minus
-# their row's log-sum-exp; 1 subtracted at each row's target column (index the rows with `torch.arange`,
-# and give an ignored row a harmless class such as 0 before indexing — its row is zeroed anyway); the
-# whole of $\bar z$ scaled by $1/n$ and by 0 on ignored rows; then the two matmuls whose shapes come out
-# as $(T, d)$ and $(V, d)$. The loss is the weighted sum of log-sum-exp minus the target's logit.
+# <details><summary>Hint 3 — ignored rows in code, and logits of ±1000</summary>
+#
+# An ignored target cannot index a column: `-100` would silently read column $V - 100$. Give an ignored row
+# any valid class before indexing (its weight is 0, so which one does not matter), and make the weight 0 on
+# ignored rows and $1/n$ on counted ones, as a `(T,)` tensor built from the comparison `target != ignore_index`.
+# For the loss, each row's log-sum-exp needs notebook 02's max: with $m$ the row's max,
+# $\operatorname{lse}(z) = m + \log \sum_v e^{z_v - m}$, and the loss is the weighted sum of
+# $\operatorname{lse}(z_t) - z_{t, y_t}$. Which of torch's reductions gives each row's max, and `gather` (or
+# `torch.arange` for the rows) reads one column per row.
 #
 # </details>
 # %% test id=test_linear_ce_backward points=3
@@ -162,21 +184,25 @@ autograder.check.linear_ce_backward(linear_ce_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Three rules you already had, chained:
+# Notebook 02's per-token gradient, weighted by the mean over the tokens that count, then notebook 01's
+# matmul rule with $W^\top$ in the place of $w$:
 #
-# 1. **Softmax–cross-entropy** (notebook 02): one token's $\bar z_t = p_t - e_{y_t}$, the softmax minus the
-#    one-hot of its target.
-# 2. **The mean** divides every counted row by $n$, the number of counted tokens, and an ignored row has no
-#    loss, so its gradient is zero:
+# 1. **The mean** gives every counted row the weight $1/n$, $n$ the number of counted tokens, and an ignored
+#    row has no loss, so its gradient is zero. With $P = \operatorname{softmax}(z)$ row by row and $Y$ the
+#    one-hot of the targets, both with their ignored rows set to zero:
 #
-# $$\boxed{\;\bar z = (P - Y) / n\;} \quad (T, V), \qquad \text{ignored rows } 0.$$
+# $$\boxed{\;\bar z = (P - Y) / n\;} \quad (T, V).$$
 #
-# 3. **The matmul** (notebook 01): $z = h W^\top$, so $\boxed{\;\bar h = \bar z\, W\;}$ $(T, d)$ and
-#    $\boxed{\;\bar W = \bar z^\top h\;}$ $(V, d)$ — `dh = dz @ W`, `dW = dz.T @ h`.
+# 2. **The layout.** $z = h W^\top$ is 01's $x\,w$ with $w = W^\top$: $\bar h = \bar z\,(W^\top)^\top = \bar z\, W$
+#    $(T, d)$, and the gradient of $W^\top$ is $h^\top \bar z$ $(d, V)$, whose transpose is
 #
-# Now count what your function holds. Read it line by line at $T = 8192$, $V = 128{,}256$, float32:
+# $$\boxed{\;\bar W = \bar z^\top h\;} \quad (V, d)$$
+#
+#    — in code `dh = dz @ W` and `dW = dz.T @ h`; `h.T @ dz` is the same numbers laid out as $(d, V)$.
+#
+# 3. **The size.** Read your function line by line at $T = 8192$, $V = 128{,}256$, float32:
 #
 # | line | makes | bytes |
 # |---|---|---|
@@ -185,19 +211,26 @@ autograder.check.linear_ce_backward(linear_ce_backward)
 # | $P = e^{z - \operatorname{lse}}$, then $\bar z$ in place | $(T, V)$ | 4.2 GB |
 # | `dh`, `dW` | $(T, d)$ and $(V, d)$ | 0.13 + 2.1 GB |
 #
-# At its peak, two or three $T \times V$ tensors are alive at once: more than 8 GB for tensors nobody
-# asked for. (Autograd of `F.cross_entropy` is no better: it saves the $T \times V$ log-softmax for the
-# backward, which then makes two more tensors of that size.) But look at which rows of $\bar z$ each output needs. Row $t$ of $\bar z$ depends only on row $t$
-# of $z$, that is on $h_t$ and $W$ — and $n$, a count known before anything is computed. So tokens can be
-# processed a **chunk** at a time, in any order. That is Part B.
+# At its peak two or three $T \times V$ tensors are alive at once: more than 8 GB for tensors nobody asked
+# for. (Autograd of `F.cross_entropy` is no better: it saves the $T \times V$ log-softmax for the backward,
+# which then makes two more tensors of that size.)
+#
+# </details>
+#
+# Look at which rows of $\bar z$ each output needs. Row $t$ of $\bar z$ depends only on row $t$ of $z$, that is
+# on $h_t$ and $W$ — and on $n$, a count known before anything is computed. So the tokens can be processed a
+# **chunk** at a time, in any order. That is Part B.
 #
 # ## Part B — chunked_linear_ce (3 points)
 #
 # Same inputs, same outputs as Part A, plus `chunk`, a number of tokens. Walk the tokens in chunks of
 # `chunk` rows (the last one may be shorter, and `chunk` may exceed $T$): for each, form its logits and
-# their gradient, use them, and let them go. The rule the check enforces: **no tensor of $T \times V$
-# elements or more is ever allocated inside your call** (checked at $T = 400$, $V = 257$, chunks of 24:
-# `materialized-logits` otherwise). Peak extra memory is then $O(\text{chunk} \cdot V)$, whatever $T$.
+# their gradient, use them, and let them go. The rule the check enforces: **at most `chunk` rows of logits
+# at a time.** No tensor allocated inside your call may be larger than one chunk's logits plus the sizes of
+# `h` and `W` — $\text{chunk} \cdot V + T d + V d$ elements, room for a chunk's $(c, V)$ tensors, for `dh` and
+# for `dW` — checked at $T = 400$, $V = 257$, $d = 11$, chunks of 24 (`materialized-logits` otherwise: the full
+# logits sliced afterwards, or a walk in two halves of $T$ that never looks at `chunk`, each refused with the
+# tensor's size). Peak extra memory is then $O(\text{chunk} \cdot V + T d)$, whatever $T$.
 #
 # Before you write it, decide what each chunk produces and where it goes: which outputs does a chunk
 # *own* a piece of, and which does every chunk *contribute to*? What must be known before the first chunk?
@@ -234,34 +267,46 @@ def chunked_linear_ce(h, W, target, chunk, ignore_index=-100):
 # %% [markdown]
 # <details><summary>Hint 1 — what a chunk needs, and what it produces</summary>
 #
-# A chunk of rows $c$ needs $h_c$, all of $W$, its targets — and $n$, counted over **all** $T$ tokens before
-# the walk (a chunk that counts its own tokens gives each chunk its own mean). Part A's formulas, applied to
-# the chunk's rows, give its share of the loss, its rows of $\bar z$, and from those a piece of each output.
+# A chunk of rows $c$ needs $h_c$, all of $W$ and its targets. Does it need anything that only the whole batch
+# knows? Look at Part A's weight per token: which number in it is counted over all $T$ tokens, and when can you
+# count it? Then take Part A's steps on the chunk's rows alone: they give the chunk's share of the loss and its
+# rows of $\bar z$. From those, which rows of $\bar h$ can the chunk fill, and which rows of $\bar W$?
 #
 # </details>
 #
 # <details><summary>Hint 2 — the mean across chunks</summary>
 #
 # The loss is one mean: $\frac{1}{n}\sum_t \ell_t$ over every counted token of every chunk. So each chunk
-# adds its counted $\ell_t$ divided by the same $n$ — not its own mean, and not divided by $T$ when some
-# targets are `-100`. Ignored rows of a chunk get a zero row of $\bar z$, as in Part A.
+# adds its counted $\ell_t$ divided by the same $n$ — not its own mean (a chunk that counts its own tokens
+# weighs them by its own count), and not divided by $T$ when some targets are `-100`. Ignored rows of a chunk
+# get a zero row of $\bar z$, as in Part A.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the walk, and what must never exist</summary>
+# <details><summary>Hint 3 — the walk's structure, and what must never exist</summary>
 #
-# $\bar h$'s rows belong to one chunk each: `dh[rows] = dz @ W`. $\bar W = \bar z^\top h$ is a sum over **all**
-# tokens, so every chunk adds its part into one accumulator made before the loop:
-# `dW += dz.T @ h[rows]` (an `=` there keeps the last chunk only). Only `h[rows] @ W.T` — $(c, V)$ — is
-# computed per chunk; `h @ W.T`, even sliced afterwards, builds all $T \times V$ first. Allocate `dh` with
-# `h.new_empty(h.shape)`, `dW` with `W.new_zeros(W.shape)`, the loss as a 0-dim zero you add into.
+# $\bar h$'s rows belong to one chunk each; $\bar W$ is a sum over **all** tokens, since $W$ is read by every
+# token: in notebook 01's words, the batch axis is summed. So the loop has this shape:
+#
+# ```python
+# # before the loop: n, and the three outputs (dW starting at zero)
+# for s in range(0, T, chunk):
+#     # the chunk's rows: a slice of h and of target, views, nothing copied
+#     # its logits from h's slice alone, (c, V); its loss share and its rows of z̄, as in Part A
+#     # its rows of dh: written into place
+#     # its part of dW: added to what the earlier chunks left (an assignment keeps the last chunk only)
+# ```
+#
+# Only the chunk's $(c, V)$ logits may exist: computing all $T \times V$ and slicing out a chunk builds them
+# first, and so does any walk that takes more than `chunk` rows at once.
 #
 # </details>
 # %% test id=test_chunked_linear_ce points=3
 """chunked_linear_ce: loss, dh and dW at batch 1, batch 7 with chunks that do
 not divide T, V = d, ignore_index targets spread unevenly over the chunks,
-transposed h and W, logits up to ±1000, against autograd; then no tensor of
-T×V elements at T = 400, V = 257, chunks of 24; no autograd inside."""
+transposed h and W, logits up to ±1000, against autograd; then at T = 400,
+V = 257, chunks of 24, no tensor larger than one chunk's logits plus the
+sizes of h and W; no autograd inside."""
 course.selfcheck.chunked_linear_ce(chunked_linear_ce)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -269,19 +314,31 @@ autograder.check.chunked_linear_ce(chunked_linear_ce)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: the walk of a fused linear cross-entropy
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # For each chunk $c$ of rows, with $n$ counted once over all $T$ tokens:
 #
 # $$\bar z_c = (P_c - Y_c)/n, \qquad \bar h_c = \bar z_c W, \qquad \boxed{\;\bar W \mathrel{+}= \bar z_c^\top h_c\;}$$
 #
-# — each chunk *owns* its rows of $\bar h$ and *contributes to* all of $\bar W$, notebook 01's law again
-# (a value read by many outputs collects the gradient of all of them: $W$ is read by every token). The
-# chunk's logits $z_c$ become its gradient $\bar z_c$ in place and are dropped before the next chunk, so at
-# chunk $= 1024$ the V-wide tensors are $1024 \times 128{,}256 \times 4$ bytes $= 0.53$ GB instead of 4.2 GB
-# each — whatever $T$ is. This is Liger-Kernel's `FusedLinearCrossEntropy`: its Triton kernel computes the
-# chunk's loss and writes $\bar z_c$ **over** $z_c$ in the same buffer, and the forward pass already returns
-# $\bar h$ and $\bar W$ (the backward only scales them by the upstream gradient of the loss).
+# — in code `dh[rows] = dz @ W` and `dW += dz.T @ h[rows]`. Each chunk *owns* its rows of $\bar h$ and
+# *contributes to* all of $\bar W$, notebook 01's law again (a value read by many outputs collects the gradient
+# of all of them: $W$ is read by every token).
+#
+# </details>
+#
+# ### The walk of a fused linear cross-entropy
+#
+# The chunk's logits $z_c$ become its gradient $\bar z_c$ and are dropped before the next chunk, so the V-wide
+# tensors are chunk $\times V$, whatever $T$ is. This is Liger-Kernel's `FusedLinearCrossEntropy`: its Triton
+# kernel computes the chunk's loss and writes $\bar z_c$ **over** $z_c$ in the same buffer (Part D), and the
+# forward pass already returns $\bar h$ and $\bar W$ (the backward only scales them by the upstream gradient of
+# the loss).
+#
+# How big is a chunk? This notebook takes 1024 tokens at Llama 3's sizes, so a chunk's logits are
+# $1024 \times 128{,}256 \times 4$ bytes $= 0.53$ GB in float32 instead of 4.2 GB — our choice, for round
+# numbers. Liger chooses its own: $\text{chunk} = \text{next\_pow2}\big(\lceil BT / \lceil V / H \rceil \rceil\big)$,
+# with $BT$ the tokens and $H$ the hidden size, so that a chunk's logits are about as big as $h$ itself. At
+# $BT = 8192$, $V = 128{,}256$, $H = 4096$: $\lceil V/H \rceil = 32$, $8192 / 32 = 256$ tokens, 0.13 GB a chunk.
 #
 # What did it cost? The same FLOPs as Part A: $2 T V d$ for the logits and $4 T V d$ for the two gradient
 # matmuls, now in $T / \text{chunk}$ smaller matmuls. Small chunks starve the GPU's matmul units; large ones
@@ -293,20 +350,30 @@ autograder.check.chunked_linear_ce(chunked_linear_ce)
 # Cut Cross-Entropy goes further: it never holds a full row of logits either. The loss of token $t$ needs
 # two things from its row: $z_{t, y_t}$ — one dot product $\langle h_t, W_{y_t} \rangle$, cheap — and
 # $\operatorname{lse}(z_t)$, a reduction over all $V$ classes. A reduction can walk the vocabulary in
-# **blocks** of columns, if it carries the right summary from one block to the next. Notebook 05 met the
-# same problem in attention's softmax, whose rows were too long to hold.
+# **blocks**, if it carries the right summary from one block to the next.
+#
+# **From notebook 05** (Part C, the online softmax): a row walked in blocks keeps its running max $m$ and its
+# running sum $\ell = \sum_{\text{seen}} e^{z - m}$. For each block, with $m'$ the larger of $m$ and the block's
+# own max, $\ell \leftarrow e^{m - m'}\,\ell + \sum_{\text{block}} e^{z - m'}$ and then $m \leftarrow m'$; after
+# the last block the row's log-sum-exp is $m + \log \ell$. Start at $m = -\infty$, $\ell = 0$. That update is
+# derived; what is new here is what a block of a *vocabulary* is, and what the walk holds.
 #
 # ## Part C — vocab_blocked_lse (2 points)
 #
 # - `h` $(T, d)$, `W` $(V, d)$, `block` $\ge 1$ a number of classes;
 # - return `lse`, shape $(T,)$: $\log \sum_v e^{z_{t,v}}$ for each row of $z = h W^\top$;
-# - walk the vocabulary in blocks of `block` rows of `W` (the last may be shorter, or `block` may exceed
-#   $V$): each step computes only `h @ W[j:j + block].T`, $(T, \text{block})$;
-# - no tensor of $T \times V$ elements or more (checked at $T = 301$, $V = 347$, blocks of 21), and logits of
-#   $\pm 1000$ must not overflow: carry a max. No `torch.logsumexp` over the whole row, of course.
+# - walk the vocabulary in blocks of `block` classes (the last may be shorter, or `block` may exceed $V$),
+#   computing only that block's logits for every token, $(T, \text{block})$, at each step;
+# - the rule the check enforces: no tensor larger than one block's logits plus the sizes of `h` and `W`
+#   ($T \cdot \text{block} + T d + V d$ elements; checked at $T = 301$, $V = 347$, blocks of 21:
+#   `materialized-logits` otherwise), and logits of $\pm 1000$ must not overflow;
+# - the combining is yours: torch's `logsumexp`, `logaddexp` and `softmax`/`log_softmax` (in any of their
+#   forms) are refused inside the call (`delegated-to-library`) — notebook 05's update with `torch.maximum`,
+#   `torch.exp`, sums and `torch.log` is all it takes.
 #
-# What does a block need to carry to the next so that, at the end, one line gives the log-sum-exp? And what
-# happens to what was carried when a later block holds a larger logit?
+# Two questions first. The logits of one block of classes, for every token: which rows or columns of which
+# operand give them, without computing any other class's logit? And what does the walk hold from one block
+# to the next, per token — so what is its largest tensor?
 # %% solution id=vocab_blocked_lse
 def vocab_blocked_lse(h, W, block):
     """(T,) log-sum-exp of each row of h Wᵀ, walking the vocabulary `block` classes at a time.
@@ -315,51 +382,59 @@ def vocab_blocked_lse(h, W, block):
     """
     ### BEGIN SOLUTION
     T, V = h.shape[0], W.shape[0]
-    m = h.new_full((T,), float("-inf"))  # (T,) running max of the row
-    s = h.new_zeros(T)  # (T,) running sum of exp(z − m)
+    m = h.new_full((T,), float("-inf"))  # (T,) each row's running max: notebook 05's m
+    ell = h.new_zeros(T)  # (T,) each row's running sum of exp(z − m): notebook 05's ℓ
     for j in range(0, V, block):
         zb = h @ W[j:j + block].T  # (T, b) this block's logits: write T·b
         m_new = torch.maximum(m, zb.amax(dim=-1))  # (T,)
-        # Bring the old sum to the new max: each earlier term exp(z − m) becomes exp(z − m_new).
-        s = s * torch.exp(m - m_new) + torch.exp(zb - m_new[:, None]).sum(dim=-1)
+        # Notebook 05's rescale: each earlier term exp(z − m) becomes exp(z − m_new).
+        ell = ell * torch.exp(m - m_new) + torch.exp(zb - m_new[:, None]).sum(dim=-1)
         m = m_new
-    return m + s.log()
+    return m + ell.log()
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — what to carry</summary>
+# <details><summary>Hint 1 — what a block of the vocabulary is</summary>
 #
-# Two numbers per row: the largest logit seen so far, $m$, and the sum of the exponentials seen so far,
-# measured from that max, $s = \sum_{\text{seen}} e^{z - m}$. At the end, $\operatorname{lse} = m + \log s$.
-# Start from $m = -\infty$ and $s = 0$ (`h.new_full((T,), float("-inf"))`, `h.new_zeros(T)`).
-#
-# </details>
-#
-# <details><summary>Hint 2 — when the max grows</summary>
-#
-# A new block may hold a larger logit: the new max $m'$ is the larger of $m$ and the block's own max.
-# Every term already in $s$ was measured from the old $m$; measured from $m'$, each one is smaller by the
-# same factor. Which factor, and is it below or above 1? (At the first block $m = -\infty$: check that your
-# factor is 0 there, not NaN.)
+# Write one logit out: $z_{t,v} = \langle h_t, W_v \rangle$. Which index of $W$ is the class $v$, a row or a
+# column? So which piece of $W$ do the classes $j, \dots, j + b - 1$ need, and what shape does its product with
+# `h` have — every token's logits for just those classes? Check it on a toy head: its result should equal the
+# columns $j, \dots, j + b - 1$ of the full logits.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the update, and the code</summary>
+# <details><summary>Hint 2 — what is carried, per token</summary>
 #
-# For a block with logits $z_b$ $(T, b)$: $m' = \max(m, \max_v z_b)$, then
+# Notebook 05 carried $m$ and $\ell$ for one row of scores; here every token is a row, so both are $(T,)$,
+# made before the loop with the dtype of `h` (`new_full`, `new_zeros`). A block's own max per row is a reduction
+# over its last axis. At the first block $m = -\infty$: check by hand that the rescale factor $e^{m - m'}$ is
+# then 0 (not NaN), so that $\ell$ becomes exactly the first block's own sum.
 #
-# $$s' = s \cdot e^{m - m'} + \sum_{v \in b} e^{z_{b,v} - m'}.$$
+# </details>
 #
-# In code: start $m$ at $-\infty$ and $s$ at 0, one of each per row; for each block, its logits, the new
-# max with `torch.maximum`, then $s'$ exactly as written (the old sum rescaled by $e^{m - m'}$ — which is 0,
-# not NaN, on the first block — plus the block's own sum measured from $m'$), and $m'$ becomes $m$. After the
-# last block, $\operatorname{lse} = m + \log s$.
+# <details><summary>Hint 3 — the loop, and what it holds</summary>
+#
+# ```python
+# # m: (T,) at -inf; ell: (T,) at 0
+# for j in range(0, V, block):
+#     # zb: this block's logits, (T, b) — from a slice of W, never from all V classes
+#     # m_new: the larger of m and zb's row max
+#     # ell: notebook 05's rescale of the old sum, plus zb's own sum measured from m_new
+#     # m becomes m_new
+# # after the loop: notebook 05's last line
+# ```
+#
+# Per step the walk holds one $(T, b)$ tile, its `exp` temporary and two $(T,)$ vectors — never a row of $V$.
+# A library log-sum-exp of a block followed by `logaddexp` gives the same numbers, but then torch carries the
+# max and the rescale for you; the check refuses it.
 #
 # </details>
 # %% test id=test_vocab_blocked_lse points=2
 """vocab_blocked_lse: batch 1, batch 7, blocks that do not divide V, transposed
 h and W, logits up to ±1000 (a running max that grows from block to block),
-against torch.logsumexp; then no tensor of T×V elements at T = 301, V = 347."""
+against torch.logsumexp; then at T = 301, V = 347 no tensor larger than one
+block's logits plus the sizes of h and W, and no library log-sum-exp,
+logaddexp or softmax inside the call."""
 course.selfcheck.vocab_blocked_lse(vocab_blocked_lse)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -367,18 +442,37 @@ autograder.check.vocab_blocked_lse(vocab_blocked_lse)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: the online log-sum-exp
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# $$\boxed{\;m' = \max(m, \max_{v \in b} z_v), \qquad s' = s\, e^{m - m'} + \sum_{v \in b} e^{z_v - m'}, \qquad
-# \operatorname{lse} = m + \log s\;}$$
+# A block of the vocabulary is a block of **rows of $W$**: with $W_b$ the rows $j, \dots, j + b - 1$,
 #
-# — the same rescaling as FlashAttention's online softmax. With it, Cut Cross-Entropy's forward holds
-# $(T, \text{block})$ logits at a time and keeps $\operatorname{lse}$, **one number per token**. Its backward
-# walks the blocks again: block $b$'s gradient is $\bar z_b = (e^{z_b - \operatorname{lse}} - Y_b)/n$ — recomputed
-# from $h$, $W_b$ and the saved $\operatorname{lse}$, exactly as notebook 05 recomputed $P$ from $L$ — and adds
-# $\bar z_b W_b$ into $\bar h$ and writes $\bar z_b^\top h$ into block $b$'s rows of $\bar W$. Nothing of size
-# $T \times V$, and nothing of size $c \times V$ either: $O(T \cdot \text{block})$. In a real kernel the blocks
-# live in on-chip SRAM and never touch HBM at all.
+# $$\boxed{\;z_b = h\, W_b^\top\;} \quad (T, b),$$
+#
+# in code `h @ W[j:j + block].T`: every token's logits for those classes and no others. The walk carries
+# notebook 05's $m$ and $\ell$, one of each per token, and after the last block
+# $\operatorname{lse} = m + \log \ell$. It holds one $(T, b)$ tile (and its `exp`) and two $(T,)$ vectors:
+# $O(T \cdot \text{block})$, with the block, not the vocabulary, as the second factor.
+#
+# </details>
+#
+# ### Cut Cross-Entropy, as it is built
+#
+# Your walk keeps all $T$ tokens in each step. Cut Cross-Entropy (Wijmans et al., 2024) puts the same
+# reduction in one kernel and tiles in **two** dimensions, tokens × vocabulary: each program computes one tile
+# of logits from a tile of $h$'s rows and a tile of $W$'s rows, in on-chip SRAM, and reduces it to one
+# log-sum-exp per token; the tiles of one token's vocabulary are then combined into its $\operatorname{lse}$
+# (the same combination as your running max and sum, done across programs). Only $\operatorname{lse}$ — one
+# number per token — and the target logits $z_{t, y_t}$ (an indexed dot product) reach global memory.
+#
+# Its backward walks the same 2-D tiles: it recomputes each tile's logits, forms the tile's gradient from the
+# saved $\operatorname{lse}$ (as notebook 05 recomputed $P$ from $L$), and **accumulates** across tiles: the
+# tile's product with $W$'s rows into $\bar h$ (summed over the vocabulary tiles of those tokens), and its
+# product with $h$'s rows into $\bar W$ (summed over the token tiles of those words). Two more ideas make it
+# fast. *Gradient filtering*: most softmax entries of a row are too small to survive rounding in the precision
+# the gradient is kept in (bf16), so a tile whose entries are all below that threshold is skipped. *Vocabulary
+# sorting*: the vocabulary is reordered so that the words that do carry gradient share tiles, and more tiles
+# can be skipped whole. No tensor of size $T \times V$, nor chunk $\times V$, ever exists: for Gemma 2 (2B) the
+# loss's memory goes from 24 GB to about 1 MB.
 # %% [markdown]
 # ## Part D — ce_grad_kernel (2 points)
 #
@@ -452,14 +546,14 @@ def ce_grad_kernel(
     scale = tl.where(counted, tl.full([], 1.0, dtype) / n, 0.0).to(dtype)  # 1/n in the logits' dtype, or 0
     acc = tl.zeros([], tl.float32) + tl.zeros([], dtype)  # 0 in float32, or float64 for float64 logits
     m = acc - float("inf")  # running max of the row; half-precision logits are summed in float32
-    s = acc  # running sum of exp(z − m)
+    ell = acc  # running sum of exp(z − m)
     for start in range(0, V, BLOCK_V):  # first walk: Part C's online log-sum-exp
         mask = start + cols < V
         z = tl.load(z_row + start + cols, mask=mask, other=float("-inf"))  # masked lanes add exp(−inf) = 0
         m_new = tl.maximum(m, tl.max(z, axis=0))
-        s = s * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)
+        ell = ell * tl.exp(m - m_new) + tl.sum(tl.exp(z - m_new), axis=0)
         m = m_new
-    lse = m + tl.log(s)
+    lse = m + tl.log(ell)
     tl.store(LOSS_ptr + row, (lse - tl.load(z_row + t)) * scale)  # read z_target before it is overwritten
     for start in range(0, V, BLOCK_V):  # second walk: the gradient over the logits
         mask = start + cols < V
@@ -491,17 +585,15 @@ def ce_grad_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the masks, and where the sums are kept</summary>
 #
-# Per program: the row index, `tl.program_id(0)` cast to int64; the row's start, `Z_ptr` plus the row times
-# `z_row_stride`; the target `y`, a safe class `tl.where(y != -100, y, 0)` and a factor `scale` that is $1/n$ on a
-# counted row and 0 on an ignored one. The first walk, over `range(0, V, BLOCK_V)`, loads each piece under the
-# mask `start + cols < V` with `other=float("-inf")` and updates `m` and `s` as in Part C (both 0-d, in float32
-# at least — float64 for float64 logits, float32 for half-precision ones, which a sum of V terms needs: adding
-# `tl.zeros([], tl.float32)` and `tl.zeros([], dtype)` gives that type); then the log-sum-exp is
-# `m + tl.log(s)` and the loss `(lse - z_y) * scale`. The second walk loads each piece again with `other=0.0`,
-# turns each piece into its softmax with the log-sum-exp, subtracts 1 in the one column that is the target
-# (compare the column indices with `t` under `tl.where`), scales by `scale` and stores it under the mask.
+# The last piece of a row is partly past $V$. In the first walk, what must a masked lane load so that it
+# changes neither the running max nor the running sum (what is $e^{-\infty}$)? In the second, the lanes past
+# $V$ load something harmless and the store must skip them: another row, or the padding, lies there. The
+# running max and sum are 0-d values carried across the loop; keep them in float32 at least — float64 for
+# float64 logits, float32 for half-precision ones, whose sum of $V$ terms would lose digits (a float32 zero
+# added to a zero of the logits' dtype has the wider of the two types). The one-hot of a piece: compare the
+# piece's column indices with the row's safe class under `tl.where`.
 #
 # </details>
 # %% test id=test_ce_grad_kernel points=2
@@ -516,13 +608,24 @@ autograder.check.ce_grad_kernel(ce_grad_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: Liger's trick
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# One program per row reads the row, keeps two numbers (the running max and sum), writes one loss, then reads
-# the row again and writes $\boxed{\;\bar z = (P - Y)/n\;}$ **over** it, in code `g = (p - onehot) * scale`.
-# The chunk's logits and their gradient are one $(c, V)$ buffer: at chunk $= 1024$ that is 0.53 GB, where Part
-# B's chunk held three of that size. The chunk's matmuls then read the gradient from that same buffer:
-# $\bar h_c = \bar z_c W$ and $\bar W \mathrel{+}= \bar z_c^\top h_c$. Here is one chunk of Part B through the
+# One program per row reads the row, keeps two numbers (Part C's running max and sum), writes one loss
+# $(\operatorname{lse} - z_y)/n$, then reads the row again and writes Part A's gradient **over** it:
+#
+# $$\boxed{\;\bar z = (P - Y)/n\;}$$
+#
+# one piece at a time, in code `g = (p - onehot) * scale`, with `scale` $1/n$ on a counted row and 0 on an
+# ignored one, and masks that keep every load and store inside the row's
+# $V$ values.
+#
+# </details>
+#
+# ### Liger's trick
+#
+# The chunk's logits and their gradient are one $(c, V)$ buffer: at this notebook's chunk of 1024 that is
+# 0.53 GB, where Part B's chunk held three of that size. The chunk's matmuls then read the gradient from that
+# same buffer, for the chunk's rows of $\bar h$ and its share of $\bar W$. Here is one chunk of Part B through the
 # kernel, against `F.cross_entropy`:
 # %% check-output
 gen = torch.Generator().manual_seed(8)
@@ -555,10 +658,11 @@ except Exception as exc:
 #
 # Every curve is also read for what it implies on a GPU: the peak minus the outputs, divided by one
 # logits-sized tensor of its kind ($T \times V$, chunk $\times V$, $T \times$ block), times that tensor at
-# $T = 8192$, $V = 128{,}256$ in float32, with chunks of 1024 and blocks of 4096 there.
+# $T = 8192$, $V = 128{,}256$ in float32, with this notebook's chunks of 1024 and blocks of 4096 there (Liger's
+# rule would pick chunks of 256, a quarter of each figure below for the chunked walk).
 # %%
 V_CPU, D_CPU, CHUNK, BLOCK = 2048, 64, 128, 256  # the measured head
-CHUNK_GPU, BLOCK_GPU = 1024, 4096  # what a GPU kernel would use at Llama 3's sizes
+CHUNK_GPU, BLOCK_GPU = 1024, 4096  # this notebook's sizes at Llama 3's scale (Liger's own rule gives chunks of 256)
 T_SIZES = [256, 512, 1024, 2048]
 F32 = 4  # bytes per float32
 
@@ -635,12 +739,13 @@ plt.show()
 #
 # ## What to take away
 #
-# - The LM head's backward is three lines you already knew: $\bar z = (P - Y)/n$ over the counted tokens,
-#   $\bar h = \bar z W$, $\bar W = \bar z^\top h$. Ignored targets leave the sum **and** the count.
-# - Row $t$ of $\bar z$ needs only row $t$ of $z$ and the global count, so the tokens can be walked in chunks:
-#   each chunk owns its rows of $\bar h$, and **adds** into $\bar W$. Peak memory $O(\text{chunk} \cdot V)$
-#   instead of $O(T V)$ — Liger-Kernel's fused linear cross-entropy.
-# - The log-sum-exp is a reduction with an online max and a rescaled sum, so the vocabulary can be walked
-#   too: $O(T \cdot \text{block})$, and with the backward recomputing each block from the saved
-#   $\operatorname{lse}$, Cut Cross-Entropy never holds a row of logits at all.
+# - The LM head's backward is notebooks 01 and 02 chained; what the head adds is **which tokens count** —
+#   ignored targets leave the sum and the count — and **the layout**, $W$ stored $(V, d)$.
+# - Row $t$ of $\bar z$ needs only row $t$ of $z$ and the batch's count, so the tokens can be walked in chunks:
+#   each chunk owns its rows of $\bar h$, and every chunk contributes to $\bar W$. The largest tensor is then
+#   one chunk's logits, $O(\text{chunk} \cdot V + T d)$ instead of $O(T V)$ — Liger-Kernel's fused linear
+#   cross-entropy, whose chunk is its own choice of memory against matmul size.
+# - The log-sum-exp is notebook 05's online reduction, so the vocabulary can be walked too, in
+#   $O(T \cdot \text{block})$; tiled over tokens and vocabulary at once, with the backward recomputing each tile from
+#   the saved $\operatorname{lse}$, Cut Cross-Entropy never holds a row of logits at all.
 # - Same FLOPs, a few GB less: when memory is the limit, walking beats holding.

@@ -4,7 +4,8 @@ and the alternatives that would give the derivation away (the logits' gradient, 
 
 Every size is a non-power of two; each walk has a chunk (block) of one, one that divides T (V), one that does
 not, and one longer than the sequence (vocabulary); the last case of the walked checks is the memory case,
-T·V at least ``MEMORY_RATIO`` chunks' (blocks') worth of logits.
+T·V at least ``MEMORY_RATIO`` chunks' (blocks') worth of logits, where d is small enough that a walk in two
+halves stands several times above what one step may allocate.
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ CHUNK_SHAPES = [
     Shape("batch 10", T=10, V=9, d=5, size=3, logits=1500.0),  # exp of the raw logits overflows float64
 ]
 LAST_CHUNK_IGNORED = Shape("batch 12", T=12, V=10, d=5, size=5)  # chunks 5, 5, 2; the last one's targets ignored
-MEMORY_CHUNK = Shape("long sequence", T=443, V=263, d=29, size=27, ignored=7)  # 443 tokens = 16.4 chunks of 27
+# 443 tokens = 16.4 chunks of 27. Allowed: one chunk's logits and h's and W's sizes, 7,101 + 5,759 + 3,419 = 16,279
+# elements; two halves of T make 222 × 263 = 58,386.
+MEMORY_CHUNK = Shape("long sequence", T=443, V=263, d=13, size=27, ignored=7)
 LSE_SHAPES = [
     Shape("batch 1", T=1, V=9, d=5, size=4),  # blocks of 4, 4 and 1
     Shape("batch 7", T=7, V=17, d=5, size=5),  # blocks of 5, 5, 5 and 2
@@ -58,7 +61,9 @@ LSE_SHAPES = [
     Shape("batch 5, block > V", T=5, V=7, d=3, size=8),  # one block, longer than the vocabulary
     Shape("batch 9", T=9, V=13, d=6, size=3, transposed=True),  # code that depends on the layout
     Shape("batch 6", T=6, V=19, d=5, size=4, logits=1500.0),  # the running max grows from block to block
-    Shape("long vocabulary", T=331, V=353, d=11, size=22),  # 353 classes = 16.04 blocks of 22: the memory rule
+    # 353 classes = 16.04 blocks of 22: the memory rule; allowed 7,282 + 3,641 + 3,883 = 14,806 elements, two
+    # halves of the vocabulary 331 × 177 = 58,587.
+    Shape("long vocabulary", T=331, V=353, d=11, size=22),
 ]
 
 

@@ -170,6 +170,44 @@ def lse_materialized(h, W, block):
     return torch.logsumexp(h @ W.T, dim=-1)  # bug: the full T×V logits
 
 
+def two_halves(h, W, target, chunk):
+    return chunked(h, W, target, -(-h.shape[0] // 2))  # bug: `chunk` ignored, two (T/2)×V pieces of logits
+
+
+def lse_two_halves(h, W, block):
+    return blocked(h, W, -(-W.shape[0] // 2))  # bug: `block` ignored, two T×(V/2) pieces of logits
+
+
+def logaddexp_walk(h, W, block):
+    lse = h.new_full((h.shape[0],), float("-inf"))
+    for j in range(0, W.shape[0], block):
+        lse = torch.logaddexp(lse, (h @ W[j:j + block].T).logsumexp(-1))  # bug: torch combines the blocks
+    return lse
+
+
+def blockwise_logsumexp(h, W, block):
+    """The running max and rescaled sum written out, but each block's own sum taken by torch.logsumexp."""
+    m = h.new_full((h.shape[0],), float("-inf"))
+    s = h.new_zeros(h.shape[0])
+    for j in range(0, W.shape[0], block):
+        lb = torch.logsumexp(h @ W[j:j + block].T, -1)  # bug: a library log-sum-exp inside the walk
+        new = torch.maximum(m, lb)
+        s = s * torch.exp(m - new) + torch.exp(lb - new)
+        m = new
+    return m + torch.log(s)
+
+
+def softmax_walk(h, W, block):
+    """Each block's sum from its softmax's normaliser: lse_b = z_b[0] − log softmax(z_b)[0]."""
+    lse = h.new_full((h.shape[0],), float("-inf"))
+    for j in range(0, W.shape[0], block):
+        z = h @ W[j:j + block].T
+        lb = z[:, 0] - torch.log_softmax(z, -1)[:, 0]  # bug: a library softmax inside the walk
+        top = torch.maximum(lse, lb)
+        lse = top + torch.log(torch.exp(lse - top) + torch.exp(lb - top))
+    return lse
+
+
 def transposed_dW(h, W, target):
     loss, dh, dW = dense(h, W, target)
     return loss, dh, dW.T.contiguous()  # bug: hᵀ z̄ in place of z̄ᵀ h
@@ -243,6 +281,11 @@ def unstable_lse(h, W, block):
     ("chunked_linear_ce", dW_not_accumulated, "batch-reduction"),  # dW not accumulated across chunks
     ("chunked_linear_ce", materialized, "materialized-logits"),  # the logits, materialized
     ("vocab_blocked_lse", lse_materialized, "materialized-logits"),
+    ("chunked_linear_ce", two_halves, "materialized-logits"),  # `chunk` ignored: half the logits at once
+    ("vocab_blocked_lse", lse_two_halves, "materialized-logits"),
+    ("vocab_blocked_lse", logaddexp_walk, "delegated-to-library"),  # torch.logaddexp and Tensor.logsumexp
+    ("vocab_blocked_lse", blockwise_logsumexp, "delegated-to-library"),  # torch.logsumexp per block
+    ("vocab_blocked_lse", softmax_walk, "delegated-to-library"),  # torch.log_softmax per block
     ("linear_ce_backward", transposed_dW, "transpose"),  # a transposed W̄
     ("chunked_linear_ce", chunked_transposed_dW, "transpose"),
     ("linear_ce_backward", negated, "sign"),
@@ -284,7 +327,7 @@ def test_the_checks_reference_is_no_answer(name, helper, seeded):
 
 def test_the_wrong_count_is_named_as_the_ignored_rows():
     failure = failure_of(visible.linear_ce_backward, mean_over_every_row)
-    assert "ignore_index" in failure.sentence and failure.topic == "ignored" and failure.hint == 2
+    assert "ignore_index" in failure.sentence and failure.topic == "ignored" and failure.hint == 1
 
 
 def test_dW_not_accumulated_says_so_and_points_to_the_walk():
@@ -321,8 +364,37 @@ def test_an_allocation_measured_in_another_process_is_named_by_its_size():
     with pytest.raises(GradingFailure) as info:
         visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[measured]))], [case])
     assert info.value.cls == "materialized-logits" and f"{T * V:,} elements at once" in info.value.sentence
-    just_below = Allocation("aten.mm", (T * V - 1,), T * V - 1, 8 * (T * V - 1), torch.float64, False)
-    visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[just_below]))], [case])
+    d, chunk = case.args[0].shape[1], case.args[3]
+    allowed = chunk * V + T * d + V * d  # one chunk's logits, dh, dW
+    at_most = Allocation("aten.mm", (allowed,), allowed, 8 * allowed, torch.float64, False)
+    visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[at_most]))], [case])
+    above = Allocation("aten.mm", (allowed + 1,), allowed + 1, 8 * (allowed + 1), torch.float64, False)
+    with pytest.raises(GradingFailure) as info:
+        visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[above]))], [case])
+    assert info.value.cls == "materialized-logits"
+
+
+def test_a_walk_that_ignores_its_chunk_is_named_by_its_allocation_and_the_chunk(seeded):
+    """Two halves of T pass the values and never make T×V: the diagnosis names the half and the chunk it ignored."""
+    for check, shape in ((visible.chunked_linear_ce, visible.CHUNK_SHAPES[-1]),
+                         (hidden.chunked_linear_ce, hidden.MEMORY_CHUNK)):
+        failure = failure_of(check, two_halves)
+        half = -(-shape.T // 2)
+        assert failure.cls == "materialized-logits" and "right values" in failure.sentence
+        assert f"a {half}×{shape.V} tensor" in failure.sentence and f"chunk = {shape.size}" in failure.sentence
+        assert f"one chunk of logits ({shape.size}×{shape.V}" in failure.sentence
+    failure = failure_of(visible.vocab_blocked_lse, lse_two_halves)
+    shape = visible.LSE_SHAPES[-1]
+    assert f"block = {shape.size}" in failure.sentence and f"one block of logits ({shape.T}×{shape.size}" in failure.sentence
+
+
+def test_the_library_combining_is_named_by_its_op(seeded):
+    for fn, op in ((logaddexp_walk, "aten.logaddexp"), (blockwise_logsumexp, "aten.logsumexp"),
+                   (softmax_walk, "aten._log_softmax")):
+        for check in both("vocab_blocked_lse"):
+            failure = failure_of(check, fn)
+            assert failure.cls == "delegated-to-library" and op in failure.sentence, (fn.__name__, failure.sentence)
+            assert "running max" in failure.sentence and failure.hint is not None
 
 
 def test_a_library_backward_kernel_is_autograd(seeded):
