@@ -8,17 +8,19 @@
 # two vectors, writes one, and keeps a single number on the side.
 #
 # This notebook has you find out why. You write the dense Jacobian, then multiply it by
-# $\bar y$ on paper and see what is left of it. Then three questions a kernel writer needs
-# answered: does the backward need the logits $x$, or is the output $y$ enough? Does the number
-# a stable forward subtracts from every logit cost anything in the backward? And what happens
-# when softmax meets the cross-entropy loss that usually follows it?
+# $\bar y$ on paper and see what is left of it. Then the questions a kernel writer needs
+# answered: does the backward need the logits $x$, or is the output $y$ enough? What does a
+# number subtracted from every logit of a row do to the forward and to the backward? What
+# happens when softmax meets the cross-entropy loss that usually follows it? And what is the
+# backward of log-softmax, the op that loss is built on?
 #
 # | Part | you write | points |
 # |---|---|---|
 # | A | `softmax_jacobian(y) -> J`, shape $(\dots, N, N)$ | 1 |
 # | B | `softmax_backward(y, dy) -> dx` without building $J$ | 3 |
-# | C | `shifted_softmax_vjp(x, c, dy) -> (y, dx, dc)`: softmax of $x - c$ and its gradients, in float32 too | 2 |
+# | C | `shifted_softmax_vjp(x, c, dy) -> (y, dx, dc)`: softmax of $x - c$ for a shift $c$ per row, and the gradients of both, in float32 too | 2 |
 # | D | `softmax_cross_entropy_backward(logits, target) -> dlogits` | 2 |
+# | E | `log_softmax_backward(z, dz) -> dx` for $z = \log \operatorname{softmax}(x)$, without building a Jacobian | 2 |
 #
 # **Notation** (from notebook 00). $L$ is a scalar loss; $\bar t = \partial L / \partial t$ is
 # the gradient of a tensor $t$ and has exactly its shape; in code $\bar t$ is `dt`. Softmax acts
@@ -26,7 +28,9 @@
 # is a batch axis.
 #
 # Each exercise is followed by collapsed hints: open the first only when you are stuck, and the
-# next only when that was not enough. The last one gives the answer away.
+# next only when that was not enough. They ask the question to ask and work a small case (a
+# $2 \times 2$ Jacobian, one term of a sum); none of them gives the answer. The answer is in a
+# collapsed recap after the test cell — open it once your check passes, and compare.
 # %%
 import course
 import matplotlib.pyplot as plt
@@ -80,9 +84,9 @@ print("  torch.softmax:         ", [round(v, 4) for v in torch.softmax(big, dim=
 # The formula as written is right on ordinary logits and useless on large ones: $e^{1000}$ is
 # inf in float32 (so is anything above $e^{88.7}$), and inf / inf is NaN. Large logits are not
 # exotic: attention scores are dot products of vectors with hundreds of entries, and a
-# classifier trained to be confident pushes its logits apart. `torch.softmax` gives the right
-# answer there. How it does that without changing the answer, and what that costs in the
-# backward, is Part C's question; until then the experiments use `torch.softmax`.
+# classifier trained to be confident pushes its logits apart. `torch.softmax` gives finite
+# numbers there. What it does differently, and what that does to the backward, is Part C's
+# question; until then the experiments use `torch.softmax`.
 #
 # ## 2 · The dense Jacobian
 #
@@ -130,39 +134,33 @@ def softmax_jacobian(y):
 # %% [markdown]
 # <details><summary>Hint 1 — what depends on x_j?</summary>
 #
-# Write $y_i = e^{x_i} / Z$ with $Z = \sum_k e^{x_k}$. The numerator depends on $x_j$ only
-# when $j = i$; the denominator depends on every $x_j$, with $\partial Z / \partial x_j = e^{x_j}$.
-# So there are two cases, $i = j$ and $i \ne j$, and both get a term from $Z$.
+# Write $y_i = e^{x_i} / Z$ with $Z = \sum_k e^{x_k}$. Which of the two, $e^{x_i}$ and $Z$, changes
+# when $x_j$ changes — when $j = i$, and when $j \ne i$? What is $\partial Z / \partial x_j$? You
+# should end with two cases, and a term from $Z$ in both.
 #
 # </details>
 #
-# <details><summary>Hint 2 — the quotient rule, then only y</summary>
+# <details><summary>Hint 2 — N = 2, by hand</summary>
 #
-# Differentiate by the quotient rule, $(u / v)' = u' / v - u\, v' / v^2$. Every
-# $e^{x_k} / Z$ that appears is $y_k$: rewrite it so, and $x$ disappears. The Kronecker delta
-# $\delta_{ij}$ (1 when $i = j$, else 0) writes both cases in one line. Check your signs against
-# autograd's $J$ above: its diagonal is positive and everything off it is negative.
+# Take one row of two logits, $Z = e^{x_1} + e^{x_2}$. Work out one entry off the diagonal with the
+# quotient rule $(u / v)' = u' / v - u\, v' / v^2$:
 #
-# </details>
+# $$J_{12} = \frac{\partial}{\partial x_2} \frac{e^{x_1}}{Z} = 0 - \frac{e^{x_1}\, e^{x_2}}{Z^2}.$$
 #
-# <details><summary>Hint 3 — one matrix per row</summary>
-#
-# As a matrix, the answer is a diagonal matrix minus a product of the row with itself.
-# `torch.diag_embed` puts the last axis of a tensor on the diagonal of a new pair of axes,
-# $(\dots, N) \to (\dots, N, N)$. A product of every entry of a row with every entry of the same
-# row is a broadcast: a $(\dots, N, 1)$ column times a $(\dots, 1, N)$ row, both made with
-# `unsqueeze`. Unsqueezing the batch axes instead pairs entries of different rows.
+# Every $e^{x_k} / Z$ in it is a $y_k$: rewrite it with $y$ alone. Now do $J_{11}$, where the numerator
+# depends on $x_1$ too, and write both cases as one expression with the Kronecker delta $\delta_{ij}$
+# (1 when $i = j$, else 0). Check your signs against autograd's $J$ above: its diagonal is positive,
+# everything off it negative.
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formula</summary>
+# <details><summary>Hint 3 — one matrix per row, in torch</summary>
 #
-# $$\frac{\partial y_i}{\partial x_j}
-#   = \frac{\delta_{ij}\, e^{x_i}}{Z} - \frac{e^{x_i}\, e^{x_j}}{Z^2}
-#   = y_i\,\delta_{ij} - y_i\, y_j ,
-#   \qquad J = \operatorname{diag}(y) - y\, y^\top ,$$
-#
-# in code `torch.diag_embed(y) - y.unsqueeze(-1) * y.unsqueeze(-2)`.
+# Your expression has a part that lives only on the diagonal and a part that pairs every entry of a
+# row with every entry of the same row. `torch.diag_embed` puts the last axis of a tensor on the
+# diagonal of a new pair of axes, $(\dots, N) \to (\dots, N, N)$. A table of products of a row with
+# itself is a broadcast of a $(\dots, N, 1)$ column against a $(\dots, 1, N)$ row, both made with
+# `unsqueeze` on the last axes. Unsqueezing a batch axis instead pairs entries of different rows.
 #
 # </details>
 # %% test id=test_softmax_jacobian points=1
@@ -175,20 +173,25 @@ autograder.check.softmax_jacobian(softmax_jacobian)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the softmax Jacobian
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# By the quotient rule — the numerator depends on $x_j$ only when $j = i$, the denominator
-# $Z = \sum_k e^{x_k}$ on every $x_j$, with $\partial Z / \partial x_j = e^{x_j}$:
+# **The softmax Jacobian.** By the quotient rule — the numerator depends on $x_j$ only when
+# $j = i$, the denominator $Z = \sum_k e^{x_k}$ on every $x_j$, with $\partial Z / \partial x_j = e^{x_j}$:
 #
 # $$\frac{\partial y_i}{\partial x_j}
 #   = \frac{\delta_{ij}\, e^{x_i}}{Z} - \frac{e^{x_i}\, e^{x_j}}{Z^2}
 #   = y_i\,\delta_{ij} - y_i\, y_j ,
 #   \qquad\qquad
-#   \boxed{\;J = \operatorname{diag}(y) - y\, y^\top\;} \quad (N \times N).$$
+#   \boxed{\;J = \operatorname{diag}(y) - y\, y^\top\;} \quad (N \times N),$$
 #
-# Two things to read off before the backward:
+# in code `torch.diag_embed(y) - column * row`, where `column` is `y` unsqueezed at $-1$ and `row` at $-2$.
 #
-# - **$J$ is symmetric**: $y_i y_j = y_j y_i$. So $J^\top \bar y = J \bar y$.
+# </details>
+#
+# Two things to read off $J$ before the backward:
+#
+# - **$J$ is symmetric**: the entry in row $i$, column $j$ equals the one in row $j$, column $i$.
+#   So $J^\top \bar y = J \bar y$.
 # - **$J$ is made of $y$ alone.** The logits $x$ do not appear: whoever saved $y$ can backprop.
 #
 # ## 3 · Multiply by $\bar y$
@@ -251,39 +254,37 @@ def softmax_backward(y, dy):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — do the product on paper</summary>
+# <details><summary>Hint 1 — N = 2, on paper</summary>
 #
-# Substitute $J_{ij}$ from Part A into $\bar x_j = \sum_i J_{ij}\, \bar y_i$ and split the sum
-# in two: the part with $\delta_{ij}$ and the rest. The $\delta_{ij}$ keeps only one term of its
-# sum. Nothing in the result needs $J$ as a matrix.
+# Take one row of two and write the product out: $\bar x_1 = J_{11}\, \bar y_1 + J_{21}\, \bar y_2$, with
+# the entries of $J$ from Part A. Expand it, and collect everything that is multiplied by $y_1$.
+# Do the same for $\bar x_2$. What appears in both results, unchanged?
 #
 # </details>
 #
-# <details><summary>Hint 2 — one number per row</summary>
+# <details><summary>Hint 2 — any N: split the sum</summary>
 #
-# The other part is $y_j$ times a sum over $i$ in which $j$ does not appear: the same number
-# for every entry of the row. Compute it once per row, then use it $N$ times. (A kernel does it
-# in two sweeps over the row: one accumulates that number, one writes $\bar x$.) Mind the sign
-# of each part.
+# Substitute Part A's $J_{ij}$ into $\bar x_j = \sum_i J_{ij}\, \bar y_i$ and split it into the sum of
+# the $\delta_{ij}$ terms and the sum of the rest. The $\delta_{ij}$ keeps one term of its sum: which
+# one? In the rest, $y_j$ can come out of the sum over $i$ — and what is left inside does not
+# depend on $j$ at all. How many such numbers does a row need? Mind the sign of each part.
 #
 # </details>
 #
 # <details><summary>Hint 3 — the shapes of a row reduction</summary>
 #
-# That number is a sum over the last axis, one per row. Keep the axis (`keepdim=True`), so that
-# it has shape $(\dots, 1)$ and broadcasts down the row it belongs to. Without it, a tensor of
-# shape $(B,)$ meets one of shape $(B, N)$ aligned from the right — along the wrong axis — and
-# when $B = N$ nothing even complains. Sum over the last axis only: each row has its own number.
+# A number per row is a sum over the last axis. Keep the axis (`keepdim=True`), so that it has shape
+# $(\dots, 1)$ and broadcasts down the row it belongs to. Without it, a tensor of shape $(B,)$ meets
+# one of shape $(B, N)$ aligned from the right — along the wrong axis — and when $B = N$ nothing
+# even complains. Sum over the last axis only: each row has its own number.
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formula</summary>
+# <details><summary>Hint 4 — the step that collapses</summary>
 #
-# $$\bar x_j = \sum_i \left(y_i \delta_{ij} - y_i y_j\right) \bar y_i
-#   = y_j\, \bar y_j - y_j \sum_i y_i\, \bar y_i ,
-#   \qquad s = \langle y, \bar y \rangle, \qquad \bar x = y \odot (\bar y - s),$$
-#
-# in code, `s` is the row sum of `y * dy` kept as a column (`keepdim=True`), then `y * (dy - s)`.
+# The identity that removes the matrix: a Kronecker delta inside a sum picks one term,
+# $\sum_i \delta_{ij}\, a_i = a_j$. Everything else is the distributive law and the name you give to
+# what does not depend on $j$ (the code's `s`, computed once per row before anything else).
 #
 # </details>
 # %% test id=test_softmax_backward points=3
@@ -297,9 +298,9 @@ autograder.check.softmax_backward(softmax_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the collapse to one scalar per row
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Entry by entry,
+# **The collapse to one scalar per row.** Entry by entry,
 #
 # $$\bar x_j = \sum_i J_{ij}\, \bar y_i
 #   = \sum_i \left(y_i \delta_{ij} - y_i y_j\right) \bar y_i
@@ -312,13 +313,17 @@ autograder.check.softmax_backward(softmax_backward)
 #   \qquad\qquad
 #   \boxed{\;\bar x = y \odot (\bar y - s)\;}$$
 #
-# ($\odot$ is the elementwise product.) The whole $N \times N$ matrix only ever acted through
-# that one scalar. What it costs, per row of length $N$:
+# ($\odot$ is the elementwise product): in code, `s` is the sum of `y * dy` over the last axis,
+# kept as a column (`keepdim=True`), then `y * (dy - s)`. The whole $N \times N$ matrix only ever acted through that one scalar.
+#
+# </details>
+#
+# What it costs, per row of length $N$:
 #
 # | | time | extra memory | memory traffic |
 # |---|---|---|---|
 # | dense: build $J$, then $J \bar y$ | $O(N^2)$ | $N^2$ numbers | write $N^2$, read $N^2 + 2N$, write $N$ |
-# | collapsed: $s$, then $y \odot (\bar y - s)$ | $O(N)$ | **one** number, $s$ | read $2N$, write $N$ |
+# | collapsed: the hub, then $\bar x$ | $O(N)$ | **one** number, $s$ | read $2N$, write $N$ |
 #
 # Here is a row of 12 drawn both ways — everything the dense product uses on the left,
 # everything the collapsed one uses on the right:
@@ -406,14 +411,15 @@ for backward in (naive_softmax_backward, softmax_backward):
 # output $y$ for the backward and can drop $x$: whoever holds $y$ can backprop. Notebook 03
 # builds its Triton softmax on exactly that.
 #
-# ## 6 · A shift for free?
+# ## 6 · A shift per row
 #
 # Back to the question §1 left open: `torch.softmax` survives logits of 1000 where the formula
 # as written gives NaN. The cheapest change a forward can make is to subtract one number $c$
 # from every logit of a row before exponentiating. Part C asks what that does: to $y$, to
 # $\bar x$, and to the gradient of $c$ itself. That last one matters whenever $c$ is computed
-# from the logits, as a stabilising shift would be: if any gradient flowed through $c$, the
-# backward of a stable softmax would need a correction that Part B's does not have.
+# from the logits, as a stabilising shift would be: whatever $\bar c$ is, autograd sends it back
+# through $c$ into the logits, and a hand-written backward has to do the same. (Part E meets
+# another op that subtracts a number per row computed from the logits, so keep your working.)
 #
 # ## Part C — shifted_softmax_vjp (2 points)
 #
@@ -430,7 +436,8 @@ for backward in (naive_softmax_backward, softmax_backward):
 # - Write the forward yourself, from `exp` and row reductions (`amax`, `sum`): `torch.softmax`,
 #   `log_softmax` and `logsumexp` are refused here, because they stabilise for you. The
 #   backward may not call autograd.
-# - The questions: does $y$ depend on $c$? What, then, are $\bar x$ and $\bar c$?
+# - The questions: how does $y$ change when $c$ does? What are $\bar x$ and $\bar c$ — derive
+#   them from Parts A and B and the chain rule, do not guess them from a picture.
 # - The visible check uses one row, batch 1, batch 7 (once square), a 3-D input, a transposed
 #   view in float64, and three float32 batches of large logits.
 # %% solution id=shifted_softmax_vjp
@@ -453,46 +460,43 @@ def shifted_softmax_vjp(x, c, dy):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — does y depend on c?</summary>
+# <details><summary>Hint 1 — where does c enter?</summary>
 #
-# Write one entry, $y_i = e^{x_i - c} / \sum_j e^{x_j - c}$, and split each exponential:
-# $e^{x_i - c} = e^{x_i}\, e^{-c}$. Where does the factor $e^{-c}$ appear, and what is left of
-# it once you simplify?
-#
-# </details>
-#
-# <details><summary>Hint 2 — choose your own shift, one per row</summary>
-#
-# If $y$ does not depend on $c$, the forward may subtract any number it likes from a row —
-# the $c$ it is handed included, or not. In float32, $e^z$ is inf above $z \approx 88.7$ and
-# rounds to 0 below $z \approx -103.9$, and both inf / inf and 0 / 0 are NaN. Which number,
-# computed from the row itself, makes every exponent $\le 0$ and at least one of them exactly 0
-# (so that the denominator is at least 1)? It must be one number per row — a reduction over
-# the last axis with the axis kept: one number for the whole batch fails on a batch whose rows
-# are a thousand apart.
+# Name the shifted logits $z = x - c\mathbf{1}$, so that $y = \operatorname{softmax}(z)$. The chain rule
+# through $z$ needs two small derivatives: $\partial z_j / \partial x_k$ and $\partial z_j / \partial c$.
+# What are they? Write $\bar x$ and $\bar c$ in terms of $\bar z$ — one of them is a sum over the row,
+# of the shape of `c`. And $\bar z$ itself is a backward you already wrote.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the backward, through c</summary>
+# <details><summary>Hint 2 — the forward, in float32</summary>
 #
-# $y$ does not depend on $c$, so the $\bar x$ here is Part B's, for every $c$. For $\bar c$:
-# $c$ reaches $y$ only through the $N$ numbers $z_j = x_j - c$, each with
-# $\partial z_j / \partial c = -1$, so $\bar c = -\sum_j \bar z_j$: a sum over the row, of shape
-# $(\dots, 1)$ like $c$. And $\bar z = J \bar y$, so $\bar c = -\mathbf{1}^\top J \bar y$. What does
-# $J$ do to the all-ones vector? Add up one row of Part A's $J$. (Differentiating only the
-# numerator $e^{x_i - c}$ forgets that $c$ sits in every exponent of the denominator too.)
+# $e^z$ is inf above $z \approx 88.7$ in float32 and rounds to 0 below $z \approx -103.9$; both
+# inf / inf and 0 / 0 are NaN, and the $c$ you are handed may leave $x - c$ anywhere. Write one entry,
+# $y_i = e^{x_i - c} / \sum_j e^{x_j - c}$, split each exponential as $e^{x_i}\, e^{-c}$, and look at
+# where $e^{-c}$ ends up. What does that allow a forward to do with the $c$ it was given? If you
+# choose a number of your own, which one, computed from each row, makes every exponent $\le 0$ and
+# the largest exactly 0 (so that the denominator is at least 1)? It must be one number per row.
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formulas</summary>
+# <details><summary>Hint 3 — c̄ for N = 2</summary>
 #
-# $y_i = e^{-c} e^{x_i} / (e^{-c} \sum_j e^{x_j})$, so
-# $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$ for every $c$. Shift by the
-# row max $m = \max_j x_j$ (`amax` over the last axis, `keepdim=True`), exponentiate `x - m`,
-# and divide by its row sum, kept as a column. Then $\bar x = y \odot (\bar y - s)$ as in Part B. Each
-# row of $J$ sums to $y_i - y_i \sum_j y_j = 0$, so $J\mathbf{1} = 0$ and
-# $\bar c = -\mathbf{1}^\top J \bar y = -(J\mathbf{1})^\top \bar y = 0$ ($J$ is symmetric):
-# `dc = torch.zeros_like(c)`.
+# With Hint 1, $\bar c = -(\bar z_1 + \bar z_2)$, and $\bar z = J \bar y$ with Part A's $2 \times 2$ $J$:
+#
+# $$\bar z_1 = y_1 (1 - y_1)\, \bar y_1 - y_1 y_2\, \bar y_2, \qquad \bar z_2 = \dots$$
+#
+# Fill in $\bar z_2$, add the two, and collect the coefficient of $\bar y_1$. Then use what every row
+# of a softmax sums to. (Differentiating only the numerator $e^{x_i - c}$ forgets that $c$ sits in every
+# exponent of the denominator too.)
+#
+# </details>
+#
+# <details><summary>Hint 4 — any N</summary>
+#
+# For any $N$, $\bar c = -\sum_j \bar z_j = -\mathbf{1}^\top J \bar y$: the coefficient of $\bar y_i$ is minus
+# the sum of row $i$ of $J$ ($J$ is symmetric). Add up row $i$ of Part A's $J$ with
+# $\sum_j y_j = 1$. Is the answer special to softmax, or would any function of $z$ give it?
 #
 # </details>
 # %% test id=test_shifted_softmax_vjp points=2
@@ -506,28 +510,34 @@ autograder.check.shifted_softmax_vjp(shifted_softmax_vjp)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the max shift is free
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# The factor $e^{-c}$ is in the numerator and in every term of the denominator, so it cancels:
+# **The max shift is free.** The factor $e^{-c}$ is in the numerator and in every term of the
+# denominator, so it cancels:
 #
 # $$\boxed{\;\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)\ \text{ for every } c\;}$$
 #
 # So a forward may subtract whatever keeps the arithmetic safe, and the kernels do: the row max
-# $m = \max_j x_j$ makes every exponent $\le 0$ and the largest exactly 0, so the sum is at least
-# 1 — no overflow, and no 0/0.
+# $m = \max_j x_j$ (in code `x.amax` over the last axis, kept as a column) makes every exponent $\le 0$ and the
+# largest exactly 0, so the sum is at least 1 — no overflow, and no 0/0.
 #
-# And the backward? $y$ does not depend on $c$, so $\bar x = y \odot (\bar y - s)$ for every $c$,
-# and the gradient of $c$ itself is
+# And the backward? $y$ does not depend on $c$, so $\bar x$ is Part B's for every $c$, and the
+# gradient of $c$ itself is
 #
 # $$\bar c = -\mathbf{1}^\top J \bar y = -(J \mathbf{1})^\top \bar y = 0 ,
 #   \qquad\text{since}\quad J\mathbf{1} = 0 :$$
 #
-# every row of $J$ sums to $y_i - y_i \sum_j y_j = 0$. When the shift is computed from the
-# logits, $c = \max_j x_j$, autograd would send $\bar c$ back through the max to the entry it
-# picked — and $\bar c = 0$, so nothing flows, whichever entry the max picks, even at a tie
-# where max has no derivative at all. **The backward of the stable softmax is the backward of
-# the plain one.** Equivalently, every row of $\bar x$ sums to zero:
-# $\sum_j \bar x_j = \sum_j y_j \bar y_j - s \sum_j y_j = s - s = 0$.
+# every row of $J$ sums to $y_i - y_i \sum_j y_j = 0$ — in code `dc = torch.zeros_like(c)`. That is
+# special to softmax: it holds because the output is normalised, so a shift of the whole row
+# cannot move it. For $e^{x - c}$, or for log-softmax (Part E), the same chain rule gives a
+# $\bar c$ that is not zero.
+#
+# When the shift is computed from the logits, $c = \max_j x_j$, autograd would send $\bar c$
+# back through the max to the entry it picked — and $\bar c = 0$, so nothing flows, whichever entry
+# the max picks, even at a tie where max has no derivative at all. **The backward of the stable
+# softmax is the backward of the plain one.** Equivalently, every row of $\bar x$ sums to zero.
+#
+# </details>
 #
 # Autograd agrees — through the max, with the shift held constant, and without one:
 # %% check-output
@@ -549,6 +559,13 @@ print("shift as a constant      = plain gradient:   ", torch.allclose(autograd_v
 print("every row of x̄ sums to 0:                    ", torch.allclose(dx_plain.sum(-1), torch.zeros(7, dtype=F64)))
 lse = torch.logsumexp(x, dim=-1, keepdim=True)  # (B, 1): one saved number per row
 print("y rebuilt from x and one number per row:     ", torch.allclose((x - lse).exp(), torch.softmax(x, dim=-1)))
+
+# The same chain rule for another op of x − c: the shift's gradient is zero for softmax only.
+c = torch.zeros(7, 1, dtype=F64)  # (B, 1), one shift per row
+for name, op in (("softmax(x − c)", lambda x, c: torch.softmax(x - c, dim=-1)), ("exp(x − c)    ", lambda x, c: (x - c).exp())):
+    c_leaf = c.clone().requires_grad_(True)
+    dc = torch.autograd.grad(op(x, c_leaf), c_leaf, dy)[0]  # (B, 1)
+    print(f"c̄ for {name}: largest |entry| {dc.abs().max().item():.1e}")
 
 # %% [markdown]
 # The last line is the other use of the shift. A fused kernel can save *one number per row*, the
@@ -633,37 +650,36 @@ def softmax_cross_entropy_backward(logits, target):
 # <details><summary>Hint 1 — what is ȳ?</summary>
 #
 # Take one row and drop its index $r$. The loss touches only entry $t$ of $y$, through
-# $-\frac{1}{M} \log y_t$. So $\bar y$ is zero everywhere but at $t$ — what is it there? Write it
-# with the one-hot vector $e_t$ of the target.
+# $-\frac{1}{M} \log y_t$. So $\bar y$ is zero everywhere but at $t$ — what is it there? Write it as a
+# number times the one-hot vector $e_t$ of the target.
 #
 # </details>
 #
-# <details><summary>Hint 2 — feed it to Part B</summary>
+# <details><summary>Hint 2 — feed it to Part B, one piece at a time</summary>
 #
-# Compute Part B's hub $s = \langle y, \bar y \rangle$ for that $\bar y$ first: the $1/y_t$ from
-# the logarithm meets a factor $y_t$. Then apply Part B's formula and simplify. What is left
-# needs no division by $y_t$ and no logarithm — which matters, because $y_t$ can round to 0
-# (the saturated case), where $1/y_t$ is inf and the chain gives NaN. The softmax itself must
-# be the stable one of Part C (`torch.softmax` is).
+# Part B's backward needs the hub first. With a $\bar y$ that is zero but at $t$, the sum
+# $\sum_i y_i\, \bar y_i$ has one term: write it out. What happens to the $1/y_t$ that the logarithm
+# brought? Then put that hub and your $\bar y$ into Part B's expression, entry $j \ne t$ first, then
+# entry $t$. Does anything that is left still divide by $y_t$? It had better not: $y_t$ can round to 0
+# (the saturated case), where $1/y_t$ is inf and the chain gives NaN. The softmax itself must be the
+# stable one of Part C (`torch.softmax` is).
 #
 # </details>
 #
 # <details><summary>Hint 3 — M, and each row's own target</summary>
 #
-# $M$ counts the rows over every leading axis: `logits.numel() // C`. The target of row $r$ is
-# a column index of that row only: `F.one_hot(target, C)` gives a $(\dots, C)$ tensor with a 1 at
-# each row's own target (in int64: convert it to the dtype of the logits). Indexing
-# `[:, target]` instead hits every row at every row's target.
+# $M$ counts the rows over every leading axis: how many elements does `logits` hold, and how many of
+# them are in one row? The target of row $r$ is a column of that row only: `F.one_hot(target, C)`
+# gives a $(\dots, C)$ tensor with a 1 at each row's own target (in int64: convert it to the dtype of
+# the logits). Indexing `[:, target]` instead hits every row at every row's target.
 #
 # </details>
 #
-# <details><summary>Hint 4 — the formula</summary>
+# <details><summary>Hint 4 — the two-class case</summary>
 #
-# $$\bar y = -\frac{1}{M\, y_t}\, e_t, \qquad
-#   s = y_t \cdot \left(-\frac{1}{M\, y_t}\right) = -\frac{1}{M}, \qquad
-#   \bar x = y \odot (\bar y - s) = \frac{y - e_t}{M},$$
-#
-# in code `(torch.softmax(logits, dim=-1) - F.one_hot(target, C).to(logits.dtype)) / M`.
+# With $N = 2$, target $t = 1$ and $M = 1$: $\bar y = (-1/y_1,\ 0)$, so the hub is $y_1 \cdot (-1/y_1)$.
+# Put it into Part B's expression for both entries and simplify with $y_1 + y_2 = 1$. The general
+# row is the same computation.
 #
 # </details>
 # %% test id=test_softmax_cross_entropy_backward points=2
@@ -677,10 +693,11 @@ autograder.check.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the second collapse
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# For one row, the loss touches only entry $t$ of $y$, so $\bar y = -\frac{1}{M\, y_t}\, e_t$,
-# where $e_t$ is the one-hot vector of the target. Feed it to the softmax backward. The hub:
+# **The second collapse.** For one row, the loss touches only entry $t$ of $y$, so
+# $\bar y = -\frac{1}{M\, y_t}\, e_t$, where $e_t$ is the one-hot vector of the target. Feed it to the
+# softmax backward. The hub:
 #
 # $$s = \langle y, \bar y \rangle = y_t \cdot \left(-\frac{1}{M\, y_t}\right) = -\frac{1}{M},$$
 #
@@ -688,13 +705,18 @@ autograder.check.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
 #
 # $$\bar x = y \odot (\bar y - s) = -\frac{y_t}{M\, y_t}\, e_t + \frac{y}{M}
 #   \qquad\Longrightarrow\qquad
-#   \boxed{\;\bar x = \frac{y - e_t}{M}\;} .$$
+#   \boxed{\;\bar x = \frac{y - e_t}{M}\;} ,$$
+#
+# in code `(y - e_t) / M`, with `y` the softmax of the logits over the last axis, `e_t` the one-hot
+# of the targets in the logits' dtype, and `M = logits.numel() // C`.
 #
 # The $1/y_t$ from the logarithm met the factor $y_t$ from the softmax and cancelled, exactly.
 # What is left needs no division, no logarithm, and no $\bar y$: the softmax of the row, minus 1
 # at the target, over $M$. That is why every framework ships softmax and cross-entropy as one
 # op (`cross_entropy` takes logits, never probabilities), and why a fused cross-entropy kernel
 # needs to save only one log-sum-exp per row for its backward.
+#
+# </details>
 #
 # ## 8 · Saturation: where the unfused chain dies
 #
@@ -756,6 +778,126 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
+# ## 9 · Log-softmax: a shift that is not free
+#
+# `F.cross_entropy` never forms $y$. It computes the log-probabilities
+#
+# $$z = \log \operatorname{softmax}(x) = x - L\,\mathbf{1}, \qquad L = \log \sum_j e^{x_j},$$
+#
+# one log-sum-exp $L$ per row (computed with the max shift, so it never overflows), and reads off
+# $-z_t$. Language models, samplers and RL losses keep $z$ for its own sake: it is the stable way to
+# hold probabilities that underflow. So log-softmax needs a backward of its own.
+#
+# Look at the forward: it is $x$ minus one number per row, like Part C's — but this number is
+# computed from $x$, and nothing divides it away. Here is autograd's $\bar x$ next to $\bar z$ for one
+# row, with the sum of each:
+# %% check-output
+gen = torch.Generator().manual_seed(7)
+x, dz = randn(gen, 6), randn(gen, 6)  # one row of logits, and z̄
+dx_auto = autograd_vjp(lambda x: torch.log_softmax(x, dim=-1), x, dz)
+print("z̄         :", [round(v, 3) for v in dz.tolist()], f" sum {dz.sum().item():+.3f}")
+print("x̄ autograd:", [round(v, 3) for v in dx_auto.tolist()], f" sum {dx_auto.sum().item():+.3f}")
+
+# %% [markdown]
+# The two differ, and $\bar x$ sums to zero where $\bar z$ does not. Part E asks why.
+#
+# ## Part E — log_softmax_backward (2 points)
+#
+# Write `log_softmax_backward(z, dz)`: $\bar x$ for $z = \log \operatorname{softmax}(x)$ over the last
+# axis, from the saved output `z` and its gradient `dz` $= \bar z$, both of shape $(\dots, N)$. `dx`
+# has the shape of `z`.
+#
+# - What you have: $z$ (the forward saved it) and $\bar z$. Not $x$, not $y$.
+# - The memory rule of Part B: nothing with $N^2$ entries (checked on rows of $N \ge 256$).
+# - No autograd, and none of torch's own backward kernels.
+# - The questions: what is $\partial L / \partial x_j$ — have you met it before? Through how many
+#   paths does $x_j$ reach $z_i$? And can you rebuild from $z$ alone what that derivative needs?
+# - The visible check uses one row, batch 1, batch 7 (once square), a 3-D input, a transposed view,
+#   and rows of 300.
+# %% solution id=log_softmax_backward
+def log_softmax_backward(z, dz):
+    """Gradient of the loss with respect to the logits of z = log_softmax(x), from z alone.
+
+    z: (..., N), log-softmax output; dz: (..., N), z̄, the gradient at z.
+    Returns dx: (..., N), x̄, the shape of z. Nothing N×N is built.
+    """
+    ### BEGIN SOLUTION
+    y = z.exp()  # (..., N): softmax(x) = e^z, rebuilt from the output
+    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift L, one per row
+    return dz - y * g  # x̄ = z̄ − y Σ_j z̄_j: read 2N, write N per row
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — two paths from x_j to z_i</summary>
+#
+# $z_i = x_i - L$. The logit $x_j$ reaches $z_i$ directly (only when $i = j$) and through $L$ (always).
+# So $\partial z_i / \partial x_j = \delta_{ij} - \partial L / \partial x_j$, and
+# $\bar x_j = \sum_i (\partial z_i / \partial x_j)\, \bar z_i$. Do the $\delta_{ij}$ part of that sum first:
+# what does it leave?
+#
+# </details>
+#
+# <details><summary>Hint 2 — the other path, for N = 2</summary>
+#
+# With $L = \log(e^{x_1} + e^{x_2})$, work out $\partial L / \partial x_1$ by the chain rule through the
+# logarithm. Have you seen that expression before, under another name? Then the second part of
+# $\bar x_1$ is $-\frac{\partial L}{\partial x_1} (\bar z_1 + \bar z_2)$: what is summed, and is that sum the
+# same for both entries of the row? Compare Part C: there $\bar c$ was minus a sum of gradients too —
+# what made it vanish there, and is it there here?
+#
+# </details>
+#
+# <details><summary>Hint 3 — from z alone, one number per row</summary>
+#
+# The derivative of $L$ is a function of $x$, and you hold only $z$: which elementwise function of
+# $z$ gives it back? (Write $z_j$ with $L$ and exponentiate.) The sum over the row is a reduction
+# over the last axis with the axis kept, $(\dots, 1)$, so that it broadcasts down its own row.
+#
+# </details>
+#
+# <details><summary>Hint 4 — the derivative of L</summary>
+#
+# $\frac{\partial L}{\partial x_j} = \frac{e^{x_j}}{\sum_k e^{x_k}}$, which is $e^{z_j}$, since
+# $z_j = x_j - L$. The rest is Hint 1 and Hint 2 put together.
+#
+# </details>
+# %% test id=test_log_softmax_backward points=2
+"""log_softmax_backward: dx has the shape of z and matches autograd of
+log_softmax at one row, batch 1, batch 7, a 3-D z and a transposed view, and
+no tensor of N² elements is allocated for rows of N = 300."""
+course.selfcheck.log_softmax_backward(log_softmax_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.log_softmax_backward(log_softmax_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# <details><summary>What you just derived (open once your check passes)</summary>
+#
+# **The log-softmax backward.** Two paths from $x_j$ to $z_i$, directly and through $L$, with
+# $\partial L / \partial x_j = e^{x_j} / \sum_k e^{x_k} = y_j = e^{z_j}$:
+#
+# $$\bar x_j = \sum_i \left(\delta_{ij} - y_j\right) \bar z_i = \bar z_j - y_j \sum_i \bar z_i ,
+#   \qquad\qquad
+#   \boxed{\;\bar x = \bar z - e^{z} \textstyle\sum_i \bar z_i\;}$$
+#
+# in code `y = z.exp()`, `g` the sum of `dz` over the last axis kept as a column, then `dz - y * g`. Again one number per
+# row — here the plain sum of $\bar z$, not a weighted one — and again $O(N)$ work and no Jacobian.
+#
+# Part C's shift and this one are the same chain rule with opposite outcomes. In Part C the shift's
+# gradient was $-\mathbf 1^\top J \bar y$, and softmax's normalisation made it vanish. Here $z$ is not
+# normalised by anything that could absorb $L$: what reaches $L$ is $\sum_i \bar z_i$, and it flows back
+# into every logit in proportion to $y_j$. So every row of $\bar x$ sums to
+# $\sum_j \bar z_j - \sum_j y_j \sum_i \bar z_i = 0$, as autograd showed above.
+#
+# Two checks you can do in your head. Cross-entropy is $-\frac{1}{M} z_t$, so $\bar z = -e_t / M$,
+# $\sum_i \bar z_i = -1/M$, and this backward gives $(y - e_t)/M$: Part D again, by a second road. And
+# the log-sum-exp $L$ that a fused kernel saves per row (notebooks 05 and 07) is exactly this
+# forward's shift; its gradient, $y$, is why a saved $L$ is enough to rebuild $y = e^{x - L}$ in the
+# backward.
+#
+# </details>
+# %% [markdown]
 # ## What to take away
 #
 # - A dense Jacobian is a derivation tool, not a data structure. Multiply it by $\bar y$ on
@@ -764,9 +906,12 @@ plt.show()
 # - The softmax backward needs $y$ (or $x$ and one log-sum-exp per row), not the logits alone.
 # - The max shift is free: $\operatorname{softmax}(x - c\mathbf{1}) = \operatorname{softmax}(x)$, so
 #   the forward subtracts the row max, and $\bar c = -(J\mathbf{1})^\top \bar y = 0$, so the
-#   backward does nothing about it.
+#   backward does nothing about it. That is softmax's normalisation at work, not a property of
+#   shifts: for $e^{x - c}$ or log-softmax the shift's gradient is not zero.
 # - Softmax + cross-entropy collapse to $(y - e_t)/M$, which stays finite and of order one where
 #   the unfused chain overflows or vanishes.
+# - Log-softmax's backward is $\bar z - e^{z} \sum_i \bar z_i$: one plain row sum, from the saved
+#   output alone.
 #
 # Next, notebook 03 writes this backward as a Triton kernel: one row per program, $s$
 # accumulated in registers, and masks for rows whose length is not a power of two.

@@ -30,6 +30,12 @@ from .routing import (
     scatter_add_kernel,
     topk_backward,
 )
-from .softmax import shifted_softmax_vjp, softmax_backward, softmax_cross_entropy_backward, softmax_jacobian
+from .softmax import (
+    log_softmax_backward,
+    shifted_softmax_vjp,
+    softmax_backward,
+    softmax_cross_entropy_backward,
+    softmax_jacobian,
+)
 from .triton_softmax import TritonSoftmax, softmax_bwd_kernel, softmax_fwd_kernel, triton_softmax
 from .vjp_contract import linear_softmax_ce_backward, numerical_gradient, relative_error

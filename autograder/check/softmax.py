@@ -18,6 +18,7 @@ from course.selfcheck.softmax import (  # noqa: F401 — HINTS: the hint pointer
     CE,
     HINTS,
     JACOBIAN,
+    LOG_SOFTMAX,
     SHIFT,
     Saturated,
     shift_large_cases,
@@ -43,6 +44,15 @@ BACKWARD_SHAPES = [
     (2, 3, 11),  # 3-D
     (1, 300),  # a long row, batch 1: N² = 90,000
     (2, 3, 257),  # long rows, 3-D, N just past a power of two: 6 rows × 257 ≪ 257²
+]
+# Shapes of z = log_softmax(x).
+LOG_SOFTMAX_SHAPES = [
+    (10,),  # one row, no batch axis
+    (1, 7),  # batch 1
+    (7, 7),  # batch 7, square: a row total without keepdim broadcasts along the wrong axis silently
+    (7, 12),  # batch 7
+    (3, 2, 9),  # 3-D
+    (2, 2, 263),  # long rows, N prime: 4 rows × 263 ≪ 263², and an N×N tensor is caught
 ]
 # Shapes of the logits, classes last.
 CE_SHAPES = [
@@ -90,3 +100,4 @@ softmax_jacobian = _hidden(JACOBIAN, JACOBIAN_SHAPES)
 softmax_backward = _hidden(BACKWARD, BACKWARD_SHAPES)
 shifted_softmax_vjp = _hidden(SHIFT, SHIFT_SHAPES, _large_shift_cases)
 softmax_cross_entropy_backward = _hidden(CE, CE_SHAPES)
+log_softmax_backward = _hidden(LOG_SOFTMAX, LOG_SOFTMAX_SHAPES)

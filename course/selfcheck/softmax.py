@@ -1,5 +1,5 @@
 """Visible checks for 02_softmax_collapse: ``softmax_jacobian``, ``softmax_backward``,
-``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``.
+``shifted_softmax_vjp``, ``softmax_cross_entropy_backward``, ``log_softmax_backward``.
 
 Each exercise is declared once, as an :class:`Exercise` (docs/design.md, "A lesson is a spec"):
 the visible checks run it on the fixed shapes below, ``autograder.check.softmax`` on shapes of
@@ -50,6 +50,8 @@ HINTS = {
                             "batch-reduction": 3, "*": 4},
     "softmax_cross_entropy_backward": {"wrong-values": 2, "non-finite": 2, "autograd-in-backward": 2, "scale": 3,
                                        "batch-reduction": 3, "broadcast-axis": 3, "shape": 3, "*": 4},
+    "log_softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
+                             "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3, "*": 4},
 }
 
 F32, F64 = torch.float32, torch.float64
@@ -137,6 +139,11 @@ def _jacobian_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str,
     return {"y": _backward_inputs(gen, shape, logits)["y"]}  # ȳ is drawn too, and left unused
 
 
+def _log_softmax_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
+    z = torch.log_softmax(logits(gen, shape), -1)  # (..., N), what the forward saved
+    return {"z": z, "dz": normal(gen, shape)}  # z̄, the shape of z
+
+
 def _shift_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch.Tensor]:
     x = logits(gen, shape)  # (..., N)
     c = 3 * normal(gen, (*shape[:-1], 1))  # (..., 1): any shift, one per row
@@ -171,6 +178,12 @@ def _jacobian_reference(y: torch.Tensor) -> torch.Tensor:
 
 def _backward_reference(y: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
     return vjp(lambda x: torch.softmax(x, dim=-1), (y.log(),), dy)[0]
+
+
+def _log_softmax_reference(z: torch.Tensor, dz: torch.Tensor) -> torch.Tensor:
+    """Autograd of log-softmax at z itself: log_softmax(z) = z for a z that is already one, and the VJP there is
+    the VJP at the logits behind it (both see the same softmax)."""
+    return vjp(lambda x: torch.log_softmax(x, dim=-1), (z,), dz)[0]
 
 
 def _ce_reference(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -319,6 +332,45 @@ def ce_alternatives(logits: torch.Tensor, target: torch.Tensor, dlogits: torch.T
                      "log(y + eps) loses the gradient; the fused gradient has no such factor.",
                      torch.zeros_like(dlogits)))
     return distinct_from([Alternative(c, s, v) for c, s, v in alts if v is not None], dlogits)
+
+
+def log_softmax_alternatives(z: torch.Tensor, dz: torch.Tensor, dx: torch.Tensor) -> list[Alternative]:
+    """Named bugs of ``log_softmax_backward(z, dz)``; ``dx`` is the right answer.
+
+    Each is the right answer with the shift's term (what flows back through L = log Σ e^x) replaced by a wrong one:
+    x̄ = z̄ − (shift's term), so a wrong term t' gives x̄ − (t' − t).
+    """
+    y = z.exp()  # softmax(x), rebuilt from the output
+    total = dz.sum(-1, keepdim=True)  # (..., 1): what reaches L, one per row
+    term = dz - dx  # the shift's term of the right answer
+
+    def with_term(wrong: Callable[[], torch.Tensor]) -> torch.Tensor | None:
+        return _broadcast_to(lambda: dx - (wrong() - term), dx.shape)
+
+    N = z.shape[-1]
+    alts: list[tuple[str, str, torch.Tensor | None]] = [
+        ("wrong-values", "dx is z̄ as it is: the shift L = log Σ_j e^(x_j) was treated as a constant. L is computed "
+         "from x, and z = x − L moves with it, so a gradient flows back through L into every x_j.", dz.clone()),
+        ("wrong-values", "dx is Part B's softmax backward applied to z̄: z is the logarithm of a softmax, not a "
+         "softmax, and its Jacobian is another matrix.", _backward_reference(y, dz)),
+        ("wrong-values", "dx spreads what reaches L evenly over the row (1/N each): ∂L/∂x_j depends on j — a "
+         "larger logit moves L more.", with_term(lambda: total / N)),
+        ("wrong-values", "dx weighs what reaches L by z, the log-probabilities: ∂L/∂x_j is a probability, which z "
+         "is the logarithm of.", with_term(lambda: z * total)),
+        ("wrong-values", "dx adds the shift's term where it subtracts it: z = x − L, so what reaches L flows back "
+         "with a minus.", dz + term),
+        ("broadcast-axis", "dx uses one total for the whole batch where each row needs its own: the sum of z̄ ran "
+         "over every element instead of along each row.", with_term(lambda: y * dz.sum())),
+    ]
+    if z.ndim >= 2:
+        alts += [
+            ("broadcast-axis", "dx uses column sums of z̄ where each row needs its own: the sum ran over the batch "
+             "axis instead of the last axis.", with_term(lambda: y * dz.sum(-2, keepdim=True))),
+            ("broadcast-axis", "dx adds each row's total along the wrong axis: the row sum lost its last axis, so a "
+             "(..., rows) tensor was broadcast across the columns instead of down each row.",
+             with_term(lambda: y * total.squeeze(-1).unsqueeze(-2))),
+        ]
+    return distinct_from([Alternative(c, s, v) for c, s, v in alts if v is not None], dx)
 
 
 def _any_target(target: torch.Tensor, C: int) -> torch.Tensor:
@@ -510,12 +562,13 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
         big = [a for a in rec.allocations if a.numel >= N * N]
         if big:
             shapes = ", ".join(str(a) for a in big[:3])
+            out, grad = ("z", "dz") if name == "log_softmax_backward" else ("y", "dy")
             raise GradingFailure(
                 "materialized-jacobian",
                 f"{name} gives the right values, but on rows of length N = {N} it built a tensor of at least "
-                f"N² = {N * N:,} elements: the Jacobian, or something as big. The product with ȳ can be "
+                f"N² = {N * N:,} elements: the Jacobian, or something as big. The product with {grad} can be "
                 "done on paper, and what each row needs from it is far smaller than N².",
-                f"allocated: {shapes}\ninputs: {_label(y=y, dy=args[1])}",
+                f"allocated: {shapes}\ninputs: {_label(**{out: y, grad: args[1]})}",
             )
 
 
@@ -572,6 +625,11 @@ BACKWARD = Exercise(name="softmax_backward", draw=_backward_inputs, transposed="
 SHIFT = Exercise(name="shifted_softmax_vjp", draw=_shift_inputs, transposed=", x and dy transposed (non-contiguous) views",
                  reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(check_no_library_softmax,),
                  case_type=ShiftCase, runner=check_shift)
+LOG_SOFTMAX = Exercise(name="log_softmax_backward", draw=_log_softmax_inputs,
+                       transposed=", both transposed (non-contiguous) views", reference=_log_softmax_reference,
+                       outputs=("dx",), of=("z",),
+                       alternatives=_named("dx", log_softmax_alternatives, _log_softmax_reference),
+                       properties=(check_no_library_backward, check_no_jacobian))
 CE = Exercise(name="softmax_cross_entropy_backward", draw=_ce_inputs,
               transposed=", logits a transposed (non-contiguous) view", reference=_ce_reference,
               outputs=("dlogits",), of=("logits",), alternatives=_named("dlogits", ce_alternatives, _ce_reference),
@@ -612,3 +670,11 @@ def softmax_cross_entropy_backward(fn: Callable) -> None:
     CE.check(fn, CE.cases(seeded(SEED + 2), CE_SHAPES, TRANSPOSED_SHAPE))
     print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax, "
           "a transposed view)")
+
+
+@graded
+def log_softmax_backward(fn: Callable) -> None:
+    """Check ``fn(z, dz) -> dx`` against autograd of log-softmax, and that it builds nothing N×N for N ≥ 256."""
+    LOG_SOFTMAX.check(fn, LOG_SOFTMAX.cases(seeded(SEED + 4), BACKWARD_SHAPES, TRANSPOSED_SHAPE))
+    print(f"✓ log_softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
+          f"and no N×N tensor at N = {BACKWARD_SHAPES[-1][-1]})")

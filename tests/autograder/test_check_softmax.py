@@ -17,7 +17,8 @@ from tests.support import failure_of, solutions
 from tools.mutants import mutants
 
 SLUG = "02_softmax_collapse"
-FUNCTIONS = ["softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward"]
+FUNCTIONS = ["softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
+             "log_softmax_backward"]
 SOLUTION = solutions(SLUG)
 MUTANTS = mutants(SLUG)
 F64 = torch.float64
@@ -28,6 +29,7 @@ REQUIRED = {
     "softmax_backward": {"materialized-jacobian", "broadcast-axis", "sign"},
     "shifted_softmax_vjp": {"non-finite", "broadcast-axis", "wrong-values", "shape"},
     "softmax_cross_entropy_backward": {"scale", "broadcast-axis", "batch-reduction", "non-finite"},
+    "log_softmax_backward": {"wrong-values", "broadcast-axis", "materialized-jacobian", "sign"},
 }
 
 
@@ -55,6 +57,11 @@ def shift_closed_form(x, c, dy):
     return y, backward_closed_form(y, dy.to(F64)), torch.zeros(c.shape, dtype=F64)
 
 
+def log_softmax_closed_form(z, dz):
+    """x̄ = z̄ − e^z Σ_i z̄_i: the shift L's gradient, Σ z̄, sent back in proportion to softmax(x) = e^z."""
+    return dz - z.exp() * dz.sum(-1, keepdim=True)
+
+
 def ce_closed_form(logits, target):
     """(softmax(logits) − onehot(target)) / M, with M every row over every leading axis."""
     C = logits.shape[-1]
@@ -75,6 +82,15 @@ def test_the_autograd_references_agree_with_the_closed_forms():
     c = torch.randn(2, 3, 1, generator=gen, dtype=F64)
     for got, want in zip(shift_closed_form(x, c, dy), visible._shift_reference(x, c, dy)):
         assert torch.allclose(got, want, atol=1e-15)
+    z = torch.log_softmax(x, -1)
+    assert torch.allclose(log_softmax_closed_form(z, dy), visible._log_softmax_reference(z, dy))
+    assert torch.allclose(visible._log_softmax_reference(z, dy), vjp_at_logits(x, dy))
+
+
+def vjp_at_logits(x, dz):
+    """Autograd of log_softmax at the logits x themselves: what the reference at z must equal."""
+    leaf = x.clone().requires_grad_(True)
+    return torch.autograd.grad(torch.log_softmax(leaf, -1), leaf, dz)[0]
 
 
 def test_the_ce_reference_is_the_loss_on_the_flattened_rows():
@@ -91,8 +107,10 @@ def test_the_ce_reference_is_the_loss_on_the_flattened_rows():
 def test_every_check_has_a_transposed_input():
     gen = torch.Generator().manual_seed(0)
     for side, logits in ((visible, visible.normal), (hidden, hidden.logits)):
+        log_softmax_shapes = getattr(side, "LOG_SOFTMAX_SHAPES", visible.BACKWARD_SHAPES)  # the visible side reuses B's
         for exercise, shapes in [(visible.JACOBIAN, side.JACOBIAN_SHAPES), (visible.BACKWARD, side.BACKWARD_SHAPES),
-                                 (visible.SHIFT, side.SHIFT_SHAPES), (visible.CE, side.CE_SHAPES)]:
+                                 (visible.SHIFT, side.SHIFT_SHAPES), (visible.CE, side.CE_SHAPES),
+                                 (visible.LOG_SOFTMAX, log_softmax_shapes)]:
             cases = exercise.cases(gen, shapes, side.TRANSPOSED_SHAPE, logits)
             assert any(not a.is_contiguous() for case in cases for a in case.args if isinstance(a, torch.Tensor)), \
                 (side.__name__, exercise.name)
@@ -250,3 +268,55 @@ def test_a_missing_shift_is_non_finite_and_says_why_not_how():
     for check in both("shifted_softmax_vjp"):
         failure = failure_of(check, fn)
         assert failure.cls == "non-finite" and "float32" in str(failure) and "amax" not in str(failure)
+
+
+# ---------------------------------------------------------------------------
+# Log-softmax: a shift computed from x, whose gradient is not zero
+
+
+def _log_softmax(term):
+    """A log_softmax_backward that subtracts ``term(y, dz)`` from z̄, y = e^z."""
+    def log_softmax_backward(z, dz):
+        return dz - term(z.exp(), dz)
+    return log_softmax_backward
+
+
+def test_the_log_softmax_solution_passes_and_a_dropped_shift_gradient_is_named():
+    right = _log_softmax(lambda y, dz: y * dz.sum(-1, keepdim=True))
+    for check in both("log_softmax_backward"):
+        check(right)
+        failure = failure_of(check, lambda z, dz: dz.clone())  # L treated as a constant, as Part C's c could be
+        assert failure.cls == "wrong-values" and "treated as a constant" in str(failure), str(failure)
+
+
+def test_the_named_log_softmax_bugs():
+    for term, cls, words in [
+        (lambda y, dz: dz.sum(-1, keepdim=True) / dz.shape[-1], "wrong-values", "evenly"),
+        (lambda y, dz: y * dz.sum(), "broadcast-axis", "whole batch"),
+        (lambda y, dz: y * (y * dz).sum(-1, keepdim=True), "wrong-values", None),
+    ]:
+        for check in both("log_softmax_backward"):
+            failure = failure_of(check, _log_softmax(term))
+            assert failure.cls == cls and (words is None or words in str(failure)), str(failure)
+
+    def softmax_backward_on_z(z, dz):  # Part B's answer used where z is the log of a softmax
+        y = z.exp()
+        return y * (dz - (y * dz).sum(-1, keepdim=True))
+
+    for check in both("log_softmax_backward"):
+        failure = failure_of(check, softmax_backward_on_z)
+        assert failure.cls == "wrong-values" and "Part B" in str(failure), str(failure)
+
+
+def test_the_log_softmax_jacobian_and_torchs_own_backward_are_refused():
+    def dense(z, dz):
+        J = torch.eye(z.shape[-1], dtype=z.dtype) - z.exp()[..., None, :]  # (..., N, N): ∂z_i/∂x_j
+        return (J.mT @ dz[..., :, None])[..., 0]
+
+    def library(z, dz):
+        return torch.ops.aten._log_softmax_backward_data(dz, z, -1, z.dtype)
+
+    for check in both("log_softmax_backward"):
+        assert failure_of(check, dense).cls == "materialized-jacobian"
+        failure = failure_of(check, library)
+        assert failure.cls == "autograd-in-backward" and "backward kernel aten." in str(failure)

@@ -15,7 +15,10 @@ CONTRACT = {
     "01_matmul_from_shapes": [
         "linear_backward", "linear_bias_backward", "reduce_to_shape", "name_the_bug", "batched_matmul_backward",
     ],
-    "02_softmax_collapse": ["softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward"],
+    "02_softmax_collapse": [
+        "softmax_jacobian", "softmax_backward", "shifted_softmax_vjp", "softmax_cross_entropy_backward",
+        "log_softmax_backward",
+    ],
     "03_triton_fused_softmax": ["softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax"],
     "04_layernorm": ["layernorm_forward", "layernorm_backward", "rmsnorm_backward", "TritonLayerNorm", "triton_layernorm"],
     "05_attention_recompute": [
