@@ -164,13 +164,13 @@ def linear_ce_backward(h, W, target, ignore_index=-100):
 #
 # <details><summary>Hint 3 — ignored rows in code, and logits of ±1000</summary>
 #
-# An ignored target cannot index a column: `-100` would silently read column $V - 100$. Give an ignored row
-# any valid class before indexing (its weight is 0, so which one does not matter), and make the weight 0 on
-# ignored rows and $1/n$ on counted ones, as a `(T,)` tensor built from the comparison `target != ignore_index`.
-# For the loss, each row's log-sum-exp needs notebook 02's max: with $m$ the row's max,
-# $\operatorname{lse}(z) = m + \log \sum_v e^{z_v - m}$, and the loss is the weighted sum of
-# $\operatorname{lse}(z_t) - z_{t, y_t}$. Which of torch's reductions gives each row's max, and `gather` (or
-# `torch.arange` for the rows) reads one column per row.
+# An ignored target cannot index a column: `-100` would read column $V - 100$ (indexing counts from the end),
+# or raise when $V < 100$. Give an ignored row any valid class before indexing (its weight is 0, so which one
+# does not matter), and make the weight 0 on ignored rows and $1/n$ on counted ones, as a `(T,)` tensor built
+# from the comparison of `target` with `ignore_index`. For the loss, each row's log-sum-exp needs notebook 02's
+# max: with $m$ the row's max, $\operatorname{lse}(z) = m + \log \sum_v e^{z_v - m}$, and the loss is the
+# weighted sum of $\operatorname{lse}(z_t) - z_{t, y_t}$. Which of torch's reductions gives each row's max?
+# `gather` (or `torch.arange` for the rows) reads one column per row.
 #
 # </details>
 # %% test id=test_linear_ce_backward points=3
