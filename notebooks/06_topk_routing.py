@@ -10,7 +10,8 @@
 # 1. **Top-k is a selection, not a computation**: where does its gradient go, and where does none go?
 # 2. **The indices are constants**: no gradient flows through *which* entries were chosen.
 # 3. **Repeated indices**: what a slot read twice is owed, and what a plain store does to it — on a CPU and on a GPU.
-# 4. **The zero-FLOP family**: ReLU, max-pool and dropout, whose backwards are pure memory traffic.
+# 4. **The zero-FLOP family**: ReLU, max-pool and dropout, one question asked three times — what does the
+#    forward keep, what does the backward read, and where is each number written?
 # 5. **A mixture-of-experts router** learns through the softmax gate multiplied into the output.
 # 6. **A scatter-add kernel in Triton** that stays right when programs collide.
 #
@@ -18,9 +19,9 @@
 # |---|---|---|
 # | A | `topk_backward(dy, indices, n)` — the backward of a selection | 2 |
 # | B | `embedding_backward(dy, ids, num_embeddings)` — rows read many times | 2 |
-# | C | `relu_backward(dy, x)` | 1 |
+# | C | `relu_backward(dy, x)` — handed the input, or the output of an in-place ReLU | 1 |
 # | D | `maxpool1d_backward(dy, x, kernel_size, stride)` — overlapping windows | 2 |
-# | E | `dropout_backward(dy, mask, p)` — with the forward's mask | 1 |
+# | E | `dropout_backward(dy, mask, p)` — with the forward's mask, and a scale you measure | 1 |
 # | F | `moe_gate_backward(dy, logits, indices, expert_out)` — the router's gradient | 3 |
 # | G | `scatter_add_kernel` — `@triton.jit`, one source row and column block per program | 2 |
 #
@@ -145,13 +146,14 @@ def topk_backward(dy, indices, n):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula, and the operation that adds</summary>
+# <details><summary>Hint 3 — a row by hand, and the operations that write into slots</summary>
 #
-# $$\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m \qquad (\text{zero for every } j \text{ that no } i_m \text{ names}).$$
-#
-# In code: a tensor of zeros shaped `(..., n)`, in the dtype and on the device of `dy` (`new_zeros`),
-# then `scatter_add_` along the last axis, with `indices` as the slots and `dy` as the values. It
-# adds; `scatter_` and `index_put_` (without `accumulate`) store.
+# One row, $n = 4$, `indices` $= (2, 0, 2)$, $\bar y = (1, 5, 10)$. Write $J$ (3 × 4) on paper: row $m$ has its
+# one 1 in column $i_m$. Then $J^\top \bar y$: slot 0 gets 5, slot 1 gets nothing, slot 2 gets two numbers —
+# what does it hold? torch has four operations that write values into indexed slots along an axis:
+# `scatter_`, `scatter_add_`, `index_put_` (with and without `accumulate=True`) and `index_add_`. Read their
+# docstrings: which of them add into the slot, and which replace what is there? Which one takes an index
+# tensor shaped like the values, one index per value, along the last axis?
 #
 # </details>
 # %% test id=test_topk_backward points=2
@@ -165,16 +167,22 @@ autograder.check.topk_backward(topk_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the backward of a gather is a scatter-add
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
+# **The backward of a gather is a scatter-add.**
 # Row $m$ of $J$ is 1 at column $i_m$ and 0 elsewhere, so $J^\top \bar y$ sends each $\bar y_m$ back to the
 # slot its value came from, and adds what lands on the same slot:
 #
 # $$\boxed{\;\bar x_j = \sum_{m \,:\, i_m = j} \bar y_m\;} \qquad (\text{zero for every } j \text{ that was not chosen}).$$
 #
 # It does no floating-point work beyond those adds. It reads $k$ gradients and $k$ indices and writes
-# $N$ numbers, $N - k$ of them zeros — and on a GPU, writing those zeros is most of its cost. The
-# picture shows the top-k of §1 and, beneath it, a gather that reads one slot several times:
+# $N$ numbers, $N - k$ of them zeros — and on a GPU, writing those zeros is most of its cost. In code: zeros
+# shaped `(..., n)` like `dy` (`new_zeros`), then `scatter_add_(-1, indices, dy)`; `scatter_` and `index_put_`
+# without `accumulate` store instead of adding.
+#
+# </details>
+#
+# The picture shows the top-k of §1 and, beneath it, a gather that reads one slot several times:
 # %%
 topk_scatter.plot_topk_scatter(
     x, 3, dy,
@@ -287,13 +295,14 @@ def embedding_backward(dy, ids, num_embeddings):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula, and the operation that adds rows</summary>
+# <details><summary>Hint 3 — a table by hand, and the layout of the lookups</summary>
 #
-# $$\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t} \qquad (\text{num\_embeddings}, D).$$
-#
-# In code: zeros of shape `(num_embeddings, D)` like `dy`, then `index_add_` along axis 0, with
-# the ids flattened to one axis, `ids.reshape(-1)`, and the rows of `dy` flattened to match,
-# `dy.reshape(-1, D)`. It adds row `j` of the second into row `ids[j]`.
+# A table of 3 rows, ids `[[0, 2], [0, 1]]` (batch 2, two tokens each), and four rows of $\bar y$ called
+# $a, b, c, d$ in that order. Which row of $\bar W$ receives $a$ and $c$, and what does it hold? What do rows 1
+# and 2 hold? Now the layout: the lookups form a `(B, T)` grid of ids and a `(B, T, D)` block of rows, possibly
+# a transposed view. Make one list of ids and a matching `(R, D)` list of rows with `reshape` (which copies
+# when a view is not possible), and look for the row-wise relative of Part A's adding operation, the one that
+# takes one index per row along axis 0.
 #
 # </details>
 # %% test id=test_embedding_backward points=2
@@ -308,22 +317,32 @@ autograder.check.embedding_backward(embedding_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\boxed{\;\bar W_r = \sum_{(b,t) \,:\, \text{ids}_{b,t} = r} \bar y_{b,t}\;}$$
 #
 # A scatter-add of rows. Every position of every sequence adds into the one table, so this is also a
 # reduction over the batch axis (notebook 01) — which is why a result taken from the first sequence
-# only is right at batch 1 and wrong at batch 7.
-# %% [markdown]
-# ## 4. The zero-FLOP family
+# only is right at batch 1 and wrong at batch 7. In code: zeros of shape `(num_embeddings, D)`, then
+# `index_add_(0, ids.reshape(-1), dy.reshape(-1, D))`.
 #
-# The same question — where did each output take its value from? — covers a family of ops
-# whose backwards do no arithmetic worth counting. Their whole cost is the memory they read and
-# write, so what the forward saves decides the speed. The forwards:
+# </details>
+# %% [markdown]
+# ## 4. The zero-FLOP family: one question, three times
+#
+# The same question — where did each output take its value from? — covers a family of ops whose
+# backwards do no arithmetic worth counting. Their whole cost is the memory they read and write, so
+# for each of them, before any formula, answer three questions:
+#
+# 1. **What does the forward keep** for the backward: the input, the output, a mask, positions, a seed?
+# 2. **What does the backward read**, and how many bytes per element is that?
+# 3. **What is written where**, and can two contributions land in the same place?
+#
+# The forwards:
 #
 # **ReLU.** $y = \max(x, 0)$, elementwise. At $x = 0$ the derivative does not exist; PyTorch uses 0
-# there, and the checks here never put an input on the kink.
+# there. A network that runs its ReLU **in place** (`nn.ReLU(inplace=True)`) overwrites the input with
+# the output to save one activation-sized tensor; then the backward is handed $y$, not $x$.
 #
 # **Max-pool.** With windows of `kernel_size` $K$ moved by `stride` $s$ along the last axis
 # (no padding), window $j$ covers $x_{js}, \dots, x_{js + K - 1}$ and outputs its max:
@@ -331,16 +350,27 @@ autograder.check.embedding_backward(embedding_backward)
 # $$y_j = \max_{0 \le t < K} x_{js + t} = x_{a_j}, \qquad a_j = js + \operatorname*{argmax}_{t} x_{js + t},
 # \qquad j = 0, \dots, L_{\text{out}} - 1, \quad L_{\text{out}} = \lfloor (L - K)/s \rfloor + 1 .$$
 #
-# When $s < K$ the windows **overlap**, and one large value can be the max of several windows.
+# When $s < K$ the windows **overlap**, and one large value can be the max of several windows; when
+# $s > K$ they leave **gaps**, positions that no window reads.
 #
-# **Dropout.** In training, *inverted* dropout keeps each entry with probability $1 - p$ and
-# scales the survivors so that $y$ has the mean of $x$:
-#
-# $$y = \frac{x \odot m}{1 - p}, \qquad m \in \{0, 1\} \text{ drawn once, in the forward}.$$
-#
+# **Dropout.** In training, `F.dropout(x, p)` zeroes each entry with probability $p$, by a bool mask $m$
+# drawn once in the forward. What it does to the entries it keeps is yours to find out — measure it:
+# %% check-output
+torch.manual_seed(4)  # F.dropout draws its mask from torch's global generator
+ones = torch.ones(10, dtype=F64)
+for p_drop in (0.25, 0.6):
+    print(f"F.dropout(ones, p={p_drop}):", [round(v, 4) for v in F.dropout(ones, p=p_drop, training=True).tolist()])
+
+# %% [markdown]
+# Every kept entry came out as the same number, and it depends on $p$. Which number, and why would the
+# forward do that? (Compare the mean of $y$ with the mean of $x$.) Part E needs the answer.
 # ## Part C — relu_backward (1 point)
 #
-# `dy` and `x` have the same (any) shape; return $\bar x$ of $y = \max(x, 0)$, shaped like `x`. No autograd.
+# `dy` and `x` have the same (any) shape. `x` is what the forward kept for the backward: the input of
+# $y = \max(x, 0)$ — or, after an in-place ReLU, its output $y$, handed in the same argument. One function
+# must be right for both, with PyTorch's value 0 at the kink. Return $\bar x$, shaped like `dy`. No
+# autograd. First answer §4's three questions for ReLU: how many bits per element does the backward really
+# need?
 # %% solution id=relu_backward
 def relu_backward(dy, x):
     """x̄ of y = max(x, 0) elementwise: dy and x of the same shape → dx shaped like x."""
@@ -352,18 +382,18 @@ def relu_backward(dy, x):
 # <details><summary>Hint 1 — two regions</summary>
 #
 # Where $x > 0$, $y = x$: what is $\partial y / \partial x$ there? Where $x < 0$, $y = 0$ whatever $x$ does.
-# Each output depends on one input, so the Jacobian is diagonal: $\bar x$ is $\bar y$ times that derivative,
+# Each output depends on one input, so the Jacobian is diagonal, and $\bar x$ is $\bar y$ times that derivative,
 # entry by entry. The derivative is a 0/1 pattern, not the forward's output.
 #
 # </details>
 #
-# <details><summary>Hint 2 — the formula and the code</summary>
+# <details><summary>Hint 2 — what you can tell from y</summary>
 #
-# $$\bar x = \bar y \odot \mathbb{1}[x > 0]$$
-#
-# ```python
-# return dy * (x > 0)
-# ```
+# Suppose you hold $y$ instead of $x$. An entry of $y$ is positive exactly where $x$ was; where $x$ was
+# negative (or 0), $y$ is exactly 0. So which test on the tensor you hold gives the same 0/1 pattern for $x$
+# and for $y$? Try both comparisons with 0 — strict and not — on `x = [-2, 3, -1, 4]` and on `relu(x)`:
+# one of them lets every dropped entry of $y$ through. The checks never put an input $x$ on the kink, so
+# only the $y$ case can tell the two apart.
 #
 # </details>
 # %% test id=test_relu_backward points=1
@@ -376,20 +406,25 @@ autograder.check.relu_backward(relu_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\boxed{\;\bar x = \bar y \odot \mathbb{1}[x > 0]\;}$$
 #
-# A select, not a multiply. The backward needs only the *sign* of $x$: a framework may save a 1-bit
-# mask instead of $x$ and read $N/8$ bytes instead of $4N$ (float32).
+# In code `dy * (x > 0)`: a select, not a multiply. The strict test is what makes it right on $y$ too,
+# since $y > 0$ exactly where $x > 0$. So the backward needs only one bit per element — the sign pattern —
+# and that bit can be read from $x$, from $y$, or from a 1-bit mask saved by the forward: $N/8$ bytes
+# instead of $4N$ (float32). An in-place ReLU keeps nothing extra at all.
+#
+# </details>
 # %% [markdown]
 # ## Part D — maxpool1d_backward (2 points)
 #
 # `x` has shape `(..., L)`; the pooling runs over the last axis with windows of `kernel_size`,
 # moved by `stride`, no padding (as `F.max_pool1d` with those two arguments) — the forward of §4.
-# `dy` has shape `(..., L_out)`. Return $\bar x$ of shape `(..., L)`. Windows may overlap. The check uses
-# inputs without ties, so every window has one max. No autograd; your Part A function is yours to
-# reuse.
+# `dy` has shape `(..., L_out)`. Return $\bar x$ of shape `(..., L)`. Windows may overlap, or leave gaps.
+# The check uses inputs without ties, so every window has one max. No autograd; your Part A function is
+# yours to reuse. §4's three questions first: what must the backward know about each window, and may two
+# windows write into the same place?
 # %% solution id=maxpool1d_backward
 def maxpool1d_backward(dy, x, kernel_size, stride):
     """x̄ of y = max_pool1d(x, kernel_size, stride) over the last axis: dy (..., L_out), x (..., L) → (..., L)."""
@@ -412,22 +447,22 @@ def maxpool1d_backward(dy, x, kernel_size, stride):
 #
 # </details>
 #
-# <details><summary>Hint 2 — overlapping windows</summary>
+# <details><summary>Hint 2 — overlapping windows, and gaps</summary>
 #
 # With $s < K$ a large value can be the max of several windows: the same $a_j$ for several $j$, repeated
-# indices. Positions that are no window's max get nothing.
+# indices — which of Part A's operations stays right then? With $s > K$ some positions lie in no window:
+# what do they receive? Positions inside windows that are no window's max get nothing either.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula, and the steps</summary>
+# <details><summary>Hint 3 — by hand, then the windows as a view</summary>
 #
-# $$\bar x_i = \sum_{j \,:\, a_j = i} \bar y_j$$
-#
-# with $a_j = js + \operatorname*{argmax}_t x_{js + t}$. In code: `unfold` along the last axis, with
-# `kernel_size` and `stride`, gives the windows as a view of shape `(..., L_out, kernel_size)`; an
-# `argmax` over its last axis gives each max's place in its window, and adding each window's start,
-# `stride` times its number $j$, gives $a$. Then it is Part A:
-# `topk_backward(dy, a, x.shape[-1])`.
+# $x = (0.1, 0.5, 2.0, 0.3, -1.0)$, $K = 3$, $s = 1$: three windows, starting at 0, 1, 2. Where is each
+# window's max, within its window and in $x$? Your $\bar x$ should be $(0, 0, \bar y_0 + \bar y_1 + \bar y_2, 0, 0)$.
+# Now $K = 2$, $s = 3$ on $x$ of length 5: windows start at 0 and 3, and position 2 is in none. In code,
+# `Tensor.unfold(dimension, size, step)` returns every window as a view with one more axis; an `argmax` over
+# that axis gives each max's place **within** its window. What must be added to it to make it a place in
+# $x$, and does it depend on `kernel_size` or on `stride`?
 #
 # </details>
 # %% test id=test_maxpool1d_backward points=2
@@ -441,14 +476,19 @@ autograder.check.maxpool1d_backward(maxpool1d_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\boxed{\;\bar x_i = \sum_{j \,:\, a_j = i} \bar y_j, \qquad a_j = js + \operatorname*{argmax}_t x_{js + t}\;}$$
 #
-# Part A's scatter-add at the windows' argmax positions. The backward needs $a$: recompute it from
-# $x$ (read $L$) or save it from the forward (an int64 per window, 8 bytes — more than the float32
-# value it points to). The overlap in a picture of numbers: with kernel 3 and stride 1, the large
-# value at position 2 is the max of three windows, and its gradient is the sum of theirs.
+# Part A's scatter-add at the windows' argmax positions: `x.unfold(-1, kernel_size, stride)` gives the
+# windows, and `windows.argmax(dim=-1) + stride * torch.arange(L_out)` their maxima's places in $x$. The
+# backward needs $a$: recompute it from $x$ (read $L$) or save it from the forward (an int64 per window, 8
+# bytes — more than the float32 value it points to). Positions in a gap, or in no window's max, get 0.
+#
+# </details>
+#
+# The overlap in a picture of numbers: with kernel 3 and stride 1, the large value at position 2 is the
+# max of three windows, and its gradient is the sum of theirs.
 # %%
 try:
     x_pool = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # (1, 8)
@@ -461,9 +501,10 @@ except NotImplementedError:
 # %% [markdown]
 # ## Part E — dropout_backward (1 point)
 #
-# `mask` is a bool tensor shaped like `dy`, True where the forward kept the entry; `p` is the
-# drop probability (a float). The forward was §4's $y = x \odot m / (1 - p)$ with this mask. Return
-# $\bar x$, shaped like `dy`. No autograd.
+# `mask` is the bool tensor the forward drew, shaped like `dy`, True where it kept the entry; `p` is the
+# drop probability (a float). The forward was `F.dropout(x, p)` with this mask — §4's cell measured what
+# it does to a kept entry. Return $\bar x$, shaped like `dy`. No autograd. §4's questions: what must the
+# forward keep so that the backward can be computed, and what is the least it could keep?
 # %% solution id=dropout_backward
 def dropout_backward(dy, mask, p):
     """x̄ of inverted dropout y = x ⊙ mask / (1 − p), given the forward's bool mask: dy, mask of one shape → dx."""
@@ -472,18 +513,21 @@ def dropout_backward(dy, mask, p):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — what multiplies x?</summary>
+# <details><summary>Hint 1 — what does the forward do to a kept entry?</summary>
 #
-# $y$ is linear in $x$: each entry is multiplied by a constant the forward fixed — which constant, for a
-# kept entry and for a dropped one? A freshly drawn mask would be the gradient of a different function.
+# In §4's cell a kept 1.0 came out as one number at $p = 0.25$ and another at $p = 0.6$. Which function of
+# $p$ gives both? Why that one: what is the expected value of an entry of $y$, over the random mask, if
+# $x_i = 1$? A forward that scaled by anything else would change the mean of the activations between
+# training and evaluation, where dropout does nothing.
 #
 # </details>
 #
-# <details><summary>Hint 2 — the formula and the code</summary>
+# <details><summary>Hint 2 — linear in x, with constants the forward fixed</summary>
 #
-# $$\bar x = \bar y \odot m / (1 - p)$$
-#
-# In code, `dy * mask / (1 - p)`: the bool mask multiplies as 0 and 1.
+# Write the forward for one entry as (constant) × $x_i$, with one constant for a kept entry and one for a
+# dropped one. The gradient of $c \cdot x$ is $c \cdot \bar y$. The constants come from the mask the forward
+# drew; a mask drawn afresh in the backward would be the gradient of a different function. A bool tensor
+# multiplies as 0 and 1.
 #
 # </details>
 # %% test id=test_dropout_backward points=1
@@ -497,13 +541,18 @@ autograder.check.dropout_backward(dropout_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
+#
+# Inverted dropout's forward is $y = x \odot m / (1 - p)$: the kept entries are scaled so that $y$ has the
+# mean of $x$. Linear in $x$, so
 #
 # $$\boxed{\;\bar x = \frac{\bar y \odot m}{1 - p}\;}$$
 #
-# The backward **reuses the mask** of the forward and keeps its $1/(1 - p)$. Saving $m$ costs a byte per
-# entry; fused kernels save only the random seed and regenerate $m$ in the backward (Philox counters
-# make that cheap), so the mask costs nothing.
+# in code `dy * mask / (1 - p)`. The backward **reuses the mask** of the forward and keeps its $1/(1 - p)$.
+# Saving $m$ costs a byte per entry (a bit, packed); fused kernels save only the random seed and regenerate
+# $m$ in the backward (Philox counters make that cheap), so the mask costs nothing.
+#
+# </details>
 #
 # Here is what each backward of this family moves per element of $x$, in float32:
 # %%
@@ -572,7 +621,15 @@ print("straight-through:  z̄ =", [round(v, 4) for v in grad_st.tolist()])
 #
 # Return `(dlogits, dexpert_out)` with the shapes of `logits` and `expert_out`, for the forward of
 # §5 (gates not renormalised). Do not call autograd; `torch.softmax` is fine (it is the forward), and
-# so is your `topk_backward`.
+# so are your `topk_backward` and notebook 02's softmax backward, given here. What is new is the chain:
+# which gradient reaches the gates, which the expert outputs, and how the gates' gradient gets back to
+# **every** logit.
+# %%
+def softmax_backward_02(p, dp):
+    """From notebook 02 (Part B): z̄ of p = softmax(z) over the last axis, from p and p̄ — one scalar per row."""
+    s = (p * dp).sum(dim=-1, keepdim=True)  # (..., 1): the hub s = ⟨p, p̄⟩
+    return p * (dp - s)  # (..., E)
+
 # %% solution id=moe_gate_backward
 def moe_gate_backward(dy, logits, indices, expert_out):
     """Gradients of y = Σ_m g_m · expert_out[..., m, :], g = softmax(logits).gather(-1, indices).
@@ -586,8 +643,7 @@ def moe_gate_backward(dy, logits, indices, expert_out):
     dexpert_out = g[..., :, None] * dy[..., None, :]  # (..., k, D): h̄_m = g_m ȳ
     dg = (expert_out * dy[..., None, :]).sum(dim=-1)  # (..., k): ḡ_m = ⟨ȳ, h_m⟩
     dp = torch.zeros_like(p).scatter_add_(-1, indices, dg)  # (..., E): top-k's backward
-    s = (p * dp).sum(dim=-1, keepdim=True)  # (..., 1): softmax's scalar hub
-    dlogits = p * (dp - s)  # (..., E): every logit, chosen or not
+    dlogits = softmax_backward_02(p, dp)  # (..., E): every logit, chosen or not
     return dlogits, dexpert_out
     ### END SOLUTION
 
@@ -604,22 +660,20 @@ def moe_gate_backward(dy, logits, indices, expert_out):
 # <details><summary>Hint 2 — a gather and a softmax, both met before</summary>
 #
 # $g = p[i]$ is a gather along the last axis: its backward is Part A's, into $E$ slots. The softmax's
-# backward is notebook 02's collapse: one scalar per token, kept with a size-1 axis. Every logit gets a
-# gradient from it — chosen or not.
+# backward is notebook 02's, given above the exercise as `softmax_backward_02`: it wants $p$ and the
+# gradient that reached $p$. Every logit gets a gradient from it — chosen or not.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas, step by step</summary>
+# <details><summary>Hint 3 — one token by hand</summary>
 #
-# $$\bar h_m = g_m\,\bar y, \qquad \bar g_m = \langle \bar y, h_m \rangle, \qquad
-# \bar p = \text{$\bar g$ scattered to the slots } i, \qquad s = \langle p, \bar p \rangle, \qquad
-# \bar z = p \odot (\bar p - s).$$
-#
-# In code: recompute $p$ with `torch.softmax` over the last axis and gather $g$ from it at
-# `indices`. $\bar h$ is an outer product per token: `g[..., :, None]` times `dy[..., None, :]`.
-# $\bar g$ multiplies `expert_out` by `dy[..., None, :]` and sums over $D$. $\bar p$ is your
-# `topk_backward` of $\bar g$ into $E$ slots; $s$ is a sum over the last axis with
-# `keepdim=True`; and `dlogits` is `p * (dp - s)`, shape `(..., E)`.
+# One token, $D = 2$, $k = 2$: $h_1 = (1, 0)$, $h_2 = (0, 2)$, gates $g = (0.5, 0.3)$, $\bar y = (4, 1)$. Then
+# $y = 0.5\,h_1 + 0.3\,h_2$. Move $h_1$ by a small vector $\delta$: $y$ moves by $0.5\,\delta$, so what is $\bar h_1$, and
+# what shape is $\bar h$ for the token? Move $g_2$ by $\epsilon$: $y$ moves by $\epsilon\,h_2$, and the loss by
+# $\epsilon\,\langle \bar y, h_2 \rangle = 2\epsilon$ — so $\bar g_2 = 2$; what is $\bar g_1$? In code, $\bar h$ pairs a
+# `(..., k, 1)` view of the gates with a `(..., 1, D)` view of $\bar y$; $\bar g$ pairs `expert_out` with the
+# same view of $\bar y$ and sums over $D$. Then $\bar g$ goes to the chosen slots of $\bar p$ (zeros elsewhere)
+# and through the softmax backward.
 #
 # </details>
 # %% test id=test_moe_gate_backward points=3
@@ -633,7 +687,7 @@ autograder.check.moe_gate_backward(moe_gate_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # Given $\bar y$ $(D,)$, by the rules we already have:
 #
@@ -641,13 +695,16 @@ autograder.check.moe_gate_backward(moe_gate_backward)
 # 2. **Gates.** $y$ is linear in each $g_m$: $\;\bar g_m = \langle \bar y, h_m \rangle$ $\quad (k,)$.
 # 3. **Top-k.** $g = p[i]$ is a gather: $\;\bar p$ is $\bar g$ scattered into $E$ slots — Part A,
 #    $\bar p_j = \bar g_m$ if $j = i_m$, else 0 $\quad (E,)$.
-# 4. **Softmax.** Notebook 02's collapse: $\;s = \langle p, \bar p \rangle$ and
+# 4. **Softmax.** Notebook 02's backward, $s = \langle p, \bar p \rangle$ and $\bar z = p \odot (\bar p - s)$ $\;(E,)$.
 #
-# $$\boxed{\;\bar z = p \odot (\bar p - s)\;}\quad (E,).$$
+# In code: `g[..., :, None] * dy[..., None, :]` for $\bar h$, `(expert_out * dy[..., None, :]).sum(dim=-1)` for
+# $\bar g$, your `topk_backward` (or `scatter_add_`) into $E$ slots for $\bar p$, then `softmax_backward_02`.
 #
 # Step 4 gives **every** expert's logit a gradient, chosen or not: for an expert $j$ that was
 # not chosen, $\bar p_j = 0$ and $\bar z_j = -p_j\, s$. Raising any logit takes probability
 # mass from the chosen experts, and the router learns that too. The indices get nothing.
+#
+# </details>
 #
 # Check it the independent way, with central differences on the forward. The indices are
 # held fixed — they are constants, and a step of $10^{-6}$ is too small to change the choice:
@@ -785,23 +842,21 @@ def scatter_add_kernel(
 #
 # <details><summary>Hint 2 — where to add, and how</summary>
 #
-# The destination row is a number stored at `INDEX_ptr + i`: load it, then point at that row of `OUT`
-# with `out_row_stride`. On a GPU a load, an add and a store from two programs interleave, and one
-# addition is lost; `tl.atomic_add(pointers, values, mask=...)` does the read-add-write as one step
-# (and returns the old values, which you do not need).
+# The destination row is a number stored in `INDEX_ptr`, at the program's source row: load it, then point
+# at that row of `OUT` with `out_row_stride`. On a GPU a load, an add and a store from two programs
+# interleave, and one addition is lost; `tl.atomic_add(pointers, values, mask=...)` does the
+# read-add-write as one step (and returns the old values, which you do not need).
 #
 # </details>
 #
-# <details><summary>Hint 3 — the addresses, step by step</summary>
+# <details><summary>Hint 3 — one program's addresses, by hand</summary>
 #
-# - The lanes: `tl.program_id(1) * BLOCK_D` plus `tl.arange(0, BLOCK_D)`, masked where they reach
-#   `n_cols`.
-# - The source: row `i` (int64) of `SRC` starts at `SRC_ptr + i * src_row_stride`; load the lanes
-#   from there with the mask and `other=0.0`.
-# - The destination: `dest`, loaded from `INDEX_ptr + i`; its row starts at
-#   `OUT_ptr + dest * out_row_stride`.
-# - One `tl.atomic_add` of the loaded block into those lanes of the destination row, with the
-#   same mask.
+# Take program $(i, j) = (1, 2)$ with `BLOCK_D` = 4, `n_cols` = 10, `src_row_stride` = `out_row_stride` = 16
+# and `index[1]` = 3. Which four columns does it own, and which of them are real? Which element offsets
+# does it read from `SRC`, and which does it add into in `OUT`? (Columns 8 to 11; the last two masked; it
+# reads elements 24 and 25 of `SRC` and adds into elements 56 and 57 of `OUT`.) Now write those three
+# address computations with `tl.program_id`, `tl.arange` and the strides, and cast the row numbers to int64
+# before they meet a stride.
 #
 # </details>
 # %% test id=test_scatter_add_kernel points=2
@@ -815,13 +870,19 @@ autograder.check.scatter_add_kernel(scatter_add_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\boxed{\;\text{OUT}[\text{index}_i,\ j\text{-th block}] \mathrel{+}= \text{SRC}[i,\ j\text{-th block}] \text{ as one atomic read-add-write, lanes past } n_{\text{cols}} \text{ masked}\;}$$
 #
-# One program per source row and column block; no program owns an output row, so the atomic — not
-# the grid — is what keeps every contribution. With it, the embedding backward of Part B is one
-# launch. Both against autograd, on a batch of token ids with many repeats:
+# The lanes are `tl.program_id(1) * BLOCK_D` plus `tl.arange(0, BLOCK_D)`; the source row starts at
+# `SRC_ptr + i * src_row_stride`, the destination at `OUT_ptr + dest * out_row_stride`, and one
+# `tl.atomic_add` with the mask adds the block. One program per source row and column block; no program
+# owns an output row, so the atomic — not the grid — is what keeps every contribution.
+#
+# </details>
+#
+# With it, the embedding backward of Part B is one launch. Both against autograd, on a batch of token
+# ids with many repeats:
 # %%
 gen = torch.Generator().manual_seed(66)
 W = torch.randn(10, 6, generator=gen, dtype=F64, requires_grad=True)  # (num_embeddings, D)

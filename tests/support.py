@@ -16,7 +16,8 @@ from tools.build_notebooks import TEXT_DIR, parse
 from tools.mutants import ROOT, Mutant, apply_edit, replace_definition
 
 # Cells a notebook gives the student (not exercises) that its solutions call: they run first.
-GIVEN = {"04_layernorm": ("def layernorm_fwd_kernel",), "07_fused_linear_cross_entropy": ("import triton",),
+GIVEN = {"04_layernorm": ("def layernorm_fwd_kernel",), "06_topk_routing": ("def softmax_backward_02",),
+         "07_fused_linear_cross_entropy": ("import triton",),
          "08_mixed_precision_backward": ("BF16, F16 = torch.bfloat16", "def softmax_backward_by_kernel")}
 
 

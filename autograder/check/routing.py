@@ -57,6 +57,7 @@ def _maxpool_cases(gen) -> list:
     return maxpool_cases(
         gen, distinct,
         apart=(("batch 1", (1,), 12, 3, 3),
+               ("batch 1", (1,), 14, 2, 3),  # stride > kernel_size at batch 1: windows placed j·kernel_size apart show
                ("batch 7", (7,), 14, 2, 3),  # stride > kernel_size: positions no window reads get 0
                ("3-D", (2, 3), 10, 5, 5)),
         transposed=("batch 9", (9,), 12, 4, 4),
@@ -66,9 +67,10 @@ def _maxpool_cases(gen) -> list:
 
 
 def _relu_cases(gen) -> list:
-    # |x| ≥ 0.01: x > 0 and x >= 0 are the same answer
+    # |x| ≥ 0.01: x > 0 and x >= 0 are the same answer on x; on y = relu(x) (an in-place ReLU) they are not
     return relu_cases(gen, (("batch 1", (1, 9)), ("batch 7", (7, 13)), ("3-D", (3, 5, 7))),
-                      transposed=("batch 9", (9, 11)), margin=1e-2)
+                      transposed=("batch 9", (9, 11)), margin=1e-2,
+                      in_place=(("batch 1", (1, 11)), ("3-D", (2, 3, 7))))
 
 
 def _dropout_cases(gen) -> list:

@@ -47,9 +47,9 @@ SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here tak
 HINTS = {
     "topk_backward": {"non-atomic-scatter": 2, "shape": 1, "wrong-values": 1, "batch-reduction": 1, "*": 1},
     "embedding_backward": {"non-atomic-scatter": 2, "batch-reduction": 2, "shape": 1, "*": 1},
-    "relu_backward": {"*": 1},
-    "maxpool1d_backward": {"non-atomic-scatter": 2, "batch-reduction": 1, "*": 1},
-    "dropout_backward": {"*": 1},
+    "relu_backward": {"wrong-values": 2, "*": 1},
+    "maxpool1d_backward": {"non-atomic-scatter": 2, "batch-reduction": 1, "wrong-values": 3, "*": 1},
+    "dropout_backward": {"scale": 1, "*": 2},
     "moe_gate_backward": {"shape": 1, "wrong-values": 2, "sign": 2, "*": 1},
     "scatter_add_kernel": {"non-atomic-scatter": 2, "wrong-values": 1, "*": 1},
 }
@@ -210,7 +210,13 @@ def relu_reference(dy: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 def relu_alternatives(case: Case) -> dict[str, list[Alternative]]:
     dy, x = case.args
     on = (x > 0).to(dy.dtype)
-    return {"dx": [
+    alts = []
+    if bool((x == 0).any()):  # the forward's output was handed in: every dropped entry is exactly 0
+        alts.append(Alternative(
+            "wrong-values", "dx passes ȳ where the tensor handed in is exactly 0: an in-place ReLU hands the backward "
+            "its output, whose dropped entries are all 0, and nothing reached y through them.",
+            dy * (x >= 0)))
+    return {"dx": alts + [
         Alternative("wrong-values", "dx is relu(ȳ): ReLU's backward depends on where the input x was positive, not "
                     "on the sign of the gradient.", torch.relu(dy)),
         Alternative("wrong-values", "dx is ȳ ⊙ relu(x): that multiplies by the forward's output, not by the "
@@ -251,7 +257,15 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
     in_window = torch.zeros_like(x).scatter_add_(-1, pos - starts, dy)
     average_pool = lambda x: F.avg_pool1d(x.reshape(-1, 1, L), kernel_size, stride).reshape(dy.shape)  # noqa: E731
     spread = vjp(average_pool, (torch.zeros_like(x),), dy)[0]
-    return [
+    # Each window's argmax offset from j·kernel_size instead of j·stride (possible only where that stays inside x).
+    wrong = pos - starts + kernel_size * torch.arange(pos.shape[-1])
+    alts = []
+    if stride != kernel_size and int(wrong.max()) < L:
+        alts.append(Alternative(
+            "wrong-values", f"dx places window j's max as if the window started at j·kernel_size = {kernel_size}j; it "
+            f"starts at j·stride = {stride}j, and the windows {'overlap' if stride < kernel_size else 'leave gaps'} here.",
+            torch.zeros_like(x).scatter_add_(-1, wrong, dy)))
+    return alts + [
         Alternative("wrong-values", "dx puts ȳ_j at the argmax's position *within* window j (0 … kernel_size − 1), "
                     "not at its position in x.", in_window),
         Alternative("wrong-values", "dx spreads ȳ_j evenly over window j: that is the backward of average pooling. "
@@ -582,15 +596,20 @@ def maxpool_cases(gen, distinct, apart, transposed, overlapping) -> list[Scatter
     return cases
 
 
-def relu_cases(gen, shapes, transposed, margin: float) -> list[Case]:
-    """(label, shape) rows of ȳ and x, x at least ``margin`` away from the kink at 0; then ``transposed``."""
+def relu_cases(gen, shapes, transposed, margin: float, in_place=()) -> list[Case]:
+    """(label, shape) rows of ȳ and x, x at least ``margin`` away from the kink at 0; then ``transposed``; then
+    ``in_place``: rows where the tensor handed in is the forward's output relu(x), as an in-place ReLU leaves it
+    (its dropped entries exactly 0)."""
     cases = []
-    for (label, shape), kind in _in_order(shapes, transposed):
+    for (label, shape), kind in _in_order(shapes, transposed, in_place):
         dy, x = randn(gen, *shape), randn(gen, *shape)
         x = x + margin * torch.sign(x)
-        if kind:
+        if kind == "transposed":
             label, dy, x = _transposed(label, "dy and x", dy, x)
-        cases.append(Case(f"dy {tuple(dy.shape)}, x {tuple(x.shape)}; {label}", (dy, x), batch=x.shape[0]))
+        what = "x"
+        if kind == "repeated":
+            x, what, label = torch.relu(x), "y", f"{label}, the forward's output y = relu(x) handed in (in-place ReLU)"
+        cases.append(Case(f"dy {tuple(dy.shape)}, {what} {tuple(x.shape)}; {label}", (dy, x), batch=x.shape[0]))
     return cases
 
 
@@ -668,9 +687,9 @@ def embedding_backward(fn) -> None:
 def relu_backward(fn) -> None:
     """Visible check: batch 1, batch 7 and 3-D, no input at the kink x = 0."""
     cases = relu_cases(seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))),
-                       transposed=("batch 7", (7, 6)), margin=0.1)
+                       transposed=("batch 7", (7, 6)), margin=0.1, in_place=(("batch 7", (7, 5)),))
     check("relu_backward", fn, cases)
-    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed)")
+    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed; handed x, and handed y)")
 
 
 @graded
@@ -689,14 +708,15 @@ def maxpool1d_backward(fn) -> None:
     x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
     check("maxpool1d_backward", fn, [
         maxpool_case("batch 1", randn(gen, 1, 3), distinct(1, 9), 3, 3),
+        maxpool_case("batch 1", randn(gen, 1, 4), distinct(1, 11), 2, 3),  # stride > kernel_size: gaps, at batch 1
         maxpool_case("batch 7", randn(gen, 7, 5), distinct(7, 10), 2, 2),
         maxpool_case("batch 7", randn(gen, 7, 3), distinct(7, 9), 3, 3, transposed=True),
         maxpool_case("batch 1", randn(gen, 1, 6), x1, 3, 1),
         maxpool_case("batch 7", randn(gen, 7, 4), x7, 4, 2),
         maxpool_case("3-D", randn(gen, 2, 3, 4), x3, 3, 2),
     ])
-    print("✓ maxpool1d_backward passes the visible checks (side-by-side and overlapping windows, batch 1, 7, 3-D "
-          "and transposed)")
+    print("✓ maxpool1d_backward passes the visible checks (side-by-side windows, windows with gaps, overlapping "
+          "windows; batch 1, 7, 3-D and transposed)")
 
 
 @graded

@@ -57,6 +57,8 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         ("scatter_add_kernel", "non-atomic-scatter"),  # tl.store, and a read-add-store race
         ("embedding_backward", "batch-reduction"),  # the first sequence only
         ("dropout_backward", "scale"),  # 1/(1 − p) forgotten
+        ("relu_backward", "wrong-values"),  # relu(ȳ); x >= 0, wrong on an in-place ReLU's output
+        ("maxpool1d_backward", "wrong-values"),  # the in-window position; windows kernel_size apart
         ("moe_gate_backward", "sign"),
         ("moe_gate_backward", "wrong-values"),  # the softmax backward skipped
     }, most=6)
@@ -222,10 +224,35 @@ def test_a_fresh_dropout_mask_is_wrong_values(draw, seeded):
     assert diagnosis(visible.dropout_backward, fresh_mask) == "wrong-values"
 
 
-def test_relu_inputs_avoid_the_kink(seeded):
-    """With no x at exactly 0, x > 0 and x >= 0 are the same answer: both pass."""
+def test_relu_inputs_avoid_the_kink_and_the_output_tells_the_comparisons_apart(seeded):
+    """Inputs x never sit at 0, so x > 0 and x >= 0 agree there; the in-place cases hand over y = relu(x), whose
+    dropped entries are exactly 0: there only the strict comparison is right, and the other is named."""
+    for cases in (hidden_routing._relu_cases(generator("relu")), visible_routing.relu_cases(
+            torch.Generator().manual_seed(1), (("b", (3, 4)),), ("t", (3, 4)), 0.1, (("b", (3, 4)),))):
+        on_x = [c for c in cases if "handed in" not in c.label]
+        on_y = [c for c in cases if "handed in" in c.label]
+        assert on_x and on_y
+        assert all(bool((c.args[1] != 0).all()) for c in on_x)
+        assert all(bool((c.args[1] == 0).any()) and bool((c.args[1] >= 0).all()) for c in on_y)
+        visible_routing.check("relu_backward", lambda dy, x: dy * (x >= 0), on_x)  # passes on x
     for check in (hidden.relu_backward, visible.relu_backward):
-        check(lambda dy, x: dy * (x >= 0))
+        check(lambda dy, x: torch.where(x > 0, dy, torch.zeros_like(dy)))
+        with pytest.raises(GradingFailure, match="in-place ReLU") as info:
+            check(lambda dy, x: dy * (x >= 0))
+        assert info.value.cls == "wrong-values"
+
+
+def test_maxpool_windows_placed_kernel_size_apart_are_named(seeded):
+    """Right while stride = kernel_size; at a stride that leaves gaps the windows' maxima land elsewhere."""
+    def wrong(dy, x, kernel_size, stride):
+        windows = x.unfold(-1, kernel_size, stride)
+        a = windows.argmax(dim=-1) + kernel_size * torch.arange(dy.shape[-1])
+        return torch.zeros_like(x).scatter_add_(-1, a, dy)
+
+    for check in (hidden.maxpool1d_backward, visible.maxpool1d_backward):
+        with pytest.raises(GradingFailure, match="j·stride") as info:
+            check(wrong)
+        assert info.value.cls == "wrong-values"
 
 
 # ---------------------------------------------------------------------------

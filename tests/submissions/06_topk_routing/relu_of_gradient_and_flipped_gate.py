@@ -1,4 +1,4 @@
-# Mutant: every row of top-k flattened into one, ReLU applied to the gradient, and the softmax hub subtracted the wrong way.
+# Mutant: every row of top-k flattened into one, ReLU applied to the gradient, and the gate's sign flipped in both gradients.
 # expect: test_topk_backward shape
 # expect: test_relu_backward wrong-values
 # expect: test_moe_gate_backward sign
@@ -13,5 +13,5 @@
 # %% moe_gate_backward
 -    dexpert_out = g[..., :, None] * dy[..., None, :]  # (..., k, D): h̄_m = g_m ȳ
 +    dexpert_out = -g[..., :, None] * dy[..., None, :]  # bug: the gate's sign flipped
--    dlogits = p * (dp - s)  # (..., E): every logit, chosen or not
-+    dlogits = p * (s - dp)  # bug: z̄ = p ⊙ (s − p̄), the hub subtracted the wrong way
+-    dg = (expert_out * dy[..., None, :]).sum(dim=-1)  # (..., k): ḡ_m = ⟨ȳ, h_m⟩
++    dg = -(expert_out * dy[..., None, :]).sum(dim=-1)  # bug: the gates' gradient negated too
