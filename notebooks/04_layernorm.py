@@ -334,9 +334,9 @@ autograder.check.layernorm_backward(layernorm_backward)
 #
 # $$\boxed{\;\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x, \qquad \bar\beta = \sum_{\text{rows}} \bar y\;}$$
 #
-# In code: $\hat x$ rebuilt from `mean[..., None]` and `rstd[..., None]`, `dxhat = gamma * dy`, $c_1$ and $c_2$
-# each a `.mean(dim=-1, keepdim=True)`, `dx = (dxhat - (xhat * c1 + c2)) * rstd`, and
-# `dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)` — every leading axis flattened into one, then summed.
+# In code: $\hat x$ rebuilt from `mean[..., None]` and `rstd[..., None]`, `gamma * dy` for $\bar{\hat x}$, $c_1$ and
+# $c_2$ each a `.mean(dim=-1, keepdim=True)`, $\bar x$ as `(dxhat - (xhat * c1 + c2)) * rstd`, and $\bar\gamma$ as
+# `(dy * xhat).reshape(-1, N).sum(dim=0)` — every leading axis flattened into one, then summed.
 #
 # </details>
 #
@@ -489,7 +489,7 @@ autograder.check.rmsnorm_backward(rmsnorm_backward)
 # $$\boxed{\;\bar x = (\bar{\hat x} - \hat x\, c_1)\cdot\text{rrms}, \qquad \bar g = \sum_{\text{rows}} \bar y \odot \hat x\;}$$
 #
 # Part B with a piece removed: $\bar g$ sums over the batch for the same reason $\bar\gamma$ does. In code,
-# `dx = (dxhat - xhat * c1) * rrms` with `rrms[..., None]`, and $\bar g$ as Part B's $\bar\gamma$.
+# $\bar x$ is `(dxhat - xhat * c1) * rrms` with `rrms[..., None]`, and $\bar g$ is Part B's $\bar\gamma$.
 #
 # </details>
 # %% [markdown]
