@@ -24,8 +24,9 @@
 # Each test cell prints `✓ ...` when your code is right; when it is wrong, its first line
 # names the kind of bug (`diagnosis: non-finite — ...`), the next lines say where, and the last
 # one points to the hint that covers it. Every exercise is followed by collapsed hints: open the
-# first only when you are stuck, and the next only when that was not enough. The last one gives
-# the code away.
+# first only when you are stuck, and the next only when that was not enough. They ask questions
+# and walk through one lane or one step; none gives the code. What the kernel should look like is
+# in a collapsed recap after the test cell — open it once your check passes.
 # %%
 import course
 
@@ -62,12 +63,15 @@ def unfinished(exc):
 # the same number is added to every entry (notebook 02, Part C) — but it keeps every exponent
 # $\le 0$, so $e^{x - m}$ never overflows. (In float32, $e^{x}$ is inf from $x \approx 88.7$.)
 #
-# The backward, from notebook 02: given $\bar y$, the gradient of the loss with respect to
-# the row's output,
+# The backward is notebook 02's Part B, taken as given here: given $\bar y$, the gradient of
+# the loss with respect to the row's output,
 #
-# $$s = \langle y, \bar y\rangle = \sum_j y_j \bar y_j, \qquad \bar x = y \odot (\bar y - s).$$
+# $$s = \langle y, \bar y\rangle = \sum_j y_j \bar y_j, \qquad \bar x = y \odot (\bar y - s)
+#   \qquad \text{(from notebook 02)}.$$
 #
-# Two facts about that formula decide the kernel design:
+# Nothing in this notebook derives it again. What is new is how a GPU program computes it: which
+# rows a program reads, what it keeps in registers, what the tail of a block does, in which dtype
+# it adds, and how many bytes it moves. Two facts about the formula decide the kernel design:
 #
 # - **It needs $y$ and $\bar y$, not $x$.** The forward's output is all the backward needs, so
 #   the forward saves $y$ and nothing else.
@@ -167,6 +171,33 @@ for name, count in elements_moved(N).items():
 # stride need not equal `n_cols`: a slice `x[:, :1000]` of a wider tensor has rows that are
 # farther apart. Pass each tensor's `stride(0)` and never assume.
 #
+# **Half precision in memory, float32 in registers.** `tl.load` returns the dtype in memory, and
+# arithmetic between two float16 (or bfloat16) blocks stays in that dtype, `tl.sum` included: it
+# adds in the dtype it is given. Training stores activations and their gradients in half precision
+# (notebook 08), and a half-precision number has 11 significant bits (bfloat16: 8). A row statistic
+# kept in it is rounded to those bits — and then the backward subtracts it from every $\bar y_j$,
+# where the bits that cancel are exactly the ones that were kept. A sum in it is worse: every partial
+# sum is rounded, and once the running total is large, small terms stop counting at all. Loads,
+# stores and registers are separate choices: the kernels here read and write the tensors' own dtype,
+# and do their arithmetic in float32 (float64 stays float64, for the gradient check in §6). `x.dtype`
+# is known when Triton compiles the kernel, so a Python conditional on it — on
+# `x.dtype.primitive_bitwidth`, say — picks a conversion with `.to(...)` at compile time, at no cost
+# per element. Notebook 08 measures how large these errors get and what a test should accept; float16
+# runs in Triton's interpreter on your CPU, bfloat16 only on a GPU.
+#
+# One float16 sum, added left to right the way a single GPU thread walks its share of a row:
+# %% check-output
+import numpy as np
+
+terms = np.full(4096, 1.0, dtype=np.float16)  # a row of 4096 ones
+print("float16, added one by one:", np.cumsum(terms)[-1])  # numpy's cumsum keeps a float16 running total
+print("float32, added one by one:", np.cumsum(terms.astype(np.float32))[-1])
+print("float16 spacing at 2048:  ", np.spacing(np.float16(2048)))  # 2048 + 1 rounds back to 2048
+
+# %% [markdown]
+# Past 2048 the float16 total cannot move by 1, so half the row is lost. A GPU's reduction is a
+# tree rather than one long walk, which shortens the chain of roundings without removing them.
+#
 # The same steps in PyTorch, for one row of 5 logits (the numbers after it in memory could be
 # anything), loaded with a fill of 0:
 # %% check-output
@@ -209,8 +240,11 @@ print(f"Σ e^(x - m): of the block {torch.exp(x - x.max()).sum().item():.3f}, "
 # - Load the row as one block of `BLOCK` lanes (a power of two, at least `n_cols`). The lanes past
 #   `n_cols` must read nothing from memory and write nothing to it, and what the load gives
 #   them must leave the row's max and sum unchanged.
-# - No overflow for large logits: the check sends float32 logits of a hundred and more. Compute
-#   in the dtype you load (float64 stays float64: the gradient check in §6 needs it).
+# - No overflow for large logits: the check sends float32 logits of a hundred and more.
+# - Arithmetic in float32 at least: a float16 row is widened after its load and the store writes
+#   the output's own dtype; float32 and float64 stay as they are (the gradient check in §6 needs
+#   float64 all the way). The check runs float16 rows too, and a float16 `y` may be off by no more
+#   than about one rounding.
 # - Use the names of §1: `m`, `e`, `ell` (for ℓ), `y`.
 #
 # The test cell launches your kernel on rows that sit inside wider buffers, with NaN in the
@@ -239,6 +273,9 @@ def softmax_fwd_kernel(
     mask = cols < n_cols  # False on the lanes past the end of the row
     # Masked-off lanes read −inf: the max ignores them and exp(−inf) = 0 adds nothing to ℓ.
     x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # read N
+    # Widen half precision to float32 before any arithmetic: ℓ is a sum over the row, and float16 or bfloat16
+    # arithmetic would round every step of it. float32 and float64 (the gradcheck's) stay as they are.
+    x = x.to(tl.float32) if x.dtype.primitive_bitwidth < 32 else x
     m = tl.max(x, axis=0)
     e = tl.exp(x - m)  # every exponent ≤ 0: no overflow
     ell = tl.sum(e, axis=0)
@@ -261,20 +298,19 @@ def softmax_fwd_kernel(
 # Both memory operations need the mask that is true exactly on the row's `n_cols` lanes: the
 # load, so that the tail reads nothing past the row (NaN in the check's padding), and the
 # store, so that it writes nothing past it (the next row, or another tensor). The fill of the
-# load must be a value that never wins a max and whose exponential adds nothing to a sum: what
-# must $e^v$ be? Find the row at `row * stride` elements from the base pointer, with the stride
-# of its own tensor; and subtract the row max before `tl.exp`, as notebook 02's Part C did.
+# load must be a value $v$ that never wins a max and whose exponential adds nothing to a sum:
+# what must $e^v$ be, and what is $v$ then? Find the row at `row * stride` elements from the base
+# pointer, with the stride of its own tensor; and subtract the row max before `tl.exp`, as §1 does.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the fill, the mask and the formula</summary>
+# <details><summary>Hint 3 — one lane, in float16</summary>
 #
-# The lanes are the offsets `tl.arange(0, BLOCK)` from the start of the row, and the mask is true
-# where they are below `n_cols`; the load and the store both take it. The load fills the tail with
-# $-\infty$, `other=-float("inf")`: $\max$ ignores it and $e^{-\infty} = 0$ adds nothing to $\ell$.
-# Then §1, in registers, with one `tl.max` and one `tl.sum` over `axis=0`:
-#
-# $$m = \max_j x_j, \qquad e = \exp(x - m), \qquad \ell = \textstyle\sum_j e_j, \qquad y = e / \ell .$$
+# Follow one float16 row: what dtype does `tl.load` hand you, and what dtype is a `tl.sum` of it?
+# Where in the kernel is the first operation whose result is rounded to the row's dtype, and what
+# would that rounding cost $\ell$ on a row of 4096? Widen once, right after the load, and only when
+# the loaded dtype is narrower than float32 — a float64 row must stay float64. `tl.store` converts
+# to the output pointer's dtype by itself.
 #
 # </details>
 # %% test id=test_softmax_fwd_kernel points=2
@@ -288,11 +324,11 @@ autograder.check.softmax_fwd_kernel(softmax_fwd_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: a masked row in one program
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# The masked-off lanes load $-\infty$: $\max$ ignores it, and $e^{-\infty} = 0$ adds nothing
-# to $\ell$, so the block reduces exactly as the row would. The same mask guards the store, so
-# the tail writes nothing:
+# **A masked row in one program.** The masked-off lanes load $-\infty$: $\max$ ignores it, and
+# $e^{-\infty} = 0$ adds nothing to $\ell$, so the block reduces exactly as the row would. The same
+# mask guards the store, so the tail writes nothing:
 #
 # $$\boxed{\;\texttt{tl.load}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols},\
 #   \texttt{other} = -\infty), \qquad \texttt{tl.store}(\dots,\ \texttt{mask} = \texttt{cols} < \texttt{n\_cols})\;}$$
@@ -300,6 +336,14 @@ autograder.check.softmax_fwd_kernel(softmax_fwd_kernel)
 # in code, `other=-float("inf")` on the load and the same `mask` on the load and the store. A fill
 # of 0 would raise the max of a row of negative logits to 0 and add $e^{0 - m}$ per tail lane
 # to $\ell$; an unmasked load would read the padding's NaN into both.
+#
+# Right after the load, a half-precision `x` becomes float32 (`x.to(tl.float32)`, chosen at compile
+# time from `x.dtype`), so $m$, $e$, $\ell$ and $y$ are float32 in registers and only the store
+# rounds, once. (Triton's `tl.exp` accepts only float32 and float64, so it would widen a float16
+# argument anyway; the widening written out makes the choice yours rather than the compiler's, and
+# covers every operation before it.)
+#
+# </details>
 #
 # Watch the mask at work. Two rows of 5 live inside a buffer 8 wide whose padding holds NaN;
 # the output buffer starts full of −1. After the launch the first 5 columns of each row hold
@@ -323,9 +367,8 @@ except Exception as exc:
 # ## 4 · The backward kernel: s and x̄ in one program
 #
 # The backward kernel gets three pointers: $\bar y$ (from autograd), $y$ (saved by the
-# forward) and $\bar x$ (to write). One program per row again, and everything notebook 02
-# derived happens in its registers: the program reads the two rows it needs ($2N$ reads),
-# reduces them to the one number per row of notebook 02, and writes $\bar x$ ($N$ writes).
+# forward) and $\bar x$ (to write). The formula is notebook 02's, as §1 gives it; this Part is
+# about where each piece of it lives on the GPU.
 #
 # Compare the naive backward of §2: it wrote $y \odot \bar y$ to memory only to read it back for
 # the sum, then wrote $\bar y - s$ only to read it back for the product — $9N$ elements moved
@@ -333,7 +376,9 @@ except Exception as exc:
 # any $N$-long temporary in memory.
 #
 # The rows still end in a masked tail, and the tail lanes still take part in the block's
-# reduction — which here is not a max and a sum of exponentials.
+# reduction — which here is not a max and a sum of exponentials. And the one number per row is the
+# statistic that half precision hurts most: §3's float16 rounding lands on it, and then it is
+# subtracted from every $\bar y_j$.
 # %% [markdown]
 # ## Part B — softmax_bwd_kernel (2 points)
 #
@@ -345,13 +390,17 @@ except Exception as exc:
 #
 # - One program per row; each row's elements are adjacent in memory, and the rows of each
 #   tensor are its own stride apart.
-# - Read the row of $\bar y$ and the row of $y$, write the row of $\bar x$. The lanes past
-#   `n_cols` read nothing and write nothing, and what the loads give them must leave the row's
-#   scalar exact.
-# - Compute in the dtype you load; the scalar stays in a register.
+# - Read the row of $\bar y$ and the row of $y$ once each, write the row of $\bar x$ once: $3N$
+#   elements per row and nothing else in memory. The lanes past `n_cols` read nothing and write
+#   nothing, and what the loads give them must leave the row's scalar exact.
+# - Arithmetic in float32 at least, as in Part A: the check runs float16 rows whose $\bar y$ has a
+#   large part common to the whole row, and holds the float16 $\bar x$ to about one rounding.
 # - Use the names of §1: `s` for the scalar hub, `dx` for $\bar x$.
+# - The questions: which program reads which addresses? In which dtype, and where, does $s$ exist —
+#   and is it ever written to memory? What must a tail lane hold so that it adds nothing to $s$?
 #
-# The test cell checks it the way Part A's does, against torch's own autograd.
+# The test cell checks it the way Part A's does, against torch's own autograd, and in float16
+# against torch's float64 backward of the same rounded values.
 # %% solution id=softmax_bwd_kernel
 @triton.jit
 def softmax_bwd_kernel(
@@ -375,7 +424,11 @@ def softmax_bwd_kernel(
     # Masked-off lanes read 0, so they add nothing to s.
     dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=mask, other=0.0)  # read N
     y = tl.load(Y_ptr + row * y_row_stride + cols, mask=mask, other=0.0)  # read N
-    s = tl.sum(y * dy, axis=0)  # the scalar hub: one number per row instead of an N×N Jacobian
+    # Widen half precision before the products and the sum: s would otherwise be held to float16's 11 bits,
+    # and ȳ − s cancels those bits away. float32 and float64 stay as they are.
+    dy = dy.to(tl.float32) if dy.dtype.primitive_bitwidth < 32 else dy
+    y = y.to(tl.float32) if y.dtype.primitive_bitwidth < 32 else y
+    s = tl.sum(y * dy, axis=0)  # the scalar hub: one number per row, in a register
     dx = y * (dy - s)
     tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)  # write N
     ### END SOLUTION
@@ -383,31 +436,29 @@ def softmax_bwd_kernel(
 # %% [markdown]
 # <details><summary>Hint 1 — the plan, in registers</summary>
 #
-# Two masked loads (one per input row), one reduction over the block to notebook 02's hub, one
-# elementwise expression with that scalar broadcast over the block, one masked store. Keep the
-# roles straight: `DY_ptr` points to $\bar y$, `Y_ptr` to $y$, and each has its own row stride.
-# Check the sign of each term against notebook 02's recap of Part B.
+# Count what the program does to memory and to registers, in order: how many loads, how many
+# reductions over the block, how many stores? Which of the quantities of §1's backward is a whole
+# block, and which a single number? Keep the roles straight: `DY_ptr` points to $\bar y$, `Y_ptr`
+# to $y$, and each has its own row stride. (If the values are wrong in float64 too, compare your
+# signs and factors with notebook 02's recap of Part B.)
 #
 # </details>
 #
 # <details><summary>Hint 2 — the fill for a sum of products</summary>
 #
-# A tail lane enters $s$ through a product $y_j \bar y_j$. A fill that makes that product zero
-# leaves $s$ exact; Part A's fill would not: the product of two infinities is infinite, and
-# $s$ with it. The store needs the mask exactly as the forward's did: the tail of $\bar x$
-# belongs to the next row.
+# A tail lane enters $s$ only through a product $y_j \bar y_j$. Which fill makes that product zero
+# whatever the other factor holds? Part A's fill would not do: what is $(-\infty) \cdot (-\infty)$,
+# and what would $s$ become? The store needs the mask exactly as the forward's did: the tail of
+# $\bar x$ belongs to the next row.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the fill and the formulas</summary>
+# <details><summary>Hint 3 — the one scalar, in float16</summary>
 #
-# Both loads take the forward's mask and `other=0.0`, each at its own row stride: a tail lane then
-# adds $0 \cdot 0 = 0$ to $s$. In registers, with the names of §1:
-#
-# $$s = \textstyle\sum_j y_j \bar y_j, \qquad \bar x = y \odot (\bar y - s),$$
-#
-# in code `tl.sum(y * dy, axis=0)` for `s`, and `dx = y * (dy - s)`. The store of `dx` takes the
-# mask too.
+# Take a float16 row whose $\bar y_j$ are all near 10. Then $s$ is near 10 too, and float16's spacing
+# at 10 is $2^{-7} \approx 0.008$: a float16 $s$ is off by up to half of that. Now $\bar y_j - s$ is of
+# order 1 — how many correct bits does it keep? That is why both loaded rows are widened before the
+# products and the sum, and why $\bar y - s$ is formed in float32 too; only the store narrows, once.
 #
 # </details>
 # %% test id=test_softmax_bwd_kernel points=2
@@ -421,17 +472,22 @@ autograder.check.softmax_bwd_kernel(softmax_bwd_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: the hub in a register
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Both loads fill the tail with 0, so $y_j \bar y_j = 0$ there and the reduction is exact; the
-# scalar never leaves the program, and the store is masked like the forward's:
+# **The hub in a register.** Both loads take the forward's mask and fill the tail with 0, so
+# $y_j \bar y_j = 0$ there and the reduction is exact; both rows are widened to float32 (float64
+# stays), so $s$ keeps 24 bits where a float16 one would keep 11; the scalar never leaves the
+# program, and the store is masked like the forward's:
 #
-# $$\boxed{\;s = \texttt{tl.sum}(y \cdot \bar y), \qquad \bar x = y \odot (\bar y - s),
-#   \qquad \text{tail lanes load } 0\;}$$
+# $$\boxed{\;\text{tail lanes load } 0, \qquad s = \texttt{tl.sum}(y \cdot \bar y) \text{ in float32, in a register},
+#   \qquad \bar x \text{ stored once}\;}$$
 #
-# in code `s` is `tl.sum(y * dy, axis=0)` and `dx = y * (dy - s)`, after loads with
-# `mask=mask, other=0.0`. $2N$ elements read and $N$ written per row: the least a softmax
-# backward can move.
+# in code both loads with `mask=mask, other=0.0`, then `dy.to(tl.float32)` and `y.to(tl.float32)`
+# for a half-precision row, `s` the `tl.sum` of `y * dy` over `axis=0`, and §1's $\bar x$ into one
+# masked store.
+# $2N$ elements read and $N$ written per row: the least a softmax backward can move.
+#
+# </details>
 #
 # ## 5 · Wiring the kernels into autograd
 #
@@ -508,34 +564,29 @@ class TritonSoftmax(torch.autograd.Function):
 # <details><summary>Hint 1 — what does the backward read?</summary>
 #
 # Your backward kernel reads two tensors. One is $\bar y$, which autograd passes to `backward`.
-# Where does the other come from — and is $x$ among what it reads? Save exactly that, through
-# `ctx.save_for_backward`. (If the check names `softmax_fwd_kernel` or `softmax_bwd_kernel`, the
-# bug is in that kernel: its Part's hints cover it.)
+# Where does the other come from — and is $x$ among what it reads? Save exactly what it needs,
+# through `ctx.save_for_backward`, and get it back from `ctx.saved_tensors`. (If the check names
+# `softmax_fwd_kernel` or `softmax_bwd_kernel`, the bug is in that kernel: its Part's hints cover it.)
 #
 # </details>
 #
 # <details><summary>Hint 2 — a ȳ you did not make</summary>
 #
 # The kernel walks a row one element at a time and gets one stride per tensor, the row stride.
-# A transposed $\bar y$ has a column stride other than 1, an expanded one has stride 0: hand the
-# kernel a tensor laid out the way its contract says. Making that copy costs nothing when
-# $\bar y$ already is laid out so. Allocate `dx` like the saved tensor, and launch with the
-# strides of the tensors you actually pass.
+# What are the strides of a transposed $\bar y$, and of one expanded from a single number? Hand the
+# kernel a tensor laid out the way its contract says: which tensor method gives that, and what does
+# it cost when $\bar y$ already is laid out so? Allocate $\bar x$ like the saved tensor, and launch with
+# the strides of the tensors you actually pass.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the launch, piece by piece</summary>
 #
-# ```python
-# # forward, after the launch:
-# ctx.save_for_backward(y)
-# # backward:
-# (y,) = ctx.saved_tensors
-# dy = dy.contiguous()
-# dx = torch.empty_like(y)
-# softmax_bwd_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols,
-#                               BLOCK=triton.next_power_of_2(n_cols))
-# ```
+# The backward's launch has the same shape as the forward's: one program per row, the grid a
+# one-element tuple, `BLOCK` the next power of two of the row length. Its arguments, in the order of
+# Part B's signature: the three tensors ($\bar y$, $y$, $\bar x$), then each one's `stride(0)` in the
+# same order, then `n_cols`. Which of the three did you allocate, and which came from `ctx` and
+# from autograd?
 #
 # </details>
 # %% test id=test_TritonSoftmax points=2
@@ -549,17 +600,19 @@ autograder.check.TritonSoftmax(TritonSoftmax)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: save y, and a ȳ the kernel can walk
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# The backward kernel reads $\bar y$ and $y$ — never $x$ — so the forward saves $y$ and nothing
-# else: saving $x$ as well would keep $N$ more elements per row alive for nothing, and saving $x$
-# instead would make the backward recompute $y$ before it could start. And whatever layout
-# autograd hands over, the kernel gets a $\bar y$ with adjacent elements:
+# **Save $y$, and a $\bar y$ the kernel can walk.** The backward kernel reads $\bar y$ and $y$ — never
+# $x$ — so the forward saves $y$ and nothing else: saving $x$ as well would keep $N$ more elements per
+# row alive for nothing, and saving $x$ instead would make the backward recompute $y$ before it could
+# start. And whatever layout autograd hands over, the kernel gets a $\bar y$ with adjacent elements:
 #
 # $$\boxed{\;\texttt{ctx.save\_for\_backward}(y), \qquad \bar y \leftarrow \texttt{dy.contiguous()}\;}$$
 #
-# in code `ctx.save_for_backward(y)` in the forward and `dy = dy.contiguous()` before the launch
-# in the backward (a no-op for a $\bar y$ that already is contiguous).
+# in code `ctx.save_for_backward(y)` in the forward and `dy.contiguous()` before the launch in the
+# backward (a no-op for a $\bar y$ that already is contiguous).
+#
+# </details>
 #
 # ## Part D — triton_softmax (1 point)
 #
@@ -592,28 +645,26 @@ def triton_softmax(x):
 # %% [markdown]
 # <details><summary>Hint 1 — rows, from any rank</summary>
 #
-# Every leading axis is a batch axis: an `x` of shape $(2, 3, N)$ is 6 rows of $N$. `reshape`
-# lines them up as $(n_\text{rows}, N)$ — and returns a *view* whenever it can, with strides taken
-# from `x`. A softmax over any axis but the last is a different function. (If the check names
-# one of the kernels, the bug is there: its Part's hints cover it.)
+# Every leading axis is a batch axis: an `x` of shape $(2, 3, N)$ is 6 rows of $N$. Which tensor
+# method lines them up as $(n_\text{rows}, N)$ without your computing $n_\text{rows}$ — and does it copy,
+# or return a view with strides taken from `x`? A softmax over any axis but the last is a different
+# function. (If the check names one of the kernels, the bug is there: its Part's hints cover it.)
 #
 # </details>
 #
 # <details><summary>Hint 2 — a view is not enough</summary>
 #
-# A transposed `x` reshaped to rows can still be a view whose rows are not contiguous, and
-# `TritonSoftmax` launches the kernel on it as it is. Make the rows contiguous before `apply`
-# (free when they already are). `TritonSoftmax` gives back $(n_\text{rows}, N)$: reshape the
-# result to the shape of `x`.
+# Transpose a $(5, 9)$ tensor and line it up as rows of its last axis: are the elements of one row
+# adjacent in memory? `TritonSoftmax` launches the kernel on what it is given. Make the rows
+# contiguous before `apply` (free when they already are).
 #
 # </details>
 #
-# <details><summary>Hint 3 — the layout, step by step</summary>
+# <details><summary>Hint 3 — the way back</summary>
 #
-# With `N = x.shape[-1]`: `x.reshape(-1, N)` lines up the rows as $(n_\text{rows}, N)$, then
-# `.contiguous()` makes each row adjacent in memory (a no-op when it already is). Run
-# `TritonSoftmax.apply` on those rows, and give its $(n_\text{rows}, N)$ result the shape of `x`
-# with `.view(x.shape)`.
+# `TritonSoftmax` gives back $(n_\text{rows}, N)$, and a softmax returns the shape of its input. What
+# turns the result back into the shape of `x` — and why is a view enough here, when it was not on the
+# way in? Autograd carries $\bar y$ back through both reshapes by itself.
 #
 # </details>
 # %% test id=test_triton_softmax points=1
@@ -627,14 +678,19 @@ autograder.check.triton_softmax(triton_softmax)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: any shape, as contiguous rows
+# <details><summary>What you just derived (open once your check passes)</summary>
+#
+# **Any shape, as contiguous rows.**
 #
 # $$\boxed{\;x \;\to\; \texttt{x.reshape(-1, N).contiguous()} \;\to\; \texttt{TritonSoftmax.apply}
 #   \;\to\; \texttt{.view(x.shape)}\;}$$
 #
 # `reshape` keeps a view, strides and all, when it can; `.contiguous()` copies only when the rows
-# are not already adjacent, so the common case costs nothing. Autograd carries $\bar y$ back
+# are not already adjacent, so the common case costs nothing. The result of `apply` is a fresh
+# contiguous tensor, so `.view(x.shape)` always works on it. Autograd carries $\bar y$ back
 # through the `view` and the `reshape` by itself.
+#
+# </details>
 #
 # ## 6 · gradcheck against a naive reference
 #
@@ -755,6 +811,9 @@ else:
 #
 # - One program per row; `BLOCK = triton.next_power_of_2(N)`; `mask = cols < n_cols` on every
 #   load and store, with an `other` that leaves the reduction alone (−inf for a max-and-sum, 0 for a sum).
+# - Load and store the tensors' own dtype; add in float32. A row statistic held in half precision
+#   keeps 11 bits (8 in bfloat16), and the backward subtracts $s$ from every $\bar y_j$. Notebook 08
+#   measures the errors and writes the tolerances.
 # - The forward saves $y$ and nothing else; the backward reads $y$ and $\bar y$, computes the
 #   scalar $s$ in registers, and writes $\bar x$: $2N$ in, $N$ out.
 # - Softmax is bandwidth-bound in both directions, so the bytes you do not move are the speed you gain.

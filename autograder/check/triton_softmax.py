@@ -1,7 +1,8 @@
 """Hidden checks for 03_triton_fused_softmax: the visible checks' builders, references, named bugs and
 runners (``course.selfcheck.triton_softmax``, the same ``HINTS``) on fresh inputs (``autograder.inputs.generator``;
 AUTOGRADER_SEED replays a run): rows that are not powers of two, batch 1 and batch 7, float32 and float64
-(the dtypes Triton's interpreter handles), ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
+(the dtypes Triton's interpreter handles well), and for the kernels one float16 case last, held to one
+rounding (``half-accumulation``); ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
 inputs: every kernel case is rows inside wider buffers, ``TritonSoftmax`` gets a transposed ȳ and
 ``triton_softmax`` a transposed x.
 """
@@ -25,6 +26,8 @@ from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint 
     check_softmax_function,
     forward_cases,
     function_cases,
+    half_backward_case,
+    half_forward_case,
     large_forward_case,
 )
 
@@ -77,14 +80,16 @@ def softmax_fwd_kernel(kernel: Callable) -> None:
     """Grade the forward kernel on NaN-padded strided rows, float32 and float64, plus large logits."""
     gen = generator("softmax_fwd_kernel")
     cases = forward_cases(gen, kernel_shapes(gen))
-    check_kernel(FWD, kernel, cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40))])
+    half = half_forward_case(gen, 3, odd_length(gen, 700, 2000))  # last: float16 rows long enough to show a rounded ℓ
+    check_kernel(FWD, kernel, cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40)), half])
 
 
 @graded
 def softmax_bwd_kernel(kernel: Callable) -> None:
     """Grade the backward kernel on NaN-padded strided rows, float32 and float64, logits of standard deviation 2."""
     gen = generator("softmax_bwd_kernel")
-    check_kernel(BWD, kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0))
+    half = half_backward_case(gen, 3, odd_length(gen, 300, 2000))  # last: float16 rows, ȳ far from zero
+    check_kernel(BWD, kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
 
 
 @graded

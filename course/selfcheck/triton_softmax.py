@@ -3,7 +3,13 @@
 A kernel runs on rows inside wider buffers whose padding holds NaN (memory after a row may hold
 anything), with a sentinel in the output's padding: the values, the untouched padding and the
 untouched inputs are checked, and wrong values are run again on harmless padding to name a missing
-load mask (:func:`check_kernel_case`). ``TritonSoftmax`` and ``triton_softmax`` first run a quick
+load mask (:func:`check_kernel_case`). Float16 rows come last: their result is held to about one
+float16 rounding of the float64 answer from the same rounded inputs (what float32 arithmetic and one
+rounding at the store give), and a kernel right on the same values in float32 but outside that in
+float16 did its arithmetic in float16 (``half-accumulation``). The interpreter's ``tl.sum`` of a
+float16 block adds in float32 and rounds once (numpy's pairwise sum), so what shows on the CPU is a
+statistic *held* in float16 — ℓ, or the hub s that ȳ − s then cancels — rather than a long float16
+sum; a GPU rounds every step of the tree as well. bfloat16 is not run: the interpreter cannot. ``TritonSoftmax`` and ``triton_softmax`` first run a quick
 check of the kernels they find by name in the student's namespace, so a kernel bug is reported as
 that kernel's, with its own class. A failure names the bug and why, never the fixed code. References
 are torch's softmax and autograd; the hidden checks (``autograder.check.triton_softmax``) run the same
@@ -51,18 +57,19 @@ from ..triton_check import (
 )
 from ..triton_check import launch as launch_kernel
 
-F32, F64 = torch.float32, torch.float64
+F16, F32, F64 = torch.float16, torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
+HALF_OFFSET = 10.0  # ȳ = 10 + N(0, 1) on the float16 backward cases: s ≈ 10, where float16's spacing is 2⁻⁷
 SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
 SEED = 303
 
 # The notebook's hint covering each diagnosis class (course.diagnose.hint_for). A kernel's failure met while checking
 # TritonSoftmax or triton_softmax carries the kernel's class: Hint 1 of those two says its Part's hints cover it.
 HINTS = {
-    "softmax_fwd_kernel": {"non-finite": 2, "wrong-values": 2, "shape": 2, "*": 3},
-    "softmax_bwd_kernel": {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2, "*": 3},
+    "softmax_fwd_kernel": {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3, "*": 2},
+    "softmax_bwd_kernel": {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2, "half-accumulation": 3, "*": 2},
     "TritonSoftmax": {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1, "*": 3},
-    "triton_softmax": {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 2, "wrong-values": 2, "*": 3},
+    "triton_softmax": {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 3, "wrong-values": 2, "*": 2},
 }
 
 
@@ -138,10 +145,18 @@ class KernelSpec:
     result: str  # what the output is called in messages
     neutral: float  # padding an unmasked load cannot hurt
     part: str
+    statistic: str  # the row statistic a float16 computation rounds, for the half-accumulation sentence
+    # float16 spacings (at the reference) a float16 result may be off: float32 arithmetic and one rounding at the
+    # store give 0.5; the measured float16 computations give 1.5–2 (forward, ℓ rounded) and 25–1900 (backward).
+    half_spacings: float
 
 
-FWD = KernelSpec("softmax_fwd_kernel", ("X",), "Y", "y", -math.inf, "Part A")
-BWD = KernelSpec("softmax_bwd_kernel", ("DY", "Y"), "DX", "dx", 0.0, "Part B")
+FWD = KernelSpec("softmax_fwd_kernel", ("X",), "Y", "y", -math.inf, "Part A",
+                 "the row sum ℓ (or the exponentials it adds) was rounded to float16, and every y_j = e_j / ℓ carries "
+                 "that rounding on top of the store's", 1.0)
+BWD = KernelSpec("softmax_bwd_kernel", ("DY", "Y"), "DX", "dx", 0.0, "Part B",
+                 "the hub s (or the products it adds) was held in float16: s ≈ 10 here, where float16's spacing is "
+                 "2⁻⁷, and ȳ − s, of order 1, cancels the bits s kept", 2.0)
 
 
 @dataclass
@@ -180,11 +195,45 @@ def launch(spec: KernelSpec, kernel, case: KernelCase, pad: float) -> tuple[torc
                             {f"{ptr}_ptr": b for ptr, b in zip(spec.inputs, buffers)})
     apart = ", ".join(f"{ptr} rows {s} apart" for ptr, s in strides.items())
     label = f"{rows} row(s) of n_cols = {n}, BLOCK = {block}, {str(case.dtype).removeprefix('torch.')}; {apart}"
-    return out[:, :n].detach().to("cpu", F64), bool((out[:, n:] != SENTINEL).any()), touched, label
+    sentinel = torch.tensor(SENTINEL, dtype=case.dtype, device=dev)  # as the buffer holds it (float16 rounds it)
+    return out[:, :n].detach().to("cpu", F64), bool((out[:, n:] != sentinel).any()), touched, label
+
+
+def float16_spacings(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """|got − expected| in units of float16's spacing at ``expected`` (2⁻²⁴ among the subnormals), elementwise."""
+    exponent = torch.floor(torch.log2(expected.abs().clamp_min(2.0 ** -14)))
+    return (got - expected).abs() / torch.exp2(exponent - 10)
+
+
+def check_half_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
+    """A float16 launch: within ``spec.half_spacings`` of the float64 answer, or diagnosed.
+
+    Outside it, the same values run in float32: a kernel wrong there gets that diagnosis (a mask, a fill, a
+    formula); a kernel right there did its arithmetic in float16 (``half-accumulation``).
+    """
+    got, wrote_padding, touched, label = launch(spec, kernel, case, math.nan)
+    off = float16_spacings(got, case.expected)
+    worst = off.nan_to_num(math.inf).max().item() if off.numel() else 0.0
+    if worst <= spec.half_spacings and not wrote_padding and not touched:
+        return
+    check_kernel_case(spec, kernel, KernelCase(case.inputs, F32, case.expected, case.alternatives, case.large))
+    if worst <= spec.half_spacings:  # right in float32, and within the bound: the float16 run wrote what it must not
+        raise GradingFailure("wrong-values", f"{spec.name} wrote outside {spec.result}'s row in float16 only.",
+                             f"inputs: {label}")
+    index = tuple(int(i) for i in torch.nonzero(off == off.max())[0])
+    raise GradingFailure(
+        "half-accumulation",
+        f"{spec.name} is right on these values in float32, but its float16 {spec.result} is off by up to "
+        f"{worst:.1f} float16 spacings where arithmetic in float32 and one rounding at the store give at most 0.5: "
+        f"{spec.statistic}. Loads and stores may keep the tensors' dtype; the arithmetic between them may not.",
+        f"first worst at {spec.result}[{index[0]}, {index[1]}]: expected {case.expected[index].item():.6g}, "
+        f"got {got[index].item():.6g}\ninputs: {label}")
 
 
 def check_kernel_case(spec: KernelSpec, kernel, case: KernelCase) -> None:
     """Launch ``kernel`` on one case and raise a GradingFailure that says what is wrong and where."""
+    if case.dtype == F16:
+        return check_half_case(spec, kernel, case)
     rows, n = case.shape
     block = pow2_at_least(n)
     tol = TOL[case.dtype]
@@ -259,6 +308,20 @@ def backward_case(x: torch.Tensor, dy: torch.Tensor, dtype: torch.dtype) -> Kern
 def forward_cases(gen: torch.Generator, shapes: Sequence[tuple[int, int, torch.dtype]]) -> list[KernelCase]:
     """A forward case per (n_rows, n_cols, dtype), standard normal logits."""
     return [forward_case(randn(gen, rows, n), dtype) for rows, n, dtype in shapes]
+
+
+def half_forward_case(gen: torch.Generator, rows: int, n: int) -> KernelCase:
+    """Float16 logits of spread 3; the answer is float64 softmax of the same rounded values."""
+    x = (randn(gen, rows, n) * 3).to(F16).to(F64)
+    return KernelCase((x,), F16, _autograd_forward(x), [])
+
+
+def half_backward_case(gen: torch.Generator, rows: int, n: int, offset: float = HALF_OFFSET) -> KernelCase:
+    """Float16 y (a softmax of logits of spread 2) and ȳ = offset + N(0, 1), both rounded; the answer is torch's
+    own float64 backward of those rounded values (a rounded y sums to 1 only nearly, so not autograd at x)."""
+    y = torch.softmax(2 * randn(gen, rows, n), dim=-1).to(F16).to(F64)
+    dy = (offset + randn(gen, rows, n)).to(F16).to(F64)
+    return KernelCase((dy, y), F16, torch._softmax_backward_data(dy, y, -1, F64), [])
 
 
 def large_forward_case(gen: torch.Generator, rows: int, n: int) -> KernelCase:
@@ -441,6 +504,7 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase]) -> None:
 
 # (n_rows, n_cols, dtype): batch 1 first, rows that are not a power of two.
 VISIBLE_KERNEL_SHAPES = [(1, 5, F32), (7, 13, F32), (7, 13, F64)]
+VISIBLE_HALF_SHAPE = (4, 1000)  # (n_rows, n_cols) of the float16 case, run last: long rows, a masked tail of 24
 # (shape of x, dtype[, a transposed view?, what the label notes])
 VISIBLE_CLASS_CASES = [((1, 6), F64), ((7, 13), F64), ((7, 13), F32)]
 VISIBLE_FUNCTION_CASES = [
@@ -457,17 +521,19 @@ VISIBLE_FUNCTION_CASES = [
 def softmax_fwd_kernel(kernel) -> None:
     """Launch the forward kernel on rows inside wider NaN-padded buffers; compare with torch.softmax."""
     gen = seeded(SEED + 1)
-    check_kernel(FWD, kernel, forward_cases(gen, VISIBLE_KERNEL_SHAPES) + [large_forward_case(gen, 3, 10)])
+    check_kernel(FWD, kernel, forward_cases(gen, VISIBLE_KERNEL_SHAPES) + [large_forward_case(gen, 3, 10)]
+                 + [half_forward_case(gen, *VISIBLE_HALF_SHAPE)])
     print("✓ softmax_fwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
-          "float32 and float64, large logits)")
+          "float32 and float64, large logits, float16 rows of 1000 within one rounding)")
 
 
 @graded
 def softmax_bwd_kernel(kernel) -> None:
     """Launch the backward kernel on rows inside wider NaN-padded buffers; compare with torch's autograd."""
-    check_kernel(BWD, kernel, backward_cases(seeded(SEED + 2), VISIBLE_KERNEL_SHAPES))
+    gen = seeded(SEED + 2)
+    check_kernel(BWD, kernel, backward_cases(gen, VISIBLE_KERNEL_SHAPES) + [half_backward_case(gen, *VISIBLE_HALF_SHAPE)])
     print("✓ softmax_bwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
-          "float32 and float64)")
+          "float32 and float64, float16 rows of 1000 with ȳ far from zero, within one rounding)")
 
 
 @graded

@@ -91,6 +91,10 @@ def test_a_forward_without_its_backward_reads_not_implemented(solved):
 LOAD = '    x = tl.load(X_ptr + row * x_row_stride + cols, mask=mask, other=-float("inf"))  # read N'
 STORE = "    tl.store(Y_ptr + row * y_row_stride + cols, y, mask=mask)  # write N"
 DX = "    dx = y * (dy - s)"
+WIDEN_X = "    x = x.to(tl.float32) if x.dtype.primitive_bitwidth < 32 else x"
+WIDEN_DY = "    dy = dy.to(tl.float32) if dy.dtype.primitive_bitwidth < 32 else dy"
+WIDEN_Y = "    y = y.to(tl.float32) if y.dtype.primitive_bitwidth < 32 else y"
+EXP = "    e = tl.exp(x - m)  # every exponent ≤ 0: no overflow"
 STORE_DX = "    tl.store(DX_ptr + row * dx_row_stride + cols, dx, mask=mask)  # write N"
 
 
@@ -113,6 +117,11 @@ MORE_BUGS = {
                           "wrong-values", ["row 0", "x_row_stride"]),
     "float32 inside": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", (LOAD, LOAD.replace("))", ")).to(tl.float32)"))),
                        "wrong-values", ["float32 precision"]),
+    "float16 hub": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (WIDEN_DY, ""), (WIDEN_Y, "")),
+                    "half-accumulation", ["float16", "hub s", "right on these values in float32"]),
+    "float16 ℓ": ("softmax_fwd_kernel", _edited("softmax_fwd_kernel", (WIDEN_X, ""),
+                                                (EXP, "    e = tl.exp(x - m).to(X_ptr.dtype.element_ty)")),
+                  "half-accumulation", ["float16", "row sum ℓ"]),
     "missing s": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (DX, "    dx = y * dy")), "wrong-values",
                   ["row's scalar"]),
     "kernel error": ("softmax_bwd_kernel", _edited("softmax_bwd_kernel", (DX, "    dx = y * (dy - undefined_name)")),
@@ -148,7 +157,8 @@ def test_more_bugs_are_named(bug, capsys):
 
 # Diagnoses name the bug and why; the literal fix lives in the notebook's last hint.
 LITERAL_FIXES = ("other=-float", "other=0", "mask=cols < n_cols", "save_for_backward(y)", "dy.contiguous()",
-                 ".contiguous()", ".view(x.shape)", "reshape(-1,", "tl.sum(y * dy", "y * (dy - s)")
+                 ".contiguous()", ".view(x.shape)", "reshape(-1,", "tl.sum(y * dy", "y * (dy - s)", ".to(tl.float32)",
+                 "primitive_bitwidth")
 
 
 @pytest.mark.parametrize("bug", list(MORE_BUGS))
@@ -165,3 +175,25 @@ def test_every_hint_table_covers_its_exercises():
 
     assert set(HINTS) == set(EXERCISES)
     assert all("*" in table for table in HINTS.values())
+
+
+def test_a_forward_that_leaves_the_widening_to_tl_exp_passes_in_float16():
+    """Triton computes tl.exp in float32 for a float16 argument, so without the explicit widening e, ℓ and y are
+    float32 anyway: the float16 check measures what the kernel computes, and passes it."""
+    ns = variant("no explicit widening", _edited("softmax_fwd_kernel", (WIDEN_X, "")))
+    for check in (visible.softmax_fwd_kernel, hidden.softmax_fwd_kernel):
+        check(ns["softmax_fwd_kernel"])
+
+
+def test_the_float16_bound_holds_the_solution_and_rejects_a_float16_hub_by_orders_of_magnitude():
+    """The margin, measured: the solution's float16 dx is within 0.5 spacing plus float32 rounding; a float16 hub
+    is hundreds of spacings off on the visible case."""
+    from course.selfcheck.triton_softmax import BWD, VISIBLE_HALF_SHAPE, float16_spacings, half_backward_case, launch
+
+    case = half_backward_case(torch.Generator().manual_seed(0), *VISIBLE_HALF_SHAPE)
+    right = variant("solution", {})["softmax_bwd_kernel"]
+    wrong = variant("float16 hub", _edited("softmax_bwd_kernel", (WIDEN_DY, ""), (WIDEN_Y, "")))["softmax_bwd_kernel"]
+    got_right = launch(BWD, right, case, float("nan"))[0]
+    got_wrong = launch(BWD, wrong, case, float("nan"))[0]
+    assert float16_spacings(got_right, case.expected).max() <= 0.75
+    assert float16_spacings(got_wrong, case.expected).max() >= 50 * BWD.half_spacings
