@@ -34,7 +34,7 @@ def stages(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, target: int) -> li
     """Every value of the chain for one example: x (1, K), W (K, C), b (C,), target class t.
 
     Forward: z = xW + b, y = softmax(z), L = −log y_t. Backward: L̄ = 1, then ȳ, z̄, W̄ and
-    b̄, x̄ — computed by autograd, for you to compare with the ones you derive.
+    b̄, x̄ — computed by autograd, numbers to hold your own against.
     """
     x = torch.as_tensor(x, dtype=F64).reshape(1, -1)
     W = torch.as_tensor(W, dtype=F64)
@@ -67,10 +67,10 @@ def stages(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor, target: int) -> li
         Stage(3, "L", d(L), "forward", 3, f"Forward: L = −log y_t = −log y[{t}]; the loss is small when y_t is near 1."),
         Stage(4, "L̄", torch.ones((), dtype=F64), "backward", 3, "Backward starts: L̄ = ∂L/∂L = 1."),
         Stage(5, "ȳ", d(y.grad), "backward", 2, "ȳ = ∂L/∂y: −1/y_t in slot t, zero elsewhere (shaped like y)."),
-        Stage(6, "z̄", d(z.grad), "backward", 1, "z̄ = J_softmaxᵀ ȳ — which collapses to y − e_t (shaped like z)."),
-        Stage(7, "W̄", d(W.grad), "backward", 1, f"W̄ ({K}, {C}), shaped like W, and b̄ ({C},), shaped like b — Part C derives them from z̄."),
+        Stage(6, "z̄", d(z.grad), "backward", 1, "z̄ = J_softmaxᵀ ȳ, shaped like z: compare it with y, entry by entry."),
+        Stage(7, "W̄", d(W.grad), "backward", 1, f"W̄ ({K}, {C}), shaped like W, and b̄ ({C},), shaped like b: the linear layer's VJPs of z̄."),
         Stage(7, "b̄", d(b.grad), "backward", 1, ""),
-        Stage(8, "x̄", d(x.grad), "backward", 0, f"x̄ ({M}, {K}), shaped like x — Part C derives it too. Done."),
+        Stage(8, "x̄", d(x.grad), "backward", 0, f"x̄ ({M}, {K}), shaped like x: the linear layer's third VJP. Done."),
     ]
 
 

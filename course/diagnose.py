@@ -49,6 +49,30 @@ CLASSES: dict[str, str] = {
     "wrong-values": "none of the above",
 }
 
+# The debugging order: the rungs on which a wrong result is read, in order, the first that explains it naming
+# it. Notebook 00 (§6) teaches this order, notebook 01 (Part D) practises it, and :func:`diagnose` and
+# :func:`run_cases` follow it (tests/course/test_ladder.py holds the three together). The order runs from the
+# check that needs the least to the one that needs the most, and from the narrowest explanation to the widest,
+# so that a result two rungs explain gets the name that says more:
+LADDER: tuple[str, ...] = ("shape", "sign", "transpose", "scale", "batch-reduction", "wrong-values")
+WHY: dict[str, str] = {
+    "shape": "needs no value at all; a result of another shape is wrong whatever its numbers. It cannot see a "
+             "transpose of a square matrix, whose shape is right.",
+    "sign": "one wrong answer, −r, read off one number: the relative error is exactly 2. A sign flip is a "
+            "constant factor too, of −1, so it is tried before the factors, which would name it less precisely.",
+    "transpose": "one wrong answer, rᵀ, visible only in the values when the matrix is square; a placement, not "
+                 "a factor, so no factor can explain it.",
+    "scale": "a whole family, c·r for any c ≠ ±1, found in one case. A mean written as a sum (c = batch size) is "
+             "right at batch 1 and wrong above it, so it is tried before the batch rung, which would send you "
+             "looking for a missing sum instead of a factor.",
+    "batch-reduction": "right at batch 1, wrong above it, and none of the above: it needs two cases, and it "
+                       "explains every error that vanishes at batch 1, so it comes after every one-case rung.",
+    "wrong-values": "none of the above: the derivation itself is off, not one step of it.",
+}
+# An exercise's own named bugs (its alternatives: a wrong axis, a missing step of its chain) are one wrong answer
+# each, narrower than any rung: they are tried right after the shape. Properties (allocations, autograd calls)
+# are read only once the values are right.
+
 # Frames from these folders are library code; the rest of a traceback is the student's.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_DIRS = tuple(
@@ -95,12 +119,17 @@ class Case:
     kwargs: dict = field(default_factory=dict)
 
 
-def relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖ / max(‖a‖, ‖b‖, tiny), in float64."""
-    a = torch.as_tensor(a).detach().to("cpu", torch.float64)
-    b = torch.as_tensor(b).detach().to("cpu", torch.float64)
-    denom = max(a.norm().item(), b.norm().item(), 1e-300)
-    return (a - b).norm().item() / denom
+def relative_error(got: torch.Tensor, reference: torch.Tensor) -> float:
+    """How far ``got`` is from ``reference``, measured in units of the reference's norm, in float64.
+
+    A checker knows which side is the truth, so it measures against that side alone, as numerical analysis
+    does (and as ``torch.testing`` scales its ``rtol`` by the expected value). This is not notebook 00's Part B,
+    which compares two computed gradients, neither of them the truth, and so must treat both alike. An
+    all-zero reference compared with itself reads 0.
+    """
+    got = torch.as_tensor(got).detach().to("cpu", torch.float64)
+    reference = torch.as_tensor(reference).detach().to("cpu", torch.float64)
+    return (got - reference).norm().item() / max(reference.norm().item(), 1e-300)
 
 
 def _fmt_index(name: str, index: Sequence[int]) -> str:
@@ -178,18 +207,10 @@ def diagnose(
     for alt in alternatives:
         if _close(got, alt.value, tol):
             return GradingFailure(alt.cls, alt.sentence, where, alt.topic)
-    if _close(got, -expected, tol):
-        return GradingFailure("sign", f"{name} is right up to sign: it is the negative of the right answer.", where)
-    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
-        return GradingFailure(
-            "transpose",
-            f"{name} is the transpose of the right answer: swap the operands' roles so the shapes line up "
-            "the other way (it only looked right because the matrix is square).",
-            where,
-        )
-    factor = _constant_factor(got, expected, tol)
-    if factor is not None:
-        return GradingFailure("scale", _scale_sentence(name, factor, batch), where)
+    for rung in LADDER:  # the one-case rungs between the shape (above) and wrong-values, in the ladder's order
+        sentence = _RUNGS[rung](name, got, expected, tol, batch) if rung in _RUNGS else None
+        if sentence is not None:
+            return GradingFailure(rung, sentence, where)
     failure = GradingFailure("wrong-values", f"{name} has the right shape but wrong values.", where)
     failure.generic = True  # no bug matched: run_cases may still name it from the other cases
     return failure
@@ -206,6 +227,31 @@ def _constant_factor(got: torch.Tensor, expected: torch.Tensor, tol: float) -> f
     if abs(abs(c) - 1.0) < max(1e-6, tol) or relative_error(g, c * e) > max(tol, 1e-9) * 10:  # within tol of ±1: no factor
         return None
     return c
+
+
+def _sign_rung(name, got, expected, tol, batch) -> str | None:
+    if _close(got, -expected, tol):
+        return f"{name} is right up to sign: it is the negative of the right answer."
+    return None
+
+
+def _transpose_rung(name, got, expected, tol, batch) -> str | None:
+    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
+        return (f"{name} is the transpose of the right answer: swap the operands' roles so the shapes line up "
+                "the other way (it only looked right because the matrix is square).")
+    return None
+
+
+def _scale_rung(name, got, expected, tol, batch) -> str | None:
+    factor = _constant_factor(got, expected, tol)
+    return None if factor is None else _scale_sentence(name, factor, batch)
+
+
+# The rungs :func:`diagnose` reads on one case, by class; the shape comes before them and batch-reduction, which
+# needs the cases before this one, after them (:func:`batch_refined`).
+_RUNGS = {"sign": _sign_rung, "transpose": _transpose_rung, "scale": _scale_rung}
+if not all(LADDER.index(r) < LADDER.index("batch-reduction") for r in _RUNGS) or LADDER[0] != "shape":
+    raise AssertionError("LADDER: the shape comes first, and the one-case rungs before batch-reduction")
 
 
 def _scale_sentence(name: str, c: float, n: int | None) -> str:

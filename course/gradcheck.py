@@ -1,13 +1,16 @@
 """Check a hand-written backward against finite differences, and say how well it agrees.
 
-These are the tools of every later notebook. Notebook 00 has you write your own
-``numerical_gradient`` and ``relative_error`` first; this module is the course's
-version, used once you have understood them.
+The tools of every notebook after 00. Notebook 00 has you write your own ``numerical_gradient``
+and ``relative_error``; this module is deliberately not either of them, so that reading it answers
+neither exercise: its derivative estimate is a four-call, fourth-order stencil (error O(ε⁴), where
+Part A asks for two calls per entry), and its relative error is measured against the reference
+(``course.diagnose.relative_error``), where Part B asks for one that treats both sides alike.
 
-Conventions: everything runs in float64. At its best step a central difference is off
-by about u^(2/3) of the dtype's unit round-off u — about 1e-11 in float64, but 1e-5 in
-float32, too coarse to tell a right backward from a slightly wrong one. A relative error
-below 1e-7 is excellent, 1e-7 to 1e-4 deserves a look, above 1e-3 is a bug.
+Conventions: everything runs in float64, with ε = 1e-6 unless told otherwise. At that step the
+estimate is off by a few 1e-10 of the function's size (round-off: four values, each rounded to about
+1e-16, divided by 12ε), and in float32 by about 1e-2: too coarse to tell a right backward from a
+slightly wrong one. A relative error below 1e-7 is excellent, 1e-7 to 1e-4 deserves a look, above
+1e-3 is a bug.
 """
 
 from __future__ import annotations
@@ -18,41 +21,57 @@ import torch
 
 from .diagnose import diagnose, relative_error
 
+# The fourth-order stencil: f′(x) ≈ Σ_k w_k f(x + s_k ε) / ε, exact for polynomials of degree 4.
+_STEPS = (-2.0, -1.0, 1.0, 2.0)
+_WEIGHTS = (1 / 12, -8 / 12, 8 / 12, -1 / 12)
+
 
 def central_difference_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """∂f/∂x of a scalar function by central differences, in float64, with the shape of x."""
-    # A contiguous float64 copy: nudging it never touches the caller's x, and .view(-1) needs
+    """∂f/∂x of a scalar function, in float64, with the shape of x, by the symmetric fourth-order stencil.
+
+    Four calls of f per entry of x, each with that entry moved by ±ε or ±2ε and every other left where it
+    was; the caller's x is never written.
+    """
+    # A contiguous float64 copy: moving its entries never touches the caller's x, and .view(-1) needs
     # contiguous memory (a transposed x keeps its strides through a plain clone).
     x = torch.empty(x.shape, dtype=torch.float64).copy_(x.detach())
     grad = torch.empty_like(x)
     flat, gflat = x.view(-1), grad.view(-1)
     for i in range(flat.numel()):
         keep = flat[i].item()
-        flat[i] = keep + eps
-        up = float(f(x))
-        flat[i] = keep - eps
-        down = float(f(x))
+        total = 0.0
+        for step, weight in zip(_STEPS, _WEIGHTS):
+            flat[i] = keep + step * eps
+            total += weight * float(f(x))
         flat[i] = keep
-        gflat[i] = (up - down) / (2 * eps)
+        gflat[i] = total / eps
     return grad
 
 
 def numerical_vjp(forward: Callable, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
-    """x̄ᵢ = (∂y/∂xᵢ)ᵀ ȳ for each input, from central differences of L = ⟨forward(x), ȳ⟩."""
-    # Only floating inputs are perturbed; integer ones (indices, targets) pass through as they are.
+    """x̄ᵢ = Jᵢᵀ ȳ for each input, J's columns estimated one entry of xᵢ at a time (fourth-order stencil).
+
+    Integer inputs (indices, targets) are passed through unmoved; their entry in the result is None.
+    """
     inputs = tuple(t.detach().to(torch.float64) if t.is_floating_point() else t for t in inputs)
     dy = dy.detach().to(torch.float64)
     grads = []
-    for i in range(len(inputs)):
-        if not inputs[i].is_floating_point():
+    for i, xi in enumerate(inputs):
+        if not xi.is_floating_point():
             grads.append(None)
             continue
-
-        def loss(xi, i=i):
-            args = inputs[:i] + (xi,) + inputs[i + 1:]
-            return (forward(*args).to(torch.float64) * dy).sum()
-
-        grads.append(central_difference_grad(loss, inputs[i], eps))
+        point = torch.empty(xi.shape, dtype=torch.float64).copy_(xi)  # contiguous: one flat loop for any layout
+        flat = point.view(-1)
+        grad = torch.empty_like(point)
+        for j in range(flat.numel()):
+            keep = flat[j].item()
+            column = torch.zeros_like(dy)  # ∂y/∂x_j, shaped like y
+            for step, weight in zip(_STEPS, _WEIGHTS):
+                flat[j] = keep + step * eps
+                column += weight * forward(*inputs[:i], point, *inputs[i + 1:]).to(torch.float64)
+            flat[j] = keep
+            grad.view(-1)[j] = torch.vdot(column.reshape(-1), dy.reshape(-1)) / eps  # entry j of Jᵀȳ
+        grads.append(grad)
     return tuple(grads)
 
 
@@ -98,3 +117,14 @@ def check_vjp(forward: Callable, backward: Callable, *inputs: torch.Tensor, seed
         shown = f"relative error {relative_error(g, e):.1e} — {verdict(relative_error(g, e))}; " if comparable else ""
         print(f"✗ {name}: {shown}{failure.args[0].splitlines()[0]}")
     return ok
+
+
+def directional_derivative(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, u: torch.Tensor,
+                           eps: float = 1e-6) -> float:
+    """d/dt f(x + t·u) at t = 0, for a scalar f, by the same fourth-order stencil (four calls of f in all).
+
+    A gradient check along one random direction u (torch.autograd.gradcheck's fast mode) compares this with
+    ⟨x̄, u⟩ for a backward's x̄; the visible checks of the kernel notebooks can use it.
+    """
+    x, u = x.detach().to(torch.float64), u.detach().to(torch.float64)
+    return sum(w * float(f(x + s * eps * u)) for s, w in zip(_STEPS, _WEIGHTS)) / eps

@@ -11,22 +11,26 @@
 # 1. **the bar notation** and the one rule that catches most bugs: a gradient has the shape of its input;
 # 2. **backprop as a chain of vector–Jacobian products** (VJPs), with no Jacobian ever built;
 # 3. **how to check a gradient numerically**: finite differences in float64, and how to read a relative error;
-# 4. **one real chain** — linear → softmax → cross-entropy — stepped through with real numbers,
-#    and the collapse of softmax + cross-entropy into `softmax − onehot`;
-# 5. **the debugging order** for a wrong backward, and why every check runs at batch 1 *and* batch 7.
+# 4. **one real chain** — linear → softmax → cross-entropy — stepped backward one VJP at a time,
+#    with numbers: you compute every gradient of it with your own tools, and *see* softmax +
+#    cross-entropy collapse into `softmax − onehot` (notebooks 01 and 02 derive why);
+# 5. **the debugging order** for a wrong backward, and why every check runs at batch 1 *and* batch 7;
+# 6. **your first backward by hand**: the sigmoid's, through its output.
 #
 # | part | you write | points |
 # |---|---|---|
 # | A | `numerical_gradient(f, x, eps=1e-6)` — a finite-difference gradient, any shape | 2 |
 # | B | `relative_error(a, b)` — how far apart two gradients are | 1 |
-# | C | `linear_softmax_ce_backward(x, W, b, target)` — the whole chain's backward | 3 |
+# | C | `linear_softmax_ce_backward(x, W, b, target)` — the whole chain's gradients, one VJP per stage | 3 |
+# | D | `sigmoid_backward(y, dy)` — a backward derived by hand, from the saved output | 2 |
 #
 # Each part asks a question and leaves the derivation to you. Below each exercise sit a few
 # collapsed hints — open them one at a time, only when stuck: the first asks the right
-# question, the last gives the formula. Then a test cell. It prints `✓ ...` when your
-# function is right; when it is wrong, its first line names the kind of bug
-# (`diagnosis: transpose — ...`), the next lines say where it first went wrong, and the last
-# one points to the hint that covers it. After the test cell, a recap derives the result.
+# question, the later ones work a small case or give one step; none gives the answer. Then a
+# test cell. It prints `✓ ...` when your function is right; when it is wrong, its first line
+# names the kind of bug (`diagnosis: transpose — ...`), the next lines say where it first went
+# wrong, and the last one points to the hint that covers it. After the test cell, a collapsed
+# recap derives the result: open it once your check passes.
 # %%
 import course
 
@@ -237,14 +241,14 @@ def numerical_gradient(f, x, eps=1e-6):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula</summary>
+# <details><summary>Hint 3 — a case small enough to do by hand</summary>
 #
-# Subtracting the two lines cancels $f(x)$ and every even power:
-# $f(x+\varepsilon) - f(x-\varepsilon) = 2\varepsilon f'(x) + \tfrac{\varepsilon^3}{3} f'''(x) + \dots$, so
-#
-# $$\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon},$$
-#
-# one division per entry, in the loop of Hint 2.
+# Take $f(x) = x^2$ at $x = 1$ with $\varepsilon = 0.1$, where $f'(1) = 2$ exactly:
+# $f(1.1) = 1.21$, $f(1) = 1$, $f(0.9) = 0.81$. The forward difference gives
+# $(1.21 - 1)/0.1 = 2.1$, off by $\tfrac{\varepsilon}{2} f''$. Which combination of $1.21$ and
+# $0.81$ alone gives exactly $2$, and what must it be divided by? Then try $f(x) = x^3$, where
+# that combination is no longer exact: what is left over is the first term of the Taylor
+# lines that does not cancel, and it shrinks like $\varepsilon^2$.
 #
 # </details>
 # %% test id=test_numerical_gradient points=2
@@ -257,9 +261,9 @@ autograder.check.numerical_gradient(numerical_gradient)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the central difference
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Subtract the two Taylor lines: $f(x)$ and every even power of $\varepsilon$ cancel,
+# **The central difference.** Subtract the two Taylor lines: $f(x)$ and every even power of $\varepsilon$ cancel,
 #
 # $$f(x+\varepsilon) - f(x-\varepsilon) = 2\varepsilon f'(x) + \tfrac{\varepsilon^3}{3} f'''(x) + \dots
 # \qquad\Longrightarrow\qquad
@@ -269,7 +273,11 @@ autograder.check.numerical_gradient(numerical_gradient)
 # the **central difference**, truncation error $O(\varepsilon^2)$ for the same two calls per
 # entry. Balance it against round-off as before: $\varepsilon^2 |f'''| / 6 \approx u |f| / \varepsilon$
 # at $\varepsilon \approx u^{1/3} \approx 5 \times 10^{-6}$, with a best error of about
-# $u^{2/3} \approx 10^{-11}$ in float64. The same picture, with your estimate in it, and in float32:
+# $u^{2/3} \approx 10^{-11}$ in float64.
+#
+# </details>
+#
+# The picture below adds the central difference, in float64 and in float32, to the forward one.
 # %%
 def f32(x):  # the same f, every operation rounded to float32
     return torch.exp(torch.sin(3 * x))
@@ -387,11 +395,15 @@ def relative_error(a, b):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula</summary>
+# <details><summary>Hint 3 — two candidates worked by hand</summary>
 #
-# $$\operatorname{rel}(a, b) = \frac{\lVert a - b \rVert}{\max(\lVert a \rVert, \lVert b \rVert, \text{tiny})}$$
-#
-# In code: `norm(a - b).item() / max(norm(a).item(), norm(b).item(), tiny)`.
+# Take $a = (3, 4)$, so $\lVert a \rVert = 5$. With $b = (0, 0)$: $\lVert a - b \rVert = 5$ and
+# $\lVert b \rVert = 0$. With $b = (-3, -4)$: $\lVert a - b \rVert = 10$ and $\lVert b \rVert = 5$.
+# The **sum** of the norms reads $5/5 = 1$ on the first pair (property 3 holds) and $10/10 = 1$
+# on the second (property 4 wants 2: it fails). The **geometric mean** reads $5/0$ on the first
+# pair: it fails property 3. Work out the same two pairs for the mean, the smaller and the
+# larger norm; the candidate that reads 1 and then 2 is your $D$. Then use the triangle
+# inequality to check that it never reads more than 2.
 #
 # </details>
 # %% test id=test_relative_error points=1
@@ -404,7 +416,9 @@ autograder.check.relative_error(relative_error)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the course's relative error
+# <details><summary>What you just derived (open once your check passes)</summary>
+#
+# **The relative error** of two computed gradients:
 #
 # $$\boxed{\operatorname{rel}(a, b) = \frac{\lVert a - b \rVert}{\max(\lVert a \rVert, \lVert b \rVert, \text{tiny})}}$$
 #
@@ -423,7 +437,13 @@ autograder.check.relative_error(relative_error)
 # large, a mean over the batch written as a sum: with $a = Mb$, $\lVert a - b \rVert = (M-1)\lVert b \rVert$
 # and the max is $M\lVert b \rVert$.
 #
-# ## 5. One chain, with real numbers
+# The course's own checks measure differently, on purpose: they know which side is the right
+# answer, so `course.relative_error(got, reference)` divides by the reference's norm alone, as
+# numerical analysis does. Yours compares two computed gradients, neither of them the truth.
+#
+# </details>
+#
+# ## 5. One chain, one VJP per stage, with real numbers
 #
 # Now a real chain: one example with two inputs, a linear layer to three classes, softmax,
 # cross-entropy.
@@ -433,17 +453,16 @@ autograder.check.relative_error(relative_error)
 #
 # **Forward** fills in the activations from left to right. **Backward** starts from
 # $\bar L = \partial L / \partial L = 1$ and fills in the gradients from right to left, one
-# VJP per op:
+# VJP per stage, each stage handed the gradient of its own output and nothing else:
 #
-# 1. **Cross-entropy.** $L = -\log y_t$ depends on $y_t$ alone: $\bar y_i = -1/y_t$ if $i = t$, else $0$.
-# 2. **Softmax.** $y_i = e^{z_i} / \sum_k e^{z_k}$ has the dense Jacobian
-#    $\partial y_i / \partial z_j = y_i(\delta_{ij} - y_j)$, so
-#    $\bar z_j = \sum_i \bar y_i\, y_i (\delta_{ij} - y_j) = y_j\,(\bar y_j - \langle y, \bar y \rangle)$.
-# 3. **Linear.** $z_c = \sum_k x_k W_{kc} + b_c$. Its VJP — $\bar W$, $\bar b$ and $\bar x$ from
-#    $\bar z$ — is yours to derive in Part C. The numbers below include them, so you can hold
-#    your derivation against this one example.
+# 1. **Cross-entropy** receives $\bar L = 1$ and returns $\bar y$, shaped like $y$. $L$ depends on
+#    $y_t$ alone, so only slot $t$ of $\bar y$ is not zero.
+# 2. **Softmax** receives $\bar y$ and returns $\bar z = J_{\text{softmax}}^\top \bar y$, shaped like $z$.
+#    Its Jacobian is dense — every $y_i$ depends on every $z_j$ — and notebook 02 derives its VJP.
+# 3. **Linear** receives $\bar z$ and returns three gradients, one per input: $\bar x$, $\bar W$ and
+#    $\bar b$, each shaped like its input. Notebook 01 derives them.
 #
-# Here are the numbers — computed by autograd. Each line is one stage; `→` marks the forward
+# Here are the numbers, computed by autograd. Each line is one stage; `→` marks the forward
 # pass, `←` the backward one.
 # %% check-output
 x = torch.tensor([[1.0, -2.0]], dtype=F64)  # (1, 2): one example, two inputs
@@ -469,37 +488,9 @@ plt.show()
 chain_stepper.stepper(stages)
 
 # %% [markdown]
-# ### The collapse: softmax + cross-entropy = $y - e_t$
+# Look at the table before going on: put $\bar z$ next to $y$, entry by entry. Something
+# simple is going on there; Part C lets you measure it on a whole batch.
 #
-# Look at step 6. Cross-entropy's derivative $-1/y_t$ blows up as $y_t \to 0$, and softmax's
-# Jacobian is a dense $C \times C$ matrix. Composed, they cancel. With $\bar y = -e_t / y_t$,
-# the scalar $\langle y, \bar y \rangle = y_t \cdot (-1/y_t) = -1$, so
-#
-# $$\bar z_j = y_j\,(\bar y_j + 1) = \begin{cases} y_t - 1 & j = t \\ y_j & j \ne t \end{cases}
-# \qquad\Longrightarrow\qquad \bar z = y - e_t ,$$
-#
-# with $e_t$ the one-hot row of the true class. Two awkward derivatives become one
-# subtraction, every entry between −1 and 1. In the table, $\bar z = (0.4404, 0.0728, -0.5132)$
-# is $y = (0.4404, 0.0728, 0.4868)$ minus $e_2 = (0, 0, 1)$.
-#
-# This is why frameworks ship softmax and cross-entropy as **one fused op**
-# (`torch.nn.functional.cross_entropy` takes logits, not probabilities). It is not only
-# fewer kernels: composed in two steps, the backward can break down. Below, the model is
-# confidently wrong — the true class has probability $e^{-100}$ — in float32, where
-# $-1/y_t$ overflows:
-# %%
-z = torch.tensor([[0.0, 100.0, 0.0]])  # (1, 3) float32 logits, confidently wrong
-t_wrong = 0
-y = z.softmax(dim=-1)  # y_t ≈ e^-100 ≈ 4e-44: below float32's smallest normal, 1e-38
-e_t = torch.nn.functional.one_hot(torch.tensor([t_wrong]), 3).to(y.dtype)  # (1, 3)
-
-dy = torch.zeros_like(y)  # ȳ = ∂L/∂y, (1, 3)
-dy[0, t_wrong] = -1 / y[0, t_wrong]  # −1/y_t ≈ −3e43 overflows float32 (max 3e38) to −inf
-J = torch.diag(y[0]) - y[0][:, None] * y[0][None, :]  # (3, 3) softmax Jacobian, symmetric
-print("two steps, Jᵀ ȳ :", (dy @ J)[0].tolist())
-print("collapsed, y − e_t:", (y - e_t)[0].tolist())
-
-# %% [markdown]
 # ## Part C — linear_softmax_ce_backward (3 points)
 #
 # Now a whole batch. Inputs $x$ of shape $(M, K)$, weights $W$ $(K, C)$, bias $b$ $(C,)$,
@@ -507,63 +498,79 @@ print("collapsed, y − e_t:", (y - e_t)[0].tolist())
 # batch:
 #
 # $$z = xW + b \quad (M, C), \qquad y = \operatorname{softmax}(z) \text{ row by row}, \qquad
-# L = \frac{1}{M} \sum_{m=1}^{M} -\log y_{m, t_m}.$$
+# L = \frac{1}{M} \sum_{m=1}^{M} -\log y_{m, t_m},$$
 #
-# Derive $\bar z$ for the whole batch — the collapse above is for one example and a loss that
-# is not averaged — and then the linear layer's VJP: $\bar W$, $\bar b$ and $\bar x$, each with
-# the shape of what it is the gradient of. Section 5's numbers are this chain at $M = 1$.
+# which is `torch.nn.functional.cross_entropy(z, target)`: it takes the logits $z$ and does the
+# softmax itself. Compute $\bar x$, $\bar W$ and $\bar b$ **the way backprop does, without
+# deriving a single formula**: stage by stage from the loss end, with your own
+# `numerical_gradient` (Part A) doing every derivative.
 #
-# Return `(dx, dW, db)`, shaped like `(x, W, b)`, and do not call autograd — the test
-# refuses it. `torch.softmax` and `torch.nn.functional.one_hot` are fine: they are the
-# forward pass. The inputs may arrive non-contiguous (a transposed tensor, say).
+# 1. **The head** (softmax and cross-entropy together): $\bar z$, shaped like $z$.
+# 2. **The linear layer**: $\bar x$, $\bar W$ and $\bar b$ from $\bar z$ *alone*, as a backward
+#    kernel would get them: this stage must not look at the loss again. `numerical_gradient`
+#    wants a scalar function of one tensor, and the linear layer's output is a whole $(M, C)$
+#    tensor. Which scalar, built from $z = xW + b$ and the $\bar z$ you already have, has
+#    $\bar W$ as its gradient with respect to $W$?
+#
+# Return `(dx, dW, db)`, shaped like `(x, W, b)`. No autograd (the test refuses it); the inputs
+# may arrive non-contiguous. The check compares with autograd to a relative error of
+# $10^{-7}$: the composed central differences land near $10^{-9}$ at the test's sizes (each
+# value of the loss is rounded to about $10^{-16}$ and divided by $2\varepsilon = 2 \times 10^{-6}$),
+# while one-sided differences, with their $O(\varepsilon)$ truncation, land above $2 \times 10^{-7}$.
+# So this part also relies on your Part A.
 # %% solution id=linear_softmax_ce_backward
 def linear_softmax_ce_backward(x, W, b, target):
-    """Gradients of L = mean over rows of cross-entropy(softmax(x @ W + b), target).
+    """Gradients of L = mean over rows of cross-entropy(softmax(x @ W + b), target), one stage at a time.
 
     x (M, K), W (K, C), b (C,), target (M,) int64 class indices.
     Returns (dx, dW, db), shaped like (x, W, b).
     """
     ### BEGIN SOLUTION
-    M, K = x.shape  # batch, input features
-    C = W.shape[1]  # classes
-    z = x @ W + b  # (M, C) logits; b is broadcast to every row
-    y = torch.softmax(z, dim=1)  # (M, C) probabilities; each row sums to 1
-    E = torch.nn.functional.one_hot(target, C).to(y.dtype)  # (M, C) one-hot rows e_t
-    dz = (y - E) / M  # (M, C) z̄: the collapse, times the mean's 1/M
-    dW = x.T @ dz  # (K, M) @ (M, C) -> (K, C): a sum over the batch
-    db = dz.sum(dim=0)  # (C,): b was copied to every row, so its gradient sums them
-    dx = dz @ W.T  # (M, C) @ (C, K) -> (M, K): row by row, no sum over the batch
+    z = x @ W + b  # (M, C) logits
+    # The head, as a function of z alone: its gradient is z̄, shaped like z.
+    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
+
+    def pulled_back(x_, W_, b_):
+        # To first order L moves by ⟨z̄, δz⟩ when z moves by δz, so with z̄ held fixed this scalar
+        # has the same gradient as L with respect to each of x, W and b.
+        return ((x_ @ W_ + b_) * dz).sum()
+
+    dx = numerical_gradient(lambda x_: pulled_back(x_, W, b), x)  # (M, K)
+    dW = numerical_gradient(lambda W_: pulled_back(x, W_, b), W)  # (K, C)
+    db = numerical_gradient(lambda b_: pulled_back(x, W, b_), b)  # (C,)
     return dx, dW, db
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — shapes first, and the mean</summary>
+# <details><summary>Hint 1 — stage 1: which function of z is the loss?</summary>
 #
-# Write down the shapes you must return: $\bar x$ is $(M, K)$, $\bar W$ is $(K, C)$, $\bar b$ is
-# $(C,)$. Then $\bar z$, $(M, C)$: row $m$ of $z$ affects the loss only through row $m$'s
-# cross-entropy, and that term enters $L$ with a weight. Which weight, and what does it do to
-# row $m$ of $\bar z$ compared with the one-example collapse of §5?
-#
-# </details>
-#
-# <details><summary>Hint 2 — one product per gradient, one sum per copy</summary>
-#
-# - $\bar W$ is made of $x$ $(M, K)$ and $\bar z$ $(M, C)$: there is exactly one way to
-#   multiply them, each perhaps transposed, into something $(K, C)$ — and its inner axis is
-#   the batch, so every example contributes to every weight.
-# - $\bar x$ is made of $\bar z$ and $W$, and must come out $(M, K)$: each example's row depends
-#   on its own row of $\bar z$ only.
-# - $b$ is *copied* into every row of $z$ by broadcasting. A value used $M$ times receives the
-#   gradients of all $M$ uses: how do you turn $\bar z$ $(M, C)$ into something $(C,)$?
+# `numerical_gradient(f, z)` needs a function of one tensor shaped like $z$ that returns $L$.
+# Everything after the linear layer — softmax, the log, the mean — depends on $z$ and
+# `target` only, and torch has that whole head as one call that takes logits. What does it
+# return for $z$, and is it a sum or a mean over the rows? (A sum would make every gradient
+# $M$ times too large: the `scale` diagnosis.)
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 2 — stage 2: what does z̄ promise?</summary>
 #
-# $$\bar z = \frac{1}{M}(y - E), \qquad \bar W = x^\top \bar z, \qquad \bar b = \sum_m \bar z_m, \qquad \bar x = \bar z\, W^\top,$$
+# §1: to first order, nudging $z$ by $\delta z$ moves the loss by $\sum_{m,c} \bar z_{mc}\, \delta z_{mc}$.
+# Now nudge one entry of $W$ by $\delta$: $z$ moves by some $\delta z$ (which rows? which
+# columns?), and the loss by $\sum \bar z \odot \delta z$. Try it on a $1 \times 1$ case: $z = xW + b$
+# with numbers, $x = 2$, $W = 3$, $b = 1$, and $\bar z = 0.5$: how much does $L$ move when $W$
+# moves by $\delta$? Which scalar function of $W$ moves by the same amount?
 #
-# with row $m$ of $E$ the one-hot $e_{t_m}$. In code: `dz = (y - E) / M`, `dW = x.T @ dz`,
-# `db = dz.sum(dim=0)`, `dx = dz @ W.T`.
+# </details>
+#
+# <details><summary>Hint 3 — the key identity</summary>
+#
+# For any stage $u = g(v)$ of a chain, with $\bar u$ already known,
+#
+# $$L(v + \delta) - L(v) \approx \big\langle \bar u,\; g(v + \delta) - g(v) \big\rangle ,$$
+#
+# so $\bar v$ is the gradient of the scalar $v \mapsto \langle \bar u, g(v) \rangle$, with $\bar u$
+# held fixed: a table of numbers, not recomputed from $v$. Here $g$ is the linear layer, seen
+# as a function of one of its three inputs at a time.
 #
 # </details>
 # %% test id=test_linear_softmax_ce_backward points=3
@@ -576,58 +583,118 @@ autograder.check.linear_softmax_ce_backward(linear_softmax_ce_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the batch chain
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Each row's loss enters $L$ with weight $1/M$, so row by row the collapse gives
+# **Backprop is a chain of VJPs, and a VJP is the gradient of one scalar.** The head gives
+# $\bar z$ (one `numerical_gradient` of the loss as a function of $z$). For the linear layer,
+# $\bar z$ says how the loss responds to any small change of $z$, so with $\bar z$ held fixed
 #
-# $$\boxed{\bar z = \frac{1}{M}(y - E)} \quad (M, C),$$
+# $$\boxed{\bar W = \nabla_W \,\langle xW + b,\; \bar z \rangle}, \qquad
+# \bar x = \nabla_x \,\langle xW + b,\; \bar z \rangle, \qquad \bar b = \nabla_b \,\langle xW + b,\; \bar z \rangle ,$$
 #
-# where row $m$ of $E$ is the one-hot $e_{t_m}$. Then the linear layer, with the shapes doing
-# the bookkeeping:
+# each computed by `numerical_gradient` of `((x_ @ W_ + b_) * dz).sum()` with the other two inputs
+# held. That is $\bar v = J_g^\top \bar u$ of §2, evaluated without $J_g$ and without any formula:
+# the contract of a backward, done by measurement. Notebook 01 replaces each of these three
+# measurements by one matmul or sum, from shapes; notebook 02 replaces the head's.
 #
-# - $\boxed{\bar W = x^\top \bar z}$: $(K, M)(M, C) \to (K, C)$. Written out,
-#   $\bar W_{kc} = \sum_m x_{mk}\, \bar z_{mc}$ — **a sum over the batch**: every example
-#   contributes to every weight.
-# - $\boxed{\bar b = \sum_m \bar z_m}$, shape $(C,)$: $b$ was *broadcast* (copied) to every row in
-#   the forward pass, so its gradient *sums* the rows. Broadcast forward, reduce backward.
-# - $\boxed{\bar x = \bar z\, W^\top}$: $(M, C)(C, K) \to (M, K)$. $\bar x_{mk} = \sum_c \bar z_{mc} W_{kc}$
-#   — no sum over the batch: each example's $\bar x$ depends on its own row only.
+# </details>
 #
-# If you forget which side a transpose goes on, write the shapes down: there is exactly one
-# way to combine $x$ $(M, K)$ and $\bar z$ $(M, C)$ into something $(K, C)$.
+# ### Seeing the collapse
+#
+# Your numerical $\bar z$ can be held against the forward's own numbers. The cell below
+# computes $\bar z$ for a batch of 4 with your `numerical_gradient` and prints, row by row,
+# $M\bar z$ beside $y = \operatorname{softmax}(z)$ and the one-hot row $e_t$ of the true class.
+# %% check-output
+g = torch.Generator().manual_seed(5)
+M, C = 4, 3
+z = torch.randn(M, C, generator=g, dtype=F64)  # (M, C) logits
+target = torch.tensor([2, 0, 1, 2])  # (M,) true classes
+try:
+    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
+    source = "your numerical_gradient"
+except NotImplementedError:
+    dz = course.gradcheck.central_difference_grad(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)
+    source = "the course's estimate (finish Part A to use yours)"
+y = torch.softmax(z, dim=1)  # (M, C)
+E = torch.nn.functional.one_hot(target, C).to(F64)  # (M, C) one-hot rows
+print(f"z̄ from {source}, by central differences in float64\n")
+print(f"{'row':>3}  {'M·z̄':>26}  {'y = softmax(z)':>26}  {'e_t':>6}")
+for m in range(M):
+    fmt = lambda v: " ".join(f"{u:+.5f}" for u in v.tolist())  # noqa: E731
+    print(f"{m:>3}  {fmt(M * dz[m]):>26}  {fmt(y[m]):>26}  {' '.join(str(int(u)) for u in E[m].tolist()):>6}")
+gap = (M * dz - (y - E)).abs().max().item()  # about 5e-10: central differences' round-off, ~1e-16/ε per entry
+print(f"\nlargest |M·z̄ − (y − e_t)| over the batch is below 1e-8: {gap < 1e-8}")
+
+# %% [markdown]
+# Agreement to about $10^{-9}$ — the central difference's round-off — in every row: $M\bar z = y - e_t$. The loss's $-1/y_t$ and softmax's
+# dense Jacobian, composed, cancel into one subtraction, every entry between −1 and 1.
+# Notebook 02 derives why (its Part D); here you have seen it hold, measured with nothing
+# but your own finite differences.
+#
+# This is why frameworks ship softmax and cross-entropy as **one fused op**
+# (`torch.nn.functional.cross_entropy` takes logits, not probabilities). It is not only
+# fewer kernels: composed in two steps, the backward can break down. Below, the model is
+# confidently wrong — the true class has probability $e^{-100}$ — in float32. Autograd runs the
+# chain both ways: in two stages (the loss of $y$, then softmax's VJP) and fused.
+# %%
+z = torch.tensor([[0.0, 100.0, 0.0]], requires_grad=True)  # (1, 3) float32 logits, confidently wrong
+t_wrong = torch.tensor([0])
+y = z.softmax(dim=-1)  # y_t ≈ e^-100 ≈ 4e-44: below float32's smallest normal, 1e-38
+(dy,) = torch.autograd.grad(-torch.log(y[0, t_wrong]).sum(), y, retain_graph=True)  # stage 1: ȳ, (1, 3)
+(dz_two_steps,) = torch.autograd.grad(y, z, dy)  # stage 2: softmax's VJP of that ȳ
+(dz_fused,) = torch.autograd.grad(torch.nn.functional.cross_entropy(z, t_wrong), z)  # the fused head
+print("ȳ, stage 1        :", dy[0].tolist())
+print("z̄, two stages     :", dz_two_steps[0].tolist())
+print("z̄, fused          :", dz_fused[0].tolist())
+
+# %% [markdown]
+# Stage 1 alone is already lost: $\bar y_t = -1/y_t \approx -3 \times 10^{43}$ overflows float32
+# (largest $3 \times 10^{38}$), and the infinity poisons softmax's VJP. The fused head never
+# forms $-1/y_t$ and stays finite.
 #
 # ## 6. When a backward is wrong: the debugging order
 #
 # Wrong gradients are rarely random. They are the right answer with one mistake applied, and
 # the same few mistakes account for nearly all of them. The grader names each one with the
-# same word in every notebook (the `diagnosis:` line). Check in this order:
+# same word in every notebook (the `diagnosis:` line), and it tries them in one order — the
+# order to use by hand too. It is `course.diagnose.LADDER`:
+# %% check-output
+for step, rung in enumerate(course.diagnose.LADDER, 1):
+    print(f"{step}. {rung:<16} {course.diagnose.WHY[rung]}")
+
+# %% [markdown]
+# The rule behind the order: **from the check that needs the least to the one that needs the
+# most, and from the narrowest explanation to the widest**, so that when two rungs explain a
+# result, the one that says more names it.
 #
-# 1. **`transpose`.** $\bar W = \bar z^\top x$ instead of $x^\top \bar z$. When $W$ is not square
-#    the shape gives it away; when it is square the shapes agree and only the values are wrong.
-# 2. **`batch-reduction`.** A reduction over the batch axis missing or done in the wrong place:
-#    $\bar b$ taken from one row, $\bar W$ from one example. At batch 1 a sum over the batch has
-#    one term, so this bug is **invisible at batch 1** and shows above it.
-# 3. **`sign`.** `onehot − softmax` instead of `softmax − onehot`; relative error exactly 2.
-# 4. **`scale`.** Right up to a constant factor: a missing $1/M$ (a mean written as a sum),
-#    a $1/\sqrt{d}$, a $2$. A factor of $M$ is invisible at batch 1 too — test for a constant
-#    factor *before* blaming a missing reduction.
-# 5. **`broadcast-axis`.** A reduction over the wrong axis: $\bar b$ summed over the classes
-#    instead of the rows. Usually the wrong shape; with a square $\bar z$ ($M = C$) only the
-#    values tell.
-# 6. **`non-atomic-scatter`.** When several outputs read the same input (an embedding row used
-#    twice, repeated indices), their gradients must all be added into it; a plain store keeps
-#    one. Invisible without repeated indices — notebook 06.
+# 1. **`shape`** needs no numbers at all. It catches a transposed $\bar W$ when $W$ is not square,
+#    and a reduction over the wrong axis; it cannot see a transpose of a square matrix.
+# 2. **`sign`**: one wrong answer, $-r$ for the right $r$: `onehot − softmax` instead of
+#    `softmax − onehot`. A flipped sign is also a constant factor — of $-1$ — so it goes before
+#    `scale`, which would name it less precisely.
+# 3. **`transpose`**: one wrong answer, $r^\top$, that the values alone show when the matrix is
+#    square. A placement, not a factor.
+# 4. **`scale`**: a whole family, $c\,r$ for any $c \neq \pm 1$: a missing $1/M$ (a mean written as a
+#    sum), a $1/\sqrt{d}$, a 2. A factor of $M$ is right at batch 1 and wrong above it — exactly
+#    what a missing reduction looks like — so a constant factor is tested **before** the batch
+#    rung, which would send you looking for a missing sum.
+# 5. **`batch-reduction`**: right at batch 1, wrong above it, and none of the above: a sum over
+#    the batch missing or in the wrong place ($\bar b$ taken from one row, $\bar W$ from one
+#    example). It needs two runs, at batch 1 and above, and it explains anything that vanishes
+#    at batch 1, so it comes after every rung that one run can decide.
+# 6. **`wrong-values`**: none of the above. Then the derivation itself is off, not one step of it.
 #
-# A wrong result that none of these explains is `wrong-values`: then the derivation itself is
-# off, not one step of it.
+# Each exercise adds its own named bugs (a row statistic on the wrong axis, `broadcast-axis`;
+# a scatter that keeps one of two writes, `non-atomic-scatter`, notebook 06); each is one
+# specific wrong answer, so they are tried right after the shape.
 #
 # Hence the rule of every check in this course: **test at batch 1 and at batch 7**. Batch 1
 # pins down the per-example math; batch 7 exposes the batch reductions. And 7 is prime: no
 # block size 2, 4, 8, … divides it, so a kernel that tiles the batch always has a ragged last
 # block, and a missing bounds mask shows up too. Use a square *and* a non-square $W$.
 #
-# Here is what each bug does to the relative error, built from autograd's correct gradients
-# (so this runs whether or not you have finished Part C):
+# Here is what each bug does to the relative error, measured against autograd's correct
+# gradients of this chain (so this runs whether or not you have finished Part C):
 # %% check-output
 def correct_grads(M, K, C, seed=0):
     """Autograd's (z̄, W̄, b̄) for one random batch of the linear → softmax → cross-entropy chain."""
@@ -643,16 +710,16 @@ def correct_grads(M, K, C, seed=0):
 
 
 def compare(got, right):
-    """The relative error, or the word 'shape' when the shapes already disagree."""
+    """The relative error against the right answer, or the word 'shape' when the shapes already disagree."""
     return f"{course.relative_error(got, right):.2f}" if got.shape == right.shape else "shape"
 
 
 grads = {M: correct_grads(M, K=4, C=4) for M in (1, 7)}  # square W: a transpose keeps its shape
 bugs = {  # each bug applied to the correct (z̄, W̄, b̄)
-    "transpose: W̄ transposed (square W)": lambda M, dz, dW, db: compare(dW.T, dW),
-    "batch-reduction: b̄ from row 0 only": lambda M, dz, dW, db: compare(dz[0], db),
     "sign: −W̄": lambda M, dz, dW, db: compare(-dW, dW),
+    "transpose: W̄ transposed (square W)": lambda M, dz, dW, db: compare(dW.T, dW),
     "scale: a mean written as a sum, M·W̄": lambda M, dz, dW, db: compare(M * dW, dW),
+    "batch-reduction: b̄ from row 0 only": lambda M, dz, dW, db: compare(dz[0], db),
     "broadcast-axis: b̄ summed over classes": lambda M, dz, dW, db: compare(dz.sum(dim=1), db),
 }
 print(f"{'bug':<40}{'batch 1':>9}{'batch 7':>9}")
@@ -661,42 +728,162 @@ for name, bug in bugs.items():
 
 # %% [markdown]
 # Two of the five bugs score a perfect 0.00 at batch 1. That is the whole argument for
-# batch 7. The `diagnosis:` line of every test cell in this course runs exactly this kind of
-# comparison: it checks your result against the right answer *transposed, negated, scaled,
-# and un-reduced*, and names the one that matches. Notebook 01 ends by asking you to write
-# that classifier yourself, and to repair a broken backward with it.
+# batch 7. And one of those two — `M·W̄` — is a scale *and* right at batch 1: the ladder's order
+# decides what it is called. The grader's classifier, `course.diagnose.diagnose`, reads each
+# rung in the ladder's order; here it is on three results that two rungs explain:
+# %% check-output
+_, dW7, _ = grads[7]
+antisym = dW7 - dW7.T  # a right answer whose transpose is its negative
+ambiguous = {
+    "M·W̄ at batch 7 (a factor, and right at batch 1)": (7 * dW7, dW7),
+    "−W̄ (a sign flip is a factor of −1)": (-dW7, dW7),
+    "−r for an r with rᵀ = −r (a sign flip and a transpose)": (-antisym, antisym),
+}
+for name, (got, right) in ambiguous.items():
+    print(f"{name:<58} → {course.diagnose.diagnose('dW', got, right, batch=7).cls}")
+
+# %% [markdown]
+# Notebook 01 (Part D) asks you to write this classifier yourself, in this order, and to
+# repair a broken backward with it.
 #
-# ## 7. Your tools, on your backward
+# ## 7. Your first backward by hand: the sigmoid
 #
-# Everything in this notebook, together: check your `linear_softmax_ce_backward` at batch 7
-# with your own `numerical_gradient` and `relative_error`. The loss is torch's own
-# cross-entropy, so the numerical side knows nothing of your derivation.
+# Part C measured every gradient; from here on you derive them. The first is one op,
+# elementwise: the sigmoid,
+#
+# $$y = \sigma(x) = \frac{1}{1 + e^{-x}}, \qquad \text{entry by entry, any shape.}$$
+#
+# Its Jacobian, built once here by autograd for a row of 6, to look at:
+# %%
+x_row = torch.linspace(-3, 3, 6, dtype=F64)  # (6,)
+J_sigmoid = torch.autograd.functional.jacobian(torch.sigmoid, x_row)  # (6, 6)
+fig, ax = plt.subplots(figsize=(3.4, 3))
+shown = ax.imshow(J_sigmoid, cmap="viridis")
+ax.set_title("∂y_i/∂x_j of the sigmoid")
+ax.set_xlabel("j (input)")
+ax.set_ylabel("i (output)")
+fig.colorbar(shown, ax=ax)
+plt.show()
+
+# %% [markdown]
+# A forward pass that is followed by a backward saves what the backward needs. For the
+# sigmoid, frameworks save the **output** $y$, not the input $x$ (`torch.sigmoid`'s backward
+# reads its result). Is $y$ enough?
+#
+# ## Part D — sigmoid_backward (2 points)
+#
+# Write `sigmoid_backward(y, dy)`: given the saved output $y = \sigma(x)$ and $\bar y$, both of the
+# same shape (any shape), return $\bar x$, shaped like $y$. Derive it by hand:
+#
+# - What does the picture say about $\bar x_i = \sum_j \bar y_j\, \partial y_j / \partial x_i$: how
+#   many terms does each sum have?
+# - Differentiate $\sigma$, and write the derivative **in terms of $y$ alone** — you are not given
+#   $x$, and recomputing it from $y$ costs a log and loses digits where $y$ is close to 1.
+#
+# Plain tensor operations, no autograd (the test refuses it), no `torch.sigmoid` needed. The
+# inputs may arrive non-contiguous.
+# %% solution id=sigmoid_backward
+def sigmoid_backward(y, dy):
+    """x̄ for y = sigmoid(x), from the saved output y and the gradient ȳ (same shape as y).
+
+    Returns x̄, shaped like y.
+    """
+    ### BEGIN SOLUTION
+    return dy * y * (1 - y)  # the Jacobian's diagonal, σ′(x) = y(1 − y), times ȳ: 2 loads, 1 store per entry
+    ### END SOLUTION
+
+# %% [markdown]
+# <details><summary>Hint 1 — how many terms?</summary>
+#
+# $y_j$ depends on $x_j$ and on nothing else, so $\partial y_j / \partial x_i$ is zero unless
+# $j = i$ — the picture's empty off-diagonal. The sum $\sum_j \bar y_j\, \partial y_j / \partial x_i$
+# keeps one term. So $\bar x$ is $\bar y$ times one number per entry: which number? And do not
+# forget $\bar y$: a VJP that returns only the Jacobian's diagonal ignores what the rest of the
+# network wants.
+#
+# </details>
+#
+# <details><summary>Hint 2 — differentiate σ</summary>
+#
+# Write $\sigma(x) = u^{-1}$ with $u = 1 + e^{-x}$. The chain rule: $\frac{d}{du} u^{-1} = -u^{-2}$
+# and $\frac{du}{dx} = -e^{-x}$. Multiply them and you have $\sigma'(x)$ as one fraction of
+# exponentials. It is not the derivative of $\tanh$ (§2), nor of $e^x$ — each has its own
+# expression in its output.
+#
+# </details>
+#
+# <details><summary>Hint 3 — from x to y</summary>
+#
+# Solve $y = 1/(1 + e^{-x})$ for the exponential: $1 + e^{-x} = 1/y$, so $e^{-x} = 1/y - 1$.
+# Substitute both into your fraction of Hint 2 and simplify until no $x$ is left. Check the
+# result at $x = 0$, where $y = 1/2$ and the slope of $\sigma$ is $1/4$.
+#
+# </details>
+# %% test id=test_sigmoid_backward points=2
+"""sigmoid_backward: dx shaped like y, right at batch 1, batch 7, a 3-D y and
+transposed inputs, against autograd; no autograd inside."""
+course.selfcheck.sigmoid_backward(sigmoid_backward)
+### BEGIN HIDDEN TESTS
+import autograder.check
+autograder.check.sigmoid_backward(sigmoid_backward)
+### END HIDDEN TESTS
+
+# %% [markdown]
+# <details><summary>What you just derived (open once your check passes)</summary>
+#
+# The Jacobian is diagonal, so the VJP is an elementwise product with its diagonal:
+#
+# $$\sigma'(x) = \frac{e^{-x}}{(1 + e^{-x})^2} = \frac{1}{1 + e^{-x}} \cdot \frac{e^{-x}}{1 + e^{-x}}
+# = \sigma(x)\,\big(1 - \sigma(x)\big), \qquad
+# \boxed{\bar x = \bar y \odot y \odot (1 - y)}$$
+#
+# In code, `dy * y * (1 - y)`. **Why the output is enough**: the derivative is a function of
+# $y$, so the backward reads $y$ and $\bar y$ and writes $\bar x$ — $3N$ numbers, no exponential
+# (the forward already paid for it), and no $x$ kept alive. $\tanh$ is the same story,
+# $1 - y^2$ (§2). Not every op is so kind: GELU's derivative needs $x$, so its backward saves $x$.
+#
+# The picture: the slope of $\sigma$ as a function of its output is the parabola $y(1 - y)$,
+# largest, $1/4$, at $y = 1/2$, and vanishing as $y \to 0$ or $1$ — a saturated sigmoid passes
+# almost no gradient back.
+#
+# </details>
+# %%
+x_grid = torch.linspace(-6, 6, 121, dtype=F64)
+y_grid = torch.sigmoid(x_grid)
+slope = torch.autograd.functional.jacobian(lambda v: torch.sigmoid(v).sum(), x_grid)  # σ′ at each x, by autograd
+fig, (left, right) = plt.subplots(1, 2, figsize=(8, 3))
+left.plot(x_grid, y_grid, label="y = σ(x)")
+left.plot(x_grid, slope, label="σ′(x)")
+left.set_xlabel("x")
+left.legend()
+right.plot(y_grid, slope)
+right.set_xlabel("y = σ(x)")
+right.set_ylabel("σ′")
+right.set_title("the slope, read off the output")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## 8. Your tools, on your backward
+#
+# Everything in this notebook, together: check your `sigmoid_backward` at batch 7 with your own
+# `numerical_gradient` and `relative_error`, as Part C computed a VJP: the gradient of
+# $\langle \sigma(x), \bar y \rangle$ with $\bar y$ held fixed. The numerical side knows nothing of
+# your derivation.
 # %%
 try:
     g = torch.Generator().manual_seed(7)
-    M, K, C = 7, 5, 3  # prime batch, W not square
-    x = torch.randn(M, K, generator=g, dtype=F64)  # (M, K)
-    W = torch.randn(K, C, generator=g, dtype=F64)  # (K, C)
-    b = torch.randn(C, generator=g, dtype=F64)  # (C,)
-    target = torch.randint(0, C, (M,), generator=g)  # (M,)
-
-    def loss(x, W, b):
-        return torch.nn.functional.cross_entropy(x @ W + b, target)
-
-    dx, dW, db = linear_softmax_ce_backward(x, W, b, target)
-    numeric = {
-        "x̄": numerical_gradient(lambda x_: loss(x_, W, b), x),
-        "W̄": numerical_gradient(lambda W_: loss(x, W_, b), W),
-        "b̄": numerical_gradient(lambda b_: loss(x, W, b_), b),
-    }
-    for (name, num), mine in zip(numeric.items(), (dx, dW, db)):
-        if mine.shape != num.shape:
-            print(f"{name}: shape {tuple(mine.shape)}, but it must be {tuple(num.shape)}, the shape of its input")
-            continue
-        err = relative_error(mine, num)
-        print(f"{name}: shape {tuple(mine.shape)}, relative error {err:.0e} — {course.gradcheck.verdict(err)}")
+    x = torch.randn(7, 5, generator=g, dtype=F64)  # (7, 5): prime batch
+    dy = torch.randn(7, 5, generator=g, dtype=F64)  # ȳ, shaped like y
+    mine = sigmoid_backward(torch.sigmoid(x), dy)
+    numeric = numerical_gradient(lambda x_: (torch.sigmoid(x_) * dy).sum(), x)
+    if mine.shape != numeric.shape:
+        print(f"x̄: shape {tuple(mine.shape)}, but it must be {tuple(numeric.shape)}, the shape of its input")
+    else:
+        err = relative_error(mine, numeric)
+        print(f"x̄: shape {tuple(mine.shape)}, relative error {err:.0e} — {course.gradcheck.verdict(err)}")
 except NotImplementedError:
-    print("Finish Parts A, B and C first: this cell uses all three of your functions.")
+    print("Finish Parts A, B and D first: this cell uses all three of your functions.")
 except Exception as exc:  # a part still has a bug; its test cell above says which
     print(f"One of your functions raised {type(exc).__name__}: {exc}. Fix the part whose test fails, then rerun.")
 
@@ -704,14 +891,17 @@ except Exception as exc:  # a part still has a bug; its test cell above says whi
 # ## What to take away
 #
 # - $\bar x = \partial L / \partial x$ has the shape of $x$. Check shapes first.
-# - A backward is a VJP: $\bar x = J^\top \bar y$, computed without ever building $J$.
+# - A backward is a VJP: $\bar x = J^\top \bar y$, computed without ever building $J$. Backprop
+#   runs one VJP per stage, from the loss end, each stage handed only the gradient of its output.
 # - Check gradients with central differences in float64 at $\varepsilon \approx 10^{-6}$, and
 #   compare with the relative error: below $10^{-7}$ excellent, above $10^{-3}$ a bug.
-# - Softmax + cross-entropy collapse to $\bar z = (y - E)/M$; the linear layer then gives
-#   $\bar W = x^\top \bar z$ (a sum over the batch), $\bar b = \sum_m \bar z_m$ (broadcast ⇄ reduce),
-#   $\bar x = \bar z W^\top$.
-# - Debug in the order transpose → batch-reduction → sign → scale → broadcast-axis → atomic
-#   scatter, and test at batch 1 *and* 7.
+# - Softmax + cross-entropy, measured, collapse to $\bar z = (y - E)/M$: one fused op, finite where
+#   the two-stage backward overflows. Notebook 01 derives the linear layer's VJPs, notebook 02
+#   the collapse.
+# - An elementwise op's backward is an elementwise product; write its derivative in the saved
+#   output when you can.
+# - Debug in the ladder's order — shape, sign, transpose, scale, batch-reduction, wrong-values —
+#   and test at batch 1 *and* 7.
 #
 # Next, `01_matmul_from_shapes`: deriving matmul backwards from shapes alone, and what the
 # batch reduction in $\bar W$ means for a GPU kernel.

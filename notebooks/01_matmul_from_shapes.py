@@ -19,8 +19,9 @@
 # | E | `batched_matmul_backward(a, c, dy) -> (da, dc)` | 2 |
 #
 # Each part asks; you derive. Below each exercise sit collapsed hints — open them one at a
-# time, only when stuck: the first asks the right question, the last gives the answer. After
-# each test cell a recap derives the result.
+# time, only when stuck: the first asks the right question, the later ones work a small case or
+# give one step, and none gives the answer. After each test cell a collapsed recap derives the
+# result: open it once your check passes.
 #
 # **Notation** (from notebook 00). $L$ is a scalar loss. For any tensor $t$, the bar
 # $\bar t = \partial L / \partial t$ is its gradient, and it has **exactly the shape of $t$**.
@@ -219,12 +220,14 @@ def linear_backward(x, w, dy):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 3 — one entry, by the chain rule</summary>
 #
-# $$\bar x = \bar y\, W^\top: \; (B, N)(N, K) \to (B, K), \qquad \bar W = x^\top \bar y: \; (K, B)(B, N) \to (K, N).$$
-#
-# In code, for any leading axes: `dx = dy @ w.mT` and
-# `dw = x.reshape(-1, K).mT @ dy.reshape(-1, N)`.
+# Entry by entry, $y_{bn} = \sum_k x_{bk} W_{kn}$, so $\partial y_{bn} / \partial x_{bk} = W_{kn}$ for
+# every $n$, and $\partial y_{bn} / \partial W_{kn} = x_{bk}$ for every $b$. Put each into the chain
+# rule, $\bar x_{bk} = \sum_{b', n} \bar y_{b'n}\, \partial y_{b'n} / \partial x_{bk}$: which terms are
+# not zero, and which index is left to sum over? Then read that sum as a matrix product: the
+# summed index is its inner axis, and a factor whose summed index comes *first* enters
+# transposed. The same for $\bar W_{kn}$, whose sum runs over the rows.
 #
 # </details>
 # %% test id=test_linear_backward points=3
@@ -238,7 +241,7 @@ autograder.check.linear_backward(linear_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # The shapes place the transposes: $\bar x$ must come out $(B, K)$, so $\bar y$ $(B, N)$ goes on
 # the left and $W$ $(K, N)$ on the right, transposed; $\bar W$ must come out $(K, N)$, so $x$
@@ -252,8 +255,12 @@ autograder.check.linear_backward(linear_backward)
 # \bar W_{kn} = \sum_{b} x_{bk}\, \bar y_{bn} \quad \text{a sum over the batch } b.$$
 #
 # With leading axes, $\bar x$ keeps them (`dy @ w.mT` broadcasts) and $\bar W$ sums over every
-# one of them: every token of every sequence used the same $W$. The shapes, and one entry of
-# each by hand, against autograd:
+# one of them (`x.reshape(-1, K).mT @ dy.reshape(-1, N)`): every token of every sequence used
+# the same $W$.
+#
+# </details>
+#
+# The shapes, and one entry of each gradient summed by hand, against autograd:
 # %%
 gen = torch.Generator().manual_seed(0)
 B, K, N = 7, 5, 3
@@ -460,11 +467,13 @@ def linear_bias_backward(x, w, b, dy):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula</summary>
+# <details><summary>Hint 3 — a 2×2 case by hand</summary>
 #
-# $$\bar b_n = \sum_b \bar y_{bn}: \qquad \bar b \text{ is the column sums of } \bar y, \text{ shape } (N,),$$
-#
-# over every row of every leading axis. In code: `db = dy.reshape(-1, N).sum(dim=0)`.
+# Take $B = N = 2$ and $\bar y = \begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$. Nudge $b_1$ (the first
+# entry) by $\delta$: $y_{11}$ and $y_{21}$ move by $\delta$, and $y_{12}$, $y_{22}$ do not. By
+# §1 of notebook 00 the loss moves by $\bar y_{11}\delta + \bar y_{21}\delta = (1 + 3)\,\delta$, so
+# $\bar b_1 = 4$. What is $\bar b_2$? Which axis of $\bar y$ did you add along, and which one
+# did you keep? With leading axes, every row of every one of them is a use.
 #
 # </details>
 # %% test id=test_linear_bias_backward points=2
@@ -478,14 +487,17 @@ autograder.check.linear_bias_backward(linear_bias_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $b_n$ is added to all $B$ entries of column $n$, so it collects the gradient of every copy:
 #
 # $$\boxed{\bar b_n = \sum_b \bar y_{bn}}: \qquad \bar b \text{ is the column sums of } \bar y, \text{ shape } (N,),$$
 #
-# summed over every row of every leading axis — the same law as $\bar W$ (one $W$, used by every
-# row) and §6's offset, along the other axis and with no size-1 axis to keep.
+# summed over every row of every leading axis (`dy.reshape(-1, N).sum(dim=0)`) — the same law as
+# $\bar W$ (one $W$, used by every row) and §6's offset, along the other axis and with no size-1
+# axis to keep.
+#
+# </details>
 #
 # ## 7 · The backward of any broadcast
 #
@@ -553,25 +565,21 @@ def reduce_to_shape(grad, shape):
 #
 # <details><summary>Hint 2 — two steps</summary>
 #
-# First sum away the prepended axes: they are the first `grad.ndim - len(shape)` axes, and
+# First sum away the prepended axes: as many leading axes as `grad` has more than `shape`, and
 # `shape` does not have them. Then sum over the stretched axes, keeping each with size 1
 # (`keepdim=True`), since `shape` has them. Skip a step when it has no axes: `grad.sum(dim=())`
 # would sum over everything.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the two sums, precisely</summary>
+# <details><summary>Hint 3 — the third row of the table, by hand</summary>
 #
-# Let $p$ = `grad.ndim - len(shape)` be the number of prepended axes. Once they are summed away,
-# `grad` has as many axes as `shape`, and the stretched axes are
-# $S = \{\, i : \text{shape}_i = 1 \text{ and } \text{grad.shape}_i \neq 1 \,\}$. Then
-#
-# $$\operatorname{reduce}(\bar z, s) = \Big(\sum_{\text{axes } 0, \dots, p - 1} \bar z\Big)
-# \text{ summed over the axes in } S, \text{ each kept with size 1}.$$
-#
-# In code: the first sum is one `sum` whose `dim` is `tuple(range(p))`, done only when $p > 0$;
-# the second is one `sum` whose `dim` is the tuple $S$, with `keepdim=True`, done only when $S$
-# is not empty.
+# `grad` of shape (4, 7, 3), `shape` (7, 1). Lined up from the right, `shape` reads (·, 7, 1):
+# axis 0 of `grad` was prepended, and axis 2 was stretched from 1 to 3. Count the copies of one
+# entry of the original: $4 \times 3 = 12$ uses, so its gradient adds 12 entries of `grad`.
+# After summing axis 0 away, what shape is left, and what must happen to axis 2 so that the
+# result is exactly (7, 1)? Check your two steps on this case before writing the general ones;
+# a scalar `shape` of `()` is the case with no axes left at all.
 #
 # </details>
 # %% test id=test_reduce_to_shape points=2
@@ -585,7 +593,7 @@ autograder.check.reduce_to_shape(reduce_to_shape)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # A tensor broadcast to `grad.shape` was copied along two kinds of axes, and its gradient sums
 # over both:
@@ -600,8 +608,12 @@ autograder.check.reduce_to_shape(reduce_to_shape)
 # | (4, 3) | () | everything: a scalar |
 # | (5, 3) | (5, 3) | nothing: `grad` as it is |
 #
-# PyTorch has it built in, as `Tensor.sum_to_size(shape)`; autograd calls the same reduction
-# for every broadcasting op.
+# In code: with `lead` the number of prepended axes, `grad.sum(dim=tuple(range(lead)))` when
+# there are any, then `grad.sum(dim=stretched, keepdim=True)` over the stretched axes when there
+# are any. PyTorch has it built in, as `Tensor.sum_to_size(shape)`; autograd calls the same
+# reduction for every broadcasting op.
+#
+# </details>
 #
 # ## 8 · Every broadcasting op gets its backward for free
 #
@@ -628,11 +640,15 @@ except NotImplementedError:
 # %% [markdown]
 # ## 9 · The debugging order, as code
 #
-# Notebook 00 (§6) gave the order in which to suspect a wrong backward, in the grader's words:
-# `transpose`, `batch-reduction`, `sign`, `scale`, `broadcast-axis`. This notebook has shown
-# each of them at work: a square $W$ hides a transpose (§1), batch 1 hides a missing reduction
-# and a mean written as a sum (§5), a square `grad` hides a wrong axis (§7). Now you are the
-# grader.
+# Notebook 00 (§6) gave the order in which to read a wrong backward, in the grader's words: the
+# ladder `course.diagnose.LADDER`, from the check that needs the least to the one that needs
+# the most, and from the narrowest explanation to the widest. This notebook has shown its rungs
+# at work: a square $W$ hides a transpose (§1), batch 1 hides a missing reduction and a mean
+# written as a sum (§5), a square `grad` hides a wrong axis (§7). Now you are the grader.
+# %%
+print(" → ".join(course.diagnose.LADDER))
+
+# %% [markdown]
 #
 # A colleague wrote the five backward functions below for $y = xW + b$, with `x` of shape
 # $(B, K)$. Each has exactly one bug. A sixth, for a batched matmul, passes its author's tests
@@ -695,17 +711,18 @@ def broken_batched_matmul_backward(a, c, dy):
 #
 # | class | the one wrong output … |
 # |---|---|
-# | `"transpose"` | … is the transpose of the right one |
-# | `"batch-reduction"` | … is right at batch 1 and wrong above it, and not by a constant factor |
+# | `"broadcast-axis"` | … is `db`, reduced over the wrong axis of `dy` (this exercise's own named bug) |
 # | `"sign"` | … is the negative of the right one |
+# | `"transpose"` | … is the transpose of the right one |
 # | `"scale"` | … is a constant multiple $c \neq \pm 1$ of the right one, at some batch size ($c$ may depend on it) |
-# | `"broadcast-axis"` | … is `db`, reduced over the wrong axis of `dy` |
+# | `"batch-reduction"` | … is right at batch 1 and wrong above it, and not by a constant factor |
 # | `"wrong-values"` | … is wrong already at batch 1, and none of the above |
 #
 # Run `backward` on inputs you make — as many as you like, any sizes you choose — and compare
 # its outputs with a reference you trust: your own `linear_bias_backward` from Part B,
 # autograd (allowed here: `name_the_bug` is a test, not a backward), or central differences.
-# Which experiments separate the six classes, and in which order must you look?
+# Which experiments separate the six classes? Read them in the ladder's order (00 §6): the
+# table above lists them so.
 #
 # The hidden check hands your function a fresh set of broken backwards, written differently
 # from the suspects above and drawn anew on every run; reading their code will not help, and
@@ -758,36 +775,24 @@ def name_the_bug(backward):
 #
 # <details><summary>Hint 2 — the order of the tests</summary>
 #
-# Test the specific classes before the generic one. For each output, at batch 1 and then above
-# it: the shape (a reversed shape holding the transposed values is a transpose; any other wrong
-# shape can only be `db` on the wrong axis), then equality, then the negative, then a constant
-# factor — and only then ask at which batch size it went wrong: right at batch 1 and wrong above
-# it is a `batch-reduction`, wrong at batch 1 already is `wrong-values`. A mean written as a sum
-# is right at batch 1 too, and it is a `scale`. Compare with a relative error and a tolerance
-# (say $10^{-9}$ in float64), never with `==`.
+# The ladder: the shape first (with pairwise different sizes, a reversed shape holding the
+# transposed values is a transpose, and any other wrong shape can only be `db` on the wrong
+# axis), then equality, then the negative, then a constant factor, and only then the batch
+# size at which it went wrong. Why must the factor come before the batch question? A mean
+# written as a sum is right at batch 1 too. Compare with a relative error and a tolerance (say
+# $10^{-9}$ in float64), never with `==`.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the procedure</summary>
+# <details><summary>Hint 3 — which factor?</summary>
 #
-# The factor that fits $g \approx c\, r$ best (least squares, $g$ the output you got and $r$ the
-# reference) is
-#
-# $$c = \langle g, r \rangle / \langle r, r \rangle,$$
-#
-# the sum of the elementwise product of the two over the sum of the reference squared. With
-# `close(got, ref)` a relative-error test, run at $B = 1$ and then at $B = 7$, on random float64
-# inputs of shapes $(B, 3)$, $(3, 5)$, $(5,)$ and $(B, 5)$. Walk the three outputs in order, each
-# with its reference, and stop at the first rule that fires:
-#
-# 1. the shapes differ: `"transpose"` if `got` has the shape of `ref.mT` and is close to its
-#    values, and `"broadcast-axis"` otherwise;
-# 2. `got` is close to `ref`: go on to the next output;
-# 3. close to the negative of `ref`: `"sign"`;
-# 4. close to $c$ times `ref`: `"scale"`;
-# 5. anything else: `"batch-reduction"` at $B = 7$, `"wrong-values"` at $B = 1$.
-#
-# Only when both runs get through all three outputs: `"none"`.
+# "Is `got` a constant multiple of `ref`?" needs a candidate $c$ to test. Take the $c$ that
+# makes $\lVert g - c\,r \rVert^2$ smallest ($g$ the output you got, $r$ the reference): it is a
+# quadratic in $c$, $\lVert g \rVert^2 - 2c\,\langle g, r \rangle + c^2 \lVert r \rVert^2$. Set its
+# derivative to zero, then test whether $g$ is close to $c\,r$. Try it on $g = (2, 4)$,
+# $r = (1, 2)$, and on $g = (2, 5)$, $r = (1, 2)$, where no factor fits. The whole procedure,
+# as a loop: for $B$ in $(1, 7)$, for each of the three outputs, one rung after another, and
+# return at the first that fires; `"none"` only when nothing fired in either run.
 #
 # </details>
 # %% test id=test_name_the_bug points=2
@@ -801,10 +806,10 @@ autograder.check.name_the_bug(name_the_bug)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the debugging order as a procedure
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Run at batch 1, then above it, with sizes that differ; for each output, test from the most
-# specific class to the least:
+# **The debugging order as a procedure.** Run at batch 1, then above it, with sizes that
+# differ; for each output, climb the ladder from the most specific class to the least:
 #
 # 1. the **shape** — reversed: `transpose`; any other wrong shape of `db`: `broadcast-axis`;
 # 2. **equal** to the reference: next output;
@@ -815,7 +820,13 @@ autograder.check.name_the_bug(name_the_bug)
 # 5. otherwise, by the batch size where it first went wrong: above batch 1 only, `batch-reduction`;
 #    at batch 1 already, `wrong-values`. That is why both runs are needed.
 #
-# That is how the grader's `diagnosis:` line is made. Your classifier on the five suspects of §9:
+# In code, the factor is `(got * ref).sum() / (ref * ref).sum()`. That is how the grader's
+# `diagnosis:` line is made (`course.diagnose.diagnose` climbs `course.diagnose.LADDER` the same
+# way).
+#
+# </details>
+#
+# Your classifier on the five suspects of §9:
 # %%
 try:
     for suspect in (suspect_1, suspect_2, suspect_3, suspect_4, suspect_5):
@@ -881,16 +892,13 @@ def batched_matmul_backward(a, c, dy):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formula</summary>
+# <details><summary>Hint 3 — the bug's class, and what stays</summary>
 #
 # The bug is a `batch-reduction`: `dc` sums over the batch even when every element has its own
-# `c`. Per batch element, $\bar a_i = \bar y_i\, c_i^\top$ and $\bar c_i = a_i^\top \bar y_i$; then
-# $\bar c = \operatorname{reduce}(a^\top \bar y, \text{shape of } c)$:
-#
-# ```python
-# da = dy @ c.mT
-# dc = reduce_to_shape(a.mT @ dy, c.shape)
-# ```
+# `c`. So the fix is not in the per-element product — Part A's $\bar W$, taken for each batch
+# element on its own, with `@` broadcasting over the batch axis — but in what happens after it:
+# a sum over the batch only when `c` was shared, and `keepdim` only when `c` kept its size-1
+# batch axis. Which of your Part C cases is each kind of `c`?
 #
 # </details>
 # %% test id=test_batched_matmul_backward points=2
@@ -904,7 +912,7 @@ autograder.check.batched_matmul_backward(batched_matmul_backward)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # The broken function summed `dc` over the batch — right for a shared `c`, right at batch 1,
 # and wrong for a per-element `c` above batch 1: a `batch-reduction` bug, with the sum in a
@@ -913,9 +921,12 @@ autograder.check.batched_matmul_backward(batched_matmul_backward)
 #
 # $$\boxed{\bar a = \bar y\, c^\top, \qquad \bar c = \operatorname{reduce}(a^\top \bar y, \text{shape of } c)}$$
 #
-# with the products taken per batch element. Whether a weight's gradient sums over the batch is
+# with the products taken per batch element: `da = dy @ c.mT` and
+# `dc = reduce_to_shape(a.mT @ dy, c.shape)`. Whether a weight's gradient sums over the batch is
 # not a property of matmul; it is a question of who shares the weight. A linear layer's $W$ is
 # shared by every token, attention's keys are not shared across sequences — notebook 05.
+#
+# </details>
 #
 # ## What to take away
 #
@@ -927,9 +938,9 @@ autograder.check.batched_matmul_backward(batched_matmul_backward)
 #   split-K with a second pass, or one program looping over the whole batch.
 # - **Copied forward, summed backward** — and summed forward, copied backward. Leading axes are
 #   summed away; stretched size-1 axes are summed and kept. Only what is shared is summed.
-# - **Test at batch 1 and at batch 7.** When a backward is wrong, suspect in this order: a
-#   transpose (the shapes agree, the values don't), a missing sum over the batch (right at 1,
-#   wrong at 7), a sign, a scale, a wrong axis — and test for a factor before blaming a
-#   missing sum.
+# - **Test at batch 1 and at batch 7.** When a backward is wrong, climb the ladder of 00 §6:
+#   the shape, a sign, a transpose (square shapes, wrong values), a constant factor, and only
+#   then a missing sum over the batch (right at 1, wrong at 7) — a factor first, because a mean
+#   written as a sum is right at batch 1 too.
 #
 # Next, notebook 02: softmax's $N \times N$ Jacobian collapses to one scalar per row.

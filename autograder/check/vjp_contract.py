@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 
 from course.diagnose import Alternative, Case, graded
-from course.diagnose import relative_error as _relative_error
 from course.selfcheck.vjp_contract import (  # noqa: F401 (HINTS: graded reads it from this module)
     HINTS,
+    SIGMOID,
     SineQuadratic,
     check_lsce,
     check_numerical_gradient,
@@ -22,6 +22,7 @@ from course.selfcheck.vjp_contract import (  # noqa: F401 (HINTS: graded reads i
     probe_cases,
     random_pair,
     relative_error_alternatives,
+    sigmoid_cases,
 )
 
 from ..inputs import DTYPE, generator, randn
@@ -45,6 +46,22 @@ LSCE_SHAPES = [
     (13, 9, 10, False),  # odd batch, no size a power of two
     (7, 6, 5, True),  # non-contiguous x and W
 ]
+
+
+# (label, shape) of y and dy; last, a (9, 13) pair handed over transposed.
+SIGMOID_SHAPES = [
+    ("batch 1", (1, 11)),  # batch 1
+    ("batch 7", (7, 9)),  # batch 7 (prime)
+    ("3-D", (3, 5, 7)),  # any shape, odd sizes
+]
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Part B's answer, the expected value of the hidden cases: kept here, where students never look, since the
+    course's own measure (course.diagnose.relative_error) is relative to a reference and is not this."""
+    a, b = a.detach().to(DTYPE), b.detach().to(DTYPE)
+    norm = torch.linalg.vector_norm
+    return norm(a - b).item() / max(norm(a).item(), norm(b).item(), torch.finfo(DTYPE).tiny)
 
 
 @graded
@@ -96,3 +113,8 @@ def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
 def linear_softmax_ce_backward(fn) -> None:
     gen = generator("linear_softmax_ce_backward")
     check_lsce(fn, [lsce_case(gen, M, K, C, transposed=t) for M, K, C, t in LSCE_SHAPES], alternatives=_lsce_alternatives)
+
+
+@graded
+def sigmoid_backward(fn) -> None:
+    SIGMOID.run(fn, sigmoid_cases(generator("sigmoid_backward"), SIGMOID_SHAPES, transposed=(9, 13)))

@@ -37,4 +37,4 @@ from .softmax import (
     softmax_jacobian,
 )
 from .triton_softmax import TritonSoftmax, softmax_bwd_kernel, softmax_fwd_kernel, triton_softmax
-from .vjp_contract import linear_softmax_ce_backward, numerical_gradient, relative_error
+from .vjp_contract import linear_softmax_ce_backward, numerical_gradient, relative_error, sigmoid_backward

@@ -24,6 +24,7 @@ from ..diagnose import (
     randn,
     rerun_above_batch_1,
     seeded,
+    transposed_view,
     vjp,
 )
 from ..spec import Exercise
@@ -36,7 +37,11 @@ HINTS = {
     # changed, float32 in or out), which Hint 2's loop covers, not the Taylor series of Hint 1.
     "numerical_gradient": {"shape": 2, "non-finite": 2, "procedure": 2, "*": 1},
     "relative_error": {"shape": 2, "non-finite": 2, "*": 1},
-    "linear_softmax_ce_backward": {"scale": 1, "shape": 1, "sign": 1, "*": 2},
+    # "head": the loss of z taken wrongly (its sign, its mean, the softmax left out), Hint 1; "pullback": the
+    # linear stage's scalar, Hint 2; "one-sided": the differences themselves, Part A.
+    "linear_softmax_ce_backward": {"scale": 1, "sign": 1, "head": 1, "one-sided": 1, "pullback": 2, "*": 3},
+    # "through-x": σ′ applied to y as if it were x, Hint 3; "no-dy": the diagonal without ȳ, Hint 1.
+    "sigmoid_backward": {"through-x": 3, "no-dy": 1, "shape": 1, "*": 2},
 }
 
 
@@ -354,6 +359,52 @@ def lsce_through_linear(x, W, b, dz):
     return vjp(lambda x, W, b: x @ W + b, (x, W, b), dz)
 
 
+def lsce_named_bugs(case: Case) -> dict[str, list[Alternative]]:
+    """The named bugs of the stage-by-stage chain, each pushed through the linear layer by autograd: the linear
+    stage's scalar taken without z̄ (as if z̄ were all ones), and the head's loss taken on the logits as if they
+    were log-probabilities (the softmax left out). Neither spells a formula: both are autograd of a forward."""
+    x, W, b, target = case.args
+    C = W.shape[1]
+    unweighted = lsce_through_linear(x, W, b, torch.ones(x.shape[0], C, dtype=x.dtype))
+    no_softmax = lsce_through_linear(x, W, b, vjp(
+        lambda z: torch.nn.functional.nll_loss(z, target), (x @ W + b,), None)[0])
+    alts: dict[str, list[Alternative]] = {}
+    for name, plain, raw in zip(("dx", "dW", "db"), unweighted, no_softmax):
+        alts[name] = [
+            Alternative("wrong-values", f"{name} is the gradient of the sum of z = xW + b: the linear stage's scalar "
+                        "must weigh each entry of z by its z̄, or it forgets what the loss wants of z.", plain,
+                        topic="pullback"),
+            Alternative("wrong-values", f"{name} is what a loss of the logits themselves gives (−z_t, the softmax "
+                        "left out): the head is softmax and cross-entropy together.", raw, topic="head"),
+        ]
+    return alts
+
+
+def lsce_one_sided(case: Case) -> dict[str, list[Alternative]]:
+    """The chain stepped with one-sided differences (a numerical_gradient that fails Part A): its O(ε) error is
+    the same whoever computes it, so a student's chain of one-sided differences lands within tolerance of this."""
+    x, W, b, target = case.args
+    eps = 1e-6
+
+    def one_sided(f, t):
+        t = torch.empty(t.shape, dtype=F64).copy_(t)
+        grad, flat = torch.empty_like(t), t.view(-1)
+        base = float(f(t))
+        for i in range(flat.numel()):
+            keep = flat[i].item()
+            flat[i] = keep + eps
+            grad.view(-1)[i] = (float(f(t)) - base) / eps
+            flat[i] = keep
+        return grad
+
+    dz = one_sided(lambda z: torch.nn.functional.cross_entropy(z, target), x @ W + b)
+    values = lsce_through_linear(x, W, b, dz)  # the linear stage is linear: one-sided and exact agree there
+    sentence = ("is what one-sided differences give, off by their O(ε) truncation: numerical_gradient must be "
+                "Part A's central difference (its own test cell names the bug).")
+    return {name: [Alternative("wrong-values", f"{name} {sentence}", value, topic="one-sided")]
+            for name, value in zip(("dx", "dW", "db"), values)}
+
+
 def lsce_case(gen: torch.Generator, M: int, K: int, C: int, transposed: bool = False) -> Case:
     """One batch; ``transposed`` hands x and W over non-contiguous (each the transpose of a stored tensor)."""
     x = randn(gen, K, M).T if transposed else randn(gen, M, K)  # (M, K); transposed: strides (1, M)
@@ -365,8 +416,11 @@ def lsce_case(gen: torch.Generator, M: int, K: int, C: int, transposed: bool = F
     return Case(f"x ({M}, {K}), W ({K}, {C}), b ({C},), target ({M},); batch {M}, {shape}{layout}", (x, W, b, target), batch=M)
 
 
+# tol 1e-7: the chain stepped with central differences at ε = 1e-6 is off by 4e-10 to 1e-8 at the hidden
+# sizes (each loss value rounded to ~1e-16 and divided by 2ε, summed over up to M·C entries of z̄), and with
+# one-sided ones by 2e-7 to 9e-7 (truncation ε·L''/2): measured over the hidden shapes, tests/autograder.
 LSCE = Exercise(name="linear_softmax_ce_backward", reference=lsce_reference, outputs=("dx", "dW", "db"),
-                of=("x", "W", "b"))
+                of=("x", "W", "b"), tol=1e-7)
 
 
 def check_lsce(fn, cases, *, alternatives=None) -> None:
@@ -374,7 +428,10 @@ def check_lsce(fn, cases, *, alternatives=None) -> None:
     (M, C), is named: the sum over the batch is missing."""
 
     def with_unreduced_db(case: Case) -> dict[str, list[Alternative]]:
-        alts = dict(alternatives(case)) if alternatives else {}
+        alts = {k: list(v) for k, v in lsce_named_bugs(case).items()}
+        for extra in (lsce_one_sided, alternatives):
+            for k, v in (extra(case).items() if extra else ()):
+                alts[k] = [*alts.get(k, []), *v]
         if case.batch > 1:
             kept = Alternative(
                 "batch-reduction",
@@ -405,3 +462,56 @@ def linear_softmax_ce_backward(fn) -> None:
     gen = seeded(2024)
     check_lsce(fn, [lsce_case(gen, M, K, C, transposed=t) for M, K, C, t in LSCE_SHAPES])
     print("✓ linear_softmax_ce_backward passes the visible checks (batch 1 and 7, square and non-square W, transposed inputs)")
+
+
+# ---------------------------------------------------------------------------
+# sigmoid_backward
+
+
+def sigmoid_reference(y, dy):
+    """x̄ by autograd of torch.sigmoid at x = logit(y): the reference gives no formula away."""
+    return vjp(torch.sigmoid, (torch.logit(y),), dy)[0]
+
+
+def sigmoid_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """The named bugs, each autograd of a forward (no formula spelled): the derivative taken at y as if y were x,
+    the derivatives of tanh and of exp written in their outputs, and the diagonal without ȳ."""
+    y, dy = case.args
+    return {"dx": [
+        Alternative("wrong-values", "dx applies the sigmoid's derivative to y as if y were x: y is the output, "
+                    "σ(x), so the derivative must be written in terms of y itself.",
+                    vjp(torch.sigmoid, (y,), dy)[0], topic="through-x"),
+        Alternative("wrong-values", "dx uses the derivative of tanh written in its output, not the sigmoid's: "
+                    "each op has its own derivative.", vjp(torch.tanh, (torch.atanh(y),), dy)[0]),
+        Alternative("wrong-values", "dx uses the derivative of exp written in its output (ȳ times y): the "
+                    "sigmoid is not its own derivative.", vjp(torch.exp, (torch.log(y),), dy)[0]),
+        Alternative("wrong-values", "dx is the Jacobian's diagonal alone: a VJP multiplies it by ȳ, what the rest "
+                    "of the network wants of y.", vjp(torch.sigmoid, (torch.logit(y),), torch.ones_like(dy))[0],
+                    topic="no-dy"),
+    ]}
+
+
+SIGMOID = Exercise(name="sigmoid_backward", reference=sigmoid_reference, outputs=("dx",), of=("y",),
+                   alternatives=sigmoid_alternatives)
+
+
+def sigmoid_cases(gen: torch.Generator, shapes, transposed: tuple[int, int]) -> list[Case]:
+    """y = σ(x) for x ~ N(0, 2²) (away from 0 and 1, where the bugs would agree with the answer) and ȳ, per shape;
+    last, both handed over as transposed views."""
+    def case(label, shape, t=False):
+        y, dy = torch.sigmoid(2 * randn(gen, *shape)), randn(gen, *shape)
+        if t:
+            y, dy = transposed_view(y), transposed_view(dy)
+        return Case(f"y and dy of shape {tuple(shape)}; {label}", (y, dy), batch=shape[0] if len(shape) > 1 else 1)
+    return [case(label, shape) for label, shape in shapes] + [
+        case("both non-contiguous (transposes)", transposed, t=True)]
+
+
+SIGMOID_SHAPES = [("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))]
+
+
+@graded
+def sigmoid_backward(fn) -> None:
+    """Visible check: batch 1, batch 7, 3-D and transposed inputs, against autograd."""
+    SIGMOID.run(fn, sigmoid_cases(seeded(2025), SIGMOID_SHAPES, transposed=(7, 6)))
+    print("✓ sigmoid_backward passes the visible checks (batch 1, batch 7, 3-D, transposed inputs)")

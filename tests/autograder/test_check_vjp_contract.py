@@ -10,6 +10,8 @@ nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -22,6 +24,7 @@ from tests.support import (
     assert_crash_quotes_the_line,
     assert_mutants_cover,
     diagnosis,
+    failure_of,
     edited_solution,
     mutant_named,
     solution_fixture,
@@ -33,7 +36,7 @@ from tools.mutants import mutants
 pytestmark = pytest.mark.filterwarnings("error")
 
 ASSIGNMENT = "00_vjp_contract"
-EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
+EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward", "sigmoid_backward")
 MUTANTS = mutants(ASSIGNMENT)
 F64 = torch.float64
 solution = solution_fixture(ASSIGNMENT)
@@ -47,11 +50,14 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
     assert_mutants_cover(MUTANTS, {
         ("numerical_gradient", "wrong-values"),  # forward difference (and others)
         ("relative_error", "scale"),  # absolute error
-        ("linear_softmax_ce_backward", "sign"),
-        ("linear_softmax_ce_backward", "scale"),  # missing 1/M
-        ("linear_softmax_ce_backward", "transpose"),
+        ("linear_softmax_ce_backward", "sign"),  # the log-likelihood for the loss
+        ("linear_softmax_ce_backward", "scale"),  # a summed loss where it is a mean
+        ("linear_softmax_ce_backward", "transpose"),  # the gradient taken with respect to Wᵀ
         ("linear_softmax_ce_backward", "batch-reduction"),
-    }, most=5)
+        ("linear_softmax_ce_backward", "wrong-values"),  # the linear stage without z̄
+        ("sigmoid_backward", "wrong-values"),  # through x, tanh's, exp's, no ȳ
+        ("sigmoid_backward", "sign"),
+    }, most=6)
 
 
 def test_a_forward_difference_is_named_as_one(seeded):
@@ -287,3 +293,128 @@ def test_autograd_inside_the_backward_is_refused():
 
     assert diagnosis(hidden.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"
     assert diagnosis(visible.linear_softmax_ce_backward, with_autograd) == "autograd-in-backward"
+
+
+# ---------------------------------------------------------------------------
+# Part C measured stage by stage: the tolerance between central and one-sided chains, and its named bugs
+
+
+def one_sided_gradient(f, x, eps=1e-6):
+    """A numerical_gradient that fails Part A: (f(x + ε) − f(x))/ε, error O(ε)."""
+    x = torch.empty(x.shape, dtype=F64).copy_(x)
+    dx, flat = torch.zeros_like(x), x.view(-1)
+    for i in range(flat.numel()):
+        keep = flat[i].item()
+        base = float(f(x))
+        flat[i] = keep + eps
+        dx.view(-1)[i] = (float(f(x)) - base) / eps
+        flat[i] = keep
+    return dx
+
+
+def test_the_tolerance_sits_between_central_and_one_sided_chains(solution):
+    """1e-7 (LSCE.tol) is above what the stage-by-stage central differences are off by at every hidden shape, with
+    ten times to spare, and below what one-sided ones are off by: measured here, as the spec's comment says."""
+    from autograder.check.vjp_contract import LSCE_SHAPES
+    from course.selfcheck.vjp_contract import LSCE
+
+    central_chain = solution["linear_softmax_ce_backward"]
+    source = inspect.getsource(one_sided_gradient).replace("one_sided_gradient", "numerical_gradient")
+    one_sided_chain = with_cells(ASSIGNMENT, {"numerical_gradient": source.replace("F64", "torch.float64")}
+                                 )["linear_softmax_ce_backward"]
+    gen = torch.Generator().manual_seed(11)
+    worst_central, best_one_sided = 0.0, 1.0
+    for M, K, C, t in LSCE_SHAPES:
+        case = lsce_case(gen, M, K, C, transposed=t)
+        reference = lsce_reference(*case.args)
+        worst_central = max(worst_central, *(relative_error(g, r) for g, r in zip(central_chain(*case.args), reference)))
+        best_one_sided = min(best_one_sided, max(relative_error(g, r) for g, r in zip(one_sided_chain(*case.args), reference)))
+    assert worst_central < LSCE.tol / 10 and best_one_sided > LSCE.tol, (worst_central, best_one_sided)
+
+
+def test_a_chain_of_one_sided_differences_is_named(seeded):
+    def chain(x, W, b, target):
+        z = x @ W + b
+        dz = one_sided_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)
+        dx = one_sided_gradient(lambda x_: ((x_ @ W + b) * dz).sum(), x)
+        dW = one_sided_gradient(lambda W_: ((x @ W_ + b) * dz).sum(), W)
+        db = one_sided_gradient(lambda b_: ((x @ W + b_) * dz).sum(), b)
+        return dx, dW, db
+
+    for check in (hidden.linear_softmax_ce_backward, visible.linear_softmax_ce_backward):
+        with pytest.raises(GradingFailure, match="one-sided differences") as info:
+            check(chain)
+        assert info.value.cls == "wrong-values" and info.value.hint == 1
+
+
+@pytest.mark.parametrize("bug, words, hint", [
+    ("unweighted", "sum of z", 2),  # the linear stage's scalar without z̄
+    ("no-softmax", "softmax left out", 1),  # the head's loss taken on the logits
+])
+def test_the_chains_named_bugs(bug, words, hint, solution, seeded):
+    numerical_gradient = solution["numerical_gradient"]
+
+    def chain(x, W, b, target):
+        z = x @ W + b
+        if bug == "unweighted":
+            dz = torch.ones_like(z)  # the linear stage's scalar is then the sum of z
+        else:
+            dz = numerical_gradient(lambda z_: torch.nn.functional.nll_loss(z_, target), z)  # −z_t: no softmax
+
+        def stage(i):  # the linear stage's VJP for input i, the other two held
+            def scalar(t):
+                args = [x, W, b]
+                args[i] = t
+                return ((args[0] @ args[1] + args[2]) * dz).sum()
+            return numerical_gradient(scalar, (x, W, b)[i])
+
+        return tuple(stage(i) for i in range(3))
+
+    for check in (hidden.linear_softmax_ce_backward, visible.linear_softmax_ce_backward):
+        failure = failure_of(check, chain)
+        assert failure.cls == "wrong-values" and words in failure.sentence and failure.hint == hint
+
+
+# ---------------------------------------------------------------------------
+# Part D: sigmoid_backward
+
+
+def test_sigmoid_right_passes_and_trivial_ones_fail(solution, seeded):
+    right = solution["sigmoid_backward"]
+    for check in (hidden.sigmoid_backward, visible.sigmoid_backward):
+        check(right)
+        assert diagnosis(check, lambda y, dy: -right(y, dy)) == "sign"
+        assert diagnosis(check, lambda y, dy: 2 * right(y, dy)) == "scale"
+        assert diagnosis(check, lambda y, dy: right(y, dy).reshape(-1)) == "shape"
+
+
+@pytest.mark.parametrize("wrong, words, hint", [
+    (lambda y, dy: dy * torch.sigmoid(y) * (1 - torch.sigmoid(y)), "as if y were x", 3),  # through x
+    (lambda y, dy: dy * (1 - y * y), "tanh", 2),  # the wrong function's derivative
+    (lambda y, dy: dy * y, "exp", 2),
+    (lambda y, dy: y * (1 - y), "diagonal alone", 1),  # ȳ forgotten
+])
+def test_sigmoid_named_bugs(wrong, words, hint, seeded):
+    for check in (hidden.sigmoid_backward, visible.sigmoid_backward):
+        failure = failure_of(check, wrong)
+        assert failure.cls == "wrong-values" and words in failure.sentence and failure.hint == hint
+
+
+def test_sigmoid_autograd_inside_is_refused(seeded):
+    def with_autograd(y, dy):
+        x = torch.logit(y).requires_grad_(True)
+        return torch.autograd.grad(torch.sigmoid(x), x, dy)[0]
+
+    assert diagnosis(visible.sigmoid_backward, unguarded(with_autograd)) == "autograd-in-backward"
+    assert diagnosis(hidden.sigmoid_backward, unguarded(with_autograd)) == "autograd-in-backward"
+
+
+def test_the_hidden_relative_error_is_part_bs_and_the_courses_is_not():
+    """The course's measure is relative to the reference (course.diagnose), so it answers nothing; Part B's symmetric
+    one is the hidden check's expected value, on the hidden side only."""
+    from autograder.check.vjp_contract import _relative_error as part_b
+
+    a, b = torch.tensor([3.0, 4.0], dtype=F64), torch.tensor([6.0, 8.0], dtype=F64)
+    assert part_b(a, b) == pytest.approx(0.5) == part_b(b, a)
+    assert relative_error(a, b) == pytest.approx(0.5) and relative_error(b, a) == pytest.approx(1.0)
+    assert part_b(torch.zeros(2, dtype=F64), torch.zeros(2, dtype=F64)) == 0.0

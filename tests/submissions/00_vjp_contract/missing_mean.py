@@ -1,7 +1,8 @@
-# Mutant: a central difference divided by ε, a one-sided denominator, and the mean's 1/M forgotten.
+# Mutant: a central difference divided by ε, a one-sided denominator, the loss summed where it is a mean, the sigmoid's derivative negated.
 # expect: test_numerical_gradient scale
 # expect: test_relative_error wrong-values
 # expect: test_linear_softmax_ce_backward scale
+# expect: test_sigmoid_backward sign
 # %% numerical_gradient
 -        dx_flat[i] = (f_plus - f_minus) / (2 * eps)  # the ε² terms cancel: truncation O(ε²)
 +        dx_flat[i] = (f_plus - f_minus) / eps  # bug: steps 2ε but divides by ε: twice the gradient
@@ -9,5 +10,8 @@
 -    return norm(a - b).item() / max(norm(a).item(), norm(b).item(), tiny)
 +    return norm(a - b).item() / max(norm(b).item(), tiny)  # bug: divides by ‖b‖ only: rel(a, b) ≠ rel(b, a)
 # %% linear_softmax_ce_backward
--    dz = (y - E) / M  # (M, C) z̄: the collapse, times the mean's 1/M
-+    dz = y - E  # bug: the loss is a mean, but this is the gradient of a sum: M times too large
+-    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
++    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target, reduction="sum"), z)  # bug: a sum, where the loss is a mean
+# %% sigmoid_backward
+-    return dy * y * (1 - y)  # the Jacobian's diagonal, σ′(x) = y(1 − y), times ȳ: 2 loads, 1 store per entry
++    return dy * y * (y - 1)  # bug: 1 − y turned around
