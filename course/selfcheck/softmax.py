@@ -43,7 +43,7 @@ from ..spec import Exercise as Spec
 
 # The notebook's hint that covers each diagnosis class (read by course.diagnose.hint_for).
 HINTS = {
-    "softmax_jacobian": {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 4},
+    "softmax_jacobian": {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 2},
     "softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
                          "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3, "*": 4},
     "shifted_softmax_vjp": {"non-finite": 2, "broadcast-axis": 2, "wrong-values": 3, "sign": 3, "shape": 3,
