@@ -39,6 +39,7 @@ CLASSES: dict[str, str] = {
     "non-atomic-scatter": "right without repeated indices, wrong with them",
     "materialized-jacobian": "values right, but an N×N Jacobian was built",
     "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
+    "untiled": "values right, but a tensor computed from queries and keys spans more than a tile: a row or strip against every key",
     "materialized-logits": "values right, but a walk held more logits at once than its chunk (block): T×V, or several chunks",
     "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
     "autograd-in-backward": "the hand-written backward called autograd",

@@ -74,6 +74,11 @@ def _storage(t: torch.Tensor):
     return (id(storage), storage.data_ptr()), storage
 
 
+def storage_key(t: torch.Tensor):
+    """What tells ``t``'s memory apart from other memory alive now (None for a tensor without real storage)."""
+    return _storage(t)[0]
+
+
 def _repointed(key, owned: set, inputs: list[torch.Tensor]) -> bool:
     """Whether an input lies on ``key``'s storage after the op without having held it before: ``set_`` points a
     tensor at memory that already exists (Triton's interpreter does, for every kernel argument)."""
@@ -263,3 +268,128 @@ class RecordedCalls:
                 return fn(*args, **kwargs)
 
         return recorded
+
+
+# ---------------------------------------------------------------------------
+# Which token rows each allocation was computed from: how a check sees a walk that is not tiled
+
+
+# Ops whose result takes its shape, dtype or device from a tensor but none of its values.
+_SHAPE_ONLY = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "new_empty",
+               "new_zeros", "new_ones", "new_full", "new_empty_strided", "empty", "zeros", "ones", "full"}
+# Ops that copy their input element for element, besides those torch tags pointwise.
+_COPIES = {"clone", "_to_copy", "contiguous", "alias_copy"}
+
+
+def _bits(rows: torch.Tensor) -> int:
+    """The set of token indices in ``rows`` (−1: no token), as the bits of an int."""
+    return sum(1 << r for r in rows.unique().tolist() if r >= 0)
+
+
+class TokenRecorder(AllocationRecorder):
+    """An :class:`AllocationRecorder` that also keeps, for each allocation, how many token rows of the
+    ``queries`` and of the ``keys`` its values were computed from (``spans``, one per allocation).
+
+    Each input is a tensor whose axis 1 indexes tokens — (B, T, d) or (B, T) — and the two lists are
+    the two sides of a score matrix (``queries=(q, ō, o, lse)``, ``keys=(k, v)``). A row of scores
+    against every key, (B, 1, T), is computed from 1 query row and T key rows: an axis of T cannot
+    index queries then, so it indexes keys — which is how a check tells it from (B, T) per-query
+    results (lse, D) computed from T query rows.
+
+    How rows are followed: a slice of an input knows its rows exactly (from its strides and offset);
+    a result made element for element from one such tensor of its own shape (``q * c``, ``clone``)
+    inherits them exactly; any other result is computed from the union of its inputs' rows, and memory
+    written in place gathers the rows of what is written into it. A result that takes only a shape
+    from a tensor (``zeros_like``) is computed from no rows. The union errs towards more rows, so a
+    check that refuses an axis longer than the rows it came from errs towards letting code pass.
+    """
+
+    def __init__(self, queries=(), keys=(), ignore=()):
+        super().__init__(ignore)
+        self.spans: list[tuple[int, int]] = []  # per allocation: (query rows, key rows) it was computed from
+        self.keys: list[tuple | None] = []  # per allocation: its storage's key, to tell the call's results apart
+        self._rows: dict[tuple, list] = {}  # storage key -> [query bits, key bits, query map, key map]
+        self._now = (0, 0, [None, None])
+        for side, tensors in enumerate((queries, keys)):
+            for t in tensors_in(tensors):
+                self._map_input(t, side)
+
+    def _map_input(self, t: torch.Tensor, side: int) -> None:
+        key, storage = _storage(t)
+        if key is None or t.ndim < 2:
+            return
+        entry = self._rows.setdefault(key, [0, 0, None, None])
+        rows = entry[2 + side]
+        if rows is None:
+            rows = entry[2 + side] = torch.full((storage.nbytes() // max(t.element_size(), 1),), -1, dtype=torch.long)
+        shape = [1] * t.ndim
+        shape[1] = t.shape[1]
+        rows.as_strided(t.shape, t.stride(), t.storage_offset()).copy_(
+            torch.arange(t.shape[1]).view(shape).expand(t.shape))
+
+    def _span(self, t: torch.Tensor) -> tuple[int, int, list]:
+        """(query bits, key bits, per-side row map of ``t``'s elements or None) of an op's input."""
+        key = _storage(t)[0]
+        entry = self._rows.get(key)
+        if entry is None:
+            return 0, 0, [None, None]
+        bits, maps = [entry[0], entry[1]], [None, None]
+        for side in (0, 1):
+            if entry[2 + side] is not None:
+                try:
+                    maps[side] = entry[2 + side].as_strided(t.shape, t.stride(), t.storage_offset())
+                    bits[side] = _bits(maps[side])
+                except RuntimeError:  # viewed as another dtype, or outside the map: the storage's rows will do
+                    maps[side] = None
+        return bits[0], bits[1], maps
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        inputs = list(tensors_in((args, kwargs)))
+        spans = [] if name in _SHAPE_ONLY else [(t, *self._span(t)) for t in inputs]
+        q = k = 0
+        for _, a, b, _ in spans:
+            q, k = q | a, k | b
+        maps: list = [None, None]
+        if torch.Tag.pointwise in func.tags or name in _COPIES:  # element for element: rows carry over exactly
+            for side in (0, 1):
+                carriers = [(t, m[side]) for t, *b, m in spans if b[side]]
+                if len(carriers) == 1 and carriers[0][1] is not None:
+                    maps[side] = carriers[0]
+        self._now = (q, k, maps)
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        if func._schema.is_mutable and not func.is_view:  # written in place: that memory now holds these rows too
+            for t in tensors_in(out):
+                key = _storage(t)[0]
+                if key is not None:
+                    entry = self._rows.setdefault(key, [0, 0, None, None])
+                    for side in (0, 1):
+                        if entry[2 + side] is not None:
+                            entry[side] |= _bits(entry[2 + side])
+                            entry[2 + side] = None
+                    entry[0] |= q
+                    entry[1] |= k
+        return out
+
+    def _witnessed(self, m: witness.Measurement) -> None:
+        """Measured in another process: bytes without shapes or rows, each kept as computed from no rows."""
+        before = len(self.allocations)
+        super()._witnessed(m)
+        self.spans += [(0, 0)] * (len(self.allocations) - before)
+        self.keys += [None] * (len(self.allocations) - before)
+
+    def _made(self, op: str, t: torch.Tensor, storage, factory: bool) -> None:
+        super()._made(op, t, storage, factory)
+        q, k, maps = self._now
+        key = _storage(t)[0] if storage is not None else None
+        self.spans.append((q.bit_count(), k.bit_count()))
+        self.keys.append(key)
+        if key is None:
+            return
+        entry = self._rows[key] = [q, k, None, None]
+        for side, carrier in enumerate(maps):
+            if carrier is not None and tuple(carrier[0].shape) == tuple(t.shape):
+                rows = torch.full((storage.nbytes() // max(t.element_size(), 1),), -1, dtype=torch.long)
+                rows.as_strided(t.shape, t.stride(), t.storage_offset()).copy_(carrier[1])
+                entry[2 + side] = rows

@@ -39,7 +39,8 @@
 # respect to $t$, with the shape of $t$.
 #
 # Each part asks for something to derive; collapsed hints follow each exercise (open them one at a
-# time, the last one gives the result away), and after each test cell a recap shows the derivation.
+# time: each asks a question or works a step, none hands over the result), and after each test cell a
+# collapsed recap holds the derivation — open it once your check passes.
 # A test cell prints `✓ ...` when your code is right; when it is wrong, its first line names the kind
 # of bug (`diagnosis: scale — ...`), the next lines say where, and the last one points to the hint
 # that covers it.
@@ -180,32 +181,32 @@ class ManualAttention(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 2 — the three rules</summary>
+# <details><summary>Hint 2 — one entry at a time</summary>
 #
-# - **Matmul** (notebook 01): in $O = PV$, the gradient of each factor is $\bar O$ times the *other*
-#   factor, transposed, on whichever side makes the shapes agree. $S = c\,QK^\top$ is a matmul of $Q$
-#   and $K^\top$ with the constant $c$ in front: $c$ multiplies both gradients, once each. Which index
-#   of $S$ belongs to queries and which to keys? The gradient for $Q$ keeps rows of queries; the one
-#   for $K$ needs rows of keys.
-# - **Softmax** (notebook 02): each row of $P$ is the softmax of the same row of $S$, so notebook 02's
-#   result applies to every row on its own, with $y$ a row of $P$ and $\bar y$ the same row of
-#   $\bar P$. Its hub scalar is then one number per query row — the dot product of row $i$ of
-#   $\bar P$ with row $i$ of $P$. Keep it as a $(B, T, 1)$ column (`keepdim=True`) so that it is
-#   subtracted across its own row, not down a column.
-# - Everything is a product or an elementwise op you write yourself: no autograd call.
+# - **$O = PV$** (the matmul rule of notebook 01, re-derived for one entry). $O_{ie} = \sum_j P_{ij} V_{je}$.
+#   The entry $V_{je}$ appears in $O_{ie}$ for every query $i$, each time multiplied by $P_{ij}$. So
+#   $\bar V_{je}$ is a sum over $i$ of $\bar O_{ie}$ times what? Which matrix product has that sum as its
+#   $(j, e)$ entry — check it against the shapes of Hint 1. Then the same question for $P_{ij}$, which
+#   meets $V_{je}$ for every $e$.
+# - **$S = c\,QK^\top$** is a matmul of $Q$ and $K^\top$ with a constant in front: $c$ enters both
+#   gradients, once each. The rows of $S$ belong to queries, its columns to keys: $\bar Q$ needs one row per
+#   query, $\bar K$ one row per key.
+# - **$P = \operatorname{softmax}(S)$**, row by row. Notebook 02's softmax VJP applies to every row on its
+#   own, with $y$ a row of $P$ and $\bar y$ the same row of $\bar P$. Its hub scalar is then one number per
+#   query row: keep it as a $(B, T, 1)$ column (`keepdim=True`) so that it is subtracted across its own row,
+#   not down a column.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 3 — where the transpose goes, on a 2×2 case</summary>
 #
-# $$\bar V = P^\top \bar O, \qquad \bar P = \bar O V^\top, \qquad
-# \bar S = P \odot \big(\bar P - \operatorname{rowsum}(\bar P \odot P)\big), \qquad
-# \bar Q = c\,\bar S K, \qquad \bar K = c\,\bar S^\top Q.$$
-#
-# In code, with `P` the saved tensor and `do` the received one, the four products are `P.mT @ do`,
-# `do @ v.mT`, `dS @ k` and `dS.mT @ q`, the last two times `c`. The softmax step: the row sum of
-# `dP * P` over the last axis, kept as a column with `keepdim=True`, subtracted from `dP`, and the
-# difference multiplied by `P`.
+# Take $T = 2$, $d = 1$ and $c = 1$, so $Q = (q_1, q_2)^\top$, $K = (k_1, k_2)^\top$ and $S_{ij} = q_i k_j$. The
+# key $k_1$ appears in $S_{11}$ and $S_{21}$ — column 1 of $S$ — so by the chain rule
+# $\bar k_1 = \bar S_{11}\, q_1 + \bar S_{21}\, q_2$, while $\bar q_1$ walks row 1 of $\bar S$ against
+# $k_1, k_2$. Which product of $\bar S$ with $Q$ gives, in row $j$, column $j$ of $\bar S$ against $Q$? And
+# which product of $\bar S$ with $K$ gives $\bar Q$? The same picture places the transpose in $\bar V$: $V_j$
+# belongs to a key, and the sum runs over queries. Everything is a product or an elementwise op you write
+# yourself: no autograd call.
 #
 # </details>
 # %% test id=test_ManualAttention points=3
@@ -219,7 +220,9 @@ autograder.check.ManualAttention(ManualAttention)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: attention's backward, op by op
+# ### Attention's backward, op by op
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # **$O = PV$ is a matmul.** The gradient of each factor is $\bar O$ times the other factor,
 # transposed, on the side that makes the shapes agree:
@@ -250,6 +253,8 @@ autograder.check.ManualAttention(ManualAttention)
 # $\bar Q$ and $\bar K$; forgetting it there is the classic attention-backward bug (the answer is
 # off by exactly $\sqrt d$). And the backward reads $Q$, $K$, $V$, $\bar O$ and $P$ — not $S$: $P$ is
 # what both the $\bar V$ and the $\bar S$ formulas use, so the forward saves $P$.
+#
+# </details>
 #
 # ## Part B — manual_attention (1 point)
 #
@@ -368,13 +373,23 @@ for start in range(0, 12, 4):
 #   the last block `o` and `lse` are exact;
 # - $T$ need not be a multiple of the block: a slice such as `k[:, j:j + BLOCK_K]` simply stops at $T$.
 #
-# **The memory rule, which the check enforces.** The test cell runs your function at $T = 256$ (with
-# $B = 2$, $d = 3$) and records every tensor it allocates. The largest may be one tile,
-# $B \cdot \text{BLOCK\_Q} \cdot \text{BLOCK\_K}$ elements, or $O(T \cdot d)$ — at most three
-# $(B, T, d)$ tensors' worth. Anything bigger is refused with its shape, even when every value is right:
-# a $(B, \text{BLOCK\_Q}, T)$ strip of scores against *all* keys (`torch.logsumexp` over a whole row
-# builds one) is not a tile, and a $T \times T$ matrix even less. `BLOCK_Q` and `BLOCK_K` are yours to
-# choose, **at most 64 each**: the check reads them from this notebook and counts a larger value as 64.
+# **The tile rule, which the check enforces.** A tile is at most `BLOCK_Q` queries by `BLOCK_K` keys, and
+# no tensor your function computes from queries and keys may be longer than that along either axis. The
+# test cell runs your function at $T = 256$ (four blocks of 64, with $B = 2$ and $d = 3$) and records every
+# tensor it allocates, with the query rows and key rows each one was computed from. Refused, even when
+# every value is right:
+#
+# - a tensor computed from queries and keys whose axis holds more than `BLOCK_K` keys or more than
+#   `BLOCK_Q` queries (`untiled`): a row of scores of one query against all $T$ keys, $(B, 1, T)$, or a
+#   strip of 16 queries against all keys — whichever call builds it (`torch.logsumexp` or `torch.softmax`
+#   over a whole row builds one);
+# - anything bigger than one tile, $B \cdot \text{BLOCK\_Q} \cdot \text{BLOCK\_K}$ elements, and bigger than
+#   three $(B, T, d)$ tensors' worth (`saved-quadratic-tensor`): a $T \times T$ matrix, or a whole query
+#   block against every key.
+#
+# Your results `o` and `lse` hold all $T$ rows, and so may $(B, T, d)$ and $(B, T)$ buffers you fill block by
+# block. `BLOCK_Q` and `BLOCK_K` are yours to choose, **at most 64 each**: the check reads them from this
+# notebook and counts a larger value as 64.
 #
 # `torch.exp`, `torch.maximum`, `torch.log` and matmuls are all you need; `new_full`, `new_zeros` and
 # `zeros_like` make tensors with the dtype of an existing one. No autograd.
@@ -424,30 +439,25 @@ def attention_forward_lse(q, k, v):
 #
 # <details><summary>Hint 2 — the structure of the loop</summary>
 #
-# The correction is one number per query row, the same for every term summed so far, so it
-# multiplies `ell` as a whole — a $(B, T_q)$ vector — and `acc` as a whole, broadcast over the head
-# dim with `[..., None]`. Compute it from the old and the new max *before* you overwrite `m`, then add
-# the new block's terms, computed against the new max. At the first block $m = -\infty$ and nothing has
-# been summed: check that your correction is then 0, not NaN. Every score tile is
-# `c * (q_i @ k_j.mT)` for a slice `q_i` of `BLOCK_Q` queries and a slice `k_j` of `BLOCK_K` keys —
-# the scale $c$ of §1 included — and nothing ever spans all $T$ keys at once, so no `torch.logsumexp`
-# or `torch.softmax` over a whole row. After the last block, divide and take the log as in §3.
+# The correction is one number per query row, the same for every term summed so far, so it multiplies
+# `ell` as a whole — a $(B, T_q)$ vector — and `acc` as a whole, spread over the head dim with `[..., None]`.
+# For each key block, in this order: the tile of scores, with the scale $c$ of §1, of shape
+# $(B, \le \text{BLOCK\_Q}, \le \text{BLOCK\_K})$ and nothing wider; the new running max; the correction,
+# from the old and the new max, before `m` is overwritten; the tile's own terms, computed against the new
+# max; then `ell`, `acc` and `m` updated. At the first block $m = -\infty$ and nothing has been summed: check
+# that your correction is then 0, not NaN. After the last block, divide and take the log as in §3. A
+# library log-sum-exp or softmax works on a whole row of scores: none of them here.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the update</summary>
+# <details><summary>Hint 3 — the row of 12 scores, by hand</summary>
 #
-# For a new tile of scores $S_{\text{blk}}$ (the rows of the query block, the keys of the key block):
-#
-# $$m' = \max\big(m, \max S_{\text{blk}}\big), \qquad \alpha = e^{m - m'}, \qquad
-# \ell \leftarrow \alpha\,\ell + \textstyle\sum e^{S_{\text{blk}} - m'}, \qquad
-# A \leftarrow \alpha A + e^{S_{\text{blk}} - m'}\, V_{\text{blk}}, \qquad m \leftarrow m'.$$
-#
-# In code, per tile: the new max `m_new` is `torch.maximum` of `m` and `S.amax(dim=-1)`; the factor is
-# `torch.exp(m - m_new)`; the tile's terms `p` are `torch.exp` of `S` minus `m_new[..., None]`. Then
-# `ell` becomes `alpha * ell` plus `p.sum(dim=-1)`, `acc` becomes `alpha[..., None] * acc` plus `p` times
-# the block of `v`, and `m` becomes `m_new`. After the key loop, the block's rows of `o` are
-# `acc / ell[..., None]` and those of `lse` are `m + torch.log(ell)`.
+# Take the row of §3, walked in blocks of 4. After keys 0–3 the running max is 2.0, and ℓ holds four terms
+# of the form $e^{S_j - 2.0}$. Keys 4–7 raise the max to 4.1. The first term is $e^{0.3 - 2.0}$ and must
+# become $e^{0.3 - 4.1}$: by what number do you multiply it? Is that number the same for the other three
+# old terms — and for the terms of the accumulator, $e^{S_j - 2.0}\,V_j$? The identity behind it holds for
+# any $c$: $e^{a - b} = e^{a - c}\, e^{c - b}$. Compute ℓ after keys 4–7 by hand, then compare with the cell
+# after the test, which prints ℓ after each block.
 #
 # </details>
 # %% test id=test_attention_forward_lse points=2
@@ -462,7 +472,9 @@ autograder.check.attention_forward_lse(attention_forward_lse)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the online softmax
+# ### The online softmax
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # A term summed under the old max becomes a term under the new one by one factor per row,
 #
@@ -476,8 +488,12 @@ autograder.check.attention_forward_lse(attention_forward_lse)
 # A \leftarrow \alpha A + e^{S_{\text{blk}} - m'}\, V_{\text{blk}}\;}$$
 #
 # $\alpha \le 1$, and it is 1 when the max did not move; at the first block $\alpha = e^{-\infty} = 0$
-# and nothing is lost. After the last block, $O = A/\ell$ and $L = m + \log \ell$. The row of 12 scores
-# again, now with the rescale — and the result matches the log-sum-exp of the whole row:
+# and nothing is lost. After the last block, $O = A/\ell$ and $L = m + \log \ell$. This is the online
+# log-sum-exp; notebook 07 walks a vocabulary with it and takes it from here.
+#
+# </details>
+#
+# The row of 12 scores again, now with the rescale — and the result matches the log-sum-exp of the whole row:
 # %%
 m_run, ell_run = torch.tensor(-math.inf, dtype=F64), torch.tensor(0.0, dtype=F64)
 for start in range(0, 12, 4):
@@ -540,14 +556,15 @@ plt.show()
 #
 # - outer loop over key blocks of `BLOCK_K`, inner loop over query blocks of `BLOCK_Q`; rebuild each
 #   tile of `P` from its scores and its rows' `lse` (§3);
-# - the softmax step's row scalar `D` $(B, T)$ must come from tensors you have whole — derive it (the
-#   first question of §4); no whole row of $P$ or $\bar P$ may exist;
+# - the softmax step's row scalar `D` $(B, T)$ must come from tensors you have whole, before the key loop —
+#   derive it (the first question of §4). No row of $P$ or $\bar P$ may exist, and `D` may not be summed
+#   from tiles of $P$ in a first pass over every tile either: the check can tell;
 # - each tile adds its share into `dq`, `dk` and `dv` — derive which share goes where (the second
 #   question); `dq[:, i:i + BLOCK_Q] += ...` adds into a slice in place;
-# - **the memory rule of Part C**: at $T = 256$ the largest tensor allocated may be one
-#   $(B, \text{BLOCK\_Q}, \text{BLOCK\_K})$ tile or $O(T \cdot d)$ (three $(B, T, d)$ tensors' worth),
-#   with `BLOCK_Q` and `BLOCK_K` read from this notebook, at most 64 each. A strip of a query block
-#   against all keys, $(B, \text{BLOCK\_Q}, T)$, is refused. No autograd either.
+# - **the tile rule of Part C**: no tensor computed from queries and keys may span more than `BLOCK_K` keys
+#   or `BLOCK_Q` queries, and none may be bigger than one tile and three $(B, T, d)$ tensors' worth; the
+#   check records what your function allocates at $T = 256$, with `BLOCK_Q` and `BLOCK_K` read from this
+#   notebook (at most 64 each). A row or a strip of queries against all keys is refused. No autograd either.
 # %% solution id=attention_backward_recompute
 def attention_backward_recompute(q, k, v, o, lse, do):
     """dq, dk, dv of o = softmax(c·q kᵀ) v from the saved o and lse, rebuilding P one tile at a time.
@@ -594,7 +611,7 @@ def attention_backward_recompute(q, k, v, o, lse, do):
 # <details><summary>Hint 2 — the sums of Part A, cut into tiles</summary>
 #
 # - $\bar V = P^\top \bar O$ sums over queries: key block $j$ of $\bar V$ collects a piece from every
-#   query block $i$ — the tile $P_{ij}$, transposed, times the rows $\bar O_i$.
+#   query block $i$. Which tile, and which rows? (Hint 3.)
 # - $\bar K = c\,\bar S^\top Q$ likewise: key block $j$ collects from every query block.
 # - $\bar Q = c\,\bar S K$ sums over keys: query block $i$ collects a piece from every key block.
 # - The tile of $\bar P$ needs only $\bar O_i$ and $V_j$; the tile of $\bar S$ needs the tile of $P$,
@@ -607,22 +624,16 @@ def attention_backward_recompute(q, k, v, o, lse, do):
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas</summary>
+# <details><summary>Hint 3 — two blocks of each, on paper</summary>
 #
-# $$D = \operatorname{rowsum}(\bar O \odot O) \quad\text{first, then for each key block } j
-# \text{ and each query block } i:$$
+# Take $T$ = two blocks of keys and two of queries. Key block 1 is visited together with query blocks 0 and
+# 1. What does $\bar V_1$ receive from each visit: which tile of $P$, which rows of $\bar O$, and which of the
+# two is turned around so that the product has the shape $(\text{BLOCK\_K}, d)$? The same for $\bar K_1$.
+# Now $\bar Q_0$: which visits add to it, from which tiles of $\bar S$ and which rows of $K$?
 #
-# $$S_{ij} = c\,Q_i K_j^\top, \quad P_{ij} = e^{S_{ij} - L_i}, \quad
-# \bar V_j \mathrel{+}= P_{ij}^\top \bar O_i, \quad \bar P_{ij} = \bar O_i V_j^\top, \quad
-# \bar S_{ij} = P_{ij} \odot (\bar P_{ij} - D_i),$$
-#
-# $$\bar Q_i \mathrel{+}= c\,\bar S_{ij} K_j, \qquad \bar K_j \mathrel{+}= c\,\bar S_{ij}^\top Q_i .$$
-#
-# In code: `D` is `(do * o).sum(dim=-1)`, before the loops. In them, the tile `P` is `torch.exp` of
-# `c * (qi @ kj.mT)` minus the block's rows of `lse` — sliced `[:, i:i + BLOCK_Q]`, with a trailing
-# `None` axis so that each row's value is subtracted across its row. Then `dvj += P.mT @ doi`; the tile
-# `dS` is `P` times `doi @ vj.mT` minus the block's rows of `D`, sliced the same way; the block's rows of
-# `dq` add `c * (dS @ kj)`, and `dkj` adds `c * (dS.mT @ qi)`.
+# Inside a tile, the row scalar and `lse` enter per query row: both are $(B, T)$, and the tile needs the
+# entries of its own query rows as a column, subtracted across each row of the tile — an extra trailing
+# axis, as `keepdim` gave Part A.
 #
 # </details>
 # %% test id=test_attention_backward_recompute points=3
@@ -637,7 +648,9 @@ autograder.check.attention_backward_recompute(attention_backward_recompute)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just derived: the row scalar from $O$, and the backward in tiles
+# ### The row scalar from $O$, and the backward in tiles
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # **The row scalar.** Substitute $\bar P = \bar O V^\top$, that is $\bar P_{ij} = \sum_e \bar O_{ie} V_{je}$,
 # and swap the order of the two sums:
@@ -653,7 +666,11 @@ autograder.check.attention_backward_recompute(attention_backward_recompute)
 #
 # The right-hand side costs $d$ products per row instead of $T$, and it needs only $O$ (saved by the
 # forward, $T \times d$) and $\bar O$ (handed to the backward, $T \times d$): $D$ is computed **first**,
-# for all rows, before a single entry of $P$ exists. Numerically:
+# for all rows, before a single entry of $P$ exists.
+#
+# </details>
+#
+# The identity, numerically:
 # %% check-output
 gen = torch.Generator().manual_seed(3)
 B, T, d = 2, 50, 12  # batch, tokens, head dim
@@ -667,7 +684,11 @@ print("rowsum(P̄ ⊙ P) == rowsum(Ō ⊙ O):", torch.allclose(from_P, D, rtol=1
 print(f"products per row: {T} through P, {d} through O")
 
 # %% [markdown]
-# **The tiles.** For a block $i$ of query rows and a block $j$ of keys, the tile needs $Q_i$, $\bar O_i$,
+# ### The tiles
+#
+# <details><summary>What you just derived: the tiles (open once your check passes)</summary>
+#
+# For a block $i$ of query rows and a block $j$ of keys, the tile needs $Q_i$, $\bar O_i$,
 # $L_i$, $D_i$ (per query row) and $K_j$, $V_j$ (per key), and nothing else:
 #
 # $$\boxed{\;S_{ij} = c\,Q_i K_j^\top, \quad P_{ij} = e^{S_{ij} - L_i}, \quad
@@ -682,6 +703,8 @@ print(f"products per row: {T} through P, {d} through O")
 # from every key block, so it lives in a $(B, T, d)$ buffer that each key block adds into. The biggest
 # things alive are $(B, T, d)$ tensors, $(B, T)$ vectors ($L$, $D$) and one
 # $(B, \text{BLOCK\_Q}, \text{BLOCK\_K})$ tile: memory $O(T)$ for a fixed block size, not $O(T^2)$.
+#
+# </details>
 #
 # ## Part E — RecomputeAttention (2 points)
 #
@@ -878,14 +901,17 @@ plt.show()
 # arithmetic — one more $N \times N \times d$ product — and moves only $O(N d)$ bytes. Counted per program
 # it would still sit left of the ridge: each program's intensity is about $1.25\,B_c$ FLOP/byte (160 at
 # $B_c = 128$), because it re-reads the query side once per key block. With the on-chip reuse a real
-# GPU gives it, HBM traffic is a few MiB and the intensity is in the thousands: the recompute backward is
-# **compute-bound**. That is FlashAttention-2's regime: its backward is limited by the tensor cores, not by
-# memory, which is why FlashAttention-2's improvements are about FLOPs and parallelism — fewer
-# non-matmul operations, more programs at once — not about bytes. So recompute wins not by making the
-# memory traffic cheaper but by turning a memory-bound backward into a compute-bound one, and it costs
-# 25% more FLOPs to do it. (Real kernels reach a fraction of peak on either side, but the gap is the
-# point.) The general rule: **recompute what is large and cheap to rebuild from data already on chip;
-# save what is small** — one number per row, like $L$.
+# GPU gives it, HBM traffic is a few MiB and the intensity is in the thousands: on the roofline the
+# recompute backward is **compute-bound** — HBM no longer sets its speed. It does not follow that the tensor
+# cores do. FlashAttention-2's backward reaches only about a third of the tensor cores' peak: between the
+# matmuls, every entry of a tile needs an exponential, which runs on special-function units far slower than
+# the tensor cores; tiles pass through shared memory from one product to the next; and the warps of a
+# program wait on each other at every step. Those are what FlashAttention-2's improvements go after — fewer
+# non-matmul operations, more programs at once, less shared-memory traffic — not bytes through HBM. So
+# recompute wins not by making the memory traffic cheaper but by taking HBM off the critical path, and it
+# costs 25% more FLOPs to do it. (Real kernels reach a fraction of the roofline on either side, but the gap
+# is the point.) The general rule: **recompute what is large and cheap to rebuild from data already on
+# chip; save what is small** — one number per row, like $L$.
 #
 # ### Measured: peak memory of the two backwards
 #
@@ -1037,15 +1063,15 @@ def attention_delta_kernel(
 #
 # </details>
 #
-# <details><summary>Hint 3 — the pieces</summary>
+# <details><summary>Hint 3 — a block worked by hand</summary>
 #
-# - The rows: `tl.program_id(0)` times `BLOCK_M`, plus `tl.arange(0, BLOCK_M)`; the columns:
-#   `tl.arange(0, BLOCK_D)`.
-# - The mask of both loads: `rows[:, None] < n_rows` and `cols[None, :] < head_dim`, joined by `&`.
-# - Each load: its pointer, plus `rows[:, None]` times its own row stride, plus `cols[None, :]`; with
-#   that mask and `other=0.0`.
-# - The result, $D_r = \sum_e \bar O_{re} O_{re}$, is `tl.sum(o * do, axis=1)`, stored at
-#   `Delta_ptr + rows` with `mask=rows < n_rows`.
+# `BLOCK_M` = 4, `BLOCK_D` = 8, `n_rows` = 6, `head_dim` = 5, rows of $O$ 7 elements apart. Program 1 covers
+# rows 4…7: which of them exist? Its block is 4 × 8 lanes: shade the lanes that are data — which rows,
+# which columns? Lane (1, 2) stands for row 5, column 2: how many elements from `O_ptr` is it, counted with
+# the row stride rather than `head_dim`? A shaded-out lane must add what to its row's sum, and which
+# argument of `tl.load` gives it that value? Of the 4 numbers the program stores, how many may reach
+# `Delta_ptr`? The row sum itself is a `tl.sum` over the head-dim axis (`axis=1`) of the lane-by-lane
+# products.
 #
 # </details>
 # %% test id=test_attention_delta_kernel points=2
@@ -1060,7 +1086,9 @@ autograder.check.attention_delta_kernel(attention_delta_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: two masks for a 2-D block
+# ### Two masks for a 2-D block
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # A 2-D block needs one condition per axis. **Rows**: the last program's block runs past `n_rows`,
 # so `rows < n_rows`; **columns**: `BLOCK_D` rounds `head_dim` up, so `cols[None, :] < head_dim`.
@@ -1068,6 +1096,8 @@ autograder.check.attention_delta_kernel(attention_delta_kernel)
 # mask of the loads, with `other=0.0` so that a padding lane adds nothing to its row sum; the store,
 # one number per row, takes `mask=rows < n_rows`. Rows are addressed by their stride — the rows of a
 # tensor need not be packed.
+#
+# </details>
 #
 # The host function that launches it for tensors of shape $(B, T, d)$:
 # %%
@@ -1214,38 +1244,26 @@ def flash_fwd_kernel(
 # <details><summary>Hint 2 — the loop body</summary>
 #
 # Start the running max, sum and accumulator of the block's rows with `tl.full` / `tl.zeros` in
-# `acc_dtype` — the max at $-\infty$. For each key block: its key indices from the loop's start and
-# `tl.arange(0, BLOCK_N)`; a 2-D mask (keys below `seq_len`, lanes below `head_dim`) for the loads of
-# the $K$ and $V$ tiles, whose offsets are built like the prologue's `q_offs`; the score tile, `tl.dot`
-# of `q` and `tl.trans(k)`, times `sm_scale`; then, with `tl.where` on a condition over the keys, replace
-# the scores of keys past $T$ before taking the max. Part C's update follows, in `tl.maximum`,
-# `tl.max(..., axis=1)`, `tl.exp`, `tl.sum(..., axis=1)` and a `tl.dot` of `p` and `v` (which of the two
-# was computed here, and which dtype must it take? §7), with `[:, None]` to spread a
-# per-row vector over a tile. After the loop, the rows of $O$ are the accumulator divided by the sum
-# (stored at `O_ptr + q_offs` with `q_mask`, since $O$ shares $Q$'s strides), and $L = m + \log \ell$
-# (stored with a mask on the rows, at `bh * seq_len + rows` from `L_ptr`).
+# `acc_dtype` — which value must the max start from? For each key block: its key indices from the loop's
+# start and `tl.arange(0, BLOCK_N)`; a 2-D mask (which keys exist, which lanes are head dim) for the loads
+# of the $K$ and $V$ tiles, at offsets built like the prologue's `q_offs` with the key indices in place of
+# the rows; the tile of scores, a `tl.dot` of the $Q$ block with the $K$ tile turned by `tl.trans`, times
+# `sm_scale`. Then Part C's update, in `tl.maximum`, `tl.max(..., axis=1)`, `tl.exp` and
+# `tl.sum(..., axis=1)`, with `[:, None]` to spread a per-row vector over a tile. After the loop, this
+# block's rows of $O$ go where its rows of $Q$ came from (the same strides, the same mask), and $L$ where
+# the docstring says, masked on the rows.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas, and the pieces of the loop</summary>
+# <details><summary>Hint 3 — one key past T, by hand</summary>
 #
-# For each block of keys, with $i$ this program's query rows and $j$ the block's keys:
-#
-# $$S_{ij} = c\,Q_i K_j^\top \ \text{ for } j < T, \qquad S_{ij} = -\infty \ \text{ for } j \ge T,$$
-#
-# $$m' = \max\big(m, \max_j S_{ij}\big), \quad \alpha = e^{m - m'}, \quad
-# \ell \leftarrow \alpha\,\ell + \textstyle\sum_j e^{S_{ij} - m'}, \quad
-# A \leftarrow \alpha A + e^{S - m'} V, \quad m \leftarrow m'.$$
-#
-# - Before the loop: `m` full of `-float("inf")`, `ell` and `acc` zeros, all in `acc_dtype`.
-# - The keys of the block start at `start_n`; load $K$ and $V$ at `base` plus `keys[:, None] * stride_t`
-#   plus `cols[None, :] * stride_e`, masked on `keys[:, None] < seq_len` and on the head-dim lanes.
-# - The scores of keys past $T$: `tl.where` on `keys[None, :] < seq_len`, keeping `s` where it holds and
-#   `-float("inf")` elsewhere, before the max.
-# - The factor is `tl.exp(m - m_new)`; `p` is `tl.exp` of `s` minus `m_new[:, None]`; `ell` becomes
-#   `ell * alpha` plus `tl.sum(p, axis=1)`; then `p = p.to(v.dtype)`, and `acc` becomes
-#   `acc * alpha[:, None]` plus `tl.dot(p, v)`.
-# - After the loop: `acc / ell[:, None]` with `q_mask`, and `m + tl.log(ell)` with `mask=rows < seq_len`.
+# $T = 21$ and `BLOCK_N` = 16: the second key block has lanes for keys 16…31, and only 16…20 exist. With
+# `other=0.0`, key 25 loads as the zero vector, so its score is 0. Say a row's scores at keys 16–20 are all
+# below −3, and its running max so far is −2: what is the new max, and what weight does key 25 add to ℓ and
+# to the accumulator? Which one value of a score gives weight exactly 0 in all three places at once — the
+# max included — and which `tl` function puts it on the lanes past $T$ only, before the max is taken? Then
+# the product with $V$: which of its two tiles was computed here, and which dtype must it take for `tl.dot`
+# (§7)? Is it summed into ℓ before or after it is rounded?
 #
 # </details>
 # %% test id=test_flash_fwd_kernel points=2
@@ -1260,7 +1278,9 @@ autograder.check.flash_fwd_kernel(flash_fwd_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: Part C's loop as a kernel
+# ### Part C's loop as a kernel
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # A key past $T$ must count nowhere — not in the max, not in $\ell$, not in the accumulator — and the
 # one score that does that is $-\infty$, since $e^{-\infty} = 0$:
@@ -1276,6 +1296,8 @@ autograder.check.flash_fwd_kernel(flash_fwd_kernel)
 # one key below $T$, so $m$ is finite after the first block and $\alpha$ is never $e^{-\infty - (-\infty)}$.
 # The tile of $S$ is $\text{BLOCK\_M} \times \text{BLOCK\_N}$ numbers in registers; what reaches HBM is
 # $Q$, $K$, $V$ read and $O$, $L$ written.
+#
+# </details>
 #
 # ## Part I — flash_bwd_dkdv_kernel (3 points)
 #
@@ -1372,40 +1394,27 @@ def flash_bwd_dkdv_kernel(
 # <details><summary>Hint 2 — Part D's inner loop, tile by tile</summary>
 #
 # Start $\bar K_j$ and $\bar V_j$ as zeros of shape `[BLOCK_N, BLOCK_D]` in `acc_dtype`. For each query
-# block: its row indices from the loop's start and `tl.arange(0, BLOCK_M)`; a row mask and a 2-D mask,
-# as the prologue builds `key_ok` and `kv_mask` for the keys; the $(\text{BLOCK\_M}, \text{BLOCK\_D})$
-# loads of $Q_i$ and $\bar O_i$, at offsets built like `kv_offs`; $L_i$ and $D_i$ as `(BLOCK_M,)` vectors
-# at `bh * seq_len + rows`. The score tile is
-# $(\text{BLOCK\_M}, \text{BLOCK\_N})$, and $P$ is rebuilt from it and $L$ as in §3, $L$ spread over the
-# columns with `[:, None]`. Then Part D's four lines for one tile — $\bar V_j$'s share is a
-# $(\text{BLOCK\_N}, \text{BLOCK\_M}) \times (\text{BLOCK\_M}, \text{BLOCK\_D})$ product, so the tile of $P$
-# enters transposed (`tl.trans`); the tiles of $\bar P$ and $\bar S$; $\bar K_j$'s share, with $\bar S$
-# transposed the same way. Two of those products take a tile computed here and a tile loaded from
-# memory: give them one dtype (§7). The scale $c$ multiplies $\bar K_j$ once, which can wait for the
-# store. Store both at `kv_offs` with `kv_mask`.
+# block: its row indices and masks, built the way the prologue builds `keys`, `key_ok` and `kv_mask`; the
+# $(\text{BLOCK\_M}, \text{BLOCK\_D})$ loads of $Q_i$ and $\bar O_i$ at offsets built like `kv_offs`; $L_i$ and
+# $D_i$ as `(BLOCK_M,)` vectors, from where the kernel's docstring says row $t$ of slab $b$ sits. Then the tile
+# of scores, the tile of $P$ rebuilt from it and $L$ (§3, with $L$ spread over the columns by `[:, None]`),
+# and Part D's steps for one tile, each product a `tl.dot` of two tiles. Which of them needs a tile turned
+# around? Count shapes: $\bar V_j$ is $(\text{BLOCK\_N}, \text{BLOCK\_D})$, the tile of $P$ is
+# $(\text{BLOCK\_M}, \text{BLOCK\_N})$ and $\bar O_i$ is $(\text{BLOCK\_M}, \text{BLOCK\_D})$: which one does
+# `tl.trans` turn, so that the product has $\bar V_j$'s shape? The same question for $\bar K_j$.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the formulas, and the pieces of the loop</summary>
+# <details><summary>Hint 3 — dtypes, the scale, and one lane past T</summary>
 #
-# For each block $i$ of query rows, with $j$ this program's keys:
-#
-# $$P_{ij} = e^{c\,Q_i K_j^\top - L_i} \ \text{ inside the } T \times T \text{ square, 0 outside}, \qquad
-# \bar V_j \mathrel{+}= P_{ij}^\top \bar O_i, \qquad
-# \bar S_{ij} = P_{ij} \odot (\bar O_i V_j^\top - D_i), \qquad \bar K_j \mathrel{+}= \bar S_{ij}^\top Q_i,$$
-#
-# and after the last block $\bar K_j$ is multiplied by $c$, once.
-#
-# - The query block starts at `start_m`; its `rows` and `row_ok` are built as the prologue builds `keys`
-#   and `key_ok`. Load $Q_i$ and $\bar O_i$ at `base` plus `rows[:, None] * stride_t` plus
-#   `cols[None, :] * stride_e`, masked on `row_ok[:, None]` and the head-dim lanes; $L_i$ and $D_i$ at
-#   `bh * seq_len + rows`, masked on `row_ok`.
-# - The scores: `tl.dot(q, tl.trans(k))` times `sm_scale`. The tile of $P$: a `tl.where` on
-#   `row_ok[:, None]` and `key_ok[None, :]`, between `tl.exp(s - L[:, None])` and 0.
-# - `ds` is `p` times `tl.dot(do, tl.trans(v))` minus `D[:, None]`, with `p` still in `acc_dtype`. Then
-#   `p = p.to(do.dtype)` and `dv` adds `tl.dot(tl.trans(p), do)`; `ds = ds.to(q.dtype)` and `dk` adds
-#   `tl.dot(tl.trans(ds), q)`. Both start as zeros in `acc_dtype`.
-# - After the loop: `dk * sm_scale` and `dv`, at `kv_offs` with `kv_mask`.
+# - **Dtypes** (§7). The tiles of $P$ and $\bar S$ you compute are in `acc_dtype`; each meets a tile loaded
+#   from memory in a `tl.dot`. Which of the two gives way? And is $\bar S$ formed from $P$ before or after $P$
+#   is rounded for its product? (Round a tile for a multiply; never round what still feeds a sum.)
+# - **The scale.** $c$ sits in $S$, and once more in $\bar K$. Every term added into $\bar K_j$ carries the
+#   same $c$: does it have to be applied inside the loop, or once?
+# - **One lane, by hand.** $T = 21$, `BLOCK_N` = 16: program 1 holds keys 16…31, of which 16…20 exist. What
+#   does your tile of $P$ hold in the column of key 25? What does that column add to row 9 of $\bar V_j$ and
+#   of $\bar K_j$, and what keeps those rows out of memory at the store?
 #
 # </details>
 # %% test id=test_flash_bwd_dkdv_kernel points=3
@@ -1421,7 +1430,9 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote: $\bar K$ and $\bar V$ for one key block
+# ### $\bar K$ and $\bar V$ for one key block
+#
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # Part D's tile formulas, summed over every query block $i$ inside one program:
 #
@@ -1435,6 +1446,8 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 # $\bar O$, $D$ and $Q$ load as 0), and a key past $T$ collects values that the store's mask keeps out of
 # memory; zeroing $P$ outside the square says both at once.
 #
+# </details>
+#
 # ### The second backward kernel: $\bar Q$
 #
 # Part D's loop also added into $\bar Q$ from every key block. On a GPU the key blocks are different
@@ -1444,8 +1457,10 @@ autograder.check.flash_bwd_dkdv_kernel(flash_bwd_dkdv_kernel)
 # `flash_bwd_dq_kernel` below runs one program per query block and finishes $\bar Q_i$, walking the key
 # blocks. No program ever writes what another writes, so no atomics, and the result is deterministic.
 # The price: the second kernel rebuilds $S$ and $\bar P$ once more — seven $N \times N \times d$ products
-# instead of five, all on chip, none of them $N \times N$ in memory. (The course's reference version,
-# `kernels/attention.py`, is the same design with causal masking and GPU block sizes added.)
+# instead of five, all on chip, none of them $N \times N$ in memory. (FlashAttention-2 — Tri Dao's paper,
+# *FlashAttention-2: Faster Attention with Better Parallelism and Work Partitioning*, 2023 — takes the other
+# road: one backward kernel per key block, adding into $\bar Q$ with atomics. The recap of Part D above has
+# every formula either design needs.)
 #
 # Every tile this kernel moves is a rectangle of a $(T, d)$ matrix, masked to the matrix, as in your
 # kernels; two small `@triton.jit` helpers say that once. A `@triton.jit` function called from a kernel
@@ -1646,7 +1661,9 @@ else:
 # - A blockwise backward — keys outside, queries inside — needs $O(T)$ memory instead of $O(T^2)$. It
 #   does one more matmul's worth of FLOPs and still wins: saving $P$ leaves the backward memory-bound
 #   (tens of FLOPs per byte, far below a GPU's ridge point), while recompute with on-chip reuse moves
-#   $O(T d)$ bytes and is compute-bound — the tensor cores, not the memory, set its speed.
+#   $O(T d)$ bytes: HBM stops setting its speed, and what is left is on chip — the exponentials, the
+#   shared-memory traffic between products, the synchronisation (FlashAttention-2's backward runs at about a
+#   third of peak).
 # - On a GPU, $\bar Q$'s sum over key blocks crosses programs: atomics, or a second kernel per query
 #   block. And float32 `tl.dot` means TF32 unless told otherwise.
 # - In bfloat16 a kernel has two dtypes: tiles in bfloat16 for the tensor cores, sums ($m$, $\ell$, the

@@ -33,10 +33,12 @@ BLOCKWISE = (  # Parts C to F
     AttentionShape(1, (5, 60), (3, 21), "T below one block"),  # a loop that needs a full 64-row block
     AttentionShape(1, (65, 128), (3, 21), "a ragged second block", transposed=True),  # a last block run past T
     AttentionShape(7, (30, 100), (3, 21)),
-    # The property case: with B = 2 and d = 3 or 5 the largest legitimate tensor is one 2×64×64 tile (8,192
-    # elements) or O(T·d) (3·B·T·d ≤ 9,600), while a (B, 64, T) strip of scores holds at least 25,600 and T²
-    # at least 40,000: the memory checks of Parts C and D refuse both.
-    AttentionShape(2, (200, 320), (3, 6), "a (B, 64, T) strip would be several tiles"),
+    # The property case, T several blocks long: with B = 2 and d in 3…5 the largest legitimate tensor is one
+    # 2×64×64 tile (8,192 elements) or O(T·d) (3·B·T·d < 7,700), while a (B, 64, T) strip of scores holds at
+    # least 25,600 and T² at least 40,000: refused by their size. T stays below 256 so that a (B, 16, T) strip
+    # (< 8,192, under the size bound as at the visible T = 256) is refused as `untiled` on both sides, by
+    # the key rows it spans, and not by its size on one side only.
+    AttentionShape(2, (200, 256), (3, 6), "a (B, 64, T) strip would be several tiles"),
 )
 DELTA = (  # n_rows never a multiple of BLOCK_M (a store without its row mask); head dims not powers of two
     DeltaShape((3, 16), (3, 40), torch.float32, 16),  # a single, partial block

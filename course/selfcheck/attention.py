@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import witness
+from ..gradcheck import directional_derivative
 from ..autograd_graph import runs_through, saved_for_backward
 from ..diagnose import (
     Alternative,
@@ -46,7 +47,7 @@ from ..diagnose import (
     seeded,
     where_mismatch,
 )
-from ..memory import AllocationRecorder, RecordedCalls, tensors_in
+from ..memory import AllocationRecorder, TokenRecorder, storage_key, tensors_in
 from ..triton_check import (
     autograd_in_backward,
     device,
@@ -65,7 +66,7 @@ F32, F64 = torch.float32, torch.float64
 SEED = 505
 MEMORY_T = 256  # the visible property case: a (B, 64, T) strip is 4 tiles, T² = 65,536 elements
 MEMORY_D = 3  # its head dim: small, so that O(T·d) stays below a 16-row strip (3·T·d < 16·T)
-PROPERTY_MIN_T = 200  # cases with T at least this get the memory checks (the hidden ones draw T in [200, 320))
+PROPERTY_MIN_T = 200  # cases with T at least this get the memory checks (the hidden ones draw T in [200, 256))
 MAX_BLOCK = 64  # the largest BLOCK_Q / BLOCK_K the tile bound counts: Part C allows at most 64
 TD_TENSORS = 3  # one allocation may hold this many (B, T, d) tensors' elements (a stack of dq, dk, dv)
 GRADS = ("dq", "dk", "dv")
@@ -79,10 +80,11 @@ HINTS = {
     "ManualAttention": {"shape": 1, "transpose": 2, "scale": 2, "broadcast-axis": 2, "batch-reduction": 2,
                         "sign": 2, "autograd-in-backward": 2, "*": 3},
     "manual_attention": {"*": 1},
-    "attention_forward_lse": {"saved-quadratic-tensor": 2, "scale": 2, "shape": 2, "autograd-in-backward": 2,
-                              "*": 3},
-    "attention_backward_recompute": {"saved-quadratic-tensor": 2, "scale": 2, "transpose": 2, "batch-reduction": 2,
-                                     "autograd-in-backward": 2, "shape": 2, "*": 3},
+    "attention_forward_lse": {"saved-quadratic-tensor": 2, "untiled": 2, "scale": 2, "shape": 2,
+                              "autograd-in-backward": 2, "*": 3},
+    "attention_backward_recompute": {"saved-quadratic-tensor": 2, "untiled": 2, "row-scalar": 1, "scale": 2,
+                                     "transpose": 3, "batch-reduction": 2, "autograd-in-backward": 2, "shape": 2,
+                                     "*": 3},
     "RecomputeAttention": {"saved-quadratic-tensor": 1, "*": 2},
     "recompute_attention": {"*": 1},
     "attention_delta_kernel": {"non-finite": 1, "wrong-values": 2, "*": 3},
@@ -385,17 +387,65 @@ def _kind_of(shape: tuple[int, ...], T: int) -> str:
     return "more than a tile"
 
 
-def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference: Callable, **run) -> None:
-    """``run_cases``; then ``saved-quadratic-tensor`` when a call whose first argument is a (B, T, d) tensor with
-    T ≥ PROPERTY_MIN_T allocated something bigger than one tile and bigger than O(T·d)."""
-    recorded = RecordedCalls()
+class _TiledCalls:
+    """Wrap a function so that each call on a property case (T ≥ PROPERTY_MIN_T) runs under a TokenRecorder whose
+    query side and key side ``sides(args)`` names; ``calls`` keeps (arguments, recorder, what it returned)."""
+
+    def __init__(self, sides: Callable[[tuple], tuple[tuple, tuple]]):
+        self.sides = sides
+        self.calls: list[tuple[tuple, TokenRecorder, object]] = []
+
+    def __call__(self, fn: Callable) -> Callable:
+        def recorded(*args, **kwargs):
+            first = args[0] if args else None
+            if not (isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= PROPERTY_MIN_T):
+                return fn(*args, **kwargs)
+            rec = TokenRecorder(*self.sides(args), ignore=(args, kwargs))
+            with rec:
+                out = fn(*args, **kwargs)
+            self.calls.append((args, rec, out))  # its results, kept alive: their storages are told apart after the call
+            return out
+
+        return recorded
+
+
+def _across_tiles(rec: TokenRecorder, returned: set, B: int, d: int, block_q: int, block_k: int):
+    """The first allocation computed from both sides whose axis is longer than a tile allows, as
+    (allocation, axis, extent, "key" or "query", query rows, key rows); None if there is none.
+
+    An axis longer than the query rows the tensor came from cannot index queries: it runs along the keys, and may
+    hold at most BLOCK_K of them. An axis longer than the key rows it came from runs along the queries (at most
+    BLOCK_Q) — asked only of tensors whose last axis is not the head dim, since a (B, T, d) result for all queries
+    (o, or a key block's share of dq) is O(T·d), not a tile. The call's own results are exempt: o and lse are
+    computed from every row of both sides and hold T query rows by definition."""
+    for a, (nq, nk), key in zip(rec.allocations, rec.spans, rec.keys):
+        if not (nq and nk) or a.dtype is None or key in returned:
+            continue
+        axes = list(enumerate(a.shape))
+        if len(axes) >= 2 and axes[0][1] == B:
+            axes = axes[1:]  # the batch axis
+        per_token = len(a.shape) >= 2 and a.shape[-1] == d
+        for axis, extent in axes:
+            if extent > block_k and extent > nq:
+                return a, axis, extent, "key", nq, nk
+            if not per_token and extent > block_q and extent > nk:
+                return a, axis, extent, "query", nq, nk
+    return None
+
+
+def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference: Callable,
+                     sides: Callable[[tuple], tuple[tuple, tuple]], **run) -> None:
+    """``run_cases``; then, on each call whose first argument is a (B, T, d) tensor with T ≥ PROPERTY_MIN_T:
+    ``saved-quadratic-tensor`` when it allocated something bigger than one tile and bigger than O(T·d), and
+    ``untiled`` when a tensor computed from queries and keys is longer than a tile along either axis."""
+    recorded = _TiledCalls(sides)
     run_cases(name, recorded(fn) if callable(fn) else fn, cases, reference, **run)
     block_q, block_k, note = notebook_blocks(fn)
-    for (args, rec), case in zip(recorded.calls, cases):
-        first = args[0] if args else None
-        if not (isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= PROPERTY_MIN_T):
-            continue
-        B, T, d = first.shape
+    labels = {id(c.args[0]): c.label for c in cases}
+    for args, rec, out in recorded.calls:
+        returned = {storage_key(t) for t in tensors_in(out, 2)}  # outside the student's call: a course helper
+        B, T, d = args[0].shape
+        label = labels.get(id(args[0]), f"q, k, v of shape ({B}, {T}, {d})")
         tile = B * block_q * block_k
         linear = TD_TENSORS * B * T * d
         big = sorted((a for a in rec.allocations if a.numel > max(tile, linear)), key=lambda a: -a.numel)
@@ -408,8 +458,29 @@ def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference:
                 f"(B × BLOCK_Q × BLOCK_K). {part} works one tile of S at a time beside tensors of O(T·d): anything wider "
                 "grows with T, and on a GPU it no longer fits in the on-chip memory a tile lives in.",
                 f"allowed: one tile, B·BLOCK_Q·BLOCK_K = {tile:,} elements ({note}), or {TD_TENSORS}·B·T·d = "
-                f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {case.label}",
+                f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {label}",
             )
+        found = _across_tiles(rec, returned, B, d, block_q, block_k)
+        if found:
+            a, axis, extent, side, nq, nk = found
+            block, limit, came_from = (("BLOCK_K", block_k, _count(nq, "query", "queries")) if side == "key"
+                                       else ("BLOCK_Q", block_q, _count(nk, "key", "keys")))
+            plural = "keys" if side == "key" else "queries"
+            raise GradingFailure(
+                "untiled",
+                f"{name} gives the right values, but at T = {T} it allocated a {_dims(a.shape)} tensor ({a.op}) "
+                f"computed from {_count(nq, 'query row', 'query rows')} and {_count(nk, 'key row', 'key rows')}: its "
+                f"axis {axis} holds {extent} entries, more than the {came_from} it came from, so it runs along the "
+                f"{plural} — {extent} {plural} at once, where one tile holds {block} = {limit}. {part} walks the "
+                f"{plural} in tiles, so that nothing it holds grows with T: a row or a strip of scores against every "
+                f"{side} is what a tile loop exists to avoid.",
+                f"allowed: at most {block_q} queries (BLOCK_Q) by {block_k} keys (BLOCK_K) in any tensor computed from "
+                f"both ({note})\nallocated: {a}\ninputs: {label}",
+            )
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 # ---------------------------------------------------------------------------
@@ -419,7 +490,8 @@ def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference:
 def check_forward_lse(fn, cases: Sequence[Case]) -> None:
     """``fn(q, k, v) -> (o, lse)`` against attention and the log-sum-exp; one tile at a time on the large cases."""
     _check_blockwise("attention_forward_lse", fn, [Case(c.label, c.args[:3], c.batch) for c in cases], "Part C",
-                     attention_forward, outputs=("o", "lse"), of=("q", "q without its last axis"),
+                     attention_forward, lambda args: (args[:1], args[1:3]), outputs=("o", "lse"),
+                     of=("q", "q without its last axis"),
                      alternatives=lambda case: output_alternatives(*case.args))
 
 
@@ -429,11 +501,38 @@ def backward_case(case: Case) -> Case:
     return Case(case.label, (q, k, v, *attention_forward(q, k, v), do), case.batch)
 
 
+def check_delta_from_o(fn, case: Case) -> None:
+    """``untiled`` when the backward's result does not move with ``o``: its row scalar D was not formed from O.
+
+    In the backward, o enters through D alone. A backward that sums D from tiles (or rows) of P̄ ⊙ P gives the
+    right gradients whatever o it is handed; one that forms D from O before its key loop gives other gradients for
+    another o. So the call is made again with o changed, and the right gradients coming back are the tell."""
+    q, k, v, o, lse, do = case.args
+    gen = torch.Generator().manual_seed(SEED)
+    moved = o + torch.randn(o.shape, generator=gen, dtype=o.dtype)
+    got = as_outputs("attention_backward_recompute", call_student("attention_backward_recompute", fn, q, k, v, moved,
+                                                                  lse, do), GRADS)
+    expected = attention_reference(q, k, v, do)[2:]
+    if all(diagnose(out, g, e) is None for out, g, e in zip(GRADS, got, expected)):
+        B, T, d = q.shape
+        raise GradingFailure(
+            "untiled",
+            "attention_backward_recompute gives the right gradients even when it is handed another o: its row scalar "
+            "D never reads O, so it was summed from P̄ ⊙ P — T products per row, which needs every tile of a row of P "
+            "before the first tile of S̄ can be finished (a whole row, or a second pass over all the tiles). D is "
+            "formed before the key loop, from tensors the backward holds whole.",
+            f"called again with o + N(0, 1) noise: dq, dk and dv did not change\ninputs: {case.label}", topic="row-scalar")
+
+
 def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
     """``fn(q, k, v, o, lse, do) -> (dq, dk, dv)`` against autograd; one tile at a time on the large cases."""
     _check_blockwise("attention_backward_recompute", fn, cases, "Part D",
-                     lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:], outputs=GRADS, of=OF,
+                     lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:],
+                     lambda args: ((args[0], *args[3:6]), args[1:3]), outputs=GRADS, of=OF,
                      alternatives=recompute_alternatives)
+    for case in cases:
+        if case.args[0].shape[1] >= PROPERTY_MIN_T:
+            check_delta_from_o(fn, case)
 
 
 # ---------------------------------------------------------------------------
@@ -853,9 +952,9 @@ def _check_flash_case(name: str, case: FlashCase, run: Callable, expected: dict[
 def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
     """A float64 gradcheck through a FlashAttention kernel, in torch.autograd.gradcheck's fast mode.
 
-    The forward: for fixed random weights (ō, L̄) and a random direction u of each input, the central difference
+    The forward: for fixed random weights (ō, L̄) and a random direction u of each input, the derivative
     of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference. The dK/dV
-    kernel: for a fixed random ō and a random direction u of k and of v, the central difference of ⟨ō, o⟩ along u,
+    kernel: for a fixed random ō and a random direction u of k and of v, the derivative of ⟨ō, o⟩ along u,
     through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩. Written out rather than
     torch.autograd.gradcheck because on a mismatch torch computes the whole Jacobian to print it — hundreds of
     interpreted launches for a message nobody reads here — and so that only the launches run as the student's code.
@@ -880,10 +979,11 @@ def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: i
         def weighted(q, k, v) -> float:
             return float((attention_forward(q, k, v)[0] * w_o).sum())
 
-    def close(i: int) -> bool:  # the central difference along directions[i] against the analytical one
-        ends = [weighted(*(x + sign * eps * directions[i] if j == i else x for j, x in enumerate(inputs))) for sign in (1, -1)]
+    def close(i: int) -> bool:  # the derivative along directions[i], estimated, against the analytical one
+        along = directional_derivative(
+            lambda x: weighted(*(x if j == i else y for j, y in enumerate(inputs))), inputs[i], directions[i], eps)
         exact = float((analytical[i] * directions[i]).sum())
-        return abs((ends[0] - ends[1]) / (2 * eps) - exact) <= 1e-5 + 1e-3 * abs(exact)
+        return abs(along - exact) <= 1e-5 + 1e-3 * abs(exact)
 
     return all(close(i) for i, grad in enumerate(analytical) if grad is not None)
 
@@ -911,7 +1011,7 @@ def check_flash_kernel(name: str, kernel, cases: Sequence[FlashCase], gradcheck_
         BH, T, d = gradcheck_qkv[0].shape
         raise GradingFailure(
             "wrong-values",
-            f"a float64 gradcheck (central differences along a random direction, as torch.autograd.gradcheck's "
+            f"a float64 gradcheck (the derivative along a random direction, estimated from four steps, as torch.autograd.gradcheck's "
             f"fast mode) disagrees with {name}: {FLASH_KERNELS[name][-1]}",
             f"inputs: q, k, v of shape ({BH}, {T}, {d}), contiguous")
 

@@ -27,6 +27,7 @@ from tests.support import (
     edited_solution,
     failure_of,
     mutant_functions,
+    mutant_named,
     solution_cells,
     solution_fixture,
     solutions,
@@ -46,8 +47,8 @@ F64 = torch.float64
 REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant shows each one
     "ManualAttention": {"scale", "transpose", "broadcast-axis", "autograd-in-backward"},
     "manual_attention": {"wrong-values"},  # bypasses ManualAttention
-    "attention_forward_lse": {"scale", "saved-quadratic-tensor"},
-    "attention_backward_recompute": {"sign", "wrong-values", "saved-quadratic-tensor", "autograd-in-backward"},
+    "attention_forward_lse": {"scale", "saved-quadratic-tensor", "untiled"},
+    "attention_backward_recompute": {"sign", "wrong-values", "saved-quadratic-tensor", "untiled", "autograd-in-backward"},
     "RecomputeAttention": {"saved-quadratic-tensor", "autograd-in-backward"},
     "recompute_attention": {"saved-quadratic-tensor", "wrong-values"},
     "attention_delta_kernel": {"non-finite", "wrong-values"},  # a missing column mask; a store past n_rows
@@ -103,7 +104,9 @@ def test_the_reference_agrees_with_the_closed_forms():
 
 
 def test_the_mutants_cover_the_bugs_this_lesson_is_about():
-    assert 1 <= len(MUTANTS) <= 7, "each mutant is a full notebook run in `make grade`: keep them few"
+    # Each mutant is a full notebook run in `make grade`: keep them few. Two of the nine are the walks that are
+    # not tiled (a row, a 16-query strip, D from a pass over P), which no other bug of Parts C and D shares a cell with.
+    assert 1 <= len(MUTANTS) <= 9
     seen = {name: set() for name in EXERCISES}
     for m in MUTANTS:
         assert {f"test_{g}" for g in m.cells} <= set(m.expect), f"{m.name}: every replaced cell must fail its test"
@@ -255,6 +258,115 @@ def test_one_T_by_T_matrix_per_batch_entry_is_caught(solution):
     failure = failure_of(lambda f: visible.check_backward_recompute(f, [visible.backward_case(c) for c in BLOCKWISE_CASES]),
                          per_entry)
     assert failure.cls == "saved-quadratic-tensor" and "256×256" in str(failure)
+
+
+# Walks that are not tiled: right values, O(T) memory, under the element bound — refused by what they allocate
+
+
+def row_forward(q, k, v):
+    """One query row against every key, its log-sum-exp by the library: (B, 1, T) rows of scores."""
+    B, T, d = q.shape
+    o, lse = torch.empty_like(q), q.new_empty(B, T)
+    for i in range(T):
+        S = (q[:, i:i + 1] @ k.mT) / math.sqrt(d)  # (B, 1, T)
+        lse[:, i:i + 1] = torch.logsumexp(S, dim=-1)
+        o[:, i:i + 1] = torch.exp(S - lse[:, i:i + 1, None]) @ v
+    return o, lse
+
+
+def squeezed_row_forward(q, k, v):
+    """The same walk with q scaled first and every row squeezed to (B, T): the shape of lse, told apart by the
+    rows each tensor came from."""
+    B, T, d = q.shape
+    q = q / math.sqrt(d)  # a new (B, T, d) tensor: its rows must still be followed through the slices below
+    o, lse = torch.empty_like(q), q.new_empty(B, T)
+    for i in range(T):
+        s = torch.einsum("bd,btd->bt", q[:, i], k)  # (B, T)
+        lse[:, i] = torch.logsumexp(s, dim=-1)
+        o[:, i] = torch.einsum("bt,btd->bd", torch.softmax(s, dim=-1), v)
+    return o, lse
+
+
+def strip16_forward(q, k, v):
+    """(B, 16, T) strips: 2·16·256 = 8,192 elements, exactly one 2×64×64 tile at T = 256."""
+    B, T, d = q.shape
+    o, lse = torch.empty_like(q), q.new_empty(B, T)
+    for i in range(0, T, 16):
+        S = q[:, i:i + 16] @ k.mT / math.sqrt(d)
+        lse[:, i:i + 16] = torch.logsumexp(S, dim=-1)
+        o[:, i:i + 16] = torch.exp(S - lse[:, i:i + 16, None]) @ v
+    return o, lse
+
+
+def key_strip_backward(q, k, v, o, lse, do):
+    """Keys outside, and every query at once inside: (B, T, 16) strips of P along the query axis."""
+    B, T, d = q.shape
+    c = 1 / math.sqrt(d)
+    D = (do * o).sum(dim=-1)
+    dq, dk, dv = torch.zeros_like(q), torch.empty_like(k), torch.empty_like(v)
+    for j in range(0, T, 16):
+        kj, vj = k[:, j:j + 16], v[:, j:j + 16]
+        P = torch.exp(c * (q @ kj.mT) - lse[..., None])  # (B, T, 16)
+        dS = P * (do @ vj.mT - D[..., None])
+        dv[:, j:j + 16] = P.mT @ do
+        dq += c * (dS @ kj)
+        dk[:, j:j + 16] = c * (dS.mT @ q)
+    return dq, dk, dv
+
+
+def test_walks_that_are_not_tiled_are_refused_with_the_shape_and_the_axis(solution):
+    """A row, a squeezed row and a 16-query strip of scores against every key: each under the element bound,
+    each named with its shape, the axis that runs along the keys, and the block it exceeds."""
+    for fn, shape in [(row_forward, "2×1×256"), (squeezed_row_forward, "2×1×256"), (strip16_forward, "2×16×256")]:
+        failure = failure_of(lambda f: visible.check_forward_lse(f, BLOCKWISE_CASES), fn)
+        assert failure.cls == "untiled", str(failure)
+        assert shape in failure.sentence and "axis 2 holds 256" in failure.sentence, failure.sentence
+        assert "runs along the keys" in failure.sentence and "BLOCK_K = 64" in failure.sentence
+    failure = failure_of(lambda f: visible.check_backward_recompute(f, [visible.backward_case(c) for c in BLOCKWISE_CASES]),
+                         key_strip_backward)
+    assert failure.cls == "untiled" and "2×256×16" in failure.sentence and "axis 1 holds 256" in failure.sentence
+    assert "runs along the queries" in failure.sentence and "BLOCK_Q = 64" in failure.sentence, failure.sentence
+
+
+@pytest.mark.parametrize("mutant", ["rows", "strip16"])
+def test_the_untiled_mutants_fail_the_hidden_checks_too(mutant, seeded):
+    """At the hidden T (drawn in [200, 256), several blocks long) each shortcut is refused as it is visibly."""
+    functions = mutant_named(SLUG, mutant)
+    for name in ("attention_forward_lse", "attention_backward_recompute"):
+        assert failure_of(getattr(hidden, name), functions[name]).cls == "untiled"
+
+
+def test_a_tiled_walk_in_any_order_passes(solution):
+    """Keys outside in the forward too (FlashAttention-1's order), with per-query running values for all rows in
+    (B, T) buffers updated block by block, and lse assembled from blocks by torch.cat: every tensor from queries
+    and keys is at most a tile, and the (B, T) ones come from T query rows."""
+    def keys_outside(q, k, v):
+        B, T, d = q.shape
+        c = 1 / math.sqrt(d)
+        m, ell, acc = q.new_full((B, T), -math.inf), q.new_zeros(B, T), torch.zeros_like(q)
+        for j in range(0, T, 64):
+            for i in range(0, T, 64):
+                S = c * (q[:, i:i + 64] @ k[:, j:j + 64].mT)
+                m_new = torch.maximum(m[:, i:i + 64], S.amax(dim=-1))
+                p = torch.exp(S - m_new[..., None])
+                alpha = torch.exp(m[:, i:i + 64] - m_new)
+                ell[:, i:i + 64] = alpha * ell[:, i:i + 64] + p.sum(dim=-1)
+                acc[:, i:i + 64] = alpha[..., None] * acc[:, i:i + 64] + p @ v[:, j:j + 64]
+                m[:, i:i + 64] = m_new
+        lse = torch.cat([m[:, i:i + 64] + torch.log(ell[:, i:i + 64]) for i in range(0, T, 64)], dim=1)
+        return acc / ell[..., None], lse
+
+    for check in both("attention_forward_lse"):
+        check(keys_outside)
+
+
+def test_d_taken_from_a_pass_over_the_tiles_is_refused(solution):
+    """Every tile in bounds, but D summed from P̄ ⊙ P in a first pass: the result does not move with o."""
+    functions = mutant_named(SLUG, "strip16")
+    for check in both("attention_backward_recompute"):
+        failure = failure_of(check, functions["attention_backward_recompute"])
+        assert failure.cls == "untiled" and "handed another o" in failure.sentence
+        assert failure.hint == 1  # the hint about the row scalar without a row of P
 
 
 RECOMPUTE_TEMPLATE = '''
