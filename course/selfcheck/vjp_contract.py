@@ -147,7 +147,7 @@ class SineQuadratic(Probe):
 # expected), ``dtype`` of x, ``as_float`` (f returns a Python float), ``transposed`` (x non-contiguous).
 NUMERICAL_GRADIENT_SHAPES = [
     ((1, 4), {}),  # batch 1
-    ((7, 3), {}),  # batch 7
+    ((7, 3), {"as_float": True}),  # batch 7; f returns a Python float
     ((2, 3, 2), {}),  # any shape: 3-D
     ((3, 2), {"eps": 1e-3}),  # eps is honoured
     ((7, 2), {"dtype": torch.float32}),  # float64 inside
