@@ -13,7 +13,9 @@
 #   thousands of terms. In bfloat16 a sum of similar terms stops growing after a few hundred of them (§2), and the
 #   backward then subtracts it from every element of the row, where its error lands on each one (§3).
 # - **fp16 gradients that flush to zero.** float16 has nothing between 0 and $6 \times 10^{-8}$, and in
-#   many networks a large share of the gradients is smaller than that. Without loss scaling they become 0 (§5).
+#   some networks a large share of the gradients is smaller than that (the paper that introduced loss scaling
+#   measured it for an SSD detector; its ImageNet CNNs trained without scaling). Without loss scaling they
+#   become 0 (§5).
 # - **An fp32 `tl.dot` that is not fp32.** On an NVIDIA GPU since Ampere, Triton's `tl.dot` of two float32
 #   blocks runs on tensor cores as TF32 by default (`input_precision="tf32"`), which keeps 11 significant
 #   bits of each input, not 24 (§1). Triton's interpreter on your CPU multiplies in full float32: a test
@@ -29,7 +31,7 @@
 # |---|---|---|
 # | A | `softmax_backward_mixed(y, dy) -> dx` — half precision in and out, the hub $s$ in float32 | 2 |
 # | B | `layernorm_backward_mixed(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)` — half-precision `x` and `dy`, float32 statistics, $\bar\gamma$ and $\bar\beta$ summed in float32 | 3 |
-# | C | `grad_tolerance(dtype, n) -> float` — the error a correct backward may have, by dtype and reduction length | 2 |
+# | C | `grad_tolerance(dtype, n, condition=1.0) -> float` — the error a correct backward may have, by dtype, reduction length and how much its result cancels | 2 |
 # | D | `DynamicLossScaler` — `scale`, `unscale_(grads) -> found_inf`, `update(found_inf) -> bool` | 2 |
 # | E | `softmax_bwd_mixed_kernel` — `@triton.jit`: loads half-precision rows, accumulates in float32, stores half | 2 |
 #
@@ -43,7 +45,8 @@
 # Each test cell prints `✓ ...` when your function is right; when it is wrong, its first line names the
 # kind of bug — `diagnosis: half-accumulation — ...` for a statistic summed in half precision — and the
 # next lines say where, for instance the row length that exposes it. Hints under each exercise are
-# collapsed: open the first only when you are stuck.
+# collapsed: open the first only when you are stuck. They ask questions and work small cases; none holds the
+# answer. The answer is in the recap after each test cell, collapsed too: open it once your check passes.
 # %%
 import course
 
@@ -476,8 +479,18 @@ plt.show()
 # ## Part A — softmax_backward_mixed (2 points)
 #
 # Notebook 02 derived the softmax backward from $y$ alone: a row's gradient needs one number per row, the hub
-# $s = \langle y, \bar y \rangle$, then one elementwise line. Now $y$ and $\bar y$ arrive in **bfloat16** (or
-# float16), as they do in a mixed-precision training step, and `dx` must leave in the same dtype.
+# $s = \langle y, \bar y \rangle$, then one elementwise line. Here it is, every operation in the dtype it is handed:
+# %%
+# From notebook 02, Part B: the softmax backward, derived there. Both lines run in the dtype of y and dy.
+def softmax_backward_02(y, dy):
+    s = (y * dy).sum(dim=-1, keepdim=True)  # (..., 1) the hub ⟨y, ȳ⟩
+    return y * (dy - s)  # (..., N)
+
+
+# %% [markdown]
+# Now $y$ and $\bar y$ arrive in **bfloat16** (or float16), as they do in a mixed-precision training step, and `dx`
+# must leave in the same dtype. The maths does not change; what is new is which quantities go to float32, where the
+# one rounding happens, and what dtype comes out.
 #
 # - `y`, `dy`: $(\ldots, N)$, in bfloat16 or float16 — or float32/float64, where the function must be exact;
 # - return `dx`: $(\ldots, N)$, **in `y`'s dtype**;
@@ -486,9 +499,10 @@ plt.show()
 # - no autograd, no torch backward kernel, and nothing $N \times N$.
 #
 # The check runs it on rows whose $\bar y$ has a large common part (ȳ = 32 + noise), against a float64
-# reference from the same rounded values, and holds `dx` to the bound for its dtype and row length that Part C
-# makes you derive. Before you write it: which of the quantities in notebook 02's formula are *statistics* — one
-# number standing for a whole row — and what did §3 show happens when one of them is held in bfloat16?
+# reference from the same rounded values, and accepts `dx` within twice the error that a float32-accumulated
+# backward makes on those values (the grader's hidden check holds it to the rule Part C makes you derive). Before
+# you write it: which of the quantities in `softmax_backward_02` are *statistics* — one number standing for a whole
+# row — and what did §3 show happens when one of them is held in bfloat16?
 # %% solution id=softmax_backward_mixed
 def softmax_backward_mixed(y, dy):
     """x̄ for y = softmax(x) over the last axis, from y and ȳ in half precision (or float32/float64).
@@ -503,36 +517,37 @@ def softmax_backward_mixed(y, dy):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — where the precision goes</summary>
+# <details><summary>Hint 1 — which quantities are statistics</summary>
 #
-# The formula is notebook 02's; nothing about the maths changes. What changes is which dtype each intermediate
-# lives in. PyTorch keeps the dtype of its inputs: the product of two bfloat16 tensors is bfloat16, and so is their
-# sum — however it was accumulated inside, the result is rounded to 8 bits of mantissa. Follow each quantity of the
-# formula and ask how many digits it needs: is it one number that every entry of the row will be measured against?
-#
-# </details>
-#
-# <details><summary>Hint 2 — what stays in float32, and what comes back</summary>
-#
-# The hub $s$ is a statistic, and $\bar y_i - s$ cancels when $\bar y$ has a large common part: the half-precision
-# ulp of $s$ lands on every entry of the answer. So $s$ must be summed from float32 copies of $y$ and $\bar y$, and
-# the subtraction must happen in float32 too; only the finished `dx` goes back to the input's dtype. For float64
-# inputs "float32" would throw digits away: `torch.promote_types(dtype, torch.float32)` gives the wider of the two.
+# Follow `softmax_backward_02` line by line with bfloat16 `y` and `dy`, and write down the dtype of each
+# intermediate: PyTorch keeps the dtype of its inputs, so the product of two bfloat16 tensors is bfloat16, and so is
+# their sum, however it was accumulated inside. Which intermediate is one number standing for the whole row? Which
+# subtraction cancels when $\bar y$ has a large common part (§3)?
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 2 — where each one must live, and what comes back</summary>
 #
-# Four lines: the accumulation dtype from `torch.promote_types`; `y` and `dy` converted to it with `.to`; the hub
-# as the row sum of their product with `keepdim=True`, in that dtype; and notebook 02's elementwise line in that
-# dtype, converted back to `y.dtype` with `.to` as the very last operation.
+# A half-precision ulp of the hub lands on every entry of the answer, so the hub must be formed from float32 copies,
+# and the cancelling subtraction must happen in float32 too. How many roundings should there be between the inputs
+# and the `dx` you return, and where is the one that is unavoidable? For float64 inputs "float32" would throw digits
+# away: `torch.promote_types` gives the wider of two dtypes.
+#
+# </details>
+#
+# <details><summary>Hint 3 — one row by hand</summary>
+#
+# Take $N = 2$, $y = (0.25, 0.75)$ and $\bar y = (32.5, 32)$, all exact in bfloat16 (its gap between 32 and 64 is
+# $0.25$). Compute the hub exactly; then round it to bfloat16 (a tie goes to the even neighbour). Compute
+# $\bar y - s$ and $\bar x$ both ways. Which entry of $\bar x$ survives the bfloat16 hub?
 #
 # </details>
 # %% test id=test_softmax_backward_mixed points=2
 """softmax_backward_mixed: exact in float64 on notebook 02's cases (batch 1, 7,
 3-D, a transposed view, no N×N tensor), then bfloat16 and float16 rows of 16
-to 4096 with dy = 32 + N(0, 1), within the bound against float64; dx in y's
-dtype; no autograd."""
+to 4096 with dy = 32 + N(0, 1), against float64 within twice the error of a
+float32-accumulated backward on the same values; dx in y's dtype; no
+autograd."""
 course.selfcheck.softmax_backward_mixed(softmax_backward_mixed)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -540,15 +555,21 @@ autograder.check.softmax_backward_mixed(softmax_backward_mixed)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# $$\boxed{\;s = \textstyle\sum_i y_i \bar y_i \ \text{in float32}, \qquad \bar x = \operatorname{round}_{\text{bf16}}\big(y \odot (\bar y - s)\big)\;}$$
+# $$\boxed{\;s_{32} = \textstyle\sum_i \operatorname{f32}(y_i)\, \operatorname{f32}(\bar y_i), \qquad \bar x = \operatorname{round}_{\text{dtype}}\big(\operatorname{f32}(y) \odot (\operatorname{f32}(\bar y) - s_{32})\big)\;}$$
 #
-# In code, `(y_acc * (dy_acc - s)).to(y.dtype)`. The inputs were already rounded, and nothing can bring those bits
-# back; what the backward controls is that it adds no rounding of its own before the last one. Then the only error
-# left is the output's rounding, half an ulp of bfloat16 per entry — which is the smallest error any bfloat16
-# result can have. Here is what that buys on a long row with $\bar y$ far from zero, against the same formula with
-# the hub rounded to bfloat16:
+# In code, `y_acc` and `dy_acc` are `y` and `dy` converted with `.to(acc)`, `acc` the wider of float32 and `y.dtype`;
+# notebook 02's two lines run on those, and `(y_acc * (dy_acc - s)).to(y.dtype)` is the last operation. The inputs were already rounded,
+# and nothing can bring those bits back; what the backward controls is that it adds no rounding of its own before the
+# last one. Then the only error left is the output's rounding, half an ulp per entry — the smallest error any
+# bfloat16 result can have. (In Hint 3's row: $s = 32.125$ in float32, $\bar y - s = (0.375, -0.125)$ and
+# $\bar x = (0.09375, -0.09375)$; with $s$ held in bfloat16, 32, and the second entry of $\bar x$ is 0.)
+#
+# </details>
+#
+# Here is what that buys on a long row with $\bar y$ far from zero, against the same formula with the hub rounded to
+# bfloat16:
 # %%
 gen = torch.Generator().manual_seed(8)
 rows, N = 8, 4096
@@ -570,15 +591,33 @@ print(f"the hub rounded to bf16:    {rel_error((y64 * (dy64 - hub_in_bf16)).to(B
 # ## Part B — layernorm_backward_mixed (3 points)
 #
 # LayerNorm is where mixed precision most often goes wrong, because it has three reductions: the forward's mean
-# and variance, the backward's two row means ($c_1$, $c_2$ in notebook 04), and $\bar\gamma$, $\bar\beta$ — sums
-# over **every row of the batch**, $B \cdot T$ of them, tens of thousands in a real step. A mixed-precision forward
-# hands you $x$ in bfloat16, and saves `mean` and `rstd` in float32 (§3 said why: they cost nothing).
-# The parameters $\gamma$ are float32 master weights, so their gradients are float32 too.
+# and variance, the backward's two row means ($c_1$, $c_2$), and $\bar\gamma$, $\bar\beta$ — sums over **every row of
+# the batch**, $B \cdot T$ of them, tens of thousands in a real step. The backward itself is notebook 04's; here it
+# is, every operation in the dtype it is handed:
+# %%
+# From notebook 04: LayerNorm's backward, derived there. Every line runs in the dtype of its operands.
+def layernorm_backward_04(dy, x, gamma, mean, rstd):
+    N = x.shape[-1]  # features
+    rstd = rstd.unsqueeze(-1)  # (..., 1)
+    xhat = (x - mean.unsqueeze(-1)) * rstd  # (..., N)
+    dxhat = gamma * dy  # (..., N) the gradient reaching x̂
+    c1 = (xhat * dxhat).mean(dim=-1, keepdim=True)  # (..., 1) the two row statistics
+    c2 = dxhat.mean(dim=-1, keepdim=True)
+    dx = (dxhat - c2 - xhat * c1) * rstd
+    dgamma = (dy * xhat).reshape(-1, N).sum(dim=0)  # (N,) sums over every row
+    dbeta = dy.reshape(-1, N).sum(dim=0)
+    return dx, dgamma, dbeta
+
+
+# %% [markdown]
+# A mixed-precision forward hands you $x$ in bfloat16, and saves `mean` and `rstd` in float32 (§3 said why: they
+# cost nothing). The parameters $\gamma$ are float32 master weights, so their gradients are float32 too. What is new
+# is only where each quantity lives:
 #
 # - `dy`, `x`: $(\ldots, N)$ bfloat16 or float16; `gamma`: $(N,)$ float32; `mean`, `rstd`: `x.shape[:-1]`, float32
 #   (the forward's, computed with $\varepsilon = 10^{-5}$) — and all five float64 in the exact check;
 # - return `(dx, dgamma, dbeta)`: `dx` in **`x`'s dtype**, `dgamma` and `dbeta` in **`gamma`'s dtype**;
-# - notebook 04's derivation; every reduction and every cancelling subtraction in float32 (float64 for float64);
+# - every reduction and every cancelling subtraction in float32 (float64 for float64 inputs);
 # - no autograd and no torch backward kernel.
 #
 # The check gives $x$ a mean of 4 and $\bar y$ a common part of 32 against spreads of 1, and sums $\bar\gamma$ over
@@ -607,40 +646,38 @@ def layernorm_backward_mixed(dy, x, gamma, mean, rstd):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — three reductions, one subtraction</summary>
+# <details><summary>Hint 1 — which quantities are statistics</summary>
 #
-# Write notebook 04's backward down and mark every reduction in it: the two row means and the two sums over rows.
-# Then mark every subtraction of two nearly equal things: rebuilding $\hat x$ from $x$ and $\mu$ is one (with a
-# mean of 4 and a spread of 1, a bfloat16 $x - \mu$ has lost three of its eight bits before it starts), and the
-# final combination of $\hat{\bar x}$ with the two row means is another. Each marked place needs float32.
+# Go through `layernorm_backward_04` and mark every reduction in it (there are four: two row means and two sums over
+# rows), then every subtraction of two nearly equal things (there are two). Each marked place is where half
+# precision loses what the answer needs. Which of the four reductions is the longest in a real training step?
 #
 # </details>
 #
 # <details><summary>Hint 2 — the dtypes in and out</summary>
 #
-# Bring `x`, `dy`, `gamma`, `mean` and `rstd` to the accumulation dtype — float32, or the inputs' own if wider
-# (`torch.promote_types`) — before anything else, and run notebook 04's lines there. Three results, three
-# dtypes: `dx` goes back to `x.dtype`; `dgamma` and `dbeta` to `gamma.dtype`, which is float32 — the optimizer adds
-# them to float32 weights, so they must be as precise as float32 summation makes them, not rounded through
-# bfloat16 on the way.
+# PyTorch promotes a bfloat16 tensor combined with a float32 one to float32, but a bfloat16 times a bfloat16 stays
+# bfloat16: which lines of `layernorm_backward_04` have only half-precision operands, and so run in half precision
+# if you leave them alone? Rather than lean on promotion line by line, convert every input to one accumulation
+# dtype first — the wider of float32 and the input's own (`torch.promote_types`). Three results, three dtypes: why
+# must $\bar\gamma$ never pass through bfloat16 on its way back, even once at the end?
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — one row by hand</summary>
 #
-# The accumulation dtype; `rstd` converted and given its size-1 last axis; $\hat x$ from `x` and `mean` both
-# converted first; $\hat{\bar x} = \gamma \odot \bar y$ from converted copies; $c_1$ and $c_2$ as row means with
-# `keepdim=True`; $\bar x = (\hat{\bar x} - c_2 - \hat x\, c_1)\,\text{rstd}$; $\bar\gamma$ and $\bar\beta$ as sums
-# over every row of the converted tensors (reshape to $(-1, N)$ first, so a 3-D input sums over both leading
-# axes); then the three `.to` conversions as the last step.
+# A row of a bfloat16 `x` holds 3.96875 and 4.03125 among others (bfloat16's gap near 4 is $2^{-5}$), and the
+# forward's float32 mean of the whole row is $\mu = 4.0078125$. Compute $x - \mu$ for the two entries exactly, and
+# then with $\mu$ first rounded to bfloat16. How large is the relative error of each difference — and what does it
+# do to $\hat x$, $c_1$ and $\bar\gamma$ downstream?
 #
 # </details>
 # %% test id=test_layernorm_backward_mixed points=3
 """layernorm_backward_mixed: exact in float64 on notebook 04's cases (batch 1,
 7, square, 3-D, transposed views), then bfloat16 and float16 with
 x = 4 + N(0, 1) and dy = 32 + N(0, 1), rows of 16 to 2048 and 512 rows,
-within the bound against float64; dx in x's dtype, dgamma and dbeta in
-gamma's; no autograd."""
+against float64 within a small multiple of what float32 accumulation makes on
+the same values; dx in x's dtype, dgamma and dbeta in gamma's; no autograd."""
 course.selfcheck.layernorm_backward_mixed(layernorm_backward_mixed)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -648,19 +685,22 @@ autograder.check.layernorm_backward_mixed(layernorm_backward_mixed)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Notebook 04's three lines, run in float32 from converted copies:
+# Notebook 04's lines, unchanged, run from float32 copies — `acc` the wider of float32 and `x.dtype`, and
+# $\hat x$ as `(x.to(acc) - mean.to(acc).unsqueeze(-1)) * rstd`, built from converted operands — with one rounding per
+# output at the very end, `dx.to(x.dtype), dgamma.to(gamma.dtype), dbeta.to(gamma.dtype)`:
 #
-# $$\hat x = (x - \mu)\,\text{rstd}, \quad \bar x = \operatorname{round}_{\text{bf16}}\!\big((\hat{\bar x} - c_2 - \hat x\, c_1)\,\text{rstd}\big),
-# \quad \boxed{\;\bar\gamma = \textstyle\sum_{\text{rows}} \bar y \odot \hat x \ \text{summed in float32, returned in float32}\;}$$
+# $$\hat x_{32} = (\operatorname{f32}(x) - \mu)\,\text{rstd}, \quad \bar x = \operatorname{round}_{\text{bf16}}\!\big((\hat{\bar x} - c_2 - \hat x_{32}\, c_1)\,\text{rstd}\big),
+# \quad \boxed{\;\bar\gamma = \textstyle\sum_{\text{rows}} \operatorname{f32}(\bar y) \odot \hat x_{32} \ \text{summed in float32, returned in float32}\;}$$
 #
-# — in code, the product of the float32 copy of `dy` with the float32 `xhat`, summed over `reshape(-1, N)` rows
-# before anything is rounded. The parameter
-# gradients are the ones that suffer most: they sum over $B \cdot T$ rows, so they are the longest reductions of
-# the whole layer, and they feed the optimizer, which adds tiny updates to float32 weights. A Triton LayerNorm
-# backward (notebook 04, Part E) keeps its per-program partial sums of $\bar\gamma$ in a float32 buffer for
-# exactly this reason, even when every activation it reads is bfloat16.
+# The parameter gradients are the ones that suffer most: they sum over $B \cdot T$ rows, so they are the longest
+# reductions of the whole layer, and they feed the optimizer, which adds tiny updates to float32 weights. Notebooks
+# 03 and 04 already built their Triton kernels this way — their row sums accumulate in float32 whatever they load,
+# and 04's LayerNorm saves mean and rstd in float32 and keeps its per-program partial sums of $\bar\gamma$ and
+# $\bar\beta$ in float32 buffers even when every activation it reads is bfloat16. This notebook measured why.
+#
+# </details>
 # %% [markdown]
 # ## 4 · What does `assert_close` accept?
 #
@@ -741,73 +781,125 @@ plt.show()
 # reductions over a batch are longer than that. Red: the bfloat16 accumulator passes its dtype's default up
 # to several hundred terms — the lengths a small test uses. To tell the two apart, a check needs a tolerance
 # that grows with the dtype's $u$ **and** with the length $n$ of the reduction behind each output, and a
-# reference exact enough to add no error of its own: float64, from the same rounded inputs. Part C asks you
-# for it:
+# reference exact enough to add no error of its own: float64, from the same rounded inputs.
 #
-# > *What tolerance would accept every correct float32-accumulated backward of length $n$ in `dtype`, and
-# > still reject one that accumulated in half precision?*
+# ### Relative to what? The condition factor
+#
+# §2's $\sqrt{N}\,u$ needs two qualifications before it can be a tolerance. It is *typical*, not guaranteed: it
+# assumes the rounding errors behave like independent coin flips (Higham and Mary's model), and holds with high
+# probability, not always. And it is relative to $\sum_i |x_i|$, not to the result: each addition rounds its own
+# partial sum, and the partial sums are at most $\sum_i |x_i|$. §2 added positive terms, where the two are the same
+# number. A backward's sums have terms of both signs: $\bar y - s$ with $\bar y$ far from zero,
+# $\bar\gamma = \sum_{\text{rows}} \bar y \odot \hat x$ with $\hat x$ of mean zero. When the result is much smaller
+# than the magnitudes that went into it, the same absolute error is larger, relative to the result, by the
+# **condition factor**
+#
+# $$\kappa = \frac{\sum_i |x_i|}{\left|\sum_i x_i\right|} \;\ge 1,$$
+#
+# taken norm-wise for a whole output: the norm of the element-wise $\sum |\text{terms}|$ over the norm of the
+# result. Measure it: rows of $N$ float32 terms whose first half is near $+1$ and second half near $-1$, so that the
+# partial sums climb to about $N/2$ and come back down to a result $\kappa$ times smaller than $\sum |x_i|$, summed
+# left to right in float32 against float64.
+# %%
+def cancelling_rows(gen, rows, n, kappa):
+    """(rows, n) float32 terms, first half near +1 and second half near −1, each row's sum about Σ|x| / kappa."""
+    x = torch.cat([torch.ones(rows, n // 2, dtype=F64), -torch.ones(rows, n - n // 2, dtype=F64)], dim=1)
+    x = x + 0.25 * randn(gen, rows, n)
+    target = x.abs().sum(-1, keepdim=True) / kappa
+    x = x + (target - x.sum(-1, keepdim=True)) / n  # shift every term a little: the row ends at its target
+    return (x * 2 ** torch.rand(rows, 1, generator=gen, dtype=F64)).to(F32).numpy()  # rows at different scales
+
+
+gen = torch.Generator().manual_seed(12)
+u32 = UNIT_ROUNDOFF["float32"]
+print(f"{'N':>6} {'κ':>5}   error / |Σx| in units of √N·u     error / Σ|x| in units of √N·u")
+for n in (256, 4096, 65536):
+    for kappa in (1, 8, 64):
+        x = cancelling_rows(gen, 8, n, kappa) if kappa > 1 else np.abs(cancelling_rows(gen, 8, n, 64))
+        exact = np.array([math.fsum(row) for row in x.astype(np.float64)])  # (rows,)
+        error = np.abs(np.cumsum(x, axis=1)[:, -1] - exact)  # float32, left to right
+        magnitudes = np.abs(x.astype(np.float64)).sum(-1)
+        measured_kappa = np.linalg.norm(magnitudes) / np.linalg.norm(exact)
+        unit = math.sqrt(n) * u32
+        print(f"{n:6} {measured_kappa:5.0f}   {np.linalg.norm(error) / np.linalg.norm(exact) / unit:20.2f}"
+              f"     {np.linalg.norm(error) / np.linalg.norm(magnitudes) / unit:28.2f}")
+
+# %% [markdown]
+# Read the two columns. Measured against $\sum_i |x_i|$, the error stays a fraction of $\sqrt{N}\,u$ whatever the
+# cancellation, as §2 found. Measured against the result, it grows with $\kappa$ — at $\kappa = 64$ it is many times
+# $\sqrt{N}\,u$, so a tolerance built on $\sqrt{N}\,u$ alone would fail this correct float32 sum. Part C asks you
+# for a rule that knows this:
+#
+# > *What tolerance would accept every correct float32-accumulated backward in `dtype` whose reductions have $n$
+# > terms and a result $\kappa$ times smaller than their magnitudes, and still reject one that held a statistic in
+# > half precision?*
 # %% [markdown]
 # ## Part C — grad_tolerance (2 points)
 #
-# Write the rule the checks of this notebook use: `grad_tolerance(dtype, n)` returns the largest norm-wise
-# relative error, against a float64 reference from the same inputs, that a check should accept from a gradient
-# stored in `dtype` whose reductions had `n` terms, summed in float32 (float64 when `dtype` is float64).
+# Write the rule the grader's hidden checks hold Parts A, B and E to: `grad_tolerance(dtype, n, condition=1.0)`
+# returns the largest norm-wise relative error, against a float64 reference from the same inputs, that a check
+# should accept from a gradient stored in `dtype` whose reductions had `n` terms, summed in float32 (float64 when
+# `dtype` is float64), with condition factor `condition` ($\kappa$ above: 1 when nothing cancels).
 #
-# - `dtype`: `torch.float16`, `torch.bfloat16`, `torch.float32` or `torch.float64`; `n` $\ge 1$;
+# - `dtype`: `torch.float16`, `torch.bfloat16`, `torch.float32` or `torch.float64`; `n` $\ge 1$; `condition`
+#   $\ge 1$, and `grad_tolerance(dtype, n)` means a condition of 1;
 # - return a positive float.
 #
 # The check measures; it does not compare your formula with one. At each dtype and at $n$ from 16 to $2^{20}$ it
-# makes errors two ways — correct code (float32 accumulation, one rounding at the end, a left-to-right float32
-# sum of $n$ terms) and buggy code (a statistic held in half precision, a float32 result passed through bfloat16)
-# — and your tolerance must **accept every right one and reject every wrong one**. It must also depend on the
-# dtype, grow with $n$, and never shrink as $n$ grows. Two terms, then: what does the last rounding cost, and what
-# does §2's measurement say a float32 sum of $n$ terms typically costs?
+# makes errors two ways — correct code (a left-to-right float32 sum, its result stored in `dtype`) and buggy code (a
+# float32 result passed through bfloat16, or a sum whose halves are held in half precision before they cancel) —
+# on sums that do not cancel ($\kappa = 1$) and sums that do ($\kappa \approx 64$), and your tolerance, called with
+# each sum's measured $\kappa$, must **accept every right one and reject every wrong one**. It must also depend on
+# the dtype, grow with $n$ and with $\kappa$, and never shrink as either grows. How many sources of error does a
+# correct answer have, and which of them does a cancellation magnify?
 # %% solution id=grad_tolerance
-def grad_tolerance(dtype, n):
+def grad_tolerance(dtype, n, condition=1.0):
     """Largest relative error to accept from a gradient stored in `dtype`, built by reductions of n terms
-    summed in float32 (float64 for float64), against a float64 reference from the same inputs."""
+    summed in float32 (float64 for float64) whose results are `condition` times smaller than the magnitudes
+    summed, against a float64 reference from the same inputs."""
     ### BEGIN SOLUTION
     u = {F64: 2.0**-53, F32: 2.0**-24, BF16: 2.0**-8, F16: 2.0**-11}  # unit roundoff: half an ulp of 1
     u_acc = u[F64] if dtype == F64 else u[F32]  # the dtype the sums ran in
-    return 2 * u[dtype] + 2 * math.sqrt(n) * u_acc  # the output's rounding + a typical n-term sum, 2× each
+    # The output's one rounding, and a typical n-term sum relative to the result: 2× margin on each.
+    return 2 * u[dtype] + 2 * condition * math.sqrt(n) * u_acc
     ### END SOLUTION
 
 # %% [markdown]
 # <details><summary>Hint 1 — two sources of error</summary>
 #
-# A correct mixed-precision gradient is wrong for two reasons only. It was rounded once to `dtype` at the end —
-# how large is that relative error at most, in terms of the unit roundoff $u$ of §1? And its reductions
-# added $n$ terms in the accumulation dtype, each addition rounding once. Each term of your rule should be one of
-# those, with the $u$ of the dtype it happens in. A little margin (a factor of 2) keeps an unlucky draw of a
-# correct answer from failing.
+# A correct mixed-precision gradient is wrong for two reasons only. It was rounded once to `dtype` at the end: how
+# large is that relative error at most, in units of the unit roundoff $u$ of §1 — and whose $u$ is it? And its
+# reductions added $n$ terms in the accumulation dtype, each addition rounding once: whose $u$ is that? Your rule
+# has one term for each. How much margin would you leave, so that an unlucky draw of correct code does not fail?
 #
 # </details>
 #
-# <details><summary>Hint 2 — how each term grows</summary>
+# <details><summary>Hint 2 — how the sum's term grows with n</summary>
 #
-# The output's rounding does not depend on $n$. The sum's error does: the worst case grows like $n\,u$, but section
-# 2's plot showed that a real float32 sum stays far below it — its error grows like $\sqrt{n}\,u$, rounding errors
-# being as likely up as down. A rule built on $n\,u$ is safe but useless at large $n$: at $n = 2^{20}$, $n\,u$ in
-# float32 is 6 %, more than rounding the answer to bfloat16 would cost. A rule that ignores $n$ fails a correct
-# float32 sum of a million terms.
+# The output's rounding does not depend on $n$. The sum's error does: the worst case grows like $n\,u$, but §2's
+# plot showed that a real float32 sum stays far below it, on the slope of a random walk. A rule built on $n\,u$ is
+# safe but useless at large $n$: at $n = 2^{20}$, $n\,u$ in float32 is 6 %, more than rounding the answer to
+# bfloat16 would cost, so it would accept a half-precision bug. A rule that ignores $n$ fails a correct float32 sum
+# of a million terms.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the rule</summary>
+# <details><summary>Hint 3 — the condition factor</summary>
 #
-# With $u$ the unit roundoff of `dtype` and $u_{\text{acc}}$ that of float32 (of float64 when `dtype` is float64):
-#
-# $$\text{tol}(\text{dtype}, n) = 2\,u + 2\sqrt{n}\, u_{\text{acc}},$$
-#
-# with $u = 2^{-53}, 2^{-24}, 2^{-8}, 2^{-11}$ for float64, float32, bfloat16, float16 (a dict keyed by the torch
-# dtype is the simplest way to write them down).
+# Which of your two terms is relative to the terms summed, and which to the finished result? The rounding of the
+# stored output is relative to the output itself, however it was made. The sum's error is relative to
+# $\sum_i |x_i|$: to express it relative to the result, what do you multiply it by? Check one case against the
+# table above: float32, $N = 4096$, $\kappa \approx 64$ — is your rule above the measured error? And the bug of §3,
+# a hub held in bfloat16 on rows with $\kappa \approx 64$, is off by some ten times bfloat16's $u$: does your rule
+# still reject it, or did $\kappa$ end up multiplying a term it should not?
 #
 # </details>
 # %% test id=test_grad_tolerance points=2
 """grad_tolerance: a positive float that depends on the dtype, grows with n
-and never shrinks; at float16, bfloat16, float32 and float64 and n = 16 to 2²⁰,
-above the errors of correct code and below those of half-precision bugs,
-measured here on fresh data."""
+and with the condition factor (1 by default) and never shrinks; at float16,
+bfloat16, float32 and float64, n = 16 to 2²⁰ and condition factors 1 and about
+64, above the errors of correct code and below those of a statistic held in
+half precision, measured here on fresh data."""
 course.selfcheck.grad_tolerance(grad_tolerance)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -815,19 +907,27 @@ autograder.check.grad_tolerance(grad_tolerance)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# $$\boxed{\;\text{tol}(\text{dtype}, n) = 2\,u_{\text{dtype}} + 2\sqrt{n}\; u_{\text{acc}}\;}$$
+# $$\boxed{\;\text{tol}(\text{dtype}, n, \kappa) = 2\,u_{\text{dtype}} + 2\,\kappa\sqrt{n}\; u_{\text{acc}}\;}$$
 #
-# — `2 * u[dtype] + 2 * math.sqrt(n) * u_acc`. For half-precision outputs the first term dominates at every
-# realistic $n$ ($\sqrt{n}\,u_{32}$ reaches bfloat16's $u$ only at $n \approx 4 \times 10^{9}$); for float32 outputs
-# such as $\bar\gamma$ the second does, which is why a float32 test with a fixed `rtol` passes at $N = 1024$ and
-# fails at $B \cdot T = 32768$ rows. This is the rule that held Parts A and B, and that holds Part E's kernel, with
-# one refinement: where a result is a difference that cancels ($\bar y - s$ with $\bar y$ far from zero), the checks
-# multiply the sum's term by how much larger the terms were than what is left — an accumulator's error is relative to
-# what it adds, not to the difference. Here is
-# your rule against your own code: the errors of your Part A at growing row lengths, float16 and bfloat16, with your
-# tolerance for each, and what the same rows give with the hub held in half precision.
+# — `2 * u[dtype] + 2 * condition * math.sqrt(n) * u_acc`: the output's one rounding, and the typical error of an
+# $n$-term float32 sum measured against what it went through and converted to the result by $\kappa$, each with a
+# factor 2 of margin. The condition factor multiplies the sum's term only: the stored result is rounded once, to
+# itself, however much the sum behind it cancelled. For half-precision outputs the first term dominates at every
+# realistic $n$ and $\kappa$ ($\sqrt{n}\,u_{32}$ reaches bfloat16's $u$ only at $n \approx 4 \times 10^{9}$); for
+# float32 outputs such as $\bar\gamma$ the second does, which is why a float32 test with a fixed `rtol` passes at
+# $N = 1024$ and fails at $B \cdot T = 32768$ rows — and fails sooner when $\bar\gamma$ cancels, as it does when
+# $\hat x$ has mean zero. It is a typical size, not a guarantee: a check built on it fails right code with a small
+# probability, which is what the factors 2 buy down. The grader's hidden checks hold Parts A, B and E to this rule,
+# with the $\kappa$ of each output (for $\bar x = y \odot (\bar y - s)$: the norm of $y \odot (|\bar y| + |s|)$
+# over the norm of $\bar x$).
+#
+# </details>
+#
+# Here is your rule against your own code: the errors of your Part A at growing row lengths, float16 and bfloat16,
+# with your tolerance for each at that row's $\kappa$, and what the same rows give with the hub held in half
+# precision.
 # %%
 N_SWEEP = [16, 64, 256, 1024, 4096]
 gen = torch.Generator().manual_seed(9)
@@ -843,11 +943,13 @@ try:
             yours.append(rel_error(softmax_backward_mixed(y, dy), ref))
             s_half = (y * dy).sum(-1, keepdim=True).to(F64)  # the hub rounded to the half dtype
             held.append(rel_error((y64 * (dy64 - s_half)).to(dtype), ref))
-            tol.append(grad_tolerance(dtype, N))
+            s = (y64 * dy64).sum(-1, keepdim=True)
+            kappa = max(1.0, (y64.abs() * (dy64.abs() + s.abs())).norm().item() / ref.norm().item())
+            tol.append(grad_tolerance(dtype, N, kappa))
         name = str(dtype).removeprefix("torch.")
         ax.loglog(N_SWEEP, yours, "o-", color=color, label=f"your Part A, {name}")
         ax.loglog(N_SWEEP, held, "x:", color=color, label=f"hub held in {name}")
-        ax.loglog(N_SWEEP, tol, "--", color=color, label=f"your grad_tolerance({name}, N)")
+        ax.loglog(N_SWEEP, tol, "--", color=color, label=f"your grad_tolerance({name}, N, κ)")
     ax.set(xlabel="row length N", ylabel="relative error vs float64",
            title="softmax backward, ȳ = 32 + N(0, 1): right code sits under the rule, the bug above it")
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -875,9 +977,13 @@ print(f"bfloat16: smallest normal {torch.finfo(BF16).smallest_normal:.3g}, the s
 # %% [markdown]
 # Gradients live low. The loss is a mean over many tokens, so each token's share of a gradient carries a
 # factor of one over their number, and the backward multiplies it by weights and activation derivatives
-# layer after layer: the magnitudes spread over many decades, mostly far below 1. The paper that introduced
-# loss scaling (Micikevicius et al., 2018, *Mixed precision training*) showed histograms of this kind for
-# real networks: a large part of the mass below float16's normal range, and the top of its range unused.
+# layer after layer: the magnitudes spread over many decades, mostly far below 1. How far below depends on the
+# network. The paper that introduced loss scaling (Micikevicius et al., 2018, *Mixed precision training*) showed one
+# such histogram, of the activation gradients of an SSD object detector: much of the mass below float16's normal
+# range, part of it below its smallest subnormal, and the top of the range unused. SSD needed scaling to train in
+# float16; the ImageNet CNNs of the same paper trained without any. So some networks need it, and the way to know is
+# to look at where the gradients live. The histogram below is a made-up distribution of that kind, to show the
+# mechanism.
 #
 # The cure uses linearity: multiply the loss by a scale $S$ before the backward, and every gradient is
 # multiplied by $S$ too. On a log axis the whole distribution slides up by $\log_2 S$ octaves, into
@@ -1034,8 +1140,8 @@ class DynamicLossScaler:
 # %% [markdown]
 # <details><summary>Hint 1 — the state, and unscale_</summary>
 #
-# Beside `scale` and the three options, the scaler needs one counter: how many finite steps in a row it has seen
-# since the last time something happened to the scale. `unscale_` changes the tensors it is handed, not copies:
+# Beside `scale` and the three options, what must the scaler remember between calls to `update` to know when
+# `growth_interval` finite steps *in a row* have passed? `unscale_` changes the tensors it is handed, not copies:
 # the optimizer reads those very tensors (each `param.grad`), so a new list would be thrown away. PyTorch's in-place
 # methods end in an underscore; `torch.isfinite` is false for both inf and NaN.
 #
@@ -1043,19 +1149,19 @@ class DynamicLossScaler:
 #
 # <details><summary>Hint 2 — the two transitions, and the step</summary>
 #
-# An overflowing step: the gradients are garbage, so the step is skipped (return `False`), the scale shrinks by
-# `backoff_factor`, and the run of good steps is over. A finite step: it is taken (return `True`) and the run grows
-# by one; when the run reaches `growth_interval`, the scale grows by `growth_factor` and the run starts again from
-# zero. Without growth, one early overflow would leave the scale small for the rest of training.
+# An overflowing step: are its gradients usable, and what does that make `update`'s answer? What happens to the
+# scale, and to the run of good steps? A finite step: it is taken — and when does the scale change? Without growth,
+# one early overflow would leave the scale small for the rest of training; without a reset of the run on overflow,
+# the scale would grow again too soon.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — a run traced by hand</summary>
 #
-# `__init__` stores the four options (`scale` as a float) and a counter at 0. `unscale_` multiplies each tensor that
-# is not `None` in place by `1.0 / self.scale` (`mul_`) and keeps an `or` of `not torch.isfinite(g).all()` over
-# them. `update` has two branches: on `found_inf`, scale times backoff, counter to 0, return `False`; otherwise
-# counter plus one, and if it equals `growth_interval`, scale times growth and counter to 0; return `True`.
+# Options `init_scale=8`, `growth_factor=2`, `backoff_factor=0.5`, `growth_interval=3`, and the steps
+# ok, ok, inf, ok, ok, ok, ok. The first three rows of (scale, finite steps in a row, `update`'s answer) after each
+# step are (8, 1, `True`), (8, 2, `True`), (4, 0, `False`). Fill in the other four before you write `update`: at
+# which step does the scale change again, and to what?
 #
 # </details>
 # %% test id=test_DynamicLossScaler points=2
@@ -1070,15 +1176,20 @@ autograder.check.DynamicLossScaler(DynamicLossScaler)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
 # $$\text{overflow:}\ \ \text{scale} \leftarrow \text{scale} \cdot \text{backoff},\ \text{skip the step};\qquad
 # \boxed{\;\text{growth\_interval finite steps in a row:}\ \ \text{scale} \leftarrow \text{scale} \cdot \text{growth}\;}$$
 #
-# — in code, two branches of `update` and one counter that both of them reset. The scale settles
-# just below the largest value the gradients tolerate: it climbs until a step overflows, halves, and climbs again
-# a growth interval later — a sawtooth that costs one skipped step in every interval. Here it is on a made-up run
-# whose gradients' largest magnitude wanders up and down over training, with your scaler (interval 25):
+# — in code, two branches of `update` and one counter that both of them reset. The scale settles just below the
+# largest value the gradients tolerate: it climbs until a step overflows, halves, and climbs again a growth interval
+# later — a sawtooth that costs one skipped step in every interval. (The run of Hint 3 ends at scale 8, with the
+# counter at 1.)
+#
+# </details>
+#
+# Here is the sawtooth on a made-up run whose gradients' largest magnitude wanders up and down over training, with
+# your scaler (interval 25):
 # %%
 gen = torch.Generator().manual_seed(10)
 F16_MAX = torch.finfo(F16).max  # 65504: a scaled gradient beyond it is inf
@@ -1108,8 +1219,20 @@ except NotImplementedError:
 # ## Part E — softmax_bwd_mixed_kernel (2 points)
 #
 # A Triton kernel makes the precision choices explicit: `tl.load` returns the dtype in memory, arithmetic between
-# two float16 blocks is float16, and `tl.sum` adds in the dtype it is given (§2). Write notebook 03's
-# softmax backward kernel for half-precision rows that may be far longer than a block. It is launched as
+# two float16 blocks is float16, and `tl.sum` adds in the dtype it is given (§2). The softmax backward itself is
+# notebook 03's: one program per row, the hub from one `tl.sum`, one elementwise store. From notebook 03, the body of
+# `softmax_bwd_kernel`, with the whole row in one block and everything in the dtype it loads:
+#
+# ```python
+# # From notebook 03 (one row per program, BLOCK >= n_cols), every value in the dtype it loads:
+# y = tl.load(Y_ptr + row * y_row_stride + offsets, mask=in_row, other=0.0)
+# dy = tl.load(DY_ptr + row * dy_row_stride + offsets, mask=in_row, other=0.0)
+# hub = tl.sum(y * dy, axis=0)
+# tl.store(DX_ptr + row * dx_row_stride + offsets, y * (dy - hub), mask=in_row)
+# ```
+#
+# What is new here is not the formula but where it runs: rows far longer than a block, and half-precision memory
+# with a float32 hub. The kernel is launched as
 #
 # ```python
 # softmax_bwd_mixed_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols, BLOCK=BLOCK)
@@ -1123,8 +1246,10 @@ except NotImplementedError:
 #   and the subtraction $\bar y - s$ happens in that dtype too; only the store converts back.
 #
 # The test cell launches it on rows inside wider buffers whose padding holds NaN, in float32, float64 and float16
-# (bfloat16 too when there is a GPU: the interpreter cannot run it), with $\bar y$ far from zero, holds $\bar x$ to
-# Part C's rule, then gradchecks it in float64.
+# (bfloat16 too when there is a GPU: the interpreter cannot run it), with $\bar y$ far from zero, and holds $\bar x$
+# to a small multiple of the error that a float32-accumulating backward makes on the same values (the grader's
+# hidden check: to Part C's rule), then gradchecks it in float64. Which values in notebook 03's four lines must
+# change dtype, and where exactly does each conversion go?
 # %%
 import triton
 import triton.language as tl
@@ -1182,39 +1307,45 @@ def softmax_bwd_mixed_kernel(
 # %% [markdown]
 # <details><summary>Hint 1 — two walks over the row</summary>
 #
-# Every entry of $\bar x$ needs the hub, and the hub needs the whole row: so walk the row twice, as notebook 07's
-# `ce_grad_kernel` did. The first walk loads each piece of $y$ and $\bar y$ under a mask (a masked lane must add
-# nothing to the hub: what `other` gives it decides that) and adds the piece's contribution to a running hub; the
-# second loads each piece again and stores its $\bar x$ under the same mask. Find the row with `tl.program_id(0)`
-# and the row strides, as in notebook 03.
+# Every entry of $\bar x$ needs the hub, and the hub needs the whole row: so how many passes over the row does a
+# program make, when it can only hold `BLOCK` columns at a time? Notebook 07's `ce_grad_kernel` had the same
+# problem. In the first walk, a masked lane must add nothing to the hub: which `other` value makes that so? In the
+# second walk, which mask does the store need? Find the row with `tl.program_id(0)` and the row strides, as in
+# notebook 03.
 #
 # </details>
 #
 # <details><summary>Hint 2 — the accumulator's dtype</summary>
 #
-# The running hub is a 0-d value that lives across the loop; its dtype is the accumulation dtype, and everything
-# added to it must be computed in it: convert `y` and `dy` (`.to(...)`) **before** the product and the `tl.sum`,
-# or the sum of the piece is taken in float16 first. `Y_ptr.dtype.element_ty` is the dtype in memory; the sum of
-# `tl.zeros([], tl.float32)` and `tl.zeros([], that dtype)` is a zero in the wider of the two — float32 for half
-# rows, float64 for float64 rows. In the second walk do the subtraction in that dtype too, and convert only what you
-# store.
+# The running hub is a 0-d value that lives across the loop; its dtype is the accumulation dtype. `tl.sum` adds in
+# the dtype it is handed, and the product of two float16 blocks is float16: so in which order must the conversion,
+# the product and the `tl.sum` come? `Y_ptr.dtype.element_ty` is the dtype in memory. To start the hub as a zero in
+# the *wider* of float32 and that dtype, recall that Triton promotes like PyTorch: what dtype has the sum of a
+# float32 zero and a zero of the loaded dtype? In the second walk, in which dtype should $\bar y - s$ be formed, and
+# what is the one value converted back before the store?
 #
 # </details>
 #
-# <details><summary>Hint 3 — the code</summary>
+# <details><summary>Hint 3 — the walk's skeleton</summary>
 #
-# Per program: the row index as int64; `cols = tl.arange(0, BLOCK)`; the memory dtype; the hub `s` as a zero of the
-# accumulation dtype. First walk over `range(0, n_cols, BLOCK)`: the mask `start + cols < n_cols`, both loads with
-# `other=0.0`, then `s` plus the `tl.sum` over `axis=0` of the product of the two converted pieces. Second walk:
-# the same mask and loads, each converted to `s.dtype` at once, and one store of $y \odot (\bar y - s)$ converted
-# to the memory dtype, under the mask.
+# ```python
+# ...  # the row index (in int64: row times stride can pass 2**31) and the column offsets, as in notebook 03
+# s = ...  # a zero of the accumulation dtype
+# for start in range(0, n_cols, BLOCK):  # first walk: the hub
+#     ...  # mask, two loads, then add this piece's share to s — converted first
+# for start in range(0, n_cols, BLOCK):  # second walk: x̄
+#     ...  # the same mask and loads, x̄ of this piece in s's dtype, one store in the memory dtype
+# ```
+#
+# Work one piece by hand: with `BLOCK = 4` and `n_cols = 6`, the second piece starts at column 4. Which of its four
+# lanes are masked, and what do the two loads give them?
 #
 # </details>
 # %% test id=test_softmax_bwd_mixed_kernel points=2
 """softmax_bwd_mixed_kernel: rows of 5 to 1000 walked in blocks smaller than
 the row, inside NaN-padded buffers, in float32, float64 and float16 (bfloat16
-on a GPU) with dy far from zero, within Part C's rule against float64; the
-padding untouched; a float64 gradcheck."""
+on a GPU) with dy far from zero, against float64 within twice the error of a
+float32-accumulated backward; the padding untouched; a float64 gradcheck."""
 course.selfcheck.softmax_bwd_mixed_kernel(softmax_bwd_mixed_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -1222,10 +1353,11 @@ autograder.check.softmax_bwd_mixed_kernel(softmax_bwd_mixed_kernel)
 ### END HIDDEN TESTS
 
 # %% [markdown]
-# ### What you just wrote
+# <details><summary>What you just derived (open once your check passes)</summary>
 #
-# Load narrow, compute wide, store narrow: the hub `s` starts as a float32 zero, and every piece is converted
-# to `s.dtype` before the product and the `tl.sum` that add it in, so that
+# Load narrow, compute wide, store narrow: the hub `s` starts as a zero of the wider of float32 and the memory
+# dtype (`tl.zeros([], tl.float32) + tl.zeros([], dtype)`), and every piece is converted to `s.dtype` before the
+# product and the `tl.sum` that add it in — `tl.sum(y.to(s.dtype) * dy.to(s.dtype), axis=0)` — so that
 #
 # $$\boxed{\;s = \textstyle\sum_{\text{pieces}} \operatorname{tl.sum}\big(\operatorname{f32}(y) \cdot \operatorname{f32}(\bar y)\big),
 # \qquad \bar x = \operatorname{f16}\big(\operatorname{f32}(y) \odot (\operatorname{f32}(\bar y) - s)\big)\;}$$
@@ -1233,7 +1365,11 @@ autograder.check.softmax_bwd_mixed_kernel(softmax_bwd_mixed_kernel)
 # The memory traffic is the same as an all-float16 kernel — two reads of each row and one write, all in 2-byte
 # numbers — and the conversions are free next to them: a softmax backward is memory-bound. Every kernel in the
 # course's `kernels` package follows the same pattern, and its tests hold each one's bfloat16 backward to Part C's
-# rule. Your kernel against the float64 reference, as the rows grow:
+# rule.
+#
+# </details>
+#
+# Your kernel against the float64 reference, as the rows grow:
 # %%
 gen = torch.Generator().manual_seed(11)
 try:
