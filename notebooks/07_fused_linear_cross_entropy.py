@@ -290,7 +290,7 @@ def chunked_linear_ce(h, W, target, chunk, ignore_index=-100):
 #
 # ```python
 # # before the loop: n, and the three outputs (dW starting at zero)
-# for s in range(0, T, chunk):
+# for each chunk start s, in steps of `chunk` through the T tokens:
 #     # the chunk's rows: a slice of h and of target, views, nothing copied
 #     # its logits from h's slice alone, (c, V); its loss share and its rows of z̄, as in Part A
 #     # its rows of dh: written into place
@@ -416,7 +416,7 @@ def vocab_blocked_lse(h, W, block):
 #
 # ```python
 # # m: (T,) at -inf; ell: (T,) at 0
-# for j in range(0, V, block):
+# for each block start j, in steps of `block` through the V classes:
 #     # zb: this block's logits, (T, b) — from a slice of W, never from all V classes
 #     # m_new: the larger of m and zb's row max
 #     # ell: notebook 05's rescale of the old sum, plus zb's own sum measured from m_new

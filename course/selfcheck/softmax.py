@@ -249,8 +249,8 @@ def jacobian_alternatives(y: torch.Tensor, J: torch.Tensor) -> list[Alternative]
 def backward_alternatives(y: torch.Tensor, dy: torch.Tensor, dx: torch.Tensor) -> list[Alternative]:
     """Named bugs of ``softmax_backward(y, dy)``; ``dx`` is the right answer.
 
-    Each is the right answer with the row hub s = ⟨y, ȳ⟩ swapped for a wrong one:
-    y ⊙ (ȳ − s') = x̄ − y ⊙ (s' − s).
+    Each is the right answer with the row's one scalar (notebook 02's hub) swapped for a wrong one,
+    which moves x̄ by y times the difference of the two scalars.
     """
     hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): s, one per row
 

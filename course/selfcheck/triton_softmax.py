@@ -115,7 +115,7 @@ def forward_alternatives(x: torch.Tensor, block: int) -> list[Alternative]:
 
 
 def backward_alternatives(y: torch.Tensor, dy: torch.Tensor) -> list[Alternative]:
-    """Named wrong versions of x̄ = y ⊙ (ȳ − s) with s = ⟨y, ȳ⟩ per row."""
+    """Named wrong versions of notebook 02's softmax backward, each built around the row's one scalar."""
     y, dy = y.to(F64), dy.to(F64)
     hub = torch.einsum("...n,...n->...", y, dy).unsqueeze(-1)  # s, one per row
     dy_total = dy.sum(dim=-1, keepdim=True)
