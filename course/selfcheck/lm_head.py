@@ -346,8 +346,8 @@ def check_no_library_lse(name: str, calls: Sequence[tuple[tuple, AllocationRecor
         raise GradingFailure(
             "delegated-to-library",
             f"{name} gives the right values, but it ran torch's own {' and '.join(ran[:3])}, which does the "
-            "stabilised combining for you. Here that combining is the exercise: carry each row's running max and its running sum from block "
-            "to block yourself, with exp, max and sum, and rescale the sum when the max grows.",
+            "stabilised combining for you. Here that combining is the exercise: carry each row's running max "
+            "and its running sum from block to block yourself, with exp, max and sum, and rescale the sum when the max grows.",
         )
 
 

@@ -60,7 +60,8 @@ ROW_SWEEP = (16, 64, 256, 1024, 4096)  # row lengths tried to find the shortest 
 # What the visible checks allow, as a multiple of what right code measured on the same values. A half-precision
 # output: right code's error is the output's own rounding, nearly the same for every right implementation, while a
 # statistic held in half precision is several times more. A float32 output: its error is its sums', which depends on
-# their order (measured: up to 2.1× torch's), while half precision is thousands of times more. Float64 outputs are held to float64's accuracy, as notebook 03's checks do.
+# their order (measured: up to 2.1× torch's), while half precision is thousands of times more. Float64 outputs are held
+# to float64's accuracy, as notebook 03's checks do.
 HALF_MARGIN, WIDE_MARGIN, FLOAT64_TOL = 2.0, 16.0, 1e-10
 
 # The notebook's hint that covers each diagnosis class or topic (read by course.diagnose.hint_for). The hints:

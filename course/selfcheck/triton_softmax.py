@@ -9,7 +9,8 @@ rounding at the store give), and a kernel right on the same values in float32 bu
 float16 did its arithmetic in float16 (``half-accumulation``). The interpreter's ``tl.sum`` of a
 float16 block adds in float32 and rounds once (numpy's pairwise sum), so what shows on the CPU is a
 statistic *held* in float16 — ℓ, or the hub s that ȳ − s then cancels — rather than a long float16
-sum; a GPU rounds every step of the tree as well. bfloat16 is not run: the interpreter cannot. ``TritonSoftmax`` and ``triton_softmax`` first run a quick
+sum; a GPU rounds every step of the tree as well. bfloat16 is not run: the interpreter cannot. ``TritonSoftmax`` and
+``triton_softmax`` first run a quick
 check of the kernels they find by name in the student's namespace, so a kernel bug is reported as
 that kernel's, with its own class. A failure names the bug and why, never the fixed code. References
 are torch's softmax and autograd; the hidden checks (``autograder.check.triton_softmax``) run the same

@@ -7,7 +7,8 @@ references are torch's own backward kernels in float64. Each runs through the vi
 the end). A mixed-precision backward must be exact in float64 (the accumulator is float64 there) and, in bfloat16 and
 float16, close to a float64 reference computed from the same rounded inputs: the visible check within a small multiple
 of what torch's own float32 backward measures on those values, the hidden one within notebook 08 Part C's rule,
-tol(dtype, n, κ) = 2·u(dtype) + 2·κ·√n·u(float32), κ the output's condition factor. Warnings are errors here: a warning in a test cell writes to stderr, and nbgrader scores such a cell zero.
+tol(dtype, n, κ) = 2·u(dtype) + 2·κ·√n·u(float32), κ the output's condition factor. Warnings are errors here: a warning
+in a test cell writes to stderr, and nbgrader scores such a cell zero.
 
 Cost: about 25 s on one core (``pytest --durations=10``): the three twenty-seed sweeps take 5 s each or less, no other
 test 1 s.
