@@ -55,31 +55,25 @@ def autograd_grads(forward, inputs, dy):
 # ## 1 · Let the shapes place the transposes
 #
 # Is it $x^\top$ on the left or on the right? Is a weight transposed or not? There is no need
-# to remember: the shapes decide. Here is the method, worked on the layout that
-# `torch.nn.Linear` uses: it stores its weight as **(out features, in features)**, call it $V$,
-# and computes
+# to remember: the shapes decide. Here is the method, worked on the layout of notebook 00's
+# $J^\top \bar y$: a matrix $V$ times **one column vector** $x$,
 #
-# $$y = x V^\top, \qquad x \in \mathbb{R}^{B\times K},\quad V \in \mathbb{R}^{N\times K},\quad y \in \mathbb{R}^{B\times N},$$
+# $$y = V x, \qquad x \in \mathbb{R}^{K\times 1},\quad V \in \mathbb{R}^{N\times K},\quad y \in \mathbb{R}^{N\times 1},$$
 #
-# for a batch of $B$ rows, $K$ input features and $N$ output features. The backward pass
-# receives $\bar y$, of shape $(B, N)$, and must return $\bar x$, of shape $(B, K)$, and
-# $\bar V$, of shape $(N, K)$. Since $y$ is linear in $x$, $\bar x$ is made of $\bar y$ and $V$
-# alone: one product of the two, each perhaps transposed. Ask which product comes out $(B, K)$:
+# with $K$ input features and $N$ outputs. The backward pass receives $\bar y$, of shape
+# $(N, 1)$, and must return $\bar x$, of shape $(K, 1)$. Since $y$ is linear in $x$, $\bar x$ is
+# made of $\bar y$ and $V$ alone: one product of the two, each perhaps transposed. Ask which
+# product comes out $(K, 1)$:
 #
-# - Its rows must be $B$, and only $\bar y$ has a $B$ axis: $\bar y$ goes on the left.
-# - Its columns must be $K$, and $V$ has $K$ as its columns: $V$ goes on the right, as it is.
+# - Its rows must be $K$, and only $V$ has a $K$ axis, as its columns: $V^\top$ goes on the left.
+# - Its columns must be 1: $\bar y$ goes on the right, as it is.
 # - The inner axes then agree, $N$ against $N$, and the product sums over them.
 #
-# $$\bar x = \bar y\, V: \qquad (B, N)\,(N, K) \to (B, K).$$
-#
-# The same three questions for $\bar V$, made of $\bar y$ and $x$: rows $N$ (only $\bar y$ has
-# it, as columns, so $\bar y^\top$ on the left), columns $K$ ($x$ on the right), inner axis $B$:
-#
-# $$\bar V = \bar y^\top x: \qquad (N, B)\,(B, K) \to (N, K).$$
+# $$\bar x = V^\top \bar y: \qquad (K, N)\,(N, 1) \to (K, 1).$$
 #
 # Exactly one arrangement fits. The cell below tries all eight — both orders, each operand
 # transposed or not — keeps those whose shapes chain into the shape of the gradient, and
-# holds the survivors against autograd.
+# holds the survivor against autograd.
 # %% check-output
 def arrangements(a_name, a, b_name, b, target):
     """Every product of a and b (either order, either one transposed) whose result has shape `target`."""
@@ -95,26 +89,26 @@ def arrangements(a_name, a, b_name, b, target):
 
 
 gen = torch.Generator().manual_seed(0)
-B, K, N = 7, 5, 3  # batch, in features, out features: three different sizes on purpose
-x, v, dy = randn(gen, B, K), randn(gen, N, K), randn(gen, B, N)  # (B, K), (N, K), (B, N)
-print("x̄ (B, K) from ȳ and V:", arrangements("ȳ", dy, "V", v, (B, K)))
-print("V̄ (N, K) from x and ȳ:", arrangements("x", x, "ȳ", dy, (N, K)))
-dx_ref, dv_ref = autograd_grads(lambda x, v: x @ v.mT, (x, v), dy)
-print("autograd agrees:", torch.allclose(dy @ v, dx_ref), torch.allclose(dy.mT @ x, dv_ref))
+K, N = 5, 3  # in features, out features: different sizes on purpose
+x, v, dy = randn(gen, K, 1), randn(gen, N, K), randn(gen, N, 1)  # (K, 1), (N, K), (N, 1)
+print("x̄ (K, 1) from ȳ and V:", arrangements("ȳ", dy, "V", v, (K, 1)))
+(dx_ref,) = autograd_grads(lambda x: v @ x, (x,), dy)
+print("autograd agrees:", torch.allclose(v.mT @ dy, dx_ref))
 
-K = N = 4  # a square V: now the shapes cannot tell ȳ V from ȳ Vᵀ
-v, dy = torch.empty(N, K), torch.empty(B, N)
-print("x̄ with a square V:    ", arrangements("ȳ", dy, "V", v, (B, K)))
+K = N = 4  # a square V: now the shapes cannot tell Vᵀ ȳ from V ȳ
+v, dy = torch.empty(N, K), torch.empty(N, 1)
+print("x̄ with a square V:    ", arrangements("ȳ", dy, "V", v, (K, 1)))
 
 # %% [markdown]
-# With three different sizes, exactly one product fits, and it is the right one. With a
-# square $V$, $\bar y V^\top$ fits as well — and is wrong. The shape argument needs distinct
-# sizes to bite: test your backward with $K \neq N$. The checks in this notebook also use a
-# square weight on purpose: there a transposed placement passes every shape test, and only
-# the values give it away (the `transpose` diagnosis).
+# With different sizes, exactly one product fits, and it is the right one. With a square
+# $V$, $V \bar y$ fits as well — and is wrong. The shape argument needs distinct sizes to
+# bite: test your backward with $K \neq N$. The checks in this notebook also use a square
+# weight on purpose: there a transposed placement passes every shape test, and only the
+# values give it away (the `transpose` diagnosis).
 #
-# This course stores its weights the other way round, $W$ of shape $(K, N)$, and computes
-# $y = xW$. Part A asks you the same three questions about that layout.
+# A linear layer works on a batch of $B$ rows, not one column: this course stores its weight
+# as $W$ of shape $(K, N)$ and computes $y = xW$ for $x$ of shape $(B, K)$. Part A asks you the
+# same three questions about that layout, for both gradients, $\bar x$ and $\bar W$.
 #
 # ## 2 · The elementwise view: which index is summed
 #
@@ -213,10 +207,9 @@ def linear_backward(x, w, dy):
 # §2: an entry of $x$ moves only its own row of $y$, so row $b$ of $\bar x$ needs only row $b$
 # of $\bar y$ — whatever leading axes there are, they ride along, and `@` broadcasts over them.
 # An entry of $W$ moves a column of $y$ in every row, so $\bar W$ gathers from **every** row of
-# every leading axis: flatten all of them into one row axis first (`reshape(-1, K)` and
-# `reshape(-1, N)`), then multiply — the product's inner axis is then the rows. On tensors with
-# more than two axes, transpose with `.mT`, not `.T`. Stuck on a placement? `arrangements`
-# from §1 lists the products that fit a target shape.
+# every leading axis: flatten the leading axes into one row axis. On tensors with more than
+# two axes, transpose with `.mT`, not `.T`. Stuck on a placement? `arrangements` from §1 lists
+# the products that fit a target shape.
 #
 # </details>
 #
@@ -559,16 +552,15 @@ def reduce_to_shape(grad, shape):
 # Line `shape` up with `grad.shape` from the right, as rule 1 does. The axes `grad` has and
 # `shape` does not were *prepended*; among the rest, an axis where `shape` says 1 and `grad`
 # does not was *stretched* (rule 2). Along both kinds, the tensor was copied — and §6's law says
-# what a copied value receives. For each kind, ask: does `shape` have that axis?
+# what a copied value receives.
 #
 # </details>
 #
-# <details><summary>Hint 2 — two steps</summary>
+# <details><summary>Hint 2 — which axes stay?</summary>
 #
-# First sum away the prepended axes: as many leading axes as `grad` has more than `shape`, and
-# `shape` does not have them. Then sum over the stretched axes, keeping each with size 1
-# (`keepdim=True`), since `shape` has them. Skip a step when it has no axes: `grad.sum(dim=())`
-# would sum over everything.
+# For each kind of axis, does `shape` keep it — a prepended one, a stretched one? The result must
+# have exactly `shape`: so after the copies along an axis are added up, is that axis gone, or
+# still there with size 1? And which call leaves an axis in place after a sum?
 #
 # </details>
 #
@@ -643,8 +635,8 @@ except NotImplementedError:
 # Notebook 00 (§6) gave the order in which to read a wrong backward, in the grader's words: the
 # ladder `course.diagnose.LADDER`, from the check that needs the least to the one that needs
 # the most, and from the narrowest explanation to the widest. This notebook has shown its rungs
-# at work: a square $W$ hides a transpose (§1), batch 1 hides a missing reduction and a mean
-# written as a sum (§5), a square `grad` hides a wrong axis (§7). Now you are the grader.
+# at work: a square $W$ hides a transpose (§1), batch 1 hides a missing reduction and a sum
+# written as a mean (§5), a square `grad` hides a wrong axis (§7). Now you are the grader.
 # %%
 print(" → ".join(course.diagnose.LADDER))
 
@@ -718,6 +710,11 @@ def broken_batched_matmul_backward(a, c, dy):
 # | `"batch-reduction"` | … is right at batch 1 and wrong above it, and not by a constant factor |
 # | `"wrong-values"` | … is wrong already at batch 1, and none of the above |
 #
+# A transposed output of a non-square matrix comes back with the reversed shape: call it
+# `transpose`, not a shape bug. A reversed shape that holds the transposed values is the
+# transposed placement, and the grader's shape rung names it so (00 §6); any other wrong shape
+# here can only be `db` on the wrong axis.
+#
 # Run `backward` on inputs you make — as many as you like, any sizes you choose — and compare
 # its outputs with a reference you trust: your own `linear_bias_backward` from Part B,
 # autograd (allowed here: `name_the_bug` is a test, not a backward), or central differences.
@@ -775,9 +772,8 @@ def name_the_bug(backward):
 #
 # <details><summary>Hint 2 — the order of the tests</summary>
 #
-# The ladder: the shape first (with pairwise different sizes, a reversed shape holding the
-# transposed values is a transpose, and any other wrong shape can only be `db` on the wrong
-# axis), then equality, then the negative, then a constant factor, and only then the batch
+# The ladder: the shape first (with pairwise different sizes; see the rule above the
+# exercise), then equality, then the negative, then a constant factor, and only then the batch
 # size at which it went wrong. Why must the factor come before the batch question? A mean
 # written as a sum is right at batch 1 too. Compare with a relative error and a tolerance (say
 # $10^{-9}$ in float64), never with `==`.
@@ -790,9 +786,7 @@ def name_the_bug(backward):
 # makes $\lVert g - c\,r \rVert^2$ smallest ($g$ the output you got, $r$ the reference): it is a
 # quadratic in $c$, $\lVert g \rVert^2 - 2c\,\langle g, r \rangle + c^2 \lVert r \rVert^2$. Set its
 # derivative to zero, then test whether $g$ is close to $c\,r$. Try it on $g = (2, 4)$,
-# $r = (1, 2)$, and on $g = (2, 5)$, $r = (1, 2)$, where no factor fits. The whole procedure,
-# as a loop: for $B$ in $(1, 7)$, for each of the three outputs, one rung after another, and
-# return at the first that fires; `"none"` only when nothing fired in either run.
+# $r = (1, 2)$, and on $g = (2, 5)$, $r = (1, 2)$, where no factor fits.
 #
 # </details>
 # %% test id=test_name_the_bug points=2
@@ -882,23 +876,19 @@ def batched_matmul_backward(a, c, dy):
 #
 # </details>
 #
-# <details><summary>Hint 2 — as if nothing were broadcast, then reduce</summary>
+# <details><summary>Hint 2 — as if nothing were broadcast</summary>
 #
 # §8's recipe. For one batch element, `y[i] = a[i] @ c[i]` is Part A's $y = xW$ with $x = a_i$
-# and $W = c_i$, and `@` on 3-D tensors does that for every element at once. Compute the
-# gradient of every element's own `c[i]` that way — shape $(B, K, N)$ — and then undo the
-# broadcast of `c`: reduce it to `c.shape` (your `reduce_to_shape` does exactly that). `da` in
-# the broken function is already right.
+# and $W = c_i$. What shape is the gradient of every element's own `c[i]`, taken as if `c` had
+# not been shared — and what was done to a shared `c` in the forward?
 #
 # </details>
 #
-# <details><summary>Hint 3 — the bug's class, and what stays</summary>
+# <details><summary>Hint 3 — what the author's tests cannot see</summary>
 #
-# The bug is a `batch-reduction`: `dc` sums over the batch even when every element has its own
-# `c`. So the fix is not in the per-element product — Part A's $\bar W$, taken for each batch
-# element on its own, with `@` broadcasting over the batch axis — but in what happens after it:
-# a sum over the batch only when `c` was shared, and `keepdim` only when `c` kept its size-1
-# batch axis. Which of your Part C cases is each kind of `c`?
+# The author ran two tests: batch 1, and a shared `c`. Take each one: would a `dc` that sums
+# over the batch always, or one that never does, pass it? Which input would tell the two
+# apart — and which class of the ladder is a bug that only that input shows?
 #
 # </details>
 # %% test id=test_batched_matmul_backward points=2
