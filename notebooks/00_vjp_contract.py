@@ -12,8 +12,8 @@
 # 2. **backprop as a chain of vector–Jacobian products** (VJPs), with no Jacobian ever built;
 # 3. **how to check a gradient numerically**: finite differences in float64, and how to read a relative error;
 # 4. **one real chain** — linear → softmax → cross-entropy — stepped backward one VJP at a time,
-#    with numbers: you compute every gradient of it with your own tools, and *see* softmax +
-#    cross-entropy collapse into `softmax − onehot` (notebooks 01 and 02 derive why);
+#    with numbers: you compute every gradient of it with your own tools, and *see* the head's
+#    gradient line up with the forward's own numbers (notebook 02 derives why);
 # 5. **the debugging order** for a wrong backward, and why every check runs at batch 1 *and* batch 7;
 # 6. **your first backward by hand**: the sigmoid's, through its output.
 #
@@ -61,11 +61,12 @@ F64 = torch.float64  # every gradient check in this course runs in float64
 # $x$. **The gradient has the shape of its input.** $\bar W$ has the shape of $W$, $\bar b$ the
 # shape of $b$, whatever happened in between. A backward that returns any other shape is
 # wrong before you look at a single number, which makes the shape the cheapest test you will
-# ever write. PyTorch agrees — it is why `W.grad` can be subtracted from `W`:
+# ever write. PyTorch agrees — it is why `W.grad` can be subtracted from `W`. (Here and in
+# notebooks 01 and 02, $B$ is the batch: the number of rows, or examples.)
 # %% check-output
 gen = torch.Generator().manual_seed(0)
-M, K, C = 5, 3, 4  # batch, input features, outputs
-x = torch.randn(M, K, generator=gen, dtype=F64)  # (M, K)
+B, K, C = 5, 3, 4  # batch, input features, outputs
+x = torch.randn(B, K, generator=gen, dtype=F64)  # (B, K)
 W = torch.randn(K, C, generator=gen, dtype=F64, requires_grad=True)  # (K, C)
 
 L = torch.tanh(x @ W).sum()  # one number, as every loss is
@@ -265,10 +266,9 @@ autograder.check.numerical_gradient(numerical_gradient)
 #
 # **The central difference.** Subtract the two Taylor lines: $f(x)$ and every even power of $\varepsilon$ cancel,
 #
-# $$f(x+\varepsilon) - f(x-\varepsilon) = 2\varepsilon f'(x) + \tfrac{\varepsilon^3}{3} f'''(x) + \dots
+# $$\frac{f(x+\varepsilon) - f(x-\varepsilon)}{2\varepsilon} = f'(x) + \tfrac{\varepsilon^2}{6} f'''(x) + \dots
 # \qquad\Longrightarrow\qquad
-# \boxed{\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon}}
-# = \bar x_i + \tfrac{\varepsilon^2}{6} f''' + \dots$$
+# \boxed{\bar x_i \approx \frac{f(x + \varepsilon e_i) - f(x - \varepsilon e_i)}{2\varepsilon}}$$
 #
 # the **central difference**, truncation error $O(\varepsilon^2)$ for the same two calls per
 # entry. Balance it against round-off as before: $\varepsilon^2 |f'''| / 6 \approx u |f| / \varepsilon$
@@ -428,14 +428,14 @@ autograder.check.relative_error(relative_error)
 # - the **max** makes it **symmetric** and pins the readings: with $b = 0$ it is
 #   $\lVert a \rVert / \lVert a \rVert = 1$; with $b = -a$ it is $2\lVert a \rVert / \lVert a \rVert = 2$; and since
 #   $\lVert a - b \rVert \le \lVert a \rVert + \lVert b \rVert \le 2\max$, never more than 2. The sum
-#   would read $\tfrac12$ and 1 there, the mean 2 and 2, the smaller norm $\infty$;
+#   would read 1 and 1 there, the mean 2 and 2, the smaller norm $\infty$;
 # - **tiny** (the smallest positive float64) keeps two all-zero gradients at $0/\text{tiny} = 0$
 #   instead of $0/0 = $ NaN.
 #
 # Some values now name their bug on sight: exactly **2** is a flipped sign, **1** a gradient
-# that came back all zeros, and $(M-1)/M$ — **0.857** at batch 7 — a gradient $M$ times too
-# large, a mean over the batch written as a sum: with $a = Mb$, $\lVert a - b \rVert = (M-1)\lVert b \rVert$
-# and the max is $M\lVert b \rVert$.
+# that came back all zeros, and $(B-1)/B$ — **0.857** at batch $B = 7$ — a gradient $B$ times too
+# large, a mean over the batch written as a sum: with $a = 7b$, $\lVert a - b \rVert = 6\lVert b \rVert$
+# and the max is $7\lVert b \rVert$.
 #
 # The course's own checks measure differently, on purpose: they know which side is the right
 # answer, so `course.relative_error(got, reference)` divides by the reference's norm alone, as
@@ -493,12 +493,12 @@ chain_stepper.stepper(stages)
 #
 # ## Part C — linear_softmax_ce_backward (3 points)
 #
-# Now a whole batch. Inputs $x$ of shape $(M, K)$, weights $W$ $(K, C)$, bias $b$ $(C,)$,
-# and integer class indices `target` of shape $(M,)$. The loss is the **mean** over the
+# Now a whole batch. Inputs $x$ of shape $(B, K)$, weights $W$ $(K, C)$, bias $b$ $(C,)$,
+# and integer class indices `target` of shape $(B,)$. The loss is the **mean** over the
 # batch:
 #
-# $$z = xW + b \quad (M, C), \qquad y = \operatorname{softmax}(z) \text{ row by row}, \qquad
-# L = \frac{1}{M} \sum_{m=1}^{M} -\log y_{m, t_m},$$
+# $$z = xW + b \quad (B, C), \qquad y = \operatorname{softmax}(z) \text{ row by row}, \qquad
+# L = \frac{1}{B} \sum_{m=1}^{B} -\log y_{m, t_m},$$
 #
 # which is `torch.nn.functional.cross_entropy(z, target)`: it takes the logits $z$ and does the
 # softmax itself. Compute $\bar x$, $\bar W$ and $\bar b$ **the way backprop does, without
@@ -508,34 +508,31 @@ chain_stepper.stepper(stages)
 # 1. **The head** (softmax and cross-entropy together): $\bar z$, shaped like $z$.
 # 2. **The linear layer**: $\bar x$, $\bar W$ and $\bar b$ from $\bar z$ *alone*, as a backward
 #    kernel would get them: this stage must not look at the loss again. `numerical_gradient`
-#    wants a scalar function of one tensor, and the linear layer's output is a whole $(M, C)$
+#    wants a scalar function of one tensor, and the linear layer's output is a whole $(B, C)$
 #    tensor. Which scalar, built from $z = xW + b$ and the $\bar z$ you already have, has
 #    $\bar W$ as its gradient with respect to $W$?
 #
 # Return `(dx, dW, db)`, shaped like `(x, W, b)`. No autograd (the test refuses it); the inputs
-# may arrive non-contiguous. The check compares with autograd to a relative error of
-# $10^{-7}$: the composed central differences land near $10^{-9}$ at the test's sizes (each
-# value of the loss is rounded to about $10^{-16}$ and divided by $2\varepsilon = 2 \times 10^{-6}$),
-# while one-sided differences, with their $O(\varepsilon)$ truncation, land above $2 \times 10^{-7}$.
-# So this part also relies on your Part A.
+# may arrive non-contiguous. The check wants a relative error below $10^{-7}$ against
+# autograd: central differences (Part A) reach it, one-sided ones do not.
 # %% solution id=linear_softmax_ce_backward
 def linear_softmax_ce_backward(x, W, b, target):
     """Gradients of L = mean over rows of cross-entropy(softmax(x @ W + b), target), one stage at a time.
 
-    x (M, K), W (K, C), b (C,), target (M,) int64 class indices.
+    x (B, K), W (K, C), b (C,), target (B,) int64 class indices.
     Returns (dx, dW, db), shaped like (x, W, b).
     """
     ### BEGIN SOLUTION
-    z = x @ W + b  # (M, C) logits
+    z = x @ W + b  # (B, C) logits
     # The head, as a function of z alone: its gradient is z̄, shaped like z.
-    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
+    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (B, C)
 
     def pulled_back(x_, W_, b_):
         # To first order L moves by ⟨z̄, δz⟩ when z moves by δz, so with z̄ held fixed this scalar
         # has the same gradient as L with respect to each of x, W and b.
         return ((x_ @ W_ + b_) * dz).sum()
 
-    dx = numerical_gradient(lambda x_: pulled_back(x_, W, b), x)  # (M, K)
+    dx = numerical_gradient(lambda x_: pulled_back(x_, W, b), x)  # (B, K)
     dW = numerical_gradient(lambda W_: pulled_back(x, W_, b), W)  # (K, C)
     db = numerical_gradient(lambda b_: pulled_back(x, W, b_), b)  # (C,)
     return dx, dW, db
@@ -548,7 +545,7 @@ def linear_softmax_ce_backward(x, W, b, target):
 # Everything after the linear layer — softmax, the log, the mean — depends on $z$ and
 # `target` only, and torch has that whole head as one call that takes logits. What does it
 # return for $z$, and is it a sum or a mean over the rows? (A sum would make every gradient
-# $M$ times too large: the `scale` diagnosis.)
+# $B$ times too large: the `scale` diagnosis.)
 #
 # </details>
 #
@@ -568,9 +565,9 @@ def linear_softmax_ce_backward(x, W, b, target):
 #
 # $$L(v + \delta) - L(v) \approx \big\langle \bar u,\; g(v + \delta) - g(v) \big\rangle ,$$
 #
-# so $\bar v$ is the gradient of the scalar $v \mapsto \langle \bar u, g(v) \rangle$, with $\bar u$
-# held fixed: a table of numbers, not recomputed from $v$. Here $g$ is the linear layer, seen
-# as a function of one of its three inputs at a time.
+# with $\bar u$ held fixed: a table of numbers, not recomputed from $v$. Which scalar function
+# of $v$ changes by exactly the right-hand side when $v$ moves by $\delta$? Here $g$ is the
+# linear layer, seen as a function of one of its three inputs at a time.
 #
 # </details>
 # %% test id=test_linear_softmax_ce_backward points=3
@@ -603,54 +600,30 @@ autograder.check.linear_softmax_ce_backward(linear_softmax_ce_backward)
 #
 # Your numerical $\bar z$ can be held against the forward's own numbers. The cell below
 # computes $\bar z$ for a batch of 4 with your `numerical_gradient` and prints, row by row,
-# $M\bar z$ beside $y = \operatorname{softmax}(z)$ and the one-hot row $e_t$ of the true class.
+# $B\bar z$ beside $y = \operatorname{softmax}(z)$ and the one-hot row $e_t$ of the true class.
 # %% check-output
 g = torch.Generator().manual_seed(5)
-M, C = 4, 3
-z = torch.randn(M, C, generator=g, dtype=F64)  # (M, C) logits
-target = torch.tensor([2, 0, 1, 2])  # (M,) true classes
+B, C = 4, 3
+z = torch.randn(B, C, generator=g, dtype=F64)  # (B, C) logits
+target = torch.tensor([2, 0, 1, 2])  # (B,) true classes
 try:
-    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
+    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (B, C)
     source = "your numerical_gradient"
 except NotImplementedError:
     dz = course.gradcheck.central_difference_grad(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)
     source = "the course's estimate (finish Part A to use yours)"
-y = torch.softmax(z, dim=1)  # (M, C)
-E = torch.nn.functional.one_hot(target, C).to(F64)  # (M, C) one-hot rows
+y = torch.softmax(z, dim=1)  # (B, C)
+e_t = torch.nn.functional.one_hot(target, C).to(F64)  # (B, C) one-hot rows
 print(f"z̄ from {source}, by central differences in float64\n")
-print(f"{'row':>3}  {'M·z̄':>26}  {'y = softmax(z)':>26}  {'e_t':>6}")
-for m in range(M):
+print(f"{'row':>3}  {'B·z̄':>26}  {'y = softmax(z)':>26}  {'e_t':>6}")
+for m in range(B):
     fmt = lambda v: " ".join(f"{u:+.5f}" for u in v.tolist())  # noqa: E731
-    print(f"{m:>3}  {fmt(M * dz[m]):>26}  {fmt(y[m]):>26}  {' '.join(str(int(u)) for u in E[m].tolist()):>6}")
-gap = (M * dz - (y - E)).abs().max().item()  # about 5e-10: central differences' round-off, ~1e-16/ε per entry
-print(f"\nlargest |M·z̄ − (y − e_t)| over the batch is below 1e-8: {gap < 1e-8}")
+    print(f"{m:>3}  {fmt(B * dz[m]):>26}  {fmt(y[m]):>26}  {' '.join(str(int(u)) for u in e_t[m].tolist()):>6}")
+print("\nRead the three columns entry by entry: what relation do you see? Notebook 02 (Part D) derives it.")
 
 # %% [markdown]
-# Agreement to about $10^{-9}$ — the central difference's round-off — in every row: $M\bar z = y - e_t$. The loss's $-1/y_t$ and softmax's
-# dense Jacobian, composed, cancel into one subtraction, every entry between −1 and 1.
-# Notebook 02 derives why (its Part D); here you have seen it hold, measured with nothing
-# but your own finite differences.
-#
-# This is why frameworks ship softmax and cross-entropy as **one fused op**
-# (`torch.nn.functional.cross_entropy` takes logits, not probabilities). It is not only
-# fewer kernels: composed in two steps, the backward can break down. Below, the model is
-# confidently wrong — the true class has probability $e^{-100}$ — in float32. Autograd runs the
-# chain both ways: in two stages (the loss of $y$, then softmax's VJP) and fused.
-# %%
-z = torch.tensor([[0.0, 100.0, 0.0]], requires_grad=True)  # (1, 3) float32 logits, confidently wrong
-t_wrong = torch.tensor([0])
-y = z.softmax(dim=-1)  # y_t ≈ e^-100 ≈ 4e-44: below float32's smallest normal, 1e-38
-(dy,) = torch.autograd.grad(-torch.log(y[0, t_wrong]).sum(), y, retain_graph=True)  # stage 1: ȳ, (1, 3)
-(dz_two_steps,) = torch.autograd.grad(y, z, dy)  # stage 2: softmax's VJP of that ȳ
-(dz_fused,) = torch.autograd.grad(torch.nn.functional.cross_entropy(z, t_wrong), z)  # the fused head
-print("ȳ, stage 1        :", dy[0].tolist())
-print("z̄, two stages     :", dz_two_steps[0].tolist())
-print("z̄, fused          :", dz_fused[0].tolist())
-
-# %% [markdown]
-# Stage 1 alone is already lost: $\bar y_t = -1/y_t \approx -3 \times 10^{43}$ overflows float32
-# (largest $3 \times 10^{38}$), and the infinity poisons softmax's VJP. The fused head never
-# forms $-1/y_t$ and stays finite.
+# Composed in two stages in float32 (the loss's gradient at $y$, then softmax's VJP), this
+# backward overflows where one fused op stays finite: notebook 02 §7 measures it.
 #
 # ## 6. When a backward is wrong: the debugging order
 #
@@ -663,19 +636,24 @@ for step, rung in enumerate(course.diagnose.LADDER, 1):
     print(f"{step}. {rung:<16} {course.diagnose.WHY[rung]}")
 
 # %% [markdown]
+# <details><summary>Why this order</summary>
+#
 # The rule behind the order: **from the check that needs the least to the one that needs the
 # most, and from the narrowest explanation to the widest**, so that when two rungs explain a
 # result, the one that says more names it.
 #
-# 1. **`shape`** needs no numbers at all. It catches a transposed $\bar W$ when $W$ is not square,
-#    and a reduction over the wrong axis; it cannot see a transpose of a square matrix.
-# 2. **`sign`**: one wrong answer, $-r$ for the right $r$: `onehot − softmax` instead of
-#    `softmax − onehot`. A flipped sign is also a constant factor — of $-1$ — so it goes before
-#    `scale`, which would name it less precisely.
+# 1. **`shape`** needs no numbers at all: it is read first, and catches a reduction over the
+#    wrong axis. A shape that is the *reversed* shape of the right one and holds the transposed
+#    values — a transposed $\bar W$ of a non-square $W$ — is named there already, by its own
+#    word, `transpose`. The shape cannot see a transpose of a square matrix.
+# 2. **`sign`**: one wrong answer, $-r$ for the right $r$: the two sides of a difference
+#    swapped, say $\bar y \odot (y^2 - 1)$ for $\tanh$'s $\bar y \odot (1 - y^2)$. A flipped sign
+#    is also a constant factor — of $-1$ — so it goes before `scale`, which would name it less
+#    precisely.
 # 3. **`transpose`**: one wrong answer, $r^\top$, that the values alone show when the matrix is
 #    square. A placement, not a factor.
-# 4. **`scale`**: a whole family, $c\,r$ for any $c \neq \pm 1$: a missing $1/M$ (a mean written as a
-#    sum), a $1/\sqrt{d}$, a 2. A factor of $M$ is right at batch 1 and wrong above it — exactly
+# 4. **`scale`**: a whole family, $c\,r$ for any $c \neq \pm 1$: a missing $1/B$ (a mean written as a
+#    sum), a $1/\sqrt{d}$, a 2. A factor of $B$ is right at batch 1 and wrong above it — exactly
 #    what a missing reduction looks like — so a constant factor is tested **before** the batch
 #    rung, which would send you looking for a missing sum.
 # 5. **`batch-reduction`**: right at batch 1, wrong above it, and none of the above: a sum over
@@ -688,6 +666,8 @@ for step, rung in enumerate(course.diagnose.LADDER, 1):
 # a scatter that keeps one of two writes, `non-atomic-scatter`, notebook 06); each is one
 # specific wrong answer, so they are tried right after the shape.
 #
+# </details>
+#
 # Hence the rule of every check in this course: **test at batch 1 and at batch 7**. Batch 1
 # pins down the per-example math; batch 7 exposes the batch reductions. And 7 is prime: no
 # block size 2, 4, 8, … divides it, so a kernel that tiles the batch always has a ragged last
@@ -696,13 +676,13 @@ for step, rung in enumerate(course.diagnose.LADDER, 1):
 # Here is what each bug does to the relative error, measured against autograd's correct
 # gradients of this chain (so this runs whether or not you have finished Part C):
 # %% check-output
-def correct_grads(M, K, C, seed=0):
+def correct_grads(B, K, C, seed=0):
     """Autograd's (z̄, W̄, b̄) for one random batch of the linear → softmax → cross-entropy chain."""
     g = torch.Generator().manual_seed(seed)
-    x = torch.randn(M, K, generator=g, dtype=F64)  # (M, K)
+    x = torch.randn(B, K, generator=g, dtype=F64)  # (B, K)
     W = torch.randn(K, C, generator=g, dtype=F64, requires_grad=True)  # (K, C)
     b = torch.randn(C, generator=g, dtype=F64, requires_grad=True)  # (C,)
-    target = torch.randint(0, C, (M,), generator=g)  # (M,)
+    target = torch.randint(0, C, (B,), generator=g)  # (B,)
     z = x @ W + b
     z.retain_grad()
     torch.nn.functional.cross_entropy(z, target).backward()
@@ -714,28 +694,28 @@ def compare(got, right):
     return f"{course.relative_error(got, right):.2f}" if got.shape == right.shape else "shape"
 
 
-grads = {M: correct_grads(M, K=4, C=4) for M in (1, 7)}  # square W: a transpose keeps its shape
+grads = {B: correct_grads(B, K=4, C=4) for B in (1, 7)}  # square W: a transpose keeps its shape
 bugs = {  # each bug applied to the correct (z̄, W̄, b̄)
-    "sign: −W̄": lambda M, dz, dW, db: compare(-dW, dW),
-    "transpose: W̄ transposed (square W)": lambda M, dz, dW, db: compare(dW.T, dW),
-    "scale: a mean written as a sum, M·W̄": lambda M, dz, dW, db: compare(M * dW, dW),
-    "batch-reduction: b̄ from row 0 only": lambda M, dz, dW, db: compare(dz[0], db),
-    "broadcast-axis: b̄ summed over classes": lambda M, dz, dW, db: compare(dz.sum(dim=1), db),
+    "sign: −W̄": lambda B, dz, dW, db: compare(-dW, dW),
+    "transpose: W̄ transposed (square W)": lambda B, dz, dW, db: compare(dW.T, dW),
+    "scale: a mean written as a sum, B·W̄": lambda B, dz, dW, db: compare(B * dW, dW),
+    "batch-reduction: b̄ from row 0 only": lambda B, dz, dW, db: compare(dz[0], db),
+    "broadcast-axis: b̄ summed over classes": lambda B, dz, dW, db: compare(dz.sum(dim=1), db),
 }
 print(f"{'bug':<40}{'batch 1':>9}{'batch 7':>9}")
 for name, bug in bugs.items():
-    print(f"{name:<40}" + "".join(f"{bug(M, *grads[M]):>9}" for M in (1, 7)))
+    print(f"{name:<40}" + "".join(f"{bug(B, *grads[B]):>9}" for B in (1, 7)))
 
 # %% [markdown]
 # Two of the five bugs score a perfect 0.00 at batch 1. That is the whole argument for
-# batch 7. And one of those two — `M·W̄` — is a scale *and* right at batch 1: the ladder's order
+# batch 7. And one of those two — `B·W̄` — is a scale *and* right at batch 1: the ladder's order
 # decides what it is called. The grader's classifier, `course.diagnose.diagnose`, reads each
 # rung in the ladder's order; here it is on three results that two rungs explain:
 # %% check-output
 _, dW7, _ = grads[7]
 antisym = dW7 - dW7.T  # a right answer whose transpose is its negative
 ambiguous = {
-    "M·W̄ at batch 7 (a factor, and right at batch 1)": (7 * dW7, dW7),
+    "B·W̄ at batch 7 (a factor, and right at batch 1)": (7 * dW7, dW7),
     "−W̄ (a sign flip is a factor of −1)": (-dW7, dW7),
     "−r for an r with rᵀ = −r (a sign flip and a transpose)": (-antisym, antisym),
 }
@@ -895,9 +875,9 @@ except Exception as exc:  # a part still has a bug; its test cell above says whi
 #   runs one VJP per stage, from the loss end, each stage handed only the gradient of its output.
 # - Check gradients with central differences in float64 at $\varepsilon \approx 10^{-6}$, and
 #   compare with the relative error: below $10^{-7}$ excellent, above $10^{-3}$ a bug.
-# - Softmax + cross-entropy, measured, collapse to $\bar z = (y - E)/M$: one fused op, finite where
-#   the two-stage backward overflows. Notebook 01 derives the linear layer's VJPs, notebook 02
-#   the collapse.
+# - Softmax + cross-entropy, measured: $B\bar z$ lines up with $y$ and $e_t$ row by row, which is
+#   why frameworks fuse them into one op. Notebook 01 derives the linear layer's VJPs, notebook
+#   02 the head's.
 # - An elementwise op's backward is an elementwise product; write its derivative in the saved
 #   output when you can.
 # - Debug in the ladder's order — shape, sign, transpose, scale, batch-reduction, wrong-values —

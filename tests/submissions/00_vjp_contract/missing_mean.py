@@ -10,7 +10,7 @@
 -    return norm(a - b).item() / max(norm(a).item(), norm(b).item(), tiny)
 +    return norm(a - b).item() / max(norm(b).item(), tiny)  # bug: divides by ‖b‖ only: rel(a, b) ≠ rel(b, a)
 # %% linear_softmax_ce_backward
--    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (M, C)
+-    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target), z)  # (B, C)
 +    dz = numerical_gradient(lambda z_: torch.nn.functional.cross_entropy(z_, target, reduction="sum"), z)  # bug: a sum, where the loss is a mean
 # %% sigmoid_backward
 -    return dy * y * (1 - y)  # the Jacobian's diagonal, σ′(x) = y(1 − y), times ȳ: 2 loads, 1 store per entry

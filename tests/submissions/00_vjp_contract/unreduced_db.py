@@ -11,7 +11,7 @@
 +    return norm(a - b, dim=-1) / torch.clamp(torch.maximum(norm(a, dim=-1), norm(b, dim=-1)), min=tiny)  # bug: norms along the last axis, one per row
 # %% linear_softmax_ce_backward
 -    db = numerical_gradient(lambda b_: pulled_back(x, W, b_), b)  # (C,)
-+    db = dz  # bug: z̄ itself, (M, C): one row per example, the sum over the batch is missing
++    db = dz  # bug: z̄ itself, (B, C): one row per example, the sum over the batch is missing
 # %% sigmoid_backward
 -    return dy * y * (1 - y)  # the Jacobian's diagonal, σ′(x) = y(1 − y), times ȳ: 2 loads, 1 store per entry
 +    s = torch.sigmoid(y)  # bug: σ applied to the output, as if y were x
