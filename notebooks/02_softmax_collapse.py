@@ -25,7 +25,8 @@
 # **Notation** (from notebook 00). $L$ is a scalar loss; $\bar t = \partial L / \partial t$ is
 # the gradient of a tensor $t$ and has exactly its shape; in code $\bar t$ is `dt`. Softmax acts
 # on the last axis: `x` of shape $(\dots, N)$ holds rows of $N$ logits, and every leading axis
-# is a batch axis.
+# is a batch axis. A batch of rows is $B$, as in notebooks 00 and 01; Part D writes $M$ for the
+# number of rows over every leading axis ($M = B \cdot T$ for logits of shape $(B, T, C)$).
 #
 # Each exercise is followed by collapsed hints: open the first only when you are stuck, and the
 # next only when that was not enough. They ask the question to ask and work a small case (a
@@ -158,9 +159,9 @@ def softmax_jacobian(y):
 #
 # Your expression has a part that lives only on the diagonal and a part that pairs every entry of a
 # row with every entry of the same row. `torch.diag_embed` puts the last axis of a tensor on the
-# diagonal of a new pair of axes, $(\dots, N) \to (\dots, N, N)$. A table of products of a row with
-# itself is a broadcast of a $(\dots, N, 1)$ column against a $(\dots, 1, N)$ row, both made with
-# `unsqueeze` on the last axes. Unsqueezing a batch axis instead pairs entries of different rows.
+# diagonal of a new pair of axes, $(\dots, N) \to (\dots, N, N)$. For the other part: how do you form,
+# for every row, the $N \times N$ table of the products $y_i y_j$ — with broadcasting, and without
+# pairing entries of two different rows?
 #
 # </details>
 # %% test id=test_softmax_jacobian points=1
@@ -192,7 +193,9 @@ autograder.check.softmax_jacobian(softmax_jacobian)
 #
 # - **$J$ is symmetric**: the entry in row $i$, column $j$ equals the one in row $j$, column $i$.
 #   So $J^\top \bar y = J \bar y$.
-# - **$J$ is made of $y$ alone.** The logits $x$ do not appear: whoever saved $y$ can backprop.
+# - **$J$ is made of $y$ alone.** The logits $x$ do not appear: whoever saved $y$ can backprop, so
+#   the forward saves its output $y$ for the backward and can drop $x$. Notebook 03 builds its
+#   Triton softmax on exactly that.
 #
 # ## 3 · Multiply by $\bar y$
 #
@@ -265,9 +268,10 @@ def softmax_backward(y, dy):
 # <details><summary>Hint 2 — any N: split the sum</summary>
 #
 # Substitute Part A's $J_{ij}$ into $\bar x_j = \sum_i J_{ij}\, \bar y_i$ and split it into the sum of
-# the $\delta_{ij}$ terms and the sum of the rest. The $\delta_{ij}$ keeps one term of its sum: which
-# one? In the rest, $y_j$ can come out of the sum over $i$ — and what is left inside does not
-# depend on $j$ at all. How many such numbers does a row need? Mind the sign of each part.
+# the $\delta_{ij}$ terms and the sum of the rest. A Kronecker delta inside a sum picks one term,
+# $\sum_i \delta_{ij}\, a_i = a_j$: which term is left of the first sum? In the rest, $y_j$ can come
+# out of the sum over $i$ — and what is left inside does not depend on $j$ at all: a number you
+# compute once per row. How many such numbers does a row need? Mind the sign of each part.
 #
 # </details>
 #
@@ -277,14 +281,6 @@ def softmax_backward(y, dy):
 # $(\dots, 1)$ and broadcasts down the row it belongs to. Without it, a tensor of shape $(B,)$ meets
 # one of shape $(B, N)$ aligned from the right — along the wrong axis — and when $B = N$ nothing
 # even complains. Sum over the last axis only: each row has its own number.
-#
-# </details>
-#
-# <details><summary>Hint 4 — the step that collapses</summary>
-#
-# The identity that removes the matrix: a Kronecker delta inside a sum picks one term,
-# $\sum_i \delta_{ij}\, a_i = a_j$. Everything else is the distributive law and the name you give to
-# what does not depend on $j$ (the code's `s`, computed once per row before anything else).
 #
 # </details>
 # %% test id=test_softmax_backward points=3
@@ -405,13 +401,7 @@ for backward in (naive_softmax_backward, softmax_backward):
 # here — to produce an answer of $B \times N$. The collapsed one allocates nothing bigger than
 # its inputs.
 #
-# ## 5 · The backward needs $y$, not $x$
-#
-# $\bar x = y \odot (\bar y - s)$ never mentions the logits. So the forward pass saves its
-# output $y$ for the backward and can drop $x$: whoever holds $y$ can backprop. Notebook 03
-# builds its Triton softmax on exactly that.
-#
-# ## 6 · A shift per row
+# ## 5 · A shift per row
 #
 # Back to the question §1 left open: `torch.softmax` survives logits of 1000 where the formula
 # as written gives NaN. The cheapest change a forward can make is to subtract one number $c$
@@ -427,17 +417,18 @@ for backward in (naive_softmax_backward, softmax_backward):
 # the last axis, with one shift $c$ per row subtracted from every logit of that row, and its
 # vector–Jacobian product — the gradients $\bar x$ and $\bar c$ for an upstream $\bar y$.
 #
+# - The questions, to derive first: how does $y$ change when $c$ does? What are $\bar x$ and
+#   $\bar c$ — derive them from Parts A and B and the chain rule, do not guess them from a picture.
 # - `x`: $(\dots, N)$ logits, float32 or float64. `c`: $(\dots, 1)$, one shift per row,
 #   broadcast along it. `dy`: $(\dots, N)$, $\bar y$. Return `(y, dx, dc)`: `y` and `dx` of the
 #   shape of `x`, `dc` of the shape of `c`.
-# - `y` must be finite and right for **float32 logits as large as ±1000, whatever `c` you are
-#   handed**: the check hands you $c = 0$, $c$ above the row's largest logit, $c$ at its
-#   smallest, and rows a thousand apart in one batch.
-# - Write the forward yourself, from `exp` and row reductions (`amax`, `sum`): `torch.softmax`,
-#   `log_softmax` and `logsumexp` are refused here, because they stabilise for you. The
-#   backward may not call autograd.
-# - The questions: how does $y$ change when $c$ does? What are $\bar x$ and $\bar c$ — derive
-#   them from Parts A and B and the chain rule, do not guess them from a picture.
+# - **Forward**:
+#   - `y` must be finite and right for **float32 logits as large as ±1000, whatever `c` you are
+#     handed**: the check hands you $c = 0$, $c$ above the row's largest logit, $c$ at its
+#     smallest, and rows a thousand apart in one batch;
+#   - write it yourself, from `exp` and row reductions (`amax`, `sum`): `torch.softmax`,
+#     `log_softmax` and `logsumexp` are refused here, because they stabilise for you.
+# - **Backward**: `dx` and `dc` from your derivation, without autograd.
 # - The visible check uses one row, batch 1, batch 7 (once square), a 3-D input, a transposed
 #   view in float64, and three float32 batches of large logits.
 # %% solution id=shifted_softmax_vjp
@@ -569,8 +560,8 @@ for name, op in (("softmax(x − c)", lambda x, c: torch.softmax(x - c, dim=-1))
 
 # %% [markdown]
 # The last line is the other use of the shift. A fused kernel can save *one number per row*, the
-# log-sum-exp $L = m + \log \sum_j e^{x_j - m}$ (computed with the shift, so it never overflows),
-# and rebuild $y = e^{x - L}$ from $x$ whenever it needs it. FlashAttention does exactly that
+# log-sum-exp $\operatorname{lse} = m + \log \sum_j e^{x_j - m}$ (computed with the shift, so it
+# never overflows), and rebuild $y = e^{x - \operatorname{lse}}$ from $x$ whenever it needs it. FlashAttention does exactly that
 # (notebook 05), because its $y$ is a $T \times T$ matrix too big to save.
 #
 # In float32 the difference the shift makes is all or nothing. Rows of 64 logits drawn at a
@@ -599,7 +590,7 @@ ax.legend(fontsize=8)
 plt.show()
 
 # %% [markdown]
-# ## 7 · Softmax + cross-entropy
+# ## 6 · Softmax + cross-entropy
 #
 # A classifier's loss for $M$ rows of logits $x_r$ with target classes $t_r$ is the mean
 # negative log-probability of the target, exactly as `torch.nn.functional.cross_entropy`
@@ -718,7 +709,7 @@ autograder.check.softmax_cross_entropy_backward(softmax_cross_entropy_backward)
 #
 # </details>
 #
-# ## 8 · Saturation: where the unfused chain dies
+# ## 7 · Saturation: where the unfused chain dies
 #
 # In exact arithmetic the fused and the unfused chain give the same $\bar x$. In floating point
 # they part ways exactly when training needs the gradient most: when the model is confidently
@@ -778,13 +769,13 @@ ax.legend()
 plt.show()
 
 # %% [markdown]
-# ## 9 · Log-softmax: a shift that is not free
+# ## 8 · Log-softmax: a shift that is not free
 #
 # `F.cross_entropy` never forms $y$. It computes the log-probabilities
 #
-# $$z = \log \operatorname{softmax}(x) = x - L\,\mathbf{1}, \qquad L = \log \sum_j e^{x_j},$$
+# $$z = \log \operatorname{softmax}(x) = x - \operatorname{lse}\,\mathbf{1}, \qquad \operatorname{lse} = \log \sum_j e^{x_j},$$
 #
-# one log-sum-exp $L$ per row (computed with the max shift, so it never overflows), and reads off
+# one log-sum-exp $\operatorname{lse}$ per row (computed with the max shift, so it never overflows), and reads off
 # $-z_t$. Language models, samplers and RL losses keep $z$ for its own sake: it is the stable way to
 # hold probabilities that underflow. So log-softmax needs a backward of its own.
 #
@@ -810,7 +801,7 @@ print("x̄ autograd:", [round(v, 3) for v in dx_auto.tolist()], f" sum {dx_auto.
 # - What you have: $z$ (the forward saved it) and $\bar z$. Not $x$, not $y$.
 # - The memory rule of Part B: nothing with $N^2$ entries (checked on rows of $N \ge 256$).
 # - No autograd, and none of torch's own backward kernels.
-# - The questions: what is $\partial L / \partial x_j$ — have you met it before? Through how many
+# - The questions: what is $\partial \operatorname{lse} / \partial x_j$ — have you met it before? Through how many
 #   paths does $x_j$ reach $z_i$? And can you rebuild from $z$ alone what that derivative needs?
 # - The visible check uses one row, batch 1, batch 7 (once square), a 3-D input, a transposed view,
 #   and rows of 300.
@@ -823,15 +814,15 @@ def log_softmax_backward(z, dz):
     """
     ### BEGIN SOLUTION
     y = z.exp()  # (..., N): softmax(x) = e^z, rebuilt from the output
-    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift L, one per row
+    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift lse, one per row
     return dz - y * g  # x̄ = z̄ − y Σ_j z̄_j: read 2N, write N per row
     ### END SOLUTION
 
 # %% [markdown]
 # <details><summary>Hint 1 — two paths from x_j to z_i</summary>
 #
-# $z_i = x_i - L$. The logit $x_j$ reaches $z_i$ directly (only when $i = j$) and through $L$ (always).
-# So $\partial z_i / \partial x_j = \delta_{ij} - \partial L / \partial x_j$, and
+# $z_i = x_i - \operatorname{lse}$. The logit $x_j$ reaches $z_i$ directly (only when $i = j$) and through
+# $\operatorname{lse}$ (always). So $\partial z_i / \partial x_j = \delta_{ij} - \partial \operatorname{lse} / \partial x_j$, and
 # $\bar x_j = \sum_i (\partial z_i / \partial x_j)\, \bar z_i$. Do the $\delta_{ij}$ part of that sum first:
 # what does it leave?
 #
@@ -839,9 +830,9 @@ def log_softmax_backward(z, dz):
 #
 # <details><summary>Hint 2 — the other path, for N = 2</summary>
 #
-# With $L = \log(e^{x_1} + e^{x_2})$, work out $\partial L / \partial x_1$ by the chain rule through the
-# logarithm. Have you seen that expression before, under another name? Then the second part of
-# $\bar x_1$ is $-\frac{\partial L}{\partial x_1} (\bar z_1 + \bar z_2)$: what is summed, and is that sum the
+# With $\operatorname{lse} = \log(e^{x_1} + e^{x_2})$, work out $\partial \operatorname{lse} / \partial x_1$ by the
+# chain rule through the logarithm. Have you seen that expression before, under another name? Then
+# the second part of $\bar x_1$ is $-\frac{\partial \operatorname{lse}}{\partial x_1} (\bar z_1 + \bar z_2)$: what is summed, and is that sum the
 # same for both entries of the row? Compare Part C: there $\bar c$ was minus a sum of gradients too —
 # what made it vanish there, and is it there here?
 #
@@ -849,16 +840,10 @@ def log_softmax_backward(z, dz):
 #
 # <details><summary>Hint 3 — from z alone, one number per row</summary>
 #
-# The derivative of $L$ is a function of $x$, and you hold only $z$: which elementwise function of
-# $z$ gives it back? (Write $z_j$ with $L$ and exponentiate.) The sum over the row is a reduction
-# over the last axis with the axis kept, $(\dots, 1)$, so that it broadcasts down its own row.
-#
-# </details>
-#
-# <details><summary>Hint 4 — the derivative of L</summary>
-#
-# $\frac{\partial L}{\partial x_j} = \frac{e^{x_j}}{\sum_k e^{x_k}}$, which is $e^{z_j}$, since
-# $z_j = x_j - L$. The rest is Hint 1 and Hint 2 put together.
+# The derivative of $\operatorname{lse}$ is a function of $x$, and you hold only $z$: which elementwise
+# function of $z$ gives it back? (Write $z_j$ with $\operatorname{lse}$ and exponentiate.) The sum
+# over the row is a reduction over the last axis with the axis kept, $(\dots, 1)$, so that it
+# broadcasts down its own row.
 #
 # </details>
 # %% test id=test_log_softmax_backward points=2
@@ -874,8 +859,8 @@ autograder.check.log_softmax_backward(log_softmax_backward)
 # %% [markdown]
 # <details><summary>What you just derived (open once your check passes)</summary>
 #
-# **The log-softmax backward.** Two paths from $x_j$ to $z_i$, directly and through $L$, with
-# $\partial L / \partial x_j = e^{x_j} / \sum_k e^{x_k} = y_j = e^{z_j}$:
+# **The log-softmax backward.** Two paths from $x_j$ to $z_i$, directly and through $\operatorname{lse}$, with
+# $\partial \operatorname{lse} / \partial x_j = e^{x_j} / \sum_k e^{x_k} = y_j = e^{z_j}$:
 #
 # $$\bar x_j = \sum_i \left(\delta_{ij} - y_j\right) \bar z_i = \bar z_j - y_j \sum_i \bar z_i ,
 #   \qquad\qquad
@@ -886,15 +871,15 @@ autograder.check.log_softmax_backward(log_softmax_backward)
 #
 # Part C's shift and this one are the same chain rule with opposite outcomes. In Part C the shift's
 # gradient was $-\mathbf 1^\top J \bar y$, and softmax's normalisation made it vanish. Here $z$ is not
-# normalised by anything that could absorb $L$: what reaches $L$ is $\sum_i \bar z_i$, and it flows back
+# normalised by anything that could absorb $\operatorname{lse}$: what reaches $\operatorname{lse}$ is $\sum_i \bar z_i$, and it flows back
 # into every logit in proportion to $y_j$. So every row of $\bar x$ sums to
 # $\sum_j \bar z_j - \sum_j y_j \sum_i \bar z_i = 0$, as autograd showed above.
 #
 # Two checks you can do in your head. Cross-entropy is $-\frac{1}{M} z_t$, so $\bar z = -e_t / M$,
 # $\sum_i \bar z_i = -1/M$, and this backward gives $(y - e_t)/M$: Part D again, by a second road. And
-# the log-sum-exp $L$ that a fused kernel saves per row (notebooks 05 and 07) is exactly this
-# forward's shift; its gradient, $y$, is why a saved $L$ is enough to rebuild $y = e^{x - L}$ in the
-# backward.
+# the log-sum-exp $\operatorname{lse}$ that a fused kernel saves per row (notebooks 05 and 07) is exactly
+# this forward's shift; its gradient, $y$, is why a saved $\operatorname{lse}$ is enough to rebuild
+# $y = e^{x - \operatorname{lse}}$ in the backward.
 #
 # </details>
 # %% [markdown]

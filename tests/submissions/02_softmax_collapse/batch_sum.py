@@ -18,5 +18,5 @@
 +    e_t = torch.zeros_like(y)
 +    e_t[:, target] = 1  # bug: every row gets a 1 at every row's target
 # %% log_softmax_backward
--    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift L, one per row
+-    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift lse, one per row
 +    g = dz.sum()  # bug: one total for the whole batch

@@ -18,5 +18,5 @@
 +    e = (logits - logits.amax(dim=-1, keepdim=True)).exp()
 +    y = e / e.sum(dim=-1)  # bug: the normaliser lost its last axis
 # %% log_softmax_backward
--    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift L, one per row
+-    g = dz.sum(dim=-1, keepdim=True)  # (..., 1): Σ_j z̄_j, all that reaches the shift lse, one per row
 +    g = dz.sum(dim=-1)  # bug: shape (...,) broadcasts along the wrong axis
