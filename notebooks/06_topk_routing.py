@@ -354,16 +354,9 @@ autograder.check.embedding_backward(embedding_backward)
 # $s > K$ they leave **gaps**, positions that no window reads.
 #
 # **Dropout.** In training, `F.dropout(x, p)` zeroes each entry with probability $p$, by a bool mask $m$
-# drawn once in the forward. What it does to the entries it keeps is yours to find out — measure it:
-# %% check-output
-torch.manual_seed(4)  # F.dropout draws its mask from torch's global generator
-ones = torch.ones(10, dtype=F64)
-for p_drop in (0.25, 0.6):
-    print(f"F.dropout(ones, p={p_drop}):", [round(v, 4) for v in F.dropout(ones, p=p_drop, training=True).tolist()])
-
-# %% [markdown]
-# Every kept entry came out as the same number, and it depends on $p$. Which number, and why would the
-# forward do that? (Compare the mean of $y$ with the mean of $x$.) Part E needs the answer.
+# drawn once in the forward. What it does to the entries it keeps is yours to find out: you measure it
+# just before Part E.
+#
 # ## Part C — relu_backward (1 point)
 #
 # `dy` and `x` have the same (any) shape. `x` is what the forward kept for the backward: the input of
@@ -499,15 +492,26 @@ except NotImplementedError:
     print("Finish Part D first: this cell calls your maxpool1d_backward.")
 
 # %% [markdown]
+# Now the last of §4's forwards, dropout. Measure what it does to the entries it keeps:
+# %% check-output
+torch.manual_seed(4)  # F.dropout draws its mask from torch's global generator
+ones = torch.ones(10, dtype=F64)
+for p_drop in (0.25, 0.6):
+    print(f"F.dropout(ones, p={p_drop}):", [round(v, 4) for v in F.dropout(ones, p=p_drop, training=True).tolist()])
+
+# %% [markdown]
+# Every kept entry came out as the same number, and it depends on $p$. Which number, and why would the
+# forward do that? (Compare the mean of $y$ with the mean of $x$.) Part E needs the answer.
+#
 # ## Part E — dropout_backward (1 point)
 #
 # `mask` is the bool tensor the forward drew, shaped like `dy`, True where it kept the entry; `p` is the
-# drop probability (a float). The forward was `F.dropout(x, p)` with this mask — §4's cell measured what
-# it does to a kept entry. Return $\bar x$, shaped like `dy`. No autograd. §4's questions: what must the
+# drop probability (a float). The forward was `F.dropout(x, p)` with this mask — the cell above measured
+# what it does to a kept entry. Return $\bar x$, shaped like `dy`. No autograd. §4's questions: what must the
 # forward keep so that the backward can be computed, and what is the least it could keep?
 # %% solution id=dropout_backward
 def dropout_backward(dy, mask, p):
-    """x̄ of inverted dropout y = x ⊙ mask / (1 − p), given the forward's bool mask: dy, mask of one shape → dx."""
+    """x̄ of y = F.dropout(x, p) with the forward's bool mask: dy, mask of one shape → dx."""
     ### BEGIN SOLUTION
     return dy * mask / (1 - p)  # read ȳ and the mask (1 byte each), write x̄
     ### END SOLUTION
@@ -515,7 +519,7 @@ def dropout_backward(dy, mask, p):
 # %% [markdown]
 # <details><summary>Hint 1 — what does the forward do to a kept entry?</summary>
 #
-# In §4's cell a kept 1.0 came out as one number at $p = 0.25$ and another at $p = 0.6$. Which function of
+# In the cell above Part E a kept 1.0 came out as one number at $p = 0.25$ and another at $p = 0.6$. Which function of
 # $p$ gives both? Why that one: what is the expected value of an entry of $y$, over the random mask, if
 # $x_i = 1$? A forward that scaled by anything else would change the mean of the activations between
 # training and evaluation, where dropout does nothing.
@@ -670,10 +674,7 @@ def moe_gate_backward(dy, logits, indices, expert_out):
 # One token, $D = 2$, $k = 2$: $h_1 = (1, 0)$, $h_2 = (0, 2)$, gates $g = (0.5, 0.3)$, $\bar y = (4, 1)$. Then
 # $y = 0.5\,h_1 + 0.3\,h_2$. Move $h_1$ by a small vector $\delta$: $y$ moves by $0.5\,\delta$, so what is $\bar h_1$, and
 # what shape is $\bar h$ for the token? Move $g_2$ by $\epsilon$: $y$ moves by $\epsilon\,h_2$, and the loss by
-# $\epsilon\,\langle \bar y, h_2 \rangle = 2\epsilon$ — so $\bar g_2 = 2$; what is $\bar g_1$? In code, $\bar h$ pairs a
-# `(..., k, 1)` view of the gates with a `(..., 1, D)` view of $\bar y$; $\bar g$ pairs `expert_out` with the
-# same view of $\bar y$ and sums over $D$. Then $\bar g$ goes to the chosen slots of $\bar p$ (zeros elsewhere)
-# and through the softmax backward.
+# $\epsilon\,\langle \bar y, h_2 \rangle = 2\epsilon$ — so $\bar g_2 = 2$; what is $\bar g_1$?
 #
 # </details>
 # %% test id=test_moe_gate_backward points=3
@@ -697,8 +698,10 @@ autograder.check.moe_gate_backward(moe_gate_backward)
 #    $\bar p_j = \bar g_m$ if $j = i_m$, else 0 $\quad (E,)$.
 # 4. **Softmax.** Notebook 02's backward, $s = \langle p, \bar p \rangle$ and $\bar z = p \odot (\bar p - s)$ $\;(E,)$.
 #
-# In code: `g[..., :, None] * dy[..., None, :]` for $\bar h$, `(expert_out * dy[..., None, :]).sum(dim=-1)` for
-# $\bar g$, your `topk_backward` (or `scatter_add_`) into $E$ slots for $\bar p$, then `softmax_backward_02`.
+# In code, $\bar h$ pairs a `(..., k, 1)` view of the gates with a `(..., 1, D)` view of $\bar y$:
+# `g[..., :, None] * dy[..., None, :]`. $\bar g$ pairs `expert_out` with the same view of $\bar y$ and sums over
+# $D$: `(expert_out * dy[..., None, :]).sum(dim=-1)`. Then $\bar g$ goes to the chosen slots of $\bar p$ (zeros
+# elsewhere) with your `topk_backward` (or `scatter_add_`) into $E$ slots, and through `softmax_backward_02`.
 #
 # Step 4 gives **every** expert's logit a gradient, chosen or not: for an expert $j$ that was
 # not chosen, $\bar p_j = 0$ and $\bar z_j = -p_j\, s$. Raising any logit takes probability
@@ -853,10 +856,9 @@ def scatter_add_kernel(
 #
 # Take program $(i, j) = (1, 2)$ with `BLOCK_D` = 4, `n_cols` = 10, `src_row_stride` = `out_row_stride` = 16
 # and `index[1]` = 3. Which four columns does it own, and which of them are real? Which element offsets
-# does it read from `SRC`, and which does it add into in `OUT`? (Columns 8 to 11; the last two masked; it
-# reads elements 24 and 25 of `SRC` and adds into elements 56 and 57 of `OUT`.) Now write those three
-# address computations with `tl.program_id`, `tl.arange` and the strides, and cast the row numbers to int64
-# before they meet a stride.
+# does it read from `SRC`, and which does it add into in `OUT`? Now write those three address computations
+# with `tl.program_id`, `tl.arange` and the strides, and cast the row numbers to int64 before they meet a
+# stride.
 #
 # </details>
 # %% test id=test_scatter_add_kernel points=2
@@ -877,7 +879,9 @@ autograder.check.scatter_add_kernel(scatter_add_kernel)
 # The lanes are `tl.program_id(1) * BLOCK_D` plus `tl.arange(0, BLOCK_D)`; the source row starts at
 # `SRC_ptr + i * src_row_stride`, the destination at `OUT_ptr + dest * out_row_stride`, and one
 # `tl.atomic_add` with the mask adds the block. One program per source row and column block; no program
-# owns an output row, so the atomic — not the grid — is what keeps every contribution.
+# owns an output row, so the atomic — not the grid — is what keeps every contribution. In Hint 3's example,
+# program $(1, 2)$ owns columns 8 to 11, the last two masked; it reads elements 24 and 25 of `SRC` and adds
+# into elements 56 and 57 of `OUT`.
 #
 # </details>
 #
@@ -916,5 +920,7 @@ except Exception as exc:
 # - ReLU (a mask from the sign of $x$), max-pool (a scatter to the argmax; overlapping windows add)
 #   and dropout (the forward's mask, and its scale) complete the family.
 #
-# This is the last item of the debugging order of notebook 00: transpose → batch reduction →
-# sign → **a scatter that needed an atomic add**.
+# In notebook 00's debugging order, `course.diagnose.LADDER` (shape → sign → transpose → scale →
+# batch-reduction → wrong-values), an exercise's own named bugs are tried right after the shape. This
+# notebook's is `non-atomic-scatter`: **a scatter that needed an add** (atomic, on a GPU) — right without
+# repeated indices, wrong with them.
