@@ -18,8 +18,8 @@
 # **Where the kernels run.** `import course` looks for a CUDA GPU. With one, Triton compiles
 # your kernels for it. Without one, it turns on Triton's *interpreter*, which runs the very
 # same `@triton.jit` functions on the CPU with numpy, one program after another. Nothing in
-# your code changes between the two. The interpreter is slow and handles only float32 and
-# float64 well, so every experiment here uses small tensors in those two dtypes.
+# your code changes between the two. The interpreter is slow, so every experiment here uses small
+# tensors; float32, float64 and float16 work in it, bfloat16 needs a GPU.
 #
 # Each test cell prints `✓ ...` when your code is right; when it is wrong, its first line
 # names the kind of bug (`diagnosis: non-finite — ...`), the next lines say where, and the last
@@ -174,16 +174,17 @@ for name, count in elements_moved(N).items():
 # **Half precision in memory, float32 in registers.** `tl.load` returns the dtype in memory, and
 # arithmetic between two float16 (or bfloat16) blocks stays in that dtype, `tl.sum` included: it
 # adds in the dtype it is given. Training stores activations and their gradients in half precision
-# (notebook 08), and a half-precision number has 11 significant bits (bfloat16: 8). A row statistic
-# kept in it is rounded to those bits — and then the backward subtracts it from every $\bar y_j$,
-# where the bits that cancel are exactly the ones that were kept. A sum in it is worse: every partial
-# sum is rounded, and once the running total is large, small terms stop counting at all. Loads,
-# stores and registers are separate choices: the kernels here read and write the tensors' own dtype,
-# and do their arithmetic in float32 (float64 stays float64, for the gradient check in §6). `x.dtype`
-# is known when Triton compiles the kernel, so a Python conditional on it — on
-# `x.dtype.primitive_bitwidth`, say — picks a conversion with `.to(...)` at compile time, at no cost
-# per element. Notebook 08 measures how large these errors get and what a test should accept; float16
-# runs in Triton's interpreter on your CPU, bfloat16 only on a GPU.
+# (notebook 08), and a half-precision number has 11 significant bits (bfloat16: 8).
+#
+# - A row statistic kept in it is rounded to those bits — and then the backward subtracts it from
+#   every $\bar y_j$, where the bits that cancel are exactly the ones that were kept.
+# - A sum in it is worse: every partial sum is rounded, and once the running total is large, small
+#   terms stop counting at all.
+#
+# Loads, stores and registers are separate choices: the kernels here read and write the tensors' own
+# dtype, and do their arithmetic in float32 (float64 stays float64, for the gradient check in §6).
+# Notebook 08 measures how large these errors get and what a test should accept; float16 runs in
+# Triton's interpreter on your CPU, bfloat16 only on a GPU.
 #
 # One float16 sum, added left to right the way a single GPU thread walks its share of a row:
 # %% check-output
@@ -309,8 +310,10 @@ def softmax_fwd_kernel(
 # Follow one float16 row: what dtype does `tl.load` hand you, and what dtype is a `tl.sum` of it?
 # Where in the kernel is the first operation whose result is rounded to the row's dtype, and what
 # would that rounding cost $\ell$ on a row of 4096? Widen once, right after the load, and only when
-# the loaded dtype is narrower than float32 — a float64 row must stay float64. `tl.store` converts
-# to the output pointer's dtype by itself.
+# the loaded dtype is narrower than float32 — a float64 row must stay float64. `x.dtype` is known
+# when Triton compiles the kernel: which of its attributes (`primitive_bitwidth`, say) tells float16
+# from float32, and can a plain Python conditional on it pick the `.to(...)` at compile time, at no
+# cost per element? `tl.store` converts to the output pointer's dtype by itself.
 #
 # </details>
 # %% test id=test_softmax_fwd_kernel points=2
@@ -339,9 +342,10 @@ autograder.check.softmax_fwd_kernel(softmax_fwd_kernel)
 #
 # Right after the load, a half-precision `x` becomes float32 (`x.to(tl.float32)`, chosen at compile
 # time from `x.dtype`), so $m$, $e$, $\ell$ and $y$ are float32 in registers and only the store
-# rounds, once. (Triton's `tl.exp` accepts only float32 and float64, so it would widen a float16
-# argument anyway; the widening written out makes the choice yours rather than the compiler's, and
-# covers every operation before it.)
+# rounds, once. (Triton's `tl.exp` refuses float16: it accepts only float32 and float64, so a kernel
+# that forgets to widen fails with `ValueError: Expected dtype ['fp32', 'fp64'] but got fp16`, in the
+# interpreter and when compiling for a GPU alike. The `tl.max` before it would not complain, and
+# neither would a `tl.sum` of a float16 block: the widening is what keeps those in float32 too.)
 #
 # </details>
 #
@@ -579,16 +583,6 @@ class TritonSoftmax(torch.autograd.Function):
 # the strides of the tensors you actually pass.
 #
 # </details>
-#
-# <details><summary>Hint 3 — the launch, piece by piece</summary>
-#
-# The backward's launch has the same shape as the forward's: one program per row, the grid a
-# one-element tuple, `BLOCK` the next power of two of the row length. Its arguments, in the order of
-# Part B's signature: the three tensors ($\bar y$, $y$, $\bar x$), then each one's `stride(0)` in the
-# same order, then `n_cols`. Which of the three did you allocate, and which came from `ctx` and
-# from autograd?
-#
-# </details>
 # %% test id=test_TritonSoftmax points=2
 """TritonSoftmax: y and x̄ through autograd at batch 1 and 7, float32 and
 float64; saves y and nothing else; a contiguous and a transposed ȳ; no
@@ -622,6 +616,8 @@ autograder.check.TritonSoftmax(TritonSoftmax)
 #   transposed view whose rows are not contiguous: turn it into such rows without changing which
 #   numbers form a row, run `TritonSoftmax.apply`, and return `y` with the shape of `x`.
 # - Check the input first, with a message a user can act on (a 0-d tensor has no last dimension).
+# - Rows longer than `MAX_COLS` (8192) do not fit one block: reject them with a `ValueError` that
+#   names the length, rather than launching a kernel that cannot hold the row.
 #
 # One block per row works for rows up to at least 8192, which is all this notebook needs. Much
 # longer rows no longer fit one program's registers; then a kernel walks the row block by block,
@@ -655,8 +651,8 @@ def triton_softmax(x):
 # <details><summary>Hint 2 — a view is not enough</summary>
 #
 # Transpose a $(5, 9)$ tensor and line it up as rows of its last axis: are the elements of one row
-# adjacent in memory? `TritonSoftmax` launches the kernel on what it is given. Make the rows
-# contiguous before `apply` (free when they already are).
+# adjacent in memory? `TritonSoftmax` launches the kernel on what it is given: what must be true of
+# the rows before `apply`, and which method makes it so — at no cost when it already is?
 #
 # </details>
 #

@@ -69,7 +69,7 @@ SEED = 303
 HINTS = {
     "softmax_fwd_kernel": {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3, "*": 2},
     "softmax_bwd_kernel": {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2, "half-accumulation": 3, "*": 2},
-    "TritonSoftmax": {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1, "*": 3},
+    "TritonSoftmax": {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1, "*": 2},
     "triton_softmax": {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 3, "wrong-values": 2, "*": 2},
 }
 
