@@ -154,24 +154,8 @@ autograder.check.layernorm_forward(layernorm_forward)
 # ## 2. The Jacobian looks dense
 #
 # Move one input $x_j$ and the whole row moves: $\mu$ changes, so every $x_i - \mu$ changes, and
-# $\sigma$ changes, so every $\hat x_i$ is rescaled. Differentiate $\hat x_i = (x_i - \mu)\,\text{rstd}$
-# one piece at a time:
-#
-# - $\partial \mu / \partial x_j = 1/N$;
-# - $\partial \sigma^2 / \partial x_j = \frac2N (x_j - \mu)$ — the term through $\mu$ vanishes because
-#   $\sum_i (x_i - \mu) = 0$;
-# - $\text{rstd} = (\sigma^2 + \varepsilon)^{-1/2}$, so $\partial\,\text{rstd} / \partial x_j
-#   = -\tfrac12 \text{rstd}^3 \cdot \tfrac2N (x_j - \mu) = -\text{rstd}^2\, \hat x_j / N$.
-#
-# Put together with the product rule:
-#
-# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rstd}\Big(\delta_{ij} - \frac1N - \frac{\hat x_i \hat x_j}{N}\Big)
-# \qquad\Longleftrightarrow\qquad
-# J = \text{rstd}\,\Big(I - \tfrac1N \mathbf 1 \mathbf 1^\top - \tfrac1N \hat x \hat x^\top\Big).$$
-#
-# Every entry is nonzero: a dense $N \times N$ matrix per row. But look at its structure — the
-# identity minus **two rank-one matrices**. Here it is for one row of 8, built by autograd, beside
-# its three pieces:
+# $\sigma$ changes, so every $\hat x_i$ is rescaled. So every $\partial \hat x_i / \partial x_j$ can be
+# nonzero: a dense $N \times N$ matrix per row. Here it is for one row of 8, built by autograd:
 # %%
 gen = torch.Generator().manual_seed(0)
 N = 8
@@ -187,20 +171,18 @@ def normalise(row):  # x ↦ x̂ for one row: LayerNorm without γ and β
 
 J = torch.autograd.functional.jacobian(normalise, x_row)  # (N, N), built once here to look at it
 ones = torch.ones(N, dtype=F64)
-course.plots.matrices({
-    "J = ∂x̂/∂x (autograd)": J,
-    "rstd · I": rs * torch.eye(N, dtype=F64),
-    "− rstd/N · 1 1ᵀ": -rs / N * torch.outer(ones, ones),
-    "− rstd/N · x̂ x̂ᵀ": -rs / N * torch.outer(xh, xh),
-}, title="A dense Jacobian that is the identity minus two rank-one matrices")
+course.plots.matrices({"J = ∂x̂/∂x (autograd)": J}, title="A dense Jacobian")
 plt.show()
 
 # %% check-output
-J_formula = rs * (torch.eye(N, dtype=F64) - torch.outer(ones, ones) / N - torch.outer(xh, xh) / N)
-print("autograd's J equals rstd·(I − 11ᵀ/N − x̂x̂ᵀ/N):", torch.allclose(J, J_formula, rtol=0, atol=1e-12))
 print(f"entries of J that are zero: {(J.abs() < 1e-12).sum().item()} of {N * N}")
+print("J is symmetric:", torch.allclose(J, J.mT, rtol=0, atol=1e-12))
+print("rank of J − rstd·I:", torch.linalg.matrix_rank(J - rs * torch.eye(N, dtype=F64)).item(), "of", N)
 
 # %% [markdown]
+# Dense, yet $J$ minus rstd times the identity has rank 2: the identity and two more matrices of rank one.
+# Part B asks you to derive them, and what that structure makes the product cost.
+#
 # ## 3. The question: what does $\bar x$ need?
 #
 # The backward needs $\bar x$ from $\bar y$. Two things set it up; the derivation is Part B.
@@ -208,8 +190,8 @@ print(f"entries of J that are zero: {(J.abs() < 1e-12).sum().item()} of {N * N}"
 # - $y = \hat x \odot \gamma + \beta$ is **elementwise** in $\hat x$. Call the gradient that reaches $\hat x$
 #   $\bar{\hat x}$ (`dxhat` in code) — what it is, you will work out. Then, row by row,
 #   $\bar x = J^\top \bar{\hat x}$ with the $J$ of §2.
-# - A rank-one matrix times a vector is one dot product: $(u v^\top)\, w = u\,\langle v, w\rangle$ —
-#   $N$ multiply-adds, not $N^2$.
+# - $J$ is the identity and two rank-one matrices (§2 measured the rank). What does a rank-one matrix
+#   times a vector cost?
 #
 # Built and multiplied, $J$ costs $N^2$ work and memory per row. The title of this notebook says the
 # product collapses to **two numbers per row**. Which two, and why exactly two? That is the derivation.
@@ -236,9 +218,17 @@ print(f"entries of J that are zero: {(J.abs() < 1e-12).sum().item()} of {N * N}"
 # `(dx, dgamma, dbeta)` shaped like `(x, gamma, gamma)`, for any number of leading dimensions.
 #
 # Rules: rebuild $\hat x$ from what was saved (nothing else is); $O(N)$ work and $O(1)$ extra numbers
-# per row — no $N \times N$ matrix; no autograd (the test refuses it). Derive $\bar x$ from the $J$ of
-# §2 and $\bar\gamma$, $\bar\beta$ from how $\gamma$ and $\beta$ are used. The hints below the cell help
-# if you get stuck; open them one at a time.
+# per row — no $N \times N$ matrix; no autograd (the test refuses it). Derive $\bar\gamma$, $\bar\beta$ from how
+# $\gamma$ and $\beta$ are used, and $\bar x$ from $J$, one question at a time:
+#
+# 1. What is $\partial \mu / \partial x_j$?
+# 2. What is $\partial \sigma^2 / \partial x_j$ — and what becomes of the term that goes through $\mu$?
+# 3. What is $\partial\,\text{rstd} / \partial x_j$, written with rstd and $\hat x_j$?
+# 4. By the product rule on $\hat x_i = (x_i - \mu)\,\text{rstd}$, what is $\partial \hat x_i / \partial x_j$? Write it
+#    as a matrix: the identity times rstd, and the two rank-one pieces §2 measured.
+# 5. Each rank-one piece times $\bar{\hat x}$: how many numbers per row does it need?
+#
+# The hints below the cell help if you get stuck; open them one at a time.
 # %% solution id=layernorm_backward
 def layernorm_backward(dy, x, gamma, mean, rstd):
     """Gradients of y = LayerNorm(x) ⊙ γ + β given ȳ = dy, from the saved mean and rstd.
@@ -269,20 +259,29 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # </details>
 #
-# <details><summary>Hint 2 — J times a vector, without J</summary>
+# <details><summary>Hint 2 — the derivatives through μ and σ²</summary>
 #
-# $J$ is symmetric, so each row's $\bar x$ is $J$ times that row's $\bar{\hat x}$. Take §2's $J$ apart and apply its
-# three pieces to a vector $v$ one at a time. The identity gives $v$ back. For a rank-one piece, §3 says
-# $(u w^\top) v = u \langle w, v \rangle$: a fixed vector times **one number**. Try the first piece by hand on
-# $v = (1, 2, 3)$, $N = 3$: $\tfrac13 \mathbf 1 \mathbf 1^\top v = \mathbf 1 \cdot \tfrac{1 + 2 + 3}{3} = (2, 2, 2)$ — the
-# row's mean, broadcast along the row. What does the $\hat x \hat x^\top / N$ piece leave, and which number
-# multiplies it? Two numbers per row come out of this, and rstd is still outside. Each is one number per
-# row: to act on its row it needs a size-1 last axis, or it broadcasts across rows (with as many rows as
-# features, row $i$'s number lands on column $i$ of every row).
+# $\mu$ is a mean, so each $x_j$ enters it with weight $1/N$. For $\sigma^2 = \frac1N \sum_i (x_i - \mu)^2$, differentiate
+# each square by $x_j$: it has a term where $i = j$ and a term through $\mu$, which carries the factor
+# $\sum_i (x_i - \mu)$. What is that sum for any row? Then rstd $= (\sigma^2 + \varepsilon)^{-1/2}$ is a power: the
+# chain rule gives $-\tfrac12\,\text{rstd}^3$ times $\partial \sigma^2/\partial x_j$. Simplify it with
+# $\hat x_j = (x_j - \mu)\,\text{rstd}$.
 #
 # </details>
 #
-# <details><summary>Hint 3 — the parameter gradients</summary>
+# <details><summary>Hint 3 — J times a vector, without J</summary>
+#
+# Step 3 comes out as $\partial\,\text{rstd}/\partial x_j = -\text{rstd}^2\, \hat x_j / N$. The product rule on
+# $(x_i - \mu)\,\text{rstd}$ then gives three terms: one only where $i = j$, one the same for every $(i, j)$, and one
+# that is an outer product of a vector with itself. $J$ is symmetric, so each row's $\bar x$ is $J$ times that
+# row's $\bar{\hat x}$. For a rank-one piece, $(u w^\top) v = u \langle w, v \rangle$: a fixed vector times **one
+# number**. On $v = (1, 2, 3)$, $N = 3$: what is $\tfrac13 \mathbf 1 \mathbf 1^\top v$? Which number does the other
+# piece need — and where does the factor rstd in front of all three go? Each is one number per row: to act on its row it needs a size-1 last axis, or it broadcasts
+# across rows (with as many rows as features, row $i$'s number lands on column $i$ of every row).
+#
+# </details>
+#
+# <details><summary>Hint 4 — the parameter gradients</summary>
 #
 # Entry $j$ of $\gamma$ multiplies $\hat x_j$ in **every** row, and each of those rows sends back its own
 # $\bar y$. Collect every row's contribution to entry $j$: over every leading axis, so flatten them into
@@ -290,7 +289,7 @@ def layernorm_backward(dy, x, gamma, mean, rstd):
 #
 # </details>
 #
-# <details><summary>Hint 4 — two properties your x̄ must have</summary>
+# <details><summary>Hint 5 — two properties your x̄ must have</summary>
 #
 # Every row of $J$ sums to zero and is orthogonal to $\hat x$: $J\mathbf 1 = 0$ (adding a constant to a row
 # changes nothing after the mean is subtracted) and $J \hat x = 0$ (scaling the centred row changes nothing
@@ -316,9 +315,17 @@ autograder.check.layernorm_backward(layernorm_backward)
 # %% [markdown]
 # <details><summary>What you just derived (open once your check passes)</summary>
 #
+# **The Jacobian.** $\partial \mu / \partial x_j = 1/N$; $\partial \sigma^2 / \partial x_j = \frac2N (x_j - \mu)$ (the term through
+# $\mu$ vanishes because $\sum_i (x_i - \mu) = 0$); $\partial\,\text{rstd} / \partial x_j
+# = -\tfrac12 \text{rstd}^3 \cdot \tfrac2N (x_j - \mu) = -\text{rstd}^2\, \hat x_j / N$. With the product rule:
+#
+# $$\frac{\partial \hat x_i}{\partial x_j} = \text{rstd}\Big(\delta_{ij} - \frac1N - \frac{\hat x_i \hat x_j}{N}\Big)
+# \qquad\Longleftrightarrow\qquad
+# J = \text{rstd}\,\Big(I - \tfrac1N \mathbf 1 \mathbf 1^\top - \tfrac1N \hat x \hat x^\top\Big).$$
+#
 # **The collapse.** $y = \hat x \odot \gamma + \beta$ is elementwise in $\hat x$, so the gradient reaching $\hat x$ is
 # $\bar{\hat x} = \gamma \odot \bar y$. $J$ is symmetric, and each rank-one piece of it multiplies a vector
-# by doing one dot product:
+# by doing one dot product, $(u w^\top) v = u \langle w, v \rangle$:
 #
 # $$\mathbf 1 \mathbf 1^\top \bar{\hat x} = \mathbf 1 \cdot \textstyle\sum_j \bar{\hat x}_j, \qquad
 # \hat x \hat x^\top \bar{\hat x} = \hat x \cdot \sum_j \hat x_j\, \bar{\hat x}_j .$$
@@ -340,6 +347,20 @@ autograder.check.layernorm_backward(layernorm_backward)
 #
 # </details>
 #
+# §2's row of 8 again, its autograd Jacobian beside the three pieces you derived:
+# %%
+N = x_row.numel()  # 8
+course.plots.matrices({
+    "J = ∂x̂/∂x (autograd)": J,
+    "rstd · I": rs * torch.eye(N, dtype=F64),
+    "− rstd/N · 1 1ᵀ": -rs / N * torch.outer(ones, ones),
+    "− rstd/N · x̂ x̂ᵀ": -rs / N * torch.outer(xh, xh),
+}, title="A dense Jacobian that is the identity minus two rank-one matrices")
+plt.show()
+J_formula = rs * (torch.eye(N, dtype=F64) - torch.outer(ones, ones) / N - torch.outer(xh, xh) / N)
+print("autograd's J equals rstd·(I − 11ᵀ/N − x̂x̂ᵀ/N):", torch.allclose(J, J_formula, rtol=0, atol=1e-12))
+
+# %% [markdown]
 # **Without $\gamma$ and $\beta$** ($\gamma = 1$, $\beta = 0$, so $y = \hat x$ and $\bar{\hat x} = \bar y$) it reads,
 # with $\sigma = \sqrt{\sigma^2 + \varepsilon} = 1/\text{rstd}$,
 #
@@ -409,8 +430,8 @@ print(f"per row of {N}: the dense Jacobian holds {N * N:,} numbers; the collapse
 # $$\text{rrms} = \frac{1}{\sqrt{\operatorname{mean}(x^2) + \varepsilon}}, \qquad \hat x = x\cdot\text{rrms},
 # \qquad y = \hat x \odot g .$$
 #
-# The forward saves `rrms`, one number per row. Its backward is yours to derive: redo §2 without
-# $\mu$ and see which pieces of the Jacobian survive, then redo Part B with what is left.
+# The forward saves `rrms`, one number per row. Its backward is yours to derive: redo Part B's
+# questions without $\mu$ and see which pieces of the Jacobian survive, then Part B's collapse with what is left.
 # %% [markdown]
 # ## Part C — rmsnorm_backward (2 points)
 #
@@ -438,8 +459,8 @@ def rmsnorm_backward(dy, x, g, rrms):
 # %% [markdown]
 # <details><summary>Hint 1 — which pieces of J survive without μ?</summary>
 #
-# Redo §2's three bullets with $\mu = 0$: there is no $\partial\mu/\partial x_j$, and
-# $\partial\,\text{rrms}/\partial x_j = -\tfrac12\text{rrms}^3 \cdot \tfrac2N x_j$. Which of LayerNorm's two
+# Redo Part B's questions 1–3 with $\mu = 0$: there is no $\partial\mu/\partial x_j$. What is
+# $\partial\,\text{rrms}/\partial x_j$, with rrms $= (\operatorname{mean}(x^2) + \varepsilon)^{-1/2}$? Which of LayerNorm's two
 # rank-one pieces came from $\mu$? What is left is symmetric again.
 #
 # </details>
@@ -458,9 +479,9 @@ def rmsnorm_backward(dy, x, g, rrms):
 #
 # $$\frac{\partial\,\text{rrms}}{\partial x_j} = -\tfrac12\,\text{rrms}^3 \cdot \tfrac2N x_j = -\frac{\text{rrms}^2\, \hat x_j}{N}.$$
 #
-# Put it into the product rule for $\hat x_i = x_i \cdot \text{rrms}$ and compare the $J$ you get with §2's: one
-# of §2's rank-one pieces is missing. Then Part B's skeleton holds with that piece left out — and the
-# properties of Part B's Hint 4 become one: each row of your `dx` must be orthogonal to its $\hat x$ (it
+# Put it into the product rule for $\hat x_i = x_i \cdot \text{rrms}$ and compare the $J$ you get with Part B's: one
+# of its rank-one pieces is missing. Then Part B's skeleton holds with that piece left out — and the
+# properties of Part B's Hint 5 become one: each row of your `dx` must be orthogonal to its $\hat x$ (it
 # need not sum to zero any more — why not?).
 #
 # </details>
@@ -644,7 +665,7 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 # pieces. So the backward kernel never holds a whole row. It works on one **block** of at most `MAX_BLOCK`
 # lanes of a row at a time, and the running sums of $\bar\gamma$ and $\bar\beta$ live where they end up anyway:
 # in the program's own row of the partial buffers.
-#
+# %% [markdown]
 # ## Part D — TritonLayerNorm (2 points)
 #
 # Two things to write in one cell: a backward kernel that does Part B's work for a group of rows,
@@ -683,18 +704,6 @@ print("saved per row: mean", tuple(mean_fwd.shape), "and rstd", tuple(rstd_fwd.s
 #   rounded once to $\gamma$'s dtype. Return `dx, dgamma, dbeta, None` — one gradient per input
 #   of `forward`, `None` for `eps`. No autograd in here. Autograd may hand `backward` a `dy` whose rows
 #   are not contiguous (a transposed view, say); the kernel's contract is contiguous rows.
-#
-# Why the buffers must not take $x$'s dtype: the kernel adds each row into the program's buffer row and
-# stores it back, so the buffer's dtype is the dtype of a running sum over every row of the program's group.
-# In float16 each store rounds that total to 11 significant bits. After one row with a large $\bar y$ (a token
-# with a large loss) the total is large, and the contributions of the rows after it fall below half a unit
-# in its last place and are rounded away, one after another. Rounding to float16 once, at the end, loses a
-# relative $2^{-11}$ at most. The test runs a float16 batch built to show the difference; notebook 08
-# measures how the error of a half-precision sum grows with its length.
-#
-# One trap: if `backward` returns the `(n_programs, N)` buffer itself as $\bar\gamma$, autograd quietly
-# sums it to `(N,)` for you, and a training run never notices. The test looks at what your `backward`
-# returns, before autograd touches it.
 # %% solution id=TritonLayerNorm
 MAX_PROGRAMS = 4  # programs sharing the rows in the backward; on a GPU, a few per SM
 MAX_BLOCK = 2048  # the most lanes of a row the backward holds at once: 16 per thread of the default 4 warps
@@ -827,36 +836,27 @@ class TritonLayerNorm(torch.autograd.Function):
 #
 # <details><summary>Hint 3 — the partial sums and the second pass</summary>
 #
-# Row `pid` of each buffer belongs to this program alone, and it starts at zero: for each row, read the
-# buffer's lanes, add the row's contribution, and store them back — no atomic is needed, since no other
-# program reads or writes there. Storing the contribution without adding what is already there leaves
-# only the last row's. On the host: zeroed `(n_programs, N)` buffers, the launch, then a sum over the
-# programs axis; and a `dy` with contiguous rows before the launch.
+# Row `pid` of each buffer belongs to this program alone, and it starts at zero. When the second row of the
+# group brings its share, what must become of the first row's, already stored there — and does that need an
+# atomic, when no other program reads or writes those addresses? On the host: what turns the
+# `(n_programs, N)` buffers into `(N,)`? Careful: if `backward` returns the buffer itself as $\bar\gamma$,
+# autograd quietly sums it to `(N,)` for you and a training run never notices; the test looks at what your
+# `backward` returns, before autograd touches it.
 #
 # </details>
 #
-# <details><summary>Hint 4 — the kernel's structure, and the dtype of its sums</summary>
+# <details><summary>Hint 4 — how many passes over a row, and the dtype of its sums</summary>
 #
-# Part B's formulas are yours already; here is only the shape of the loops, for program `pid`:
-#
-# ```
-# for each row of my group (int64 row numbers):
-#     load the row's mean and rstd (two scalars, float32 for half-precision x)
-#     two running vectors of BLOCK lanes, zeros, in mean's dtype
-#     for each block of the row:                        # pass 1
-#         load x, ȳ, γ of the block (masked, 0 past the row), each converted to mean's dtype
-#         rebuild x̂ and the gradient reaching it; add this block's share of c1's and c2's sums
-#     reduce the two vectors to c1 and c2 (divide by n_cols, not BLOCK)
-#     for each block of the row:                        # pass 2
-#         load and rebuild as in pass 1
-#         store this block of x̄ (masked; the store rounds it to x's dtype)
-#         read row pid of each partial buffer at these columns, add the row's share, store it back (masked)
-# ```
+# How many times must the kernel go through each row when it holds one block at a time, and why? Which
+# numbers does the first lane of $\bar x$ need, and after which block are they known? Which of the row's
+# results can be produced on the last of those passes?
 #
 # On the host, what dtype do the partial buffers get? The kernel adds every row of the group into them and
-# stores the total back, so their dtype is the dtype of that running sum. Give them `mean`'s dtype, not
-# `x`'s, and round $\bar\gamma$ and $\bar\beta$ to $\gamma$'s dtype once, after the second pass. A test failure named
-# `half-accumulation` means some sum over rows or over a row was held in float16.
+# stores the total back, so their dtype is the dtype of a running sum over the group. In float16 each store
+# rounds that total to 11 significant bits: after one row with a large $\bar y$ (a token with a large loss),
+# how large must a later row's share be to change it at all? Rounding once, at the end, loses a relative
+# $2^{-11}$ at most. A test failure named `half-accumulation` means some sum over rows or over a row was
+# held in float16.
 #
 # </details>
 # %% test id=test_TritonLayerNorm points=2
@@ -884,7 +884,21 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # $c_1$ and $c_2$ are sums over the whole row, so no lane of $\bar x$ can be written before the row's last
 # block has been read: the kernel goes through each row twice, `for start in range(0, n_cols, BLOCK)`
 # each time — pass 1 for $c_1$ and $c_2$, pass 2 for $\bar x$ and for the row's shares, added into row $p$
-# of the buffers with `tl.load(DW_partial_ptr + part, mask=mask) + dy * xhat` and stored back. Every load
+# of the buffers with `tl.load(DW_partial_ptr + part, mask=mask) + dy * xhat` and stored back:
+#
+# ```
+# for each row of my group (int64 row numbers):
+#     load the row's mean and rstd (two scalars, float32 for half-precision x)
+#     two running vectors of BLOCK lanes, zeros, in mean's dtype
+#     for each block of the row:                        # pass 1
+#         load x, ȳ, γ of the block (masked, 0 past the row), each converted to mean's dtype
+#         rebuild x̂ and the gradient reaching it; add this block's share of c1's and c2's sums
+#     reduce the two vectors to c1 and c2 (divide by n_cols, not BLOCK)
+#     for each block of the row:                        # pass 2
+#         load and rebuild as in pass 1
+#         store this block of x̄ (masked; the store rounds it to x's dtype)
+#         read row pid of each partial buffer at these columns, add the row's share, store it back (masked)
+# ``` Every load
 # and store is masked to the row's `n_cols` lanes. No two programs touch the same address, so there is no
 # race — on the interpreter, or on a GPU where the programs really run at once.
 #
@@ -894,7 +908,9 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 #
 # Every sum is held in the statistics' dtype: each block is converted as it is loaded, the buffers are
 # allocated in `mean.dtype`, and the only roundings to a half-precision $x$'s dtype are the store of $\bar x$
-# and the final `dgamma_partial.sum(dim=0)` converted to $\gamma$'s dtype. Notebook 08 takes this rule apart
+# and the final `dgamma_partial.sum(dim=0)` converted to $\gamma$'s dtype. A float16 buffer would round the group's
+# running total at every row's store: after one row with a large $\bar y$, the shares of the rows after it fall
+# below half a unit in its last place and are rounded away, one after another. Notebook 08 takes this rule apart
 # for every sum of a backward, and measures what it is worth.
 #
 # </details>
@@ -904,8 +920,14 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # The function users call: LayerNorm over the **last** dimension of `x` of any rank (1-D, a batch
 # of rows, `(batch, tokens, N)`), differentiable in `x`, `gamma` and `beta`, with `y` shaped like `x`.
 # It runs on `TritonLayerNorm`, whose contract is `(n_rows, N)` with contiguous rows — and `x` may be
-# a transposed (non-contiguous) view. Check the inputs first, with a message a user can act on:
-# `gamma` and `beta` must be `(N,)`, and raise a `ValueError` otherwise.
+# a transposed (non-contiguous) view. The way `x` goes in and `y` comes out is notebook 03's
+# `triton_softmax` wrapper (Part D there, and its recap): take it as given. What is new are the two
+# parameters:
+#
+# - Check the inputs first, with a message a user can act on: `gamma` and `beta` must be `(N,)`, and
+#   raise a `ValueError` otherwise.
+# - $\gamma$ and $\beta$ go to `TritonLayerNorm` as they are. For a 3-D `x` of shape `(B, T, N)`, over which
+#   axes does $\bar\gamma$'s sum run, and what makes it run over all of them?
 # %% solution id=triton_layernorm
 def triton_layernorm(x, gamma, beta, eps=1e-5):
     """LayerNorm over the last dimension of x (any rank) by TritonLayerNorm; y has the shape of x."""
@@ -921,28 +943,27 @@ def triton_layernorm(x, gamma, beta, eps=1e-5):
     ### END SOLUTION
 
 # %% [markdown]
-# <details><summary>Hint 1 — what does TritonLayerNorm accept?</summary>
+# <details><summary>Hint 1 — what is notebook 03's wrapper, here?</summary>
 #
-# Every leading dimension of `x` just counts rows (§1). Turn `x` into `(n_rows, N)` rows, and make sure
-# each row's `N` elements sit next to each other in memory — a view of a transposed tensor does not.
-#
-# </details>
-#
-# <details><summary>Hint 2 — what comes back</summary>
-#
-# `TritonLayerNorm.apply(...)` returns `(n_rows, N)`. Give it the shape of `x` back; autograd carries the
-# gradient through the reshape to `x` in `x`'s own layout.
+# Look up notebook 03 Part D's recap: the rows go in lined up and contiguous, the result comes back in the
+# shape of `x`. Nothing about that changes for LayerNorm; the extra arguments of `TritonLayerNorm.apply`
+# are `gamma`, `beta` and `eps`, in the order of its `forward`.
 #
 # </details>
 #
-# <details><summary>Hint 3 — which calls copy, and which may not</summary>
+# <details><summary>Hint 2 — γ̄ over every leading axis</summary>
 #
-# Count the rows first: a 1-D `x` of 11 is one row, a `(2, 3, 11)` is six. Of `reshape`, `view` and
-# `contiguous`: which one never copies and so fails on a transposed `x`, which one copies only when it must,
-# and which one makes each row adjacent in memory? Try them on `torch.randn(9, 7).mT` and print
-# `.is_contiguous()` after each. On the way back the result already is contiguous, so the call that never
-# copies is safe there. The input check comes first: a `ValueError` whose message names the argument, the
-# shape it has and the shape `(N,)` it needs.
+# After the reshape, a `(2, 3, N)` input is six rows of `N` to `TritonLayerNorm`. Its backward sums
+# $\bar y \odot \hat x$ over the rows it was given: which $(b, t)$ positions are those? Does your wrapper need
+# to sum anything itself, or reshape $\gamma$?
+#
+# </details>
+#
+# <details><summary>Hint 3 — the check that comes first</summary>
+#
+# A `gamma` of shape `(1, N)` or `(N, 1)` would broadcast in torch, and a `gamma` of the wrong length would
+# read past its end in the kernel: which shape does the kernel's `W_ptr + cols` assume? Raise a `ValueError`
+# before anything runs, whose message names the argument, the shape it has and the shape `(N,)` it needs.
 #
 # </details>
 # %% test id=test_triton_layernorm points=1

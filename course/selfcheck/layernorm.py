@@ -68,11 +68,11 @@ SEED = 404
 # adds the pointer to a failure; the hidden checks use the same map.
 HINTS = {
     "layernorm_forward": {"shape": 1, "broadcast-axis": 1, "wrong-values": 2, "*": 2},
-    "layernorm_backward": {"shape": 1, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 3, "scale": 3,
-                           "*": 2},
+    "layernorm_backward": {"shape": 1, "wrong-values": 1, "broadcast-axis": 3, "batch-reduction": 4, "scale": 3,
+                           "*": 3},
     "rmsnorm_backward": {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2, "*": 2},
     "TritonLayerNorm": {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3, "half-accumulation": 4, "*": 3},
-    "triton_layernorm": {"shape": 2, "*": 1},
+    "triton_layernorm": {"shape": 1, "*": 1},
 }
 
 
