@@ -94,7 +94,7 @@ print("naive_attention == scaled_dot_product_attention:",
 
 for T in (1024, 4096, 32768):
     print(f"T = {T:6}: P holds {T * T:>13,} numbers = {4 * T * T / 2**20:6.0f} MiB;"
-          f" Q, K, V and O together {4 * T * 128:>10,} (d = 128)")
+          f" Q, K, V and O together {4 * T * 128:>10,} numbers (d = 128)")
 
 # %% [markdown]
 # At $T = 32768$ one head's $P$ is 4 GiB. A model with 32 heads and a batch of 8 would need a
@@ -130,8 +130,14 @@ for T in (1024, 4096, 32768):
 # - `forward(ctx, q, k, v)` computes $S$, $P$ and $O$ for `q`, `k`, `v` of shape $(B, T, d)$, saves
 #   `q, k, v, P` with `ctx.save_for_backward`, and returns `O`;
 # - `backward(ctx, do)` receives $\bar O$ and returns `(dq, dk, dv)`, in the order forward received
-#   `q, k, v`, each shaped like its input. Derive each of the three VJPs of §2 — the checks compare
-#   your result with autograd's, and they stop any call into autograd inside `backward`.
+#   `q, k, v`, each shaped like its input. The checks compare your result with autograd's, and they
+#   stop any call into autograd inside `backward`.
+#
+# Nothing here is derived again. Each step of §2 is a VJP you already have: notebook 01's matmul rule
+# (Part A's recap there: for $y = xW$, $\bar x = \bar y\, W^\top$ and $\bar W = x^\top \bar y$) and notebook
+# 02's softmax VJP (Part B's recap there: $\bar x = y \odot (\bar y - s)$ with $s = \langle y, \bar y \rangle$ per row).
+# What is new is composing them: the order of the chain, which tensor plays $x$ and which $W$ in each
+# matmul (one of them enters transposed), and the constant $c$.
 #
 # Use `.mT` (the transpose of the last two axes) for every transpose, so the batch axis stays put,
 # and the names of the derivation: `S`, `P`, `dP`, `dS`. `torch.softmax` is fine in the forward.
@@ -181,16 +187,10 @@ class ManualAttention(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 2 — one entry at a time</summary>
+# <details><summary>Hint 2 — notebook 01's rule, with new names</summary>
 #
-# - **$O = PV$** (the matmul rule of notebook 01, re-derived for one entry). $O_{ie} = \sum_j P_{ij} V_{je}$.
-#   The entry $V_{je}$ appears in $O_{ie}$ for every query $i$, each time multiplied by $P_{ij}$. So
-#   $\bar V_{je}$ is a sum over $i$ of $\bar O_{ie}$ times what? Which matrix product has that sum as its
-#   $(j, e)$ entry — check it against the shapes of Hint 1. Then the same question for $P_{ij}$, which
-#   meets $V_{je}$ for every $e$.
-# - **$S = c\,QK^\top$** is a matmul of $Q$ and $K^\top$ with a constant in front: $c$ enters both
-#   gradients, once each. The rows of $S$ belong to queries, its columns to keys: $\bar Q$ needs one row per
-#   query, $\bar K$ one row per key.
+# - **$O = PV$** is notebook 01's $y = xW$ with $P$ in the place of $x$ and $V$ in the place of $W$. Which of its
+#   two gradients is then $\bar P$, and which $\bar V$? Check each against the shapes of Hint 1.
 # - **$P = \operatorname{softmax}(S)$**, row by row. Notebook 02's softmax VJP applies to every row on its
 #   own, with $y$ a row of $P$ and $\bar y$ the same row of $\bar P$. Its hub scalar is then one number per
 #   query row: keep it as a $(B, T, 1)$ column (`keepdim=True`) so that it is subtracted across its own row,
@@ -198,14 +198,12 @@ class ManualAttention(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 3 — where the transpose goes, on a 2×2 case</summary>
+# <details><summary>Hint 3 — the constant, and the transposed factor</summary>
 #
-# Take $T = 2$, $d = 1$ and $c = 1$, so $Q = (q_1, q_2)^\top$, $K = (k_1, k_2)^\top$ and $S_{ij} = q_i k_j$. The
-# key $k_1$ appears in $S_{11}$ and $S_{21}$ — column 1 of $S$ — so by the chain rule
-# $\bar k_1 = \bar S_{11}\, q_1 + \bar S_{21}\, q_2$, while $\bar q_1$ walks row 1 of $\bar S$ against
-# $k_1, k_2$. Which product of $\bar S$ with $Q$ gives, in row $j$, column $j$ of $\bar S$ against $Q$? And
-# which product of $\bar S$ with $K$ gives $\bar Q$? The same picture places the transpose in $\bar V$: $V_j$
-# belongs to a key, and the sum runs over queries. Everything is a product or an elementwise op you write
+# Read $S = c\,QK^\top$ as two steps: a matmul $QK^\top$, then a scale by $c$. What is the VJP of multiplying
+# by a constant, and so how many times does $c$ reach $\bar Q$ and $\bar K$? In the matmul, $Q$ plays $x$ and
+# $K^\top$ plays $W$: notebook 01 gives the gradient of $K^\top$, shaped $(d \times T)$. What do you do to it to
+# get the gradient of $K$, shaped like $K$? Everything is a product or an elementwise op you write
 # yourself: no autograd call.
 #
 # </details>
@@ -277,10 +275,11 @@ def manual_attention(q, k, v):
 #
 # </details>
 #
-# <details><summary>Hint 2 — the line</summary>
+# <details><summary>Hint 2 — which arguments?</summary>
 #
-# One line: return what `ManualAttention.apply` gives for `q, k, v` — the arguments of `forward` after
-# `ctx`, in the same order. (Calling `forward` yourself would skip the graph, and with it your backward.)
+# Which class method of a `Function` runs `forward` and records the node, and which of `forward`'s
+# parameters do you pass it — all of them, or those after `ctx`, and in which order? What would calling
+# `forward` yourself skip?
 #
 # </details>
 # %% test id=test_manual_attention points=1
@@ -314,16 +313,12 @@ except NotImplementedError:
 # %% [markdown]
 # ## 3 · One number per row: $L = m + \log \ell$
 #
-# The backward of Part A reads $P$, for $\bar V$ and for $\bar S$. Here is how to get it back from $T$
-# numbers instead of $T^2$. The stable softmax of row $i$ uses the row max $m_i = \max_j S_{ij}$ and
-# the row sum $\ell_i = \sum_j e^{S_{ij} - m_i}$:
-#
-# $$P_{ij} = \frac{e^{S_{ij} - m_i}}{\ell_i} = e^{S_{ij} - m_i - \log \ell_i} = e^{S_{ij} - L_i},
-# \qquad L_i = m_i + \log \ell_i = \log \sum_j e^{S_{ij}}.$$
-#
-# $L_i$ is the row's log-sum-exp, `lse` in code. Save $L$ — one number per query row — and any
-# entry of $P$ can be rebuilt from its score: recompute the tile of $S$ from a block of $Q$ and a
-# block of $K$, subtract the $L$ of its rows, exponentiate. The exponent $S_{ij} - L_i$ is never
+# The backward of Part A reads $P$, for $\bar V$ and for $\bar S$. Notebook 02 (after Part C) rebuilt a
+# softmax from its input and one number per row, $y = e^{x - \operatorname{lse}}$. Row $i$ of $P$ is a softmax of
+# row $i$ of $S$, so $P_{ij} = e^{S_{ij} - L_i}$ with $L_i = \log \sum_j e^{S_{ij}} = m_i + \log \ell_i$ (row max $m_i$,
+# row sum $\ell_i = \sum_j e^{S_{ij} - m_i}$), `lse` in code. What is new is the tile view: save $L$ — one number
+# per query row — and any tile of $P$ can be rebuilt from its scores: recompute the tile of $S$ from a block
+# of $Q$ and a block of $K$, subtract the $L$ of its rows, exponentiate. The exponent $S_{ij} - L_i$ is never
 # positive ($L_i \ge m_i \ge S_{ij}$), so nothing overflows, and the result is $P$ up to rounding:
 # %%
 gen = torch.Generator().manual_seed(3)
@@ -454,10 +449,9 @@ def attention_forward_lse(q, k, v):
 #
 # Take the row of §3, walked in blocks of 4. After keys 0–3 the running max is 2.0, and ℓ holds four terms
 # of the form $e^{S_j - 2.0}$. Keys 4–7 raise the max to 4.1. The first term is $e^{0.3 - 2.0}$ and must
-# become $e^{0.3 - 4.1}$: by what number do you multiply it? Is that number the same for the other three
-# old terms — and for the terms of the accumulator, $e^{S_j - 2.0}\,V_j$? The identity behind it holds for
-# any $c$: $e^{a - b} = e^{a - c}\, e^{c - b}$. Compute ℓ after keys 4–7 by hand, then compare with the cell
-# after the test, which prints ℓ after each block.
+# become $e^{0.3 - 4.1}$: by what number do you multiply $e^{0.3 - 2.0}$ to get $e^{0.3 - 4.1}$? Is that number
+# the same for the other three old terms — and for the terms of the accumulator, $e^{S_j - 2.0}\,V_j$? Compute
+# ℓ after keys 4–7 by hand, then compare with the cell after the test, which prints ℓ after each block.
 #
 # </details>
 # %% test id=test_attention_forward_lse points=2
@@ -750,13 +744,12 @@ class RecomputeAttention(torch.autograd.Function):
 #
 # </details>
 #
-# <details><summary>Hint 2 — the wiring</summary>
+# <details><summary>Hint 2 — what is saved, and in what order?</summary>
 #
-# - `forward`: Part C's function returns a pair; unpack it into `o` and `lse`. Pass the five tensors
-#   `q, k, v, o, lse` to `ctx.save_for_backward` in one call, and return `o` alone.
-# - `backward`: `ctx.saved_tensors` hands the five back in the order they were saved; unpack them under
-#   the names Part D's signature uses, and return what Part D returns for them and `do` — its three
-#   gradients, already in the order `q, k, v`.
+# What does Part C return — one tensor or two — and which of them does `forward` return to its caller?
+# `ctx.saved_tensors` hands back what was saved in the order it was saved: in which order does Part D's
+# signature want them, and where does `do` go? Are Part D's three gradients already in the order
+# `backward` must return?
 #
 # </details>
 # %% test id=test_RecomputeAttention points=2
@@ -795,9 +788,9 @@ def recompute_attention(q, k, v):
 #
 # </details>
 #
-# <details><summary>Hint 2 — the line</summary>
+# <details><summary>Hint 2 — Part B again</summary>
 #
-# One line, as in Part B: return what `RecomputeAttention.apply` gives for `q, k, v`.
+# Your Part B, with which class in place of `ManualAttention`?
 #
 # </details>
 # %% test id=test_recompute_attention points=1
@@ -836,8 +829,8 @@ autograder.check.recompute_attention(recompute_attention)
 #   $N \times N$ tiles live in on-chip memory and never reach HBM; it does one extra matmul, rebuilding
 #   $S$, plus an exp per entry. What it moves depends on where the query-side rows come from. Counted
 #   *per program*, each of the $N/B_c$ programs reads $Q$, $\bar O$, $L$, $D$ and reads and writes $\bar Q$
-#   for all $N$ queries from HBM. But the programs run side by side — one per SM, over a hundred at once
-#   — and read the same query rows at about the same time: after the first read, the L2 cache (50 MB on
+#   for all $N$ queries from HBM. But the programs run side by side — with all heads and the batch, one per
+#   SM, over a hundred at once (one head alone has $N/B_c = 32$ of them) — and read the same query rows at about the same time: after the first read, the L2 cache (50 MB on
 #   an H100) serves them, and HBM sees each tensor about once. That is **on-chip reuse**.
 # %% check-output
 N, d, BYTES = 4096, 64, 2  # tokens, head dim, bytes per bf16 element
@@ -896,22 +889,26 @@ ax.legend(fontsize=8, loc="upper left")
 plt.show()
 
 # %% [markdown]
-# Saving $P$ puts the backward far left of the ridge: about 36 FLOP/byte, so it spends most of its
-# time waiting on $N^2$-sized round trips to HBM while the tensor cores idle. Recompute does **more**
-# arithmetic — one more $N \times N \times d$ product — and moves only $O(N d)$ bytes. Counted per program
-# it would still sit left of the ridge: each program's intensity is about $1.25\,B_c$ FLOP/byte (160 at
-# $B_c = 128$), because it re-reads the query side once per key block. With the on-chip reuse a real
-# GPU gives it, HBM traffic is a few MiB and the intensity is in the thousands: on the roofline the
-# recompute backward is **compute-bound** — HBM no longer sets its speed. It does not follow that the tensor
-# cores do. FlashAttention-2's backward reaches only about a third of the tensor cores' peak: between the
-# matmuls, every entry of a tile needs an exponential, which runs on special-function units far slower than
-# the tensor cores; tiles pass through shared memory from one product to the next; and the warps of a
-# program wait on each other at every step. Those are what FlashAttention-2's improvements go after — fewer
-# non-matmul operations, more programs at once, less shared-memory traffic — not bytes through HBM. So
-# recompute wins not by making the memory traffic cheaper but by taking HBM off the critical path, and it
-# costs 25% more FLOPs to do it. (Real kernels reach a fraction of the roofline on either side, but the gap
-# is the point.) The general rule: **recompute what is large and cheap to rebuild from data already on
-# chip; save what is small** — one number per row, like $L$.
+# - **Save $P$** sits far left of the ridge: about 36 FLOP/byte, so it spends most of its time waiting on
+#   $N^2$-sized round trips to HBM while the tensor cores idle.
+# - **Recompute** does **more** arithmetic — one more $N \times N \times d$ product, 25% more FLOPs — and moves
+#   only $O(N d)$ bytes. Counted per program it would still sit left of the ridge: each program's intensity
+#   is about $1.25\,B_c$ FLOP/byte (160 at $B_c = 128$), because it re-reads the query side once per key block.
+# - **With the on-chip reuse** a real GPU gives it, HBM traffic is a few MiB and the intensity is in the
+#   thousands: the recompute backward is **compute-bound** — HBM no longer sets its speed. Recompute wins
+#   not by making the memory traffic cheaper but by taking HBM off the critical path.
+# - **Compute-bound is not tensor-core-bound.** On an H100, FlashAttention-2 reaches only about a third of
+#   the tensor cores' peak (35%, measured in the FlashAttention-3 paper). Between the matmuls, every entry
+#   of a tile needs an exponential, which runs on special-function units far slower than the tensor cores,
+#   and FlashAttention-2 runs its matmuls and its softmax one after another, each waiting on the other.
+#   FlashAttention-2's own improvements over the first version (fewer non-matmul operations, more programs
+#   at once, less shared-memory traffic between warps) were made on the A100; the remaining gap on the
+#   H100 — exponential throughput and the lack of asynchrony — is what FlashAttention-3 goes after, by
+#   overlapping one tile's softmax with another's matmuls and letting some warps load tiles while others
+#   compute. (Real kernels reach a fraction of the roofline on either side, but the gap is the point.)
+#
+# The general rule: **recompute what is large and cheap to rebuild from data already on chip; save what
+# is small** — one number per row, like $L$.
 #
 # ### Measured: peak memory of the two backwards
 #
@@ -1004,7 +1001,9 @@ if len(measured) == 2:
 # ```
 #
 # for `o`, `do` of shape `(n_rows, head_dim)` (each row contiguous, rows the given strides apart) and
-# `delta` a contiguous vector of `n_rows`. Compute in the dtype you load (float64 stays float64).
+# `delta` a contiguous vector of `n_rows`, float32 (float64 for float64 inputs). $D$ is a sum: widen each
+# loaded tile to `delta`'s dtype, `Delta_ptr.dtype.element_ty`, before the product and the sum — a float16
+# or bfloat16 row sum would be rounded at every step, and $D$ is subtracted from every $\bar P_{ij}$ of its row.
 # The test cell launches it on views into wider buffers whose padding holds NaN, with `n_rows` not a
 # multiple of `BLOCK_M` and head dims that are not powers of two, and a sentinel past the end of
 # `delta`: a lane that reads or writes where it should not shows up.
@@ -1035,9 +1034,11 @@ def attention_delta_kernel(
     row_ok = rows < n_rows  # the last block may run past the end
     mask = row_ok[:, None] & (cols[None, :] < head_dim)  # (BLOCK_M, BLOCK_D)
     r = rows.to(tl.int64)[:, None]  # int64: row · stride can pass 2³¹ on a large tensor
-    # Padding lanes load 0, so they add nothing to the row sums.
-    o = tl.load(O_ptr + r * o_row_stride + cols[None, :], mask=mask, other=0.0)  # read BLOCK_M·d
-    do = tl.load(DO_ptr + r * do_row_stride + cols[None, :], mask=mask, other=0.0)  # read BLOCK_M·d
+    acc = Delta_ptr.dtype.element_ty  # D's dtype: float32, or float64 for float64 inputs
+    # Padding lanes load 0, so they add nothing to the row sums. Widened on load: a half-precision product and
+    # sum would round at every step.
+    o = tl.load(O_ptr + r * o_row_stride + cols[None, :], mask=mask, other=0.0).to(acc)  # read BLOCK_M·d
+    do = tl.load(DO_ptr + r * do_row_stride + cols[None, :], mask=mask, other=0.0).to(acc)  # read BLOCK_M·d
     D = tl.sum(o * do, axis=1)  # (BLOCK_M,)
     tl.store(Delta_ptr + rows, D, mask=row_ok)  # write BLOCK_M
     ### END SOLUTION
@@ -1059,7 +1060,8 @@ def attention_delta_kernel(
 # its limit to get a 1-D mask per axis. Indexing a vector with `[:, None]` makes it a column and with
 # `[None, :]` a row; `&` of a column and a row broadcasts to the $(\text{BLOCK\_M}, \text{BLOCK\_D})$
 # mask the 2-D loads need, and a masked load fills its off lanes with `other`. The store of `BLOCK_M`
-# numbers needs only the row condition. Address row $r$ with its stride, never with `head_dim`.
+# numbers needs only the row condition. Address row $r$ with its stride, never with `head_dim`. In which dtype
+# does your product run for a bfloat16 $O$, and which pointer's element type names the dtype it should run in?
 #
 # </details>
 #
@@ -1095,7 +1097,8 @@ autograder.check.attention_delta_kernel(attention_delta_kernel)
 # Broadcasting a column against a row, `(rows[:, None] < n_rows) & (cols[None, :] < head_dim)`, gives the
 # mask of the loads, with `other=0.0` so that a padding lane adds nothing to its row sum; the store,
 # one number per row, takes `mask=rows < n_rows`. Rows are addressed by their stride — the rows of a
-# tensor need not be packed.
+# tensor need not be packed. Both tiles are widened with `.to(Delta_ptr.dtype.element_ty)` as they are
+# loaded, so the products and the row sum run in float32 for half-precision inputs.
 #
 # </details>
 #
@@ -1147,9 +1150,9 @@ def attention_delta(o, do, BLOCK_M=16):
 #   two gives way, and when, is yours to work out in Parts H and I (their hints come back to it): rounding a
 #   tile to bfloat16 for a multiply costs the precision the tensor cores run at anyway; rounding a sum does not.
 #
-# On a CPU the interpreter runs float32 and float64 only. There every loaded tile already has
-# `acc_dtype`, the cast changes nothing, and a kernel that forgets it passes every check in this
-# notebook — it fails the first time it is compiled for bfloat16 on a GPU. Write the cast anyway: where
+# On a CPU the interpreter runs float16 too, but bfloat16 needs a GPU, and the checks here run float32
+# and float64. There every loaded tile already has `acc_dtype`, the cast changes nothing, and a kernel
+# that forgets it passes every check in this notebook — it fails the first time it is compiled for bfloat16 on a GPU. Write the cast anyway: where
 # it changes nothing, it costs nothing.
 #
 # **float32 on a GPU means TF32.** `tl.dot` on float32 inputs runs on the tensor cores in TF32 by

@@ -13,10 +13,10 @@
 -            dS = P * (dP - D[:, i:i + BLOCK_Q, None])  # (B, Tq, Tk)
 +            dS = P * (D[:, i:i + BLOCK_Q, None] - dP)  # bug: P ⊙ (D − P̄): the softmax VJP turned around, dq and dk negated
 # %% attention_delta_kernel attention_delta_kernel
--    o = tl.load(O_ptr + r * o_row_stride + cols[None, :], mask=mask, other=0.0)  # read BLOCK_M·d
--    do = tl.load(DO_ptr + r * do_row_stride + cols[None, :], mask=mask, other=0.0)  # read BLOCK_M·d
-+    o = tl.load(O_ptr + r * head_dim + cols[None, :], mask=mask, other=0.0)  # bug: rows assumed head_dim apart: right only when packed
-+    do = tl.load(DO_ptr + r * head_dim + cols[None, :], mask=mask, other=0.0)
+-    o = tl.load(O_ptr + r * o_row_stride + cols[None, :], mask=mask, other=0.0).to(acc)  # read BLOCK_M·d
+-    do = tl.load(DO_ptr + r * do_row_stride + cols[None, :], mask=mask, other=0.0).to(acc)  # read BLOCK_M·d
++    o = tl.load(O_ptr + r * head_dim + cols[None, :], mask=mask, other=0.0).to(acc)  # bug: rows assumed head_dim apart: right only when packed
++    do = tl.load(DO_ptr + r * head_dim + cols[None, :], mask=mask, other=0.0).to(acc)
 # %% flash_bwd_dkdv_kernel flash_bwd_dkdv_kernel
 -        q = tl.load(Q_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
 -        do = tl.load(DO_ptr + base + rows[:, None] * stride_t + cols[None, :] * stride_e, mask=q_mask, other=0.0)
