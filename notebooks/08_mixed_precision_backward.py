@@ -1,11 +1,13 @@
 # %% [markdown]
 # # 08 · Backward passes in bf16 and fp16
 #
-# Every notebook so far computed in float32 or float64. Training does not: the activations a forward
-# saves, and the gradients that flow back through them, are bfloat16 or float16: half the bytes of
-# float32, and twice the tensor-core throughput of TF32. A backward written for float32 runs unchanged on
-# half-precision tensors and returns an answer that looks fine. It is often wrong, and nothing raises. The
-# numeric bugs kernel writers ship are few, and they come back in every op:
+# Notebooks 03 and 04 kept their Triton kernels' arithmetic in float32 whatever they loaded, because their float16
+# checks asked for it. Training computes in half precision: the activations a forward saves, and the gradients that
+# flow back through them, are bfloat16 or float16: half the bytes of float32, and twice the tensor-core throughput of
+# TF32. A backward written for float32 runs unchanged on half-precision tensors and returns an answer that looks
+# fine. It is often wrong, and nothing raises. This notebook measures how wrong, which operations must leave half
+# precision to fix it, and what a test should accept. The numeric bugs kernel writers ship are few, and they come
+# back in every op:
 #
 # - **A row statistic accumulated in the input's dtype.** LayerNorm's mean and rstd, the softmax hub
 #   $s = \langle y, \bar y \rangle$, attention's $D = \operatorname{rowsum}(\bar O \odot O)$, the
@@ -18,22 +20,23 @@
 #   become 0 (§5).
 # - **An fp32 `tl.dot` that is not fp32.** On an NVIDIA GPU since Ampere, Triton's `tl.dot` of two float32
 #   blocks runs on tensor cores as TF32 by default (`input_precision="tf32"`), which keeps 11 significant
-#   bits of each input, not 24 (§1). Triton's interpreter on your CPU multiplies in full float32: a test
-#   that passes here at float32's tolerance can fail on the GPU.
+#   bits of each input, not 24. This one is only tabulated here (§1): Triton's interpreter on your CPU multiplies
+#   in full float32, so no cell of this notebook can show it — a test that passes here at float32's tolerance
+#   can fail on the GPU.
 # - **Tolerances copied from float32 tests.** `torch.testing.assert_close` holds every element to a relative
 #   error fixed by the dtype alone, whatever the length of the sum behind it: it fails correct code on long
 #   rows and passes half-precision bugs on short ones (§4).
 #
-# This notebook measures each of these on the CPU against float64, then has you write the backward passes
+# The cells below measure all but the third on the CPU against float64, then have you write the backward passes
 # and the tools that avoid them:
 #
 # | part | you write | points |
 # |---|---|---|
-# | A | `softmax_backward_mixed(y, dy) -> dx` — half precision in and out, the hub $s$ in float32 | 2 |
-# | B | `layernorm_backward_mixed(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)` — half-precision `x` and `dy`, float32 statistics, $\bar\gamma$ and $\bar\beta$ summed in float32 | 3 |
+# | A | `softmax_backward_mixed(y, dy) -> dx` — `y`, `dy` in half precision, `dx` in their dtype, within Part C's error target | 2 |
+# | B | `layernorm_backward_mixed(dy, x, gamma, mean, rstd) -> (dx, dgamma, dbeta)` — half-precision `x` and `dy`, float32 `gamma` and statistics; `dx` in `x`'s dtype and a $\bar\gamma$ summed over every row in `gamma`'s, within Part C's error target | 3 |
 # | C | `grad_tolerance(dtype, n, condition=1.0) -> float` — the error a correct backward may have, by dtype, reduction length and how much its result cancels | 2 |
 # | D | `DynamicLossScaler` — `scale`, `unscale_(grads) -> found_inf`, `update(found_inf) -> bool` | 2 |
-# | E | `softmax_bwd_mixed_kernel` — `@triton.jit`: loads half-precision rows, accumulates in float32, stores half | 2 |
+# | E | `softmax_bwd_mixed_kernel` — `@triton.jit`, the capstone: half-precision rows longer than a block in, $\bar x$ stored in their dtype within Part C's error target | 2 |
 #
 # **Notation** (from notebook 00). $L$ is the scalar loss; $\bar t = \partial L / \partial t$ has the shape
 # of $t$ and is `dt` in code. *Half precision* means bfloat16 or float16. A sum is *accumulated in* the
@@ -313,81 +316,13 @@ for name, dtype, at in (("bfloat16", BF16, 256.0), ("float16", F16, 2048.0), ("f
 # than the partial sums were.)
 #
 # PyTorch's own CPU `sum` and `cumsum` of a bfloat16 tensor accumulate in float32 and round once at the
-# end, which is why a PyTorch reference never shows this. A hand-written kernel does exactly what it says.
-#
-# ### And Triton's `tl.sum`?
-#
-# `tl.sum(x, axis=0)` of a block reduces **in the block's own dtype**. Here is the installed Triton's
-# `sum`, and the function it asks for the dtype of the sum: integers narrower than 32 bits are widened,
-# floats come back unchanged unless you pass `dtype=`.
-# %%
-import inspect
-
-import triton
-import triton.language as tl
-
-print(f"triton {triton.__version__}, triton/language/standard.py:\n")
-for jitted in (tl.standard.sum, tl.standard._pick_sum_dtype):  # Triton wraps them: the Python function is .fn
-    print(inspect.getsource(getattr(jitted, "fn", jitted)))
-
-# %% [markdown]
-# Inside one block, a compiled `tl.sum` is a tree — each thread adds its own few elements, then the threads
-# combine theirs pairwise — so a float16 block of 1024 sums with about $\log_2 1024$ roundings, each of
-# float16's $u$. A kernel that walks a long row in blocks and writes `acc += tl.sum(x, axis=0)` adds the
-# block sums **sequentially in `acc`'s dtype**: with `acc` in float16, that is the sequential line of the plot,
-# with one step per block. The fix is a float32 accumulator and float32 terms: `x.to(tl.float32)` before the
-# sum (or `tl.sum(x, axis=0, dtype=tl.float32)`), and `acc = tl.zeros([], tl.float32)`.
-#
-# One caveat for this CPU: the interpreter computes a block's `tl.sum` with `np.sum`, and numpy adds a
-# float16 array in float32 before rounding the result once. The tree's float16 roundings are invisible
-# here; the loop over blocks is not. Sixteen rows of 4096 float16 terms, one program walking all of them
-# 32 columns at a time:
-# %%
-@triton.jit
-def row_sum_kernel(
-    X_ptr,  # (n_rows, n_cols) float16 terms, rows contiguous
-    OUT_ptr,  # (n_rows,) float32: each row's sum
-    n_rows,  # rows of X
-    n_cols,  # the length of a row
-    ROWS: tl.constexpr,  # rows per program, a power of two
-    BLOCK: tl.constexpr,  # columns per step of the walk
-    ACC_FP32: tl.constexpr,  # True: sum in float32; False: in the terms' own dtype
-):
-    """OUT[r] = sum of X[r, :] for ROWS rows per program, walking the rows BLOCK columns at a time."""
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)  # (ROWS,)
-    cols = tl.arange(0, BLOCK)  # (BLOCK,)
-    if ACC_FP32:
-        acc = tl.zeros([ROWS], tl.float32)
-    else:
-        acc = tl.zeros([ROWS], X_ptr.dtype.element_ty)
-    for start in range(0, n_cols, BLOCK):
-        mask = (rows[:, None] < n_rows) & (start + cols[None, :] < n_cols)
-        x = tl.load(X_ptr + rows[:, None] * n_cols + start + cols[None, :], mask=mask, other=0.0)  # (ROWS, BLOCK)
-        if ACC_FP32:
-            x = x.to(tl.float32)  # widen before the sum: the block's tree then adds in float32 too
-        acc += tl.sum(x, axis=1)  # one step of a sequential sum over the blocks, rounded to acc's dtype
-    tl.store(OUT_ptr + rows, acc, mask=rows < n_rows)
-
-
-gen = torch.Generator().manual_seed(9)
-R, C = 16, 4096  # rows, terms per row
-x16 = torch.rand(R, C, generator=gen, dtype=F64).to(F16)  # (R, C) float16 terms
-exact = x16.double().sum(dim=1)  # (R,) float64
-u16 = UNIT_ROUNDOFF["float16"]
-for acc_fp32, block in ((False, 32), (True, 32), (False, C)):
-    out = torch.empty(R, dtype=F32, device=course.DEVICE)
-    row_sum_kernel[(1,)](x16.to(course.DEVICE), out, R, C, ROWS=R, BLOCK=block, ACC_FP32=acc_fp32)
-    err = (out.cpu().double() - exact).abs() / exact  # (R,)
-    print(f"acc in {'float32' if acc_fp32 else 'float16'}, {C // block:3} block(s) of {block:4}: relative error "
-          f"{err.mean().item() / u16:6.3f} u(float16) on average, {err.max().item() / u16:6.3f} u at worst")
-
-# %% [markdown]
-# A float16 accumulator over 128 blocks is off by a few $u$ of float16 — more than rounding the exact sum
-# once would cost — and the error grows with the number of blocks, as the sequential line of the plot does.
-# The same walk in float32 is off by a thousandth of one. The last line, each row in one block with a float16
-# accumulator, shows the caveat: on this CPU only the final rounding is left, while on a GPU the same line
-# adds 4096 terms in a float16 tree. Whether a kernel widens before it sums must be read from its code, or
-# tested with rows long enough to need many blocks.
+# end, which is why a PyTorch reference never shows this. A hand-written kernel does exactly what it says: in
+# Triton, `tl.sum` adds in the dtype of the block it is given (notebook 03), and a
+# kernel that walks a long row in blocks and writes `acc += tl.sum(x, axis=0)` adds the block sums **sequentially
+# in `acc`'s dtype** — with `acc` in float16, the sequential line of the plot, one step per block. (On this CPU the
+# interpreter computes one block's `tl.sum` with `np.sum`, which adds a float16 array in float32 and rounds once: a
+# half-precision bug inside one block is invisible here and shows only in the walk between blocks, so a test of a
+# kernel needs rows longer than one block.)
 # %% [markdown]
 # ## 3 · Save in half, keep the statistics in float32
 #
@@ -473,8 +408,9 @@ plt.show()
 #
 # The same holds for every statistic of this course: LayerNorm's mean and rstd, and its two row means in the
 # backward; attention's $D$ and log-sum-exp; and $\bar\gamma$, $\bar\beta$, sums over all $B \cdot T$ rows —
-# tens of thousands of terms, far past where §2's bfloat16 line stopped. The rule kernels follow: **load
-# half, widen to float32, reduce and subtract in float32, round once when you store.**
+# tens of thousands of terms, far past where §2's bfloat16 line stopped. A statistic rounded to half precision
+# is a bug wherever it is later subtracted. Which of the *other* operations of a backward must leave half
+# precision — and which may stay — is what Parts A and B measure.
 # %% [markdown]
 # ## Part A — softmax_backward_mixed (2 points)
 #
@@ -488,26 +424,30 @@ def softmax_backward_02(y, dy):
 
 
 # %% [markdown]
-# Now $y$ and $\bar y$ arrive in **bfloat16** (or float16), as they do in a mixed-precision training step, and `dx`
-# must leave in the same dtype. The maths does not change; what is new is which quantities go to float32, where the
-# one rounding happens, and what dtype comes out.
+# Notebook 03's kernel widened both loaded rows to float32 and did everything there, which costs nothing in
+# registers. At the torch level each widened copy is a whole tensor in memory, and notebook 03 left open which of
+# these operations actually need float32. PyTorch's CPU `sum` of a bfloat16 tensor already accumulates in float32
+# (§2), so the hub's *sum* in `softmax_backward_02` is not where it goes wrong. Is a float32 sum all it takes — or
+# must the elementwise $\bar y - s$, which cancels when $\bar y$ has a large common part (§3), run in float32 too,
+# and what about the product with $y$? Answer it by measuring against the error target below, then write the
+# version that meets it:
 #
-# - `y`, `dy`: $(\ldots, N)$, in bfloat16 or float16 — or float32/float64, where the function must be exact;
+# - `y`, `dy`: $(\ldots, N)$, in bfloat16 or float16 — or float32/float64, where the function must be exact
+#   (the check runs it in float64 first, against notebook 02's cases);
 # - return `dx`: $(\ldots, N)$, **in `y`'s dtype**;
-# - every sum, and every subtraction whose result is small next to its operands, runs in float32 (float64 when
-#   the inputs are float64: the check runs your function in float64 first, against notebook 02's cases);
+# - the error target: against a float64 reference from the same rounded values, `dx` within twice the error
+#   that a float32-accumulated backward makes on those values (the grader's hidden check holds it to the rule
+#   Part C makes you derive);
 # - no autograd, no torch backward kernel, and nothing $N \times N$.
 #
-# The check runs it on rows whose $\bar y$ has a large common part (ȳ = 32 + noise), against a float64
-# reference from the same rounded values, and accepts `dx` within twice the error that a float32-accumulated
-# backward makes on those values (the grader's hidden check holds it to the rule Part C makes you derive). Before
-# you write it: which of the quantities in `softmax_backward_02` are *statistics* — one number standing for a whole
-# row — and what did §3 show happens when one of them is held in bfloat16?
+# The check runs it on rows whose $\bar y$ has a large common part (ȳ = 32 + noise). Before you write it: run
+# `softmax_backward_02` on such a bfloat16 row and compare it with a float64 reference — how far from the target is
+# it, and which of its intermediates, widened alone, closes the gap?
 # %% solution id=softmax_backward_mixed
 def softmax_backward_mixed(y, dy):
     """x̄ for y = softmax(x) over the last axis, from y and ȳ in half precision (or float32/float64).
 
-    y, dy: (..., N). Returns dx (..., N) in y's dtype; the hub is summed in float32 (float64 for float64 inputs).
+    y, dy: (..., N). Returns dx (..., N) in y's dtype, within the error target of the text.
     """
     ### BEGIN SOLUTION
     acc = torch.promote_types(y.dtype, F32)  # float32, or float64 when the inputs are float64
@@ -528,10 +468,12 @@ def softmax_backward_mixed(y, dy):
 #
 # <details><summary>Hint 2 — where each one must live, and what comes back</summary>
 #
-# A half-precision ulp of the hub lands on every entry of the answer, so the hub must be formed from float32 copies,
-# and the cancelling subtraction must happen in float32 too. How many roundings should there be between the inputs
-# and the `dx` you return, and where is the one that is unavoidable? For float64 inputs "float32" would throw digits
-# away: `torch.promote_types` gives the wider of two dtypes.
+# §3 computed the hub exactly and rounded it once to bfloat16: what did that do to $\bar y - s$? So in which dtype
+# may $s$ reach the subtraction? If $s$ is a float32 tensor and $\bar y$ a bfloat16 one, what dtype does PyTorch
+# give their difference — and what dtype would it give if $s$ were first converted back to $\bar y$'s? Then count
+# the roundings between the inputs and the `dx` you return: which one is unavoidable, and does an extra one in
+# the product with $y$ still fit the target? For float64 inputs "float32" would throw digits away:
+# `torch.promote_types` gives the wider of two dtypes.
 #
 # </details>
 #
@@ -566,10 +508,17 @@ autograder.check.softmax_backward_mixed(softmax_backward_mixed)
 # bfloat16 result can have. (In Hint 3's row: $s = 32.125$ in float32, $\bar y - s = (0.375, -0.125)$ and
 # $\bar x = (0.09375, -0.09375)$; with $s$ held in bfloat16, 32, and the second entry of $\bar x$ is 0.)
 #
+# Which operations need float32, then? The cell below measures each choice on long bfloat16 rows against the
+# check's target. Notebook 02's lines as they are miss it by an order of magnitude — and so does a hub summed in
+# float32 and handed back in bfloat16: the float32 *sum* was never the problem (torch already does it), the
+# *rounded hub meeting the subtraction* is. Keeping $s$ in float32 through $\bar y - s$ meets the target; rounding
+# $\bar y - s$ to bfloat16 before the product with $y$ adds a second rounding of the output's size, which still
+# fits. So the float32 the target needs is the hub and its subtraction; the product is a choice, and one rounding
+# at the very end is the cleanest.
+#
 # </details>
 #
-# Here is what that buys on a long row with $\bar y$ far from zero, against the same formula with the hub rounded to
-# bfloat16:
+# Here is each choice on a long row with $\bar y$ far from zero:
 # %%
 gen = torch.Generator().manual_seed(8)
 rows, N = 8, 4096
@@ -577,15 +526,26 @@ y = torch.softmax(2 * randn(gen, rows, N), dim=-1).to(BF16)
 dy = (32 + randn(gen, rows, N)).to(BF16)  # a large common part, as a loss that sums the row gives
 y64, dy64 = y.to(F64), dy.to(F64)
 reference = y64 * (dy64 - (y64 * dy64).sum(-1, keepdim=True))  # float64 from the same rounded values
-hub_in_bf16 = (y * dy).sum(-1, keepdim=True).to(F64)  # torch sums in float32 inside, then rounds s to bfloat16
-ulp_only = reference.to(BF16)  # the best a bfloat16 answer can be: the reference, rounded once
+y32, dy32 = y.to(F32), dy.to(F32)
+s32 = (y32 * dy32).sum(-1, keepdim=True)  # the hub summed in float32, kept in float32
+float32_backward = y32 * (dy32 - s32)  # every operation in float32, not yet rounded
+target = 2 * max(rel_error(float32_backward.to(BF16), reference), rel_error(reference.to(BF16), reference))
+choices = {  # what stays in bfloat16, what goes to float32
+    "notebook 02's lines on bfloat16": softmax_backward_02(y, dy),
+    "hub summed in float32, back to bfloat16": y * (dy - s32.to(BF16)),
+    "hub and ȳ − s in float32, product in bf16": y * (dy32 - s32).to(BF16),
+    "all in float32, rounded once": float32_backward.to(BF16),
+}
+print(f"the check's target: {target:.1e}")
+for name, dx in choices.items():
+    err = rel_error(dx, reference)
+    print(f"{name:43} {err:.1e}  {err / target:5.2f} of the target")
 try:
     yours = softmax_backward_mixed(y, dy)
-    print(f"yours:                      {rel_error(yours, reference):.1e}  ({yours.dtype})")
+    print(f"{'yours (' + str(yours.dtype).removeprefix('torch.') + ')':43} {rel_error(yours, reference):.1e}  "
+          f"{rel_error(yours, reference) / target:5.2f} of the target")
 except NotImplementedError:
-    print("Finish Part A first: this cell measures it.")
-print(f"the reference rounded once: {rel_error(ulp_only, reference):.1e}")
-print(f"the hub rounded to bf16:    {rel_error((y64 * (dy64 - hub_in_bf16)).to(BF16), reference):.1e}")
+    print("Finish Part A first: the last line measures it.")
 
 # %% [markdown]
 # ## Part B — layernorm_backward_mixed (3 points)
@@ -610,25 +570,33 @@ def layernorm_backward_04(dy, x, gamma, mean, rstd):
 
 
 # %% [markdown]
-# A mixed-precision forward hands you $x$ in bfloat16, and saves `mean` and `rstd` in float32 (§3 said why: they
-# cost nothing). The parameters $\gamma$ are float32 master weights, so their gradients are float32 too. What is new
-# is only where each quantity lives:
+# Notebook 04's Triton LayerNorm already saves float32 statistics and keeps its $\bar\gamma$, $\bar\beta$ partial
+# sums in float32 buffers, and Part A just measured what a rounded row statistic does. What 04 did not ask is how
+# precise $\bar\gamma$ and $\bar\beta$ must be, and that is what is new here. They are not row reductions: each is a
+# sum over **every row of the batch**, $n = B \cdot T$ terms, tens of thousands in a real step, not the $N$
+# features of a row. Their terms $\bar y \odot \hat x$ have both signs ($\hat x$ has mean zero), so the sum cancels and
+# its error is magnified by the condition factor of §4. And they are returned in float32 — $\gamma$ is a float32
+# master weight — so no half-precision rounding of the output hides that error: the whole error budget is the sum's,
+# Part C's rule at `float32`, with $n$ the number of rows. The interface:
 #
 # - `dy`, `x`: $(\ldots, N)$ bfloat16 or float16; `gamma`: $(N,)$ float32; `mean`, `rstd`: `x.shape[:-1]`, float32
 #   (the forward's, computed with $\varepsilon = 10^{-5}$) — and all five float64 in the exact check;
 # - return `(dx, dgamma, dbeta)`: `dx` in **`x`'s dtype**, `dgamma` and `dbeta` in **`gamma`'s dtype**;
-# - every reduction and every cancelling subtraction in float32 (float64 for float64 inputs);
+# - the error target, each output against a float64 reference from the same rounded values: `dx` within twice the
+#   error of a float32-accumulated backward, `dgamma` and `dbeta` (float32 outputs, whose error is their sums'
+#   order) within 16 times it; the grader's hidden check holds all three to Part C's rule;
 # - no autograd and no torch backward kernel.
 #
 # The check gives $x$ a mean of 4 and $\bar y$ a common part of 32 against spreads of 1, and sums $\bar\gamma$ over
-# 512 rows. Where does $x - \mu$ lose digits if it is computed in bfloat16? And how precise must $\bar\gamma$ be,
-# given the dtype it is returned in?
+# 512 rows. Where does $x - \mu$ lose digits if it is computed in bfloat16? How precise must $\bar\gamma$ be, given
+# the dtype it is returned in and the number of rows it sums — and what would a single bfloat16 step on its way
+# cost, measured against that? (After Part C, a cell measures your $\bar\gamma$ against your rule as the batch grows.)
 # %% solution id=layernorm_backward_mixed
 def layernorm_backward_mixed(dy, x, gamma, mean, rstd):
     """Gradients of y = LayerNorm(x) ⊙ γ + β (notebook 04) for half-precision x and ȳ.
 
     dy, x: (..., N); gamma: (N,); mean, rstd: x.shape[:-1], saved by the forward.
-    Returns (dx in x's dtype, dgamma and dbeta in gamma's dtype); every reduction runs in float32 or wider.
+    Returns (dx in x's dtype, dgamma and dbeta in gamma's dtype), within the error target of the text.
     """
     ### BEGIN SOLUTION
     acc = torch.promote_types(x.dtype, F32)  # float32, or float64 for float64 inputs
@@ -961,6 +929,44 @@ except NotImplementedError:
     print("Finish Parts A and C first: this cell measures your code against your rule.")
 
 # %% [markdown]
+# And Part B's $\bar\gamma$, the one output with no half-precision rounding to hide in: bfloat16 $x$ and $\bar y$ of
+# 64 features, the batch growing from 64 rows to 32,768, your $\bar\gamma$ against your `grad_tolerance(float32, rows,
+# κ)` — $n$ the number of rows, $\kappa$ measured from the terms $\bar y \odot \hat x$ — and the same $\bar\gamma$ with one
+# bfloat16 step on its way: the products $\bar y \odot \hat x$ rounded to bfloat16 before the sum, or the float32 sum
+# itself rounded to bfloat16 at the end.
+# %%
+gen = torch.Generator().manual_seed(12)
+FEATURES = 64
+print(f"{'rows':>6} {'κ':>5} {'your tolerance':>15} {'yours':>9} {'products in bf16':>17} {'rounded to bf16':>16}")
+try:
+    for rows in (64, 512, 4096, 32768):
+        x = (4 + randn(gen, rows, FEATURES)).to(BF16)
+        dy = (32 + randn(gen, rows, FEATURES)).to(BF16)
+        gamma = torch.ones(FEATURES, dtype=F32)
+        x64 = x.to(F64)
+        mean, var = x64.mean(-1), x64.var(-1, unbiased=False)
+        rstd = torch.rsqrt(var + 1e-5)
+        terms = dy.to(F64) * (x64 - mean.unsqueeze(-1)) * rstd.unsqueeze(-1)  # (rows, N) ȳ ⊙ x̂, float64
+        reference = terms.sum(0)  # (N,) γ̄ in float64
+        kappa = terms.abs().sum(0).norm().item() / reference.norm().item()
+        xhat32 = (x.to(F32) - mean.to(F32).unsqueeze(-1)) * rstd.to(F32).unsqueeze(-1)
+        in_bf16 = (dy * xhat32.to(BF16)).sum(0)  # each product rounded to bfloat16 (torch still sums in float32)
+        rounded = (dy.to(F32) * xhat32).sum(0).to(BF16)  # the float32 sum, then one bfloat16 rounding
+        dgamma = layernorm_backward_mixed(dy, x, gamma, mean.to(F32), rstd.to(F32))[1]
+        print(f"{rows:6} {kappa:5.0f} {grad_tolerance(F32, rows, kappa):15.1e} {rel_error(dgamma, reference):9.1e} "
+              f"{rel_error(in_bf16, reference):17.1e} {rel_error(rounded, reference):16.1e}")
+except NotImplementedError:
+    print("Finish Parts B and C first: this cell measures your γ̄ against your rule.")
+
+# %% [markdown]
+# Your $\bar\gamma$ sits orders of magnitude under the rule at every batch: torch's float32 `sum` adds in blocks, not
+# one term after another, and does far better than the random walk the rule allows for. One bfloat16 step costs
+# about one bfloat16 rounding, whatever the batch. The rule rejects it at the batches a unit test uses, but its
+# $\kappa\sqrt{n}$ term grows with the batch, and the recap's rule no longer tells the two apart at 32,768 rows.
+# A tolerance built on a bound keeps right code from failing; it does not catch every bug on the longest sums of a
+# layer. There, comparing with a float32 computation on the same values — what the visible checks do — is the
+# sharper test.
+# %% [markdown]
 # ## 5 · Loss scaling: keeping fp16 gradients off zero
 #
 # float16's five exponent bits stop early. Its smallest **normal** number is $2^{-14}$; below that come the
@@ -1218,38 +1224,33 @@ except NotImplementedError:
 # %% [markdown]
 # ## Part E — softmax_bwd_mixed_kernel (2 points)
 #
-# A Triton kernel makes the precision choices explicit: `tl.load` returns the dtype in memory, arithmetic between
-# two float16 blocks is float16, and `tl.sum` adds in the dtype it is given (§2). The softmax backward itself is
-# notebook 03's: one program per row, the hub from one `tl.sum`, one elementwise store. From notebook 03, the body of
-# `softmax_bwd_kernel`, with the whole row in one block and everything in the dtype it loads:
+# This is the course's capstone, and it says so: no new algebra and no new walk. Notebook 03's `softmax_bwd_kernel`
+# gave the body: one program per row, the whole row in one block; both rows loaded through the row's mask with 0 in
+# the tail lanes and, when they are half precision, widened to float32 right after the load, before any arithmetic;
+# the hub from one `tl.sum`; $\bar x$ stored once through the same mask.
 #
-# ```python
-# # From notebook 03 (one row per program, BLOCK >= n_cols), every value in the dtype it loads:
-# y = tl.load(Y_ptr + row * y_row_stride + offsets, mask=in_row, other=0.0)
-# dy = tl.load(DY_ptr + row * dy_row_stride + offsets, mask=in_row, other=0.0)
-# hub = tl.sum(y * dy, axis=0)
-# tl.store(DX_ptr + row * dx_row_stride + offsets, y * (dy - hub), mask=in_row)
-# ```
-#
-# What is new here is not the formula but where it runs: rows far longer than a block, and half-precision memory
-# with a float32 hub. The kernel is launched as
+# Notebook 07's `ce_grad_kernel` gave the walk: a row longer than a block, read twice, with a float32 running value
+# carried from the first walk to the second. What this kernel adds is where the error goes once both are combined,
+# in Part C's terms. The hub is no longer one `tl.sum` but a running value across blocks — §2's sequential sum,
+# one step per block — so its dtype decides whether the row's length enters the error at all. And the store is the
+# one rounding, into a half-precision output: with the hub accumulated wide, Part C's first term $2u_{\text{dtype}}$
+# is the whole budget at every row length, and a bfloat16 output gets eight times float16's. The kernel is launched as
 #
 # ```python
 # softmax_bwd_mixed_kernel[(n_rows,)](dy, y, dx, dy.stride(0), y.stride(0), dx.stride(0), n_cols, BLOCK=BLOCK)
 # ```
 #
 # - `DY_ptr`, `Y_ptr`: $\bar y$ and $y$, $(n_\text{rows}, n_\text{cols})$, each row's values adjacent, rows the
-#   given strides apart; read-only. `DX_ptr`: where $\bar x$ goes, in the same dtype as the inputs.
+#   given strides apart; read-only. `DX_ptr`: where $\bar x$ goes, **in the same dtype as the inputs**.
 # - One program per row. `BLOCK` is a power of two, usually **smaller** than `n_cols`: walk the row in `BLOCK`-wide
 #   pieces, twice — once to build the hub, once to write $\bar x$. No load or store past the row.
-# - The hub accumulates in float32 — in float64 when the inputs are float64 (the check's gradcheck runs there) —
-#   and the subtraction $\bar y - s$ happens in that dtype too; only the store converts back.
+# - The error target: Part C's rule (the visible check: twice the error of a float32-accumulated backward on the
+#   same values), and float64 rows exact enough for a float64 gradcheck.
 #
 # The test cell launches it on rows inside wider buffers whose padding holds NaN, in float32, float64 and float16
-# (bfloat16 too when there is a GPU: the interpreter cannot run it), with $\bar y$ far from zero, and holds $\bar x$
-# to a small multiple of the error that a float32-accumulating backward makes on the same values (the grader's
-# hidden check: to Part C's rule), then gradchecks it in float64. Which values in notebook 03's four lines must
-# change dtype, and where exactly does each conversion go?
+# (bfloat16 too when there is a GPU: the interpreter cannot run it), with $\bar y$ far from zero, then gradchecks it
+# in float64. Notebook 03's widening to float32 was written for one block: what must the running hub's dtype be
+# when there are many, and what must it be for float64 rows? Where does the one rounding go?
 # %%
 import triton
 import triton.language as tl
@@ -1331,9 +1332,9 @@ def softmax_bwd_mixed_kernel(
 # ```python
 # ...  # the row index (in int64: row times stride can pass 2**31) and the column offsets, as in notebook 03
 # s = ...  # a zero of the accumulation dtype
-# for start in range(0, n_cols, BLOCK):  # first walk: the hub
+# for start in range(...):  # first walk over the row's pieces: the hub
 #     ...  # mask, two loads, then add this piece's share to s — converted first
-# for start in range(0, n_cols, BLOCK):  # second walk: x̄
+# for start in range(...):  # second walk: x̄
 #     ...  # the same mask and loads, x̄ of this piece in s's dtype, one store in the memory dtype
 # ```
 #
