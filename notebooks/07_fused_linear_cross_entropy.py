@@ -276,10 +276,10 @@ def chunked_linear_ce(h, W, target, chunk, ignore_index=-100):
 #
 # <details><summary>Hint 2 — the mean across chunks</summary>
 #
-# The loss is one mean: $\frac{1}{n}\sum_t \ell_t$ over every counted token of every chunk. So each chunk
-# adds its counted $\ell_t$ divided by the same $n$ — not its own mean (a chunk that counts its own tokens
-# weighs them by its own count), and not divided by $T$ when some targets are `-100`. Ignored rows of a chunk
-# get a zero row of $\bar z$, as in Part A.
+# The loss is one mean: $\frac{1}{n}\sum_t \ell_t$ over every counted token of every chunk. Take two chunks,
+# one with 3 counted tokens and one with 1, and write the batch's loss from their $\ell_t$. Should a chunk add
+# its own mean, or something else — and divided by which count: its own, the batch's $n$, or $T$ when some
+# targets are `-100`? Ignored rows of a chunk get a zero row of $\bar z$, as in Part A.
 #
 # </details>
 #
@@ -294,7 +294,7 @@ def chunked_linear_ce(h, W, target, chunk, ignore_index=-100):
 #     # the chunk's rows: a slice of h and of target, views, nothing copied
 #     # its logits from h's slice alone, (c, V); its loss share and its rows of z̄, as in Part A
 #     # its rows of dh: written into place
-#     # its part of dW: added to what the earlier chunks left (an assignment keeps the last chunk only)
+#     # its part of dW: ?
 # ```
 #
 # Only the chunk's $(c, V)$ logits may exist: computing all $T \times V$ and slicing out a chunk builds them
@@ -328,11 +328,13 @@ autograder.check.chunked_linear_ce(chunked_linear_ce)
 #
 # ### The walk of a fused linear cross-entropy
 #
-# The chunk's logits $z_c$ become its gradient $\bar z_c$ and are dropped before the next chunk, so the V-wide
-# tensors are chunk $\times V$, whatever $T$ is. This is Liger-Kernel's `FusedLinearCrossEntropy`: its Triton
-# kernel computes the chunk's loss and writes $\bar z_c$ **over** $z_c$ in the same buffer (Part D), and the
-# forward pass already returns $\bar h$ and $\bar W$ (the backward only scales them by the upstream gradient of
-# the loss).
+# The chunk's logits $z_c$ become its gradient $\bar z_c$ and are let go as the next chunk makes its own, so the
+# V-wide tensors are chunk $\times V$, whatever $T$ is. This is Liger-Kernel's
+# `LigerFusedLinearCrossEntropyLoss`: its Triton kernel computes the chunk's loss and writes $\bar z_c$ **over**
+# $z_c$ in the same buffer, and the forward pass already returns $\bar h$ and $\bar W$ (the backward only scales
+# them by the upstream gradient of the loss). That kernel walks each row of the chunk in vocabulary blocks with a
+# running max and sum, the walk of §2 and Part C; so the vocabulary comes first, and Part D returns to this
+# chunk to write Liger's kernel.
 #
 # How big is a chunk? This notebook takes 1024 tokens at Llama 3's sizes, so a chunk's logits are
 # $1024 \times 128{,}256 \times 4$ bytes $= 0.53$ GB in float32 instead of 4.2 GB — our choice, for round
@@ -476,10 +478,12 @@ autograder.check.vocab_blocked_lse(vocab_blocked_lse)
 # %% [markdown]
 # ## Part D — ce_grad_kernel (2 points)
 #
-# Part B's chunk held its logits $z_c$ and, beside them, the `exp` temporary and $\bar z_c$: three $(c, V)$
-# tensors. Liger-Kernel holds one. Its Triton kernel reads a row of the chunk's logits, computes the row's loss
-# and then **writes the row's gradient over the logits themselves**, in the same buffer: once $\bar z_c$ is
-# known, nobody needs $z_c$ again. Write that kernel. It is launched as
+# Back to Part B's chunk. At its peak it held four $(c, V)$ tensors (§3 measures them): its logits $z_c$, a
+# shifted copy ($z_c - m$, then $z_c - \operatorname{lse}$) and that copy's `exp`, and the previous chunk's
+# $\bar z$, which its name keeps alive until the loop rebinds it. Liger-Kernel holds one. Its Triton kernel
+# reads a row of the chunk's logits, computes the row's loss and then **writes the row's gradient over the
+# logits themselves**, in the same buffer: once $\bar z_c$ is known, nobody needs $z_c$ again. Write that
+# kernel. It is launched as
 #
 # ```python
 # ce_grad_kernel[(rows,)](z, target, loss, z.stride(0), V, float(n), BLOCK_V=BLOCK_V)
@@ -624,7 +628,7 @@ autograder.check.ce_grad_kernel(ce_grad_kernel)
 # ### Liger's trick
 #
 # The chunk's logits and their gradient are one $(c, V)$ buffer: at this notebook's chunk of 1024 that is
-# 0.53 GB, where Part B's chunk held three of that size. The chunk's matmuls then read the gradient from that
+# 0.53 GB, where Part B's chunk held four of that size. The chunk's matmuls then read the gradient from that
 # same buffer, for the chunk's rows of $\bar h$ and its share of $\bar W$. Here is one chunk of Part B through the
 # kernel, against `F.cross_entropy`:
 # %% check-output
@@ -731,9 +735,11 @@ plt.show()
 # The unfused curve climbs with slope 1 on these axes and sits an order of magnitude above the others: at
 # its peak it holds about three $T \times V$ tensors (the log-softmax autograd saved, its gradient, and the
 # logits' gradient being formed) — over 12 GB at $T = 8192$ before the model has spent a byte on anything else. The
-# chunked walk holds about four chunk-sized tensors (the chunk's logits, the `exp` temporary, $\bar z_c$ and a
-# product) whatever $T$ — about 2 GB at chunks of 1024, and a Triton kernel that writes $\bar z_c$ over $z_c$
-# needs one. What still grows with $T$ is $\bar h$, $(T, d)$, which has to exist anyway. The
+# chunked walk holds four chunk-sized tensors whatever $T$ — the chunk's logits $z_c$, a shifted copy and its
+# `exp` (for the log-sum-exp, then for the softmax that becomes $\bar z_c$), and the previous chunk's $\bar z$,
+# which its name keeps alive until the loop rebinds it (a `del` at the end of the loop body makes it three) —
+# about 2 GB at chunks of 1024, and a Triton kernel that writes $\bar z_c$ over $z_c$ needs one. What still
+# grows with $T$ is $\bar h$, $(T, d)$, which has to exist anyway. The
 # vocabulary-blocked reduction grows with $T$, but with the block, not the vocabulary, as the other factor:
 # three $T \times \text{block}$ tensors, 0.4 GB at $T = 8192$, and less than that once the blocks live in SRAM.
 #
