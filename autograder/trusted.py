@@ -30,6 +30,7 @@ from course import witness
 
 from . import sandbox
 from .valueworker import EXCEPTION_KINDS, REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
+from .worker_instruments import MAX_FOLLOWED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
@@ -326,7 +327,9 @@ class Channel:
             self.broken = self.broken or "an exchange with the worker was cut short"
             raise
         if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
-            self.witness(reply, measured)  # a call that raised reports what it touched too (a course helper)
+            # A call that raised reports what it touched too (a course helper); one asked to follow token rows
+            # (``"follow"``), the rows each allocation came from, when it returned.
+            self.witness(reply, measured, followed="follow" in message and op == "result")
         if op == "raise":
             raise _rebuild(reply.get("chain"))
         if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
@@ -363,7 +366,12 @@ class Channel:
 
     def call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
-        reply = self.exchange({"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs}, measured=(args, kwargs))
+        request = {"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs}
+        sides = witness.followed()  # a check here follows token rows (course.memory.TokenRecorder): so does the worker
+        if sides is not None:
+            request["follow"] = [next((side for side, ts in enumerate(sides) if any(t is x for x in ts)), None)
+                                 for t in tensors_in((args, kwargs))]
+        reply = self.exchange(request, measured=(args, kwargs))
         after = reply.get("args_after") or []
         if not isinstance(after, list):
             raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
@@ -378,10 +386,12 @@ class Channel:
 
     # -- what the worker measured ------------------------------------------------
 
-    def witness(self, reply: dict, sent) -> witness.Measurement:
+    def witness(self, reply: dict, sent, followed: bool = False) -> witness.Measurement:
         """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
 
-        A reply without one, or one whose instruments the call switched off, is refused.
+        A reply without one, or one whose instruments the call switched off, is refused. ``followed``: the call
+        was asked to follow token rows, so the measurement must hold them (:func:`followed_allocations`); one
+        not asked must not.
         """
         m = reply.get("measured")
         ints = lambda xs: isinstance(xs, list) and all(_is_count(x) for x in xs)  # noqa: E731
@@ -397,10 +407,17 @@ class Channel:
             raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
         if not m["intact"]:
             raise self._refuse(REFUSALS["measurement"])
+        rows = None
+        if followed or "followed" in m:
+            rows = followed_allocations(m.get("followed")) if followed else None
+            if rows is None:
+                raise self._refuse(REFUSALS["malformed"] + " (which token rows a call's allocations came from)")
+            if isinstance(rows, str):
+                raise self._refuse(REFUSALS[rows])
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
         measurement = witness.Measurement(
             tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
-            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]))
+            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows)
         self.measurement = measurement
         witness.report(measurement)
         return measurement
@@ -460,6 +477,35 @@ class Channel:
         if key not in self.graph_classes:
             self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
         return self.graph_classes[key]
+
+
+def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
+    """The worker's report of which token rows each allocation of a call came from
+    (``worker_instruments.Instruments.follow``), checked entry by entry.
+
+    Returns the allocations; a key of REFUSALS when the report is well formed but says its measurement cannot
+    be trusted (``"following"``: not intact, or not complete); None when it is malformed. Either earns nothing.
+    """
+    if not (isinstance(report, dict) and set(report) == {"intact", "complete", "allocations"}
+            and isinstance(report["intact"], bool) and isinstance(report["complete"], bool)
+            and isinstance(report["allocations"], list) and len(report["allocations"]) <= MAX_FOLLOWED):
+        return None
+    out = []
+    for item in report["allocations"]:
+        if not (isinstance(item, list) and len(item) == 9):
+            return None
+        op, shape, numel, nbytes, dtype, factory, nq, nk, returned = item
+        ok = (isinstance(op, str) and 0 < len(op) <= 100 and op.isprintable()
+              and isinstance(shape, list) and len(shape) <= 64 and all(_is_count(x) for x in shape)
+              and _is_count(numel) and _is_count(nbytes) and isinstance(dtype, str) and dtype.isidentifier()
+              and len(dtype) <= 30 and isinstance(getattr(torch, dtype, None), torch.dtype)
+              and isinstance(factory, bool) and _is_count(nq) and _is_count(nk) and isinstance(returned, bool))
+        if not ok:
+            return None
+        out.append(witness.Followed(op, tuple(shape), numel, nbytes, dtype, factory, nq, nk, returned))
+    if not (report["intact"] and report["complete"]):
+        return "following"
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------

@@ -72,6 +72,9 @@ REFUSALS = {
     "out-of-step": "the reply does not answer the request in flight",
     "measurement": "the student's code switched off the grader's measurements in the worker, or worked out of their "
                    "sight (a thread, a process, mmap) while it was measured",
+    "following": "the student's code worked otherwise when the grader followed which token rows its tensors came "
+                 "from in the worker (another allocation, an exception, a patched or bypassed recorder, a thread), or "
+                 "made more distinct allocations than that report holds",
 }
 
 
@@ -516,6 +519,24 @@ def _instruments_module():
     return module
 
 
+def _spare(value):
+    """``value`` with each tensor copied, views of one storage kept views of one copy (same strides, same offsets)."""
+    import torch
+
+    copies: dict[tuple, object] = {}
+
+    def copy(t):
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr(), storage.nbytes())
+        if key not in copies:
+            copies[key] = storage.clone()
+        with torch.no_grad():
+            c = torch.empty(0, dtype=t.dtype, device=t.device).set_(copies[key], t.storage_offset(), t.shape, t.stride())
+        return c.requires_grad_(True) if t.requires_grad and c.is_floating_point() else c
+
+    return map_tensors(value, copy)
+
+
 def _node_of(out):
     """The autograd node an ``autograd.Function``'s outputs share: its ctx."""
     import torch
@@ -660,7 +681,15 @@ class Worker:
         if op == "call":
             fn = self.objects[msg["ref"]]
             args, kwargs = self._dec(msg["args"]), self._dec(msg["kwargs"])
+            sides = msg.get("follow")  # per tensor of the arguments: 0 a query side, 1 a key side, None neither
+            spare = _spare((args, kwargs)) if isinstance(sides, list) else None  # before the call writes into them
             value, measured = self.instruments.measure(lambda: fn(*args, **kwargs))
+            if spare is not None:
+                found = tensors_in(spare)
+                if len(sides) != len(found):
+                    raise ValueError("a follow request that does not name each tensor of the call")
+                queries, keys = ([t for t, s in zip(found, sides) if s == side] for side in (0, 1))
+                measured["followed"] = self.instruments.follow(lambda: fn(*spare[0], **spare[1]), queries, keys, spare)
             return {**self._result(value, (args, kwargs)), "measured": measured}
         if op == "function_forward":
             # An autograd.Function class: apply it here, keep its graph, say what its ctx saved.

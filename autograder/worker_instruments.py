@@ -19,6 +19,7 @@ ENGINE_PREFIX = "autograd::engine::evaluate_function: "
 MAX_OPS = 200  # distinct op names reported per call
 MAX_ALLOCATIONS = 64  # the largest allocations reported per call
 MAX_KEPT = 64  # tensors and arrays reported from one ctx
+MAX_FOLLOWED = 1024  # distinct allocations reported by a call's token rows (more: the report is not complete)
 WALK_NODES = 10_000  # objects visited walking one ctx
 WALK_DEPTH = 6
 # Work out of the instruments' sight: another thread or process, or memory from mmap (which neither torch's
@@ -55,6 +56,11 @@ class Instruments:
             self.helpers = _rearmed(delegation, delegation._armed, delegation.forbid_helpers)
         except Exception:  # noqa: BLE001 — no course here: nothing of it to call
             self.helpers = lambda: contextlib.nullcontext([])
+        # course.memory.TokenRecorder, the notebook's own instrument for which token rows a tensor came from, as it
+        # is now (a cell that patched it later makes the report not intact), and the allocations' sizes of the
+        # last measured call (each the profiler's, not sent: what a followed call is held to).
+        self.follower = _Follower.capture()
+        self.sizes: dict[int, int] = {}
 
     def measure(self, call, *, kept_of=None, inputs=()):
         """``(value, measurement)`` of ``call()``; what it raises carries its measurement (``_measured``).
@@ -90,6 +96,50 @@ class Instruments:
             m["held"] += max(0, net - _storage_bytes(value, saved_tensors(node), exclude=inputs))
         return value, m
 
+    def follow(self, call, queries: list, keys: list, ignore) -> dict:
+        """Which token rows each allocation of ``call()`` came from: the call made once more, on copies of the
+        arguments the measured call was given, under ``course.memory.TokenRecorder`` (queries, keys), right after
+        :meth:`measure` measured it without one (the recorder's own tensors would count in the profiler's sizes).
+
+        Returns ``{"intact", "complete", "allocations"}``: each distinct allocation as ``[op, shape, numel, nbytes,
+        dtype, factory, query rows, key rows, returned]``, in the order first made, at most :data:`MAX_FOLLOWED`
+        (``complete`` false past that). Not ``intact`` (the checker refuses the reply): no recorder here, the call
+        raised this time, course.memory or the recorder patched since start-up, the recorder not the innermost
+        dispatch mode when the call returned, a thread or a process started, or an allocation of a size the
+        measured call never made (code that works otherwise when its rows are followed).
+        """
+        broken = {"intact": False, "complete": False, "allocations": []}
+        follower = self.follower
+        if follower is None:
+            return broken
+        sizes = dict(self.sizes)
+        try:
+            rec = follower.recorder(queries, keys, ignore)
+        except Exception:  # noqa: BLE001 — the recorder itself patched to raise
+            return broken
+        del self.refused[:]
+        self.active[0] = True
+        innermost = False
+        try:
+            with self.helpers(), rec:
+                out = call()
+                innermost = follower.innermost(rec)
+        except BaseException:  # noqa: BLE001 — it returned the first time: raising now is working otherwise
+            return broken
+        finally:
+            self.active[0] = False
+        intact = innermost and not self.refused and follower.unchanged()
+        seen: dict[int, int] = {}  # bytes -> allocations of that size, as the profiler's sizes count them
+        for a in rec.allocations:
+            if a.nbytes:
+                seen[a.nbytes] = seen.get(a.nbytes, 0) + 1
+        intact = intact and all(n <= sizes.get(nbytes, 0) for nbytes, n in seen.items())
+        try:
+            report = follower.report(rec, out)
+        except Exception:  # noqa: BLE001 — what it returned cannot be walked
+            return broken
+        return {"intact": bool(intact), "complete": len(report) <= MAX_FOLLOWED, "allocations": report[:MAX_FOLLOWED]}
+
     def _finish(self, session, already: bool, delegated: list) -> tuple[dict, int]:
         stop, tracing = self._trace[1], self._trace[2]
         self.active[0] = False
@@ -102,6 +152,7 @@ class Instruments:
         events, profiled = self.profiler.stop(session) if self.profiler else ([], False)
         m = summarize(events)
         net = m.pop("net")
+        self.sizes = m.pop("sizes")
         m.update(peak=w["best"], held=max(0, w["carried"]), profiled=profiled, delegated=list(delegated)[:20],
                  intact=bool(traced_now and (profiled or self.profiler is None) and not self.refused))
         return m, net
@@ -142,6 +193,72 @@ class Instruments:
 
         __call__._measured = True
         executor.__call__ = __call__
+
+
+class _Follower:
+    """``course.memory.TokenRecorder`` as it was at start-up, with what tells whether it has been patched since."""
+
+    def __init__(self, memory, torch):
+        self.memory, self.cls = memory, memory.TokenRecorder
+        self.tensors_in, self.storage_key = memory.tensors_in, memory.storage_key
+        self._depth, self._mode_at = torch._C._len_torch_dispatch_stack, torch._C._get_dispatch_stack_at
+        self._snapshot = self._state()
+
+    @classmethod
+    def capture(cls) -> _Follower | None:
+        try:
+            import torch
+
+            import course.memory as memory
+
+            with contextlib.suppress(Exception):  # the tripwires' trampolines first: they are not a patch
+                import course.delegation
+
+                course.delegation.install()
+            return cls(memory, torch)
+        except Exception:  # noqa: BLE001 — no course here, or a torch without these: no rows are followed
+            return None
+
+    def _state(self) -> list:
+        """Every name of course.memory and every attribute of the recorder's classes, with the code of each
+        function and the contents of each set, dict and list (the op tables)."""
+        out = []
+        for space in [vars(self.memory), *(vars(c) for c in self.cls.__mro__ if c is not object)]:
+            for name, value in list(space.items()):
+                if name == "__builtins__":  # IPython adds its own names there when its shell starts
+                    continue
+                inner = getattr(value, "__func__", value)
+                extra = (getattr(inner, "__code__", None), getattr(inner, "__defaults__", None))
+                if isinstance(value, (set, frozenset, dict, list)):
+                    extra = (repr(sorted(map(repr, value))),)
+                out.append((name, value, extra))
+        return out
+
+    def unchanged(self) -> bool:
+        now = self._state()
+        return len(now) == len(self._snapshot) and all(
+            a[0] == b[0] and a[1] is b[1] and a[2] == b[2] for a, b in zip(now, self._snapshot))
+
+    def recorder(self, queries: list, keys: list, ignore):
+        return self.cls(queries, keys, ignore=ignore)
+
+    def innermost(self, rec) -> bool:
+        n = self._depth()
+        return n > 0 and self._mode_at(n - 1) is rec
+
+    def report(self, rec, out) -> list[list]:
+        returned = {self.storage_key(t) for t in self.tensors_in(out, 2)}
+        rows, seen = [], set()
+        for a, (nq, nk), key in zip(rec.allocations, rec.spans, rec.keys):
+            row = [str(a.op)[:100], [int(x) for x in a.shape], int(a.numel), int(a.nbytes),
+                   str(a.dtype).removeprefix("torch."), bool(a.factory), int(nq), int(nk), key in returned]
+            token = repr(row)
+            if token not in seen:
+                seen.add(token)
+                rows.append(row)
+                if len(rows) > MAX_FOLLOWED:
+                    break
+        return rows
 
 
 def _rearmed(delegation, armed: list, forbid_helpers):
@@ -237,7 +354,10 @@ def summarize(events: list[tuple[str, int]]) -> dict:
             if key in ops or len(ops) < MAX_OPS:
                 ops[key] = ops.get(key, 0) + 1
     allocations.sort(reverse=True)
-    return {"allocations": allocations[:MAX_ALLOCATIONS], "ops": ops, "engine": engine, "net": net}
+    sizes: dict[int, int] = {}
+    for nbytes in allocations:
+        sizes[nbytes] = sizes.get(nbytes, 0) + 1
+    return {"allocations": allocations[:MAX_ALLOCATIONS], "ops": ops, "engine": engine, "net": net, "sizes": sizes}
 
 
 def kept(ctx) -> list[list]:

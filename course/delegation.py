@@ -50,6 +50,7 @@ EXEMPT: dict[str, str] = {
     "course.witness.Measurement.elements": "the checks' instruments read a measurement inside the student's call",
     "course.witness.is_library_backward": "the autograd guard reads a measurement inside the student's call",
     "course.memory.tensors_in": "the memory probes walk each op's arguments inside the student's call",
+    "course.witness.followed": "the trusted re-check asks which token rows to follow while the student's call runs",
 }
 
 _GUARD = "__course_delegation_guard__"  # the name the trampolines call, in each guarded module's globals

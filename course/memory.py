@@ -310,9 +310,30 @@ class TokenRecorder(AllocationRecorder):
         self.keys: list[tuple | None] = []  # per allocation: its storage's key, to tell the call's results apart
         self._rows: dict[tuple, list] = {}  # storage key -> [query bits, key bits, query map, key map]
         self._now = (0, 0, [None, None])
-        for side, tensors in enumerate((queries, keys)):
-            for t in tensors_in(tensors):
+        self.sides = tuple(tuple(tensors_in(tensors)) for tensors in (queries, keys))
+        # Measured in another process (the grader's re-check): (allocation, (query rows, key rows), returned).
+        self.followed: list[tuple[Allocation, tuple[int, int], bool]] = []
+        for side, tensors in enumerate(self.sides):
+            for t in tensors:
                 self._map_input(t, side)
+
+    def __enter__(self):
+        self._follow = witness.following(*self.sides)  # a call measured elsewhere follows the same two sides
+        self._follow.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            self._follow.__exit__(None, None, None)
+
+    def tiles(self, out) -> list[tuple[Allocation, tuple[int, int], bool]]:
+        """(allocation, (query rows, key rows) it came from, whether it is memory of ``out``) for every allocation
+        recorded: here, with ``out`` the call's results, and in another process (``followed``), as measured there."""
+        returned = {storage_key(t) for t in tensors_in(out, 2)}
+        here = [(a, span, key in returned) for a, span, key in zip(self.allocations, self.spans, self.keys)]
+        return here + self.followed
 
     def _map_input(self, t: torch.Tensor, side: int) -> None:
         key, storage = _storage(t)
@@ -373,11 +394,15 @@ class TokenRecorder(AllocationRecorder):
         return out
 
     def _witnessed(self, m: witness.Measurement) -> None:
-        """Measured in another process: bytes without shapes or rows, each kept as computed from no rows."""
+        """Measured in another process: bytes without shapes or rows, each kept as computed from no rows; and, where
+        the worker followed the call's token rows too (``m.followed``), each allocation it saw, with its rows."""
         before = len(self.allocations)
         super()._witnessed(m)
         self.spans += [(0, 0)] * (len(self.allocations) - before)
         self.keys += [None] * (len(self.allocations) - before)
+        for f in m.followed or ():  # the same call, followed there by a TokenRecorder like this one
+            self.followed.append((Allocation(f.op, f.shape, f.numel, f.nbytes, getattr(torch, f.dtype), f.factory),
+                                  (f.queries, f.keys), f.returned))
 
     def _made(self, op: str, t: torch.Tensor, storage, factory: bool) -> None:
         super()._made(op, t, storage, factory)

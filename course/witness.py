@@ -21,6 +21,22 @@ HELD = "memory still held when it returned, beyond its outputs and saved tensors
 
 
 @dataclass(frozen=True)
+class Followed:
+    """One allocation of the call as a ``course.memory.TokenRecorder`` in the worker recorded it: its shape, and
+    how many query rows and key rows its values were computed from (the worker's report, checked by the checker)."""
+
+    op: str
+    shape: tuple[int, ...]
+    numel: int
+    nbytes: int
+    dtype: str  # "float64", ...
+    factory: bool
+    queries: int
+    keys: int
+    returned: bool  # on the memory of something the call returned (o, lse): exempt from the tile rule
+
+
+@dataclass(frozen=True)
 class Measurement:
     """What one call of the student's code did, as the value worker measured it."""
 
@@ -31,6 +47,7 @@ class Measurement:
     held: int = 0  # bytes it allocated (NumPy, Python, torch) and still held on return, beyond what it returned
     itemsize: int = 8  # bytes of one element of the call's floating-point inputs
     delegated: tuple[str, ...] = ()  # the course helpers it called (course.delegation's tripwires, armed there)
+    followed: tuple[Followed, ...] | None = None  # what a TokenRecorder saw in the worker, when one was asked for
 
     def elements(self, nbytes: int) -> int:
         return nbytes // max(1, self.itemsize)
@@ -47,6 +64,25 @@ def watching(watcher: Callable[[Measurement], None]) -> Iterator[None]:
         yield
     finally:
         _watchers.remove(watcher)
+
+
+_followed: list[tuple[tuple, tuple]] = []  # (query tensors, key tensors) of the TokenRecorders active now
+
+
+@contextmanager
+def following(queries: tuple, keys: tuple) -> Iterator[None]:
+    """While the block runs, a call measured in another process is asked to follow these two sides' token rows
+    too (``Measurement.followed``): the tensors a TokenRecorder here was given as its queries and its keys."""
+    _followed.append((tuple(queries), tuple(keys)))
+    try:
+        yield
+    finally:
+        _followed.pop()
+
+
+def followed() -> tuple[tuple, tuple] | None:
+    """(query tensors, key tensors) of the innermost TokenRecorder active now; None when none is."""
+    return _followed[-1] if _followed else None
 
 
 def report(measurement: Measurement) -> None:

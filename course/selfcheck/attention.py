@@ -47,7 +47,7 @@ from ..diagnose import (
     seeded,
     where_mismatch,
 )
-from ..memory import AllocationRecorder, TokenRecorder, storage_key, tensors_in
+from ..memory import AllocationRecorder, TokenRecorder, tensors_in
 from ..triton_check import (
     autograd_in_backward,
     device,
@@ -77,8 +77,8 @@ SENTINEL = -12345.0  # fills outputs past their end: no D, o, L or gradient here
 # The hint (by number, in the notebook cell after each exercise) that covers each failure class;
 # "*" covers any other. not-implemented and error get no pointer (course.diagnose.graded).
 HINTS = {
-    "ManualAttention": {"shape": 1, "transpose": 2, "scale": 2, "broadcast-axis": 2, "batch-reduction": 2,
-                        "sign": 2, "autograd-in-backward": 2, "*": 3},
+    "ManualAttention": {"shape": 1, "transpose": 3, "scale": 3, "broadcast-axis": 2, "batch-reduction": 2,
+                        "sign": 2, "autograd-in-backward": 3, "*": 3},
     "manual_attention": {"*": 1},
     "attention_forward_lse": {"saved-quadratic-tensor": 2, "untiled": 2, "scale": 2, "shape": 2,
                               "autograd-in-backward": 2, "*": 3},
@@ -409,7 +409,7 @@ class _TiledCalls:
         return recorded
 
 
-def _across_tiles(rec: TokenRecorder, returned: set, B: int, d: int, block_q: int, block_k: int):
+def _across_tiles(tiles, B: int, d: int, block_q: int, block_k: int):
     """The first allocation computed from both sides whose axis is longer than a tile allows, as
     (allocation, axis, extent, "key" or "query", query rows, key rows); None if there is none.
 
@@ -417,9 +417,12 @@ def _across_tiles(rec: TokenRecorder, returned: set, B: int, d: int, block_q: in
     hold at most BLOCK_K of them. An axis longer than the key rows it came from runs along the queries (at most
     BLOCK_Q) — asked only of tensors whose last axis is not the head dim, since a (B, T, d) result for all queries
     (o, or a key block's share of dq) is O(T·d), not a tile. The call's own results are exempt: o and lse are
-    computed from every row of both sides and hold T query rows by definition."""
-    for a, (nq, nk), key in zip(rec.allocations, rec.spans, rec.keys):
-        if not (nq and nk) or a.dtype is None or key in returned:
+    computed from every row of both sides and hold T query rows by definition.
+
+    ``tiles``: ``TokenRecorder.tiles`` — (allocation, (query rows, key rows), whether it is a result's memory), as
+    recorded where the call ran: in the notebook, or in the grader's value worker (the same rule on both sides)."""
+    for a, (nq, nk), returned in tiles:
+        if not (nq and nk) or a.dtype is None or returned:
             continue
         axes = list(enumerate(a.shape))
         if len(axes) >= 2 and axes[0][1] == B:
@@ -443,7 +446,6 @@ def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference:
     block_q, block_k, note = notebook_blocks(fn)
     labels = {id(c.args[0]): c.label for c in cases}
     for args, rec, out in recorded.calls:
-        returned = {storage_key(t) for t in tensors_in(out, 2)}  # outside the student's call: a course helper
         B, T, d = args[0].shape
         label = labels.get(id(args[0]), f"q, k, v of shape ({B}, {T}, {d})")
         tile = B * block_q * block_k
@@ -460,7 +462,7 @@ def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference:
                 f"allowed: one tile, B·BLOCK_Q·BLOCK_K = {tile:,} elements ({note}), or {TD_TENSORS}·B·T·d = "
                 f"{linear:,} elements\nallocated: {'; '.join(str(a) for a in big[:3])}\ninputs: {label}",
             )
-        found = _across_tiles(rec, returned, B, d, block_q, block_k)
+        found = _across_tiles(rec.tiles(out), B, d, block_q, block_k)  # outside the student's call: a course helper
         if found:
             a, axis, extent, side, nq, nk = found
             block, limit, came_from = (("BLOCK_K", block_k, _count(nq, "query", "queries")) if side == "key"
