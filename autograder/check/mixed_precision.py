@@ -7,7 +7,7 @@ and a parameter gradient summed over hundreds of rows; the tolerance rule is pro
 ones; the scaler at other factors and intervals, with an inf arriving one step before growth was due.
 
 Where the visible checks hold a half-precision answer to a multiple of what right code measured on the same values,
-these hold it to notebook 08 Part C's rule (``kernels.precision.backward_tolerance``, which students do not receive):
+these hold it to notebook 08 Part C's rule (``autograder.check.tolerance``, which students do not receive):
 tol(dtype, n, κ) for an output stored in ``dtype`` whose sums of n terms ran in float32, with κ the condition factor
 of the output — the magnitudes its sums and subtractions went through, against what was left (each ``_magnitudes``
 below says which those are for its backward).
@@ -34,9 +34,8 @@ from course.selfcheck.mixed_precision import (
     check_grad_tolerance,
     check_scaler,
 )
-from kernels.precision import backward_tolerance, condition
-
 from ..inputs import generator
+from .tolerance import backward_tolerance, condition
 
 SOFTMAX_EXACT = [(6,), (1, 9), (9, 9), (5, 13), (2, 4, 11), (3, 301)]  # the last: N ≥ 256, the memory rule
 SOFTMAX_HALF = [(BF16, 5, 24), (F16, 3, 257), (BF16, 2, 2047), (F16, 4, 33)]

@@ -840,3 +840,17 @@ def test_the_visible_checks_measure_and_the_hidden_ones_apply_part_c():
     assert softmax_accumulated_wide(*case.args).double().sub(case.expected[0]).norm() / case.expected[0].norm() \
         <= visible.SOFTMAX.bound(case, 0)
     assert relative_error(s_held_in_half(*case.args), case.expected[0]) > visible.SOFTMAX.bound(case, 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_the_hidden_checks_rule_is_the_kernels_rule(dtype):
+    """autograder.check.tolerance repeats kernels.precision's rule (the sandbox hides kernels); the two agree."""
+    from autograder.check import tolerance
+    from kernels import precision
+
+    for n in (1, 17, 4096, 2**20):
+        for kappa in (1.0, 3.5, 64.0):
+            assert tolerance.backward_tolerance(dtype, n, kappa) == precision.backward_tolerance(dtype, n, kappa)
+    result, magnitudes = torch.tensor([1.0, -2.0]), torch.tensor([30.0, 40.0])
+    assert tolerance.condition(result, magnitudes) == precision.condition(result, magnitudes)
+    assert tolerance.condition(torch.zeros(2), magnitudes) == precision.condition(torch.zeros(2), magnitudes) == 1.0
