@@ -34,6 +34,7 @@ from course.selfcheck.mixed_precision import (
     check_grad_tolerance,
     check_scaler,
 )
+
 from ..inputs import generator
 from .tolerance import backward_tolerance, condition
 
