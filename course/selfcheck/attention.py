@@ -28,7 +28,6 @@ import torch
 import torch.nn.functional as F
 
 from .. import witness
-from ..gradcheck import directional_derivative
 from ..autograd_graph import runs_through, saved_for_backward
 from ..diagnose import (
     Alternative,
@@ -47,6 +46,7 @@ from ..diagnose import (
     seeded,
     where_mismatch,
 )
+from ..gradcheck import directional_derivative
 from ..memory import AllocationRecorder, TokenRecorder, tensors_in
 from ..triton_check import (
     autograd_in_backward,
