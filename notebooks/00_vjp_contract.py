@@ -563,7 +563,7 @@ def linear_softmax_ce_backward(x, W, b, target):
 #
 # For any stage $u = g(v)$ of a chain, with $\bar u$ already known,
 #
-# $$L(v + \delta) - L(v) \approx \big\langle \bar u,\; g(v + \delta) - g(v) \big\rangle ,$$
+# $$L(v + \delta) - L(v) \approx \langle \bar u,\; g(v + \delta) - g(v) \rangle ,$$
 #
 # with $\bar u$ held fixed: a table of numbers, not recomputed from $v$. Which scalar function
 # of $v$ changes by exactly the right-hand side when $v$ moves by $\delta$? Here $g$ is the

@@ -137,5 +137,5 @@ def test_bundle_installs_by_its_readme_and_runs_the_first_check(tmp_path):
                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
     assert "python -m course validate" in readme
     assert validate.returncode == 1, f"validate should fail an untouched notebook:\n{validate.stdout[-3000:]}\n{validate.stderr[-3000:]}"
-    assert "not implemented yet" in validate.stdout and "0 of 6 points" in validate.stdout, validate.stdout
+    assert "not implemented yet" in validate.stdout and "0 of 8 points" in validate.stdout, validate.stdout
     print(f"bundle install: {installed:.0f} s to install, {time.monotonic() - start:.0f} s in all")

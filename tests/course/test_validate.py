@@ -83,14 +83,16 @@ def test_release_notebook_then_one_exercise_solved(tmp_path):
         "test_numerical_gradient": ("2", "✗ not implemented yet"),
         "test_relative_error": ("1", "✗ not implemented yet"),
         "test_linear_softmax_ce_backward": ("3", "✗ not implemented yet"),
+        "test_sigmoid_backward": ("2", "✗ not implemented yet"),
     }, out
-    assert f"{untouched}\n" in out and "  0 of 6 points would pass the visible checks" in out, out
+    assert f"{untouched}\n" in out and "  0 of 8 points would pass the visible checks" in out, out
 
     one_solved = rows_of(out, str(solved))
     assert one_solved["test_numerical_gradient"] == ("2", "✓"), out
     assert one_solved["test_relative_error"] == ("1", "✗ not implemented yet"), out
     assert one_solved["test_linear_softmax_ce_backward"] == ("3", "✗ not implemented yet"), out
-    assert "  2 of 6 points would pass the visible checks" in out, out
+    assert one_solved["test_sigmoid_backward"] == ("2", "✗ not implemented yet"), out
+    assert "  2 of 8 points would pass the visible checks" in out, out
     assert untouched.read_bytes() == before, "validate only reads the student's notebook"
 
 
