@@ -44,7 +44,7 @@ from autograder.nbrunner import ROOT, with_bin
 
 SLUG = "00_vjp_contract"
 NOTEBOOK = f"release/{SLUG}/{SLUG}.ipynb"
-EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward")
+EXERCISES = ("numerical_gradient", "relative_error", "linear_softmax_ce_backward", "sigmoid_backward")
 SHOTS_COPY = ROOT / "bench" / "browser"
 LAB_CONFIG = ROOT / "lab-config"  # what `make lab` puts first on JUPYTER_CONFIG_PATH
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -351,7 +351,7 @@ def test_a_student_runs_notebook_00_in_jupyterlab(sync_playwright, lab, tmp_path
             expect(ran).to_contain_text("points would pass the visible checks", timeout=180_000)
             student.shot("course_validate", target=ran)
             table = ran.locator(".jp-OutputArea-output").last.text_content()
-            assert "6 of 6 points would pass the visible checks" in table, f"python -m course validate printed:\n{table}"
+            assert "8 of 8 points would pass the visible checks" in table, f"python -m course validate printed:\n{table}"
             for grade_id in EXERCISES:
                 assert re.search(rf"test_{grade_id}\s+\d+\s+✓", table), f"test_{grade_id} in:\n{table}"
             finished = True
