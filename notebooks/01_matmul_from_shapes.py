@@ -208,8 +208,8 @@ def linear_backward(x, w, dy):
 # of $\bar y$ — whatever leading axes there are, they ride along, and `@` broadcasts over them.
 # An entry of $W$ moves a column of $y$ in every row, so $\bar W$ gathers from **every** row of
 # every leading axis: flatten the leading axes into one row axis. On tensors with more than
-# two axes, transpose with `.mT`, not `.T`. Stuck on a placement? `arrangements` from §1 lists
-# the products that fit a target shape.
+# two axes, transpose with `.mT`, not `.T`. Stuck on a placement? Write the three shapes side by
+# side and ask which operand's axis must sit next to which for the product to exist.
 #
 # </details>
 #
@@ -453,10 +453,8 @@ def linear_bias_backward(x, w, b, dy):
 #
 # <details><summary>Hint 2 — which axes, and which stay</summary>
 #
-# §6's offset was copied along the columns and kept its size-1 axis. The bias is copied the
-# other way — down every row, of every leading axis — and $b$ has no row axis at all, so
-# nothing of those axes stays. The features axis $N$ is not summed: each $b_n$ collects only
-# its own column. Flatten the leading axes into rows first, as for $\bar W$ in Part A.
+# §6's offset was copied along the columns and kept its size-1 axis. Along which axis, or axes,
+# was $b$ copied in the forward — and which axis does $\bar b$ keep?
 #
 # </details>
 #

@@ -475,13 +475,13 @@ def rmsnorm_backward(dy, x, g, rrms):
 #
 # <details><summary>Hint 3 — the one derivative that changes</summary>
 #
-# With no $\mu$, the only way $x_j$ reaches $\hat x_i$ besides the diagonal is through rrms, and
+# With no $\mu$, the only way $x_j$ reaches $\hat x_i$ besides the diagonal is through
+# $\text{rrms} = (\operatorname{mean}(x^2) + \varepsilon)^{-1/2}$. Differentiate the power first, then the mean:
+# how does $\partial\,\text{rrms}/\partial x_j$ read in terms of $\text{rrms}$ and $\hat x_j$ alone?
 #
-# $$\frac{\partial\,\text{rrms}}{\partial x_j} = -\tfrac12\,\text{rrms}^3 \cdot \tfrac2N x_j = -\frac{\text{rrms}^2\, \hat x_j}{N}.$$
-#
-# Put it into the product rule for $\hat x_i = x_i \cdot \text{rrms}$ and compare the $J$ you get with Part B's: one
-# of its rank-one pieces is missing. Then Part B's skeleton holds with that piece left out — and the
-# properties of Part B's Hint 5 become one: each row of your `dx` must be orthogonal to its $\hat x$ (it
+# Put it into the product rule for $\hat x_i = x_i \cdot \text{rrms}$ and compare the $J$ you get with Part B's:
+# which of Part B's rank-one pieces does it lose, and what happens to the row scalar that piece made? The
+# properties of Part B's Hint 5 then become one: each row of your `dx` must be orthogonal to its $\hat x$ (it
 # need not sum to zero any more — why not?).
 #
 # </details>
@@ -898,8 +898,9 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 #         load and rebuild as in pass 1
 #         store this block of x̄ (masked; the store rounds it to x's dtype)
 #         read row pid of each partial buffer at these columns, add the row's share, store it back (masked)
-# ``` Every load
-# and store is masked to the row's `n_cols` lanes. No two programs touch the same address, so there is no
+# ```
+#
+# Every load and store is masked to the row's `n_cols` lanes. No two programs touch the same address, so there is no
 # race — on the interpreter, or on a GPU where the programs really run at once.
 #
 # The second pass reads $x$ and $\bar y$ again, and every row reads and writes the program's buffer rows:

@@ -481,7 +481,7 @@ def softmax_backward_mixed(y, dy):
 #
 # Take $N = 2$, $y = (0.25, 0.75)$ and $\bar y = (32.5, 32)$, all exact in bfloat16 (its gap between 32 and 64 is
 # $0.25$). Compute the hub exactly; then round it to bfloat16 (a tie goes to the even neighbour). Compute
-# $\bar y - s$ and $\bar x$ both ways. Which entry of $\bar x$ survives the bfloat16 hub?
+# $\bar y - s$ and $\bar x$ both ways. How far is each entry of $\bar x$ from the exact one with the bfloat16 hub?
 #
 # </details>
 # %% test id=test_softmax_backward_mixed points=2
@@ -571,8 +571,9 @@ def layernorm_backward_04(dy, x, gamma, mean, rstd):
 
 # %% [markdown]
 # Notebook 04's Triton LayerNorm already saves float32 statistics and keeps its $\bar\gamma$, $\bar\beta$ partial
-# sums in float32 buffers, and Part A just measured what a rounded row statistic does. What 04 did not ask is how
-# precise $\bar\gamma$ and $\bar\beta$ must be, and that is what is new here. They are not row reductions: each is a
+# sums in float32 buffers (its check refused float16 buffers), and Part A just measured what a rounded row
+# statistic does. What 04 did not settle is the tolerance: how close a float32 $\bar\gamma$ and $\bar\beta$ must be
+# to the exact sums, and that is what is new here. They are not row reductions: each is a
 # sum over **every row of the batch**, $n = B \cdot T$ terms, tens of thousands in a real step, not the $N$
 # features of a row. Their terms $\bar y \odot \hat x$ have both signs ($\hat x$ has mean zero), so the sum cancels and
 # its error is magnified by the condition factor of §4. And they are returned in float32 — $\gamma$ is a float32
@@ -963,6 +964,9 @@ except NotImplementedError:
 # one term after another, and does far better than the random walk the rule allows for. One bfloat16 step costs
 # about one bfloat16 rounding, whatever the batch. The rule rejects it at the batches a unit test uses, but its
 # $\kappa\sqrt{n}$ term grows with the batch, and the recap's rule no longer tells the two apart at 32,768 rows.
+# Why: for terms of random sign the sum itself grows only like $\sqrt n$ while what it went through grows like $n$,
+# so $\kappa \approx \sqrt n$ and $\kappa\sqrt n\,u$ becomes $n\,u$ — the worst-case bound Hint 2 of Part C set
+# aside as too loose. The checks probe the rule on cancelling sums of at most 65,536 terms, where it still separates.
 # A tolerance built on a bound keeps right code from failing; it does not catch every bug on the longest sums of a
 # layer. There, comparing with a float32 computation on the same values — what the visible checks do — is the
 # sharper test.
@@ -1321,8 +1325,8 @@ def softmax_bwd_mixed_kernel(
 # The running hub is a 0-d value that lives across the loop; its dtype is the accumulation dtype. `tl.sum` adds in
 # the dtype it is handed, and the product of two float16 blocks is float16: so in which order must the conversion,
 # the product and the `tl.sum` come? `Y_ptr.dtype.element_ty` is the dtype in memory. To start the hub as a zero in
-# the *wider* of float32 and that dtype, recall that Triton promotes like PyTorch: what dtype has the sum of a
-# float32 zero and a zero of the loaded dtype? In the second walk, in which dtype should $\bar y - s$ be formed, and
+# the *wider* of float32 and that dtype: which dtype must the running hub have for float16 rows, and which for
+# float64 rows? In the second walk, in which dtype should $\bar y - s$ be formed, and
 # what is the one value converted back before the store?
 #
 # </details>
