@@ -308,7 +308,9 @@ def handle(conn: socket.socket) -> int:
         _exit_with(120, run_init, spec, req, fds)
     for fd in fds:
         os.close(fd)
-    send_msg(conn, {"event": "started"})
+    # The init's pid as the grader's processes see it (this handler is outside the sandbox's pid namespace): the
+    # trusted checker counts the pages the student's processes touch from /proc (autograder/pages.py).
+    send_msg(conn, {"event": "started", "init": init})
     while True:
         ready, _, _ = select.select([conn], [], [], 0.2)
         done, status = os.waitpid(init, os.WNOHANG)
@@ -425,14 +427,21 @@ class _Refuse:
 # Clients
 
 
-def spawn(socket_path: str, spec: dict, target: str, fds: list[int], **extra) -> socket.socket:
-    """Ask the zygote for a sandbox running ``target``; the returned socket is its lifeline."""
+def spawn(socket_path: str, spec: dict, target: str, fds: list[int], started: dict | None = None,
+          **extra) -> socket.socket:
+    """Ask the zygote for a sandbox running ``target``; the returned socket is its lifeline.
+
+    ``started``: filled with the zygote's answer (``init``: the pid of the sandbox's first process, whose
+    descendants are the student's).
+    """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(socket_path)
     send_msg(sock, {"spec": spec, "target": target, **extra}, fds)
     msg = recv_msg(sock)
     if msg.get("event") != "started":
         raise OSError(f"the zygote did not start the sandbox: {msg}")
+    if started is not None:
+        started.update(msg)
     return sock
 
 

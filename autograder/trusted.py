@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 from course import witness
 
 from . import sandbox
+from .pages import PageCounter
 from .valueworker import EXCEPTION_KINDS, REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
 from .worker_instruments import MAX_FOLLOWED
 
@@ -213,6 +214,7 @@ class Channel:
         self.seen = 0  # the number of the last frame received from it
         self.broken: str | None = None  # why the pipe is out of step, once it is
         self.measurement: witness.Measurement | None = None  # the worker's measurement of the last call
+        self.pages = PageCounter(None)  # the worker's sandbox, once start_worker knows its init
 
     # -- encoding -----------------------------------------------------------
 
@@ -308,6 +310,9 @@ class Channel:
             return self._exchange(message, measured)
 
     def _exchange(self, message: dict, measured=_MISSING) -> dict:
+        # The pages the worker's processes touch while they answer, counted by the OS kernel (autograder/pages.py):
+        # from the request to its reply, where nothing the student's code does can reset or hide the count.
+        counting = measured is not _MISSING and self.pages.begin()
         n = self._send(message)
         try:
             while True:
@@ -326,10 +331,13 @@ class Channel:
             # exception inside a callback): whatever the worker sends next answers nothing in flight.
             self.broken = self.broken or "an exchange with the worker was cut short"
             raise
+        touched = self.pages.end() if counting else None
+        if counting and touched is None:  # a process of the sandbox ended meanwhile, taking its count with it
+            raise self._refuse(REFUSALS["measurement"])
         if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
             # A call that raised reports what it touched too (a course helper); one asked to follow token rows
             # (``"follow"``), the rows each allocation came from, when it returned.
-            self.witness(reply, measured, followed="follow" in message and op == "result")
+            self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched)
         if op == "raise":
             raise _rebuild(reply.get("chain"))
         if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
@@ -371,6 +379,8 @@ class Channel:
         if sides is not None:
             request["follow"] = [next((side for side, ts in enumerate(sides) if any(t is x for x in ts)), None)
                                  for t in tensors_in((args, kwargs))]
+        if witness.counting_pages():  # a case made for the operating system's count: the worker measures nothing else
+            request["bare"] = True
         reply = self.exchange(request, measured=(args, kwargs))
         after = reply.get("args_after") or []
         if not isinstance(after, list):
@@ -386,7 +396,7 @@ class Channel:
 
     # -- what the worker measured ------------------------------------------------
 
-    def witness(self, reply: dict, sent, followed: bool = False) -> witness.Measurement:
+    def witness(self, reply: dict, sent, followed: bool = False, touched: int | None = None) -> witness.Measurement:
         """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
 
         A reply without one, or one whose instruments the call switched off, is refused. ``followed``: the call
@@ -417,7 +427,7 @@ class Channel:
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
         measurement = witness.Measurement(
             tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
-            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows)
+            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows, touched)
         self.measurement = measurement
         witness.report(measurement)
         return measurement
@@ -528,12 +538,16 @@ def start_worker(job: dict, log_path: Path) -> Channel:
         script = str(VALUEWORKER)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     null = os.open(os.devnull, os.O_RDONLY)
+    started: dict = {}
     try:
-        lifeline = sandbox.spawn(job["zygote"], spec, "valueworker", [null, log, log, to_r, from_w], script=script)
+        lifeline = sandbox.spawn(job["zygote"], spec, "valueworker", [null, log, log, to_r, from_w], script=script,
+                                 started=started)
     finally:
         for fd in (log, null, to_r, from_w):
             os.close(fd)
     channel = Channel(lifeline, to_w, from_r)
+    init = started.get("init")
+    channel.pages = PageCounter(init if isinstance(init, int) and not isinstance(init, bool) and init > 1 else None)
     channel.deadline = time.monotonic() + job["startup_timeout"]
     try:
         ready, _, re = channel._receive()

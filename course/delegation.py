@@ -51,6 +51,9 @@ EXEMPT: dict[str, str] = {
     "course.witness.is_library_backward": "the autograd guard reads a measurement inside the student's call",
     "course.memory.tensors_in": "the memory probes walk each op's arguments inside the student's call",
     "course.witness.followed": "the trusted re-check asks which token rows to follow while the student's call runs",
+    "course.witness.counting_pages": "the trusted re-check asks whether to count a call's memory as the call starts",
+    "course.witness.counted_by_os": "a memory rule marks its large cases as the student's call starts",
+    "course.witness.large_enough": "a memory rule tells its large cases as the student's call starts",
 }
 
 _GUARD = "__course_delegation_guard__"  # the name the trampolines call, in each guarded module's globals

@@ -37,6 +37,7 @@ extra Python call).
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import Counter
 from collections.abc import Callable
@@ -174,6 +175,9 @@ class AllocationRecorder(_NewMemory):
         super().__init__(ignore)
         self.allocations: list[Allocation] = []
         self.ops: Counter = Counter()  # op name -> calls, views and in-place ops included
+        # What the operating system counted the call touching, where another process ran it (course.witness):
+        # one entry per measured call, never in the notebook.
+        self.touched: list[Allocation] = []
 
     def _ran(self, op: str) -> None:
         self.ops[op] += 1
@@ -210,6 +214,9 @@ class AllocationRecorder(_NewMemory):
         if m.peak:
             self.allocations.append(Allocation(witness.NUMPY_PEAK, (m.elements(m.peak),), m.elements(m.peak), m.peak,
                                                None, True))
+        if m.touched is not None:  # apart: the rules read it on their large cases only (witness.touched_over)
+            self.touched.append(Allocation(witness.TOUCHED, (m.elements(m.touched),), m.elements(m.touched),
+                                           m.touched, None, True))
         self.ops.update(m.ops)
 
     # -- questions about what was recorded ------------------------------------------
@@ -255,16 +262,22 @@ def record_allocations(fn, *args, **kwargs) -> tuple[object, AllocationRecorder]
 
 class RecordedCalls:
     """Wrap a function so that every call runs under an AllocationRecorder that ignores its arguments;
-    ``calls`` keeps (arguments, recorder) per call."""
+    ``calls`` keeps (arguments, recorder) per call.
 
-    def __init__(self):
+    ``counted(args)``: true for a call whose memory the grader's re-check counts from outside the process that
+    runs it (``course.witness.counted_by_os``): the large cases of a memory rule. No effect in the notebook.
+    """
+
+    def __init__(self, counted: Callable[[tuple], bool] | None = None):
         self.calls: list[tuple[tuple, AllocationRecorder]] = []
+        self.counted = counted
 
     def __call__(self, fn: Callable) -> Callable:
         def recorded(*args, **kwargs):
             rec = AllocationRecorder(ignore=(args, kwargs))
             self.calls.append((args, rec))
-            with rec:
+            by_os = witness.counted_by_os() if self.counted and self.counted(args) else contextlib.nullcontext()
+            with by_os, rec:
                 return fn(*args, **kwargs)
 
         return recorded

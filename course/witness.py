@@ -18,6 +18,14 @@ from dataclasses import dataclass, field
 ALLOCATED = "an allocation (measured where the code ran)"
 NUMPY_PEAK = "NumPy arrays and Python objects, live at once (measured where the code ran)"
 HELD = "memory still held when it returned, beyond its outputs and saved tensors (measured where the code ran)"
+TOUCHED = "memory the call touched, counted by the operating system from outside its process"
+# A rule reads TOUCHED only on a case whose forbidden tensor is at least this big: there it stands far above what an
+# honest call touches (its inputs, outputs and tiles, and about 10 MiB of the worker's own: 12 MiB for 02's honest
+# softmax_backward on a row of 4,099, 24 MiB for 07's chunked walk), and a count of half the forbidden size catches
+# it made at once, in halves alive together, written into a workspace made beforehand, or kept in float32 where the
+# checks' inputs are float64.
+TOUCHED_MIN_BYTES = 128 << 20
+TOUCHED_FRACTION = 2
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,7 @@ class Measurement:
     itemsize: int = 8  # bytes of one element of the call's floating-point inputs
     delegated: tuple[str, ...] = ()  # the course helpers it called (course.delegation's tripwires, armed there)
     followed: tuple[Followed, ...] | None = None  # what a TokenRecorder saw in the worker, when one was asked for
+    touched: int | None = None  # bytes of memory the call touched, counted by the OS kernel (None: not counted)
 
     def elements(self, nbytes: int) -> int:
         return nbytes // max(1, self.itemsize)
@@ -83,6 +92,41 @@ def following(queries: tuple, keys: tuple) -> Iterator[None]:
 def followed() -> tuple[tuple, tuple] | None:
     """(query tensors, key tensors) of the innermost TokenRecorder active now; None when none is."""
     return _followed[-1] if _followed else None
+
+
+_counting: list[bool] = []
+
+
+@contextmanager
+def counted_by_os() -> Iterator[None]:
+    """While the block runs, a call measured in another process has its memory counted by the operating system
+    there (``Measurement.touched``) and is measured by nothing else: the large cases of a memory rule, where the
+    other instruments' own memory would stand above an honest call's. No effect where nothing measures elsewhere."""
+    _counting.append(True)
+    try:
+        yield
+    finally:
+        _counting.pop()
+
+
+def counting_pages() -> bool:
+    """True inside :func:`counted_by_os`."""
+    return bool(_counting)
+
+
+def large_enough(forbidden_elements: int, itemsize: int) -> bool:
+    """A case whose forbidden tensor (``forbidden_elements`` of ``itemsize`` bytes) the operating system's count
+    tells from an honest call: at least :data:`TOUCHED_MIN_BYTES`."""
+    return forbidden_elements * itemsize >= TOUCHED_MIN_BYTES
+
+
+def touched_over(touched, forbidden_elements: int, itemsize: int) -> list:
+    """The counts of touched memory (``AllocationRecorder.touched``) that betray a forbidden tensor of
+    ``forbidden_elements`` elements of ``itemsize`` bytes: none on a case too small for the count to tell
+    (:data:`TOUCHED_MIN_BYTES`), else those of at least a :data:`TOUCHED_FRACTION` of its elements."""
+    if not large_enough(forbidden_elements, itemsize):
+        return []
+    return [a for a in touched if a.numel * TOUCHED_FRACTION >= forbidden_elements]
 
 
 def report(measurement: Measurement) -> None:

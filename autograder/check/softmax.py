@@ -44,6 +44,8 @@ BACKWARD_SHAPES = [
     (2, 3, 11),  # 3-D
     (1, 300),  # a long row, batch 1: N² = 90,000
     (2, 3, 257),  # long rows, 3-D, N just past a power of two: 6 rows × 257 ≪ 257²
+    (1, 4099),  # a row so long that an N×N tensor (134 MB) stands far above what an honest call touches (~10 MB of
+    # the worker's own, counted by the OS in the grader: course.witness.counted_by_os), wherever it was made
 ]
 # Shapes of z = log_softmax(x).
 LOG_SOFTMAX_SHAPES = [
@@ -53,6 +55,7 @@ LOG_SOFTMAX_SHAPES = [
     (7, 12),  # batch 7
     (3, 2, 9),  # 3-D
     (2, 2, 263),  # long rows, N prime: 4 rows × 263 ≪ 263², and an N×N tensor is caught
+    (1, 4099),  # an N×N tensor counted by the OS wherever it was made (as in BACKWARD_SHAPES)
 ]
 # Shapes of the logits, classes last.
 CE_SHAPES = [

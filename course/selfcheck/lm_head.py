@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import witness
 from ..diagnose import (
     DEPENDS_ON_LAYOUT,
     TRANSPOSED,
@@ -290,6 +291,13 @@ def _shape_of(allocation) -> str:
     return "×".join(str(s) for s in allocation.shape) or "scalar"
 
 
+def _logits_sized(args: tuple) -> bool:
+    """A call with so many logits (T×V) that the operating system's count tells them apart (course.witness)."""
+    h, W = (args + (None, None))[:2]
+    return (isinstance(h, torch.Tensor) and isinstance(W, torch.Tensor) and h.dim() == 2 and W.dim() == 2
+            and witness.large_enough(h.shape[0] * max(W.shape), h.element_size()))
+
+
 def check_no_logits(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], cases: Sequence[Case]) -> None:
     """``materialized-logits`` when a call on a case large enough to tell allocated more than one step's logits.
 
@@ -308,14 +316,18 @@ def check_no_logits(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]
         if T * V < MEMORY_RATIO * step:
             continue
         allowed = step + T * d + V * d
-        big = larger_than(allowed, rec.allocations)
+        big = larger_than(allowed, rec.allocations) or witness.touched_over(rec.touched, T * V, h.element_size())
         if not big:
             continue
         what, unit = ("chunk", f"{size}×{V}") if chunked else ("block", f"{T}×{size}")
         worst = big[0]
         made = (f"a {_shape_of(worst)} tensor ({worst.op})" if worst.dtype is not None  # measured here
                 else f"{worst.numel:,} elements at once ({worst.op})")  # measured where the call ran: no shape
-        if worst.numel >= T * V:
+        if worst.op == witness.TOUCHED:
+            why = (f"a large part of the T×V = {T * V:,} logits, where one {what} of them ({unit} = {step:,}) is what "
+                   "the walk may hold at a time: the logits were all in memory together, whether made at once, in "
+                   "pieces alive together, or written into a buffer made before the call.")
+        elif worst.numel >= T * V:
             why = (f"{worst.numel:,} elements, at least T×V = {T * V:,}, as big as all the logits. Walking by {what} is "
                    f"meant to hold one {what} of them at a time ({unit}): at T = 8192 and V = 128,256 the full logits "
                    "are 1.05 G numbers, 4.2 GB in fp32.")
@@ -393,7 +405,7 @@ class Exercise(Spec):
     def check(self, fn: Callable, cases: Sequence[Case], alternatives: Callable | None = None) -> None:
         """Grade ``fn`` on ``cases``: the values (``alternatives``, when given, in place of the exercise's own),
         then the properties of the calls it made."""
-        recorded = RecordedCalls()
+        recorded = RecordedCalls(counted=_logits_sized)
         target = recorded(fn) if self.properties and callable(fn) else fn
         self.run(target, cases, alternatives=alternatives, refine=self.refine)
         for prop in self.properties:

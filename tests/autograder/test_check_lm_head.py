@@ -362,15 +362,15 @@ def test_an_allocation_measured_in_another_process_is_named_by_its_size():
     T, V = case.args[0].shape[0], case.args[1].shape[0]
     measured = Allocation("an allocation (measured where the code ran)", (T * V,), T * V, 8 * T * V, None, True)
     with pytest.raises(GradingFailure) as info:
-        visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[measured]))], [case])
+        visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[measured], touched=[]))], [case])
     assert info.value.cls == "materialized-logits" and f"{T * V:,} elements at once" in info.value.sentence
     d, chunk = case.args[0].shape[1], case.args[3]
     allowed = chunk * V + T * d + V * d  # one chunk's logits, dh, dW
     at_most = Allocation("aten.mm", (allowed,), allowed, 8 * allowed, torch.float64, False)
-    visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[at_most]))], [case])
+    visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[at_most], touched=[]))], [case])
     above = Allocation("aten.mm", (allowed + 1,), allowed + 1, 8 * (allowed + 1), torch.float64, False)
     with pytest.raises(GradingFailure) as info:
-        visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[above]))], [case])
+        visible.check_no_logits("chunked_linear_ce", [(case.args, SimpleNamespace(allocations=[above], touched=[]))], [case])
     assert info.value.cls == "materialized-logits"
 
 

@@ -10,6 +10,7 @@ import sys
 import pytest
 import torch
 
+from course import witness
 from course.memory import Allocation, AllocationRecorder, RecordedCalls, record_allocations, tensors_in
 from course.peak_memory import PeakMemory
 
@@ -228,3 +229,30 @@ def test_recorded_calls_keep_each_calls_arguments_and_recorder(y):
     double(y[:1])
     assert [(args[0].shape, [a.shape for a in rec.allocations]) for args, rec in recorded.calls] == [
         ((3, N), [(3, N)]), ((1, N), [(1, N)])]
+
+
+# ---------------------------------------------------------------------------
+# What the operating system counted, where another process ran the call (course.witness)
+
+
+def test_a_count_of_touched_memory_is_read_on_large_cases_only():
+    big = 4099 * 4099  # elements of an N×N tensor of float64 at N = 4,099: 134 MB
+    rec = AllocationRecorder()
+    with rec:
+        witness.report(witness.Measurement(itemsize=8, touched=80 << 20))  # 80 MiB: over half of 134 MB
+    assert rec.allocations == [] and [a.op for a in rec.touched] == [witness.TOUCHED]
+    assert witness.touched_over(rec.touched, big, 8) == rec.touched
+    assert witness.touched_over(rec.touched, 300 * 300, 8) == []  # too small a case for the count to tell
+    quiet = AllocationRecorder()
+    with quiet:
+        witness.report(witness.Measurement(itemsize=8, touched=24 << 20))  # an honest call's, with the worker's own
+    assert witness.touched_over(quiet.touched, big, 8) == []
+
+
+def test_recorded_calls_ask_for_the_count_on_the_cases_they_are_told():
+    seen = []
+    recorded = RecordedCalls(counted=lambda args: args[0].numel() > 3)
+    fn = recorded(lambda x: seen.append(witness.counting_pages()) or x + 1)
+    fn(torch.zeros(2))
+    fn(torch.zeros(5))
+    assert seen == [False, True] and not witness.counting_pages()
