@@ -716,7 +716,7 @@ def explain_in_notebook(path: Path, rows: list[Row]) -> None:
 def _feedback(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path]) -> dict[str, str]:
     """nbgrader's feedback for each assignment's autograded students, in one nbgrader process (each start costs
     seconds); made safe to open (autograder.feedback) in the course, then copied to OUT/feedback/<student>/."""
-    from .feedback import hide_hidden_tests, sanitize_folder
+    from .feedback import prepare_for_feedback, sanitize_folder
 
     notes = {a: "no feedback: nothing was autograded" for a, students in wanted.items() if not students}
     wanted = {a: students for a, students in wanted.items() if students}
@@ -726,7 +726,7 @@ def _feedback(course: Path, wanted: dict[str, list[str]], outs: dict[str, Path])
         for student in students:
             shutil.rmtree(course / "feedback" / student / a, ignore_errors=True)
             for notebook in sorted((course / "autograded" / student / a).glob("*.ipynb")):
-                hide_hidden_tests(notebook)  # --no-trusted ran the hidden tests in the kernel: their lines stay off the page
+                prepare_for_feedback(notebook)  # hidden tests (--no-trusted ran them in the kernel) off the page, student content marked
     try:
         nbgrader(course, "generate_feedback", f"--assignment={next(iter(wanted)) if len(wanted) == 1 else '*'}",
                  timeout=3600)

@@ -11,6 +11,16 @@ becomes MathML (which browsers draw natively, no MathJax) while the page is rebu
 tests' lines are taken out of the autograded notebook before nbgrader renders it
 (``hide_hidden_tests``).
 
+Nothing a student wrote can cover or imitate the grader's score or layout. What the student wrote (a Markdown
+cell, an HTML or Markdown output) is put between two marks before nbgrader renders it (``prepare_for_feedback``),
+each carrying a secret of this process, so that the page shows where the student's HTML starts and ends, however
+it is nested or closed. Between them it is confined: its closing tags close only what it opened, and what it left
+open is closed at its end, inside a box the stylesheet clips (``.student-content``). It keeps no style and no
+layout: no ``style`` (nowhere on the page: the templates write none the page needs, and the page's policy lets no
+style attribute apply), no ``align``, no class but the highlighter's and the heading anchors', its ids and
+``#`` links prefixed so that they meet none of the grader's; MathML lengths are bounded everywhere. The grader's
+own elements keep the classes STYLESHEET styles (a cell's tags, which nbconvert appends as classes, are cut).
+
 Limitations: TeX that latex2mathml cannot convert (an unknown command, a syntax error), or past the
 per-formula and per-page budgets, stays as its TeX text. ``\\$`` is lost to nbconvert's Markdown, so
 an inline ``$…$`` has no space after its opening dollar and no digit after its closing one (as in
@@ -19,9 +29,12 @@ pandoc): "$5 and $10" stays text.
 
 from __future__ import annotations
 
+import base64
 import bisect
+import hashlib
 import html
 import re
+import secrets
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -44,7 +57,7 @@ h1, h2, h3, h4 { line-height: 1.25; margin: 1.2em 0 .5em; }
 a { color: #1a5fa8; }
 a.anchor-link { visibility: hidden; margin-left: .3em; text-decoration: none; }
 h1:hover a.anchor-link, h2:hover a.anchor-link, h3:hover a.anchor-link, h4:hover a.anchor-link { visibility: visible; }
-img { max-width: 100%; }
+img { max-width: 100%; height: auto; }
 code, kbd, pre, samp, tt { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "DejaVu Sans Mono", monospace; }
 code { font-size: 90%; background: #f3f3f3; padding: 0 .25em; border-radius: 3px; }
 pre { font-size: 13px; line-height: 1.4; margin: 0; padding: .5em .7em; overflow-x: auto; white-space: pre; }
@@ -83,6 +96,7 @@ mtext[mathvariant="italic"], mtext[mathvariant="bold-italic"] { font-style: ital
 .nbgrader_cell .input_area { border: none; }
 .pull-right { float: right; }
 .late-penalty { color: #d2413a; }
+.student-content { contain: paint; overflow-x: auto; }
 .alert-warning { margin: 1em 0; padding: .6em .8em; background: #fcf8e3; border: 1px solid #faebcc; }
 .highlight .k, .highlight .kc, .highlight .kd, .highlight .kn, .highlight .kr, .highlight .nb { color: #008000; font-weight: 600; }
 .highlight .s, .highlight .s1, .highlight .s2, .highlight .sa, .highlight .si, .highlight .se { color: #ba2121; }
@@ -93,8 +107,10 @@ mtext[mathvariant="italic"], mtext[mathvariant="bold-italic"] { font-style: ital
 @media print { .cell, .output_wrapper { break-inside: avoid; } }
 """
 # What the browser may do with the page at all, should anything live slip past the allowlist: no script, no
-# connection, images only from data: URLs, styles only inline (the stylesheet above and style attributes).
-POLICY = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+# connection, images only from data: URLs, and no style but the stylesheet above (by its hash: a style attribute
+# or another <style> does nothing).
+_STYLESHEET_HASH = base64.b64encode(hashlib.sha256(STYLESHEET.encode()).digest()).decode()
+POLICY = f"default-src 'none'; img-src data:; style-src 'sha256-{_STYLESHEET_HASH}'"
 _HEAD_EXTRAS = f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">\n<style>{STYLESHEET}</style>\n'
 
 _TAGS = frozenset("""
@@ -104,12 +120,19 @@ _TAGS = frozenset("""
 """.split())
 _VOID = frozenset({"br", "col", "hr", "img", "wbr"})
 _RAW = frozenset({"script", "style"})  # their content is code, never text: dropped with the tag
+# No style attribute: the templates write none that the page needs (their iframe's goes with it), and STYLESHEET is
+# the page's styling.
 _ATTRS = frozenset({"class", "id", "name", "title", "alt", "align", "colspan", "rowspan", "width", "height",
-                    "start", "open", "style", "href", "src", "tabindex"})
+                    "start", "open", "href", "src", "tabindex"})
 _NAME = re.compile(r"\S{1,300}")  # ids of headings and cells, anchors the page links to (escaped on the way out)
 _NUMBER = re.compile(r"-?\d{1,6}%?")
-_STYLE = re.compile(r"[\w\s#%.,:;()\-]{0,500}")
-_STYLE_DANGER = re.compile(r"url|expression|image|import|javascript|behavior|binding|var\(|attr\(", re.I)
+# The classes the grader's elements keep: those STYLESHEET styles. Student content keeps the highlighter's (colours)
+# and nbconvert's heading anchors' (hidden until hovered) only: no panel, score box, alert or float of the grader's.
+_CLASSES = frozenset(re.findall(r"\.([A-Za-z_][\w-]*)", STYLESHEET))
+_STUDENT_CLASSES = frozenset({"anchor-link"} | set(
+    re.findall(r"\.([A-Za-z_][\w-]*)", "".join(line for line in STYLESHEET.splitlines() if line.startswith(".highlight")))))
+_CELL_TAG = "celltag_"  # nbconvert appends a cell's tags (the student's metadata) to its class: "celltag_x panel-primary"
+STUDENT_ID_PREFIX = "student:"  # a student's ids and #links: no grade id, cell id or id of the template's has a ':'
 _LINK = re.compile(r"(#|https?:|mailto:)", re.I)
 _HEAD = frozenset({"html", "head", "meta", "title", "style", "script", "link", "base", "noscript"})
 _IMAGE = re.compile(r"data:image/(png|jpeg|gif);base64,[A-Za-z0-9+/=\s]+", re.I)
@@ -121,14 +144,23 @@ _MATH_TAGS = frozenset("""
     math mi mn mo ms mtext mspace mrow mfrac msqrt mroot mstyle merror mpadded mphantom msub msup msubsup
     munder mover munderover mmultiscripts mprescripts none mtable mtr mtd semantics annotation menclose
 """.split())
-# Presentation attributes only: no href, xlink:href, src, actiontype, definitionURL, style, class or event handler.
+# Presentation attributes only: no href, xlink:href, src, actiontype, definitionURL, style, class or event handler,
+# and no mathbackground (it paints a box: `\colorbox`, `\rule`).
 _MATH_ATTRS = frozenset("""
     display mathvariant displaystyle scriptlevel stretchy fence separator form lspace rspace minsize maxsize
     largeop movablelimits symmetric accent accentunder linethickness columnalign rowalign columnspan rowspan
     columnlines rowlines columnspacing rowspacing frame framespacing notation width height depth voffset
-    mathcolor mathbackground mathsize
+    mathcolor mathsize
 """.split())
 _MATH_VALUE = re.compile(r"[\w\s#%.,+\-]{0,100}")  # lengths, colours, keywords: no ':', '/' or '(' a URL needs
+# The lengths that size or move what is drawn (mspace, mpadded's voffset, an operator's size): in em, ex, mu or px, or a
+# named space, and at most MATH_LENGTH_MAX em either way, so that formulas cannot draw a box or move far from where they
+# are (the course's largest: 2em, \qquad; \Huge is 2.49em). Nested ones add up, but only inside .student-content.
+_MATH_LENGTHS = frozenset("width height depth voffset lspace rspace minsize maxsize mathsize linethickness".split())
+_MATH_LENGTH = re.compile(r"([+-]?(?:\d{1,4}(?:\.\d{0,4})?|\.\d{1,4}))(em|ex|mu|px)?")
+_MATH_SPACE = re.compile(r"(negative)?(veryverythin|verythin|thin|medium|thick|verythick|veryverythick)mathspace")
+_EM = {None: 1.0, "em": 1.0, "ex": 0.5, "mu": 1 / 18, "px": 1 / 16}
+MATH_LENGTH_MAX = 3.0
 _NO_TEX = frozenset({"pre", "code", "kbd", "samp", "tt", "math"})  # code shows as written; MathML is maths already
 # TeX as Jupyter's MathJax finds it (formulas): where a formula may open, and the closing delimiter of each opening
 # one. A backslash and the character after it are an escape (\$ is a dollar sign), and open nothing.
@@ -140,36 +172,61 @@ TEX_FORMULA_MAX = 1000  # characters of one formula: a longer one stays TeX (the
 TEX_PAGE_MAX = 100_000  # characters of TeX converted in one page (the course's most: 7,491 in 601 formulas)
 FORMULAS_MAX = 5000  # formulas converted in one page
 
+# The two marks around what a student wrote, from the rendered page's point of view (``prepare_for_feedback``): empty
+# divs, which Markdown passes on as HTML blocks, with a secret of this process that a notebook cannot know, so that
+# no student can write one.
+_SECRET = secrets.token_hex(16)
+_BEGIN_ID, _END_ID = f"student-content-begins-{_SECRET}", f"student-content-ends-{_SECRET}"
+STUDENT_BEGIN, STUDENT_END = f'<div id="{_BEGIN_ID}"></div>', f'<div id="{_END_ID}"></div>'
+
 # nbgrader's ClearHiddenTests delimiters, matched as it matches them (anywhere in a line).
 HIDDEN_BEGIN, HIDDEN_END = "BEGIN HIDDEN TESTS", "END HIDDEN TESTS"
 HIDDEN_NOTE = "# hidden tests ran here"
 
 
-def _attribute(tag: str, name: str, value: str | None) -> str | None:
-    """The value to keep for one attribute, or None to drop it."""
+def _attribute(tag: str, name: str, value: str | None, student: bool = False) -> str | None:
+    """The value to keep for one attribute, or None to drop it; ``student``: of an element the student wrote."""
     value = value or ""
-    if name not in _ATTRS or name.startswith("on"):
+    if name not in _ATTRS or name.startswith("on") or (student and name == "align"):
         return None
     if name == "href":
         url = _URL_NOISE.sub("", value)
-        return value.strip() if tag == "a" and _LINK.match(url) else None
+        if tag != "a" or not _LINK.match(url):
+            return None
+        url = value.strip()
+        return "#" + STUDENT_ID_PREFIX + url[1:] if student and url.startswith("#") and len(url) > 1 else url
     if name == "src":
         return value if tag == "img" and _IMAGE.fullmatch(value.strip()) else None
     if name in ("id", "name"):
-        return value if _NAME.fullmatch(value) and not value.lower().startswith("mathjax") else None
+        if not _NAME.fullmatch(value) or value.lower().startswith("mathjax"):
+            return None
+        return STUDENT_ID_PREFIX + value if student else value
     if name in ("width", "height", "colspan", "rowspan", "start", "tabindex"):
         return value if _NUMBER.fullmatch(value.strip()) else None
-    if name == "style":
-        return value if _STYLE.fullmatch(value) and not _STYLE_DANGER.search(value) else None
     if name == "open":
         return ""
+    if name == "class":
+        words = value.split()
+        if not student and any(w.startswith(_CELL_TAG) for w in words):
+            words = words[:next(i for i, w in enumerate(words) if w.startswith(_CELL_TAG))]
+        return " ".join(w for w in words if w in (_STUDENT_CLASSES if student else _CLASSES)) or None
     return value[:2000]
+
+
+def _math_length(value: str) -> bool:
+    """Whether a MathML length is one the page keeps: small, in a unit relative to the text (MATH_LENGTH_MAX)."""
+    value = value.strip()
+    if _MATH_SPACE.fullmatch(value):
+        return True
+    m = _MATH_LENGTH.fullmatch(value)
+    return bool(m) and abs(float(m.group(1))) * _EM[m.group(2)] <= MATH_LENGTH_MAX
 
 
 def _math_attributes(attrs) -> str:
     """The attributes a MathML element keeps, written out."""
     return "".join(f' {name}="{html.escape(value, quote=True)}"' for name, value in attrs
-                   if name in _MATH_ATTRS and _MATH_VALUE.fullmatch(value or ""))
+                   if name in _MATH_ATTRS and _MATH_VALUE.fullmatch(value or "")
+                   and (name not in _MATH_LENGTHS or _math_length(value or "")))
 
 
 def formulas(text: str) -> list[tuple[int, int, str, bool]]:
@@ -244,6 +301,8 @@ class _Page(HTMLParser):
         self.text: list[str] = []  # body text not yet written: TeX is found in a whole run of text
         self.tex_left = TEX_PAGE_MAX
         self.formulas_left = FORMULAS_MAX
+        self.student: int | None = None  # inside student content: where its box is in self.open
+        self.mark_open = False  # a mark's <div> was just read: its </div> is the mark's too
 
     def _emit(self, text: str) -> None:
         if self.full:
@@ -263,10 +322,15 @@ class _Page(HTMLParser):
 
     def _start(self, tag: str, attrs, closed: bool) -> None:
         self._flush_text()
+        self.mark_open = False
         if self.in_head and (tag == "body" or tag not in _HEAD):
             self._end_head()
         if self.in_head:
             self._head_start(tag, dict(attrs), closed)
+            return
+        if tag == "div" and (mark := dict(attrs).get("id")) in (_BEGIN_ID, _END_ID):
+            self._student_content(begins=mark == _BEGIN_ID)
+            self.mark_open = not closed
             return
         if tag in _RAW:
             self.drop = not closed
@@ -278,7 +342,7 @@ class _Page(HTMLParser):
             return
         kept = []
         for name, value in attrs:
-            v = _attribute(tag, name, value)
+            v = _attribute(tag, name, value, student=self.student is not None)
             if v is not None:
                 kept.append(f' {name}="{html.escape(v, quote=True)}"' if v or name != "open" else f" {name}")
         if tag == "img" and not any(k.startswith(" src=") for k in kept):
@@ -295,6 +359,18 @@ class _Page(HTMLParser):
             self._emit(f"</{tag}>")
         elif not self.full:
             self.open.append(tag)
+
+    def _student_content(self, begins: bool) -> None:
+        """At the mark before what the student wrote, open its box; at the mark after it, close whatever the student
+        left open, and the box. A mark inside student content (its end swallowed by a comment the student left
+        open, say) changes nothing: the student's content goes on until an end mark."""
+        if begins and self.student is None:
+            self.student = len(self.open)
+            self._open("div", ' class="student-content"', closed=False)
+        elif not begins and self.student is not None:
+            while len(self.open) > self.student:
+                self._emit(f"</{self.open.pop()}>")
+            self.student = None
 
     def _head_start(self, tag: str, attrs: dict, closed: bool) -> None:
         """The template's head keeps its charset and title; its styles and scripts (nbconvert's CSS, the MathJax
@@ -316,11 +392,17 @@ class _Page(HTMLParser):
 
     def handle_endtag(self, tag):
         self._flush_text()
+        if self.mark_open and tag == "div":
+            self.mark_open = False
+            return
+        self.mark_open = False
+        # The student's closing tags close what the student opened, never the template's elements around it.
+        opened = self.open if self.student is None else self.open[self.student + 1:]
         if tag in _RAW:
             self.drop = False
         elif tag == "head" and self.in_head:
             self._end_head()
-        elif not (self.full or self.drop or tag in _VOID or tag not in self.open):
+        elif not (self.full or self.drop or tag in _VOID or tag not in opened):
             self._close(tag)
 
     def _close(self, tag: str) -> None:
@@ -331,6 +413,7 @@ class _Page(HTMLParser):
                 break
 
     def handle_data(self, data):
+        self.mark_open = self.mark_open and not data
         if self.drop:
             return  # a script's or a style's code, never text
         if self.in_head:
@@ -413,15 +496,48 @@ def hide_hidden_tests(path: Path) -> int:
     its ``### END HIDDEN TESTS`` line, both included — with one ``# hidden tests ran here`` line, in place, so that
     the feedback nbgrader renders from it shows the visible checks only. Returns how many regions it hid."""
     nb = nbformat.read(path, as_version=4)
+    hidden = _hide_hidden_tests(nb)
+    if hidden:
+        nbformat.write(nb, path)
+    return hidden
+
+
+def _hide_hidden_tests(nb: nbformat.NotebookNode) -> int:
     hidden = 0
     for cell in nb.cells:
         source, regions = without_hidden_tests(cell.source)
         if regions:
             cell.source = source
             hidden += regions
-    if hidden:
-        nbformat.write(nb, path)
     return hidden
+
+
+def prepare_for_feedback(path: Path) -> int:
+    """Make the autograded notebook at ``path`` ready for nbgrader to render its feedback from, in place: its hidden
+    tests hidden (``hide_hidden_tests``) and what the student wrote marked (``mark_student_content``). Returns how
+    many hidden-test regions it hid. The marks stay in the notebook: empty divs, which show as nothing."""
+    nb = nbformat.read(path, as_version=4)
+    hidden = _hide_hidden_tests(nb)
+    mark_student_content(nb)
+    nbformat.write(nb, path)
+    return hidden
+
+
+def mark_student_content(nb: nbformat.NotebookNode) -> None:
+    """Put STUDENT_BEGIN and STUDENT_END around each piece of the student's that nbconvert writes into the page as
+    HTML (a Markdown cell, a raw cell, an output's HTML or Markdown; the grader keeps neither kind of output, but a
+    page must be safe whatever the notebook holds), so that ``sanitize_page`` knows where it starts and ends."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = f"{STUDENT_BEGIN}\n\n{cell.source}\n\n{STUDENT_END}"
+        elif cell.cell_type == "raw":
+            cell.source = f"{STUDENT_BEGIN}{cell.source}{STUDENT_END}"  # bleach, which nbconvert passes it through, keeps a div's id
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            for kind, gap in (("text/html", ""), ("text/markdown", "\n\n")):
+                if kind in data:
+                    text = "".join(map(str, data[kind])) if isinstance(data[kind], list) else str(data[kind])
+                    data[kind] = f"{STUDENT_BEGIN}{gap}{text}{gap}{STUDENT_END}"
 
 
 def without_hidden_tests(source: str) -> tuple[str, int]:
