@@ -38,3 +38,63 @@ def distinct(gen: torch.Generator, *shape: int, gap: float = 1e-3) -> torch.Tens
 
 def randint(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
     return torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
+
+
+# ---------------------------------------------------------------------------
+# Families of activations. A check that always draws the same kind of values (say ȳ = 32 + N(0, 1)) can be
+# recognized by a submission, which may then be right only there. So a check draws each case from a family the seed
+# picks, ordinary N(0, 1) values among them, and every family must keep what the check looks for visible at its bound
+# (docs/grading.md, "Seeds").
+
+FAMILIES = ("normal", "shifted", "heavy", "outliers")
+HEAVY_MAX = 64.0  # heavy tails cut here (about one value in 10^5 beyond): a check's scalings then stay in float16's range
+
+
+def family_order(gen: torch.Generator, k: int, names: tuple[str, ...] = FAMILIES) -> list[str]:
+    """A family for each of ``k`` cases: every name once before any repeats, in an order drawn from ``gen`` — so a
+    run of at least ``len(names)`` cases meets them all, and which case gets which changes with the seed."""
+    order: list[str] = []
+    while len(order) < k:
+        order += [names[i] for i in torch.randperm(len(names), generator=gen).tolist()]
+    return order[:k]
+
+
+def uniform(gen: torch.Generator, low: float, high: float, *shape: int) -> torch.Tensor:
+    return low + (high - low) * torch.rand(shape, generator=gen, dtype=DTYPE)
+
+
+def signs(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """±1, each with probability 1/2."""
+    return torch.randint(0, 2, shape, generator=gen).to(DTYPE) * 2 - 1
+
+
+def row_offsets(gen: torch.Generator, *shape: int, low: float, high: float) -> torch.Tensor:
+    """One offset per row (a trailing axis of 1) of random sign and size in [low, high): a common part that differs
+    between rows, so that the tensor's own mean does not give it away."""
+    return signs(gen, *shape[:-1], 1) * uniform(gen, low, high, *shape[:-1], 1)
+
+
+def activations(gen: torch.Generator, family: str, *shape: int, offset: tuple[float, float] = (4.0, 16.0)
+                ) -> torch.Tensor:
+    """Values of ``family`` with a spread of about 1 along the last axis:
+
+    - ``normal``: N(0, 1);
+    - ``shifted``: N(0, 1) plus a common part per row (:func:`row_offsets` within ``offset``);
+    - ``heavy``: Student's t with 3 degrees of freedom, cut at ±HEAVY_MAX (a few entries many spreads out);
+    - ``outliers``: N(0, 1) with a few columns (one in 64, at least one) 20 to 60 times larger, as the outlier
+      features of a large model's activations.
+    """
+    values = torch.randn(shape, generator=gen, dtype=DTYPE)
+    if family == "normal":
+        return values
+    if family == "shifted":
+        return values + row_offsets(gen, *shape, low=offset[0], high=offset[1])
+    if family == "heavy":
+        chi2 = (torch.randn((3, *shape), generator=gen, dtype=DTYPE) ** 2).sum(0)
+        return (values / torch.sqrt(chi2 / 3)).clamp(-HEAVY_MAX, HEAVY_MAX)
+    if family == "outliers":
+        n = shape[-1]
+        columns = torch.randperm(n, generator=gen)[: max(1, n // 64)]
+        values[..., columns] *= uniform(gen, 20.0, 60.0, len(columns))
+        return values
+    raise ValueError(f"no family of activations named {family!r}; the families are {', '.join(FAMILIES)}")

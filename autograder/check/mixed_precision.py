@@ -11,15 +11,25 @@ these hold it to notebook 08 Part C's rule (``autograder.check.tolerance``, whic
 tol(dtype, n, κ) for an output stored in ``dtype`` whose sums of n terms ran in float32, with κ the condition factor
 of the output — the magnitudes its sums and subtractions went through, against what was left (each ``_magnitudes``
 below says which those are for its backward).
+
+The half-precision inputs are not the visible checks' (x = 4 + N(0, 1), ȳ = 32 + N(0, 1)), nor one kind of values at
+all: each case draws from a family of ``autograder.inputs.FAMILIES``, every family once per run in an order the seed
+picks, so that code right only on inputs that look like a check's is wrong on the others. Each family keeps a reason
+for a row statistic to cancel — a common part of ȳ, a ȳ along the output x̂ (LayerNorm), a row held by one entry
+(softmax) — since on values with none (ȳ ~ N(0, 1) and nothing else) a statistic held in half precision is within the
+bound and the case would test nothing (``tests/autograder/test_hidden_input_families.py`` measures both).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from functools import partial
 
 import torch
 
-from course.diagnose import graded
+from course.diagnose import graded, seeded
+from course.selfcheck import layernorm as ln
 from course.selfcheck import mixed_kernel
 from course.selfcheck.mixed_precision import (
     BF16,
@@ -30,12 +40,16 @@ from course.selfcheck.mixed_precision import (
     LAYERNORM,
     SOFTMAX,
     HalfCase,
+    MixedExercise,
     ScalerRun,
+    _torch_layernorm_backward,
+    accumulator,
     check_grad_tolerance,
     check_scaler,
+    name_of,
 )
 
-from ..inputs import generator
+from ..inputs import activations, family_order, generator, row_offsets, signs, uniform
 from .tolerance import backward_tolerance, condition
 
 SOFTMAX_EXACT = [(6,), (1, 9), (9, 9), (5, 13), (2, 4, 11), (3, 301)]  # the last: N ≥ 256, the memory rule
@@ -90,16 +104,112 @@ SOFTMAX_RULE = replace(SOFTMAX, rule=softmax_rule)
 LAYERNORM_RULE = replace(LAYERNORM, rule=layernorm_rule)
 
 
+# ---------------------------------------------------------------------------
+# The half-precision cases, one family of values each (module docstring). ȳ is scaled by 1 to 8 as well: nothing of
+# the answer depends on its size, and a size is one more thing a check's inputs would otherwise give away.
+
+COMMON = (16.0, 48.0)  # ȳ's common part per row, or its component along x̂: against a spread of 1, as the visible 32
+SINK = (5.0, 7.0)  # how far a sink's logit is above log N: it holds all but e^-5 to e^-7 (×1.65) of its row
+
+
+def _scale(gen: torch.Generator) -> float:
+    return float(2 ** uniform(gen, 0.0, 3.0))
+
+
+def softmax_values(gen: torch.Generator, family: str, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """Float64 y and ȳ of ``family``, and what they are. ``normal`` and ``outliers``: ȳ of the family, with no
+    common part, and each row of y held by one entry (its logit log N + SINK, the others N(0, 1), as attention on a
+    sink token), so that s ≈ ȳ there and ȳ − s cancels; ``shifted`` and ``heavy``: logits of spread 2 and ȳ of the
+    family with a common part per row."""
+    logits = torch.randn(rows, n, generator=gen, dtype=F64)
+    if family in ("normal", "outliers"):
+        sink = torch.randint(0, n, (rows,), generator=gen)
+        logits[torch.arange(rows), sink] = math.log(n) + uniform(gen, *SINK, rows)
+        dy, what = activations(gen, family, rows, n), f"dy {family}, each row of y held by one entry"
+    else:
+        logits = 2 * logits
+        dy = activations(gen, family, rows, n, offset=COMMON)
+        if family != "shifted":  # it has a common part of its own
+            dy = dy + row_offsets(gen, rows, n, low=COMMON[0], high=COMMON[1])
+        what = f"dy {family}, a common part of ±{COMMON[0]:g} to {COMMON[1]:g} a row"
+    scale = _scale(gen)
+    return torch.softmax(logits, dim=-1), scale * dy, f"{what}, scaled by {scale:.2f}"
+
+
+def softmax_half_case(family: str, gen: torch.Generator, dtype: torch.dtype, rows: int, n: int,
+                      note: str = "") -> HalfCase:
+    """The visible ``softmax_half_case`` on values of ``family``: rounded to ``dtype``, the reference torch's own
+    float64 backward of the rounded values."""
+    y, dy, what = softmax_values(gen, family, rows, n)
+    y, dy = y.to(dtype), dy.to(dtype)
+    acc = accumulator(dtype)
+    expected = torch._softmax_backward_data(dy.to(F64), y.to(F64), -1, F64)
+    right = torch._softmax_backward_data(dy.to(acc), y.to(acc), -1, acc)
+    label = f"y and dy ({rows}, {n}) {name_of(dtype)}, {what}" + (f", {note}" if note else "")
+    return HalfCase(label, (y, dy), (expected,), (right,), (dtype,), (n,), dtype, n)
+
+
+def layernorm_values(gen: torch.Generator, family: str, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """Float64 x and ȳ of ``family``, and what they are: x of the family (``shifted``: a common part of ±2 to 8 a row);
+    ȳ with a component a·x̂ along the output (``normal``, ``heavy``; it cancels in x̂ · mean(γȳ ⊙ x̂)) or a common part
+    per row (``shifted``, ``outliers``; it cancels in mean(γȳ))."""
+    x = activations(gen, family, rows, n, offset=(2.0, 8.0))
+    noise = activations(gen, "heavy" if family == "heavy" else "normal", rows, n)
+    if family in ("normal", "heavy"):
+        xhat = (x - x.mean(-1, keepdim=True)) / x.std(-1, unbiased=False, keepdim=True)
+        a = float(signs(gen) * uniform(gen, *COMMON))
+        dy, what = a * xhat + noise, f"x {family}, dy = {a:.1f}·x̂ + {family} noise"
+    else:
+        dy = noise + row_offsets(gen, rows, n, low=COMMON[0], high=COMMON[1])
+        what = f"x {family}, dy with a common part of ±{COMMON[0]:g} to {COMMON[1]:g} a row"
+    scale = _scale(gen)
+    return x * _scale(gen) / 2, scale * dy, f"{what}, scaled by {scale:.2f}"  # x by 1/2 to 4: rstd is not 1 either
+
+
+def layernorm_half_case(family: str, gen: torch.Generator, dtype: torch.dtype, rows: int, n: int,
+                        note: str = "") -> HalfCase:
+    """The visible ``layernorm_half_case`` on values of ``family``: x and ȳ rounded to ``dtype``; γ, μ and rstd in
+    float32, μ and rstd those of the rounded x, as a mixed-precision forward saves them."""
+    x, dy, what = layernorm_values(gen, family, rows, n)
+    x, dy = x.to(dtype), dy.to(dtype)
+    stat = accumulator(dtype)
+    gamma = (1 + 0.05 * torch.randn(n, generator=gen, dtype=F64)).to(stat)
+    x64 = x.to(F64)
+    mean = x64.mean(-1).to(stat)
+    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(stat)
+    expected = _torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)
+    right = _torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
+    label = f"x and dy ({rows}, {n}) {name_of(dtype)}, {what}; gamma, mean and rstd float32" + (
+        f", {note}" if note else "")
+    return HalfCase(label, (dy, x, gamma, mean, rstd), tuple(expected), tuple(right), (dtype, stat, stat),
+                    (n, rows, rows), dtype, n)
+
+
+def check_in_families(exercise: MixedExercise, make, fn, gen: torch.Generator, half_shapes, exact_shapes) -> None:
+    """``MixedExercise.check``'s flow, each half-precision case (and the shorter rows its diagnosis tries) of the
+    family ``family_order`` gives it; the float64 probe on the first family's values."""
+    families = family_order(gen, len(half_shapes))
+    replace(exercise, half_case=partial(make, families[0])).check_float64(fn, gen)
+    exercise.exact(fn, gen, exact_shapes)
+    sweep_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
+    for (dtype, rows, n, *note), family in zip(half_shapes, families):
+        of_family = replace(exercise, half_case=partial(make, family))
+        of_family.check_half(fn, of_family.half_case(gen, dtype, rows, n, note=note[0] if note else ""),
+                             lambda: seeded(sweep_seed))
+
+
 @graded
 def softmax_backward_mixed(fn) -> None:
-    """The visible check's flow on this run's shapes, held to Part C's rule."""
-    SOFTMAX_RULE.check(fn, generator("softmax_backward_mixed"), SOFTMAX_HALF, SOFTMAX_EXACT)
+    """The visible check's flow on this run's shapes and families of values, held to Part C's rule."""
+    check_in_families(SOFTMAX_RULE, softmax_half_case, fn, generator("softmax_backward_mixed"), SOFTMAX_HALF,
+                      SOFTMAX_EXACT)
 
 
 @graded
 def layernorm_backward_mixed(fn) -> None:
-    """The visible check's flow on this run's shapes, held to Part C's rule."""
-    LAYERNORM_RULE.check(fn, generator("layernorm_backward_mixed"), LAYERNORM_HALF, LAYERNORM_EXACT)
+    """The visible check's flow on this run's shapes and families of values, held to Part C's rule."""
+    check_in_families(LAYERNORM_RULE, layernorm_half_case, fn, generator("layernorm_backward_mixed"), LAYERNORM_HALF,
+                      LAYERNORM_EXACT)
 
 
 @graded
@@ -114,15 +224,25 @@ def DynamicLossScaler(cls) -> None:  # noqa: N802 — named after the exercise i
     check_scaler(cls, generator("DynamicLossScaler"), SCALER_RUNS)
 
 
+def kernel_half_case(gen: torch.Generator, family: str, label: str, rows: int, n: int, dtype: torch.dtype,
+                     block: int) -> mixed_kernel.KernelCase:
+    """A half-precision launch on values of ``family`` (:func:`softmax_values`), rounded to ``dtype``."""
+    y, dy, what = softmax_values(gen, family, rows, n)
+    y, dy = (v.to(dtype).to(F64) for v in (y, dy))
+    return mixed_kernel.KernelCase(f"{label}: y and dy ({rows}, {n}) {name_of(dtype)}, {what}, BLOCK = {block}",
+                                   y, dy, dtype, block)
+
+
 def _kernel_cases(gen):
     make = mixed_kernel.kernel_case
+    half = [("float16", 3, 130, F16, 16), ("float16, long rows", 2, 2100, F16, 256),
+            ("bfloat16 (GPU only)", 3, 777, BF16, 64)]
     cases = [
         make(gen, "batch 1", 1, 7, F32, 2),
         make(gen, "batch 5", 5, 45, F32, 8),
         make(gen, "float64", 4, 23, F64, 8),
-        make(gen, "float16", 3, 130, F16, 16, mixed_kernel.OFFSET),
-        make(gen, "float16, long rows", 2, 2100, F16, 256, mixed_kernel.OFFSET),
-        make(gen, "bfloat16 (GPU only)", 3, 777, BF16, 64, mixed_kernel.OFFSET),
+        # Families as the backwards' (module docstring); bfloat16 last, since only a GPU runs it.
+        *(kernel_half_case(gen, family, *shape) for family, shape in zip(family_order(gen, len(half)), half)),
     ]
     return cases, make(gen, "gradcheck", 3, 9, F64, 2)
 

@@ -2,14 +2,17 @@
 runners (``course.selfcheck.triton_softmax``, the same ``HINTS``) on fresh inputs (``autograder.inputs.generator``;
 AUTOGRADER_SEED replays a run): rows that are not powers of two, batch 1 and batch 7, float32 and float64
 (the dtypes Triton's interpreter handles well), and for the kernels one float16 case last, held to one
-rounding (``half-accumulation``); ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
+rounding (``half-accumulation``; the backward's ȳ has a common part of a sign and size drawn each run, where
+the visible check's is always 10); ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
 inputs: every kernel case is rows inside wider buffers, ``TritonSoftmax`` gets a transposed ȳ and
 ``triton_softmax`` a transposed x.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -20,6 +23,8 @@ from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint 
     F64,
     FWD,
     HINTS,
+    KernelCase,
+    KernelSpec,
     backward_cases,
     check_function_class,
     check_kernel,
@@ -31,7 +36,7 @@ from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint 
     large_forward_case,
 )
 
-from ..inputs import generator, randn
+from ..inputs import generator, randn, signs, uniform
 
 MAX_COLS = 8192  # the row length the notebook promises to handle in one block
 
@@ -88,8 +93,21 @@ def softmax_fwd_kernel(kernel: Callable) -> None:
 def softmax_bwd_kernel(kernel: Callable) -> None:
     """Grade the backward kernel on NaN-padded strided rows, float32 and float64, logits of standard deviation 2."""
     gen = generator("softmax_bwd_kernel")
-    half = half_backward_case(gen, 3, odd_length(gen, 300, 2000))  # last: float16 rows, ȳ far from zero
-    check_kernel(BWD, kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
+    spec, half = half_backward(gen, 3, odd_length(gen, 300, 2000))  # last: float16 rows, ȳ far from zero
+    check_kernel(spec, kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
+
+
+HALF_COMMON = (6.0, 24.0)  # the size of ȳ's common part on the float16 backward case (the visible check's: 10)
+
+
+def half_backward(gen: torch.Generator, rows: int, n: int) -> tuple[KernelSpec, KernelCase]:
+    """The float16 backward case with a common part of ȳ drawn from ``gen`` (sign and size), not the visible
+    check's 10 that a kernel could recognize; the spec's sentence says which it was."""
+    offset = float(signs(gen) * uniform(gen, *HALF_COMMON))
+    spacing = math.floor(math.log2(abs(offset))) - 10  # float16's spacing near s: 2 to this power
+    statistic = (f"the hub s (or the products it adds) was held in float16: s ≈ {offset:.1f} here, where float16's "
+                 f"spacing is 2**{spacing}, and ȳ − s, of order 1, cancels the bits s kept")
+    return replace(BWD, statistic=statistic), half_backward_case(gen, rows, n, offset)
 
 
 @graded

@@ -738,10 +738,11 @@ def test_the_kernel_messages_name_the_bug(kernels):
 #
 # What is swept is an error against a bound: right code stays inside with high probability, not with certainty
 # (an error is a random variable of the draw, and tol is its typical size, not its maximum). Over the twenty seeds
-# below, the largest error/bound seen — the margin grading relies on — was: softmax 0.33 (float16), LayerNorm
-# 0.24 (dgamma, float32 sums over 700 rows), the kernel 0.35 (float16) and 0.23 (float64); grad_tolerance's rule
-# stayed at most 0.37 of its tolerance from right code's error, and its tolerance at most 0.46 of a bug's. The
-# asserts allow a little over the measured, so that a change that eats the margin shows here first.
+# below, the largest error/bound seen — the margin grading relies on — was: softmax 0.34, LayerNorm 0.24 (dx) and
+# 0.22 (dgamma, float32 sums over 700 rows), the kernel 0.29 (float16) and 0.10 (float64), on the half-precision
+# cases' families of values (``test_hidden_input_families.py``; the backwards reach 0.41 over seeds 0..299);
+# grad_tolerance's rule stayed at most 0.37 of its tolerance from right code's error, and its tolerance at most 0.46
+# of a bug's. The asserts allow a little over the measured, so that a change that eats the margin shows here first.
 
 SWEEP_SEEDS = range(3, 23)  # twenty, none of them the `seeded` fixture's
 
@@ -772,7 +773,7 @@ def test_right_backwards_pass_the_hidden_checks_for_twenty_seeds(monkeypatch):
             getattr(hidden, name)(fn)
     assert set(margins.ratio) == {"softmax_backward_mixed dx", "layernorm_backward_mixed dx",
                                   "layernorm_backward_mixed dgamma", "layernorm_backward_mixed dbeta"}
-    assert max(margins.ratio.values()) < 0.5, margins.ratio  # measured: 0.33
+    assert max(margins.ratio.values()) < 0.5, margins.ratio  # measured: 0.34
 
 
 def test_the_tolerance_rule_passes_the_hidden_check_for_twenty_seeds(monkeypatch):
