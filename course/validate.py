@@ -7,8 +7,11 @@ a row per graded test cell (nbgrader's ``grade: true``) with its points and ``�
 ``✗`` and the first line of its ``diagnosis:`` ("not implemented yet" for a stub that
 still raises), and the points that would pass the visible checks.
 
-A cell passes as nbgrader scores it: no error output and nothing written to stderr. The
-hidden tests are not in a student's notebook, so a pass here is necessary, not sufficient.
+A cell passes as nbgrader scores it: no error output and nothing written to stderr — and,
+for a check of ``course.selfcheck``, only if the same check passes again where the notebook's
+code cannot change it (course/recheck.py): in this process, with the student's objects called
+in the kernel. A notebook that replaces ``course.selfcheck`` gets the table it would get without.
+The hidden tests are not in a student's notebook, so a pass here is necessary, not sufficient.
 
 Exit status: 0 when every test cell of every notebook passes, 1 otherwise, 2 for a bad
 argument (a missing file, a file that is not a notebook, a notebook without test cells).
@@ -23,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
+
+from . import recheck
 
 DEFAULT_TIMEOUT_S = 120  # per cell, as the grader allows (nbgrader_config.py)
 NOT_IMPLEMENTED = "not implemented yet"
@@ -39,6 +44,7 @@ class Row:
     points: float
     passed: bool
     why: str = ""  # for a failure: the diagnosis line, or what went wrong
+    rechecked: bool = False  # passed in the kernel, failed when re-checked out of the notebook's reach
 
 
 def is_test_cell(cell) -> bool:
@@ -68,32 +74,85 @@ def load(argument: str) -> nbformat.NotebookNode:
     return nb
 
 
-def run(nb: nbformat.NotebookNode, folder: Path, timeout_s: int) -> str:
-    """Execute ``nb`` in place in a fresh kernel started in ``folder``; return why it stopped early, or ''."""
+def run(nb: nbformat.NotebookNode, folder: Path, timeout_s: int) -> tuple[str, dict[int, str]]:
+    """Execute ``nb`` in place in a fresh kernel started in ``folder``, re-checking each test cell that passed.
+
+    Returns why it stopped early ('' when it did not), and for each re-checked cell that failed
+    there (by its index), the failure line.
+    """
     from nbclient import NotebookClient  # here, not at import: `import course` must not need it
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.util import ensure_async
+
+    listener = recheck.Listener()
+    failed: dict[int, str] = {}
+
+    async def recheck_cell(cell, cell_index, execute_reply) -> None:
+        if not is_test_cell(cell) or failure(cell.get("outputs", [])):
+            return  # only a pass can be wrong: a failure in the kernel stands
+        checks = recheck.checks_of(cell.source, str(cell.metadata["nbgrader"].get("grade_id", "")))
+        if not checks:
+            return
+        # Failed until the re-check says otherwise: a kernel that dies or hangs meanwhile leaves no pass behind.
+        failed[cell_index] = "not run: the re-check did not finish"
+        msg_id = client.kc.execute(listener.code(), silent=True, store_history=False, allow_stdin=False, stop_on_error=False)
+        why, stuck = recheck_here(listener, checks, timeout_s)
+        if why:
+            failed[cell_index] = why
+        else:
+            del failed[cell_index]
+        if stuck:
+            await ensure_async(client.km.interrupt_kernel())
+        # The kernel's reply ends its serving; none within the timeout (after an interrupt) stops the notebook.
+        if await client.async_wait_for_reply(msg_id) is None:
+            raise CellTimeoutError(f"the re-check's request to the kernel ran past {timeout_s} s")
 
     # python3, whatever kernel the notebook last ran in: jupyter_client starts it with this very
     # Python, so the checks run where `python -m course` runs, with the same torch and course.
     client = NotebookClient(
         nb, timeout=timeout_s, interrupt_on_timeout=True, allow_errors=True, kernel_name="python3",
-        resources={"metadata": {"path": str(folder)}},
+        resources={"metadata": {"path": str(folder)}}, on_cell_executed=recheck_cell,
         # As nbgrader runs it: no history database written; the kernel's own start-up log kept quiet.
         extra_arguments=["--HistoryManager.hist_file=:memory:", "--IPKernelApp.log_level=ERROR"],
     )
     try:
         client.execute()
     except DeadKernelError:
-        return "not run: the kernel died (in this cell or an earlier one)"
+        return "not run: the kernel died (in this cell or an earlier one)", failed
     except CellTimeoutError:
-        return f"not run: a cell ran past {timeout_s} s and ignored the interrupt (this cell or an earlier one)"
-    return ""
+        return f"not run: a cell ran past {timeout_s} s and ignored the interrupt (this cell or an earlier one)", failed
+    finally:
+        listener.close()
+    return "", failed
 
 
-def rows(nb: nbformat.NotebookNode, stopped: str = "") -> list[Row]:
-    """One row per graded test cell of an executed notebook."""
+def recheck_here(listener: recheck.Listener, checks: list[tuple[str, str]], timeout_s: int) -> tuple[str, bool]:
+    """Run ``checks`` in this process while the kernel serves the student's objects (it was just asked to).
+
+    Returns '' when all pass, else why the first did not; and whether the kernel is stuck in the
+    notebook's code past ``timeout_s`` (the caller interrupts it, as it would a cell).
+    """
+    channel = None
+    try:
+        channel = listener.accept(timeout_s)
+        for check, arg in checks:
+            raised = recheck.run_check(channel, check, arg, timeout_s)
+            if raised is not None:
+                return failure([{"output_type": "error", "ename": type(raised).__name__, "evalue": str(raised)}]), False
+        return "", False
+    except recheck.Timeout:
+        return "interrupted: the re-check ran past the time limit (--timeout)", True
+    except recheck.Gone as exc:
+        return f"the re-check stopped: {exc}", False
+    finally:
+        if channel is not None:
+            channel.done()  # the kernel's serving ends (at once, unless it is stuck in the notebook's code)
+
+
+def rows(nb: nbformat.NotebookNode, stopped: str = "", rechecked: dict[int, str] | None = None) -> list[Row]:
+    """One row per graded test cell of an executed notebook; ``rechecked``: the failures of :func:`run`'s re-check."""
     found = []
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
         if not is_test_cell(cell):
             continue
         meta = cell.metadata["nbgrader"]
@@ -102,6 +161,9 @@ def rows(nb: nbformat.NotebookNode, stopped: str = "") -> list[Row]:
             found.append(Row(grade_id, points, False, stopped))
             continue
         why = failure(cell.get("outputs", []))
+        if not why and (rechecked or {}).get(index):
+            found.append(Row(grade_id, points, False, rechecked[index], rechecked=True))
+            continue
         found.append(Row(grade_id, points, not why, why))
     return found
 
@@ -133,6 +195,10 @@ def table(name: str, found: list[Row]) -> str:
     passed = sum(r.points for r in found if r.passed)
     total = sum(r.points for r in found)
     lines.append(f"  {_points(passed)} of {_points(total)} points would pass the visible checks")
+    changed = [r.grade_id for r in found if r.rechecked]
+    if changed:
+        lines.append(f"  note: {', '.join(changed)} passed inside the notebook but not when re-checked outside it, where "
+                     "the notebook's code cannot change the checks")
     return "\n".join(lines)
 
 
@@ -164,8 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     all_passed = True
     for path, nb in loaded:
         print(f"validating {path}: running it top to bottom in a fresh kernel …", flush=True)
-        stopped = run(nb, path.resolve().parent, args.timeout)
-        found = rows(nb, stopped)
+        stopped, rechecked = run(nb, path.resolve().parent, args.timeout)
+        found = rows(nb, stopped, rechecked)
         print(table(str(path), found), flush=True)
         all_passed &= all(r.passed for r in found)
     return 0 if all_passed else 1

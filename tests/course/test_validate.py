@@ -4,6 +4,10 @@ The real release notebook 00 runs twice in one command: as handed out (every che
 not implemented) and with Part A solved by an answer written here from the lesson's
 formula (central differences), not read from source/. A small notebook made here
 covers the rest of the table: a pass, a diagnosis, a crash, stderr, exit 0.
+
+A notebook that replaces ``course.selfcheck`` (in a cell of its own, or inside a solution cell)
+gets the table it would get without: each check that passed in the kernel runs again in
+validate's own process (course/recheck.py), where the notebook's code cannot reach it.
 """
 
 from __future__ import annotations
@@ -37,6 +41,37 @@ def numerical_gradient(f, x, eps=1e-6):
 '''
 
 
+# Lesson 00's other three parts, from its formulas: rel = ‖a − b‖ / max(‖a‖, ‖b‖) (Part B's five properties),
+# the mean cross-entropy's x̄, W̄, b̄ through (softmax − onehot) / B, and σ' = y (1 − y).
+REST_OF_00 = {
+    "relative_error": '''
+def relative_error(a, b):
+    a, b = a.detach().to(torch.float64), b.detach().to(torch.float64)
+    size = max(float(a.norm()), float(b.norm()))
+    return 0.0 if size == 0 else float((a - b).norm()) / size
+''',
+    "linear_softmax_ce_backward": '''
+def linear_softmax_ce_backward(x, W, b, target):
+    p = torch.softmax(x @ W + b, dim=-1)
+    dz = (p - torch.nn.functional.one_hot(target, p.shape[-1]).to(p.dtype)) / x.shape[0]
+    return dz @ W.T, x.T @ dz, dz.sum(0)
+''',
+    "sigmoid_backward": '''
+def sigmoid_backward(y, dy):
+    return dy * y * (1 - y)
+''',
+}
+
+# Every check of course.selfcheck a no-op, and the checks' helper that calls the student's function too.
+NO_OP_CHECKS = '''
+import course.diagnose, course.selfcheck
+for _name in dir(course.selfcheck):
+    if callable(getattr(course.selfcheck, _name)) and not _name.startswith("_"):
+        setattr(course.selfcheck, _name, lambda *args, **kwargs: None)
+course.diagnose.call_student = lambda name, fn, *args, **kwargs: None
+'''
+
+
 def course_validate(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = with_bin({k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
     return subprocess.run(
@@ -56,14 +91,60 @@ def rows_of(stdout: str, notebook: str) -> dict[str, tuple[str, str]]:
     return found
 
 
-def solved_copy(tmp_path):
+def solved_copy(tmp_path, answers=None, folder="solved", after_import=""):
+    """Release notebook 00 with ``answers`` (grade_id -> the solution cell's code) in place of their stubs, and
+    ``after_import`` as a cell of its own after the first cell that imports course."""
+    answers = {"numerical_gradient": CENTRAL_DIFFERENCES} if answers is None else answers
     nb = nbformat.read(RELEASE, as_version=4)
-    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "numerical_gradient")
-    cell.source = CENTRAL_DIFFERENCES.strip()
-    path = tmp_path / "solved" / f"{SLUG}.ipynb"
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            cell.source = answers[grade_id].strip()
+    if after_import:
+        first = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and "import course" in c.source)
+        nb.cells.insert(first + 1, nbformat.v4.new_code_cell(after_import.strip()))
+    path = tmp_path / folder / f"{SLUG}.ipynb"
     path.parent.mkdir()
     nbformat.write(nb, path)
     return path
+
+
+def stub_of(grade_id: str) -> str:
+    nb = nbformat.read(RELEASE, as_version=4)
+    return next(c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.mark.timeout(600)
+def test_a_notebook_that_replaces_the_checks_gets_its_true_table(tmp_path):
+    """Stubs unsolved (but Part A, answered honestly) and every check a no-op: in a cell of its own, or inside
+    a solution cell. The kernel's own outputs say ✓ everywhere; the table says what the checks say."""
+    own_cell = solved_copy(tmp_path, folder="own_cell", after_import=NO_OP_CHECKS)
+    in_solution = solved_copy(tmp_path, folder="in_solution",
+                              answers={"relative_error": stub_of("relative_error") + "\n" + NO_OP_CHECKS})
+    done = course_validate(str(own_cell), str(in_solution))
+    assert done.returncode == 1, done.stdout + done.stderr
+    out = done.stdout
+
+    cheated = ["test_relative_error", "test_linear_softmax_ce_backward", "test_sigmoid_backward"]
+    assert rows_of(out, str(own_cell)) == {"test_numerical_gradient": ("2", "✓"),
+                                           **{t: (p, "✗ not implemented yet") for t, p in zip(cheated, "132")}}, out
+    assert "  2 of 8 points would pass the visible checks\n  note: " + ", ".join(cheated) + " passed inside" in out, out
+    assert rows_of(out, str(in_solution)) == {
+        "test_numerical_gradient": ("2", "✗ not implemented yet"),
+        **{t: (p, "✗ not implemented yet") for t, p in zip(cheated, "132")}}, out
+    assert "  0 of 8 points would pass the visible checks" in out, out
+
+
+@pytest.mark.timeout(600)
+def test_an_honest_notebook_keeps_full_marks_when_re_checked(tmp_path):
+    """All four parts answered from the lesson's formulas: every check passes in the kernel and again outside it
+    (Part A's check hands the student's function a function of its own, called back across the two processes)."""
+    honest = solved_copy(tmp_path, answers={"numerical_gradient": CENTRAL_DIFFERENCES, **REST_OF_00})
+    done = course_validate(str(honest))
+    assert done.returncode == 0, done.stdout + done.stderr
+    parts = ["test_numerical_gradient", "test_relative_error", "test_linear_softmax_ce_backward", "test_sigmoid_backward"]
+    assert rows_of(done.stdout, str(honest)) == {t: (p, "✓") for t, p in zip(parts, "2132")}, done.stdout
+    assert "  8 of 8 points would pass the visible checks" in done.stdout and "note:" not in done.stdout, done.stdout
 
 
 @pytest.mark.timeout(600)
@@ -164,6 +245,30 @@ def test_a_cell_past_the_timeout_is_interrupted_and_the_rest_still_runs(tmp_path
         "test_slow": ("1", "✗ interrupted: the cell ran past the time limit (--timeout)"),
         "test_after": ("1", "✓"),
     }, done.stdout
+
+
+def test_a_re_check_that_hangs_is_interrupted_and_one_that_ends_the_kernel_stops_the_notebook(tmp_path):
+    """The check patched away in the kernel, so only the re-check calls the student's function: one sleeps past
+    --timeout (interrupted, the rest still runs), one ends the kernel (the rest is not run)."""
+    patch = "import course\ncourse.selfcheck.sigmoid_backward = lambda fn: None"
+    check = "course.selfcheck.sigmoid_backward(sigmoid_backward)"
+    hangs = small_notebook(tmp_path / "hangs.ipynb", [
+        (patch, None, 0), ("def sigmoid_backward(y, dy):\n    import time\n    time.sleep(60)", None, 0),
+        (check, "test_sigmoid_backward", 2), ("assert True", "test_after", 1),
+    ])
+    dies = small_notebook(tmp_path / "dies.ipynb", [
+        (patch, None, 0), ("def sigmoid_backward(y, dy):\n    import os\n    os._exit(1)", None, 0),
+        (check, "test_sigmoid_backward", 2), ("assert True", "test_after", 1),
+    ])
+    done = course_validate(str(hangs), str(dies), "--timeout", "5")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert rows_of(done.stdout, str(hangs)) == {
+        "test_sigmoid_backward": ("2", "✗ interrupted: the re-check ran past the time limit (--timeout)"),
+        "test_after": ("1", "✓"),
+    }, done.stdout
+    died = rows_of(done.stdout, str(dies))
+    assert died["test_sigmoid_backward"][1].startswith("✗ the re-check stopped: the kernel closed the connection"), done.stdout
+    assert died["test_after"] == ("1", "✗ not run: the kernel died (in this cell or an earlier one)"), done.stdout
 
 
 def test_exit_0_when_every_check_passes(tmp_path):

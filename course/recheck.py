@@ -1,0 +1,453 @@
+"""``python -m course validate``'s re-check: each visible check run again where the notebook's code cannot reach it.
+
+The notebook's kernel runs its test cells beside the student's code, which can replace ``course.selfcheck``
+with no-ops, patch ``course.diagnose``, torch or builtins, and so turn every ✗ into ✓. So after a test cell
+passes in the kernel, validate runs its checks once more in its own process — which imported ``course``
+from disk and never ran a line of the notebook — and the check's arguments are proxies: each call of the
+student's function, class or kernel is sent to the kernel (course/recheck_server.py serves it between two
+cells) and its result comes back by value. The student's code still decides what its objects return, and
+nothing else: a check that fails here fails the row. The grader's trusted checker works the same way
+(docs/grading.md, "The hidden checks, in the trusted checker"); this is its student-side twin, without the
+grader (a student has no ``autograder``) and without the hidden checks.
+
+What comes back is read with ``torch.load(weights_only=True)``: plain data and tensors, never code. Objects
+that are not plain data stay in the kernel and come back as references (``{"__ref__": n}``).
+
+Limits: what a call does is not measured here (the memory rules, autograd inside a backward, a course
+helper called): those verdicts are the kernel's, which a notebook that patches ``course`` can silence;
+the grader measures them where the student's code cannot reach. Everything the re-check calls while a
+student's call runs has a private name: ``course.delegation`` arms every public ``course`` function then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import secrets
+import socket
+import struct
+import time
+import types
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+SERVER = Path(__file__).with_name("recheck_server.py")
+_LENGTH = struct.Struct(">Q")
+_CHECK_CALL = re.compile(r"\bcourse\.selfcheck\.(?P<check>[A-Za-z_]\w*)\(\s*(?P<arg>[A-Za-z_]\w*)\s*\)")
+_FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
+_KINDS = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
+
+
+class Timeout(BaseException):
+    """The kernel gave no reply before the deadline. A BaseException: no check's ``except Exception`` absorbs it."""
+
+
+class Gone(BaseException):
+    """The kernel closed the connection (it died, or stopped serving), or sent what cannot be read as data."""
+
+
+def checks_of(source: str, grade_id: str) -> list[tuple[str, str]]:
+    """(check, name of the student's object) for each visible check a test cell stands for.
+
+    The calls of ``course.selfcheck`` its code makes, and the one its ``grade_id`` names by the course's
+    contract (``test_<function>`` runs ``course.selfcheck.<function>(<function>)``), so that a test cell
+    whose code was edited still gets its check. Only checks ``course.selfcheck`` has.
+    """
+    import course.selfcheck as selfcheck
+
+    found = [(m.group("check"), m.group("arg")) for m in _CHECK_CALL.finditer(source)]
+    if grade_id.startswith("test_"):
+        found.append((grade_id.removeprefix("test_"),) * 2)
+    known = [(check, arg) for check, arg in found
+             if not check.startswith("_") and isinstance(getattr(selfcheck, check, None), types.FunctionType)]
+    return list(dict.fromkeys(known))
+
+
+def run_check(channel: _Channel, check: str, arg: str, timeout: float) -> BaseException | None:
+    """Run ``course.selfcheck.<check>`` on the kernel's ``arg``; return what it raised, or None when it passed.
+
+    Raises :class:`Timeout` or :class:`Gone` when the kernel stopped answering: the caller interrupts it.
+    """
+    import course.selfcheck as selfcheck
+
+    channel.deadline = time.monotonic() + timeout
+    quiet = io.StringIO()  # the check's ✓ line and warnings: the table says it
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):
+        try:
+            getattr(selfcheck, check)(channel._get(arg))
+        except Exception as exc:  # noqa: BLE001 — a GradingFailure, a NameError, or the check failing on what came back
+            return exc
+    return None
+
+
+class Listener:
+    """Where the kernel connects to serve a re-check: a socket on 127.0.0.1, and a token it must present."""
+
+    def __init__(self):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.token = secrets.token_bytes(16)
+
+    def code(self) -> str:
+        """What the kernel runs to serve: recheck_server.py's text, then ``serve`` on the notebook's namespace."""
+        port = self.sock.getsockname()[1]
+        source = SERVER.read_text(encoding="utf-8") + f"\nserve({port}, {self.token!r}, USER_NS)\n"
+        return f"exec(compile({source!r}, {str(SERVER)!r}, 'exec'), {{'__name__': 'course_recheck', 'USER_NS': globals()}})"
+
+    def accept(self, timeout: float) -> _Channel:
+        """The kernel's connection, once it presents the token; :class:`Timeout` when none does in time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                conn, _ = self.sock.accept()
+            except (socket.timeout, TimeoutError):
+                raise Timeout() from None
+            channel = _Channel(conn)
+            channel.deadline = deadline
+            try:
+                if channel._exactly(len(self.token)) == self.token:
+                    return channel
+            except (Timeout, Gone):
+                pass
+            conn.close()  # not the kernel we started: keep listening
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+# ---------------------------------------------------------------------------
+# Proxies for the kernel's objects (private names: see the module's docstring)
+
+
+class _RemoteNamespace(dict):
+    """A proxy's ``__globals__`` (checks look kernels up there by name): its own names, else the kernel's."""
+
+    def __init__(self, channel: _Channel, local: dict | None = None):
+        super().__init__(local or {})
+        self._channel = channel
+
+    def __getitem__(self, name):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        try:
+            return self._channel._get(name)
+        except Exception:  # noqa: BLE001 — NameError in the kernel: not there
+            raise KeyError(name) from None
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name) -> bool:
+        return self.get(name, _MISSING) is not _MISSING
+
+
+_MISSING = object()
+
+
+class _Remote:
+    """An object of the notebook's that lives in the kernel. Attribute and item access are forwarded."""
+
+    def __init__(self, channel: _Channel, info: dict):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_info", info)
+
+    def __getattr__(self, name: str):
+        if name in ("__name__", "__qualname__"):
+            return self._info["name"]
+        if name == "__globals__" and self._info.get("callable"):
+            return _RemoteNamespace(self._channel)
+        if name.startswith("__") and name.endswith("__") and name not in _FORWARDED_DUNDERS:
+            raise AttributeError(name)  # the proxy's own machinery, not the student's object
+        return self._channel._request({"op": "getattr", "ref": self._info["__ref__"], "name": name})
+
+    def __getitem__(self, key):
+        return self._channel._request({"op": "getitem", "ref": self._info["__ref__"], "key": self._channel._enc(key)})
+
+    def __repr__(self) -> str:
+        return f"<the notebook's {self._info['name']}>"
+
+
+class _RemoteCallable(_Remote):
+    def __call__(self, *args, **kwargs):
+        return self._channel._call(self._info["__ref__"], args, kwargs)
+
+
+def _function_class(channel: _Channel, info: dict) -> type:
+    """A real ``autograd.Function`` whose forward and backward run the notebook's class in the kernel.
+
+    What the student's ctx saved is saved again here, by value, where a check looks for it.
+    """
+
+    def forward(ctx, *args):
+        sent = [_sent(a, flag) if isinstance(a, torch.Tensor) else channel._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
+        reply = channel._exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
+        out = channel._dec(reply.get("value"))
+        ctx.save_for_backward(*[t for t in reply.get("saved", []) if isinstance(t, torch.Tensor)])
+        for key, value in reply.get("stashed", []):
+            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+                setattr(ctx, key, value)
+        ctx.remote_graph = reply.get("graph")
+        ctx.n_args = len(args)
+        return _map_tensors(out, lambda t: t.detach())
+
+    def backward(ctx, *grads):
+        if ctx.remote_graph is None:
+            return (None,) * ctx.n_args
+        got = channel._backward("function_backward", ctx.remote_graph["handle"], grads)
+        return tuple(got) if len(got) != 1 else got[0]
+
+    namespace = _RemoteNamespace(channel, globals())  # their globals: this module's, then the notebook's
+    forward, backward = (types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+                         for f in (forward, backward))
+    cls = type(info["name"], (torch.autograd.Function,),
+               {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": "notebook"})
+    cls._remote_ref = info["__ref__"]
+    return cls
+
+
+class _RemoteGraph(torch.autograd.Function):
+    """Connects a result computed in the kernel to the inputs it was computed from, here."""
+
+    @staticmethod
+    def forward(ctx, link, *leaves):
+        ctx.link = link
+        ctx.n_leaves = len(leaves)
+        return tuple(t.clone() for t in link["outputs"])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        got = ctx.link["channel"]._backward("grad", ctx.link["handle"], grads)
+        got += [None] * (ctx.n_leaves - len(got))
+        return (None, *got[: ctx.n_leaves])
+
+
+def _sent(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+    """A tensor as the kernel gets it: the same storage, strides and offset; a leaf that requires grad when asked."""
+    out = t.detach()
+    return out.requires_grad_(True) if requires_grad and out.is_floating_point() else out
+
+
+def _tensors_in(value) -> list:
+    """The tensors of ``value`` in the order recheck_server.tensors_in walks them."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors_in(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors_in(v)]
+    return []
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def _rebuild(chain: list) -> BaseException:
+    """An exception chain like the kernel's: the same class names, modules, messages and causes."""
+    exc = None
+    for item in reversed(chain[:8]):
+        base = _KINDS.get(item.get("kind"), Exception)
+        cls = type(str(item.get("name", "Error")) or "Error", (base,), {"__module__": str(item.get("module", "notebook"))})
+        new = cls(str(item.get("message", "")))
+        new.__cause__ = exc
+        exc = new
+    return exc or RuntimeError("the notebook's code raised")
+
+
+class _Channel:
+    """validate's end of the connection to the kernel: requests out, replies (and the kernel's callbacks) in."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.deadline: float | None = None
+        self.callbacks: dict[int, object] = {}
+        self.proxies: dict[int, object] = {}  # one proxy per kernel object: a class keeps its identity
+        self.graph_classes: dict[tuple, type] = {}
+
+    # -- frames ---------------------------------------------------------------
+
+    def _left(self) -> float:
+        left = (self.deadline or 0) - time.monotonic()
+        if left <= 0:
+            raise Timeout()
+        return left
+
+    def _exactly(self, n: int) -> bytes:
+        chunks, left = [], n
+        while left:
+            self.sock.settimeout(self._left())
+            try:
+                chunk = self.sock.recv(min(left, 1 << 20))
+            except (socket.timeout, TimeoutError):
+                raise Timeout() from None
+            except OSError as exc:
+                raise Gone(f"the kernel's connection failed ({exc})") from None
+            if not chunk:
+                raise Gone("the kernel closed the connection (it died, or stopped serving)")
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+
+    def _send(self, message: dict) -> None:
+        buf = io.BytesIO()
+        torch.save(message, buf)
+        data = buf.getvalue()
+        self.sock.settimeout(self._left())
+        try:
+            self.sock.sendall(_LENGTH.pack(len(data)) + data)
+        except (socket.timeout, TimeoutError):
+            raise Timeout() from None
+        except OSError as exc:
+            raise Gone(f"the kernel's connection failed ({exc})") from None
+
+    def _receive(self) -> dict:
+        (size,) = _LENGTH.unpack(self._exactly(_LENGTH.size))
+        data = self._exactly(size)
+        try:
+            message = torch.load(io.BytesIO(data), weights_only=True)  # data and tensors only: nothing runs
+        except Exception as exc:  # noqa: BLE001 — whatever the kernel sent, it is not a reply
+            raise Gone(f"the kernel's reply is not plain data ({type(exc).__name__})") from None
+        if not (isinstance(message, dict) and isinstance(message.get("op"), str)):
+            raise Gone("the kernel's reply is not a message")
+        return message
+
+    def done(self) -> None:
+        """Tell the kernel to stop serving; the connection closes."""
+        with contextlib.suppress(Timeout, Gone):
+            self._send({"op": "done"})
+        self.sock.close()
+
+    # -- values ---------------------------------------------------------------
+
+    def _enc(self, value):
+        """``value`` for the kernel: proxies as references, this side's callables as callbacks, tensors as leaves."""
+        if isinstance(value, _Remote):
+            return {"__ref__": value._info["__ref__"]}
+        if isinstance(value, type) and hasattr(value, "_remote_ref"):
+            return {"__ref__": value._remote_ref}
+        if isinstance(value, torch.Tensor):
+            return _sent(value, value.requires_grad)
+        if type(value) in (list, tuple):
+            return type(value)(self._enc(v) for v in value)
+        if type(value) is dict:
+            return {"__dict__": [[self._enc(k), self._enc(v)] for k, v in value.items()]}
+        if callable(value):
+            cb = len(self.callbacks) + 1
+            self.callbacks[cb] = value
+            return {"__cb__": cb}
+        return value
+
+    def _dec(self, value):
+        if isinstance(value, (list, tuple)):
+            items = [self._dec(v) for v in value]
+            return items if isinstance(value, list) else tuple(items)
+        if isinstance(value, dict):
+            if isinstance(value.get("__ref__"), int):
+                return self._proxy(value)
+            items = value.get("__dict__")
+            if not isinstance(items, list) or not all(isinstance(i, list) and len(i) == 2 for i in items):
+                raise Gone("the kernel's reply holds a dict the re-check cannot read")
+            return {self._dec(k): self._dec(v) for k, v in items}
+        return value
+
+    def _proxy(self, marker: dict):
+        rid = marker["__ref__"]
+        if rid not in self.proxies:
+            name = marker.get("name")
+            info = {"__ref__": rid, "callable": marker.get("callable") is True,
+                    "name": name if isinstance(name, str) and name.isidentifier() else "notebook_object"}
+            if marker.get("function_class") is True:
+                self.proxies[rid] = _function_class(self, info)
+            else:
+                self.proxies[rid] = (_RemoteCallable if info["callable"] else _Remote)(self, info)
+        return self.proxies[rid]
+
+    # -- requests -------------------------------------------------------------
+
+    def _exchange(self, message: dict) -> dict:
+        """Send a request; run the kernel's callbacks until its reply comes; return it, or raise what it raised.
+
+        Out of sight of the checks' dispatch modes: these are the transport's tensors, not the student's work.
+        """
+        with _disable_current_modes():
+            self._send(message)
+            while True:
+                reply = self._receive()
+                if reply["op"] != "callback":
+                    break
+                self._run_callback(reply)
+        if reply["op"] == "raise":
+            raise _rebuild(reply.get("chain") or [])
+        if reply["op"] != "result":
+            raise Gone("the kernel's reply is of no known kind")
+        return reply
+
+    def _run_callback(self, msg: dict) -> None:
+        fn = self.callbacks.get(msg.get("cb"))
+        try:
+            if fn is None:
+                raise ValueError("unknown callback")
+            value = fn(*self._dec(msg.get("args", ())), **self._dec(msg.get("kwargs", {"__dict__": []})))
+            self._send({"op": "result", "value": self._enc(value)})
+        except (Timeout, Gone):
+            raise
+        except Exception as exc:  # noqa: BLE001 — the check's own callable raised: tell the kernel
+            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]})
+
+    def _request(self, message: dict):
+        reply = self._exchange(message)
+        return self._linked(self._dec(reply.get("value")), reply.get("graph"), ())
+
+    def _get(self, name: str):
+        return self._request({"op": "get", "name": name})
+
+    def _backward(self, op: str, handle, grads) -> list:
+        sent = [None if g is None else g.detach() for g in grads]
+        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}).get("value")))
+
+    def _call(self, ref: int, args: tuple, kwargs: dict):
+        reply = self._exchange({"op": "call", "ref": ref, "args": self._enc(args), "kwargs": self._enc(kwargs)})
+        mine = _tensors_in((args, kwargs))
+        after = reply.get("args_after") or []
+        with _disable_current_modes():  # transport, not the student's computation
+            if len(after) == len(mine):  # what the call wrote into its arguments, written here too
+                with torch.no_grad():
+                    for orig, new in zip(mine, after):
+                        if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
+                            orig.untyped_storage().copy_(new.untyped_storage())
+            leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
+            return self._linked(self._dec(reply.get("value")), reply.get("graph"), leaves)
+
+    def _linked(self, value, graph, leaves):
+        """``value`` with the outputs of the kernel's graph replaced by tensors whose backward asks the kernel."""
+        if not isinstance(graph, dict) or not leaves or graph.get("n_leaves") != len(leaves):
+            return _map_tensors(value, lambda t: t.detach())
+        outputs = graph.get("outputs")
+        if not isinstance(outputs, list) or sum(t.requires_grad for t in _tensors_in(value)) != len(outputs):
+            raise Gone("the kernel's reply describes a graph with another number of outputs than its result")
+        link = {"channel": self, "handle": graph["handle"], "outputs": outputs}
+        outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
+        return _map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
+
+    def _graph_class(self, markers: list) -> type:
+        """_RemoteGraph, subclassing the proxies of the Functions the kernel's graph runs through (a check asks
+        ``issubclass(node._forward_cls, ManualAttention)``)."""
+        classes = tuple(c for c in (self._dec(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
+        key = tuple(c._remote_ref for c in classes)
+        if key not in self.graph_classes:
+            self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
+        return self.graph_classes[key]
