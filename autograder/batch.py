@@ -122,6 +122,8 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: s
     return {
         "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
         "cells": student_cells(nb, test_ids), "exercises": positioned(nb, exercises, test_ids),
+        # The instructor's grade ids of the cells (collect put the source's metadata back): how a reason names one.
+        "cell_ids": {str(i): collect._grade_id(c) for i, c in enumerate(nb.cells) if collect._grade_id(c)},
         "timeout": limits.cell_timeout, "startup_timeout": max(60, limits.cell_timeout),
         "results": str(job_dir / "trusted.json"), "seed": seed,
     }
@@ -232,14 +234,18 @@ class Grader:
     # -- the trusted re-check ------------------------------------------------
 
     def run_trusted(self, job_dir: Path, nb: nbformat.NotebookNode, exercises, slot: int,
-                    seed: int | None = None) -> dict[str, dict]:
+                    seed: int | None = None, budget: float | None = None) -> dict[str, dict]:
+        """The hidden checks of ``exercises``, within ``budget`` seconds (the rest of the submission's time)."""
         job = trusted_job(job_dir, nb, exercises, self.test_ids, isolation=self.isolation, zygote=self.zygotes.sandboxes.socket,
                           limits=self.limits, slot=slot, threads=self.zygotes.threads, mpl_cache=self.zygotes.mpl_cache,
                           seed=seed)
+        steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
+        job["budget"] = min(job["startup_timeout"] + steps * self.limits.cell_timeout + 60,
+                            budget if budget is not None else self.limits.wall)
         path = job_dir / "trusted-job.json"
         path.write_text(json.dumps(job))
-        steps = len(job["cells"]) + 2 * len(exercises)  # every cell and every check may take a cell's time
-        wall = min(job["startup_timeout"] + steps * self.limits.cell_timeout + 60, 3 * self.limits.wall)
+        # The checker keeps to its budget by itself; past it and a few seconds more, it is stopped from here.
+        wall = job["budget"] + CHECKER_GRACE
         log_path = job_dir / "trusted.log"
         log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -251,12 +257,8 @@ class Grader:
             os.close(log)
             os.close(null)
             worker.discard_student_files(job_dir, worker.WORKER_WRITABLE)  # the value worker has ended
-        try:
-            return json.loads(Path(job["results"]).read_text())["results"]
-        except (OSError, ValueError, KeyError):
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
-            why = "timed out" if code is None else f"failed: {tail[0][:200] if tail else f'exit status {code}'}"
-            return {t: {"status": "checker-error", "message": f"the trusted checker {why}"} for t, _, _ in exercises}
+        tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
+        return checker_results(Path(job["results"]), [t for t, _, _ in exercises], code, tail[0] if tail else "")
 
     # -- the preflight (docs/grading.md, "Preflight") ---------------------------
 
@@ -340,6 +342,7 @@ class Grader:
         ``seed``: the hidden inputs' seed. ``preflight``: this is the source solution (its job folder is the preflight's).
         """
         start = time.perf_counter()
+        end = start + self.limits.wall + TRUSTED_MARGIN  # the whole submission: kernel, checker and any retry
         self.zygotes.ensure()
         job_dir = self.work / ("preflight" if preflight else "jobs") / self.assignment / student
         if job_dir.exists():
@@ -355,13 +358,14 @@ class Grader:
         passed = {c.grade_id for c in ik.cells.values() if kernel_passed(c)}
         wanted = [e for e in self.exercises if e[0] in passed and not self.supported.get(e[0])]
         if self.trusted and wanted:
-            trusted = self.run_trusted(job_dir, nb, wanted, slot, seed)
-            # No verdict (a timeout, a dead worker) is never a pass; but it may be the machine's load,
-            # not the submission: those exercises get one more try, in a fresh worker. A refused reply
-            # is the submission's own doing, never the load's: it is not tried again.
-            again = [e for e in wanted if trusted.get(e[0], {}).get("status") not in ("ok", "refused")]
-            if again:
-                trusted.update(self.run_trusted(job_dir, nb, again, slot, seed))
+            trusted = self.run_trusted(job_dir, nb, wanted, slot, seed, budget=end - time.perf_counter())
+            # No verdict is never a pass. A timeout, a worker the student's code ended, a refused reply are the
+            # submission's doing: never tried again (a retry would only spend the class's time on it). What failed
+            # for the grader's own reasons (the checker itself, a worker that never started) gets one more try, in
+            # what is left of the submission's time.
+            again = [e for e in wanted if _graders_fault(trusted.get(e[0]))]
+            if again and end - time.perf_counter() > 1:
+                trusted.update(self.run_trusted(job_dir, nb, again, slot, seed, budget=end - time.perf_counter()))
         rows = []
         for test_id, points in self.tests:
             cell = ik.cells.get(test_id) or Row(student, self.assignment, test_id, 0.0, points,
@@ -369,6 +373,46 @@ class Grader:
             rechecked = self.trusted and not self.supported.get(test_id)
             rows.append(decide(cell, trusted.get(test_id), rechecked))
         return StudentResult(student, rows, time.perf_counter() - start, ik.autograded, None, ik.timestamp, seed=seed)
+
+
+# A submission's grading takes at most --wall plus this, kernel and hidden checks together (docs/grading.md, "Time"):
+# the kernel may take all of --wall, and the hidden checks of what passed there still get this much.
+TRUSTED_MARGIN = 60
+CHECKER_GRACE = 10  # s past its budget before a checker that did not stop by itself is stopped
+
+
+def checker_results(path: Path, tests: list[str], code: int | None, last_log_line: str = "") -> dict[str, dict]:
+    """What a trusted checker found for each of ``tests``, from its results file (written as it goes).
+
+    ``code``: its exit status, None when it was stopped from outside at the end of its time: then the exercise it
+    was in is a ``timeout`` (the student's code was still running), and those it never reached say so. A checker
+    that ended otherwise without a verdict for each is the grader's own failure (``checker-error``).
+    """
+    try:
+        found = json.loads(path.read_text())
+        results, in_flight = dict(found["results"]), found.get("in_flight")
+    except (OSError, ValueError, KeyError, TypeError):
+        results, in_flight = {}, None
+    results = {t: results[t] for t in tests if isinstance(results.get(t), dict)}
+    if code is None:
+        if in_flight in tests and in_flight not in results:
+            results[in_flight] = {"status": "timeout", "message": "the student's code was still running when the "
+                                                                  "submission's time ran out"}
+        for t in tests:
+            results.setdefault(t, {"status": "timeout", "message": "not checked: the submission's time ran out "
+                                                                   "before its hidden checks reached this part"})
+    for t in tests:
+        why = f"failed: {last_log_line[:200]}" if last_log_line else f"failed: exit status {code}"
+        results.setdefault(t, {"status": "checker-error", "message": f"the trusted checker {why}"})
+    return results
+
+
+def _graders_fault(result: dict | None) -> bool:
+    """No verdict for a reason of the grader's own: the checker failed, or the worker never started."""
+    if result is None:
+        return True
+    status, message = result.get("status"), str(result.get("message", ""))
+    return status in ("checker-error", "no-worker") or (status == "died" and "did not start" in message)
 
 
 PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds Unix sockets); never a row, never recorded

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import socket
 import sys
 import time
@@ -31,7 +32,7 @@ from course import witness
 from . import sandbox
 from .pages import PageCounter
 from .valueworker import EXCEPTION_KINDS, REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
-from .worker_instruments import MAX_FOLLOWED
+from .worker_instruments import MAX_FOLLOWED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
@@ -215,6 +216,7 @@ class Channel:
         self.broken: str | None = None  # why the pipe is out of step, once it is
         self.measurement: witness.Measurement | None = None  # the worker's measurement of the last call
         self.pages = PageCounter(None)  # the worker's sandbox, once start_worker knows its init
+        self.profiled = False  # the worker has torch's profiler: every measured call must bring a whole session
 
     # -- encoding -----------------------------------------------------------
 
@@ -256,6 +258,17 @@ class Channel:
         except WireError as exc:
             raise self._refuse(str(exc)) from None
 
+    def exit_status(self, wait: float = 2.0) -> int | None:
+        """How the worker's sandbox ended, as its zygote handler tells it on the lifeline; None if not said in time."""
+        deadline = time.monotonic() + wait
+        with contextlib.suppress(OSError, EOFError, ValueError):
+            while (left := deadline - time.monotonic()) > 0 and select.select([self.lifeline], [], [], left)[0]:
+                msg = sandbox.recv_msg(self.lifeline)
+                if isinstance(msg, dict) and msg.get("event") == "exit":
+                    code = msg.get("code")
+                    return code if isinstance(code, int) else None
+        return None
+
     def _refuse(self, why: str) -> ReplyRefused:
         self.broken = self.broken or why
         return ReplyRefused(why)
@@ -286,6 +299,8 @@ class Channel:
             raise self._refuse(str(exc)) from None
         except (EOFError, OSError) as exc:
             self.broken = "the worker's pipe is closed"
+            if self.exit_status() == TAMPERED:  # it ended itself on the spot (worker_instruments._FATAL_EVENTS)
+                raise self._refuse(REFUSALS["ended"]) from None
             raise WorkerDied(f"{type(exc).__name__}: {str(exc)[:300]}") from None
         except MemoryError:
             raise self._refuse("the reply did not fit in the checker's memory limit") from None
@@ -337,7 +352,8 @@ class Channel:
         if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
             # A call that raised reports what it touched too (a course helper); one asked to follow token rows
             # (``"follow"``), the rows each allocation came from, when it returned.
-            self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched)
+            self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
+                         bare=message.get("bare") is True)
         if op == "raise":
             raise _rebuild(reply.get("chain"))
         if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
@@ -396,7 +412,8 @@ class Channel:
 
     # -- what the worker measured ------------------------------------------------
 
-    def witness(self, reply: dict, sent, followed: bool = False, touched: int | None = None) -> witness.Measurement:
+    def witness(self, reply: dict, sent, followed: bool = False, touched: int | None = None,
+                bare: bool = False) -> witness.Measurement:
         """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
 
         A reply without one, or one whose instruments the call switched off, is refused. ``followed``: the call
@@ -415,7 +432,8 @@ class Channel:
               and all(isinstance(d, str) for d in m["delegated"]))
         if not ok:
             raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
-        if not m["intact"]:
+        # Whole sessions of the profiler where the worker said at start-up it had one (a cell cannot unsay it).
+        if not m["intact"] or (self.profiled and not bare and m.get("profiled") is not True):
             raise self._refuse(REFUSALS["measurement"])
         rows = None
         if followed or "followed" in m:
@@ -522,7 +540,7 @@ def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
 # Starting the worker
 
 
-def start_worker(job: dict, log_path: Path) -> Channel:
+def start_worker(job: dict, log_path: Path, deadline: float | None = None) -> Channel:
     """The value worker in a sandbox forked by the zygote, with two pipes; returns once it is ready.
 
     ``Channel.lifeline`` is the sandbox's: closing it kills everything in there.
@@ -548,13 +566,14 @@ def start_worker(job: dict, log_path: Path) -> Channel:
     channel = Channel(lifeline, to_w, from_r)
     init = started.get("init")
     channel.pages = PageCounter(init if isinstance(init, int) and not isinstance(init, bool) and init > 1 else None)
-    channel.deadline = time.monotonic() + job["startup_timeout"]
+    channel.deadline = deadline if deadline is not None else time.monotonic() + job["startup_timeout"]
     try:
         ready, _, re = channel._receive()
     except ReplyRefused as exc:
         raise WorkerDied(f"the worker did not start ({exc})") from None
     if ready.get("op") != "ready" or re != 0:
         raise WorkerDied("the worker did not start")
+    channel.profiled = ready.get("profiler") is True
     channel.ran = 0  # cells run so far
     return channel
 
@@ -571,14 +590,14 @@ def stop_worker(channel: Channel | None) -> None:
 # Running the checks
 
 
-def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) -> dict:
+def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float, end: float = float("inf")) -> dict:
     import autograder.check as checks
     from course.diagnose import GradingFailure
 
     check = getattr(checks, check_name, None)
     if check is None:
         return {"status": "checker-error", "message": f"autograder.check has no {check_name}"}
-    channel.deadline = time.monotonic() + timeout
+    channel.deadline = min(time.monotonic() + timeout, end)
     try:
         try:
             student = channel.get(arg_name)
@@ -591,7 +610,10 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) 
     except GradingFailure as failure:
         return {"status": "ok", "passed": False, "cls": failure.cls, "message": failure.sentence[:500]}
     except WorkerTimeout:
-        return {"status": "timeout", "message": f"no answer from the student's code within {timeout:g} s"}
+        if time.monotonic() >= end:
+            return {"status": "timeout", "message": f"the student's {arg_name} was still running when the "
+                                                    "submission's time ran out"}
+        return {"status": "timeout", "message": f"the student's {arg_name} gave no answer within {timeout:g} s"}
     except WorkerDied as exc:
         return {"status": "died", "message": f"the student's code ended the worker ({exc})"[:500]}
     except ReplyRefused as exc:  # the grader's own words (valueworker.REFUSALS), never the frame's text
@@ -600,11 +622,22 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float) 
         return {"status": "checker-error", "message": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
 
 
-def run(job: dict) -> dict:
+def _cell_name(job: dict, index: int | None) -> str:
+    """A code cell of the notebook as the grader names it: its number, and its grade id where the instructor gave it."""
+    if index is None:
+        return "the notebook's cells"
+    grade_id = (job.get("cell_ids") or {}).get(str(index))
+    return f"cell {index + 1} of the notebook" + (f" ({grade_id})" if grade_id else "")
+
+
+def run(job: dict, progress=None) -> dict:
     """Every exercise of one submission, in notebook order, each after the code cells before its test cell.
 
-    A timeout, a crash or a broken channel ends that worker; the next exercise gets a fresh
-    one (at most three in all), which replays the cells it needs.
+    A timeout, a crash or a broken channel ends that worker; the next exercise gets a fresh one (at most three
+    in all), which replays the cells it needs. The whole run keeps to ``job["budget"]`` seconds (the rest of the
+    submission's time, docs/grading.md "Time"): an exercise it cannot reach is a ``timeout`` that says so.
+    ``progress(results, in_flight)``: called as each exercise starts and ends (:func:`main` writes it out, so that
+    a checker stopped from outside still leaves what it found, and which exercise it was in).
     """
     # The submission's seed, drawn and recorded by the grader (replayable with --seed); the value worker never
     # has it. Without one, inputs from os.urandom, known to no other process.
@@ -615,46 +648,66 @@ def run(job: dict) -> dict:
     work = Path(job["dir"])
     cells = [(int(i), code) for i, code in job["cells"]]
     timeout = float(job["timeout"])
+    budget = job.get("budget")
+    end = time.monotonic() + float(budget) if budget is not None else float("inf")
+    within = lambda seconds: min(time.monotonic() + seconds, end)  # noqa: E731
     results: dict[str, dict] = {}
     channel = None
     started = 0
     cell_errors: list[str] = []  # what the notebook's cells raised in the worker: the likely cause of a failure
+    ended = None  # how a cell of the notebook failed in the worker (stalled, ended it, was refused): later exercises too
     for test_id, check_name, arg_name, position in job["exercises"]:
         if results.get(test_id, {}).get("status", "ok") != "ok":
             continue
+        if ended is not None:
+            results[test_id] = ended
+            continue
+        if time.monotonic() >= end:
+            results[test_id] = {"status": "timeout", "message": "not checked: the submission's time ran out before "
+                                                                "its hidden checks reached this part"}
+            continue
+        if progress:
+            progress(results, test_id)
         if channel is None:
             if started >= 3:
                 results[test_id] = {"status": "no-worker", "message": "the worker was restarted too often"}
                 continue
             started += 1
             try:
-                channel = start_worker(job, work / "valueworker.log")
+                channel = start_worker(job, work / "valueworker.log", within(job["startup_timeout"]))
             except (WorkerTimeout, WorkerDied, OSError) as exc:
                 results[test_id] = {"status": "died", "message": f"the worker did not start ({type(exc).__name__}: {exc})"[:500]}
                 continue
-        todo = [code for i, code in cells if i < position][channel.ran:]
+        todo = [(i, code) for i, code in cells if i < position][channel.ran:]
+        running = None
         try:
-            if todo:
-                channel.deadline = time.monotonic() + timeout * (len(todo) + 1) + 30
-                errors = channel.request({"op": "run", "cells": todo, "timeout": timeout})
-                channel.ran += len(todo)
+            for i, code in todo:  # one cell at a time: a cell that never ends is named
+                running = i
+                channel.deadline = within(timeout + 5)  # the worker interrupts a cell at timeout; one that swallows it stalls
+                errors = channel.request({"op": "run", "cells": [code], "timeout": timeout})
+                channel.ran += 1
                 cell_errors += [str(e)[:300] for e in (errors if isinstance(errors, list) else [])][:5]
-            outcome = check_one(channel, check_name, arg_name, timeout)
+            running = None
+            outcome = check_one(channel, check_name, arg_name, timeout, end)
             if outcome.get("status") == "ok" and not outcome.get("passed") and cell_errors:
                 # A cell that worked in the kernel and failed here (an import of the grader's own code, say)
                 # explains the failure better than the check's own message does.
                 outcome["message"] = f"{outcome.get('message', '')} (a cell before this test raised {cell_errors[-1]})"
         except WorkerTimeout:
-            outcome = {"status": "timeout", "message": "the notebook's cells before this test did not finish in time"}
+            outcome = {"status": "timeout", "message": f"{_cell_name(job, running)} did not finish in time"}
         except WorkerDied as exc:
-            outcome = {"status": "died", "message": f"the notebook's cells before this test ended the worker ({exc})"[:500]}
+            outcome = {"status": "died", "message": f"{_cell_name(job, running)} ended the worker ({exc})"[:500]}
         except ReplyRefused as exc:
-            outcome = {"status": "refused", "message": f"{exc} (the reply to the notebook's cells)"[:500]}
+            outcome = {"status": "refused", "message": f"{exc} (the reply to {_cell_name(job, running)})"[:500]}
+        if running is not None:  # a cell of the notebook itself: every later exercise would replay it, to the same end
+            ended = outcome
         if test_id not in results or (results[test_id].get("passed") and not outcome.get("passed")):
             results[test_id] = outcome  # a test cell with several checks passes when all of them do
         if outcome["status"] in ("timeout", "died", "refused") or channel.broken:
             stop_worker(channel)
             channel = None
+        if progress:
+            progress(results, None)
     stop_worker(channel)
     return results
 
@@ -697,8 +750,15 @@ def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[0]).read_text())
     limit_checker(int(job.get("checker_memory") or CHECKER_MEMORY), checker_cpu_seconds(job))
     started = time.perf_counter()
-    results = run(job)
-    Path(job["results"]).write_text(json.dumps({"results": results, "seconds": time.perf_counter() - started}))
+    out = Path(job["results"])
+
+    def progress(results: dict, in_flight: str | None) -> None:
+        tmp = out.with_suffix(".part")
+        tmp.write_text(json.dumps({"results": results, "in_flight": in_flight, "done": False}))
+        os.replace(tmp, out)
+
+    results = run(job, progress)
+    out.write_text(json.dumps({"results": results, "seconds": time.perf_counter() - started, "done": True}))
     return 0
 
 

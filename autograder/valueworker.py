@@ -72,6 +72,9 @@ REFUSALS = {
     "out-of-step": "the reply does not answer the request in flight",
     "measurement": "the student's code switched off the grader's measurements in the worker, or worked out of their "
                    "sight (a thread, a process, mmap) while it was measured",
+    "ended": "the student's code reached for the grader's measurements or objects in the worker (every object of "
+             "the process, another thread's frames, a tracer, the profiler's switches while measured), which ends "
+             "the worker",
     "following": "the student's code worked otherwise when the grader followed which token rows its tensors came "
                  "from in the worker (another allocation, an exception, a patched or bypassed recorder, a thread), or "
                  "made more distinct allocations than that report holds",
@@ -780,7 +783,8 @@ class Worker:
     def serve(self) -> None:
         import IPython.core.interactiveshell  # noqa: F401 — imported before "ready", not inside a cell's time
 
-        self._send({"op": "ready"})
+        # Said before any cell runs: whether every measured call must come with a whole profiler session.
+        self._send({"op": "ready", "profiler": self.instruments.profiler is not None})
         while True:
             try:
                 msg, n, _ = receive(self.rfd, limits=WORKER_LIMITS)

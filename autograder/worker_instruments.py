@@ -26,6 +26,17 @@ WALK_DEPTH = 6
 # allocator nor tracemalloc sees).
 _REFUSED_EVENTS = ("_thread.start_new_thread", "os.fork", "os.forkpty", "os.posix_spawn", "os.spawn", "os.exec",
                    "os.system", "subprocess.Popen", "mmap.__new__")
+# What reaches objects the student's code was never handed — every object of the process (the instruments, the
+# worker, the profiler's session), other threads' frames, a tracer that is handed every frame — ends the worker on
+# the spot, at any time after start-up, cells included: the checker reads the exit status TAMPERED from outside and
+# refuses the submission's reply (``tampering``). An audit hook runs before the operation and cannot be removed.
+_FATAL_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
+                           "sys.settrace", "sys.setprofile"})
+TAMPERED = 86  # the worker's exit status when it ended itself for one of them
+# torch's switches of the profiler's callbacks: while a call is measured, one of them ends the worker (TAMPERED);
+# between calls they work (a student may profile a cell), and each measured call turns RecordFunction back on.
+_PROFILER_SWITCHES = ("_enable_record_function", "_clear_callbacks", "_enable_profiler", "_disable_profiler",
+                      "_prepare_profiler", "_enable_profiler_legacy", "_disable_profiler_legacy")
 
 
 class Instruments:
@@ -33,21 +44,29 @@ class Instruments:
 
     def __init__(self):
         import _tracemalloc
+        import os
 
         self._trace = (_tracemalloc.start, _tracemalloc.stop, _tracemalloc.is_tracing, _tracemalloc.reset_peak,
                        _tracemalloc.get_traced_memory)
+        # Made after every (re)start of tracing: traced while tracing ran without a break. A call that stops and
+        # restarts tracemalloc (its traces go with the stop) leaves it untraced.
+        self._traceback_of = _tracemalloc._get_object_traceback
+        self.sentinel = None
         self.profiler = _profiler()
         self.window: dict | None = None  # the traced memory of the call being measured (see measure)
         self.active = [False]  # a measured call is running: the audit hook refuses threads and processes
         self.refused: list[str] = []
-        active, refused = self.active, self.refused
+        active, refused, exit_now = self.active, self.refused, os._exit
 
         def hook(event, args):
+            if event in _FATAL_EVENTS:
+                exit_now(TAMPERED)
             if active[0] and event.startswith(_REFUSED_EVENTS):
                 refused.append(event)  # the measurement is then refused (intact false): nothing to stop here
 
         sys.addaudithook(hook)
         _watch_threads(active, refused)
+        self._record_function = _trip_profiler_switches(active, exit_now)
         # The course's tripwires (course.delegation): every public helper of `course` raises while a measured
         # call runs, and the call's measurement names the ones it touched. Imported now, before any cell.
         try:
@@ -74,7 +93,10 @@ class Instruments:
         if not already:
             start(1)
         reset_peak()
+        self.sentinel = bytearray(64)
         self.window = {"base": traced()[0], "carried": 0, "best": 0}
+        if self._record_function is not None:
+            self._record_function(True)  # a cell may have switched RecordFunction off: the profiler sees through it
         session = self.profiler.start() if self.profiler else None
         del self.refused[:]
         delegated: list[str] = []
@@ -166,7 +188,7 @@ class Instruments:
         stop, tracing = self._trace[1], self._trace[2]
         self.active[0] = False
         w, self.window = self.window, None
-        traced_now = tracing()
+        traced_now = tracing() and self._traceback_of(self.sentinel) is not None  # traced without a break
         if traced_now:
             self._close_segment(w)  # before the profiler's events become Python objects
         if not already:
@@ -210,6 +232,7 @@ class Instruments:
             finally:
                 if instruments.window is w:
                     start(1)
+                    instruments.sentinel = bytearray(64)
                     w["base"] = traced()[0]
                     reset_peak()
 
@@ -318,26 +341,33 @@ def _watch_threads(active: list, refused: list) -> None:
 
 
 class _Profiler:
-    def __init__(self, prepare, enable, disable, enabled, config, activities):
+    def __init__(self, prepare, enable, disable, enabled, config, activities, mark):
         self.prepare, self.enable, self.disable, self.enabled = prepare, enable, disable, enabled
-        self.config, self.activities = config, activities
+        self.config, self.activities, self.mark = config, activities, mark
 
-    def start(self) -> bool:
+    def start(self) -> str | None:
+        """Start a session and mark its start with a name of its own; that name, or None when none could start."""
+        import os
+
         if self.enabled():
-            return False  # someone else's session is on: this call cannot be measured
+            return None  # someone else's session is on: this call cannot be measured
         self.prepare(self.config, self.activities)
         self.enable(self.config, self.activities)
-        return True
+        name = f"grader-session-{os.urandom(8).hex()}"
+        self.mark(name)
+        return name
 
-    def stop(self, started: bool) -> tuple[list, bool]:
-        """The session's events, and whether it ran from start to end. One the call stopped raises here."""
+    def stop(self, started: str | None) -> tuple[list, bool]:
+        """The session's events, and whether it ran from start to end: one the call stopped raises here, one it
+        stopped and started again has lost the mark of its start."""
         if not started:
             return [], False
         try:
             result = self.disable()
         except RuntimeError:  # the student's code stopped (or replaced) the session
             return [], False
-        return [(e.name(), e.nbytes()) for e in result.events()], True
+        events = [(e.name(), e.nbytes()) for e in result.events()]
+        return events, any(name == started for name, _ in events)
 
 
 def _profiler() -> _Profiler | None:
@@ -345,6 +375,7 @@ def _profiler() -> _Profiler | None:
     try:
         import inspect
 
+        import torch
         from torch._C import _autograd
         from torch.autograd.profiler import profile
 
@@ -354,10 +385,45 @@ def _profiler() -> _Profiler | None:
             config = p.config(create_trace_id=True)
         except TypeError:  # torch before trace ids
             config = p.config()
+        enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
+
+        def mark(name: str) -> None:
+            leave(enter(name, None))
+
         return _Profiler(_autograd._prepare_profiler, _autograd._enable_profiler, _autograd._disable_profiler,
-                         _autograd._profiler_enabled, config, p.kineto_activities)
+                         _autograd._profiler_enabled, config, p.kineto_activities, mark)
     except Exception:  # noqa: BLE001 — an older or newer torch without these: measured by tracemalloc only
         return None
+
+
+def _trip_profiler_switches(active: list, exit_now):
+    """Put a tripwire in place of each of torch's :data:`_PROFILER_SWITCHES`, wherever a loaded module holds it:
+    while a call is measured (``active``) it ends the worker (TAMPERED), else it does the switch's work. Returns
+    the original ``_enable_record_function`` (None where this torch has none)."""
+    try:
+        from torch._C import _autograd
+    except Exception:  # noqa: BLE001 — no torch: nothing to switch
+        return None
+    originals = {name: getattr(_autograd, name) for name in _PROFILER_SWITCHES if hasattr(_autograd, name)}
+
+    def tripwire(original):
+        def switch(*args, **kwargs):
+            if active[0]:
+                exit_now(TAMPERED)
+            return original(*args, **kwargs)
+
+        switch.__name__ = getattr(original, "__name__", "switch")
+        return switch
+
+    wires = {id(f): tripwire(f) for f in originals.values()}
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        for key, value in list(namespace.items()):
+            if id(value) in wires and any(value is f for f in originals.values()):
+                namespace[key] = wires[id(value)]
+    return originals.get("_enable_record_function")
 
 
 def summarize(events: list[tuple[str, int]]) -> dict:

@@ -1,0 +1,25 @@
+# Hostile: finds the worker's profiler session through gc and stops and restarts it around autograd inside the
+# backward, so the engine's nodes never reach the measurement; values right. The parts whose checks call
+# softmax_backward in the worker (gc ends it whenever it is reached) score 0 too.
+# assignment: 02_softmax_collapse
+# expect: test_softmax_backward zero tampering
+# expect: test_shifted_softmax_vjp zero tampering
+# expect: test_softmax_cross_entropy_backward zero tampering
+# expect: test_log_softmax_backward zero tampering
+# %% softmax_backward
+import gc
+
+
+def _sessions():
+    return [o for o in gc.get_objects() if type(o).__name__ == "_Profiler"]
+
+
+def softmax_backward(y, dy):
+    for p in _sessions():
+        p.disable()
+    x = torch.log(y.detach()).requires_grad_(True)
+    (dx,) = torch.autograd.grad(torch.softmax(x, -1), x, dy)
+    for p in _sessions():
+        p.prepare(p.config, p.activities)
+        p.enable(p.config, p.activities)
+    return dx

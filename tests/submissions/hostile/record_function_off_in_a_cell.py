@@ -1,0 +1,11 @@
+# Hostile: switches torch's RecordFunction off once, in a cell of its own, then uses autograd in the backward;
+# values right.
+# assignment: 02_softmax_collapse
+# expect: test_softmax_backward zero autograd-in-backward
+# %% cell-after:test_softmax_jacobian
+torch._C._autograd._enable_record_function(False)
+# %% softmax_backward
+def softmax_backward(y, dy):
+    x = torch.log(y.detach()).requires_grad_(True)
+    (dx,) = torch.autograd.grad(torch.softmax(x, -1), x, dy)
+    return dx
