@@ -687,9 +687,9 @@ class Worker:
             sides = msg.get("follow")  # per tensor of the arguments: 0 a query side, 1 a key side, None neither
             spare = _spare((args, kwargs)) if isinstance(sides, list) else None  # before the call writes into them
             if msg.get("bare") is True:  # its memory counted from outside (autograder/pages.py) and nothing else
-                value, measured = self.instruments.bare(lambda: fn(*args, **kwargs))
+                value, measured = self.instruments.bare(fn, args, kwargs)
                 return {**self._result(value, (args, kwargs)), "measured": measured}
-            value, measured = self.instruments.measure(lambda: fn(*args, **kwargs))
+            value, measured = self.instruments.measure(fn, args, kwargs)
             if spare is not None:
                 found = tensors_in(spare)
                 if len(sides) != len(found):
@@ -701,7 +701,7 @@ class Worker:
             # An autograd.Function class: apply it here, keep its graph, say what its ctx saved.
             cls = self.objects[msg["ref"]]
             args = self._dec(msg["args"])
-            out, measured = self.instruments.measure(lambda: cls.apply(*args), kept_of=_node_of, inputs=args)
+            out, measured = self.instruments.measure(cls.apply, args, kept_of=_node_of, inputs=args)
             outs = out if isinstance(out, tuple) else (out,)
             node = _node_of(out)
             saved = [t.detach() if isinstance(t, torch.Tensor) else t for t in self._saved(node)]
@@ -720,7 +720,7 @@ class Worker:
             # Called directly, not by the engine: any node the engine evaluates meanwhile is the student's.
             cls, node = self.contexts[msg["handle"]]
             grads = self._dec(msg["grads"])
-            out, measured = self.instruments.measure(lambda: cls.backward(node, *grads))
+            out, measured = self.instruments.measure(cls.backward, (node, *grads))
             return {"op": "result", "value": self._enc(list(out) if isinstance(out, tuple) else [out]),
                     "measured": measured}
         if op == "grad":
@@ -729,8 +729,8 @@ class Worker:
             pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
             if not leaves or not pairs:
                 return {"op": "result", "value": [None] * len(leaves)}
-            got, measured = self.instruments.measure(lambda: self._grad_fn(
-                [o for o, _ in pairs], leaves, [g for _, g in pairs], retain_graph=True, allow_unused=True))
+            got, measured = self.instruments.measure(self._grad_fn, ([o for o, _ in pairs], leaves, [g for _, g in pairs]),
+                                                     {"retain_graph": True, "allow_unused": True})
             return {"op": "result", "value": self._enc(list(got)), "measured": measured}
         raise ValueError(f"unknown request {op!r}")
 

@@ -34,7 +34,8 @@ _FATAL_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referen
                            "sys.settrace", "sys.setprofile"})
 TAMPERED = 86  # the worker's exit status when it ended itself for one of them
 # torch's switches of the profiler's callbacks: while a call is measured, one of them ends the worker (TAMPERED);
-# between calls they work (a student may profile a cell), and each measured call turns RecordFunction back on.
+# between calls they work (a student may profile a cell), and each measured call runs on a fresh thread, where
+# RecordFunction is on whatever a cell did to its own thread.
 _PROFILER_SWITCHES = ("_enable_record_function", "_clear_callbacks", "_enable_profiler", "_disable_profiler",
                       "_prepare_profiler", "_enable_profiler_legacy", "_disable_profiler_legacy")
 
@@ -57,16 +58,21 @@ class Instruments:
         self.active = [False]  # a measured call is running: the audit hook refuses threads and processes
         self.refused: list[str] = []
         active, refused, exit_now = self.active, self.refused, os._exit
+        self.fresh = _Fresh()
+        ours = self.fresh.starting  # the thread the grader starts for each call: the one thread allowed
 
         def hook(event, args):
             if event in _FATAL_EVENTS:
                 exit_now(TAMPERED)
             if active[0] and event.startswith(_REFUSED_EVENTS):
+                if event == "_thread.start_new_thread" and args and ours[0] is not None and args[0] is ours[0]:
+                    ours[0] = None
+                    return
                 refused.append(event)  # the measurement is then refused (intact false): nothing to stop here
 
         sys.addaudithook(hook)
         _watch_threads(active, refused)
-        self._record_function = _trip_profiler_switches(active, exit_now)
+        _trip_profiler_switches(active, exit_now)
         # The course's tripwires (course.delegation): every public helper of `course` raises while a measured
         # call runs, and the call's measurement names the ones it touched. Imported now, before any cell.
         try:
@@ -81,8 +87,9 @@ class Instruments:
         self.follower = _Follower.capture()
         self.sizes: dict[int, int] = {}
 
-    def measure(self, call, *, kept_of=None, inputs=()):
-        """``(value, measurement)`` of ``call()``; what it raises carries its measurement (``_measured``).
+    def measure(self, fn, args=(), kwargs=None, *, kept_of=None, inputs=()):
+        """``(value, measurement)`` of ``fn(*args, **kwargs)``, run on a thread of its own (:class:`_Fresh`);
+        what it raises carries its measurement (``_measured``).
 
         ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied to ``inputs``,
         whose kept and still-held memory are measured too.
@@ -95,21 +102,22 @@ class Instruments:
         reset_peak()
         self.sentinel = bytearray(64)
         self.window = {"base": traced()[0], "carried": 0, "best": 0}
-        if self._record_function is not None:
-            self._record_function(True)  # a cell may have switched RecordFunction off: the profiler sees through it
-        session = self.profiler.start() if self.profiler else None
+        session = self.profiler.begin() if self.profiler else None
+        before, after = self.profiler.steps(session) if session else ([], [])
         del self.refused[:]
         delegated: list[str] = []
         self.active[0] = True
         try:
             with self.helpers() as delegated:
-                value = call()
-        except BaseException as exc:
-            measured = self._finish(session, already, delegated)[0]
+                ran = self.fresh.run(fn, args, kwargs or {}, before, after)
+        finally:
+            self.active[0] = False
+        m, net = self._finish(session, ran.after, already, delegated)
+        if ran.raised is not None:
             with contextlib.suppress(AttributeError):  # an exception type without a __dict__: its measurement is lost with it
-                exc._measured = measured
-            raise
-        m, net = self._finish(session, already, delegated)
+                ran.raised._measured = m
+            raise ran.raised
+        value = ran.value
         if kept_of is not None:
             node = kept_of(value)
             m["kept"] = kept(node)
@@ -118,23 +126,24 @@ class Instruments:
             m["held"] += max(0, net - _storage_bytes(value, saved_tensors(node), exclude=inputs))
         return value, m
 
-    def bare(self, call):
-        """``(value, measurement)`` of ``call()`` with the course's tripwires and the audit hook only: a call whose
-        memory the checker counts from outside (autograder/pages.py), where tracemalloc's and the profiler's own
-        memory would stand above an honest call's."""
+    def bare(self, fn, args=(), kwargs=None):
+        """``(value, measurement)`` of ``fn(*args, **kwargs)`` (on a thread of its own) with the course's tripwires
+        and the audit hook only: a call whose memory the checker counts from outside (autograder/pages.py), where
+        tracemalloc's and the profiler's own memory would stand above an honest call's."""
         del self.refused[:]
         delegated: list[str] = []
         self.active[0] = True
         try:
             with self.helpers() as delegated:
-                value = call()
-        except BaseException as exc:
+                ran = self.fresh.run(fn, args, kwargs or {})
+        finally:
             self.active[0] = False
+        m = self._bare_measurement(delegated)
+        if ran.raised is not None:
             with contextlib.suppress(AttributeError):
-                exc._measured = self._bare_measurement(delegated)
-            raise
-        self.active[0] = False
-        return value, self._bare_measurement(delegated)
+                ran.raised._measured = m
+            raise ran.raised
+        return ran.value, m
 
     def _bare_measurement(self, delegated: list) -> dict:
         return {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
@@ -184,7 +193,7 @@ class Instruments:
             return broken
         return {"intact": bool(intact), "complete": len(report) <= MAX_FOLLOWED, "allocations": report[:MAX_FOLLOWED]}
 
-    def _finish(self, session, already: bool, delegated: list) -> tuple[dict, int]:
+    def _finish(self, session, after: list, already: bool, delegated: list) -> tuple[dict, int]:
         stop, tracing = self._trace[1], self._trace[2]
         self.active[0] = False
         w, self.window = self.window, None
@@ -193,7 +202,7 @@ class Instruments:
             self._close_segment(w)  # before the profiler's events become Python objects
         if not already:
             stop()
-        events, profiled = self.profiler.stop(session) if self.profiler else ([], False)
+        events, profiled = self.profiler.read(session, after) if self.profiler else ([], False)
         m = summarize(events)
         net = m.pop("net")
         self.sizes = m.pop("sizes")
@@ -341,39 +350,107 @@ def _watch_threads(active: list, refused: list) -> None:
 
 
 class _Profiler:
+    """torch's profiler, by its own C functions: each session runs on the call's own thread (its state is the
+    thread's), started and stopped there by the steps of :meth:`steps`."""
+
     def __init__(self, prepare, enable, disable, enabled, config, activities, mark):
         self.prepare, self.enable, self.disable, self.enabled = prepare, enable, disable, enabled
         self.config, self.activities, self.mark = config, activities, mark
 
-    def start(self) -> str | None:
-        """Start a session and mark its start with a name of its own; that name, or None when none could start."""
+    def begin(self) -> int | None:
+        """Prepare a session; its mark (a number of bytes drawn now), or None when none can start."""
         import os
 
         if self.enabled():
             return None  # someone else's session is on: this call cannot be measured
         self.prepare(self.config, self.activities)
-        self.enable(self.config, self.activities)
-        name = f"grader-session-{os.urandom(8).hex()}"
-        self.mark(name)
-        return name
+        return 4096 + int.from_bytes(os.urandom(3), "big")
 
-    def stop(self, started: str | None) -> tuple[list, bool]:
-        """The session's events, and whether it ran from start to end: one the call stopped raises here, one it
-        stopped and started again has lost the mark of its start."""
-        if not started:
+    def steps(self, mark: int) -> tuple[list, list]:
+        """What the call's thread runs before the call (start the session, then allocate ``mark`` bytes: the
+        session's first event) and after it (stop the session: its result)."""
+        return [(self.enable, (self.config, self.activities)), (self.mark, (mark,))], [(self.disable, ())]
+
+    def read(self, mark: int | None, after: list) -> tuple[list, bool]:
+        """The session's events, the mark left out, and whether it ran from start to end: a session the call
+        stopped ends in an error, one it stopped and started again has lost the mark of its start."""
+        if not mark or not after or isinstance(after[0], BaseException):
             return [], False
         try:
-            result = self.disable()
-        except RuntimeError:  # the student's code stopped (or replaced) the session
+            events = [(e.name(), e.nbytes()) for e in after[0].events()]
+        except Exception:  # noqa: BLE001 — not a session's result
             return [], False
-        events = [(e.name(), e.nbytes()) for e in result.events()]
-        return events, any(name == started for name, _ in events)
+        at = next((i for i, (name, nbytes) in enumerate(events) if name == "[memory]" and nbytes == mark), None)
+        if at is None:
+            return [], False
+        return events[:at] + events[at + 1:], True
+
+
+class _Ran:
+    """What :meth:`_Fresh.run` saw: the call's value or what it raised, and the results of the steps after it."""
+
+    def __init__(self):
+        self.value, self.raised, self.after = None, None, []
+
+
+class _Fresh:
+    """Runs each measured call on a thread of its own, started by C with the student's function as its first
+    Python frame: below it there is no frame of the grader's to walk up to (``f_back`` is None), and the main
+    thread's frames are out of reach (``sys._current_frames`` and gc end the worker). The steps before and after
+    the call (the profiler's session, thread-local) are C functions chained by C (itertools), so they leave no
+    frame either. What the call raises reaches ``sys.unraisablehook``, set to ours for the call, which runs the
+    steps after it too."""
+
+    def __init__(self):
+        import _thread
+        import functools
+        import itertools
+
+        self._start, self._lock, self._count = _thread.start_new_thread, _thread.allocate_lock, _thread._count
+        self._partial, self._chain, self._starmap = functools.partial, itertools.chain, itertools.starmap
+        self.starting: list = [None]  # the callable of the thread being started (the audit hook lets it through)
+
+    def run(self, fn, args, kwargs: dict, before=(), after=()) -> _Ran:
+        ran, out, done = _Ran(), [], self._lock()
+        done.acquire()
+        steps = [*before, (self._partial(fn, *args, **kwargs), ()), *after]
+        chain = self._chain(*[self._starmap(f, [a]) for f, a in steps], self._starmap(done.release, [()]))
+
+        def unraisable(u):  # in the call's thread, once the student's frames are gone
+            ran.raised = u.exc_value
+            for f, a in after:
+                try:
+                    ran.after.append(f(*a))
+                except BaseException as exc:  # noqa: BLE001
+                    ran.after.append(exc)
+            done.release()
+
+        saved, sys.unraisablehook = sys.unraisablehook, unraisable
+        alive = self._count()
+        try:
+            self.starting[0] = out.extend
+            self._start(out.extend, (chain,))
+            while not done.acquire(timeout=0.05):
+                if self._count() <= alive and not done.acquire(timeout=0.05):
+                    break  # the thread ended without a word: SystemExit, or our hook replaced
+        finally:
+            self.starting[0] = None
+            sys.unraisablehook = saved
+        if ran.raised is None:
+            if len(out) != len(steps) + 1:
+                ran.raised = SystemExit("the student's code ended its call without returning or raising")
+            else:
+                ran.value = out[len(before)]
+                ran.after = out[len(before) + 1:len(steps)]
+        return ran
 
 
 def _profiler() -> _Profiler | None:
     """The profiler's own C functions and a CPU configuration with memory profiling; None where torch has none."""
     try:
         import inspect
+
+        import functools
 
         import torch
         from torch._C import _autograd
@@ -385,11 +462,7 @@ def _profiler() -> _Profiler | None:
             config = p.config(create_trace_id=True)
         except TypeError:  # torch before trace ids
             config = p.config()
-        enter, leave = torch.ops.profiler._record_function_enter_new, torch.ops.profiler._record_function_exit
-
-        def mark(name: str) -> None:
-            leave(enter(name, None))
-
+        mark = functools.partial(torch.empty, dtype=torch.uint8)  # C: an allocation of a number of bytes drawn per call
         return _Profiler(_autograd._prepare_profiler, _autograd._enable_profiler, _autograd._disable_profiler,
                          _autograd._profiler_enabled, config, p.kineto_activities, mark)
     except Exception:  # noqa: BLE001 — an older or newer torch without these: measured by tracemalloc only

@@ -1,7 +1,8 @@
-# Hostile: inside the backward, walks up its own frames to the worker's instruments and drops their profiler,
-# so its measurement holds no engine node; the backward uses autograd; values right.
+# Hostile: inside the backward, walks up its own frames to the worker's instruments to drop their profiler, so
+# that its measurement holds no engine node; the backward uses autograd; values right. The call runs on a thread
+# whose first frame is its own: there is nothing to walk up to, and autograd is seen.
 # assignment: 02_softmax_collapse
-# expect: test_softmax_backward zero tampering
+# expect: test_softmax_backward zero autograd-in-backward
 # %% softmax_backward
 import sys
 
