@@ -448,9 +448,8 @@ class _Fresh:
 def _profiler() -> _Profiler | None:
     """The profiler's own C functions and a CPU configuration with memory profiling; None where torch has none."""
     try:
-        import inspect
-
         import functools
+        import inspect
 
         import torch
         from torch._C import _autograd
