@@ -389,17 +389,27 @@ def _kind_of(shape: tuple[int, ...], T: int) -> str:
 
 class _TiledCalls:
     """Wrap a function so that each call on a property case (T ≥ PROPERTY_MIN_T) runs under a TokenRecorder whose
-    query side and key side ``sides(args)`` names; ``calls`` keeps (arguments, recorder, what it returned)."""
+    query side and key side ``sides(args)`` names; ``calls`` keeps (arguments, recorder, what it returned).
+
+    A case so long that a B×T×T tensor is one the operating system's count tells apart (``course.witness``) runs
+    under a plain AllocationRecorder instead, its memory counted where the grader's re-check runs it: ``counted``."""
 
     def __init__(self, sides: Callable[[tuple], tuple[tuple, tuple]]):
         self.sides = sides
         self.calls: list[tuple[tuple, TokenRecorder, object]] = []
+        self.counted: list[tuple[tuple, AllocationRecorder]] = []
 
     def __call__(self, fn: Callable) -> Callable:
         def recorded(*args, **kwargs):
             first = args[0] if args else None
             if not (isinstance(first, torch.Tensor) and first.ndim == 3 and first.shape[1] >= PROPERTY_MIN_T):
                 return fn(*args, **kwargs)
+            B, T = first.shape[:2]
+            if witness.large_enough(B * T * T, first.element_size()):
+                rec = AllocationRecorder(ignore=(args, kwargs))
+                self.counted.append((args, rec))
+                with witness.counted_by_os(), rec:
+                    return fn(*args, **kwargs)
             rec = TokenRecorder(*self.sides(args), ignore=(args, kwargs))
             with rec:
                 out = fn(*args, **kwargs)
@@ -445,6 +455,19 @@ def _check_blockwise(name: str, fn, cases: Sequence[Case], part: str, reference:
     run_cases(name, recorded(fn) if callable(fn) else fn, cases, reference, **run)
     block_q, block_k, note = notebook_blocks(fn)
     labels = {id(c.args[0]): c.label for c in cases}
+    for args, rec in recorded.counted:  # the memory of all S, however it was held (course.witness)
+        B, T, d = args[0].shape
+        over = witness.touched_over(rec.touched, B * T * T, args[0].element_size())
+        big = over or [a for a in rec.allocations if a.numel >= B * T * T]
+        if big:
+            raise GradingFailure(
+                "saved-quadratic-tensor",
+                f"{name} gives the right values, but at T = {T} it had {big[0].numel:,} elements in memory while it "
+                f"ran, a large part of the B·T² = {B * T * T:,} scores of S: all of S held at once, whether made in one "
+                f"tensor, in pieces alive together, or written into a buffer made before the call. {part} works one "
+                "tile of S at a time beside tensors of O(T·d).",
+                f"measured: {big[0]}\ninputs: {labels.get(id(args[0]), f'q, k, v of shape ({B}, {T}, {d})')}",
+            )
     for args, rec, out in recorded.calls:
         B, T, d = args[0].shape
         label = labels.get(id(args[0]), f"q, k, v of shape ({B}, {T}, {d})")
