@@ -614,27 +614,20 @@ class Worker:
     def run_cells(self, cells: list[str], timeout: float) -> list[str]:
         """Execute code cells in order, as a kernel would; return the errors, one line each.
 
-        Each cell gets ``timeout`` seconds, then a KeyboardInterrupt, as nbgrader interrupts a
-        kernel; a cell that swallows it runs on until the checker's own deadline kills us.
+        Each cell runs on a thread of its own whose first frame is IPython's (worker_instruments._Fresh): nothing
+        of the worker's is under the cell's frames. After ``timeout`` seconds it gets a KeyboardInterrupt, as
+        nbgrader interrupts a kernel; a cell that swallows it runs on until the checker's own deadline kills us.
         """
-        import signal
-
         from IPython.core.interactiveshell import InteractiveShell
-
-        def interrupt(signum, frame):
-            raise KeyboardInterrupt("cell timeout")
 
         if self.shell is None:
             self.shell = InteractiveShell.instance()
-        signal.signal(signal.SIGALRM, interrupt)
         errors = []
         for code in cells:
-            signal.setitimer(signal.ITIMER_REAL, timeout)
-            try:
-                result = self.shell.run_cell(code, store_history=True, silent=False)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-            exc = result.error_in_exec or result.error_before_exec
+            ran = self.instruments.fresh.run(self.shell.run_cell, (code,), {"store_history": True, "silent": False},
+                                             timeout=timeout)
+            result = ran.value
+            exc = ran.raised if result is None else (result.error_in_exec or result.error_before_exec)
             if exc is not None:
                 errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
         return errors

@@ -13,6 +13,7 @@ import array
 import contextlib
 import math
 import sys
+import time
 import types
 
 ENGINE_PREFIX = "autograd::engine::evaluate_function: "
@@ -403,14 +404,22 @@ class _Fresh:
 
     def __init__(self):
         import _thread
+        import ctypes
         import functools
         import itertools
 
         self._start, self._lock, self._count = _thread.start_new_thread, _thread.allocate_lock, _thread._count
         self._partial, self._chain, self._starmap = functools.partial, itertools.chain, itertools.starmap
         self.starting: list = [None]  # the callable of the thread being started (the audit hook lets it through)
+        set_async = ctypes.pythonapi.PyThreadState_SetAsyncExc
+        # A KeyboardInterrupt raised in the thread, as a kernel's interrupt raises one in a cell (signals reach the
+        # main thread only).
+        self._interrupt = lambda ident: set_async(ctypes.c_ulong(ident), ctypes.py_object(KeyboardInterrupt))
 
-    def run(self, fn, args, kwargs: dict, before=(), after=()) -> _Ran:
+    def run(self, fn, args, kwargs: dict, before=(), after=(), timeout: float | None = None) -> _Ran:
+        """``fn(*args, **kwargs)`` between ``before`` and ``after`` (C callables and their arguments), on a thread of
+        its own; after ``timeout`` seconds, a KeyboardInterrupt in that thread (once: code that swallows it runs on
+        until the checker's deadline ends the worker)."""
         ran, out, done = _Ran(), [], self._lock()
         done.acquire()
         steps = [*before, (self._partial(fn, *args, **kwargs), ()), *after]
@@ -429,8 +438,12 @@ class _Fresh:
         alive = self._count()
         try:
             self.starting[0] = out.extend
-            self._start(out.extend, (chain,))
+            ident = self._start(out.extend, (chain,))
+            interrupt_at = None if timeout is None else time.monotonic() + timeout
             while not done.acquire(timeout=0.05):
+                if interrupt_at is not None and time.monotonic() >= interrupt_at:
+                    self._interrupt(ident)
+                    interrupt_at = None
                 if self._count() <= alive and not done.acquire(timeout=0.05):
                     break  # the thread ended without a word: SystemExit, or our hook replaced
         finally:
