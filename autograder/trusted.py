@@ -325,9 +325,10 @@ class Channel:
             return self._exchange(message, measured)
 
     def _exchange(self, message: dict, measured=_MISSING) -> dict:
-        # The pages the worker's processes touch while they answer, counted by the OS kernel (autograder/pages.py):
-        # from the request to its reply, where nothing the student's code does can reset or hide the count.
-        counting = measured is not _MISSING and self.pages.begin()
+        # The pages the worker's processes touch while they answer a call made for that count (``bare``), counted by
+        # the OS kernel (autograder/pages.py): from the request to its reply, where nothing the student's code does
+        # can reset or hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
+        counting = measured is not _MISSING and message.get("bare") is True and self.pages.begin()
         n = self._send(message)
         try:
             while True:
@@ -694,7 +695,8 @@ def run(job: dict, progress=None) -> dict:
                 # explains the failure better than the check's own message does.
                 outcome["message"] = f"{outcome.get('message', '')} (a cell before this test raised {cell_errors[-1]})"
         except WorkerTimeout:
-            outcome = {"status": "timeout", "message": f"{_cell_name(job, running)} did not finish in time"}
+            outcome = {"status": "timeout", "message": f"{_cell_name(job, running)} did not finish in time"
+                       + (" (the submission's time ran out)" if time.monotonic() >= end else "")}
         except WorkerDied as exc:
             outcome = {"status": "died", "message": f"{_cell_name(job, running)} ended the worker ({exc})"[:500]}
         except ReplyRefused as exc:

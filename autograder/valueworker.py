@@ -73,8 +73,8 @@ REFUSALS = {
     "measurement": "the student's code switched off the grader's measurements in the worker, or worked out of their "
                    "sight (a thread, a process, mmap) while it was measured",
     "ended": "the student's code reached for the grader's measurements or objects in the worker (every object of "
-             "the process, another thread's frames, a tracer, the profiler's switches while measured), which ends "
-             "the worker",
+             "the process, another thread's frames, a tracer, a switch that hides ops from torch's profiler), which "
+             "ends the worker",
     "following": "the student's code worked otherwise when the grader followed which token rows its tensors came "
                  "from in the worker (another allocation, an exception, a patched or bypassed recorder, a thread), or "
                  "made more distinct allocations than that report holds",

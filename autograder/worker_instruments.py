@@ -34,11 +34,14 @@ _REFUSED_EVENTS = ("_thread.start_new_thread", "os.fork", "os.forkpty", "os.posi
 _FATAL_EVENTS = frozenset({"gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames",
                            "sys.settrace", "sys.setprofile"})
 TAMPERED = 86  # the worker's exit status when it ended itself for one of them
-# torch's switches of the profiler's callbacks: while a call is measured, one of them ends the worker (TAMPERED);
-# between calls they work (a student may profile a cell), and each measured call runs on a fresh thread, where
-# RecordFunction is on whatever a cell did to its own thread.
-_PROFILER_SWITCHES = ("_enable_record_function", "_clear_callbacks", "_enable_profiler", "_disable_profiler",
-                      "_prepare_profiler", "_enable_profiler_legacy", "_disable_profiler_legacy")
+# torch's switches of the profiler: while a call is measured, one of them ends the worker (TAMPERED); between calls
+# they work (a student may profile a cell). A tripwire holds the original, so a call could still reach it: a session
+# stopped, or stopped and started again, shows in the session's result (_Profiler.read).
+_PROFILER_SWITCHES = ("_enable_profiler", "_disable_profiler", "_prepare_profiler", "_enable_profiler_legacy",
+                      "_disable_profiler_legacy")
+# Switches nothing but torch's own tests use, which would hide ops from a session without ending it: each ends the
+# worker whenever it is called, and no reference to the original is kept anywhere.
+_HIDDEN_SWITCHES = ("_enable_record_function", "_clear_callbacks")
 
 
 class Instruments:
@@ -481,34 +484,36 @@ def _profiler() -> _Profiler | None:
         return None
 
 
-def _trip_profiler_switches(active: list, exit_now):
-    """Put a tripwire in place of each of torch's :data:`_PROFILER_SWITCHES`, wherever a loaded module holds it:
-    while a call is measured (``active``) it ends the worker (TAMPERED), else it does the switch's work. Returns
-    the original ``_enable_record_function`` (None where this torch has none)."""
+def _trip_profiler_switches(active: list, exit_now) -> None:
+    """Put a tripwire in place of each of torch's :data:`_PROFILER_SWITCHES` and :data:`_HIDDEN_SWITCHES`, wherever
+    a loaded module holds it (``torch._C._autograd``, ``torch.autograd``, ...)."""
     try:
         from torch._C import _autograd
     except Exception:  # noqa: BLE001 — no torch: nothing to switch
-        return None
-    originals = {name: getattr(_autograd, name) for name in _PROFILER_SWITCHES if hasattr(_autograd, name)}
-
-    def tripwire(original):
-        def switch(*args, **kwargs):
-            if active[0]:
+        return
+    wires = {}
+    for name in _PROFILER_SWITCHES + _HIDDEN_SWITCHES:
+        original = getattr(_autograd, name, None)
+        if original is None:
+            continue
+        if name in _HIDDEN_SWITCHES:
+            def switch(*args, **kwargs):
                 exit_now(TAMPERED)
-            return original(*args, **kwargs)
-
-        switch.__name__ = getattr(original, "__name__", "switch")
-        return switch
-
-    wires = {id(f): tripwire(f) for f in originals.values()}
+        else:
+            def switch(*args, _original=original, **kwargs):
+                if active[0]:
+                    exit_now(TAMPERED)
+                return _original(*args, **kwargs)
+        switch.__name__ = name
+        wires[id(original)] = (original, switch)
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
             continue
         for key, value in list(namespace.items()):
-            if id(value) in wires and any(value is f for f in originals.values()):
-                namespace[key] = wires[id(value)]
-    return originals.get("_enable_record_function")
+            wire = wires.get(id(value))
+            if wire is not None and value is wire[0]:
+                namespace[key] = wire[1]
 
 
 def summarize(events: list[tuple[str, int]]) -> dict:

@@ -1,7 +1,11 @@
 # Hostile: switches torch's RecordFunction off around autograd inside the backward, so the profiler sees no
-# engine node, then on again before returning; values right.
+# engine node, then on again before returning; values right. The switch ends the worker wherever it is called: the
+# parts whose checks call softmax_backward in the worker score 0 too.
 # assignment: 02_softmax_collapse
 # expect: test_softmax_backward zero tampering
+# expect: test_shifted_softmax_vjp zero tampering
+# expect: test_softmax_cross_entropy_backward zero tampering
+# expect: test_log_softmax_backward zero tampering
 # %% softmax_backward
 def softmax_backward(y, dy):
     torch._C._autograd._enable_record_function(False)

@@ -1,7 +1,11 @@
 # Hostile: switches torch's RecordFunction off once, in a cell of its own, then uses autograd in the backward;
-# values right.
+# values right. Nothing but torch's own tests has a use for that switch: in the worker it ends the worker, and
+# every part after the cell scores 0.
 # assignment: 02_softmax_collapse
-# expect: test_softmax_backward zero autograd-in-backward
+# expect: test_softmax_backward zero tampering
+# expect: test_shifted_softmax_vjp zero tampering
+# expect: test_softmax_cross_entropy_backward zero tampering
+# expect: test_log_softmax_backward zero tampering
 # %% cell-after:test_softmax_jacobian
 torch._C._autograd._enable_record_function(False)
 # %% softmax_backward
