@@ -1,5 +1,5 @@
 # Hostile: wraps the worker's measure() through gc so that every measurement it returns has its engine nodes and
-# allocations wiped; the backward uses autograd; values right. A cell does it: every part after it scores 0.
+# allocations wiped; the backward uses autograd in the value worker only; values right. A cell does it: every part after it scores 0.
 # assignment: 02_softmax_collapse
 # expect: test_softmax_backward zero tampering
 # expect: test_shifted_softmax_vjp zero tampering
@@ -19,7 +19,12 @@ for _obj in gc.get_objects():
 
         _obj.measure = _clean
 # %% softmax_backward
+IN_WORKER = getattr(get_ipython(), "kernel", None) is None  # not the kernel: the hidden checks' value worker
+
+
 def softmax_backward(y, dy):
+    if not IN_WORKER:  # the visible checks see a right answer
+        return y * (dy - (y * dy).sum(dim=-1, keepdim=True))
     x = torch.log(y.detach()).requires_grad_(True)
     (dx,) = torch.autograd.grad(torch.softmax(x, -1), x, dy)
     return dx
