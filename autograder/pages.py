@@ -5,16 +5,17 @@ call, for every process the sandbox's init has under it (the worker, and anythin
 
 - before: write ``1`` to ``/proc/PID/clear_refs`` (the kernel clears the referenced bit of every page the
   process maps) and ``5`` (its peak resident size, ``VmHWM``, starts again from what is resident now);
-- after: ``Referenced`` in ``/proc/PID/smaps`` (writable mappings) is the memory the process touched and still maps, and
-  ``VmHWM − VmRSS`` what it held at its peak beyond what it holds now: memory it allocated and freed again
-  (glibc hands big blocks back to the kernel on free), or a buffer made before the call and let go during it.
+- after: ``Referenced`` over the writable mappings of ``/proc/PID/smaps`` is the memory the process touched and
+  still maps, and ``VmHWM − VmRSS`` what it held at its peak beyond what it holds now: memory it allocated and
+  freed again (glibc hands big blocks back to the kernel on free), or a buffer made before the call and let go
+  during it.
 
 Their sum, over the processes, is what the call touched: a workspace allocated before the call and written
 during it counts, so do two halves alive at once, NumPy's memory and another process's. Nothing the student's
 code runs can reset or hide it: the counts are the kernel's, read from another process. What it cannot tell:
 *what* the memory held (a check compares the count with sizes the honest call stays far below), and memory
-touched in a process that ended before the count was read (the worker's audit hook refuses a process
-started while a call is measured).
+touched in a process that ended before the count was read (the checker refuses such a measurement, and the
+worker's audit hook one that started a process while measured).
 """
 
 from __future__ import annotations
