@@ -13,6 +13,8 @@ c.CourseDirectory.db_assignments = [
     {"name": "04_layernorm"},
     {"name": "05_attention_recompute"},
     {"name": "06_topk_routing"},
+    {"name": "07_fused_linear_cross_entropy"},
+    {"name": "08_mixed_precision_backward"},
 ]
 # Python caches and checkpoints never belong in a release or a submission.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

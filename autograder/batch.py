@@ -89,13 +89,13 @@ def test_cells(nb: nbformat.NotebookNode) -> list[tuple[str, float]]:
 def student_cells(nb: nbformat.NotebookNode, test_ids: set[str]) -> list[tuple[int, str]]:
     """(position, code) of what the value worker runs: every code cell in order, test cells left out."""
     return [(i, cell.source if isinstance(cell.source, str) else "".join(cell.source))
-            for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and collect._grade_id(cell) not in test_ids]
+            for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and collect.grade_id_of(cell) not in test_ids]
 
 
 def positioned(nb: nbformat.NotebookNode, exercises, test_ids: set[str]) -> list[list]:
     """Each exercise with the position of its test cell in ``nb``; a missing test cell goes where
     nbgrader puts it back, after the cell that precedes it in the source (else at the end)."""
-    where = {collect._grade_id(c): i for i, c in enumerate(nb.cells) if collect._grade_id(c)}
+    where = {collect.grade_id_of(c): i for i, c in enumerate(nb.cells) if collect.grade_id_of(c)}
     out = []
     for test_id, check, arg in exercises:
         pos = where.get(test_id)
@@ -111,19 +111,19 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: s
                 mpl_cache: Path | None = None, seed: int | None = None) -> dict:
     """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb`` (inputs from ``seed``)."""
     private = "/tmp" if isolation == "full" else str(job_dir / "vw-private")
-    course_pkg = worker._package_dir("course")
+    course_pkg = worker.package_dir("course")
     root = job_dir / "vw-root"
     root.mkdir(parents=True, exist_ok=True)
     spec = worker.spec_for(
         isolation=isolation, root=root, uid=worker.SANDBOX_UID_BASE + slot, limits=limits,
         cwd=f"{private}/home", binds=[(course_pkg, course_pkg, False)],
-        hide=[p for p in (worker._package_dir("autograder"), worker._package_dir("kernels")) if p],
+        hide=[p for p in (worker.package_dir("autograder"), worker.package_dir("kernels")) if p],
         env=worker.student_env(private, threads), mpl_cache=mpl_cache)
     return {
         "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
         "cells": student_cells(nb, test_ids), "exercises": positioned(nb, exercises, test_ids),
         # The instructor's grade ids of the cells (collect put the source's metadata back): how a reason names one.
-        "cell_ids": {str(i): collect._grade_id(c) for i, c in enumerate(nb.cells) if collect._grade_id(c)},
+        "cell_ids": {str(i): collect.grade_id_of(c) for i, c in enumerate(nb.cells) if collect.grade_id_of(c)},
         "timeout": limits.cell_timeout, "startup_timeout": max(60, limits.cell_timeout),
         "results": str(job_dir / "trusted.json"), "seed": seed,
     }
@@ -315,7 +315,7 @@ class Grader:
         # Graded from another folder, with another environment, sandbox or limits, or with the hidden checks
         # elsewhere (--no-trusted puts them in the kernel), the preflight runs again.
         where = [sys.executable, sys.prefix, self.isolation, repr(self.limits), self.trusted]
-        where += [worker._package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
+        where += [worker.package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
         h.update(json.dumps(where).encode())
         return h.hexdigest()
 
@@ -478,7 +478,7 @@ def _import_hint(text: str) -> str:
     if not m:
         return ""
     pkg = m.group(1)
-    held = worker._package_dir(pkg)
+    held = worker.package_dir(pkg)
     try:
         seen = subprocess.run([sys.executable, "-I", "-c", f"import {pkg}; print(); print({pkg}.__file__)"], cwd="/",
                               capture_output=True, text=True, timeout=120)  # `import course` prints a line of its own
@@ -747,7 +747,7 @@ def explain_in_notebook(path: Path, rows: list[Row]) -> None:
     nb = nbformat.read(path, as_version=4)
     changed = False
     for cell in nb.cells:
-        reason = reasons.get(collect._grade_id(cell))
+        reason = reasons.get(collect.grade_id_of(cell))
         if cell.cell_type != "code" or not reason or reason[:60] in json.dumps(cell.get("outputs", []), ensure_ascii=False):
             continue
         cell.outputs.append(nbformat.v4.new_output("stream", name="stderr", text=f"Grader: this part scored 0. {reason}\n"))

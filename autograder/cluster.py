@@ -29,7 +29,7 @@ def fingerprint() -> str:
 
     h = hashlib.sha256()
     for pkg in ("autograder", "course"):
-        root = Path(worker._package_dir(pkg))
+        root = Path(worker.package_dir(pkg))
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]

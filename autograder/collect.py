@@ -401,7 +401,7 @@ def _from_export(path: Path, assignment: str, regexp: str | None, staging: Path)
 # Checking a notebook before it is run
 
 
-def _grade_id(cell) -> str | None:
+def grade_id_of(cell) -> str | None:
     meta = cell.get("metadata", {}).get("nbgrader") if isinstance(cell.get("metadata"), dict) else None
     grade_id = meta.get("grade_id") if isinstance(meta, dict) else None
     return grade_id if isinstance(grade_id, str) and grade_id else None
@@ -411,7 +411,7 @@ def instructor_cells(nb: nbformat.NotebookNode) -> dict[str, dict]:
     """grade_id -> what grading takes from the instructor's cell: its type, its nbgrader metadata, whether it is a test."""
     out = {}
     for cell in nb.cells:
-        grade_id = _grade_id(cell)
+        grade_id = grade_id_of(cell)
         if grade_id and grade_id not in out:
             meta = dict(copy.deepcopy(cell.metadata["nbgrader"]), cell_type=cell.cell_type)
             out[grade_id] = {"cell_type": cell.cell_type, "nbgrader": meta,
@@ -440,7 +440,7 @@ def deduplicate(nb: nbformat.NotebookNode) -> None:
         meta = cell.get("metadata", {})
         if "nbgrader" not in meta:
             continue
-        grade_id = _grade_id(cell)
+        grade_id = grade_id_of(cell)
         if grade_id is None or grade_id in seen:
             del meta["nbgrader"]
         else:
@@ -460,14 +460,14 @@ def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict])
     for cell in nb.cells:
         if "nbgrader" not in cell.metadata:
             continue
-        mine = theirs.get(_grade_id(cell))
+        mine = theirs.get(grade_id_of(cell))
         if mine is None:
             del cell.metadata["nbgrader"]
         else:
             cell.metadata["nbgrader"] = nbformat.from_dict(copy.deepcopy(mine["nbgrader"]))
     order = list(theirs)
     for k, grade_id in enumerate(order):
-        where = {_grade_id(c): i for i, c in enumerate(nb.cells)}
+        where = {grade_id_of(c): i for i, c in enumerate(nb.cells)}
         if grade_id in where or not theirs[grade_id]["test"]:
             continue
         before = next((where[g] + 1 for g in reversed(order[:k]) if g in where),
@@ -520,7 +520,7 @@ def check_notebook(path: Path, assignment: str, known: dict[str, dict[str, dict]
         return None, f"malformed notebook: {type(exc).__name__}: {_shown(first, 160)}"  # the message quotes the file
     deduplicate(nb)
     mine = known.get(assignment, {})
-    theirs = {g for g in map(_grade_id, nb.cells) if g}  # a grade_id of any other type than str claims nothing
+    theirs = {g for g in map(grade_id_of, nb.cells) if g}  # a grade_id of any other type than str claims nothing
     if mine and not (theirs & set(mine)):
         others = sorted(((len(theirs & set(ids)), name) for name, ids in known.items() if name != assignment),
                         reverse=True)

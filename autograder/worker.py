@@ -9,7 +9,6 @@ the cell's ``diagnosis:`` line, and a ``reason`` when the run, not a wrong answe
 
 from __future__ import annotations
 
-import ast
 import builtins
 import contextlib
 import fcntl
@@ -161,7 +160,7 @@ class InKernel:
 # Sandbox specs
 
 
-def _package_dir(name: str) -> str:
+def package_dir(name: str) -> str:
     """Where the project's package ``name`` lives: beside this package (repository or site-packages)."""
     sibling = Path(__file__).resolve().parent.parent / name
     if (sibling / "__init__.py").is_file():
@@ -257,10 +256,10 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
         pid_file = job_dir / "kernel.pids"
         spec = spec_for(
             isolation=isolation, root=root, uid=SANDBOX_UID_BASE + slot, limits=limits, cwd=str(notebook_dir),
-            binds=[(_package_dir("course"), _package_dir("course"), False), (str(ipc), str(ipc), True)]
+            binds=[(package_dir("course"), package_dir("course"), False), (str(ipc), str(ipc), True)]
             # Only where the hidden tests run in the kernel (--no-trusted) may it import the grader's code.
-            + ([(_package_dir("autograder"), _package_dir("autograder"), False)] if template.hidden_in_kernel else []),
-            hide=[p for p in (_package_dir("kernels"), None if template.hidden_in_kernel else _package_dir("autograder")) if p],
+            + ([(package_dir("autograder"), package_dir("autograder"), False)] if template.hidden_in_kernel else []),
+            hide=[p for p in (package_dir("kernels"), None if template.hidden_in_kernel else package_dir("autograder")) if p],
             # The seed of the hidden inputs goes where the hidden checks run: the kernel only with --no-trusted.
             env=dict(student_env(private, threads),
                      **({"AUTOGRADER_SEED": str(seed)} if seed is not None and template.hidden_in_kernel else {})),
@@ -376,15 +375,19 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @functools.cache
+def vocabulary():
+    """``course.vocabulary``, loaded from its file alone: no ``course/__init__`` (which picks a device), no torch."""
+    path = Path(package_dir("course")) / "vocabulary.py"
+    spec = importlib.util.spec_from_file_location("_course_vocabulary", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def diagnosis_classes() -> frozenset[str]:
-    """The diagnosis vocabulary, ``course.diagnose.CLASSES``, read from its source (no torch import here)."""
-    tree = ast.parse((Path(_package_dir("course")) / "diagnose.py").read_text())
-    for node in tree.body:
-        targets = (node.targets if isinstance(node, ast.Assign) else
-                   [node.target] if isinstance(node, ast.AnnAssign) else [])
-        if any(isinstance(t, ast.Name) and t.id == "CLASSES" for t in targets):
-            return frozenset(ast.literal_eval(node.value))
-    raise RuntimeError("course/diagnose.py defines no CLASSES")
+    """The diagnosis vocabulary, ``course.vocabulary.CLASSES``."""
+    return frozenset(vocabulary().CLASSES)
 
 
 def grade_cell_id(cell) -> str:

@@ -24,31 +24,7 @@ import torch
 
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
-
-# The diagnosis vocabulary of the grading contract (docs/design.md). Tests outside this
-# repository match on these names: extend, never rename.
-CLASSES: dict[str, str] = {
-    "not-implemented": "the stub still raises",
-    "error": "the code raised an exception",
-    "shape": "the gradient does not have the shape of its input",
-    "transpose": "the result matches a transposed placement",
-    "batch-reduction": "right at batch 1, wrong above it: a reduction over the batch axis is missing",
-    "sign": "right up to sign",
-    "scale": "right up to a constant factor",
-    "broadcast-axis": "a row reduction broadcast along the wrong axis",
-    "non-atomic-scatter": "right without repeated indices, wrong with them",
-    "materialized-jacobian": "values right, but an N×N Jacobian was built",
-    "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
-    "untiled": "values right, but a tensor computed from queries and keys spans more than a tile: a row or strip against every key",
-    "materialized-logits": "values right, but a walk held more logits at once than its chunk (block): T×V, or several chunks",
-    "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
-    "autograd-in-backward": "the hand-written backward called autograd",
-    "non-finite": "NaN or inf in the result",
-    "tampering": "the checking machinery was modified",
-    "delegated-to-helper": "the answer came from a helper the course ships rather than the student's derivation",
-    "delegated-to-library": "a library call (a log-sum-exp, logaddexp, softmax) did the step the exercise asks for",
-    "wrong-values": "none of the above",
-}
+from .vocabulary import CLASSES, Alternative, GradingFailure  # noqa: F401 — re-exported: the checks' names for them
 
 # The debugging order: the rungs on which a wrong result is read, in order, the first that explains it naming
 # it. Notebook 00 (§6) teaches this order, notebook 01 (Part D) practises it, and :func:`diagnose` and
@@ -79,35 +55,6 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_DIRS = tuple(
     os.path.join(os.path.dirname(_HERE), pkg) + os.sep for pkg in ("course", "autograder", "kernels")
 ) + (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, os.path.dirname(os.__file__) + os.sep)
-
-
-class GradingFailure(AssertionError):
-    """A check failed; ``cls`` is one of :data:`CLASSES`."""
-
-    generic = False  # True for a wrong-values that no specific bug explained
-    hint = None  # the number of the notebook hint the failure points to, once ``graded`` added it
-
-    def __init__(self, cls: str, sentence: str, where: str = "", topic: str | None = None):
-        if cls not in CLASSES:
-            raise ValueError(f"unknown diagnosis class {cls!r}; expected one of {sorted(CLASSES)}")
-        self.cls = cls
-        self.sentence = sentence
-        self.where = where
-        self.topic = topic  # a key of the exercise's HINTS table more precise than the class, if any
-        message = f"diagnosis: {cls} — {sentence}"
-        if where:
-            message += "\n" + where
-        super().__init__(message)
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """What an output would be under one specific bug, and how to name that bug."""
-
-    cls: str
-    sentence: str
-    value: torch.Tensor
-    topic: str | None = None  # the HINTS key of the hint about this bug, when the class alone does not say
 
 
 @dataclass
