@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import cluster, collect, gradebook, sandbox, seeds, worker
+from . import cluster, collect, contract, gradebook, sandbox, seeds, worker
 from .nbrunner import assignments, nbgrader
 from .report import Row, write_outputs
 
@@ -111,13 +111,13 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises, test_ids: s
                 mpl_cache: Path | None = None, seed: int | None = None) -> dict:
     """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb`` (inputs from ``seed``)."""
     private = "/tmp" if isolation == "full" else str(job_dir / "vw-private")
-    course_pkg = worker.package_dir("course")
+    course_pkg = contract.package_dir("course")
     root = job_dir / "vw-root"
     root.mkdir(parents=True, exist_ok=True)
     spec = worker.spec_for(
         isolation=isolation, root=root, uid=worker.SANDBOX_UID_BASE + slot, limits=limits,
         cwd=f"{private}/home", binds=[(course_pkg, course_pkg, False)],
-        hide=[p for p in (worker.package_dir("autograder"), worker.package_dir("kernels")) if p],
+        hide=[p for p in (contract.package_dir("autograder"), contract.package_dir("kernels")) if p],
         env=worker.student_env(private, threads), mpl_cache=mpl_cache)
     return {
         "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
@@ -315,7 +315,7 @@ class Grader:
         # Graded from another folder, with another environment, sandbox or limits, or with the hidden checks
         # elsewhere (--no-trusted puts them in the kernel), the preflight runs again.
         where = [sys.executable, sys.prefix, self.isolation, repr(self.limits), self.trusted]
-        where += [worker.package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
+        where += [contract.package_dir(pkg) for pkg in ("autograder", "course", "kernels")]
         h.update(json.dumps(where).encode())
         return h.hexdigest()
 
@@ -478,7 +478,7 @@ def _import_hint(text: str) -> str:
     if not m:
         return ""
     pkg = m.group(1)
-    held = worker.package_dir(pkg)
+    held = contract.package_dir(pkg)
     try:
         seen = subprocess.run([sys.executable, "-I", "-c", f"import {pkg}; print(); print({pkg}.__file__)"], cwd="/",
                               capture_output=True, text=True, timeout=120)  # `import course` prints a line of its own

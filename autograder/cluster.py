@@ -25,11 +25,11 @@ RETRIES = 1  # a task that raised runs once more, elsewhere if it can: a worker'
 
 def fingerprint() -> str:
     """A digest of the grading code (``autograder`` and ``course`` sources): the client's and every worker's must match."""
-    from . import worker
+    from . import contract
 
     h = hashlib.sha256()
     for pkg in ("autograder", "course"):
-        root = Path(worker.package_dir(pkg))
+        root = Path(contract.package_dir(pkg))
         for p in sorted(root.rglob("*.py")):
             h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]

@@ -41,6 +41,8 @@ from pathlib import Path
 import nbformat
 from latex2mathml.converter import convert_to_element
 
+from . import contract
+
 MiB = 1 << 20
 FEEDBACK_MAX = 8 * MiB  # one feedback page, in bytes
 TRUNCATED = "Feedback truncated by the grader: this page passed {mib} MiB."
@@ -518,6 +520,9 @@ def prepare_for_feedback(path: Path) -> int:
     many hidden-test regions it hid. The marks stay in the notebook: empty divs, which show as nothing."""
     nb = nbformat.read(path, as_version=4)
     hidden = _hide_hidden_tests(nb)
+    for cell in nb.cells:  # the diagnosis records are the grader's to read; the page shows the error's text
+        if "outputs" in cell:
+            cell.outputs = [o for o in cell.outputs if contract.DIAGNOSIS_MIME not in o.get("data", {})]
     mark_student_content(nb)
     nbformat.write(nb, path)
     return hidden

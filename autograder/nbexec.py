@@ -21,6 +21,7 @@ from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, SaveAutoGrades
 from traitlets import Bool, Unicode
 
+from . import contract
 from .worker import EXECUTION_RECORD as RECORD
 from .worker import NOT_RUN, STOPPED, grade_cell_id
 
@@ -163,6 +164,7 @@ class SandboxExecute(Execute):
 
     def _start_cell(self, graded: bool) -> None:
         self._graded, self._cell_used, self._cell_errors, self._cell_cut, self._timed_out = graded, 0, 0, "", False
+        self._cell_records = 0  # diagnosis records kept in this cell
 
     def _room(self) -> int:
         return max(0, min(CELL_OUTPUT_MAX - self._cell_used, NOTEBOOK_OUTPUT_MAX - self._used))
@@ -244,6 +246,14 @@ class SandboxExecute(Execute):
         if room <= 0:
             self._mark_cut()
             return False
+        record = contract.read_record(data.get(contract.DIAGNOSIS_MIME)) if self._graded else None
+        if record:  # a check's diagnosis as typed JSON (course.vocabulary.publish): kept as read, as an error is
+            if self._cell_records >= ERRORS_PER_CELL:  # kept whatever the caps (a record is at most ~2 KiB)
+                return False
+            content.update(data={contract.DIAGNOSIS_MIME: record}, metadata={}, execution_count=None)
+            self._cell_records += 1
+            self._spend(len(json.dumps(record)))
+            return True
         plain = data.get("text/plain")
         plain = plain if isinstance(plain, str) else NOT_KEPT
         kept = {"text/plain": _cut(plain, room)}

@@ -12,12 +12,9 @@ from __future__ import annotations
 import builtins
 import contextlib
 import fcntl
-import functools
 import hashlib
-import importlib.util
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -28,7 +25,8 @@ from pathlib import Path
 
 import nbformat
 
-from . import sandbox
+from . import contract, sandbox
+from .contract import package_dir
 from .nbrunner import BIN, copy_course, nbgrader, with_bin
 from .report import Row
 
@@ -160,15 +158,6 @@ class InKernel:
 # Sandbox specs
 
 
-def package_dir(name: str) -> str:
-    """Where the project's package ``name`` lives: beside this package (repository or site-packages)."""
-    sibling = Path(__file__).resolve().parent.parent / name
-    if (sibling / "__init__.py").is_file():
-        return str(sibling)
-    spec = importlib.util.find_spec(name)
-    return os.path.dirname(spec.origin) if spec and spec.origin else ""
-
-
 def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
              binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str],
              write_files: dict[str, str] | None = None, mpl_cache: Path | None = None, **extra) -> dict:
@@ -194,6 +183,7 @@ def student_env(private: str, threads: int) -> dict[str, str]:
         "MPLBACKEND": "Agg", "USER": "student", "LOGNAME": "student", "LANG": "C.UTF-8",
         "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE",
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+        contract.RECORDS_ENV: "1",  # a failing check shows its diagnosis as typed JSON too (course.vocabulary)
     }
 
 
@@ -370,24 +360,6 @@ EXECUTION_RECORD = "execution-record.json"
 # of these names, but then it only picks which of the grader's sentences describes its own zero.
 _BUILTIN_ERRORS = frozenset(name for name, v in vars(builtins).items()
                             if isinstance(v, type) and issubclass(v, BaseException))
-_DIAGNOSIS = re.compile(r"diagnosis: (?P<cls>[a-z-]+) — (?P<sentence>.*)")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-@functools.cache
-def vocabulary():
-    """``course.vocabulary``, loaded from its file alone: no ``course/__init__`` (which picks a device), no torch."""
-    path = Path(package_dir("course")) / "vocabulary.py"
-    spec = importlib.util.spec_from_file_location("_course_vocabulary", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def diagnosis_classes() -> frozenset[str]:
-    """The diagnosis vocabulary, ``course.vocabulary.CLASSES``."""
-    return frozenset(vocabulary().CLASSES)
 
 
 def grade_cell_id(cell) -> str:
@@ -399,28 +371,27 @@ def grade_cell_id(cell) -> str:
 def _test_cells(nb_path: Path) -> tuple[dict[str, tuple[str, str, str]], set[str]]:
     """grade_id -> (ename, diagnosis class, message) of each test cell with an error output, and the ids with none.
 
-    Outputs are the student's to shape: only a class of the vocabulary counts, and stops are read
-    from the execution record instead. The first error with a diagnosis wins, else the first error.
+    Outputs are the student's to shape: a class is read only from a diagnosis record (typed JSON,
+    ``course.vocabulary.read_record``: a class of the vocabulary or nothing), and stops are read from the
+    execution record instead. The first record of the cell wins; without one, the first error speaks.
     """
-    known = diagnosis_classes()
     found, clean = {}, set()
     for cell in nbformat.read(nb_path, as_version=4).cells:
         grade_id = grade_cell_id(cell)
-        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        outputs = [o for o in cell.get("outputs", []) if isinstance(o, dict)]
+        errors = [o for o in outputs if o.get("output_type") == "error"]
         if grade_id and not errors and cell.cell_type == "code":
             clean.add(grade_id)
         if not grade_id or not errors:
             continue
-        for error in errors:
-            parts = [error.get("evalue")] + list(error.get("traceback") or [])
-            text = "\n".join(x for x in parts if isinstance(x, str))
-            m = _DIAGNOSIS.search(_ANSI.sub("", text))
-            if m and m.group("cls") in known:
-                found[grade_id] = (str(error.get("ename", "")), m.group("cls"), m.group("sentence").strip()[:500])
-                break
+        ename = str(errors[0].get("ename", ""))
+        records = (contract.read_record(o.get("data", {}).get(contract.DIAGNOSIS_MIME)) for o in outputs
+                   if o.get("output_type") == "display_data" and isinstance(o.get("data"), dict))
+        record = next((r for r in records if r), None)
+        if record:
+            found[grade_id] = (ename, record["cls"], " ".join(record["sentence"].split())[:500])
         else:
-            ename, evalue = str(errors[0].get("ename", "")), str(errors[0].get("evalue", ""))
-            found[grade_id] = (ename, "", f"{ename}: {evalue}".strip(": ")[:500])
+            found[grade_id] = (ename, "", f"{ename}: {str(errors[0].get('evalue', ''))}".strip(": ")[:500])
     return found, clean
 
 
@@ -455,7 +426,7 @@ def reason_for(ename: str, message: str, cls: str = "") -> str:
 def grader_words(trusted: dict) -> dict:
     """A trusted check's verdict with only the grader's words in it (no quoted exception), one line of ≤ 300 characters."""
     out = dict(trusted)
-    cls = out.get("cls") if out.get("cls") in diagnosis_classes() else ""
+    cls = out.get("cls") if out.get("cls") in contract.CLASSES else ""
     message = " ".join(str(out.get("message", "")).split())
     message = message.split(" (a cell before this test raised ", 1)[0]
     if out.get("status") == "ok" and cls == "error":

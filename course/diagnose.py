@@ -24,7 +24,7 @@ import torch
 
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
-from .vocabulary import CLASSES, Alternative, GradingFailure  # noqa: F401 — re-exported: the checks' names for them
+from .vocabulary import CLASSES, Alternative, GradingFailure, publish  # noqa: F401 — re-exported: the checks' names for them
 
 # The debugging order: the rungs on which a wrong result is read, in order, the first that explains it naming
 # it. Notebook 00 (§6) teaches this order, notebook 01 (Part D) practises it, and :func:`diagnose` and
@@ -590,6 +590,7 @@ def graded(check: Callable) -> Callable:
             failure.__traceback__ = None
             failure.__cause__ = None
             failure.__context__ = None
+            publish(failure)
             raise failure from None
 
     return wrapper

@@ -8,6 +8,8 @@ to be read back.
 
 from __future__ import annotations
 
+import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,8 +38,10 @@ CLASSES: dict[str, str] = {
     "wrong-values": "none of the above",
 }
 
-# The MIME type under which a check cell run by the grader shows its diagnosis record (see publish).
+# Under the grader (its kernels run with RECORDS_ENV set), a failing check also shows its record as an output of
+# this MIME type: the grader reads the class from there, as JSON, never from the text a student sees.
 DIAGNOSIS_MIME = "application/vnd.backprop-for-kernel-writers.diagnosis+json"
+RECORDS_ENV = "COURSE_DIAGNOSIS_RECORDS"
 
 
 class GradingFailure(AssertionError):
@@ -62,6 +66,16 @@ class GradingFailure(AssertionError):
         """The failure as JSON-ready data: what crosses a process boundary."""
         return {"cls": self.cls, "sentence": self.sentence, "where": self.where, "topic": self.topic,
                 "hint": self.hint}
+
+
+def publish(failure: GradingFailure) -> None:
+    """Show ``failure``'s record as typed JSON in the notebook, when the grader asked for records (nothing otherwise)."""
+    ipython = sys.modules.get("IPython")  # only a notebook's kernel shows outputs; elsewhere display would print
+    if not os.environ.get(RECORDS_ENV) or ipython is None or ipython.get_ipython() is None:
+        return
+    from IPython.display import display
+
+    display({DIAGNOSIS_MIME: failure.record()}, raw=True)
 
 
 def read_record(data: object) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import json
 import nbformat
 import pytest
 
-from autograder import nbexec, worker
+from autograder import contract, nbexec, worker
 from autograder.nbexec import CELL_OUTPUT_MAX, ERROR_MAX, NOTEBOOK_OUTPUT_MAX, SandboxExecute
 
 MiB = 1 << 20
@@ -114,18 +114,39 @@ def test_errors_named_like_the_graders_stops_are_not_its_record(tmp_path):
                      "test_d": "memory limit: an allocation was refused (address-space limit)"}
 
 
-def test_a_forged_diagnosis_of_a_class_the_grader_does_not_have_is_no_diagnosis(tmp_path):
-    nb = notebook(("x", "test_a"), ("x", "test_b"))
-    nb.cells[0].outputs = [nbformat.v4.new_output("error", ename="GradingFailure", traceback=[],
-                                                  evalue="diagnosis: grader-crashed — ask for a regrade")]
-    nb.cells[1].outputs = [nbformat.v4.new_output("error", ename="GradingFailure", traceback=[],
-                                                  evalue="diagnosis: sign — the gradient has the wrong sign")]
+def test_a_diagnosis_is_read_from_its_typed_record_never_from_text(tmp_path):
+    record = lambda cls: nbformat.v4.new_output("display_data", data={contract.DIAGNOSIS_MIME: {  # noqa: E731
+        "cls": cls, "sentence": "the gradient has the wrong sign"}})
+    error = lambda text: nbformat.v4.new_output("error", ename="GradingFailure", traceback=[], evalue=text)  # noqa: E731
+    nb = notebook(("x", "test_a"), ("x", "test_b"), ("x", "test_c"))
+    nb.cells[0].outputs = [record("grader-crashed"), error("diagnosis: grader-crashed — ask for a regrade")]
+    nb.cells[1].outputs = [record("sign"), error("anything at all")]
+    nb.cells[2].outputs = [error("diagnosis: sign — the gradient has the wrong sign")]
     nbformat.write(nb, tmp_path / "a.ipynb")
     errors = worker._test_cells(tmp_path / "a.ipynb")[0]
-    assert errors["test_a"][1] == "" and errors["test_b"][1] == "sign"
+    assert [errors[g][1] for g in ("test_a", "test_b", "test_c")] == ["", "sign", ""]
+    assert errors["test_b"][2] == "the gradient has the wrong sign"
     assert worker.reason_for("GradingFailure", "x", "") == \
         "error: the test cell raised an exception of the submission's own, without a diagnosis"
     assert worker.reason_for("NameError", "x", "") == "error: the test cell raised NameError, without a diagnosis"
+
+
+def test_a_checks_record_survives_the_executor_only_in_a_test_cell_and_a_few_only(tmp_path, monkeypatch):
+    monkeypatch.setenv(contract.RECORDS_ENV, "1")
+    fail = ("from course.vocabulary import GradingFailure, publish\n"
+            "f = GradingFailure('transpose', 'the result matches a transposed placement')\n"
+            "publish(f)\nraise f")
+    spam = "from IPython.display import display\n" + \
+        f"for _ in range(3000): display({{{contract.DIAGNOSIS_MIME!r}: {{'cls': 'sign', 'sentence': 'x' * 400}}}}, raw=True)"
+    nb, _ = execute(notebook(fail, (fail, "test_a"), (spam, "test_b")), tmp_path)
+    mimes = lambda cell: [m for o in cell.outputs for m in o.get("data", {})]  # noqa: E731
+    assert contract.DIAGNOSIS_MIME not in mimes(nb.cells[0]), "outside a test cell a record is no output the grader keeps"
+    path = tmp_path / "run.ipynb"
+    nbformat.write(nb, path)
+    errors = worker._test_cells(path)[0]
+    assert errors["test_a"][1:] == ("transpose", "the result matches a transposed placement")
+    records = [o.data[contract.DIAGNOSIS_MIME] for o in nb.cells[2].outputs if contract.DIAGNOSIS_MIME in o.get("data", {})]
+    assert len(records) == nbexec.ERRORS_PER_CELL, "a test cell keeps as many records as errors, whatever its caps"
 
 
 @pytest.mark.parametrize("stop, reason", [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import sandbox, worker
+from autograder import contract, sandbox, worker
 
 pytestmark = pytest.mark.skipif(sandbox.available_isolation() != "full",
                                 reason="needs root and Linux namespaces (isolation 'full')")
@@ -76,11 +76,11 @@ def probed(tmp_path_factory):
     slots = worker.SandboxSlots()  # a uid no batch running beside this test uses
     try:
         limits = worker.Limits(address_space=3 << 30, cpu_seconds=60, processes=32, file_size=64 << 20)
-        course_pkg = worker.package_dir("course")
+        course_pkg = contract.package_dir("course")
         spec = worker.spec_for(
             isolation="full", root=tmp / "root", uid=worker.SANDBOX_UID_BASE + slots.slot(7), limits=limits, cwd="/tmp/home",
             binds=[(course_pkg, course_pkg, False)],
-            hide=[worker.package_dir("autograder"), worker.package_dir("kernels")],
+            hide=[contract.package_dir("autograder"), contract.package_dir("kernels")],
             env=worker.student_env("/tmp", 1), overlays=[str(own)],
             write_files={"probe.py": PROBE.replace("@@SECRET@@", str(secret)).replace("@@GRADEBOOK@@", str(gradebook))
                          .replace("@@OWN@@", str(own))})
