@@ -24,6 +24,7 @@ import torch
 
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
+from .registry import hints_of
 from .vocabulary import CLASSES, Alternative, GradingFailure, publish  # noqa: F401 — re-exported: the checks' names for them
 
 # The debugging order: the rungs on which a wrong result is read, in order, the first that explains it naming
@@ -546,15 +547,11 @@ def run_cases(
 UNHINTED = frozenset({"not-implemented", "error", "delegated-to-helper", "tampering"})
 
 
-def hint_for(exercise: str, failure: GradingFailure, hints: dict) -> int | None:
-    """The number of the notebook hint that covers ``failure`` of ``exercise``, if any.
-
-    ``hints`` is a check module's ``HINTS``: exercise -> {key -> hint number}, where a key is the
-    failure's ``topic`` (when the check named one), else its class, else ``"*"`` for any other class.
-    """
+def hint_for(failure: GradingFailure, table: dict[str, int]) -> int | None:
+    """The number of the notebook hint that covers ``failure``, if any, from its exercise's hint table
+    (``course.registry``): the failure's ``topic`` (when the check named one), else its class, else ``"*"``."""
     if failure.cls in UNHINTED:
         return None
-    table = hints.get(exercise, {})
     for key in (failure.topic, failure.cls, "*"):
         if key in table:
             return table[key]
@@ -575,8 +572,8 @@ def with_hint(failure: GradingFailure, number: int | None) -> GradingFailure:
 def graded(check: Callable) -> Callable:
     """Decorate a public check so a failure shows the diagnosis, not the checker's source lines.
 
-    A failure also points to the hint that covers its class, from the ``HINTS`` table of the
-    module the check is defined in (the visible and the hidden check of an exercise share it).
+    A failure also points to the hint that covers it, from the hint table of the exercise the check is
+    named after (``course.registry``: the visible and the hidden check of an exercise share it).
     """
 
     @functools.wraps(check)
@@ -585,8 +582,7 @@ def graded(check: Callable) -> Callable:
         try:
             return check(*args, **kwargs)
         except GradingFailure as failure:
-            hints = check.__globals__.get("HINTS", {})
-            failure = with_hint(failure, hint_for(check.__name__, failure, hints))
+            failure = with_hint(failure, hint_for(failure, hints_of(check.__name__)))
             failure.__traceback__ = None
             failure.__cause__ = None
             failure.__context__ = None

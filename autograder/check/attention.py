@@ -19,8 +19,6 @@ from course.selfcheck.attention import AttentionShape, DeltaShape, FlashCase, Fl
 
 from ..inputs import DTYPE, generator
 
-HINTS = visible.HINTS  # the visible checks' hint pointers: course.diagnose.graded reads them from this module
-
 # Each set comes batch 1 first, then batch 7 (prime): a sum or transpose across the batch axis is right at
 # batch 1 and wrong after it, which names it a batch-axis bug. T ≠ d everywhere, so a (T, d) operand used
 # transposed changes a shape instead of hiding behind a square one.

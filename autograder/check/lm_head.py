@@ -16,7 +16,6 @@ from course.diagnose import Alternative, Case, distinct_from, graded
 from course.selfcheck import ce_grad
 from course.selfcheck.lm_head import (
     EXERCISES,
-    HINTS,  # noqa: F401  (course.diagnose.graded reads the hint pointers from this module)
     IGNORE,
     Shape,
     check,

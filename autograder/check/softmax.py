@@ -1,5 +1,5 @@
 """Hidden checks for 02_softmax_collapse: the visible checks' exercises (``course.selfcheck.softmax``,
-the same ``HINTS``) on fresh float64 inputs (``autograder.inputs.generator``; AUTOGRADER_SEED replays a
+the same hints) on fresh float64 inputs (``autograder.inputs.generator``; AUTOGRADER_SEED replays a
 run), logits with no ties, on the shapes below, each commented with the bug it exposes.
 
 The long rows of ``softmax_backward`` keep rows × N below N², so an honest O(N)-per-row
@@ -13,10 +13,9 @@ from collections.abc import Callable
 import torch
 
 from course.diagnose import graded
-from course.selfcheck.softmax import (  # noqa: F401 — HINTS: the hint pointers course.diagnose.graded reads
+from course.selfcheck.softmax import (
     BACKWARD,
     CE,
-    HINTS,
     JACOBIAN,
     LOG_SOFTMAX,
     SHIFT,

@@ -1,5 +1,5 @@
 """Hidden checks for 03_triton_fused_softmax: the visible checks' builders, references, named bugs and
-runners (``course.selfcheck.triton_softmax``, the same ``HINTS``) on fresh inputs (``autograder.inputs.generator``;
+runners (``course.selfcheck.triton_softmax``, the same hints) on fresh inputs (``autograder.inputs.generator``;
 AUTOGRADER_SEED replays a run): rows that are not powers of two, batch 1 and batch 7, float32 and float64
 (the dtypes Triton's interpreter handles well), and for the kernels one float16 case last, held to one
 rounding (``half-accumulation``; the backward's ȳ has a common part of a sign and size drawn each run, where
@@ -17,12 +17,11 @@ from dataclasses import replace
 import torch
 
 from course.diagnose import graded
-from course.selfcheck.triton_softmax import (  # noqa: F401 — HINTS: the hint pointers course.diagnose.graded reads
+from course.selfcheck.triton_softmax import (
     BWD,
     F32,
     F64,
     FWD,
-    HINTS,
     KernelCase,
     KernelSpec,
     backward_cases,

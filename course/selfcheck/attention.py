@@ -74,24 +74,6 @@ OF = ("q", "k", "v")
 KERNEL_TOL = {F32: 1e-5, F64: 1e-10}
 SENTINEL = -12345.0  # fills outputs past their end: no D, o, L or gradient here takes this value
 
-# The hint (by number, in the notebook cell after each exercise) that covers each failure class;
-# "*" covers any other. not-implemented and error get no pointer (course.diagnose.graded).
-HINTS = {
-    "ManualAttention": {"shape": 1, "transpose": 3, "scale": 3, "broadcast-axis": 2, "batch-reduction": 2,
-                        "sign": 2, "autograd-in-backward": 3, "*": 3},
-    "manual_attention": {"*": 1},
-    "attention_forward_lse": {"saved-quadratic-tensor": 2, "untiled": 2, "scale": 2, "shape": 2,
-                              "autograd-in-backward": 2, "*": 3},
-    "attention_backward_recompute": {"saved-quadratic-tensor": 2, "untiled": 2, "row-scalar": 1, "scale": 2,
-                                     "transpose": 3, "batch-reduction": 2, "autograd-in-backward": 2, "shape": 2,
-                                     "*": 3},
-    "RecomputeAttention": {"saved-quadratic-tensor": 1, "*": 2},
-    "recompute_attention": {"*": 1},
-    "attention_delta_kernel": {"non-finite": 1, "wrong-values": 2, "*": 3},
-    "flash_fwd_kernel": {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3},
-    "flash_bwd_dkdv_kernel": {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3},
-}
-
 
 # ---------------------------------------------------------------------------
 # Inputs: a generator and a table of shapes. A size is a number, or a (low, high) range to draw one from.

@@ -41,11 +41,6 @@ TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
 SEED = 20240708
 OUTPUTS = ("loss", "dz")
 
-# The notebook's hints for Part D: 1 — the two walks over the row; 2 — n, the ignored rows and the dtype;
-# 3 — the code.
-# One table with the lesson's other exercises: the hidden check (autograder.check.lm_head) reads this same object.
-from .lm_head import HINTS  # noqa: E402, F401  (course.diagnose.graded reads it from this module)
-
 
 @dataclass(frozen=True)
 class KernelCase:

@@ -64,17 +64,6 @@ TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton part
 SENTINEL = -12345.0  # fills x̄ before a launch: no gradient here takes this value
 SEED = 404
 
-# Which hint of the notebook covers each diagnosis class ("*": any other class). course.diagnose.graded
-# adds the pointer to a failure; the hidden checks use the same map.
-HINTS = {
-    "layernorm_forward": {"shape": 1, "broadcast-axis": 1, "wrong-values": 2, "*": 2},
-    "layernorm_backward": {"shape": 1, "wrong-values": 1, "broadcast-axis": 3, "batch-reduction": 4, "scale": 3,
-                           "*": 3},
-    "rmsnorm_backward": {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2, "*": 2},
-    "TritonLayerNorm": {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3, "half-accumulation": 4, "*": 3},
-    "triton_layernorm": {"shape": 1, "*": 1},
-}
-
 
 def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
     """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""

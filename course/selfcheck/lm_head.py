@@ -60,21 +60,6 @@ MEMORY_RATIO = 16  # the memory rule applies where T·V is at least this many ch
 HEAD_OUTPUTS = ("loss", "dh", "dW")
 HEAD_OF = ("", "h", "W")  # what each output has the shape of ("": the loss is a scalar)
 
-# The notebook's hint that covers each diagnosis class or topic (read by course.diagnose.hint_for). The hints:
-# linear_ce_backward 1 — which tokens count, and the weight of each; 2 — W stored (V, d); 3 — ignored rows in
-# code, and the max before exp. chunked_linear_ce 1 — what a chunk needs and produces; 2 — one mean across the
-# chunks; 3 — the walk's structure and what must never exist. vocab_blocked_lse 1 — a block of the vocabulary;
-# 2 — what is carried per token; 3 — the loop and what it holds (no library combining). ce_grad_kernel (its
-# check: course.selfcheck.ce_grad) 1 — two walks; 2 — n, ignored rows, the dtype of 1/n; 3 — the masks and the
-# accumulators.
-HINTS = {
-    "linear_ce_backward": {"scale": 1, "ignored": 1, "transpose": 2, "non-finite": 3, "*": 1},
-    "chunked_linear_ce": {"materialized-logits": 3, "batch-reduction": 3, "chunks": 3, "scale": 2, "ignored": 2,
-                          "*": 1},
-    "vocab_blocked_lse": {"materialized-logits": 3, "delegated-to-library": 3, "blocks": 2, "non-finite": 2, "*": 1},
-    "ce_grad_kernel": {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3},
-}
-
 
 # ---------------------------------------------------------------------------
 # Inputs

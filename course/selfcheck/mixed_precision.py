@@ -64,19 +64,6 @@ ROW_SWEEP = (16, 64, 256, 1024, 4096)  # row lengths tried to find the shortest 
 # to float64's accuracy, as notebook 03's checks do.
 HALF_MARGIN, WIDE_MARGIN, FLOAT64_TOL = 2.0, 16.0, 1e-10
 
-# The notebook's hint that covers each diagnosis class or topic (read by course.diagnose.hint_for). The hints:
-# softmax/layernorm — 1: which quantities are statistics, 2: where each one must live and the dtypes returned,
-# 3: a worked row; grad_tolerance — 1: the two sources, 2: how each grows, 3: the condition factor; the scaler —
-# 1: the state, 2: the transitions, 3: a run traced by hand; the kernel — 1: the two walks, 2: the accumulator's
-# dtype, 3: the walk's skeleton.
-HINTS = {
-    "softmax_backward_mixed": {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1},
-    "layernorm_backward_mixed": {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1},
-    "grad_tolerance": {"dtype": 1, "length": 2, "tight": 2, "loose": 2, "condition": 3, "*": 1},
-    "DynamicLossScaler": {"unscale": 1, "skip": 2, "growth": 2, "backoff": 2, "*": 3},
-    "softmax_bwd_mixed_kernel": {"half-accumulation": 2, "float32": 2, "*": 1},
-}
-
 
 def name_of(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

@@ -42,19 +42,6 @@ from ..diagnose import (
 from ..memory import AllocationRecorder, RecordedCalls
 from ..spec import Exercise as Spec
 
-# The notebook's hint that covers each diagnosis class (read by course.diagnose.hint_for).
-HINTS = {
-    "softmax_jacobian": {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 2},
-    "softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
-                         "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3, "*": 2},
-    "shifted_softmax_vjp": {"non-finite": 2, "broadcast-axis": 2, "wrong-values": 3, "sign": 3, "shape": 3,
-                            "batch-reduction": 3, "*": 4},
-    "softmax_cross_entropy_backward": {"wrong-values": 2, "non-finite": 2, "autograd-in-backward": 2, "scale": 3,
-                                       "batch-reduction": 3, "broadcast-axis": 3, "shape": 3, "*": 4},
-    "log_softmax_backward": {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2, "sign": 2,
-                             "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3, "*": 2},
-}
-
 F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
 MEMORY_MIN_N = 256  # rows at least this long must not meet an N×N tensor in the backward

@@ -64,15 +64,6 @@ HALF_OFFSET = 10.0  # ȳ = 10 + N(0, 1) on the float16 backward cases: s ≈ 10,
 SENTINEL = -12345.0  # fills the output padding: no softmax and no gradient here takes this value
 SEED = 303
 
-# The notebook's hint covering each diagnosis class (course.diagnose.hint_for). A kernel's failure met while checking
-# TritonSoftmax or triton_softmax carries the kernel's class: Hint 1 of those two says its Part's hints cover it.
-HINTS = {
-    "softmax_fwd_kernel": {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3, "*": 2},
-    "softmax_bwd_kernel": {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2, "half-accumulation": 3, "*": 2},
-    "TritonSoftmax": {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1, "*": 2},
-    "triton_softmax": {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 3, "wrong-values": 2, "*": 2},
-}
-
 
 # ---------------------------------------------------------------------------
 # References: torch's softmax and its autograd, in float64

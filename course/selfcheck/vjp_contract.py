@@ -31,19 +31,6 @@ from ..spec import Exercise
 
 F64 = torch.float64
 
-# The notebook hint that covers each bug class (``course.diagnose.graded`` appends the pointer).
-HINTS = {
-    # "procedure": a right formula applied in the wrong way (entries moved together, the caller's x
-    # changed, float32 in or out), which Hint 2's loop covers, not the Taylor series of Hint 1.
-    "numerical_gradient": {"shape": 2, "non-finite": 2, "procedure": 2, "*": 1},
-    "relative_error": {"shape": 2, "non-finite": 2, "*": 1},
-    # "head": the loss of z taken wrongly (its sign, its mean, the softmax left out), Hint 1; "pullback": the
-    # linear stage's scalar, Hint 2; "one-sided": the differences themselves, Part A.
-    "linear_softmax_ce_backward": {"scale": 1, "sign": 1, "head": 1, "one-sided": 1, "pullback": 2, "*": 3},
-    # "through-x": σ′ applied to y as if it were x, Hint 3; "no-dy": the diagonal without ȳ, Hint 1.
-    "sigmoid_backward": {"through-x": 3, "no-dy": 1, "shape": 1, "*": 2},
-}
-
 
 # ---------------------------------------------------------------------------
 # numerical_gradient
@@ -205,7 +192,7 @@ def probe_alternatives(probe: Probe, eps: float) -> list[Alternative]:
 
 
 def _procedure(label: str, sentence: str) -> GradingFailure:
-    """A right formula applied in the wrong way (HINTS' "procedure")."""
+    """A right formula applied in the wrong way (its hint table's "procedure")."""
     return GradingFailure("wrong-values", sentence, f"inputs: {label}", topic="procedure")
 
 

@@ -245,12 +245,12 @@ def test_graded_hides_the_checker_frames():
 def test_a_failure_points_to_the_hint_for_its_topic_then_its_class_then_any():
     from course.diagnose import GradingFailure, hint_for, with_hint
 
-    hints = {"f": {"sign": 2, "procedure": 3, "*": 1}}
-    assert hint_for("f", GradingFailure("sign", "s"), hints) == 2
-    assert hint_for("f", GradingFailure("wrong-values", "s", topic="procedure"), hints) == 3
-    assert hint_for("f", GradingFailure("scale", "s"), hints) == 1
-    assert hint_for("f", GradingFailure("not-implemented", "s"), hints) is None  # nothing derived yet
-    assert hint_for("g", GradingFailure("sign", "s"), hints) is None
+    table = {"sign": 2, "procedure": 3, "*": 1}
+    assert hint_for(GradingFailure("sign", "s"), table) == 2
+    assert hint_for(GradingFailure("wrong-values", "s", topic="procedure"), table) == 3
+    assert hint_for(GradingFailure("scale", "s"), table) == 1
+    assert hint_for(GradingFailure("not-implemented", "s"), table) is None  # nothing derived yet
+    assert hint_for(GradingFailure("sign", "s"), {}) is None  # a check that is no exercise
     pointed = with_hint(GradingFailure("sign", "s", "first mismatch at x[0]"), 2)
     assert str(pointed).splitlines() == ["diagnosis: sign — s", "first mismatch at x[0]",
                                          "→ Hint 2, just above this test cell, is about this kind of bug."]

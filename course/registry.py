@@ -1,0 +1,154 @@
+"""Every exercise of the course, in one place (docs/design.md, "Adding an exercise").
+
+An exercise's name is the student's function, its cells' grade_id and the name of both its checks:
+``course.selfcheck.<name>`` (the visible check, from the lesson module ``visible``) and
+``autograder.check.<name>`` (the hidden one, from ``hidden``). Its hints map a failure's topic, else its
+class, else ``"*"`` to the number of the notebook hint that covers it. Pure data, no torch: the grader, the
+docs' tests and nbgrader's config read it without running a lesson.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SPECS = ("pytorch-function", "triton-kernel", "autograd-function")
+FN, KERNEL, FUNCTION = SPECS
+
+
+@dataclass(frozen=True)
+class Exercise:
+    name: str
+    notebook: str  # the assignment: its folder under source/ and its notebook's name
+    spec: str  # one of SPECS
+    points: int  # the test cell's nbgrader points
+    hints: dict[str, int]
+    visible: str  # the module under course.selfcheck that defines the visible check
+    hidden: str  # the module under autograder.check that defines the hidden check
+
+
+def _lesson(notebook: str, visible: str, hidden: str, *rows: tuple) -> list[Exercise]:
+    """Rows of (name, spec, points, hints[, visible module]) of one notebook, in notebook order."""
+    return [Exercise(name, notebook, spec, points, hints, *rest or (visible,), hidden)
+            for name, spec, points, hints, *rest in rows]
+
+
+EXERCISES: tuple[Exercise, ...] = (
+    *_lesson(
+        "00_vjp_contract", "vjp_contract", "vjp_contract",
+        # "procedure": a right formula applied in the wrong way (entries moved together, the caller's x
+        # changed, float32 in or out), which Hint 2's loop covers, not the Taylor series of Hint 1.
+        ("numerical_gradient", FN, 2, {"shape": 2, "non-finite": 2, "procedure": 2, "*": 1}),
+        ("relative_error", FN, 1, {"shape": 2, "non-finite": 2, "*": 1}),
+        # "head": the loss of z taken wrongly (its sign, its mean, the softmax left out), Hint 1; "pullback": the
+        # linear stage's scalar, Hint 2; "one-sided": the differences themselves, Part A.
+        ("linear_softmax_ce_backward", FN, 3, {"scale": 1, "sign": 1, "head": 1, "one-sided": 1, "pullback": 2,
+                                               "*": 3}),
+        # "through-x": σ′ applied to y as if it were x, Hint 3; "no-dy": the diagonal without ȳ, Hint 1.
+        ("sigmoid_backward", FN, 2, {"through-x": 3, "no-dy": 1, "shape": 1, "*": 2}),
+    ),
+    *_lesson(
+        "01_matmul_from_shapes", "matmul", "matmul",
+        ("linear_backward", FN, 3, {"batch-reduction": 2, "scale": 2, "*": 1}),
+        ("linear_bias_backward", FN, 2, {"broadcast-axis": 2, "shape": 2, "*": 1}),
+        ("reduce_to_shape", FN, 2, {"shape": 2, "*": 1}),
+        ("name_the_bug", FN, 2, {"shape": 1, "*": 2}),
+        ("batched_matmul_backward", FN, 2, {"batch-reduction": 1, "shape": 1, "*": 2}),
+    ),
+    *_lesson(
+        "02_softmax_collapse", "softmax", "softmax",
+        ("softmax_jacobian", FN, 1, {"wrong-values": 2, "sign": 2, "broadcast-axis": 3, "shape": 3, "*": 2}),
+        ("softmax_backward", FN, 3, {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2,
+                                     "sign": 2, "scale": 2, "broadcast-axis": 3, "batch-reduction": 3, "shape": 3,
+                                     "*": 2}),
+        ("shifted_softmax_vjp", FN, 2, {"non-finite": 2, "broadcast-axis": 2, "wrong-values": 3, "sign": 3,
+                                        "shape": 3, "batch-reduction": 3, "*": 4}),
+        ("softmax_cross_entropy_backward", FN, 2, {"wrong-values": 2, "non-finite": 2, "autograd-in-backward": 2,
+                                                   "scale": 3, "batch-reduction": 3, "broadcast-axis": 3, "shape": 3,
+                                                   "*": 4}),
+        ("log_softmax_backward", FN, 2, {"materialized-jacobian": 1, "autograd-in-backward": 1, "wrong-values": 2,
+                                         "sign": 2, "scale": 2, "broadcast-axis": 3, "batch-reduction": 3,
+                                         "shape": 3, "*": 2}),
+    ),
+    *_lesson(
+        "03_triton_fused_softmax", "triton_softmax", "triton_softmax",
+        ("softmax_fwd_kernel", KERNEL, 2, {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3,
+                                           "*": 2}),
+        ("softmax_bwd_kernel", KERNEL, 2, {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2,
+                                           "half-accumulation": 3, "*": 2}),
+        ("TritonSoftmax", FUNCTION, 2, {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1,
+                                        "*": 2}),
+        ("triton_softmax", FN, 1, {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 3, "wrong-values": 2,
+                                   "*": 2}),
+    ),
+    *_lesson(
+        "04_layernorm", "layernorm", "layernorm",
+        ("layernorm_forward", FN, 1, {"shape": 1, "broadcast-axis": 1, "wrong-values": 2, "*": 2}),
+        ("layernorm_backward", FN, 3, {"shape": 1, "wrong-values": 1, "broadcast-axis": 3, "batch-reduction": 4,
+                                       "scale": 3, "*": 3}),
+        ("rmsnorm_backward", FN, 2, {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2,
+                                     "*": 2}),
+        ("TritonLayerNorm", FUNCTION, 2, {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3,
+                                          "half-accumulation": 4, "*": 3}),
+        ("triton_layernorm", FN, 1, {"shape": 1, "*": 1}),
+    ),
+    *_lesson(
+        "05_attention_recompute", "attention", "attention",
+        ("ManualAttention", FUNCTION, 3, {"shape": 1, "transpose": 3, "scale": 3, "broadcast-axis": 2,
+                                          "batch-reduction": 2, "sign": 2, "autograd-in-backward": 3, "*": 3}),
+        ("manual_attention", FN, 1, {"*": 1}),
+        ("attention_forward_lse", FN, 2, {"saved-quadratic-tensor": 2, "untiled": 2, "scale": 2, "shape": 2,
+                                          "autograd-in-backward": 2, "*": 3}),
+        ("attention_backward_recompute", FN, 3, {"saved-quadratic-tensor": 2, "untiled": 2, "row-scalar": 1,
+                                                 "scale": 2, "transpose": 3, "batch-reduction": 2,
+                                                 "autograd-in-backward": 2, "shape": 2, "*": 3}),
+        ("RecomputeAttention", FUNCTION, 2, {"saved-quadratic-tensor": 1, "*": 2}),
+        ("recompute_attention", FN, 1, {"*": 1}),
+        ("attention_delta_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "*": 3}),
+        ("flash_fwd_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3}),
+        ("flash_bwd_dkdv_kernel", KERNEL, 3, {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3}),
+    ),
+    *_lesson(
+        "06_topk_routing", "routing", "routing",
+        ("topk_backward", FN, 2, {"non-atomic-scatter": 2, "shape": 1, "wrong-values": 1, "batch-reduction": 1,
+                                  "*": 1}),
+        ("embedding_backward", FN, 2, {"non-atomic-scatter": 2, "batch-reduction": 2, "shape": 1, "*": 1}),
+        ("relu_backward", FN, 1, {"wrong-values": 2, "*": 1}),
+        ("maxpool1d_backward", FN, 2, {"non-atomic-scatter": 2, "batch-reduction": 1, "wrong-values": 3, "*": 1}),
+        ("dropout_backward", FN, 1, {"scale": 1, "*": 2}),
+        ("moe_gate_backward", FN, 3, {"shape": 1, "wrong-values": 2, "sign": 2, "*": 1}),
+        ("scatter_add_kernel", KERNEL, 2, {"non-atomic-scatter": 2, "wrong-values": 1, "*": 1}),
+    ),
+    *_lesson(
+        "07_fused_linear_cross_entropy", "lm_head", "lm_head",
+        ("linear_ce_backward", FN, 3, {"scale": 1, "ignored": 1, "transpose": 2, "non-finite": 3, "*": 1}),
+        ("chunked_linear_ce", FN, 3, {"materialized-logits": 3, "batch-reduction": 3, "chunks": 3, "scale": 2,
+                                      "ignored": 2, "*": 1}),
+        ("vocab_blocked_lse", FN, 2, {"materialized-logits": 3, "delegated-to-library": 3, "blocks": 2,
+                                      "non-finite": 2, "*": 1}),
+        # Part D's hints: 1 — the two walks over the row; 2 — n, the ignored rows and the dtype; 3 — the code.
+        ("ce_grad_kernel", KERNEL, 2, {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3},
+         "ce_grad"),
+    ),
+    *_lesson(
+        "08_mixed_precision_backward", "mixed_precision", "mixed_precision",
+        ("softmax_backward_mixed", FN, 2, {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1}),
+        ("layernorm_backward_mixed", FN, 3, {"half-accumulation": 2, "dtype": 2, "float32": 2, "*": 1}),
+        ("grad_tolerance", FN, 2, {"dtype": 1, "length": 2, "tight": 2, "loose": 2, "condition": 3, "*": 1}),
+        # A plain class, not an autograd.Function: made and called like a function (its methods are the checks').
+        ("DynamicLossScaler", FN, 2, {"unscale": 1, "skip": 2, "growth": 2, "backoff": 2, "*": 3}),
+        ("softmax_bwd_mixed_kernel", KERNEL, 2, {"half-accumulation": 2, "float32": 2, "*": 1}, "mixed_kernel"),
+    ),
+)
+BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
+NOTEBOOKS = tuple(dict.fromkeys(exercise.notebook for exercise in EXERCISES))
+
+
+def exercises_of(notebook: str) -> list[str]:
+    """The names of the notebook's exercises, in its order."""
+    return [exercise.name for exercise in EXERCISES if exercise.notebook == notebook]
+
+
+def hints_of(name: str) -> dict[str, int]:
+    """The hint table of exercise ``name``; empty for a name that is no exercise."""
+    exercise = BY_NAME.get(name)
+    return exercise.hints if exercise else {}
