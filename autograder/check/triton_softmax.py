@@ -17,16 +17,15 @@ from dataclasses import replace
 import torch
 
 from course.diagnose import graded
+from course.kernel_spec import KernelSpec
 from course.selfcheck.triton_softmax import (
     BWD,
     F32,
     F64,
     FWD,
     KernelCase,
-    KernelSpec,
     backward_cases,
     check_function_class,
-    check_kernel,
     check_softmax_function,
     forward_cases,
     function_cases,
@@ -85,7 +84,7 @@ def softmax_fwd_kernel(kernel: Callable) -> None:
     gen = generator("softmax_fwd_kernel")
     cases = forward_cases(gen, kernel_shapes(gen))
     half = half_forward_case(gen, 3, odd_length(gen, 700, 2000))  # last: float16 rows long enough to show a rounded ℓ
-    check_kernel(FWD, kernel, cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40)), half])
+    FWD.check(kernel, cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40)), half])
 
 
 @graded
@@ -93,7 +92,7 @@ def softmax_bwd_kernel(kernel: Callable) -> None:
     """Grade the backward kernel on NaN-padded strided rows, float32 and float64, logits of standard deviation 2."""
     gen = generator("softmax_bwd_kernel")
     spec, half = half_backward(gen, 3, odd_length(gen, 300, 2000))  # last: float16 rows, ȳ far from zero
-    check_kernel(spec, kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
+    spec.check(kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
 
 
 HALF_COMMON = (6.0, 24.0)  # the size of ȳ's common part on the float16 backward case (the visible check's: 10)
@@ -106,7 +105,7 @@ def half_backward(gen: torch.Generator, rows: int, n: int) -> tuple[KernelSpec, 
     spacing = math.floor(math.log2(abs(offset))) - 10  # float16's spacing near s: 2 to this power
     statistic = (f"the hub s (or the products it adds) was held in float16: s ≈ {offset:.1f} here, where float16's "
                  f"spacing is 2**{spacing}, and ȳ − s, of order 1, cancels the bits s kept")
-    return replace(BWD, statistic=statistic), half_backward_case(gen, rows, n, offset)
+    return replace(BWD, half=replace(BWD.half, statistic=statistic)), half_backward_case(gen, rows, n, offset)
 
 
 @graded

@@ -16,7 +16,6 @@ along a random direction, against the gradient it writes.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -28,16 +27,14 @@ from ..diagnose import (
     diagnose,
     graded,
     randn,
-    relative_error,
     seeded,
     vjp,
-    where_mismatch,
 )
-from ..triton_check import device, launch, require_kernel
+from ..kernel_spec import SENTINEL, Float32Only, Guarded, KernelSpec, Launch, Wrong
+from ..triton_check import device, launch
 
 F32, F64 = torch.float32, torch.float64
 IGNORE = -100  # F.cross_entropy's ignore_index
-TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype
 SEED = 20240708
 OUTPUTS = ("loss", "dz")
 
@@ -96,66 +93,35 @@ def alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
     return alts
 
 
-def run_kernel(kernel, case: KernelCase, z: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor, bool,
-                                                                                  list[str], str]:
-    """Launch ``kernel`` on ``z`` (default: the case's) inside a NaN-padded buffer. Return (loss, dz) in float64
-    on the CPU, whether the padding changed, the read-only inputs it wrote into, and the label."""
+def launch_case(kernel, case: KernelCase, fill: float = math.nan, z: torch.Tensor | None = None) -> Launch:
+    """Launch ``kernel`` on ``z`` (default: the case's) inside a buffer padded with ``fill``, the loss followed by a
+    sentinel slot."""
     z = case.z if z is None else z
     rows, V = z.shape
-    dev = device()
-    buf = torch.full((rows, V + case.pad), math.nan, dtype=case.dtype, device=dev)  # rows V + pad apart
-    buf[:, :V] = z.to(dev, case.dtype)
-    padding = buf[:, V:].clone()
-    target = case.target.to(dev)
-    loss = torch.full((rows + 1,), -12345.0, dtype=case.dtype, device=dev)  # a sentinel past the last row
-    view = buf[:, :V]
-    touched = launch("ce_grad_kernel", lambda: kernel[(rows,)](view, target, loss, view.stride(0), V, float(case.n),
-                                                                BLOCK_V=case.block), {"TARGET_ptr": target})
-    moved = not torch.equal(torch.isnan(buf[:, V:]), torch.isnan(padding)) or bool(loss[rows] != -12345.0)
-    label = (f"{case.label}: Z ({rows}, {V}) with rows {buf.stride(0)} apart, BLOCK_V = {case.block}, n = {case.n}, "
+    logits = Guarded(z, (0, case.pad), fill, case.dtype)  # rows V + pad apart
+    loss = Guarded((rows,), (1,), SENTINEL, case.dtype)
+    target, view = case.target.to(device()), logits.view
+    touched = launch("ce_grad_kernel", lambda: kernel[(rows,)](view, target, loss.view, view.stride(0), V,
+                                                                float(case.n), BLOCK_V=case.block), {"TARGET_ptr": target})
+    label = (f"{case.label}: Z ({rows}, {V}) with rows {view.stride(0)} apart, BLOCK_V = {case.block}, n = {case.n}, "
              f"{str(case.dtype).removeprefix('torch.')}")
-    return loss[:rows].to("cpu", F64), view.to("cpu", F64), moved, touched, label
+    wrote = ["padding"] if logits.spilled() or loss.spilled() else []
+    return Launch({"loss": loss.got(), "dz": logits.got()}, touched, wrote, label)
 
 
-def _ignored_rows_only(name: str, got, expected, target, tol: float, label: str) -> GradingFailure | None:
+class IgnoredRowsOnly:
     """Right on the counted rows and wrong on the ignored ones: the ignore_index handling, whatever it computed."""
-    ignored = target == IGNORE
-    if not ignored.any() or ignored.all():
-        return None
-    if diagnose(name, got[~ignored], expected[~ignored], tol=tol) is not None:
-        return None
-    return GradingFailure("wrong-values", f"{name} is right on the counted rows and wrong on the rows whose target is "
-                          "ignore_index (−100): those tokens take no part in the loss — their share is 0 and their "
-                          "row of the gradient is zero.", where_mismatch(name, got, expected, label), "ignored")
 
-
-def check_case(kernel, case: KernelCase) -> None:
-    """Launch one case; raise the first GradingFailure: the inputs and the padding, then loss, then dz."""
-    got_loss, got_dz, moved, touched, label = run_kernel(kernel, case)
-    if touched:
-        raise GradingFailure("wrong-values", "ce_grad_kernel wrote into its targets: they are read-only.",
-                             f"inputs: {label}")
-    expected = dict(zip(OUTPUTS, reference(case.z, case.target, case.n)))
-    got = {"loss": got_loss, "dz": got_dz}
-    alts = alternatives(case)
-    tol = TOL[case.dtype]
-    for out in OUTPUTS:
-        failure = diagnose(out, got[out], expected[out], tol=tol, alternatives=alts[out], case=label)
-        if failure is None:
-            continue
-        if failure.cls == "wrong-values" and failure.topic is None:
-            failure = _ignored_rows_only(out, got[out], expected[out], case.target, tol, label) or failure
-        if case.dtype == F64 and bool(torch.isfinite(got[out]).all()) and relative_error(got[out], expected[out]) < 1e-5:
-            failure = GradingFailure("wrong-values", f"{out} is right only to about float32 precision for float64 "
-                                     "logits: n arrives as a float32 scalar, and a 1/n taken in float32 loses the "
-                                     "digits float64 keeps — bring n to the logits' dtype first.", failure.where,
-                                     "float32")
-        raise failure
-    if moved:
-        raise GradingFailure("wrong-values", f"ce_grad_kernel writes past the end of a row: the padding after each "
-                             f"row of V = {case.z.shape[1]} (or the slot after the last loss) changed; the last block "
-                             "of a row is wider than what is left of it, and its store needs the mask too.",
-                             f"inputs: {label}")
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        ignored = wrong.case.target == IGNORE
+        if wrong.failure.cls != "wrong-values" or wrong.failure.topic is not None or not ignored.any() or ignored.all():
+            return None
+        got, expected = wrong.got, wrong.expected[wrong.out]
+        if diagnose(wrong.out, got[~ignored], expected[~ignored], tol=wrong.tol) is not None:
+            return None
+        return GradingFailure("wrong-values", f"{wrong.out} is right on the counted rows and wrong on the rows whose "
+                              "target is ignore_index (−100): those tokens take no part in the loss — their share is 0 "
+                              "and their row of the gradient is zero.", wrong.mismatch(), "ignored")
 
 
 def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
@@ -163,22 +129,29 @@ def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
     step along a random direction u (from z − eps·u to z + eps·u), against what the gradient it writes predicts
     for that step, ⟨dz, step⟩; both are about 2·eps·⟨dz, u⟩, so the tolerance is scaled by the step's length."""
     u = randn(seeded(SEED), *case.z.shape)
-    dz = run_kernel(kernel, case)[1]
-    low, high = (float(run_kernel(kernel, case, case.z + sign * eps * u)[0].sum()) for sign in (-1, 1))
+    dz = launch_case(kernel, case).got["dz"]
+    low, high = (float(launch_case(kernel, case, z=case.z + sign * eps * u).got["loss"].sum()) for sign in (-1, 1))
     span = 2 * eps  # the step's length along u
     predicted = float((dz * u).sum()) * span
     return abs((high - low) - predicted) <= span * 1e-6 + 1e-4 * abs(predicted)
 
 
-def check_ce_grad_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase) -> None:
-    """Every case, then the float64 gradcheck on ``tiny``."""
-    require_kernel("ce_grad_kernel", kernel)
-    for case in cases:
-        check_case(kernel, case)
-    if not gradcheck(kernel, tiny):
-        raise GradingFailure("wrong-values", "ce_grad_kernel fails the float64 gradcheck: the gradient it writes is "
-                             "not the derivative of the loss it writes, though each matched its reference.",
-                             f"inputs: {tiny.label}")
+def _past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
+    return (f"ce_grad_kernel writes past the end of a row: the padding after each row of V = {case.z.shape[1]} (or the "
+            "slot after the last loss) changed; the last block of a row is wider than what is left of it, and its "
+            "store needs the mask too.", "")
+
+
+SPEC = KernelSpec(
+    name="ce_grad_kernel", launch=launch_case, reference=lambda c: dict(zip(OUTPUTS, reference(c.z, c.target, c.n))),
+    alternatives=alternatives, read_only="the targets are read-only.", past_end=_past_end, refinements=(
+        Float32Only("is right only to about float32 precision for float64 logits: n arrives as a float32 scalar, and "
+                    "a 1/n taken in float32 loses the digits float64 keeps — bring n to the logits' dtype first.",
+                    classes=None, topic="float32"),
+        IgnoredRowsOnly()),
+    gradcheck=gradcheck, gradcheck_fails="the gradient it writes is not the derivative of the loss it writes, though "
+    "each matched its reference.")
+check_ce_grad_kernel = SPEC.check  # (kernel, cases, the gradcheck's case): the hidden check (autograder) calls it too
 
 
 def visible_cases() -> tuple[list[KernelCase], KernelCase]:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..diagnose import GradingFailure, diagnose, graded, randn, relative_error, seeded
+from ..diagnose import GradingFailure, graded, randn, relative_error, seeded
 from ..gradcheck import directional_derivative
-from ..triton_check import device, launch, require_kernel
+from ..kernel_spec import Float32Only, KernelSpec, Launch, Wrong, launch_rows
+from ..triton_check import device
 from .mixed_precision import (
     BF16,
     F16,
@@ -40,7 +41,6 @@ from .triton_softmax import backward_alternatives
 
 NAME = "softmax_bwd_mixed_kernel"
 SEED = 20240809
-SENTINEL = -12345.0
 
 
 @dataclass(frozen=True)
@@ -78,28 +78,17 @@ def kernel_case(gen: torch.Generator, label: str, rows: int, n: int, dtype: torc
     return KernelCase(f"{label}: y and dy ({rows}, {n}) {name_of(dtype)}{note}, BLOCK = {block}", y, dy, dtype, block)
 
 
-def run_kernel(kernel, case: KernelCase, dtype: torch.dtype | None = None,
-               y: torch.Tensor | None = None) -> tuple[torch.Tensor, bool, list[str]]:
-    """Launch on the case (in ``dtype`` when given; with ``y`` for the case's y). Return dx in float64 on the CPU,
-    whether the output's padding changed, and the inputs it wrote into."""
-    dtype = dtype or case.dtype
+def launch_case(kernel, case: KernelCase, fill: float = math.nan, dtype: torch.dtype | None = None,
+                y: torch.Tensor | None = None) -> Launch:
+    """Launch on the case's rows (in ``dtype`` when given; with ``y`` for the case's y), padded with ``fill``."""
     y = case.y if y is None else y
-    rows, n = y.shape
-    dev = device()
-    bufs = {}
-    for k, (ptr, values) in enumerate((("DY_ptr", case.dy), ("Y_ptr", y))):
-        buf = torch.full((rows, n + 3 + 2 * k), math.nan, dtype=dtype, device=dev)  # odd, different strides
-        buf[:, :n] = values.to(dev, dtype)
-        bufs[ptr] = buf
-    out = torch.full((rows, n + 2), SENTINEL, dtype=dtype, device=dev)
-    dy_v, y_v, dx_v = bufs["DY_ptr"][:, :n], bufs["Y_ptr"][:, :n], out[:, :n]
-    touched = launch(NAME, lambda: kernel[(rows,)](dy_v, y_v, dx_v, dy_v.stride(0), y_v.stride(0), dx_v.stride(0), n,
-                                                   BLOCK=case.block), bufs)
-    return dx_v.to("cpu", F64), bool((out[:, n:] != SENTINEL).any()), touched
+    dx, wrote, touched, _ = launch_rows(NAME, kernel, {"DY_ptr": case.dy, "Y_ptr": y}, dtype=dtype or case.dtype,
+                                        block=case.block, width=y.shape[1], fill=fill)
+    return Launch({"dx": dx}, touched, ["padding"] if wrote else [], case.label)
 
 
 def _error(kernel, case: KernelCase, dtype: torch.dtype | None = None) -> float:
-    return relative_error(run_kernel(kernel, case, dtype)[0], case.expected)
+    return relative_error(launch_case(kernel, case, dtype=dtype).got["dx"], case.expected)
 
 
 def shortest_row(kernel, failed: KernelCase, gen: torch.Generator,
@@ -114,39 +103,26 @@ def shortest_row(kernel, failed: KernelCase, gen: torch.Generator,
     return None
 
 
-def check_case(kernel, case: KernelCase, rule: KernelRule = measured) -> None:
-    """One launch: the inputs untouched, the values within the bound (named when they are not), the padding kept."""
-    got, wrote_padding, touched = run_kernel(kernel, case)
-    if touched:
-        raise GradingFailure("wrong-values", f"{NAME} wrote into its input {', '.join(touched)}: inputs are "
-                             "read-only; store dx through DX_ptr.", f"inputs: {case.label}")
-    rows, n = case.y.shape
-    limit = rule(case, case.dtype)
-    failure = diagnose("dx", got, case.expected, tol=limit, case=case.label,
-                       alternatives=backward_alternatives(case.y, case.dy))
-    if failure is not None:
-        # Close to right in half precision reads as a small constant factor or as nothing in particular: the
-        # float32 copy tells whether the precision is the bug.
-        if failure.cls in ("wrong-values", "scale") and case.dtype in HALF and bool(torch.isfinite(got).all()):
-            in_f32 = _error(kernel, case, F32)
-            if in_f32 <= rule(case, F32):
-                err = relative_error(got, case.expected)
-                sentence = (f"dx is right with the same values in float32, but in {name_of(case.dtype)} it is off by "
-                            f"{err:.1e} — {err / limit:.0f}× the bound {limit:.1e} for rows of {n}: the row's hub "
-                            f"s is accumulated in {name_of(case.dtype)} — tl.sum adds in the dtype it is "
-                            "given, and so does an accumulator of the loaded dtype.")
-                n_short, e, b = shortest_row(kernel, case, seeded(SEED + 1), rule) or (n, err, limit)
-                sentence += f" The shortest row that shows it: n_cols = {n_short} (off by {e:.1e}, {e / b:.0f}× the bound)."
-                raise GradingFailure("half-accumulation", sentence, failure.where)
-        if case.dtype == F64 and failure.generic and relative_error(got, case.expected) < 1e-5:
-            raise GradingFailure("wrong-values", "dx is right only to about float32 precision for float64 rows: the "
-                                 "accumulator must be float64 when the inputs are (the float64 gradcheck needs it) — "
-                                 "the wider of float32 and the loaded dtype.", failure.where, "float32")
-        raise failure
-    if wrote_padding:
-        raise GradingFailure("wrong-values", f"{NAME} writes past the end of a row: the columns after each row of "
-                             f"n_cols = {n} changed; the last block of a row is wider than what is left of it, and its "
-                             "store needs the mask too.", f"inputs: {case.label}")
+@dataclass(frozen=True)
+class HalfAccumulation:
+    """Close to right in half precision reads as a small constant factor or as nothing in particular: the float32
+    copy tells whether the precision is the bug (the hub accumulated in the loaded dtype)."""
+
+    rule: KernelRule
+
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        case, limit = wrong.case, wrong.tol
+        if wrong.failure.cls not in ("wrong-values", "scale") or case.dtype not in HALF or not wrong.finite:
+            return None
+        if not _error(wrong.kernel, case, F32) <= self.rule(case, F32):
+            return None
+        n, err, half = case.y.shape[1], relative_error(wrong.got, case.expected), name_of(case.dtype)
+        n_short, e, b = shortest_row(wrong.kernel, case, seeded(SEED + 1), self.rule) or (n, err, limit)
+        return GradingFailure(
+            "half-accumulation", f"dx is right with the same values in float32, but in {half} it is off by {err:.1e} — "
+            f"{err / limit:.0f}× the bound {limit:.1e} for rows of {n}: the row's hub s is accumulated in {half} — "
+            "tl.sum adds in the dtype it is given, and so does an accumulator of the loaded dtype. The shortest row "
+            f"that shows it: n_cols = {n_short} (off by {e:.1e}, {e / b:.0f}× the bound).", wrong.failure.where)
 
 
 def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
@@ -155,23 +131,35 @@ def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
     gen = seeded(SEED)
     x = randn(gen, *case.y.shape)
     u = randn(gen, *case.y.shape)
-    dx = run_kernel(kernel, case, F64, torch.softmax(x, -1))[0]
+    dx = launch_case(kernel, case, dtype=F64, y=torch.softmax(x, -1)).got["dx"]
     numeric = directional_derivative(lambda z: (torch.softmax(z, -1) * case.dy).sum(), x, u, eps)
     exact = float((dx * u).sum())
     return abs(numeric - exact) <= 1e-7 + 1e-5 * abs(exact)
 
 
+def _past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
+    return (f"{NAME} writes past the end of a row: the columns after each row of n_cols = {case.y.shape[1]} changed; "
+            "the last block of a row is wider than what is left of it, and its store needs the mask too.", "")
+
+
+def spec(rule: KernelRule = measured) -> KernelSpec:
+    """The kernel's spec, x̄ held to ``rule``: the visible check's measured bound, or the hidden check's Part C."""
+    return KernelSpec(
+        name=NAME, launch=launch_case, reference=lambda case: {"dx": case.expected},
+        alternatives=lambda case: {"dx": backward_alternatives(case.y, case.dy)},
+        tol=lambda case: rule(case, case.dtype), read_only="inputs are read-only; store dx through DX_ptr.",
+        past_end=_past_end, refinements=(HalfAccumulation(rule), Float32Only(
+            "is right only to about float32 precision for float64 rows: the accumulator must be float64 when the inputs "
+            "are (the float64 gradcheck needs it) — the wider of float32 and the loaded dtype.", classes=None,
+            topic="float32", generic=True)),
+        gradcheck=gradcheck, gradcheck_fails="the dx it writes is not the derivative of ⟨softmax(x), ȳ⟩, though it "
+        "matched the reference.")
+
+
 def check_mixed_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase, rule: KernelRule = measured) -> None:
     """Every case that this device can run (bfloat16 needs a GPU), then the gradcheck on ``tiny``."""
-    require_kernel(NAME, kernel)
     on_gpu = device().type == "cuda"
-    for case in cases:
-        if case.dtype == BF16 and not on_gpu:
-            continue
-        check_case(kernel, case, rule)
-    if not gradcheck(kernel, tiny):
-        raise GradingFailure("wrong-values", f"{NAME} fails the float64 gradcheck: the dx it writes is not the "
-                             "derivative of ⟨softmax(x), ȳ⟩, though it matched the reference.", f"inputs: {tiny.label}")
+    spec(rule).check(kernel, [case for case in cases if case.dtype != BF16 or on_gpu], tiny)
 
 
 def visible_cases() -> tuple[list[KernelCase], KernelCase]:

@@ -25,7 +25,9 @@ import torch
 
 import course
 from autograder.check import mixed_precision as hidden
+from course import kernel_spec
 from course.diagnose import CLASSES, relative_error
+from course.kernel_spec import KernelSpec
 from course.selfcheck import mixed_kernel
 from course.selfcheck import mixed_precision as visible
 from tests.support import diagnosis, failure_of
@@ -799,19 +801,19 @@ def test_the_tolerance_rule_passes_the_hidden_check_for_twenty_seeds(monkeypatch
 
 def test_a_right_kernel_passes_the_hidden_check_for_twenty_seeds(kernels, monkeypatch):
     ratio: dict[str, float] = {}
-    check_case, diagnose = mixed_kernel.check_case, mixed_kernel.diagnose
+    check_case, diagnose = KernelSpec.check_case, kernel_spec.diagnose
     current = []
 
-    def recorded_case(kernel, case, *rule):
+    def recorded_case(spec, kernel, case):
         current[:] = [mixed_kernel.name_of(case.dtype)]
-        return check_case(kernel, case, *rule)
+        return check_case(spec, kernel, case)
 
     def recorded_diagnose(name, got, expected, *, tol, **kwargs):
         ratio[current[0]] = max(ratio.get(current[0], 0.0), relative_error(got, expected) / tol)
         return diagnose(name, got, expected, tol=tol, **kwargs)
 
-    monkeypatch.setattr(mixed_kernel, "check_case", recorded_case)
-    monkeypatch.setattr(mixed_kernel, "diagnose", recorded_diagnose)
+    monkeypatch.setattr(KernelSpec, "check_case", recorded_case)
+    monkeypatch.setattr(kernel_spec, "diagnose", recorded_diagnose)
     for seed in SWEEP_SEEDS:
         monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
         hidden_kernel_check(kernels["right"])

@@ -188,12 +188,13 @@ def test_a_forward_that_leaves_the_widening_to_tl_exp_passes_in_float16():
 def test_the_float16_bound_holds_the_solution_and_rejects_a_float16_hub_by_orders_of_magnitude():
     """The margin, measured: the solution's float16 dx is within 0.5 spacing plus float32 rounding; a float16 hub
     is hundreds of spacings off on the visible case."""
-    from course.selfcheck.triton_softmax import BWD, VISIBLE_HALF_SHAPE, float16_spacings, half_backward_case, launch
+    from course.kernel_spec import float16_spacings
+    from course.selfcheck.triton_softmax import BWD, VISIBLE_HALF_SHAPE, half_backward_case
 
     case = half_backward_case(torch.Generator().manual_seed(0), *VISIBLE_HALF_SHAPE)
     right = variant("solution", {})["softmax_bwd_kernel"]
     wrong = variant("float16 hub", _edited("softmax_bwd_kernel", (WIDEN_DY, ""), (WIDEN_Y, "")))["softmax_bwd_kernel"]
-    got_right = launch(BWD, right, case, float("nan"))[0]
-    got_wrong = launch(BWD, wrong, case, float("nan"))[0]
+    got_right = BWD.launch(right, case).got["dx"]
+    got_wrong = BWD.launch(wrong, case).got["dx"]
     assert float16_spacings(got_right, case.expected).max() <= 0.75
-    assert float16_spacings(got_wrong, case.expected).max() >= 50 * BWD.half_spacings
+    assert float16_spacings(got_wrong, case.expected).max() >= 50 * BWD.half.spacings

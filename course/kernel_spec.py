@@ -1,0 +1,266 @@
+"""The Triton-kernel spec type: what a kernel exercise declares, and the one runner that checks it.
+
+A kernel runs on views into wider buffers (:class:`Guarded`): an input's padding holds NaN (memory past a tensor may
+hold anything), an output's a sentinel that must stay. :meth:`KernelSpec.check` launches each case, refuses a write
+into an input, diagnoses each output against its reference with the lesson's named bugs, refuses a store past an
+output's end, and reads a wrong value in the light of the spec's refinements: named objects that may launch the
+kernel again (other padding, contiguous tensors, float32) and return a sharper diagnosis. Half-precision cases go
+to the spec's ``half`` rule when it has one; last comes the lesson's gradcheck through the kernel.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from .diagnose import Alternative, GradingFailure, diagnose, relative_error, where_mismatch
+from .triton_check import device, float32_failure, launch, require_kernel, unchanged
+
+F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: the kernels are exact up to summation order
+SENTINEL = -12345.0  # fills the outputs' padding: no output of a kernel here takes this value
+
+
+class Guarded:
+    """A tensor inside a wider buffer on the kernels' device: ``view`` holds ``values`` (a tensor, or a shape to leave
+    at ``fill``) in ``dtype``; the buffer is ``extra[i]`` longer along axis i and holds ``fill`` elsewhere.
+    ``transposed``: the buffer's last two axes are swapped in memory, so the view's last axis is not of stride 1."""
+
+    def __init__(self, values, extra: Sequence[int], fill: float, dtype: torch.dtype, transposed: bool = False):
+        shape = tuple(values.shape) if isinstance(values, torch.Tensor) else tuple(values)
+        full = [s + e for s, e in zip(shape, extra)]
+        if transposed:
+            full[-2:] = full[-1], full[-2]
+        self.buf = torch.full(full, fill, dtype=dtype, device=device())
+        self.view = (self.buf.mT if transposed else self.buf)[tuple(slice(0, s) for s in shape)]
+        if isinstance(values, torch.Tensor):
+            self.view.copy_(values.to(self.buf.device, dtype))
+        self.before = self.buf.clone()
+
+    def spilled(self) -> bool:
+        """Whether anything outside the view changed (NaN kept as NaN counts as unchanged)."""
+        outside = torch.ones(self.buf.shape, dtype=torch.bool, device=self.buf.device)
+        outside.as_strided(self.view.shape, self.view.stride(),
+                           self.view.storage_offset() - self.buf.storage_offset()).fill_(False)
+        return not unchanged(self.buf[outside], self.before[outside])
+
+    def got(self) -> torch.Tensor:
+        """The view's values, float64 on the CPU."""
+        return self.view.detach().to("cpu", F64).clone()
+
+
+def launch_rows(name: str, kernel, inputs: dict[str, torch.Tensor], *, dtype: torch.dtype, block: int, width: int,
+                fill: float) -> tuple[torch.Tensor, bool, list[str], list[int]]:
+    """The row kernels' launch ``kernel[(rows,)](*inputs, out, *row strides, n_cols, BLOCK=block)``: the (rows, n)
+    ``inputs`` (by pointer name) in rows ``width + 3 + 2i`` apart (odd, different strides) padded with ``fill``, the
+    output in rows ``width + 2`` apart (an even stride) padded with the sentinel. Return the output (float64, CPU),
+    whether it was written past a row's end, the pointers written into, and the row strides (inputs, then output)."""
+    rows, n = next(iter(inputs.values())).shape
+    ins = {p: Guarded(x, (0, width + 3 + 2 * i - n), fill, dtype) for i, (p, x) in enumerate(inputs.items())}
+    out = Guarded((rows, n), (0, width + 2 - n), SENTINEL, dtype)
+    strides = [g.view.stride(0) for g in (*ins.values(), out)]
+    args = [*(g.view for g in ins.values()), out.view, *strides, n]
+    touched = launch(name, lambda: kernel[(rows,)](*args, BLOCK=block), {p: g.buf for p, g in ins.items()})
+    return out.got(), out.spilled(), touched, strides
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch: each output's values (float64, CPU), the inputs written into, the outputs written past their end
+    (what changed, for the message), and the label of the launch."""
+
+    got: dict[str, torch.Tensor]
+    touched: list[str]
+    wrote: list[str]
+    label: str
+
+
+@dataclass(frozen=True)
+class Wrong:
+    """What a refinement reads: a launch whose output ``out`` is wrong, and its diagnosis ``failure``."""
+
+    spec: KernelSpec
+    kernel: Any
+    case: Any
+    run: Launch
+    expected: dict[str, torch.Tensor]
+    out: str
+    failure: GradingFailure
+    tol: float
+
+    @property
+    def got(self) -> torch.Tensor:
+        return self.run.got[self.out]
+
+    @property
+    def finite(self) -> bool:
+        return all(bool(torch.isfinite(g).all()) for g in self.run.got.values())
+
+    def right(self, run: Launch, rows: slice = slice(None)) -> bool:
+        """Whether every output of ``run`` (its ``rows`` only) is within tolerance."""
+        return all(diagnose(out, run.got[out][rows], e[rows], tol=self.tol) is None for out, e in self.expected.items())
+
+    def mismatch(self) -> str:
+        return where_mismatch(self.out, self.got, self.expected[self.out], self.run.label)
+
+
+Refinement = Callable[[Wrong], "GradingFailure | None"]
+
+
+@dataclass(frozen=True)
+class ReadsPastEnd:
+    """Wrong on NaN padding, right when launched again with ``fill`` there (harmless values): loads past the end of
+    a row reached the result. ``sentence(wrong, again)`` and ``note`` say so; ``only``: the diagnosis classes it may
+    replace (any, when empty)."""
+
+    fill: float
+    sentence: Callable[[Wrong, Launch], str]
+    note: Callable[[Wrong, Launch], str]
+    only: tuple[str, ...] = ()
+
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        if self.only and wrong.failure.cls not in self.only:
+            return None
+        again = wrong.spec.launch(wrong.kernel, wrong.case, self.fill)
+        if not wrong.right(again):
+            return None
+        return GradingFailure("wrong-values" if wrong.finite else "non-finite", self.sentence(wrong, again),
+                              f"{self.note(wrong, again)}\n{wrong.mismatch()}")
+
+
+@dataclass(frozen=True)
+class RightOnFirstRows:
+    """Right on the first ``rows`` rows (a number, or one per case) and wrong after them: a program found its rows
+    by the wrong distance. ``sentence(wrong)`` names the bug."""
+
+    rows: int | Callable[[Any], int]
+    sentence: Callable[[Wrong], str]
+
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        first = self.rows if isinstance(self.rows, int) else self.rows(wrong.case)
+        if wrong.got.shape[0] <= first or not wrong.right(wrong.run, slice(0, first)):
+            return None
+        return GradingFailure("wrong-values", self.sentence(wrong), wrong.mismatch())
+
+
+@dataclass(frozen=True)
+class Float32Only:
+    """A float64 launch right only to float32 precision: ``why`` says where that comes from. ``classes``: the
+    diagnoses it may replace (None: any); ``topic``: with one, the sentence is ``why`` as it stands (a hint's topic)."""
+
+    why: str
+    given: str = "float64 inputs"
+    classes: tuple[str, ...] | None = ("wrong-values",)
+    topic: str | None = None
+    generic: bool = False  # only a diagnosis that named no bug
+
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        f = wrong.failure
+        if (wrong.case.dtype != F64 or not bool(torch.isfinite(wrong.got).all())
+                or (self.classes is not None and f.cls not in self.classes) or (self.generic and not f.generic)
+                or relative_error(wrong.got, wrong.expected[wrong.out]) >= 1e-5):
+            return None
+        if self.topic is not None:
+            return GradingFailure("wrong-values", f"{wrong.out} {self.why}", f.where, self.topic)
+        return float32_failure(wrong.out, wrong.got, wrong.expected[wrong.out], wrong.run.label, self.why, self.given)
+
+
+def float16_spacings(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
+    """|got − expected| in units of float16's spacing at ``expected`` (2⁻²⁴ among the subnormals), elementwise."""
+    exponent = torch.floor(torch.log2(expected.abs().clamp_min(2.0 ** -14)))
+    return (got - expected).abs() / torch.exp2(exponent - 10)
+
+
+@dataclass(frozen=True)
+class HalfSpacings:
+    """A float16 launch held to ``spacings`` float16 spacings of the float64 answer (float32 arithmetic and one
+    rounding at the store give 0.5). Outside it, the same values run in float32: a kernel wrong there gets that
+    diagnosis; right there, it did its arithmetic in float16 (``half-accumulation``): ``statistic`` says which."""
+
+    spacings: float
+    statistic: str
+
+    def __call__(self, spec: KernelSpec, kernel, case) -> None:
+        run = spec.launch(kernel, case)
+        (out, got), = run.got.items()
+        expected = spec.reference(case)[out]
+        off = float16_spacings(got, expected)
+        worst = off.nan_to_num(math.inf).max().item() if off.numel() else 0.0
+        if worst <= self.spacings and not run.wrote and not run.touched:
+            return
+        spec.check_case(kernel, replace(case, dtype=F32))
+        if worst <= self.spacings:  # right in float32, and within the bound: the float16 run wrote what it must not
+            raise GradingFailure("wrong-values", f"{spec.name} wrote outside {out}'s row in float16 only.",
+                                 f"inputs: {run.label}")
+        index = tuple(int(i) for i in torch.nonzero(off == off.max())[0])
+        raise GradingFailure(
+            "half-accumulation",
+            f"{spec.name} is right on these values in float32, but its float16 {out} is off by up to {worst:.1f} "
+            f"float16 spacings where arithmetic in float32 and one rounding at the store give at most 0.5: "
+            f"{self.statistic}. Loads and stores may keep the tensors' dtype; the arithmetic between them may not.",
+            f"first worst at {out}[{index[0]}, {index[1]}]: expected {expected[index].item():.6g}, "
+            f"got {got[index].item():.6g}\ninputs: {run.label}")
+
+
+def by_dtype(case) -> float:
+    return TOL[case.dtype]
+
+
+def no_alternatives(case) -> dict[str, list[Alternative]]:
+    return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelSpec:
+    """One Triton-kernel exercise: how a case is launched, its references, named bugs and refinements."""
+
+    name: str
+    launch: Callable[..., Launch]  # (kernel, case, fill=NaN, **variant) -> Launch, on guarded buffers
+    reference: Callable[[Any], dict[str, torch.Tensor]]  # case -> each output's right value, float64
+    read_only: str  # why its inputs are read-only, after "{name} wrote into its input …: "
+    past_end: Callable[[KernelSpec, Any, Launch], tuple[str, str]]  # (sentence, what changed) for a store past the end
+    alternatives: Callable[[Any], dict[str, list[Alternative]]] = no_alternatives
+    tol: Callable[[Any], float] = by_dtype
+    refinements: tuple[Refinement, ...] = ()
+    half: Callable[[KernelSpec, Any, Any], None] | None = None  # the rule for float16 and bfloat16 cases, if its own
+    gradcheck: Callable[[Any, Any], bool] | None = None  # (kernel, case) -> whether the kernel passes
+    gradcheck_fails: str = ""  # what a failed gradcheck means, after "{name} fails the float64 gradcheck: "
+    missing: str = "keep the @triton.jit line above its def."  # what to do about a plain function
+
+    def check(self, kernel, cases: Sequence, gradcheck_case=None, gradcheck_label: str | None = None) -> None:
+        """Every case, then the gradcheck on ``gradcheck_case``; the first failure is raised."""
+        require_kernel(self.name, kernel, self.missing)
+        for case in cases:
+            self.check_case(kernel, case)
+        if gradcheck_case is not None and not self.gradcheck(kernel, gradcheck_case):
+            raise GradingFailure("wrong-values", f"{self.name} fails the float64 gradcheck: {self.gradcheck_fails}",
+                                 f"inputs: {gradcheck_label or gradcheck_case.label}")
+
+    def check_case(self, kernel, case) -> None:
+        """Launch one case and raise a GradingFailure that says what is wrong and where."""
+        if self.half is not None and case.dtype in (F16, BF16):
+            return self.half(self, kernel, case)
+        run = self.launch(kernel, case)
+        if run.touched:
+            raise GradingFailure("wrong-values", f"{self.name} wrote into its input {', '.join(run.touched)}: "
+                                 f"{self.read_only}", f"inputs: {run.label}")
+        expected, tol = self.reference(case), self.tol(case)
+        wrong = [out for out, e in expected.items() if diagnose(out, run.got[out], e, tol=tol) is not None]
+        if not wrong:
+            if run.wrote:
+                sentence, changed = self.past_end(self, case, run)
+                raise GradingFailure("wrong-values", sentence, "\n".join(filter(None, (changed, f"inputs: {run.label}"))))
+            return
+        out = wrong[0]
+        failure = diagnose(out, run.got[out], expected[out], tol=tol, alternatives=self.alternatives(case).get(out, ()),
+                           case=run.label)
+        context = Wrong(self, kernel, case, run, expected, out, failure, tol)
+        for refinement in self.refinements:
+            better = refinement(context)
+            if better is not None:
+                raise better
+        raise failure
