@@ -9,6 +9,8 @@ docs' tests and nbgrader's config read it without running a lesson.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 SPECS = ("pytorch-function", "triton-kernel", "autograd-function")
@@ -152,3 +154,10 @@ def hints_of(name: str) -> dict[str, int]:
     """The hint table of exercise ``name``; empty for a name that is no exercise."""
     exercise = BY_NAME.get(name)
     return exercise.hints if exercise else {}
+
+
+def checks(package: str, side: str) -> dict[str, Callable]:
+    """Every exercise's check from ``package``'s lesson modules: ``side`` is "visible" (``course.selfcheck``)
+    or "hidden" (``autograder.check``, which passes its own name: course never imports the grader)."""
+    modules = {m: importlib.import_module(f"{package}.{m}") for m in sorted({getattr(e, side) for e in EXERCISES})}
+    return {e.name: getattr(modules[getattr(e, side)], e.name) for e in EXERCISES}

@@ -1,40 +1,11 @@
 """Visible self-checks, one module per lesson: what each notebook's test cell runs before its hidden block.
 
-References come from torch's own autograd or from closed forms, never from a solution.
+``course.selfcheck.<exercise>`` for every exercise of ``course.registry``. References come from torch's own
+autograd or from closed forms, never from a solution.
 """
 
-from .attention import (
-    ManualAttention,
-    RecomputeAttention,
-    attention_backward_recompute,
-    attention_delta_kernel,
-    attention_forward_lse,
-    flash_bwd_dkdv_kernel,
-    flash_fwd_kernel,
-    manual_attention,
-    recompute_attention,
-)
-from .ce_grad import ce_grad_kernel
-from .layernorm import TritonLayerNorm, layernorm_backward, layernorm_forward, rmsnorm_backward, triton_layernorm
-from .lm_head import chunked_linear_ce, linear_ce_backward, vocab_blocked_lse
-from .matmul import batched_matmul_backward, linear_backward, linear_bias_backward, name_the_bug, reduce_to_shape
-from .mixed_kernel import softmax_bwd_mixed_kernel
-from .mixed_precision import DynamicLossScaler, grad_tolerance, layernorm_backward_mixed, softmax_backward_mixed
-from .routing import (
-    dropout_backward,
-    embedding_backward,
-    maxpool1d_backward,
-    moe_gate_backward,
-    relu_backward,
-    scatter_add_kernel,
-    topk_backward,
-)
-from .softmax import (
-    log_softmax_backward,
-    shifted_softmax_vjp,
-    softmax_backward,
-    softmax_cross_entropy_backward,
-    softmax_jacobian,
-)
-from .triton_softmax import TritonSoftmax, softmax_bwd_kernel, softmax_fwd_kernel, triton_softmax
-from .vjp_contract import linear_softmax_ce_backward, numerical_gradient, relative_error, sigmoid_backward
+from ..registry import checks
+
+_checks = checks(__name__, "visible")
+globals().update(_checks)
+__all__ = sorted(_checks)
