@@ -1,8 +1,10 @@
-"""A lesson is a spec (docs/design.md): every PyTorch-function exercise declares itself as one :class:`Exercise`.
+"""The PyTorch-function spec (docs/design.md, "A lesson is a spec"): every exercise that takes tensors and returns
+tensors is one :class:`Exercise`, declared once for its visible and its hidden check.
 
-A lesson with more to say subclasses it: softmax adds how its inputs are drawn and what its
-calls must not do, layernorm how rows are laid out (for its rows-leak probe), routing what a
-store keeps where indices repeat.
+An exercise carries its reference, its named bugs, its case builder (``draw``: a generator and one row of a shape
+table -> a :class:`Case`), how a failure is read in the light of the cases before it (``refine``, a named
+refinement such as :class:`BatchAxis`), and what its calls must not do (``properties``, each
+``prop(name, calls, cases)`` on the calls a :class:`course.memory.RecordedCalls` kept, such as :class:`Refuses`).
 """
 
 from __future__ import annotations
@@ -10,12 +12,77 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .diagnose import Alternative, Case, run_cases
+import torch
+
+from . import witness
+from .diagnose import (
+    BATCH_SUM,
+    DEPENDS_ON_LAYOUT,
+    Alternative,
+    Case,
+    GradingFailure,
+    Passed,
+    batch_refined,
+    layout_failure,
+    run_cases,
+    strided,
+)
+from .memory import RecordedCalls
+
+Property = Callable[[str, Sequence, Sequence[Case]], None]  # (name, [(args, recorder)], cases): raise or return
+
+
+@dataclass(frozen=True)
+class Refuses:
+    """A property: no recorded call ran an aten op that ``refused(op)``; else ``cls`` with ``sentence``, formatted
+    with the exercise's ``name``, the first such ``op`` and up to three of them joined (``ops``)."""
+
+    refused: Callable[[str], bool]
+    cls: str
+    sentence: str
+
+    def __call__(self, name: str, calls: Sequence, cases: Sequence[Case] = ()) -> None:
+        ran = list(dict.fromkeys(op for _, rec in calls for op in rec.ops if rec.ops[op] and self.refused(op)))
+        if ran:
+            raise GradingFailure(self.cls, self.sentence.format(name=name, op=ran[0], ops=" and ".join(ran[:3])))
+
+
+def among(*ops: str) -> Callable[[str], bool]:
+    """``Refuses.refused`` for a list of aten ops."""
+    return frozenset(ops).__contains__
+
+
+# torch's own backward kernels (aten._softmax_backward_data, aten.native_layer_norm_backward, ...) and forward-mode
+# autograd: autograd's answer by another door, the same rule the grader's re-check applies (course.witness).
+NO_LIBRARY_BACKWARD = Refuses(
+    witness.is_library_backward, "autograd-in-backward",
+    "{name} called torch's own backward kernel {op}: that is autograd's answer, not yours — derive the gradient "
+    "and write it with ordinary tensor operations.")
+
+
+@dataclass(frozen=True)
+class BatchAxis:
+    """The default refinement: a wrong output no named bug explains, right at batch 1 and wrong above it, is a
+    ``batch-reduction`` bug (``why`` says which); ``layout``: first, right for contiguous inputs and wrong for a
+    transposed view is the layout; ``named``: a named bug of class wrong-values counts as unexplained too;
+    ``until_contiguous``: once a contiguous case above batch 1 passed, the sum over the batch is there."""
+
+    why: str = BATCH_SUM
+    layout: bool = False
+    named: bool = False
+    until_contiguous: bool = False
+
+    def __call__(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
+        if self.layout and failure.generic and passed.contiguous and strided(case.args):
+            return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
+        if not self.why or (self.until_contiguous and passed.contiguous):
+            return failure
+        return batch_refined(failure, out, case.batch, passed.batch1, self.why, named=self.named)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Exercise:
-    """One PyTorch-function exercise, declared once for its visible and its hidden check."""
+    """One PyTorch-function exercise."""
 
     name: str
     reference: Callable  # (*case.args, **case.kwargs) -> the right output, or a tuple of them
@@ -23,15 +90,37 @@ class Exercise:
     of: tuple[str, ...] = ()  # what each output is the gradient of, for shape messages
     alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None
     tol: float = 1e-7
+    draw: Callable[..., Case] | None = None  # (gen, row of a shape table, **options) -> Case
+    refine: Callable[..., GradingFailure] | None = None  # a named refinement (BatchAxis, ...); None: BatchAxis()
+    properties: tuple[Property, ...] = ()  # graded on the recorded calls once the values pass
+    counted: Callable[[tuple], bool] | None = None  # calls whose memory the grader counts by the OS (RecordedCalls)
+    runner: Callable | None = None  # (name, fn, cases, reference) compares the values instead of :meth:`run`
+
+    def cases(self, gen: torch.Generator, shapes: Sequence, **options) -> list[Case]:
+        """A case per row of ``shapes``, drawn from ``gen`` in order (batch 1 first, as the table lists them)."""
+        return [self.draw(gen, shape, **options) for shape in shapes]
 
     def run(self, fn: Callable, cases: Sequence[Case], *,
-            alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None,
-            **hooks) -> None:
-        """Grade ``fn`` on ``cases`` (batch 1 first) and raise the first diagnosis.
+            alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None, **hooks) -> None:
+        """Grade the values of ``fn`` on ``cases`` and raise the first diagnosis (:func:`course.diagnose.run_cases`).
 
-        ``alternatives``, when given, takes the place of the exercise's own; ``hooks`` (``refine``,
-        ``on_error``, ``forbid_autograd_use``, ``tol``) go to :func:`course.diagnose.run_cases` as they are.
+        ``alternatives``, when given, takes the place of the exercise's own; ``hooks`` (``refine``, ``on_error``,
+        ``forbid_autograd_use``, ``tol``) override the exercise's.
         """
         hooks.setdefault("tol", self.tol)
+        hooks.setdefault("refine", self.refine)
         run_cases(self.name, fn, cases, self.reference, outputs=self.outputs, of=self.of,
                   alternatives=self.alternatives if alternatives is None else alternatives, **hooks)
+
+    def check(self, fn: Callable, cases: Sequence[Case],
+              alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
+        """Grade ``fn`` on ``cases``: the values (``alternatives``, when given, in place of the exercise's own:
+        the hidden ones), then the properties of the calls it made."""
+        recorded = RecordedCalls(counted=self.counted)
+        target = recorded(fn) if self.properties and callable(fn) else fn
+        if self.runner is not None:
+            self.runner(self.name, target, cases, self.reference)
+        else:
+            self.run(target, cases, alternatives=alternatives)
+        for prop in self.properties:
+            prop(self.name, recorded.calls, cases)

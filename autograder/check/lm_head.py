@@ -18,7 +18,6 @@ from course.selfcheck.lm_head import (
     EXERCISES,
     IGNORE,
     Shape,
-    check,
     chunk_alternatives,
     chunk_starts,
     counted,
@@ -29,6 +28,7 @@ from course.selfcheck.lm_head import (
 )
 
 from ..inputs import generator
+from .hidden import hidden
 
 HEAD_SHAPES = [
     Shape("batch 1", T=1, V=13, d=5),  # one token: a missing 1/n cannot show yet
@@ -79,17 +79,9 @@ def _last_chunk_ignored(gen: torch.Generator) -> Case:
     return Case(case.label + ", every target of the last chunk ignore_index (−100)", case.args, batch=case.batch)
 
 
-def _head_cases(gen: torch.Generator) -> list[Case]:
-    return EXERCISES["linear_ce_backward"].cases(gen, HEAD_SHAPES)
-
-
 def _chunk_cases(gen: torch.Generator) -> list[Case]:
     ex = EXERCISES["chunked_linear_ce"]
     return ex.cases(gen, CHUNK_SHAPES) + [_last_chunk_ignored(gen)] + ex.cases(gen, [MEMORY_CHUNK, COUNTED_CHUNK])
-
-
-def _lse_cases(gen: torch.Generator) -> list[Case]:
-    return EXERCISES["vocab_blocked_lse"].cases(gen, LSE_SHAPES)
 
 
 def _formula_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -141,18 +133,11 @@ def _online_alternatives(case: Case) -> dict[str, list[Alternative]]:
     return {"lse": distinct_from(found, right)}
 
 
-def _hidden(name: str, cases, alternatives=None):
-    """The visible check's flow, on ``cases`` drawn from this run's generator."""
-    def run(fn) -> None:
-        check(name, fn, cases(generator(name)), alternatives)
+linear_ce_backward = hidden(EXERCISES["linear_ce_backward"], HEAD_SHAPES,
+                            _merged(head_alternatives, _formula_alternatives))
+chunked_linear_ce = hidden(EXERCISES["chunked_linear_ce"], _chunk_cases, _merged(chunk_alternatives, _formula_alternatives))
+vocab_blocked_lse = hidden(EXERCISES["vocab_blocked_lse"], LSE_SHAPES, _online_alternatives)
 
-    run.__name__ = run.__qualname__ = name
-    return graded(run)
-
-
-linear_ce_backward = _hidden("linear_ce_backward", _head_cases, _merged(head_alternatives, _formula_alternatives))
-chunked_linear_ce = _hidden("chunked_linear_ce", _chunk_cases, _merged(chunk_alternatives, _formula_alternatives))
-vocab_blocked_lse = _hidden("vocab_blocked_lse", _lse_cases, _online_alternatives)
 
 
 def _ce_grad_cases(gen: torch.Generator) -> tuple[list[ce_grad.KernelCase], ce_grad.KernelCase]:

@@ -31,6 +31,7 @@ import torch
 from course.diagnose import graded, seeded
 from course.selfcheck import layernorm as ln
 from course.selfcheck import mixed_kernel
+from course.selfcheck import softmax as sm
 from course.selfcheck.mixed_precision import (
     BF16,
     F16,
@@ -51,7 +52,8 @@ from course.selfcheck.mixed_precision import (
 from ..inputs import activations, family_order, generator, row_offsets, signs, uniform
 from .tolerance import backward_tolerance, condition
 
-SOFTMAX_EXACT = [(6,), (1, 9), (9, 9), (5, 13), (2, 4, 11), (3, 301)]  # the last: N ≥ 256, the memory rule
+# (3, 301): N ≥ 256, the memory rule; last, the visible check's transposed case
+SOFTMAX_EXACT = [(6,), (1, 9), (9, 9), (5, 13), (2, 4, 11), (3, 301), sm.TRANSPOSED]
 SOFTMAX_HALF = [(BF16, 5, 24), (F16, 3, 257), (BF16, 2, 2047), (F16, 4, 33)]
 LAYERNORM_EXACT = [
     (1, 7),

@@ -8,11 +8,8 @@ backward never comes near the ``materialized-jacobian`` threshold.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
-from course.diagnose import graded
 from course.selfcheck.softmax import (
     BACKWARD,
     CE,
@@ -20,10 +17,14 @@ from course.selfcheck.softmax import (
     LOG_SOFTMAX,
     SHIFT,
     Saturated,
+    Transposed,
     shift_large_cases,
 )
 
-from ..inputs import distinct, generator
+from ..inputs import distinct
+from .hidden import hidden
+
+TRANSPOSED = Transposed((6, 7))  # (rows, columns) of the transposed (non-contiguous) case, last in every table
 
 # Shapes of y. Batch 1 first, square cases before the others of their batch (why: course.selfcheck.softmax).
 JACOBIAN_SHAPES = [
@@ -33,6 +34,7 @@ JACOBIAN_SHAPES = [
     (7, 3),  # batch 7
     (3, 2, 7),  # 3-D
     (2, 5, 5),  # 3-D, square trailing axes
+    TRANSPOSED,
 ]
 BACKWARD_SHAPES = [
     (9,),  # one row, no batch axis
@@ -45,6 +47,7 @@ BACKWARD_SHAPES = [
     (2, 3, 257),  # long rows, 3-D, N just past a power of two: 6 rows × 257 ≪ 257²
     (1, 4099),  # a row so long that an N×N tensor (134 MB) stands far above what an honest call touches (~10 MB of
     # the worker's own, counted by the OS in the grader: course.witness.counted_by_os), wherever it was made
+    TRANSPOSED,
 ]
 # Shapes of z = log_softmax(x).
 LOG_SOFTMAX_SHAPES = [
@@ -55,6 +58,7 @@ LOG_SOFTMAX_SHAPES = [
     (3, 2, 9),  # 3-D
     (2, 2, 263),  # long rows, N prime: 4 rows × 263 ≪ 263², and an N×N tensor is caught
     (1, 4099),  # an N×N tensor counted by the OS wherever it was made (as in BACKWARD_SHAPES)
+    TRANSPOSED,
 ]
 # Shapes of the logits, classes last.
 CE_SHAPES = [
@@ -65,6 +69,7 @@ CE_SHAPES = [
     (2, 3, 6),  # (B, T, C): the mean over all B·T rows
     Saturated((1, 11)),  # the least likely class as target: y_t is 0 in float64. One row, so that run_cases
                          # does not read a wrong answer here as a missing batch reduction
+    TRANSPOSED,
 ]
 # Shapes of x for shifted_softmax_vjp (c is (..., 1)).
 SHIFT_SHAPES = [
@@ -73,8 +78,8 @@ SHIFT_SHAPES = [
     (7, 7),  # batch 7, square: a row max without its axis shifts along the wrong axis silently
     (7, 11),  # batch 7, N prime
     (3, 2, 6),  # 3-D
+    TRANSPOSED,
 ]
-TRANSPOSED_SHAPE = (6, 7)  # (rows, columns) of the transposed (non-contiguous) case of every check
 SHIFT_LARGE_ROWS = 5  # rows of float32 logits up to ±1000 with c = 0
 
 
@@ -83,23 +88,16 @@ def logits(gen: torch.Generator, shape) -> torch.Tensor:
     return distinct(gen, *shape)
 
 
-def _large_shift_cases(gen: torch.Generator) -> list:
-    n = int(torch.randint(6, 14, (1,), generator=gen))  # a fresh row length in [6, 13]
-    return shift_large_cases(gen, rows=SHIFT_LARGE_ROWS, n=n)
+def _shift_cases(gen: torch.Generator) -> list:
+    """The shapes above, then float32 logits up to ±1000 on a fresh row length in [6, 13]."""
+    cases = SHIFT.cases(gen, SHIFT_SHAPES, logits=logits)
+    n = int(torch.randint(6, 14, (1,), generator=gen))
+    return cases + shift_large_cases(gen, rows=SHIFT_LARGE_ROWS, n=n)
 
 
-def _hidden(exercise, shapes: list, more: Callable[[torch.Generator], list] = lambda gen: []) -> Callable:
-    """The visible check's flow on ``shapes``, then ``more(gen)``, drawn from this run's generator."""
-    def run(fn) -> None:
-        gen = generator(exercise.name)
-        exercise.check(fn, exercise.cases(gen, shapes, TRANSPOSED_SHAPE, logits) + more(gen))
+softmax_jacobian = hidden(JACOBIAN, JACOBIAN_SHAPES, logits=logits)
+softmax_backward = hidden(BACKWARD, BACKWARD_SHAPES, logits=logits)
+shifted_softmax_vjp = hidden(SHIFT, _shift_cases)
+softmax_cross_entropy_backward = hidden(CE, CE_SHAPES, logits=logits)
+log_softmax_backward = hidden(LOG_SOFTMAX, LOG_SOFTMAX_SHAPES, logits=logits)
 
-    run.__name__ = run.__qualname__ = exercise.name
-    return graded(run)
-
-
-softmax_jacobian = _hidden(JACOBIAN, JACOBIAN_SHAPES)
-softmax_backward = _hidden(BACKWARD, BACKWARD_SHAPES)
-shifted_softmax_vjp = _hidden(SHIFT, SHIFT_SHAPES, _large_shift_cases)
-softmax_cross_entropy_backward = _hidden(CE, CE_SHAPES)
-log_softmax_backward = _hidden(LOG_SOFTMAX, LOG_SOFTMAX_SHAPES)

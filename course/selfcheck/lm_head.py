@@ -26,31 +26,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 
 from .. import witness
 from ..diagnose import (
-    DEPENDS_ON_LAYOUT,
     TRANSPOSED,
     Alternative,
     Case,
     GradingFailure,
-    Passed,
-    batch_refined,
     distinct_from,
     graded,
-    layout_failure,
     randn,
     seeded,
-    strided,
     transposed_view,
     vjp,
 )
-from ..memory import AllocationRecorder, RecordedCalls
-from ..spec import Exercise as Spec
-from .softmax import check_no_library_backward
+from ..spec import NO_LIBRARY_BACKWARD, BatchAxis, Exercise, Refuses, among
 
 F64 = torch.float64
 IGNORE = -100  # the target of a token that takes no part in the loss (F.cross_entropy's ignore_index)
@@ -283,7 +277,8 @@ def _logits_sized(args: tuple) -> bool:
             and witness.large_enough(h.shape[0] * max(W.shape), h.element_size()))
 
 
-def check_no_logits(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], cases: Sequence[Case]) -> None:
+def check_no_logits(name: str, calls: Sequence, cases: Sequence[Case]) -> None:
+
     """``materialized-logits`` when a call on a case large enough to tell allocated more than one step's logits.
 
     Large enough: T·V is at least MEMORY_RATIO times one chunk's (chunk·V) or one block's (T·block) logits. There,
@@ -335,83 +330,34 @@ LIBRARY_LSE = ("aten.logsumexp", "aten.special_logsumexp", "aten.logaddexp", "at
                "aten.softmax", "aten._softmax", "aten._safe_softmax", "aten.log_softmax", "aten._log_softmax")
 
 
-def check_no_library_lse(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]], cases) -> None:
-    """``delegated-to-library`` when a call ran one of torch's own log-sum-exp, logaddexp or softmax kernels: the
-    blocks' combination is the exercise, and those do it (each with its own max) for the caller."""
-    ran = list(dict.fromkeys(op for _, rec in calls for op in rec.ops if op in LIBRARY_LSE and rec.ops[op]))
-    if ran:
-        raise GradingFailure(
-            "delegated-to-library",
-            f"{name} gives the right values, but it ran torch's own {' and '.join(ran[:3])}, which does the "
-            "stabilised combining for you. Here that combining is the exercise: carry each row's running max "
-            "and its running sum from block to block yourself, with exp, max and sum, and rescale the sum when the max grows.",
-        )
-
-
-def _no_library_backward(name: str, calls, cases) -> None:
-    """torch's own backward kernels (aten.nll_loss_backward, ...) are autograd's answer: ``autograd-in-backward``."""
-    check_no_library_backward(name, calls)
+# torch's combining does the stabilised combining for the caller (each with its own max): the exercise, here.
+NO_LIBRARY_LSE = Refuses(among(*LIBRARY_LSE), "delegated-to-library",
+                         "{name} gives the right values, but it ran torch's own {ops}, which does the stabilised "
+                         "combining for you. Here that combining is the exercise: carry each row's running max and its "
+                         "running sum from block to block yourself, with exp, max and sum, and rescale the sum when the "
+                         "max grows.")
 
 
 # ---------------------------------------------------------------------------
-# The exercises, and the one runner
+# The exercises: ``size`` names the argument that sets the walk ("chunk", "block", or "" for the dense one). A
+# failure no bug explains, right for contiguous inputs and wrong for a transposed view, is the layout; right for
+# one token and wrong for the first case of several, the tokens (once a case of several passed, the sum over them
+# is there: say no more); vocab_blocked_lse's rows stand alone.
 
 
 TOKENS = "every token must contribute — to the loss, to the count and to dW — not only the first one."
-
-
-@dataclass(frozen=True, kw_only=True)
-class Exercise(Spec):
-    """A :class:`course.spec.Exercise` that also says which argument sets the walk (``size``: "chunk", "block", or
-    "" for the dense one), whether a target comes before it, what a failure seen only above one token means
-    (``why``; "": nothing, each row of the result stands alone), and what its calls must not do (``properties``,
-    each ``(name, calls, cases)``, graded once the values pass)."""
-
-    size: str = ""
-    with_target: bool = True
-    why: str = TOKENS
-    properties: tuple[Callable, ...] = ()
-    tol: float = TOL
-
-    def cases(self, gen: torch.Generator, shapes: Sequence[Shape]) -> list[Case]:
-        """A case per shape, drawn from ``gen`` in order."""
-        return [head_case(gen, shape, self.size, self.with_target) for shape in shapes]
-
-    def refine(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
-        """A failure no bug explained, read in the light of the cases before it: right for contiguous inputs and
-        wrong for a transposed view is the layout; right for one token and wrong for the first case of several
-        is the tokens (once a case of several tokens passed, the sum over them is there: say no more)."""
-        if failure.generic and passed.contiguous and strided(case.args):
-            return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
-        if not self.why or passed.contiguous:
-            return failure
-        return batch_refined(failure, out, case.batch, passed.batch1, self.why)
-
-    def check(self, fn: Callable, cases: Sequence[Case], alternatives: Callable | None = None) -> None:
-        """Grade ``fn`` on ``cases``: the values (``alternatives``, when given, in place of the exercise's own),
-        then the properties of the calls it made."""
-        recorded = RecordedCalls(counted=_logits_sized)
-        target = recorded(fn) if self.properties and callable(fn) else fn
-        self.run(target, cases, alternatives=alternatives, refine=self.refine)
-        for prop in self.properties:
-            prop(self.name, recorded.calls, cases)
-
-
+_HEAD = dict(reference=head_reference, outputs=HEAD_OUTPUTS, of=HEAD_OF, tol=TOL, counted=_logits_sized,
+             refine=BatchAxis(TOKENS, layout=True, until_contiguous=True))
 EXERCISES = {ex.name: ex for ex in (
-    Exercise(name="linear_ce_backward", reference=head_reference, outputs=HEAD_OUTPUTS, of=HEAD_OF,
-             alternatives=head_alternatives, properties=(_no_library_backward,)),
-    Exercise(name="chunked_linear_ce", size="chunk", reference=head_reference, outputs=HEAD_OUTPUTS, of=HEAD_OF,
-             alternatives=chunk_alternatives, properties=(_no_library_backward, check_no_logits)),
-    Exercise(name="vocab_blocked_lse", size="block", with_target=False, why="", reference=lse_reference, outputs=("lse",),
-             of=("h without its last axis",), alternatives=lse_alternatives,
-             properties=(check_no_logits, check_no_library_lse)),
+    Exercise(name="linear_ce_backward", draw=head_case, alternatives=head_alternatives,
+             properties=(NO_LIBRARY_BACKWARD,), **_HEAD),
+    Exercise(name="chunked_linear_ce", draw=partial(head_case, size_name="chunk"), alternatives=chunk_alternatives,
+             properties=(NO_LIBRARY_BACKWARD, check_no_logits), **_HEAD),
+    Exercise(name="vocab_blocked_lse", draw=partial(head_case, size_name="block", with_target=False),
+             reference=lse_reference, outputs=("lse",), of=("h without its last axis",), tol=TOL,
+             alternatives=lse_alternatives, properties=(check_no_logits, NO_LIBRARY_LSE), counted=_logits_sized,
+             refine=BatchAxis("", layout=True)),
 )}
-
-
-def check(name: str, fn, cases: Sequence[Case], alternatives: Callable | None = None) -> None:
-    """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the hidden
-    ones), take the place of the exercise's own."""
-    EXERCISES[name].check(fn, cases, alternatives)
 
 
 # ---------------------------------------------------------------------------

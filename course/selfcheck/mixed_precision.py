@@ -272,7 +272,8 @@ class MixedExercise:
 
 def _exact_softmax(fn: Callable, gen: torch.Generator, shapes: Sequence | None) -> None:
     spec = replace(sm.BACKWARD, name="softmax_backward_mixed")
-    spec.check(fn, spec.cases(gen, sm.BACKWARD_SHAPES if shapes is None else shapes, sm.TRANSPOSED_SHAPE))
+    spec.check(fn, spec.cases(gen, sm.BACKWARD_SHAPES if shapes is None else shapes))
+
 
 
 def no_library_backward(name: str, calls) -> None:

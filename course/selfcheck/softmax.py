@@ -39,13 +39,25 @@ from ..diagnose import (
     vjp,
     where_mismatch,
 )
-from ..memory import AllocationRecorder, RecordedCalls
-from ..spec import Exercise as Spec
+from ..spec import NO_LIBRARY_BACKWARD, Exercise, Refuses, among
 
 F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
 MEMORY_MIN_N = 256  # rows at least this long must not meet an N×N tensor in the backward
 
+
+
+class Transposed(tuple):
+    """The last row of every table: (rows, columns) of inputs laid out as transposed (non-contiguous) views."""
+
+
+class Saturated(tuple):
+    """A shape whose logits are stretched until softmax is one-hot, the least likely class the target."""
+
+    note = ", saturated logits (softmax one-hot)"
+
+
+TRANSPOSED = Transposed((5, 9))
 # In every list, batch-1 cases first: run_cases reads "right at batch 1, wrong later" as a missing batch
 # reduction. The square (7, 7) comes before the others of batch 7 so that a row reduction that lost its
 # keepdim is diagnosed there (broadcast-axis), instead of crashing on a mismatch. Shapes of y:
@@ -55,6 +67,7 @@ JACOBIAN_SHAPES = [
     (7, 7),  # batch 7, as many rows as columns: an outer product over the wrong axes keeps the shape
     (7, 4),  # batch 7
     (2, 3, 5),  # 3-D: every leading axis is a batch axis
+    TRANSPOSED,
 ]
 BACKWARD_SHAPES = [
     (5,),  # one row, no batch axis
@@ -63,15 +76,8 @@ BACKWARD_SHAPES = [
     (7, 12),  # batch 7
     (2, 3, 9),  # 3-D
     (2, 300),  # N ≥ MEMORY_MIN_N: an N×N Jacobian here is 90,000 elements per row
+    TRANSPOSED,
 ]
-
-
-class Saturated(tuple):
-    """A shape whose logits are stretched until softmax is one-hot, the least likely class the target."""
-
-    note = ", saturated logits (softmax one-hot)"
-
-
 # Shapes of the logits, classes last.
 CE_SHAPES = [
     (1, 5),  # batch 1: a missing 1/M cannot show yet
@@ -80,6 +86,7 @@ CE_SHAPES = [
     (2, 3, 6),  # (B, T, C): the mean runs over all B·T rows
     Saturated((1, 9)),  # the target the least likely class (one row: a wrong answer here is not read as a
                         # batch-reduction bug)
+    TRANSPOSED,
 ]
 # Shapes of x (c is (..., 1), ȳ the shape of x).
 SHIFT_SHAPES = [
@@ -88,8 +95,8 @@ SHIFT_SHAPES = [
     (7, 7),  # batch 7, square: a row max broadcast along the wrong axis keeps the shape
     (7, 10),  # batch 7
     (2, 3, 5),  # 3-D: every leading axis is a batch axis
+    TRANSPOSED,
 ]
-TRANSPOSED_SHAPE = (5, 9)  # rows × columns of the transposed case of every check
 
 
 # ---------------------------------------------------------------------------
@@ -148,6 +155,26 @@ def _ce_inputs(gen: torch.Generator, shape, logits: Callable) -> dict[str, torch
 
 def _label(**tensors) -> str:
     return ", ".join(f"{k} {tuple(v.shape)}" for k, v in tensors.items())
+
+
+@dataclass(frozen=True)
+class Draw:
+    """An exercise's case builder: ``inputs(gen, shape, logits)`` gives its arguments, {name: tensor} in order, the
+    logits drawn by ``logits(gen, shape)``; a :class:`Transposed` row lays out those of its shape as transposed
+    views, which ``transposed`` says in the label."""
+
+    inputs: Callable
+    transposed: str
+    case_type: type = Case
+
+    def __call__(self, gen: torch.Generator, shape, logits: Callable = normal) -> Case:
+        args = self.inputs(gen, shape, logits)
+        note = getattr(shape, "note", "")
+        if isinstance(shape, Transposed):
+            args = {k: transposed_view(v) if v.shape == shape else v for k, v in args.items()}
+            note = self.transposed
+        return self.case_type(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
+
 
 
 # ---------------------------------------------------------------------------
@@ -513,31 +540,10 @@ def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: 
 # Properties of the recorded calls
 
 
-# aten's own backward kernels: calling one is autograd by another door.
-LIBRARY_BACKWARDS = ("aten._softmax_backward_data", "aten._log_softmax_backward_data", "aten.nll_loss_backward",
-                     "aten.nll_loss2d_backward")
-
-
-def _refuse_ops(calls: Sequence[tuple[tuple, AllocationRecorder]], ops: Sequence[str], cls: str,
-                sentence: Callable[[str], str]) -> None:
-    """Raise ``cls`` with ``sentence(op)`` for the first of the aten ``ops`` that a recorded call ran."""
-    op = next((op for _, rec in calls for op in ops if rec.ops[op]), None)
-    if op:
-        raise GradingFailure(cls, sentence(op))
-
-
-def check_no_library_backward(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
-    """Raise ``autograd-in-backward`` when a call ran one of torch's own backward kernels."""
-    _refuse_ops(calls, LIBRARY_BACKWARDS, "autograd-in-backward", lambda op: (
-        f"{name} called torch's own backward kernel {op}: that is autograd's answer, not yours — "
-        "derive the gradient and write it with ordinary tensor operations."))
-
-
-def check_no_library_softmax(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
-    """Refuse torch's own softmax kernels in the shift exercise: their values pass, but they stabilise for you."""
-    _refuse_ops(calls, LIBRARY_SOFTMAX, "wrong-values", lambda op: (
-        f"{name} called torch's own {op}: its values are right, but it does the stabilising for you — "
-        "the forward here is yours to write, from exp and row reductions."))
+# torch's own softmax kernels, refused in the shift exercise: their values pass, but they stabilise for you.
+NO_LIBRARY_SOFTMAX = Refuses(among(*LIBRARY_SOFTMAX), "wrong-values",
+                             "{name} called torch's own {op}: its values are right, but it does the stabilising for "
+                             "you — the forward here is yours to write, from exp and row reductions.")
 
 
 def _jacobian_sized(args: tuple) -> bool:
@@ -546,7 +552,7 @@ def _jacobian_sized(args: tuple) -> bool:
     return isinstance(y, torch.Tensor) and y.dim() > 0 and witness.large_enough(y.shape[-1] ** 2, y.element_size())
 
 
-def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder]]) -> None:
+def check_no_jacobian(name: str, calls: Sequence, cases: Sequence[Case] = ()) -> None:
     """Raise ``materialized-jacobian`` when a call on rows of N ≥ MEMORY_MIN_N allocated a tensor of ≥ N² elements."""
     for args, rec in calls:
         y = args[0]
@@ -568,68 +574,31 @@ def check_no_jacobian(name: str, calls: Sequence[tuple[tuple, AllocationRecorder
             )
 
 
-@dataclass(frozen=True, kw_only=True)
-class Exercise(Spec):
-    """A :class:`course.spec.Exercise` that also says how its inputs are drawn and what its calls must not do.
-
-    ``draw(gen, shape, logits)`` gives the arguments, {name: tensor} in argument order, with the logits drawn by
-    ``logits(gen, shape)``; each of ``properties(name, calls)`` grades the recorded calls once the values pass.
-    ``runner(name, fn, cases, reference)``, when given, compares the values instead of :meth:`run`.
-    """
-
-    draw: Callable
-    transposed: str  # what the transposed case's label says of its inputs
-    properties: tuple[Callable, ...] = ()
-    case_type: type = Case
-    runner: Callable | None = None
-
-    def cases(self, gen: torch.Generator, shapes: Sequence, transposed_shape: tuple[int, int],
-              logits: Callable = normal) -> list[Case]:
-        """A case per shape, batch 1 first as listed; last, one whose (R, N) inputs are transposed views."""
-        cases = [self._case(shape, self.draw(gen, shape, logits), getattr(shape, "note", "")) for shape in shapes]
-        args = {k: transposed_view(v) if v.shape == transposed_shape else v
-                for k, v in self.draw(gen, transposed_shape, logits).items()}
-        return [*cases, self._case(transposed_shape, args, self.transposed)]
-
-    def _case(self, shape, args: dict[str, torch.Tensor], note: str) -> Case:
-        return self.case_type(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
-
-    def check(self, fn: Callable, cases: Sequence[Case]) -> None:
-        """Grade ``fn`` on ``cases``: the values, then the properties of the calls it made."""
-        recorded = RecordedCalls(counted=_jacobian_sized)
-        target = recorded(fn) if self.properties and callable(fn) else fn
-        if self.runner is not None:
-            self.runner(self.name, target, cases, self.reference)
-        else:
-            self.run(target, cases)
-        for prop in self.properties:
-            prop(self.name, recorded.calls)
-
-
 def _named(output: str, alternatives: Callable, reference: Callable) -> Callable[[Case], dict[str, list[Alternative]]]:
     """``alternatives(*args, expected)`` as a spec's ``alternatives(case)``: the named bugs of ``output``."""
     return lambda case: {output: alternatives(*case.args, reference(*case.args))}
 
 
-JACOBIAN = Exercise(name="softmax_jacobian", draw=_jacobian_inputs, transposed=", a transposed (non-contiguous) view",
+BOTH = ", both transposed (non-contiguous) views"
+NO_JACOBIAN = (NO_LIBRARY_BACKWARD, check_no_jacobian)
+JACOBIAN = Exercise(name="softmax_jacobian", draw=Draw(_jacobian_inputs, ", a transposed (non-contiguous) view"),
                     reference=_jacobian_reference, outputs=("J",), of=("y with one more N axis",),
                     alternatives=_named("J", jacobian_alternatives, _jacobian_reference))
-BACKWARD = Exercise(name="softmax_backward", draw=_backward_inputs, transposed=", both transposed (non-contiguous) views",
-                    reference=_backward_reference, outputs=("dx",), of=("y",),
-                    alternatives=_named("dx", backward_alternatives, _backward_reference),
-                    properties=(check_no_library_backward, check_no_jacobian))
-SHIFT = Exercise(name="shifted_softmax_vjp", draw=_shift_inputs, transposed=", x and dy transposed (non-contiguous) views",
-                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(check_no_library_softmax,),
-                 case_type=ShiftCase, runner=check_shift)
-LOG_SOFTMAX = Exercise(name="log_softmax_backward", draw=_log_softmax_inputs,
-                       transposed=", both transposed (non-contiguous) views", reference=_log_softmax_reference,
-                       outputs=("dx",), of=("z",),
+BACKWARD = Exercise(name="softmax_backward", draw=Draw(_backward_inputs, BOTH), reference=_backward_reference,
+                    outputs=("dx",), of=("y",), alternatives=_named("dx", backward_alternatives, _backward_reference),
+                    properties=NO_JACOBIAN, counted=_jacobian_sized)
+SHIFT = Exercise(name="shifted_softmax_vjp", draw=Draw(_shift_inputs, ", x and dy transposed (non-contiguous) views",
+                                                       ShiftCase),
+                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(NO_LIBRARY_SOFTMAX,),
+                 counted=_jacobian_sized, runner=check_shift)
+LOG_SOFTMAX = Exercise(name="log_softmax_backward", draw=Draw(_log_softmax_inputs, BOTH),
+                       reference=_log_softmax_reference, outputs=("dx",), of=("z",),
                        alternatives=_named("dx", log_softmax_alternatives, _log_softmax_reference),
-                       properties=(check_no_library_backward, check_no_jacobian))
-CE = Exercise(name="softmax_cross_entropy_backward", draw=_ce_inputs,
-              transposed=", logits a transposed (non-contiguous) view", reference=_ce_reference,
-              outputs=("dlogits",), of=("logits",), alternatives=_named("dlogits", ce_alternatives, _ce_reference),
-              properties=(check_no_library_backward,))
+                       properties=NO_JACOBIAN, counted=_jacobian_sized)
+CE = Exercise(name="softmax_cross_entropy_backward", draw=Draw(_ce_inputs, ", logits a transposed (non-contiguous) view"),
+              reference=_ce_reference, outputs=("dlogits",), of=("logits",),
+              alternatives=_named("dlogits", ce_alternatives, _ce_reference), properties=(NO_LIBRARY_BACKWARD,),
+              counted=_jacobian_sized)
 
 
 # ---------------------------------------------------------------------------
@@ -639,23 +608,23 @@ CE = Exercise(name="softmax_cross_entropy_backward", draw=_ce_inputs,
 @graded
 def softmax_jacobian(fn: Callable) -> None:
     """Check ``fn(y) -> J`` of shape (..., N, N) against torch's own Jacobian of softmax."""
-    JACOBIAN.check(fn, JACOBIAN.cases(seeded(SEED + 0), JACOBIAN_SHAPES, TRANSPOSED_SHAPE))
+    JACOBIAN.check(fn, JACOBIAN.cases(seeded(SEED + 0), JACOBIAN_SHAPES))
     print("✓ softmax_jacobian passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view)")
 
 
 @graded
 def softmax_backward(fn: Callable) -> None:
     """Check ``fn(y, dy) -> dx`` against torch autograd, and that it builds nothing N×N for N ≥ 256."""
-    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 1), BACKWARD_SHAPES, TRANSPOSED_SHAPE))
+    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 1), BACKWARD_SHAPES))
     print(f"✓ softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
-          f"and no N×N tensor at N = {BACKWARD_SHAPES[-1][-1]})")
+          f"and no N×N tensor at N = {BACKWARD_SHAPES[-2][-1]})")
 
 
 @graded
 def shifted_softmax_vjp(fn: Callable) -> None:
     """Check ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP, finite for float32 logits of ±1000."""
     gen = seeded(SEED + 3)
-    SHIFT.check(fn, SHIFT.cases(gen, SHIFT_SHAPES, TRANSPOSED_SHAPE) + shift_large_cases(gen, rows=4, n=8))
+    SHIFT.check(fn, SHIFT.cases(gen, SHIFT_SHAPES) + shift_large_cases(gen, rows=4, n=8))
     print("✓ shifted_softmax_vjp passes the visible checks (one row, batch 1, batch 7, 3-D, a transposed view, "
           "and float32 logits up to ±1000 with unhelpful shifts)")
 
@@ -663,7 +632,7 @@ def shifted_softmax_vjp(fn: Callable) -> None:
 @graded
 def softmax_cross_entropy_backward(fn: Callable) -> None:
     """Check ``fn(logits, target) -> dlogits`` against autograd through torch.nn.functional.cross_entropy."""
-    CE.check(fn, CE.cases(seeded(SEED + 2), CE_SHAPES, TRANSPOSED_SHAPE))
+    CE.check(fn, CE.cases(seeded(SEED + 2), CE_SHAPES))
     print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax, "
           "a transposed view)")
 
@@ -671,6 +640,6 @@ def softmax_cross_entropy_backward(fn: Callable) -> None:
 @graded
 def log_softmax_backward(fn: Callable) -> None:
     """Check ``fn(z, dz) -> dx`` against autograd of log-softmax, and that it builds nothing N×N for N ≥ 256."""
-    LOG_SOFTMAX.check(fn, LOG_SOFTMAX.cases(seeded(SEED + 4), BACKWARD_SHAPES, TRANSPOSED_SHAPE))
+    LOG_SOFTMAX.check(fn, LOG_SOFTMAX.cases(seeded(SEED + 4), BACKWARD_SHAPES))
     print(f"✓ log_softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
-          f"and no N×N tensor at N = {BACKWARD_SHAPES[-1][-1]})")
+          f"and no N×N tensor at N = {BACKWARD_SHAPES[-2][-1]})")

@@ -103,8 +103,11 @@ def test_the_visible_checks_are_fast():
 
 def test_the_cases_are_what_the_contract_asks(seeded):
     """float64, batch 1 first then batch 7, non-powers of two, ignored rows, a transposed view, a square W."""
-    for name, make in (("linear_ce_backward", hidden._head_cases), ("chunked_linear_ce", hidden._chunk_cases),
-                       ("vocab_blocked_lse", hidden._lse_cases)):
+    head, lse = (lambda gen, name=name, shapes=shapes: visible.EXERCISES[name].cases(gen, shapes)
+                 for name, shapes in (("linear_ce_backward", hidden.HEAD_SHAPES), ("vocab_blocked_lse", hidden.LSE_SHAPES)))
+    for name, make in (("linear_ce_backward", head), ("chunked_linear_ce", hidden._chunk_cases),
+                       ("vocab_blocked_lse", lse)):
+
         cases = make(torch.Generator().manual_seed(seeded))
         h0 = cases[0].args[0]
         assert cases[0].batch == 1 and 7 in {c.batch for c in cases}
