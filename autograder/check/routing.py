@@ -7,15 +7,14 @@ among the repeats; inputs have no ties (``autograder.inputs.distinct``) and ReLU
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
-from course.diagnose import Alternative, Case, graded
+from course.diagnose import Alternative, Case
 from course.selfcheck.routing import (
+    EXERCISES,
     F32,
     F64,
-    check,
+    SCATTER_ADD,
     distinct_with_last,
     dropout_cases,
     embedding_cases,
@@ -28,7 +27,8 @@ from course.selfcheck.routing import (
     topk_cases,
 )
 
-from ..inputs import distinct, generator, randint
+from ..inputs import distinct, randint
+from .hidden import hidden
 
 
 def _topk_cases(gen) -> list:
@@ -132,19 +132,11 @@ def _moe_alternatives(case: Case) -> dict[str, list[Alternative]]:
     }
 
 
-def _hidden(name: str, cases: Callable[[torch.Generator], list], alternatives=None) -> Callable:
-    """The visible check's flow, on ``cases`` drawn from this run's generator."""
-    def run(fn) -> None:
-        check(name, fn, cases(generator(name)), alternatives)
+topk_backward = hidden(EXERCISES["topk_backward"], _topk_cases)
+embedding_backward = hidden(EXERCISES["embedding_backward"], _embedding_cases)
+relu_backward = hidden(EXERCISES["relu_backward"], _relu_cases)
+maxpool1d_backward = hidden(EXERCISES["maxpool1d_backward"], _maxpool_cases)
+dropout_backward = hidden(EXERCISES["dropout_backward"], _dropout_cases)
+moe_gate_backward = hidden(EXERCISES["moe_gate_backward"], _moe_cases, _moe_alternatives)
+scatter_add_kernel = hidden(SCATTER_ADD, _kernel_cases)
 
-    run.__name__ = run.__qualname__ = name
-    return graded(run)
-
-
-topk_backward = _hidden("topk_backward", _topk_cases)
-embedding_backward = _hidden("embedding_backward", _embedding_cases)
-relu_backward = _hidden("relu_backward", _relu_cases)
-maxpool1d_backward = _hidden("maxpool1d_backward", _maxpool_cases)
-dropout_backward = _hidden("dropout_backward", _dropout_cases)
-moe_gate_backward = _hidden("moe_gate_backward", _moe_cases, _moe_alternatives)
-scatter_add_kernel = _hidden("scatter_add_kernel", _kernel_cases)

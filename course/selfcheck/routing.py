@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -35,7 +36,7 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..spec import Exercise as Spec
+from ..spec import Exercise
 from ..triton_check import device, launch, require_kernel
 
 F32, F64 = torch.float32, torch.float64
@@ -455,57 +456,60 @@ def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
 # The exercises, as data, and the one runner
 
 
-@dataclass(frozen=True, kw_only=True)
-class Exercise(Spec):
-    """What a check compares (a :class:`course.spec.Exercise`, by default one float64 dx for x), and for a
-    scatter what a store in place of an add keeps (``collisions``) and what the student's store is called (``how``)."""
+@dataclass(frozen=True)
+class Scatter:
+    """A scatter's store where an add is needed: what it keeps where indices repeat (``collisions(*args)``), named
+    before the exercise's own bugs (``more(case)``, a list), and how a failure is read in the light of the cases
+    before it (:func:`scatter_refined`); ``how`` names the student's store."""
 
-    outputs: tuple[str, ...] = ("dx",)
-    of: tuple[str, ...] = ("x",)
-    tol: float = TOL[F64]
-    collisions: Callable | None = None
-    how: str = ""
+    out: str
+    collisions: Callable
+    how: str
+    more: Callable | None = None
 
-    def check(self, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
-        """Run ``fn`` on ``cases`` and raise the first failure; ``alternatives``, when given, take the place of
-        the exercise's own."""
-        alternatives = alternatives or self.alternatives
-        if self.collisions is None:
-            return self.run(fn, cases, alternatives=alternatives)
+    def kept(self, case: ScatterCase) -> Collisions | None:
+        return self.collisions(*clone_args(case.args)) if case.repeats else None
 
-        def collisions(case: ScatterCase) -> Collisions | None:
-            return self.collisions(*clone_args(case.args)) if case.repeats else None
+    def alternatives(self, case: ScatterCase) -> dict[str, list[Alternative]]:
+        stores = store_alternatives(self.out, self.kept(case), self.how) if case.repeats else []
+        return {self.out: stores + (self.more(case) if self.more else [])}
 
-        def named(case: ScatterCase) -> dict[str, list[Alternative]]:  # a store's results first, when indices repeat
-            stores = store_alternatives(self.outputs[0], collisions(case), self.how) if case.repeats else []
-            return {self.outputs[0]: stores + (alternatives(case) if alternatives else [])}
+    def refine(self, failure: GradingFailure, out: str, case: ScatterCase, got, expected, passed: Passed) -> GradingFailure:
+        return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
 
-        # Cases without repeated indices come first: there a store is as good as an add.
-        self.run(fn, cases, alternatives=named,
-                 refine=lambda failure, out, case, got, expected, passed: scatter_refined(
-                     failure, out, case, got[0], expected[0], collisions(case), self.how, passed))
+
+def scatter(name: str, reference: Callable, scattered: Scatter, out: str = "dx", of: str = "x") -> Exercise:
+    """A scatter exercise: cases without repeated indices come first, where a store is as good as an add."""
+    return Exercise(name=name, reference=reference, outputs=(out,), of=(of,), tol=TOL[F64],
+                    alternatives=scattered.alternatives, refine=scattered.refine)
+
+
+def one_dx(name: str, reference: Callable, **fields) -> Exercise:
+    """An exercise of one float64 dx for x, unless ``fields`` say otherwise."""
+    return Exercise(name=name, reference=reference, **{"outputs": ("dx",), "of": ("x",), "tol": TOL[F64], **fields})
 
 
 EXERCISES = {ex.name: ex for ex in (
-    Exercise(name="topk_backward", reference=gather_reference, alternatives=topk_alternatives,
-             collisions=gather_collisions, how="a store (an indexed assignment, scatter_ or index_put_)"),
-    Exercise(name="embedding_backward", reference=embedding_reference, outputs=("dW",), of=("the embedding table W",),
-             collisions=embedding_collisions, how="a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
-    Exercise(name="relu_backward", reference=relu_reference, alternatives=relu_alternatives),
-    Exercise(name="maxpool1d_backward", reference=maxpool_reference, alternatives=maxpool_alternatives,
-             collisions=maxpool_collisions, how="a store (dx[..., argmax] = ȳ, scatter_)"),
-    Exercise(name="dropout_backward", reference=dropout_reference, alternatives=dropout_alternatives),
-    Exercise(name="moe_gate_backward", reference=moe_reference, outputs=("dlogits", "dexpert_out"),
-             of=("logits", "expert_out")),
+    scatter("topk_backward", gather_reference, Scatter("dx", gather_collisions, "a store (an indexed assignment, "
+                                                       "scatter_ or index_put_)", topk_alternatives)),
+    scatter("embedding_backward", embedding_reference,
+            Scatter("dW", embedding_collisions, "a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
+            "dW", "the embedding table W"),
+    one_dx("relu_backward", relu_reference, alternatives=relu_alternatives),
+    scatter("maxpool1d_backward", maxpool_reference,
+            Scatter("dx", maxpool_collisions, "a store (dx[..., argmax] = ȳ, scatter_)", maxpool_alternatives)),
+    one_dx("dropout_backward", dropout_reference, alternatives=dropout_alternatives),
+    one_dx("moe_gate_backward", moe_reference, outputs=("dlogits", "dexpert_out"), of=("logits", "expert_out")),
 )}
+# The kernel, checked by a runner of its own: a spec for ``autograder.check.hidden``.
+SCATTER_ADD = SimpleNamespace(name="scatter_add_kernel", check=lambda kernel, cases, _=None: check_scatter_add_kernel(
+    kernel, cases))
 
 
 def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
     """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the
     hidden MoE ones), take the place of the exercise's own."""
-    if name == "scatter_add_kernel":
-        return check_scatter_add_kernel(fn, cases)
-    EXERCISES[name].check(fn, cases, alternatives)
+    (SCATTER_ADD if name == SCATTER_ADD.name else EXERCISES[name]).check(fn, cases, alternatives)
 
 
 # ---------------------------------------------------------------------------
