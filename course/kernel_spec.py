@@ -149,24 +149,32 @@ class RightOnFirstRows:
 
 @dataclass(frozen=True)
 class Float32Only:
-    """A float64 launch right only to float32 precision: ``why`` says where that comes from. ``classes``: the
-    diagnoses it may replace (None: any); ``topic``: with one, the sentence is ``why`` as it stands (a hint's topic)."""
+    """A float64 launch right only to float32 precision: ``why`` (or ``why_of(wrong)``) says where that comes from.
+    ``classes``: the diagnoses it may replace (None: any); ``generic``: only one that named no bug; ``every``: any
+    output so, not only the first wrong one; ``topic``: with one, the sentence is ``why`` after the output's name."""
 
     why: str
     given: str = "float64 inputs"
     classes: tuple[str, ...] | None = ("wrong-values",)
     topic: str | None = None
-    generic: bool = False  # only a diagnosis that named no bug
+    generic: bool = False
+    every: bool = False
+    why_of: Callable[[Wrong], str] | None = None
 
     def __call__(self, wrong: Wrong) -> GradingFailure | None:
         f = wrong.failure
-        if (wrong.case.dtype != F64 or not bool(torch.isfinite(wrong.got).all())
-                or (self.classes is not None and f.cls not in self.classes) or (self.generic and not f.generic)
-                or relative_error(wrong.got, wrong.expected[wrong.out]) >= 1e-5):
+        if (wrong.case.dtype != F64 or (self.classes is not None and f.cls not in self.classes)
+                or (self.generic and not f.generic)):
             return None
-        if self.topic is not None:
-            return GradingFailure("wrong-values", f"{wrong.out} {self.why}", f.where, self.topic)
-        return float32_failure(wrong.out, wrong.got, wrong.expected[wrong.out], wrong.run.label, self.why, self.given)
+        for out in wrong.expected if self.every else [wrong.out]:
+            got, expected = wrong.run.got[out], wrong.expected[out]
+            if not bool(torch.isfinite(got).all()) or not wrong.tol < relative_error(got, expected) < 1e-5:
+                continue
+            if self.topic is not None:
+                return GradingFailure("wrong-values", f"{out} {self.why}", f.where, self.topic)
+            why = self.why_of(wrong) if self.why_of else self.why
+            return float32_failure(out, got, expected, wrong.run.label, why, self.given)
+        return None
 
 
 def float16_spacings(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:

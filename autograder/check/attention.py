@@ -10,6 +10,7 @@ whose simulation would spell those loops out in the package students receive.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 
@@ -103,9 +104,10 @@ def _flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
     return alts
 
 
-def _flash_gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
+def _flash_gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
     """The visible check's named wrong (dk, dv), and a tile of P that was never normalised by its rows' L."""
-    alts = visible.gradient_alternatives(q, k, v, do, dq, dk, dv)
+    q, k, v, do = case.q, case.k, case.v, case.do
+    alts = visible.gradient_alternatives(q, k, v, do, *visible.attention_reference(q, k, v, do)[2:])
     c, _, P_bar, D = visible.softmax_pieces(q, k, v, do)
     E = torch.exp(c * q @ k.mT)  # exp(S) without its rows' L
     sentence = ("uses exp(S) for the tile of P, without the rows' L: those rows do not sum to 1, they sum to exp(L), "
@@ -126,7 +128,8 @@ def _draw(name: str, shapes: tuple[AttentionShape, ...]) -> list[Case]:
 
 def _flash_kernel(name: str, kernel, alternatives) -> None:
     gen = generator(name)  # the gradcheck's inputs come after the cases, from the same generator
-    visible.check_flash_kernel(name, kernel, visible.flash_cases(gen, FLASH), visible.gradcheck_inputs(gen, GRADCHECK), alternatives)
+    spec = replace(visible.FLASH_KERNELS[name], alternatives=alternatives)
+    visible.check_flash_kernel(spec, kernel, visible.flash_cases(gen, FLASH), visible.gradcheck_inputs(gen, GRADCHECK))
 
 
 @graded

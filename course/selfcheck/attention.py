@@ -40,26 +40,21 @@ from ..diagnose import (
     graded,
     quiet,
     randn,
-    relative_error,
     require_callable,
     run_cases,
     seeded,
-    where_mismatch,
 )
 from ..gradcheck import directional_derivative
+from ..kernel_spec import SENTINEL, Float32Only, Guarded, KernelSpec, Launch, ReadsPastEnd, RightOnFirstRows, Wrong
 from ..memory import AllocationRecorder, TokenRecorder, tensors_in
 from ..triton_check import (
     autograd_in_backward,
-    device,
-    float32_failure,
     guarded_function,
     launch,
     namespace_of,
     pow2_at_least,
     relayed,
     require_function,
-    require_kernel,
-    with_tail,
 )
 
 F32, F64 = torch.float32, torch.float64
@@ -71,8 +66,6 @@ MAX_BLOCK = 64  # the largest BLOCK_Q / BLOCK_K the tile bound counts: Part C al
 TD_TENSORS = 3  # one allocation may hold this many (B, T, d) tensors' elements (a stack of dq, dk, dv)
 GRADS = ("dq", "dk", "dv")
 OF = ("q", "k", "v")
-KERNEL_TOL = {F32: 1e-5, F64: 1e-10}
-SENTINEL = -12345.0  # fills outputs past their end: no D, o, L or gradient here takes this value
 
 
 # ---------------------------------------------------------------------------
@@ -706,87 +699,55 @@ def delta_alternatives(o: torch.Tensor, do: torch.Tensor) -> list[Alternative]:
     ]
 
 
-def _wrote_outside(buf: torch.Tensor, view: torch.Tensor) -> bool:
-    """Whether a store reached ``buf``, filled with SENTINEL, outside ``view``, a view into it."""
-    return int((buf != SENTINEL).sum()) > int((view != SENTINEL).sum())
-
-
-def _launch_delta(kernel, case: DeltaCase, pad_cols: float, pad_rows: float):
-    """Launch on views into wider buffers; return (D, wrote past n_rows, touched inputs, strides)."""
+def _launch_delta(kernel, case: DeltaCase, fill: float = math.nan) -> Launch:
+    """Launch on views into wider buffers: ``fill`` past each row's head_dim, NaN in the rows past n_rows."""
     n, d = case.o.shape
     block_d = pow2_at_least(d)
-    dev = device()
-    views, buffers, strides = [], [], []
-    for i, values in enumerate((case.o, case.do)):
-        buf = torch.full((n + case.block_m + 1, block_d + 3 + 2 * i), pad_cols, dtype=case.dtype, device=dev)
-        buf[n:] = pad_rows  # rows past n_rows
-        buf[:n, :d] = values.to(dev, case.dtype)
-        buffers.append(buf)
-        views.append(buf[:n, :d])
-        strides.append(buf.stride(0))
-    out = torch.full((n + case.block_m + 2,), SENTINEL, dtype=case.dtype, device=dev)
+    ins = [Guarded(x, (case.block_m + 1, block_d + 3 + 2 * i - d), fill, case.dtype) for i, x in enumerate((case.o, case.do))]
+    for g in ins:
+        g.buf[n:] = math.nan  # rows past n_rows
+    out = Guarded((n,), (case.block_m + 2,), SENTINEL, case.dtype)
+    (o, do), strides = (g.view for g in ins), [g.view.stride(0) for g in ins]
     grid = ((n + case.block_m - 1) // case.block_m,)
     touched = launch("attention_delta_kernel", lambda: kernel[grid](
-        views[0], views[1], out[:n], strides[0], strides[1], n, d, BLOCK_M=case.block_m, BLOCK_D=block_d),
-        dict(zip(("O_ptr", "DO_ptr"), buffers)))
-    return out[:n].detach().to("cpu", F64), _wrote_outside(out, out[:n]), touched, strides
+        o, do, out.view, *strides, n, d, BLOCK_M=case.block_m, BLOCK_D=block_d), {"O_ptr": ins[0].buf, "DO_ptr": ins[1].buf})
+    label = f"{case.label}; rows of O {strides[0]} apart, of Ō {strides[1]} apart"
+    return Launch({"D": out.got()}, touched, ["Delta"] if out.spilled() else [], label)
 
 
 NOT_JITTED = "without @triton.jit above its def it cannot be launched on a grid."
 
 
-def check_delta_case(kernel, case: DeltaCase, expected: torch.Tensor) -> None:
-    n, d = case.o.shape
-    block_d = pow2_at_least(d)
-    tol = KERNEL_TOL[case.dtype]
-    got, wrote_past, touched, strides = _launch_delta(kernel, case, math.nan, math.nan)
-    label = f"{case.label}; rows of O {strides[0]} apart, of Ō {strides[1]} apart"
-    if touched:
-        raise GradingFailure("wrong-values", f"attention_delta_kernel wrote into its input {', '.join(touched)}: O and "
-                             "Ō are the forward's output and the upstream gradient, read-only for this kernel.", f"inputs: {label}")
-    failure = diagnose("D", got, expected, tol=tol, alternatives=delta_alternatives(case.o, case.do), case=label)
-    if failure is None:
-        if wrote_past:
-            raise GradingFailure(
-                "wrong-values",
-                f"attention_delta_kernel writes past the end of D: the last program's block covers rows up to "
-                f"{((n + case.block_m - 1) // case.block_m) * case.block_m - 1}, but there are only n_rows = {n}; the "
-                "extra stores land on memory that belongs to something else.",
-                f"entries ≥ {n} of Delta were overwritten\ninputs: {label}")
-        return
-    # Wrong values: padding an unmasked load cannot hurt tells a missing column mask apart.
-    second, wrote_past_too, _, _ = _launch_delta(kernel, case, 0.0, math.nan)
-    if diagnose("D", second, expected, tol=tol) is None:
-        cls = "non-finite" if not bool(torch.isfinite(got).all()) else "wrong-values"
-        store = " The store also writes past n_rows." if wrote_past or wrote_past_too else ""
-        raise GradingFailure(
-            cls,
-            f"attention_delta_kernel reads past the end of each row: lanes {d}…{block_d - 1} of the block are not part "
-            f"of a row of head_dim = {d}, and what they read (NaN here, as memory after a row may hold anything) "
-            f"reached D.{store}",
-            f"columns ≥ {d} of O and Ō hold NaN here\n" + where_mismatch("D", got, expected, label))
-    if n > case.block_m and diagnose("D", got[:case.block_m], expected[:case.block_m], tol=tol) is None:
-        raise GradingFailure(
-            "wrong-values",
-            f"D is right for the first block of {case.block_m} rows and wrong after it: every program works on the "
-            "first block of rows instead of its own.",
-            where_mismatch("D", got, expected, label))
-    if n > 1 and diagnose("D", got[:1], expected[:1], tol=tol) is None:
-        raise GradingFailure(
-            "wrong-values",
+def _delta_past_end(spec: KernelSpec, case: DeltaCase, run: Launch) -> tuple[str, str]:
+    n = case.o.shape[0]
+    return (f"attention_delta_kernel writes past the end of D: the last program's block covers rows up to "
+            f"{((n + case.block_m - 1) // case.block_m) * case.block_m - 1}, but there are only n_rows = {n}; the extra "
+            "stores land on memory that belongs to something else.", f"entries ≥ {n} of Delta were overwritten")
+
+
+def _delta_reads_past(wrong: Wrong, again: Launch) -> str:
+    d = wrong.case.o.shape[1]
+    store = " The store also writes past n_rows." if wrong.run.wrote or again.wrote else ""
+    return (f"attention_delta_kernel reads past the end of each row: lanes {d}…{pow2_at_least(d) - 1} of the block are "
+            f"not part of a row of head_dim = {d}, and what they read (NaN here, as memory after a row may hold "
+            f"anything) reached D.{store}")
+
+
+DELTA_KERNEL = KernelSpec(
+    name="attention_delta_kernel", launch=_launch_delta, missing=NOT_JITTED,
+    reference=lambda case: {"D": delta_reference(case.o, case.do)},
+    alternatives=lambda case: {"D": delta_alternatives(case.o, case.do)},
+    read_only="O and Ō are the forward's output and the upstream gradient, read-only for this kernel.",
+    past_end=_delta_past_end, refinements=(
+        ReadsPastEnd(0.0, _delta_reads_past, lambda wrong, _: f"columns ≥ {wrong.case.o.shape[1]} of O and Ō hold NaN here"),
+        RightOnFirstRows(lambda case: case.block_m, lambda wrong: (
+            f"D is right for the first block of {wrong.case.block_m} rows and wrong after it: every program works on "
+            "the first block of rows instead of its own.")),
+        RightOnFirstRows(1, lambda wrong: (
             "D is right on row 0 and wrong after it: the rows here sit inside wider buffers, so head_dim "
-            f"({d}) is not the distance from one row to the next.", where_mismatch("D", got, expected, label))
-    if case.dtype == F64 and relative_error(got, expected) < 1e-5 and failure.cls == "wrong-values" and \
-            bool(torch.isfinite(got).all()):
-        raise float32_failure("D", got, expected, label, "part of the kernel computes in float32.")
-    raise failure
-
-
-def check_delta_kernel(kernel, cases: Sequence[DeltaCase]) -> None:
-    """D against rowsum(Ō ⊙ O) on each case; nothing written into O or Ō, nothing past n_rows."""
-    require_kernel("attention_delta_kernel", kernel, NOT_JITTED)
-    for case in cases:
-        check_delta_case(kernel, case, delta_reference(case.o, case.do))
+            f"({wrong.case.o.shape[1]}) is not the distance from one row to the next.")),
+        Float32Only("part of the kernel computes in float32.")))
+check_delta_kernel = DELTA_KERNEL.check  # (kernel, cases): D against rowsum(Ō ⊙ O), nothing written past n_rows
 
 
 # ---------------------------------------------------------------------------
@@ -809,6 +770,7 @@ class FlashCase:
     block_m: int
     block_n: int
     transposed: bool = False
+    dtype = F64  # what the kernels run in: the values' own dtype
 
     @property
     def block_d(self) -> int:
@@ -828,132 +790,60 @@ class FlashCase:
         return f"q, k, v, ō of shape ({BH}, {T}, {d}); {blocks}; {layout}"
 
 
-def _padded(case: FlashCase, values, fill: float, contiguous: bool = False):
-    """(BH, T, d) views sharing one set of strides, into buffers whose padding past T and past d holds ``fill``.
+def _padded(case: FlashCase, values, fill: float, contiguous: bool = False) -> list[Guarded]:
+    """(BH, T, d) views sharing one set of strides, into buffers whose padding past T and past d holds ``fill`` (a
+    ``None`` value: a view left at ``fill``). The padding is wider than a block, so even an unmasked lane stays inside
+    its own buffer. ``contiguous``: plain contiguous views instead, followed by two slabs of ``fill``."""
+    extra = (2, 0, 0) if contiguous else (0, max(case.block_m, case.block_n) + 1, case.block_d - case.q.shape[-1] + 1)
+    return [Guarded(case.q.shape if x is None else x, extra, fill, F64, case.transposed and not contiguous)
+            for x in values]
 
-    The padding is wider than a block, so even an unmasked lane stays inside its own buffer.
-    ``contiguous``: plain contiguous views instead, followed by two slabs of ``fill``.
-    """
+
+def _flat(values: torch.Tensor, pad: int, fill: float) -> tuple[Guarded, torch.Tensor]:
+    """``values`` in a flat float64 buffer followed by ``pad`` entries of ``fill``, and a view of it shaped like them."""
+    g = Guarded(values.reshape(-1) if isinstance(values, torch.Tensor) else (math.prod(values),), (pad,), fill, F64)
+    return g, g.view.view(values.shape if isinstance(values, torch.Tensor) else values)
+
+
+def _launch_flash(name: str, kernel, case: FlashCase, fill: float = math.nan, contiguous: bool = False) -> Launch:
+    """Launch the kernel ``name`` on padded views: the forward writes (o, L); dK/dV, given L and D, writes (dk, dv)."""
     BH, T, d = case.q.shape
-    pad_t, pad_e = max(case.block_m, case.block_n) + 1, case.block_d - d + 1
-    dev = device()
-    views, buffers = [], []
-    for x in values:
-        if contiguous:
-            buf = torch.full((BH + 2, T, d), fill, dtype=F64, device=dev)
-            view = buf[:BH]
-        elif case.transposed:
-            buf = torch.full((BH, d + pad_e, T + pad_t), fill, dtype=F64, device=dev)
-            view = buf[:, :d, :T].mT
-        else:
-            buf = torch.full((BH, T + pad_t, d + pad_e), fill, dtype=F64, device=dev)
-            view = buf[:, :T, :d]
-        if x is not None:
-            view.copy_(x.to(dev, F64))
-        views.append(view)
-        buffers.append(buf)
-    return views, buffers
-
-
-def _launch_flash_fwd(kernel, case: FlashCase, fill: float, contiguous: bool = False):
-    """Launch the forward kernel on padded views; return ({"o", "lse"}, inputs it wrote into, outputs it wrote past)."""
-    BH, T, d = case.q.shape
-    (q, k, v), inputs = _padded(case, (case.q, case.k, case.v), fill, contiguous)
-    (o,), (o_buf,) = _padded(case, (None,), SENTINEL, contiguous)
-    L_buf = torch.full((BH * T + case.block_m + 1,), SENTINEL, dtype=F64, device=device())
-    L = L_buf[:BH * T].view(BH, T)
+    forward = name == "flash_fwd_kernel"
+    ins = _padded(case, (case.q, case.k, case.v) if forward else (case.q, case.k, case.v, case.do), fill, contiguous)
+    outs = _padded(case, (None,) if forward else (None, None), SENTINEL, contiguous)
+    if forward:
+        stats, (lse,) = [], [_flat((BH, T), case.block_m + 1, SENTINEL)]
+        args, grid = [lse[1]], (T + case.block_m - 1) // case.block_m
+    else:
+        o, L = attention_forward(case.q, case.k, case.v)
+        stats = [_flat(L, case.block_m + 1, fill), _flat(delta_reference(o, case.do), case.block_m + 1, fill)]
+        args, grid = [v for _, v in stats], (T + case.block_n - 1) // case.block_n
+    q = ins[0].view
     blocks = case.blocks  # read before the launch: a course helper called inside the student's launch is refused
-    grid = ((T + case.block_m - 1) // case.block_m, BH)
-    touched = launch("flash_fwd_kernel", lambda: kernel[grid](q, k, v, o, L, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
-                     dict(zip(("Q_ptr", "K_ptr", "V_ptr"), inputs)))
-    wrote = [name for name, buf, view in (("O", o_buf, o), ("L", L_buf, L)) if _wrote_outside(buf, view)]
-    return {"o": o.detach().to("cpu", F64).clone(), "lse": L.detach().to("cpu", F64).clone()}, touched, wrote
+    views = [g.view for g in ins] + ([outs[0].view] + args if forward else args + [g.view for g in outs])
+    pointers = ("Q_ptr", "K_ptr", "V_ptr", "DO_ptr")[:len(ins)] + (() if forward else ("L_ptr", "Delta_ptr"))
+    touched = launch(name, lambda: kernel[(grid, BH)](*views, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
+                     dict(zip(pointers, [g.buf for g in ins] + [g.buf for g, _ in stats])))
+    if forward:
+        got, named = {"o": outs[0].got(), "lse": lse[1].detach().to("cpu", F64).clone()}, {"O": outs[0], "L": lse[0]}
+    else:
+        got, named = {"dk": outs[0].got(), "dv": outs[1].got()}, {"DK": outs[0], "DV": outs[1]}
+    return Launch(got, touched, [k for k, g in named.items() if g.spilled()], case.label)
 
 
-def _launch_flash_dkdv(kernel, case: FlashCase, L: torch.Tensor, D: torch.Tensor, fill: float, contiguous: bool = False):
-    """Launch the dK/dV kernel on padded views; return ({"dk", "dv"}, inputs it wrote into, outputs it wrote past)."""
-    BH, T, d = case.q.shape
-    (q, k, v, do), inputs = _padded(case, (case.q, case.k, case.v, case.do), fill, contiguous)
-    (dk, dv), outputs = _padded(case, (None, None), SENTINEL, contiguous)
-    L_buf, L_view = with_tail(L, case.block_m + 1, fill, F64)
-    D_buf, D_view = with_tail(D, case.block_m + 1, fill, F64)
-    blocks = case.blocks  # read before the launch: a course helper called inside the student's launch is refused
-    grid = ((T + case.block_n - 1) // case.block_n, BH)
-    touched = launch("flash_bwd_dkdv_kernel", lambda: kernel[grid](
-        q, k, v, do, L_view, D_view, dk, dv, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
-        dict(zip(("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr"), inputs + [L_buf, D_buf])))
-    wrote = [name for name, buf, view in zip(("DK", "DV"), outputs, (dk, dv)) if _wrote_outside(buf, view)]
-    return {"dk": dk.detach().to("cpu", F64).clone(), "dv": dv.detach().to("cpu", F64).clone()}, touched, wrote
+class RightOnContiguous:
+    """Right on contiguous tensors and wrong on padded or transposed views: the strides it is given were ignored."""
 
-
-FLASH_KERNELS = {  # kernel -> the words of its messages: why its inputs are read-only, where its stores overran, what
-    # they changed, what its unmasked loads reached, what a failed gradcheck says
-    "flash_fwd_kernel": ("q, k and v are read-only for the forward.", "output: the last query block", "changed past the end of",
-                         "o", "the o and lse it computes do not move with q, k and v the way attention's do."),
-    "flash_bwd_dkdv_kernel": ("only DK_ptr and DV_ptr are outputs.", "outputs: the last key block",
-                              "changed outside the (T, d) views", "dk and dv",
-                              "the dk and dv it returns are not the derivative of attention's forward."),
-}
-
-
-def _all_right(outputs, tol: float) -> bool:
-    return all(diagnose(name, got, expected, tol=tol) is None for name, got, expected in outputs)
-
-
-def _check_flash_case(name: str, case: FlashCase, run: Callable, expected: dict[str, torch.Tensor],
-                      alternatives: Callable[[], dict]) -> None:
-    """One FlashAttention kernel on one case: its values on NaN-padded views, then what it wrote where it should not.
-
-    ``run(fill, contiguous)`` launches the kernel and returns (its outputs by name, the inputs it wrote into, the
-    outputs it wrote past). A wrong value is read in the light of reruns: right once the padding is 0 (loads past
-    the data), right on contiguous tensors (strides ignored), or right to float32 precision only.
-    """
-    read_only, outside, changed, result, _ = FLASH_KERNELS[name]
-    tol = KERNEL_TOL[F64]
-    got, touched, wrote = run(math.nan, False)
-    if touched:
-        raise GradingFailure("wrong-values", f"{name} wrote into its input {', '.join(touched)}: {read_only}",
-                             f"inputs: {case.label}")
-    outputs = [(out, got[out], e) for out, e in expected.items()]
-    if _all_right(outputs, tol):
-        if wrote:
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} writes outside its {outside} runs past T (and BLOCK_D past head_dim), and those stores land "
-                "on memory that belongs to something else.",
-                f"{changed}: {', '.join(wrote)}\ninputs: {case.label}")
-        return
-    alts = alternatives()
-    for out, g, e in outputs:
-        failure = diagnose(out, g, e, tol=tol, alternatives=alts.get(out, ()), case=case.label)
-        if failure is not None:
-            break
-
-    def right_on(fill: float, contiguous: bool) -> bool:
-        again = run(fill, contiguous)[0]
-        return _all_right([(out, again[out], e) for out, e in expected.items()], tol)
-
-    cls = "non-finite" if any(not bool(torch.isfinite(g).all()) for _, g, _ in outputs) else "wrong-values"
-    first = next((out for out in outputs if diagnose(*out, tol=tol) is not None), outputs[0])
-    if failure.cls in ("non-finite", "wrong-values") and right_on(0.0, False):
-        raise GradingFailure(
-            cls,
-            f"{name} reads lanes that are not part of the tensors: the last block runs past T (and BLOCK_D past "
-            f"head_dim), and what those lanes read — NaN here, as memory past a tensor may hold anything — reached "
-            f"{result}.",
-            "with 0 in the padding instead of NaN, every value is right\n" + where_mismatch(*first, case.label))
-    if failure.cls in ("non-finite", "wrong-values") and right_on(0.0, True):
-        raise GradingFailure(
-            cls,
-            f"{name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by distances "
-            "of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors sit inside "
-            "wider buffers, or transposed.",
-            "with contiguous tensors, every value is right\n" + where_mismatch(*first, case.label))
-    for out, g, e in outputs:
-        if tol < relative_error(g, e) < 1e-5 and bool(torch.isfinite(g).all()):
-            raise float32_failure(out, g, e, case.label, f"part of {name} computes in float32 (an accumulator or "
-                                  "a cast), which no float64 gradcheck can pass.")
-    raise failure
+    def __call__(self, wrong: Wrong) -> GradingFailure | None:
+        if wrong.failure.cls not in ("non-finite", "wrong-values"):
+            return None
+        if not wrong.right(wrong.spec.launch(wrong.kernel, wrong.case, 0.0, contiguous=True)):
+            return None
+        return GradingFailure(
+            "non-finite" if not wrong.finite else "wrong-values",
+            f"{wrong.spec.name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by "
+            "distances of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors "
+            "sit inside wider buffers, or transposed.", f"with contiguous tensors, every value is right\n{wrong.mismatch()}")
 
 
 def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
@@ -975,12 +865,10 @@ def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: i
         analytical = attention_reference(q, k, v, w_o, w_L)[2:]
 
         def weighted(q, k, v) -> float:
-            out = _launch_flash_fwd(kernel, FlashCase(q, k, v, None, block, block), 0.0, contiguous=True)[0]
+            out = _launch_flash(name, kernel, FlashCase(q, k, v, None, block, block), 0.0, contiguous=True).got
             return float((out["o"] * w_o).sum() + (out["lse"] * w_L).sum())
     else:
-        o, L = attention_forward(q, k, v)
-        got = _launch_flash_dkdv(kernel, FlashCase(q, k, v, w_o, block, block), L, delta_reference(o, w_o), 0.0,
-                                 contiguous=True)[0]
+        got = _launch_flash(name, kernel, FlashCase(q, k, v, w_o, block, block), 0.0, contiguous=True).got
         analytical = (None, got["dk"], got["dv"])  # q̄ is the reference's: not checked
 
         def weighted(q, k, v) -> float:
@@ -995,32 +883,53 @@ def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: i
     return all(close(i) for i, grad in enumerate(analytical) if grad is not None)
 
 
-def check_flash_kernel(name: str, kernel, cases: Sequence[FlashCase], gradcheck_qkv: Sequence[torch.Tensor],
-                       alternatives: Callable | None = None) -> None:
-    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel ``name``.
+def _flash_past_end(spec: KernelSpec, case: FlashCase, run: Launch) -> tuple[str, str]:
+    outside, changed = (("output: the last query block", "changed past the end of") if spec.name == "flash_fwd_kernel"
+                        else ("outputs: the last key block", "changed outside the (T, d) views"))
+    return (f"{spec.name} writes outside its {outside} runs past T (and BLOCK_D past head_dim), and those stores land on "
+            "memory that belongs to something else.", f"{changed}: {', '.join(run.wrote)}")
 
-    ``alternatives`` names wrong outputs: ``(case)`` for the forward, ``(q, k, v, ō, dq, dk, dv)`` for dK/dV; by
-    default Part C's and Part D's (the hidden check adds the kernels' own).
-    """
-    require_kernel(name, kernel, NOT_JITTED)
-    for case in cases:
-        if name == "flash_fwd_kernel":
-            o, L = attention_forward(case.q, case.k, case.v)
-            run = partial(_launch_flash_fwd, kernel, case)
-            alts = partial(alternatives, case) if alternatives else partial(output_alternatives, case.q, case.k, case.v)
-            _check_flash_case(name, case, run, {"o": o, "lse": L}, alts)
-        else:
-            o, L, dq, dk, dv = attention_reference(case.q, case.k, case.v, case.do)
-            run = partial(_launch_flash_dkdv, kernel, case, L, delta_reference(o, case.do))
-            alts = partial(alternatives or gradient_alternatives, case.q, case.k, case.v, case.do, dq, dk, dv)
-            _check_flash_case(name, case, run, {"dk": dk, "dv": dv}, alts)
-    if not gradcheck_kernel(name, kernel, gradcheck_qkv):
-        BH, T, d = gradcheck_qkv[0].shape
-        raise GradingFailure(
-            "wrong-values",
-            f"a float64 gradcheck (the derivative along a random direction, estimated from four steps, as torch.autograd.gradcheck's "
-            f"fast mode) disagrees with {name}: {FLASH_KERNELS[name][-1]}",
-            f"inputs: q, k, v of shape ({BH}, {T}, {d}), contiguous")
+
+def _flash_reads_past(wrong: Wrong, again: Launch) -> str:
+    return (f"{wrong.spec.name} reads lanes that are not part of the tensors: the last block runs past T (and BLOCK_D "
+            "past head_dim), and what those lanes read — NaN here, as memory past a tensor may hold anything — reached "
+            f"{'o' if wrong.spec.name == 'flash_fwd_kernel' else 'dk and dv'}.")
+
+
+def _gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
+    return gradient_alternatives(case.q, case.k, case.v, case.do, *attention_reference(case.q, case.k, case.v, case.do)[2:])
+
+
+def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, alternatives: Callable, read_only: str,
+                gradcheck_fails: str) -> KernelSpec:
+    return KernelSpec(
+        name=name, launch=partial(_launch_flash, name), missing=NOT_JITTED, alternatives=alternatives,
+        reference=lambda case: dict(zip(outputs, reference(case))), read_only=read_only, past_end=_flash_past_end,
+        refinements=(
+            ReadsPastEnd(0.0, _flash_reads_past, lambda *_: "with 0 in the padding instead of NaN, every value is right",
+                         only=("non-finite", "wrong-values")),
+            RightOnContiguous(),
+            Float32Only("", classes=None, every=True, why_of=lambda wrong: f"part of {wrong.spec.name} computes in "
+                        "float32 (an accumulator or a cast), which no float64 gradcheck can pass.")),
+        gradcheck=partial(gradcheck_kernel, name), gradcheck_fails="the derivative along a random direction, estimated "
+        f"from four steps as torch.autograd.gradcheck's fast mode does, disagrees with it: {gradcheck_fails}")
+
+
+FLASH_FWD = _flash_spec(
+    "flash_fwd_kernel", ("o", "lse"), lambda case: attention_forward(case.q, case.k, case.v),
+    lambda case: output_alternatives(case.q, case.k, case.v), "q, k and v are read-only for the forward.",
+    "the o and lse it computes do not move with q, k and v the way attention's do.")
+FLASH_DKDV = _flash_spec(
+    "flash_bwd_dkdv_kernel", ("dk", "dv"), lambda case: attention_reference(case.q, case.k, case.v, case.do)[3:],
+    _gradient_alternatives, "only DK_ptr and DV_ptr are outputs.",
+    "the dk and dv it returns are not the derivative of attention's forward.")
+FLASH_KERNELS = {spec.name: spec for spec in (FLASH_FWD, FLASH_DKDV)}
+
+
+def check_flash_kernel(spec: KernelSpec, kernel, cases: Sequence[FlashCase], gradcheck_qkv: Sequence[torch.Tensor]) -> None:
+    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel."""
+    BH, T, d = gradcheck_qkv[0].shape
+    spec.check(kernel, cases, tuple(gradcheck_qkv), f"q, k, v of shape ({BH}, {T}, {d}), contiguous")
 
 
 # ---------------------------------------------------------------------------
@@ -1036,7 +945,8 @@ def _blockwise_cases(salt: int) -> list[Case]:
 
 
 def _flash_kernel(name: str, kernel, salt: int) -> None:
-    check_flash_kernel(name, kernel, flash_cases(seeded(SEED + salt), FLASH), gradcheck_inputs(seeded(SEED + salt + 1), GRADCHECK))
+    check_flash_kernel(FLASH_KERNELS[name], kernel, flash_cases(seeded(SEED + salt), FLASH),
+                       gradcheck_inputs(seeded(SEED + salt + 1), GRADCHECK))
 
 
 def _visible(name: str, check: Callable, passed: str) -> Callable:
