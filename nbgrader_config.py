@@ -4,7 +4,8 @@ c = get_config()  # noqa: F821 — provided by nbgrader when it loads this file
 
 c.CourseDirectory.course_id = "backprop-for-kernel-writers"
 c.CourseDirectory.root = "."
-# One assignment per notebook; the folder under source/ and the notebook share the name.
+# One assignment per notebook; the folder under source/ and the notebook share the name. Written out (this file
+# loads without importing torch); tests/course/test_registry.py holds it to course.registry's notebooks.
 c.CourseDirectory.db_assignments = [
     {"name": "00_vjp_contract"},
     {"name": "01_matmul_from_shapes"},

@@ -3,8 +3,8 @@
 An exercise's name is the student's function, its cells' grade_id and the name of both its checks:
 ``course.selfcheck.<name>`` (the visible check, from the lesson module ``visible``) and
 ``autograder.check.<name>`` (the hidden one, from ``hidden``). Its hints map a failure's topic, else its
-class, else ``"*"`` to the number of the notebook hint that covers it. Pure data, no torch: the grader, the
-docs' tests and nbgrader's config read it without running a lesson.
+class, else ``"*"`` to the number of the notebook hint that covers it. Data only: nothing here imports a
+lesson until :func:`checks` is called.
 """
 
 from __future__ import annotations
@@ -18,7 +18,9 @@ FN, KERNEL, FUNCTION = SPECS
 
 
 @dataclass(frozen=True)
-class Exercise:
+class Entry:
+    """One exercise (``course.spec`` declares how it is checked)."""
+
     name: str
     notebook: str  # the assignment: its folder under source/ and its notebook's name
     spec: str  # one of SPECS
@@ -28,13 +30,13 @@ class Exercise:
     hidden: str  # the module under autograder.check that defines the hidden check
 
 
-def _lesson(notebook: str, visible: str, hidden: str, *rows: tuple) -> list[Exercise]:
+def _lesson(notebook: str, visible: str, hidden: str, *rows: tuple) -> list[Entry]:
     """Rows of (name, spec, points, hints[, visible module]) of one notebook, in notebook order."""
-    return [Exercise(name, notebook, spec, points, hints, *rest or (visible,), hidden)
+    return [Entry(name, notebook, spec, points, hints, *rest or (visible,), hidden)
             for name, spec, points, hints, *rest in rows]
 
 
-EXERCISES: tuple[Exercise, ...] = (
+EXERCISES: tuple[Entry, ...] = (
     *_lesson(
         "00_vjp_contract", "vjp_contract", "vjp_contract",
         # "procedure": a right formula applied in the wrong way (entries moved together, the caller's x
@@ -73,6 +75,8 @@ EXERCISES: tuple[Exercise, ...] = (
     ),
     *_lesson(
         "03_triton_fused_softmax", "triton_softmax", "triton_softmax",
+        # A kernel's failure met while checking TritonSoftmax or triton_softmax carries the kernel's class: Hint 1
+        # of those two says its Part's hints cover it.
         ("softmax_fwd_kernel", KERNEL, 2, {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3,
                                            "*": 2}),
         ("softmax_bwd_kernel", KERNEL, 2, {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2,

@@ -16,7 +16,7 @@ import course.selfcheck
 from autograder.nbrunner import ROOT
 from course import registry
 from course.diagnose import GradingFailure
-from course.registry import BY_NAME, EXERCISES, NOTEBOOKS, SPECS, Exercise, exercises_of
+from course.registry import BY_NAME, EXERCISES, NOTEBOOKS, SPECS, Entry, exercises_of
 from tests.notebooks.test_contract import CONTRACT
 
 
@@ -108,7 +108,7 @@ def throwaway(monkeypatch):
         lesson = types.ModuleType(module)
         monkeypatch.setitem(sys.modules, module, lesson)
         exec(compile(source, f"<{module}>", "exec"), lesson.__dict__)
-    entry = Exercise("cube_backward", "99_throwaway", "pytorch-function", 1, {"sign": 2, "*": 1},
+    entry = Entry("cube_backward", "99_throwaway", "pytorch-function", 1, {"sign": 2, "*": 1},
                      "throwaway", "throwaway")
     monkeypatch.setattr(registry, "EXERCISES", (*EXERCISES, entry))
     monkeypatch.setitem(BY_NAME, entry.name, entry)
