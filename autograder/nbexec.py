@@ -241,11 +241,6 @@ class SandboxExecute(Execute):
 
     def _admit_data(self, kind: str, content: dict, room: int) -> bool:
         data = content.get("data") if isinstance(content.get("data"), dict) else {}
-        if not data:
-            return False
-        if room <= 0:
-            self._mark_cut()
-            return False
         record = contract.read_record(data.get(contract.DIAGNOSIS_MIME)) if self._graded else None
         if record:  # a check's diagnosis as typed JSON (course.vocabulary.publish): kept as read, as an error is
             if self._cell_records >= ERRORS_PER_CELL:  # kept whatever the caps (a record is at most ~2 KiB)
@@ -254,6 +249,11 @@ class SandboxExecute(Execute):
             self._cell_records += 1
             self._spend(len(json.dumps(record)))
             return True
+        if not data:
+            return False
+        if room <= 0:
+            self._mark_cut()
+            return False
         plain = data.get("text/plain")
         plain = plain if isinstance(plain, str) else NOT_KEPT
         kept = {"text/plain": _cut(plain, room)}

@@ -136,7 +136,7 @@ def test_a_checks_record_survives_the_executor_only_in_a_test_cell_and_a_few_onl
     fail = ("from course.vocabulary import GradingFailure, publish\n"
             "f = GradingFailure('transpose', 'the result matches a transposed placement')\n"
             "publish(f)\nraise f")
-    spam = "from IPython.display import display\n" + \
+    spam = "print('x' * (2 << 20))\nfrom IPython.display import display\n" + \
         f"for _ in range(3000): display({{{contract.DIAGNOSIS_MIME!r}: {{'cls': 'sign', 'sentence': 'x' * 400}}}}, raw=True)"
     nb, _ = execute(notebook(fail, (fail, "test_a"), (spam, "test_b")), tmp_path)
     mimes = lambda cell: [m for o in cell.outputs for m in o.get("data", {})]  # noqa: E731
