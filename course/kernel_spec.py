@@ -17,8 +17,19 @@ from typing import Any
 
 import torch
 
-from .diagnose import Alternative, GradingFailure, diagnose, relative_error, where_mismatch
-from .triton_check import device, float32_failure, launch, require_kernel, unchanged
+from .autograd_graph import saved_for_backward
+from .diagnose import Alternative, GradingFailure, diagnose, layout_failure, relative_error, where_mismatch
+from .triton_check import (
+    autograd_in_backward,
+    device,
+    float32_failure,
+    guarded_function,
+    launch,
+    require_function,
+    require_kernel,
+    run_student,
+    unchanged,
+)
 
 F16, BF16, F32, F64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: the kernels are exact up to summation order
@@ -222,6 +233,14 @@ def no_alternatives(case) -> dict[str, list[Alternative]]:
     return {}
 
 
+def no_extra(case) -> tuple:
+    return ()
+
+
+def case_label(case) -> str:
+    return case.label
+
+
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One Triton-kernel exercise: how a case is launched, its references, named bugs and refinements."""
@@ -272,3 +291,89 @@ class KernelSpec:
             if better is not None:
                 raise better
         raise failure
+
+
+# ---------------------------------------------------------------------------
+# The autograd.Function spec type
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionSpec:
+    """One autograd.Function exercise whose backward is written by hand (around kernels): what its ``apply`` takes,
+    its references and named bugs, the rule for what it saves, the layouts of ȳ autograd may hand its backward.
+
+    :meth:`check` runs the Function as a subclass whose backward may not call autograd (``guarded_function``): the
+    forward's values, an autograd history, what it saved, then its gradients through autograd for each ȳ layout;
+    last, torch.autograd.gradcheck in float64.
+    """
+
+    name: str
+    args: tuple[str, ...] = ("x",)  # what apply takes, for messages
+    leaves: Callable[[Any], tuple[torch.Tensor, ...]]  # case -> the inputs, requiring grad, on the kernels' device
+    extra: Callable[[Any], tuple] = no_extra  # case -> the arguments after them that take no gradient
+    reference: Callable[[Any], tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]]  # (forward, gradients)
+    alternatives: Callable[[Any], dict[str, list[Alternative]]] = no_alternatives  # forward and gradients together
+    of: str = "x"  # what the outputs are of, for shape messages
+    no_history: str  # what to do when apply's result has no autograd history, after "… returned a tensor with no…: "
+    hand_written: str  # why the backward may not call autograd
+    upstream: Callable[[Any], list[tuple[str, torch.Tensor]]]  # case -> ȳ by layout, contiguous first
+    layout_why: str  # why a non-contiguous ȳ goes wrong, for a backward right on the contiguous one only
+    saved: Callable[[Any, list, tuple, torch.Tensor, str], None] | None = None  # (case, packed, leaves, y, label)
+    pieces: Callable[[str, Any], None] | None = None  # (name, cls): check the kernels cls launches, first
+    tol: Callable[[Any], float] = by_dtype
+    label: Callable[[Any], str] = case_label
+
+    def check(self, cls, cases: Sequence, gradcheck_inputs: tuple[torch.Tensor, ...] | None = None) -> None:
+        """Every case, then (with ``gradcheck_inputs``) a float64 gradcheck; the first failure is raised."""
+        require_function(self.name, cls)
+        if self.pieces is not None:
+            self.pieces(self.name, cls)
+        used: list[str] = []
+        guarded = guarded_function(self.name, cls, used)
+        for case in cases:
+            self._check_case(guarded, case, used)
+        if gradcheck_inputs is not None:
+            self._gradcheck(guarded, gradcheck_inputs, used)
+
+    def _refuse_autograd(self, used: list[str]) -> None:
+        if used:
+            raise autograd_in_backward(self.name, used, self.hand_written)
+
+    def _check_case(self, guarded, case, used: list[str]) -> None:
+        name, tol, label = self.name, self.tol(case), self.label(case)
+        forward, grads = self.reference(case)
+        alternatives = self.alternatives(case)
+        leaves = self.leaves(case)
+        with saved_for_backward() as packed:
+            y = run_student(name, guarded.apply, *leaves, *self.extra(case))
+        (out, expected), = forward.items()
+        failure = diagnose(out, y, expected, tol=tol, alternatives=alternatives.get(out, ()), case=label, of=self.of)
+        if failure is not None:
+            raise failure
+        if y.grad_fn is None:
+            raise GradingFailure("error", f"{name}.apply({', '.join(self.args)}) returned a tensor with no autograd "
+                                 f"history: {self.no_history}")
+        if self.saved is not None:
+            self.saved(case, packed, leaves, y, label)
+        for layout, dy in self.upstream(case):
+            got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            self._refuse_autograd(used)
+            where = f"{label}, ȳ a {layout} (strides {tuple(dy.stride())})"
+            for (out, expected), g in zip(grads.items(), got):
+                failure = diagnose(out, g, expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
+                                   of=self.of)
+                if failure is None:
+                    continue
+                if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
+                    raise layout_failure(f"{name}.backward", self.layout_why, failure.where, "a contiguous ȳ",
+                                         f"a {layout} of the same values")
+                raise failure
+
+    def _gradcheck(self, guarded, inputs: tuple[torch.Tensor, ...], used: list[str]) -> None:
+        leaves = tuple(x.to(device(), F64).requires_grad_(True) for x in inputs)
+        ok = run_student(self.name, lambda: torch.autograd.gradcheck(guarded.apply, leaves, raise_exception=False))
+        self._refuse_autograd(used)
+        if not ok:
+            shapes = ", ".join(f"{a} {tuple(x.shape)}" for a, x in zip(self.args, leaves))
+            raise GradingFailure("wrong-values", f"torch.autograd.gradcheck (float64, central differences) disagrees "
+                                 f"with {self.name}'s backward.", f"inputs: {shapes}, float64")

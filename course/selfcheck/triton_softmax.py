@@ -26,13 +26,11 @@ from dataclasses import dataclass
 import torch
 
 from .. import witness
-from ..autograd_graph import saved_for_backward
 from ..diagnose import (
     Alternative,
     GradingFailure,
     diagnose,
     graded,
-    layout_failure,
     randn,
     require_callable,
     seeded,
@@ -43,6 +41,7 @@ from ..kernel_spec import (
     SENTINEL,
     TOL,
     Float32Only,
+    FunctionSpec,
     HalfSpacings,
     KernelSpec,
     Launch,
@@ -52,16 +51,13 @@ from ..kernel_spec import (
     launch_rows,
 )
 from ..triton_check import (
-    autograd_in_backward,
     check_wrapper_forward,
     device,
-    guarded_function,
     input_leaf,
     is_kernel,
     namespace_of,
     pow2_at_least,
     relayed,
-    require_function,
     run_student,
     upstream_layouts,
 )
@@ -353,53 +349,35 @@ def _check_saved(packed: list, x: torch.Tensor, y: torch.Tensor, label: str) -> 
         f"inputs: {label}")
 
 
+def _saved(case: FunctionCase, packed: list, leaves: tuple, y: torch.Tensor, label: str) -> None:
+    _check_saved(packed, leaves[0], y, label)
+
+
+def _require_kernels(owner: str, cls) -> None:
+    require_kernels(owner, namespace_of(cls))
+
+
+def _function_references(case: FunctionCase) -> tuple[dict, dict]:
+    return {"y": _autograd_forward(case.x)}, {"dx": _autograd_backward(case.x, case.dy)}
+
+
+def _function_class_alternatives(case: FunctionCase) -> dict[str, list[Alternative]]:
+    return {"y": forward_alternatives(case.x, case.x.shape[-1]),
+            "dx": backward_alternatives(_autograd_forward(case.x), case.dy)}
+
+
+TRITON_SOFTMAX = FunctionSpec(
+    name="TritonSoftmax", leaves=lambda case: (input_leaf(case.x, case.dtype),), reference=_function_references,
+    alternatives=_function_class_alternatives, no_history="return the y that forward creates, and call it as "
+    "TritonSoftmax.apply(x).", hand_written=HAND_WRITTEN,
+    upstream=lambda case: upstream_layouts(case.dy.to(device(), case.dtype), case.x.shape),
+    layout_why="autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand after .sum()), and the "
+    "kernel steps along a row one element at a time, with one stride per row.", saved=_saved, pieces=_require_kernels)
+
+
 def check_function_class(cls, cases: Sequence[FunctionCase], *, gradcheck_x: torch.Tensor | None = None) -> None:
     """Check an autograd.Function over (n_rows, n_cols) inputs: values, what it saves, its backward."""
-    name = "TritonSoftmax"
-    require_function(name, cls)
-    require_kernels(name, namespace_of(cls))
-    used: list[str] = []
-    guarded = guarded_function(name, cls, used)
-    dev = device()
-    for case in cases:
-        y_ref, dx_ref = _autograd_forward(case.x), _autograd_backward(case.x, case.dy)
-        tol = TOL[case.dtype]
-        x = input_leaf(case.x, case.dtype)
-        with saved_for_backward() as packed:
-            y = run_student(name, guarded.apply, x)
-        failure = diagnose("y", y, y_ref, tol=tol, alternatives=forward_alternatives(case.x, case.x.shape[-1]),
-                           case=case.label, of="x")
-        if failure is not None:
-            raise failure
-        if y.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(x) returned a tensor with no autograd history: return the y "
-                                 "that forward creates, and call it as TritonSoftmax.apply(x).")
-        _check_saved(packed, x, y, case.label)
-        for layout, dy in upstream_layouts(case.dy.to(dev, case.dtype), case.x.shape):
-            dx = run_student(name, lambda: torch.autograd.grad(y, x, dy, retain_graph=True)[0])
-            if used:
-                raise autograd_in_backward(name, used, HAND_WRITTEN)
-            label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
-            failure = diagnose("dx", dx, dx_ref, tol=tol, alternatives=backward_alternatives(y_ref, case.dy),
-                               case=label, of="x")
-            if failure is None:
-                continue
-            if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
-                raise layout_failure(
-                    f"{name}.backward", "autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand "
-                    "after .sum()), and the kernel steps along a row one element at a time, with one stride per row.",
-                    failure.where, "a contiguous ȳ", f"a {layout} of the same values")
-            raise failure
-    if gradcheck_x is not None:
-        x = gradcheck_x.to(dev, F64).requires_grad_(True)
-        ok = run_student(name, lambda: torch.autograd.gradcheck(guarded.apply, (x,), raise_exception=False))
-        if used:
-            raise autograd_in_backward(name, used, HAND_WRITTEN)
-        if not ok:
-            raise GradingFailure(
-                "wrong-values",
-                f"torch.autograd.gradcheck (float64, central differences) disagrees with {name}'s backward.",
-                f"inputs: x {tuple(x.shape)}, float64")
+    TRITON_SOFTMAX.check(cls, cases, None if gradcheck_x is None else (gradcheck_x,))
 
 
 def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
