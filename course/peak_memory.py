@@ -18,10 +18,10 @@ from collections.abc import Callable, Sequence
 import torch
 
 from .autograd_graph import saved_for_backward
-from .memory import _NewMemory, _storage
+from .memory import NewMemory, storage_of
 
 
-class PeakMemory(_NewMemory):
+class PeakMemory(NewMemory):
     """Inside ``with PeakMemory() as mem:``, ``live`` is the bytes of live tensors made by torch ops, ``peak`` the
     highest it has been since the block began (or since :meth:`reset_peak`)."""
 
@@ -32,8 +32,8 @@ class PeakMemory(_NewMemory):
 
 def saved_bytes(tensors: Sequence[torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:
     """Bytes of the distinct storages behind ``tensors``, leaving out those of ``exclude``."""
-    skip = {_storage(t)[0] for t in exclude}
-    seen = {key: s.nbytes() for t in tensors for key, s in [_storage(t)] if s is not None and key not in skip}
+    skip = {storage_of(t)[0] for t in exclude}
+    seen = {key: s.nbytes() for t in tensors for key, s in [storage_of(t)] if s is not None and key not in skip}
     return sum(seen.values())
 
 
