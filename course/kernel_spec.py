@@ -160,7 +160,7 @@ class RightOnFirstRows:
 
 @dataclass(frozen=True)
 class Float32Only:
-    """A float64 launch right only to float32 precision: ``why`` (or ``why_of(wrong)``) says where that comes from.
+    """A float64 launch right only to float32 precision: ``why`` says where that comes from.
     ``classes``: the diagnoses it may replace (None: any); ``generic``: only one that named no bug; ``every``: any
     output so, not only the first wrong one; ``topic``: with one, the sentence is ``why`` after the output's name."""
 
@@ -170,7 +170,6 @@ class Float32Only:
     topic: str | None = None
     generic: bool = False
     every: bool = False
-    why_of: Callable[[Wrong], str] | None = None
 
     def __call__(self, wrong: Wrong) -> GradingFailure | None:
         f = wrong.failure
@@ -183,8 +182,7 @@ class Float32Only:
                 continue
             if self.topic is not None:
                 return GradingFailure("wrong-values", f"{out} {self.why}", f.where, self.topic)
-            why = self.why_of(wrong) if self.why_of else self.why
-            return float32_failure(out, got, expected, wrong.run.label, why, self.given)
+            return float32_failure(out, got, expected, wrong.run.label, self.why, self.given)
         return None
 
 

@@ -909,8 +909,8 @@ def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, altern
             ReadsPastEnd(0.0, _flash_reads_past, lambda *_: "with 0 in the padding instead of NaN, every value is right",
                          only=("non-finite", "wrong-values")),
             RightOnContiguous(),
-            Float32Only("", classes=None, every=True, why_of=lambda wrong: f"part of {wrong.spec.name} computes in "
-                        "float32 (an accumulator or a cast), which no float64 gradcheck can pass.")),
+            Float32Only(f"part of {name} computes in float32 (an accumulator or a cast), which no float64 gradcheck "
+                        "can pass.", classes=None, every=True)),
         gradcheck=partial(gradcheck_kernel, name), gradcheck_fails="the derivative along a random direction, estimated "
         f"from four steps as torch.autograd.gradcheck's fast mode does, disagrees with it: {gradcheck_fails}")
 

@@ -277,9 +277,9 @@ def backward_cases(gen: torch.Generator, shapes: Sequence[tuple[int, int, torch.
 # The exercises that launch the kernels
 
 
-def require_kernels(owner: str, namespace: dict) -> None:
-    """Check the kernels ``owner`` launches (found by name in its namespace) before checking ``owner``."""
-    gen = seeded(SEED + 7)
+def require_kernels(owner: str, fn) -> None:
+    """Check the kernels ``owner`` launches (found by name in the namespace of ``fn``) before checking ``owner``."""
+    namespace, gen = namespace_of(fn), seeded(SEED + 7)
     x, dy = randn(gen, 3, 10), randn(gen, 3, 10)
     quick = {FWD: [forward_case(x, F64)], BWD: [backward_case(x, dy, F64)]}
     for spec, cases in quick.items():
@@ -319,8 +319,9 @@ def function_cases(gen: torch.Generator, table: Sequence[tuple]) -> list[Functio
 HAND_WRITTEN = "the backward here is the kernel you wrote in Part B — the point of the exercise is a backward written by hand."
 
 
-def _check_saved(packed: list, x: torch.Tensor, y: torch.Tensor, label: str) -> None:
-    node = y.grad_fn
+def _check_saved(case: FunctionCase, packed: list, leaves: tuple, y: torch.Tensor, label: str) -> None:
+    """y saved alone, through ctx.save_for_backward."""
+    x, node = leaves[0], y.grad_fn
     # (witness.HELD is not an attribute: the grader's re-check reports there what the forward still held in memory.)
     stashed = ([k for k, v in vars(node).items() if isinstance(v, torch.Tensor) and k != witness.HELD]
                if hasattr(node, "__dict__") else [])
@@ -349,14 +350,6 @@ def _check_saved(packed: list, x: torch.Tensor, y: torch.Tensor, label: str) -> 
         f"inputs: {label}")
 
 
-def _saved(case: FunctionCase, packed: list, leaves: tuple, y: torch.Tensor, label: str) -> None:
-    _check_saved(packed, leaves[0], y, label)
-
-
-def _require_kernels(owner: str, cls) -> None:
-    require_kernels(owner, namespace_of(cls))
-
-
 def _function_references(case: FunctionCase) -> tuple[dict, dict]:
     return {"y": _autograd_forward(case.x)}, {"dx": _autograd_backward(case.x, case.dy)}
 
@@ -372,7 +365,7 @@ TRITON_SOFTMAX = FunctionSpec(
     "TritonSoftmax.apply(x).", hand_written=HAND_WRITTEN,
     upstream=lambda case: upstream_layouts(case.dy.to(device(), case.dtype), case.x.shape),
     layout_why="autograd may hand backward a non-contiguous ȳ (from a transpose, or an expand after .sum()), and the "
-    "kernel steps along a row one element at a time, with one stride per row.", saved=_saved, pieces=_require_kernels)
+    "kernel steps along a row one element at a time, with one stride per row.", saved=_check_saved, pieces=require_kernels)
 
 
 def check_function_class(cls, cases: Sequence[FunctionCase], *, gradcheck_x: torch.Tensor | None = None) -> None:
@@ -396,7 +389,7 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase]) -> None:
     """Check ``fn(x)`` = softmax over the last dim of any-rank x, forward and backward, through TritonSoftmax."""
     name = "triton_softmax"
     require_callable(name, fn)
-    require_kernels(name, namespace_of(fn))
+    require_kernels(name, fn)
     dev = device()
     for case in cases:
         y_ref, dx_ref = _autograd_forward(case.x), _autograd_backward(case.x, case.dy)
