@@ -22,7 +22,6 @@ from .diagnose import Alternative, GradingFailure, diagnose, layout_failure, rel
 from .triton_check import (
     autograd_in_backward,
     device,
-    float32_failure,
     guarded_function,
     launch,
     require_function,
@@ -182,7 +181,9 @@ class Float32Only:
                 continue
             if self.topic is not None:
                 return GradingFailure("wrong-values", f"{out} {self.why}", f.where, self.topic)
-            return float32_failure(out, got, expected, wrong.run.label, self.why, self.given)
+            return GradingFailure("wrong-values", f"{out} is right only to about float32 precision (relative error "
+                                  f"{relative_error(got, expected):.1e}) for {self.given}: {self.why}",
+                                  where_mismatch(out, got, expected, wrong.run.label))
         return None
 
 

@@ -20,9 +20,7 @@ from .diagnose import (
     call_student,
     forbid_autograd,
     layout_failure,
-    relative_error,
     transposed_view,
-    where_mismatch,
 )
 from .memory import AllocationRecorder
 
@@ -204,11 +202,3 @@ def launch(name: str, run: Callable, inputs: dict[str, torch.Tensor]) -> list[st
     if device().type == "cuda":
         torch.cuda.synchronize()
     return [k for k, buf in inputs.items() if not unchanged(buf, before[k])]
-
-
-def float32_failure(out: str, got: torch.Tensor, expected: torch.Tensor, label: str, why: str,
-                    given: str = "float64 inputs") -> GradingFailure:
-    """``out`` is right only to float32 precision for float64 inputs: ``why`` says where that comes from."""
-    return GradingFailure(
-        "wrong-values", f"{out} is right only to about float32 precision (relative error "
-        f"{relative_error(got, expected):.1e}) for {given}: {why}", where_mismatch(out, got, expected, label))
