@@ -476,8 +476,11 @@ def rerun_above_batch_1(attempt: Callable[[Sequence[Case]], None], cases: Sequen
 
 @dataclass
 class Passed:
-    """What the cases before the current one showed; a refinement reads a failure in their light."""
+    """What the cases before the current one showed; a refinement reads a failure in their light. ``name`` and
+    ``student``: the exercise and the function under test, for a refinement that probes it on other inputs."""
 
+    name: str = ""
+    student: Callable | None = None
     batch1: bool = False  # a case at batch 1 passed
     contiguous: bool = False  # a case above batch 1 whose inputs are contiguous passed
     without_repeats: bool = False  # a case whose indices never repeat passed (a scatter)
@@ -500,17 +503,18 @@ def run_cases(
     alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None,
     forbid_autograd_use: bool = True,
     refine: Callable[..., GradingFailure] | None = None,
-    on_error: Callable[[GradingFailure, Case], GradingFailure] | None = None,
+    on_error: Callable[[GradingFailure, Case, Passed], GradingFailure] | None = None,
 ) -> None:
     """Run ``fn`` on every case and compare each output with ``reference`` on the same inputs; warnings are
     silenced throughout (nbgrader scores a test cell that writes to stderr zero).
 
     The first wrong output is diagnosed with the named bugs of ``alternatives(case)``, then read in the light
     of the cases before it: ``refine(failure, out, case, got, expected, passed)``, by default :func:`batch_refined`
-    (cases should come batch 1 first). An error the code raised says which inputs (``on_error(failure, case)``
+    (cases should come batch 1 first). An error the code raised says which inputs (``on_error(failure, case, passed)``
     may say more). Where the classifier itself fails on an output of the wrong shape, the shapes are reported.
     """
-    passed = Passed()
+    passed = Passed(name, fn)
+
     with quiet():
         for case in cases:
             expected = reference(*clone_args(case.args), **case.kwargs)
@@ -521,7 +525,7 @@ def run_cases(
             except GradingFailure as failure:
                 if failure.cls != "error" or not case.label:
                     raise
-                raise (on_error(failure, case) if on_error else labelled(failure, case.label)) from None
+                raise (on_error(failure, case, passed) if on_error else labelled(failure, case.label)) from None
             got = as_outputs(name, result, outputs)
             for i, (out, g, e) in enumerate(zip(outputs, got, expected)):
                 extra = dict(batch=case.batch, case=case.label, of=of[i] if i < len(of) else "")

@@ -24,6 +24,7 @@ from .diagnose import (
     Passed,
     batch_refined,
     layout_failure,
+    rerun_above_batch_1,
     run_cases,
     strided,
 )
@@ -80,8 +81,32 @@ class BatchAxis:
         return batch_refined(failure, out, case.batch, passed.batch1, self.why, named=self.named)
 
 
+@dataclass(frozen=True)
+class Spread:
+    """A case builder from ``make(gen, *shape, **options)``: a row of the table is a shape, then a dict of options."""
+
+    make: Callable[..., Case]
+
+    def __call__(self, gen: torch.Generator, row: Sequence) -> Case:
+        *shape, options = row if row and isinstance(row[-1], dict) else (*row, {})
+        return self.make(gen, *shape, **options)
+
+
+def merged(*sources: Callable[[Case], dict[str, list[Alternative]]]) -> Callable[[Case], dict[str, list[Alternative]]]:
+    """The named bugs of every source, output by output, in order (a spec's own, then the hidden ones)."""
+    def alternatives(case: Case) -> dict[str, list[Alternative]]:
+        found: dict[str, list[Alternative]] = {}
+        for source in sources:
+            for out, alts in source(case).items():
+                found.setdefault(out, []).extend(alts)
+        return found
+
+    return alternatives
+
+
 @dataclass(frozen=True, kw_only=True)
 class Exercise:
+
     """One PyTorch-function exercise."""
 
     name: str
@@ -92,6 +117,8 @@ class Exercise:
     tol: float = 1e-7
     draw: Callable[..., Case] | None = None  # (gen, row of a shape table, **options) -> Case
     refine: Callable[..., GradingFailure] | None = None  # a named refinement (BatchAxis, ...); None: BatchAxis()
+    on_error: Callable[..., GradingFailure] | None = None  # (failure, case, passed) for an error the code raised
+    recheck_shape: bool = False  # a shape failure at batch 1 is looked at again above it (parameter gradients)
     properties: tuple[Property, ...] = ()  # graded on the recorded calls once the values pass
     counted: Callable[[tuple], bool] | None = None  # calls whose memory the grader counts by the OS (RecordedCalls)
     runner: Callable | None = None  # (name, fn, cases, reference) compares the values instead of :meth:`run`
@@ -107,10 +134,14 @@ class Exercise:
         ``alternatives``, when given, takes the place of the exercise's own; ``hooks`` (``refine``, ``on_error``,
         ``forbid_autograd_use``, ``tol``) override the exercise's.
         """
-        hooks.setdefault("tol", self.tol)
-        hooks.setdefault("refine", self.refine)
-        run_cases(self.name, fn, cases, self.reference, outputs=self.outputs, of=self.of,
-                  alternatives=self.alternatives if alternatives is None else alternatives, **hooks)
+        hooks = {"tol": self.tol, "refine": self.refine, "on_error": self.on_error, **hooks}
+        alternatives = self.alternatives if alternatives is None else alternatives
+
+        def attempt(some: Sequence[Case]) -> None:
+            run_cases(self.name, fn, some, self.reference, outputs=self.outputs, of=self.of,
+                      alternatives=alternatives, **hooks)
+
+        rerun_above_batch_1(attempt, cases) if self.recheck_shape else attempt(cases)
 
     def check(self, fn: Callable, cases: Sequence[Case],
               alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:

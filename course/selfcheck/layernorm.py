@@ -1,12 +1,13 @@
 """Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
 
-Each PyTorch exercise is one :class:`RowExercise`, each Triton one a check taking a generator and tables of shapes;
-the hidden checks (``autograder.check.layernorm``) run the same specs on their own shapes and random inputs, adding
-only the bugs that would name a formula (docs/design.md, "A lesson is a spec"). This module holds no kernel and no
-backward: every reference is autograd's (through ``torch.nn.functional.layer_norm``), each named wrong answer is
-built from autograd's right one, and a diagnosis names the bug and says why, never printing the fixed code or the
-formula. Beyond values, a wrong per-row output is told apart from a missing sum over the batch (``RowExercise.run``),
-and ``TritonLayerNorm``'s kernel is launched by the check itself (``check_kernel``) before the class runs.
+Each PyTorch exercise is one :class:`course.spec.Exercise` (``row_exercise``), each Triton one a check taking a
+generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the same specs on their own
+shapes and random inputs, adding only the bugs that would name a formula (docs/design.md, "A lesson is a spec").
+This module holds no kernel and no backward: every reference is autograd's (through
+``torch.nn.functional.layer_norm``), each named wrong answer is built from autograd's right one, and a diagnosis
+names the bug and says why, never printing the fixed code or the formula. Beyond values, a wrong per-row output is
+told apart from a missing sum over the batch (``Rows.refine``), and ``TritonLayerNorm``'s kernel is launched by the
+check itself (``check_kernel``) before the class runs.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..diagnose import (
     Alternative,
     Case,
     GradingFailure,
+    Passed,
     as_outputs,
     batch_refined,
     call_student,
@@ -33,13 +35,12 @@ from ..diagnose import (
     layout_failure,
     relative_error,
     require_callable,
-    rerun_above_batch_1,
     seeded,
     strided,
     transposed_view,
     vjp,
 )
-from ..spec import Exercise
+from ..spec import Exercise, Spread
 from ..triton_check import (
     autograd_in_backward,
     check_wrapper_forward,
@@ -67,8 +68,8 @@ SEED = 404
 
 def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
     """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""
-    rows = [row if row and isinstance(row[-1], dict) else (*row, {}) for row in table]
-    return [make(gen, *row[:-1], **row[-1]) for row in rows]
+    return [Spread(make)(gen, row) for row in table]
+
 
 
 # ---------------------------------------------------------------------------
@@ -111,70 +112,50 @@ def shape_label(shape: Sequence[int], rows: int, note: str = "") -> str:
 # Running cases: values, then whether rows leak into each other
 
 
-@dataclass(frozen=True, kw_only=True)
-class RowExercise(Exercise):
-    """A PyTorch exercise (a :class:`course.spec.Exercise`) that also says how each argument and output is laid
-    out, how its inputs are built, and its visible shapes.
+@dataclass(frozen=True)
+class Rows:
+    """How a row-wise exercise's arguments and outputs are laid out: "row" is (..., N), one row per leading index;
+    "stat" is (...,), one number per row; "param" is (N,), shared by every row. Its refinement tells a wrong
+    per-row output from a missing sum over the batch (:func:`rows_leak`), and a broadcasting error says which
+    per-row quantity lost its axis."""
 
-    Kinds: "row" is (..., N), one row per leading index; "stat" is (...,), one number per row;
-    "param" is (N,), shared by every row.
-    """
-
+    outputs: tuple[str, ...]
     arg_kinds: tuple[str, ...]
     out_kinds: tuple[str, ...]
-    case: Callable[..., Case]  # (generator, *shape, **options) -> Case
-    shapes: tuple[tuple, ...]  # the visible check's rows of ``build``, batch 1 first
-    recheck_shape: bool = False  # a shape failure at batch 1 is looked at again above it (parameter gradients)
 
-    def run(self, fn: Callable, cases: Sequence[Case],
-            more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
-        """``fn`` on ``cases`` (batch 1 first); ``more(case)`` adds named wrong outputs after the exercise's own.
-        The first diagnosis is refined by what the cases before it showed (batch 1 passed, contiguous inputs passed)."""
-        kinds = dict(zip(self.outputs, self.out_kinds))
+    def refine(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
+        kind = self.out_kinds[self.outputs.index(out)]
+        if passed.contiguous and strided(case.args) and failure.cls != "shape":
+            return layout_failure(out, f"{passed.name} {DEPENDS_ON_LAYOUT}", failure.where)
+        if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
+            if kind in ("row", "stat") and rows_leak(self, passed, case, got):
+                return GradingFailure(
+                    "broadcast-axis",
+                    f"{out} is right at batch 1 and wrong at batch {case.batch}, and one row's {out} changes when "
+                    "the other rows change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over "
+                    "the wrong axis or broadcast across rows instead of along its own row.", failure.where)
+            if kind == "param":
+                return batch_refined(failure, out, case.batch, True, PARAMETER_SUM)
+        return failure
 
-        def alternatives(case: Case) -> dict[str, list[Alternative]]:
-            alts = self.alternatives(case)
-            for out, extra in (more(case) if more else {}).items():
-                alts[out] = alts.get(out, []) + extra
-            return alts
+    def on_error(self, failure: GradingFailure, case: Case, passed: Passed) -> GradingFailure:
+        if "must match the size of tensor" not in failure.sentence:
+            return labelled(failure, case.label)
+        shape = case.args[0].shape  # x's, or ȳ's: the same
+        return GradingFailure(
+            "broadcast-axis",
+            f"{passed.name} raised a broadcasting error at {case.batch} row(s) of N = {shape[-1]}: a per-row "
+            f"quantity of shape x.shape[:-1] = {tuple(shape[:-1])} was combined with rows of N without the "
+            "size-1 last axis that makes it broadcast along its own row.",
+            "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
 
-        def refine(failure, out, case, got, expected, passed):
-            if passed.contiguous and strided(case.args) and failure.cls != "shape":
-                return layout_failure(out, f"{self.name} {DEPENDS_ON_LAYOUT}", failure.where)
-            if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
-                if kinds[out] in ("row", "stat") and rows_leak(self, fn, case, got):
-                    return GradingFailure(
-                        "broadcast-axis",
-                        f"{out} is right at batch 1 and wrong at batch {case.batch}, and one row's {out} changes when "
-                        "the other rows change: a per-row quantity (a mean over the row, c1, c2, rstd) was reduced over "
-                        "the wrong axis or broadcast across rows instead of along its own row.", failure.where)
-                if kinds[out] == "param":
-                    return batch_refined(failure, out, case.batch, True, PARAMETER_SUM)
-            return failure
 
-        def on_error(failure, case):
-            if "must match the size of tensor" not in failure.sentence:
-                return labelled(failure, case.label)
-            shape = case.args[0].shape  # x's, or ȳ's: the same
-            return GradingFailure(
-                "broadcast-axis",
-                f"{self.name} raised a broadcasting error at {case.batch} row(s) of N = {shape[-1]}: a per-row "
-                f"quantity of shape x.shape[:-1] = {tuple(shape[:-1])} was combined with rows of N without the "
-                "size-1 last axis that makes it broadcast along its own row.",
-                "\n".join(p for p in (failure.sentence, failure.where, f"inputs: {case.label}") if p))
-
-        def attempt(some: Sequence[Case]) -> None:
-            Exercise.run(self, fn, some, alternatives=alternatives, refine=refine, on_error=on_error)
-
-        if self.recheck_shape:
-            rerun_above_batch_1(attempt, cases)
-        else:
-            attempt(cases)
-
-    def check(self, fn: Callable, gen: torch.Generator, shapes: Sequence[tuple] | None = None,
-              more: Callable[[Case], dict[str, list[Alternative]]] | None = None) -> None:
-        """``run`` on the cases built from ``gen`` and ``shapes`` (the visible ones unless given)."""
-        self.run(fn, build(self.case, gen, self.shapes if shapes is None else shapes), more)
+def row_exercise(name: str, outputs: tuple[str, ...], of: tuple[str, ...], arg_kinds: tuple[str, ...],
+                 out_kinds: tuple[str, ...], make: Callable[..., Case], **fields) -> Exercise:
+    """A row-wise PyTorch exercise, its cases ``make(gen, *shape, **options)`` per row of a table."""
+    rows = Rows(outputs, arg_kinds, out_kinds)
+    return Exercise(name=name, outputs=outputs, of=of, draw=Spread(make), refine=rows.refine, on_error=rows.on_error,
+                    **fields)
 
 
 PARAMETER_SUM = ("the parameter is shared by every row, so its gradient is a sum over every row — one is missing or "
@@ -190,16 +171,16 @@ def _rows_of(t: torch.Tensor, kind: str, perm: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def rows_leak(spec: RowExercise, fn: Callable, case: Case, got: tuple) -> bool:
-    """Whether shuffling the rows of the inputs does more to ``fn``'s per-row outputs than shuffle them."""
+def rows_leak(rows: Rows, passed: Passed, case: Case, got: tuple) -> bool:
+    """Whether shuffling the rows of the inputs does more to the student's per-row outputs than shuffle them."""
     perm = torch.roll(torch.arange(case.batch), 1)
-    args = tuple(_rows_of(a, k, perm) if isinstance(a, torch.Tensor) else a for a, k in zip(case.args, spec.arg_kinds))
+    args = tuple(_rows_of(a, k, perm) if isinstance(a, torch.Tensor) else a for a, k in zip(case.args, rows.arg_kinds))
     try:  # run inside run_cases, which silences warnings
-        shuffled = as_outputs(spec.name, call_student(spec.name, fn, *args, **case.kwargs), spec.outputs)
+        shuffled = as_outputs(passed.name, call_student(passed.name, passed.student, *args, **case.kwargs), rows.outputs)
     except GradingFailure:
         return False
     N = case.args[0].shape[-1]
-    for kind, g, s in zip(spec.out_kinds, got, shuffled):
+    for kind, g, s in zip(rows.out_kinds, got, shuffled):
         if kind not in ("row", "stat") or not isinstance(g, torch.Tensor) or not isinstance(s, torch.Tensor):
             continue
         per_row = N if kind == "row" else 1
@@ -349,23 +330,22 @@ def forward_case(gen: torch.Generator, *shape: int, eps: float | None = None, no
     return Case(label, (x, gamma, beta), batch=rows, kwargs=kwargs)
 
 
-FORWARD = RowExercise(
-    name="layernorm_forward", outputs=("y", "mean", "rstd"), of=("x", "x without its last dim", "x without its last dim"),
-    arg_kinds=("row", "param", "param"), out_kinds=("row", "stat", "stat"), case=forward_case,
-    reference=forward_reference, alternatives=forward_alternatives,
-    shapes=(
-        (1, 5),  # batch 1, N not a power of two
-        (7, 13),  # batch 7 (prime)
-        (2, 3, 11),  # 3-D: mean and rstd are (2, 3)
-        (7, 6, {"eps": 0.1}),  # a large eps, so an ignored one shows
-        (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) of x fails
-    ))
+FORWARD = row_exercise("layernorm_forward", ("y", "mean", "rstd"), ("x", "x without its last dim", "x without its last dim"),
+                       ("row", "param", "param"), ("row", "stat", "stat"), forward_case,
+                       reference=forward_reference, alternatives=forward_alternatives)
+FORWARD_SHAPES = [
+    (1, 5),  # batch 1, N not a power of two
+    (7, 13),  # batch 7 (prime)
+    (2, 3, 11),  # 3-D: mean and rstd are (2, 3)
+    (7, 6, {"eps": 0.1}),  # a large eps, so an ignored one shows
+    (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) of x fails
+]
 
 
 @graded
 def layernorm_forward(fn) -> None:
     """Visible check: batch 1 and 7, 3-D, eps honoured, against torch.nn.functional.layer_norm."""
-    FORWARD.check(fn, seeded(SEED + 1))
+    FORWARD.check(fn, FORWARD.cases(seeded(SEED + 1), FORWARD_SHAPES))
     print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, a transposed view, eps honoured; "
           "mean and rstd shaped x.shape[:-1])")
 
@@ -424,24 +404,22 @@ def backward_case(gen: torch.Generator, *shape: int, note: str = "", transposed:
     return _gradient_case(gen, shape, row_stats, note, transposed)
 
 
-BACKWARD = RowExercise(
-    name="layernorm_backward", outputs=("dx", "dgamma", "dbeta"), of=("x", "gamma", "beta"),
-    arg_kinds=("row", "row", "param", "stat", "stat"), out_kinds=("row", "param", "param"), case=backward_case,
-    reference=backward_reference, alternatives=backward_alternatives,
-    shapes=(
-        (1, 5),  # batch 1
-        (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
-        (7, 13),  # batch 7, N not a power of two
-        (2, 3, 11),  # 3-D: γ̄ sums over both leading axes
-        (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
-    ),
-    recheck_shape=True)
+BACKWARD = row_exercise("layernorm_backward", ("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"),
+                        ("row", "row", "param", "stat", "stat"), ("row", "param", "param"), backward_case,
+                        reference=backward_reference, alternatives=backward_alternatives, recheck_shape=True)
+BACKWARD_SHAPES = [
+    (1, 5),  # batch 1
+    (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
+    (7, 13),  # batch 7, N not a power of two
+    (2, 3, 11),  # 3-D: γ̄ sums over both leading axes
+    (2, 5, 9, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
+]
 
 
 @graded
 def layernorm_backward(fn) -> None:
     """Visible check: batch 1, batch 7 square and not, 3-D, against autograd through layer_norm."""
-    BACKWARD.check(fn, seeded(SEED + 2))
+    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 2), BACKWARD_SHAPES))
     print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
 
 
@@ -483,23 +461,21 @@ def rms_case(gen: torch.Generator, *shape: int, note: str = "", transposed: bool
     return _gradient_case(gen, shape, lambda x: (1.0 / torch.sqrt((x * x).mean(dim=-1) + RMS_EPS),), note, transposed)
 
 
-RMS = RowExercise(
-    name="rmsnorm_backward", outputs=("dx", "dg"), of=("x", "g"), arg_kinds=("row", "row", "param", "stat"),
-    out_kinds=("row", "param"), case=rms_case, reference=rms_reference, alternatives=rms_alternatives,
-    shapes=(
-        (1, 6),  # batch 1
-        (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
-        (7, 11),  # batch 7, N not a power of two
-        (2, 3, 9),  # 3-D
-        (2, 5, 10, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
-    ),
-    recheck_shape=True)
+RMS = row_exercise("rmsnorm_backward", ("dx", "dg"), ("x", "g"), ("row", "row", "param", "stat"), ("row", "param"),
+                   rms_case, reference=rms_reference, alternatives=rms_alternatives, recheck_shape=True)
+RMS_SHAPES = [
+    (1, 6),  # batch 1
+    (7, 7, {"note": "N = 7 rows: a row scalar broadcast across rows keeps its shape"}),
+    (7, 11),  # batch 7, N not a power of two
+    (2, 3, 9),  # 3-D
+    (2, 5, 10, {"transposed": True}),  # rows not contiguous: a .view(-1, N) fails
+]
 
 
 @graded
 def rmsnorm_backward(fn) -> None:
     """Visible check: batch 1, batch 7 square and not, 3-D, against autograd."""
-    RMS.check(fn, seeded(SEED + 3))
+    RMS.check(fn, RMS.cases(seeded(SEED + 3), RMS_SHAPES))
     print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
 
 

@@ -36,6 +36,7 @@ import torch
 
 from ..diagnose import (
     GradingFailure,
+    as_outputs,
     call_student,
     diagnose,
     graded,
@@ -45,7 +46,7 @@ from ..diagnose import (
     seeded,
     where_mismatch,
 )
-from ..memory import RecordedCalls
+from ..spec import NO_LIBRARY_BACKWARD, Exercise
 from . import layernorm as ln
 from . import softmax as sm
 
@@ -166,7 +167,8 @@ class MixedExercise:
     name: str
     outputs: tuple[str, ...]
     of: tuple[str, ...]  # the input each output has the dtype of
-    exact: Callable  # (fn, gen) -> None: the float64 check
+    exact: Exercise  # the float64 check: a notebook 02/04 exercise under this name, with its visible shapes
+    exact_shapes: Sequence
     half_case: Callable[..., HalfCase]
     statistics: dict[str, str]  # output -> the statistic behind it, for the half-accumulation sentence
     rule: Rule = measured  # the hidden checks replace it with notebook 08 Part C's rule
@@ -177,13 +179,8 @@ class MixedExercise:
 
     def outputs_of(self, fn: Callable, case: HalfCase, args: tuple | None = None) -> tuple:
         with quiet():
-            result = call_student(self.name, fn, *(case.args if args is None else args))
-        if len(self.outputs) == 1:
-            return (result,)
-        if not isinstance(result, (tuple, list)) or len(result) != len(self.outputs):
-            raise GradingFailure("shape", f"{self.name} must return {len(self.outputs)} gradients "
-                                 f"({', '.join(self.outputs)}), but it returned {type(result).__name__}.")
-        return tuple(result)
+            return as_outputs(self.name, call_student(self.name, fn, *(case.args if args is None else args)),
+                              self.outputs)
 
     def first_wrong(self, got: tuple, case: HalfCase) -> tuple | None:
         """(output, error, bound) of the first output off by more than its bound, or None."""
@@ -258,43 +255,28 @@ class MixedExercise:
                                      "inputs' dtype — float64 here, where float32 would throw digits away.",
                                      where_mismatch(out, g, e, case.label), "float32")
 
+    def check_exact(self, fn: Callable, gen: torch.Generator, shapes: Sequence | None = None) -> None:
+        """The float64 check, on its visible shapes unless ``shapes`` are given."""
+        self.exact.check(fn, self.exact.cases(gen, self.exact_shapes if shapes is None else shapes))
+
     def check(self, fn: Callable, gen: torch.Generator, half_shapes: Sequence[tuple],
               exact_shapes: Sequence | None = None) -> None:
         """Float64 computed in float64, the float64 check, then a half-precision case per (dtype, rows, n) of
         ``half_shapes``."""
         self.check_float64(fn, gen)
-        self.exact(fn, gen, exact_shapes)
+        self.check_exact(fn, gen, exact_shapes)
         sweep_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
         for dtype, rows, n, *note in half_shapes:
             self.check_half(fn, self.half_case(gen, dtype, rows, n, note=note[0] if note else ""),
                             lambda: seeded(sweep_seed))
 
 
-def _exact_softmax(fn: Callable, gen: torch.Generator, shapes: Sequence | None) -> None:
-    spec = replace(sm.BACKWARD, name="softmax_backward_mixed")
-    spec.check(fn, spec.cases(gen, sm.BACKWARD_SHAPES if shapes is None else shapes))
-
-
-
-def no_library_backward(name: str, calls) -> None:
-    """torch's own backward kernels (aten.native_layer_norm_backward, ...) are autograd's answer."""
-    op = next((op for _, rec in calls for op in rec.ops if "_backward" in op and rec.ops[op]), None)
-    if op:
-        raise GradingFailure("autograd-in-backward", f"{name} called torch's own backward kernel {op}: that is "
-                             "autograd's answer, not yours — write the gradient with ordinary tensor operations.")
-
-
-def _exact_layernorm(fn: Callable, gen: torch.Generator, shapes: Sequence | None) -> None:
-    spec = replace(ln.BACKWARD, name="layernorm_backward_mixed")
-    recorded = RecordedCalls()
-    spec.check(recorded(fn) if callable(fn) else fn, gen, shapes)
-    no_library_backward(spec.name, recorded.calls)
-
-
-SOFTMAX = MixedExercise("softmax_backward_mixed", ("dx",), ("y",), _exact_softmax, softmax_half_case,
+SOFTMAX = MixedExercise("softmax_backward_mixed", ("dx",), ("y",), replace(sm.BACKWARD, name="softmax_backward_mixed"),
+                        sm.BACKWARD_SHAPES, softmax_half_case,
                         {"dx": "the row's hub s"})
 LAYERNORM = MixedExercise("layernorm_backward_mixed", ("dx", "dgamma", "dbeta"), ("x", "gamma", "gamma"),
-                          _exact_layernorm, layernorm_half_case,
+                          replace(ln.BACKWARD, name="layernorm_backward_mixed", properties=(NO_LIBRARY_BACKWARD,)),
+                          ln.BACKWARD_SHAPES, layernorm_half_case,
                           {"dx": "a row statistic (the row means of γ ⊙ ȳ and of γ ⊙ ȳ ⊙ x̂, or x̂ itself)",
                            "dgamma": "its sum over the rows (or the x̂ it sums)", "dbeta": "its sum over the rows"})
 

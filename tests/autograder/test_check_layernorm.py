@@ -383,14 +383,17 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
 
 def test_every_pytorch_check_has_a_transposed_input(seeded):
     from autograder.check.layernorm import BACKWARD_SHAPES, FORWARD_SHAPES
-    from course.selfcheck.layernorm import RMS, build
+    from course.selfcheck import layernorm as visible
 
     gen = torch.Generator().manual_seed(0)
-    for spec, hidden_shapes in ((FORWARD, FORWARD_SHAPES), (BACKWARD, BACKWARD_SHAPES), (RMS, BACKWARD_SHAPES)):
-        transposed = [row for row in spec.shapes if isinstance(row[-1], dict) and row[-1].get("transposed")]
+    for spec, shapes, hidden_shapes in ((FORWARD, visible.FORWARD_SHAPES, FORWARD_SHAPES),
+                                        (BACKWARD, visible.BACKWARD_SHAPES, BACKWARD_SHAPES),
+                                        (visible.RMS, visible.RMS_SHAPES, BACKWARD_SHAPES)):
+        transposed = [row for row in shapes if isinstance(row[-1], dict) and row[-1].get("transposed")]
         hidden_transposed = [row for row in hidden_shapes if isinstance(row[-1], dict) and row[-1].get("transposed")]
         assert transposed and hidden_transposed, spec.name
-        for case in build(spec.case, gen, transposed) + build(spec.case, generator("t"), hidden_transposed):
+        for case in spec.cases(gen, transposed) + spec.cases(generator("t"), hidden_transposed):
+
             x = case.args[0] if len(case.args) == 3 else case.args[1]  # the forward's first argument, the backward's second
             assert not x.is_contiguous() and "transposed" in case.label
             with pytest.raises(RuntimeError):
