@@ -799,36 +799,36 @@ def _padded(case: FlashCase, values, fill: float, contiguous: bool = False) -> l
             for x in values]
 
 
-def _flat(values: torch.Tensor, pad: int, fill: float) -> tuple[Guarded, torch.Tensor]:
-    """``values`` in a flat float64 buffer followed by ``pad`` entries of ``fill``, and a view of it shaped like them."""
-    g = Guarded(values.reshape(-1) if isinstance(values, torch.Tensor) else (math.prod(values),), (pad,), fill, F64)
-    return g, g.view.view(values.shape if isinstance(values, torch.Tensor) else values)
+def _flat(values, pad: int, fill: float) -> Guarded:
+    """``values`` (a tensor, or a shape left at ``fill``) in a flat float64 buffer followed by ``pad`` entries of
+    ``fill``; the view has their shape."""
+    shape = values.shape if isinstance(values, torch.Tensor) else values
+    g = Guarded(values.reshape(-1) if isinstance(values, torch.Tensor) else (math.prod(shape),), (pad,), fill, F64)
+    g.view = g.view.view(shape)
+    return g
 
 
 def _launch_flash(name: str, kernel, case: FlashCase, fill: float = math.nan, contiguous: bool = False) -> Launch:
     """Launch the kernel ``name`` on padded views: the forward writes (o, L); dK/dV, given L and D, writes (dk, dv)."""
     BH, T, d = case.q.shape
-    forward = name == "flash_fwd_kernel"
-    ins = _padded(case, (case.q, case.k, case.v) if forward else (case.q, case.k, case.v, case.do), fill, contiguous)
-    outs = _padded(case, (None,) if forward else (None, None), SENTINEL, contiguous)
-    if forward:
-        stats, (lse,) = [], [_flat((BH, T), case.block_m + 1, SENTINEL)]
-        args, grid = [lse[1]], (T + case.block_m - 1) // case.block_m
+    pad = case.block_m + 1
+    if name == "flash_fwd_kernel":
+        ins = _padded(case, (case.q, case.k, case.v), fill, contiguous)
+        outs = {"o": _padded(case, (None,), SENTINEL, contiguous)[0], "lse": _flat((BH, T), pad, SENTINEL)}
+        block = case.block_m
     else:
         o, L = attention_forward(case.q, case.k, case.v)
-        stats = [_flat(L, case.block_m + 1, fill), _flat(delta_reference(o, case.do), case.block_m + 1, fill)]
-        args, grid = [v for _, v in stats], (T + case.block_n - 1) // case.block_n
-    q = ins[0].view
+        ins = _padded(case, (case.q, case.k, case.v, case.do), fill, contiguous) + [
+            _flat(L, pad, fill), _flat(delta_reference(o, case.do), pad, fill)]
+        outs = dict(zip(("dk", "dv"), _padded(case, (None, None), SENTINEL, contiguous)))
+        block = case.block_n
+    views = [g.view for g in (*ins, *outs.values())]
     blocks = case.blocks  # read before the launch: a course helper called inside the student's launch is refused
-    views = [g.view for g in ins] + ([outs[0].view] + args if forward else args + [g.view for g in outs])
-    pointers = ("Q_ptr", "K_ptr", "V_ptr", "DO_ptr")[:len(ins)] + (() if forward else ("L_ptr", "Delta_ptr"))
-    touched = launch(name, lambda: kernel[(grid, BH)](*views, *q.stride(), 1 / math.sqrt(d), T, d, **blocks),
-                     dict(zip(pointers, [g.buf for g in ins] + [g.buf for g, _ in stats])))
-    if forward:
-        got, named = {"o": outs[0].got(), "lse": lse[1].detach().to("cpu", F64).clone()}, {"O": outs[0], "L": lse[0]}
-    else:
-        got, named = {"dk": outs[0].got(), "dv": outs[1].got()}, {"DK": outs[0], "DV": outs[1]}
-    return Launch(got, touched, [k for k, g in named.items() if g.spilled()], case.label)
+    touched = launch(name, lambda: kernel[((T + block - 1) // block, BH)](
+        *views, *views[0].stride(), 1 / math.sqrt(d), T, d, **blocks),
+        dict(zip(("Q_ptr", "K_ptr", "V_ptr", "DO_ptr", "L_ptr", "Delta_ptr"), (g.buf for g in ins))))
+    wrote = [{"lse": "L"}.get(out, out.upper()) for out, g in outs.items() if g.spilled()]
+    return Launch({out: g.got() for out, g in outs.items()}, touched, wrote, case.label)
 
 
 class RightOnContiguous:
