@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _grade(args) -> int:
     from . import seeds
-    from .batch import InstructorError, Options, grade_all
+    from .batch import Options, grade_all
+    from .collect import InstructorError
 
     try:
         seed, student_seeds = seeds.parse_options(args.seed)

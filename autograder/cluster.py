@@ -20,19 +20,11 @@ from pathlib import Path
 
 import nbformat
 
+from . import sandbox, worker
+from .collect import InstructorError, Submission
+from .grader import Grader, Slots, StudentResult, Zygotes, fingerprint
+
 RETRIES = 1  # a task that raised runs once more, elsewhere if it can: a worker's trouble is not the student's
-
-
-def fingerprint() -> str:
-    """A digest of the grading code (``autograder`` and ``course`` sources): the client's and every worker's must match."""
-    from . import contract
-
-    h = hashlib.sha256()
-    for pkg in ("autograder", "course"):
-        root = Path(contract.package_dir(pkg))
-        for p in sorted(root.rglob("*.py")):
-            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()[:16]
 
 
 def connect(address):
@@ -41,11 +33,8 @@ def connect(address):
     ``address`` may also be a client already made (a Dask Gateway cluster's ``get_client()``, whose
     credentials an address alone does not carry): it is used as it is.
     """
-    from .batch import InstructorError
-
     if not isinstance(address, str):
         return address
-
     try:
         from distributed import Client
     except ImportError:
@@ -60,8 +49,6 @@ def connect(address):
 
 def check_workers(client) -> int:
     """The number of worker processes, after checking that each runs this very grader; InstructorError otherwise."""
-    from .batch import InstructorError
-
     mine = fingerprint()
     theirs = client.run(fingerprint)
     if not theirs:
@@ -75,47 +62,49 @@ def check_workers(client) -> int:
     return len(theirs)
 
 
-def grade_all_remote(client, todo: list, isolation: str, work: Path, on_result) -> None:
-    """Run every job of ``todo`` (``(part, student, nb, path, seed)``) as a task; ``on_result(part, res)`` as each ends.
+def grade_remote(client, subs: list[Submission], graders: dict[str, Grader], isolation: str, work: Path,
+                 on_result) -> None:
+    """Grade every submission of ``subs`` as a task; ``on_result(sub, result)`` as each ends.
 
     ``isolation``: as asked (each worker resolves "auto"). Called from the batch's thread, which alone
     writes the gradebook (``on_result``).
     """
     from distributed import as_completed
 
-    parts = {part.opts.assignment: part for part, *_ in todo}
     packed = {}
-    for a, part in parts.items():  # the template course folder, a gzipped tar of a few hundred KB
+    for a in dict.fromkeys(sub.assignment for sub in subs):  # the template course folder, a gzipped tar of a few hundred KB
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-            tar.add(part.grader.template.course, arcname="template")
+            tar.add(graders[a].template.course, arcname="template")
         packed[a] = buffer.getvalue()
     digest = {a: hashlib.sha256(data).hexdigest()[:16] for a, data in packed.items()}
     # A task that returns the archive, not scattered data: the scheduler can compute it again on another worker
     # when the one holding it is lost (scattered data it could not).
     shipped = {a: client.submit(_template, data, key=f"template-{a}-{digest[a]}") for a, data in packed.items()}
     futures = {}
-    for part, student, nb, path, seed in todo:
-        a, opts = part.opts.assignment, part.opts
-        task = {"assignment": a, "template": digest[a], "student": student, "notebook": nbformat.writes(nb), "seed": seed,
-                "options": {"isolation": isolation, "limits": opts.limits, "trusted": opts.trusted}}
+    for sub in subs:
+        a, grader = sub.assignment, graders[sub.assignment]
+        task = {"assignment": a, "template": digest[a], "student": sub.student, "notebook": nbformat.writes(sub.notebook),
+                "seed": sub.seed, "options": {"isolation": isolation, "limits": grader.limits, "trusted": grader.trusted}}
         # pure=False: a student graded twice (another seed) is two tasks, never one result reused
-        fut = client.submit(grade_task, task, shipped[a], retries=RETRIES, pure=False, key=f"grade-{a}-{student}-{seed}")
-        futures[fut] = (part, student, path, seed)
+        fut = client.submit(grade_task, task, shipped[a], retries=RETRIES, pure=False,
+                            key=f"grade-{a}-{sub.student}-{sub.seed}")
+        futures[fut] = sub
     try:
         for fut in as_completed(list(futures)):
-            part, student, path, seed = futures.pop(fut)
+            sub = futures.pop(fut)
             try:
                 res, text = fut.result()
                 if text is not None:
-                    folder = work / "cluster" / part.opts.assignment
+                    folder = work / "cluster" / sub.assignment
                     folder.mkdir(parents=True, exist_ok=True)
-                    res.autograded = folder / f"{student}.ipynb"
+                    res.autograded = folder / f"{sub.student}.ipynb"
                     res.autograded.write_text(text, encoding="utf-8")
             except Exception as exc:  # noqa: BLE001 — lost twice, or raised twice: that student's rows say so
-                res = part.grader.failed(student, f"the cluster could not grade it ({type(exc).__name__}: {exc})", seed)
-            res.submission = path
-            on_result(part, res)
+                res = graders[sub.assignment].failed(sub.student, f"the cluster could not grade it "
+                                                                  f"({type(exc).__name__}: {exc})", sub.seed)
+            res.submission = sub.path
+            on_result(sub, res)
     except BaseException:  # Ctrl-C (or anything else): nothing more runs for this batch on the cluster
         client.cancel(list(futures))
         raise
@@ -129,12 +118,13 @@ def _template(data: bytes) -> bytes:
 # On a worker
 
 
-def grade_task(task: dict, template: bytes) -> tuple:
+def grade_task(task: dict, template: bytes) -> tuple[StudentResult, str | None]:
     """One submission, graded on this worker as the local pool grades it; the result, and the autograded notebook's text."""
     state = _WorkerState.get(task["options"])
     grader = state.grader(task["assignment"], task["template"], template, task["options"])
-    nb = nbformat.reads(task["notebook"], as_version=4)
-    res = grader.grade_safely(task["student"], nb, state.slots, task["seed"])
+    sub = Submission(task["student"], None, assignment=task["assignment"],
+                     notebook=nbformat.reads(task["notebook"], as_version=4), seed=task["seed"])
+    res = grader.grade_safely(sub, state.slots)
     text = res.autograded.read_text(encoding="utf-8") if res.autograded and res.autograded.is_file() else None
     res.autograded = None
     shutil.rmtree(state.work / "jobs" / task["assignment"] / task["student"], ignore_errors=True)  # no byte of it stays
@@ -158,8 +148,6 @@ class _WorkerState:
     def __init__(self, options: dict):
         from distributed import get_worker
 
-        from . import batch, sandbox
-
         wanted = options["isolation"]
         self.isolation = sandbox.available_isolation() if wanted == "auto" else wanted
         if self.isolation == "full" and sandbox.available_isolation() != "full":
@@ -167,18 +155,16 @@ class _WorkerState:
                                "--isolation none, or run the workers as root")
         nthreads = max(1, get_worker().state.nthreads)
         self.work = Path(tempfile.mkdtemp(prefix="autograde-worker-"))
-        self.slots = batch.Slots(nthreads, self.isolation)
+        self.slots = Slots(nthreads, self.isolation)
         # A zygote dies with the thread that started it: this one lives as long as the worker process.
         self._owner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="autograder-zygotes")
         threads = max(1, (os.cpu_count() or 1) // nthreads)
-        self.zygotes = self._owner.submit(batch.Zygotes, self.work, options["trusted"], threads).result()
+        self.zygotes = self._owner.submit(Zygotes, self.work, options["trusted"], threads).result()
         self.zygotes.wait_ready()
-        self.templates: dict[str, object] = {}
-        self.graders: dict[tuple, object] = {}
+        self.templates: dict[str, worker.Template] = {}
+        self.graders: dict[tuple, Grader] = {}
 
-    def grader(self, assignment: str, key: str, packed: bytes, options: dict):
-        from . import batch, worker
-
+    def grader(self, assignment: str, key: str, packed: bytes, options: dict) -> Grader:
         with self._lock:  # the class's lock: a worker's threads build one grader at a time
             if key not in self.templates:
                 where = self.work / "templates" / key
@@ -192,6 +178,6 @@ class _WorkerState:
                 self.templates[key] = worker.Template(assignment, course, config, hidden_in_kernel=not options["trusted"])
             gkey = (key, json.dumps(options, sort_keys=True, default=str))
             if gkey not in self.graders:
-                self.graders[gkey] = batch.Grader(self.templates[key], options["limits"], options["trusted"], self.work,
-                                                  self.isolation, self.zygotes)
+                self.graders[gkey] = Grader(self.templates[key], options["limits"], options["trusted"], self.work,
+                                            self.isolation, self.zygotes)
             return self.graders[gkey]

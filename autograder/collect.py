@@ -96,14 +96,19 @@ def _unsafe_file(what: str, mode: int) -> str:
 
 @dataclass
 class Submission:
+    """One student's submission of one assignment, from where it was found to the seed it is graded with."""
+
     student: str
     path: Path | None  # the notebook file (a regular file); None when there is none to grade
     problem: str = ""  # why it cannot be graded: the reason its rows get
     origin: str = ""  # where it came from, for messages
+    assignment: str = ""
+    notebook: nbformat.NotebookNode | None = None  # read and checked (check_notebook): what is graded
+    seed: int | None = None  # its hidden inputs' seed (None: it never runs)
 
 
-class CollectError(Exception):
-    """The instructor's input is unusable as a whole (no folder, nothing in it)."""
+class InstructorError(Exception):
+    """Something the instructor must fix before grading can start (here: the input as a whole); the message says what."""
 
 
 # ---------------------------------------------------------------------------
@@ -123,17 +128,17 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
     other zip is one student's. Notebooks read out of zips are written under ``staging``.
     """
     if not submissions.is_dir():
-        raise CollectError(f"--submissions {submissions} is not a folder. Give the folder that holds one entry per "
+        raise InstructorError(f"--submissions {submissions} is not a folder. Give the folder that holds one entry per "
                            "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or .zip files).")
     export_names = set()
     for name in exports:
         path = submissions / Path(name).name
         if not (os.path.isfile(path) and not os.path.islink(path) and path.name.lower().endswith(".zip")):
-            raise CollectError(f"--lms-export {name}: no such .zip file in {submissions} (name a class export "
+            raise InstructorError(f"--lms-export {name}: no such .zip file in {submissions} (name a class export "
                                "that lies in the --submissions folder).")
         export_names.add(path.name)
     if student_regexp and not export_names:
-        raise CollectError("--student-regexp reads the file names inside an LMS class export: name the export "
+        raise InstructorError("--student-regexp reads the file names inside an LMS class export: name the export "
                            "with --lms-export FILE (a zip per student is always that student's).")
     if staging.exists():
         shutil.rmtree(staging)
@@ -168,7 +173,7 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
         loose = [e for e in _entries(submissions) if e.name.endswith(".ipynb") and e.is_file(follow_symlinks=False)]
         hint = (f" It holds {len(loose)} notebook(s) directly; put each in a folder named after its student "
                 f"({submissions}/<student>/{assignment}.ipynb).") if loose else ""
-        raise CollectError(f"no submissions found in {submissions}.{hint}")
+        raise InstructorError(f"no submissions found in {submissions}.{hint}")
     out = []
     for sid in sorted(found):
         subs = found[sid]
@@ -376,7 +381,7 @@ def _from_export(path: Path, assignment: str, regexp: str | None, staging: Path)
     pattern = regexp or DEFAULT_EXPORT_REGEXP.replace("{assignment}", re.escape(assignment))
     with _open_zip(path, MAX_EXPORT_MEMBERS, None) as (zf, problem):
         if zf is None:
-            raise CollectError(f"--lms-export {path.name}: {problem}")
+            raise InstructorError(f"--lms-export {path.name}: {problem}")
         mine: dict[str, list[zipfile.ZipInfo]] = defaultdict(list)
         for info in zf.infolist():
             key = _member_key(info.filename)
@@ -447,7 +452,7 @@ def deduplicate(nb: nbformat.NotebookNode) -> None:
             seen.add(grade_id)
 
 
-_MISSING_TEST = "raise AssertionError('this test cell was missing from the submission')  # replaced by nbgrader"
+MISSING_TEST = "raise AssertionError('this test cell was missing from the submission')  # replaced by nbgrader"
 
 
 def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict]) -> None:
@@ -472,7 +477,7 @@ def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict])
             continue
         before = next((where[g] + 1 for g in reversed(order[:k]) if g in where),
                       next((where[g] for g in order[k + 1:] if g in where), len(nb.cells)))
-        cell = nbformat.v4.new_code_cell(_MISSING_TEST, metadata={
+        cell = nbformat.v4.new_code_cell(MISSING_TEST, metadata={
             "deletable": False, "editable": False, "nbgrader": copy.deepcopy(theirs[grade_id]["nbgrader"])})
         nb.cells.insert(before, cell)
 

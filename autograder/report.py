@@ -27,11 +27,17 @@ class Row:
     diagnosis: str = ""
     reason: str = ""
     seed: int | None = None  # the hidden inputs' seed it was graded with (None: the notebook never ran)
-    # Not columns of grades.csv. As the kernel ran the cell (worker.read_outcomes): the diagnosis sentence or the
-    # error's first line, and whether its outputs hold no error. Once decided (batch.decide): the hidden checks'
-    # sentence, for the feedback.
-    message: str = ""
-    passed: bool = False
+    message: str = ""  # not a column: the hidden checks' sentence, for the feedback (grader.decide)
+    passed: bool = False  # not a column; worker.read_outcomes sets it until it makes KernelOutcomes
+
+
+@dataclass
+class KernelOutcome(Row):
+    """One test cell as the autograde run in the kernel graded it (``worker.read_outcomes``): ``diagnosis``, the
+    class of its diagnosis record; ``message``, the diagnosis sentence or the error's first line; ``score``, as
+    nbgrader recorded it, which counts only where the kernel decides alone (``grader.decide``)."""
+
+    passed: bool = False  # its outputs hold no error
 
 
 def outcome(row: Row) -> str:
@@ -75,9 +81,13 @@ def csv_value(cell: str) -> str:
 def formula_safe(path: Path) -> None:
     """Rewrite a CSV file another tool wrote (``nbgrader export``) with every cell through :func:`csv_cell`."""
     with open(path, newline="") as f:
-        rows = list(csv.reader(f))
+        write_cells(path, list(csv.reader(f)))
+
+
+def write_cells(path: Path, rows) -> None:
+    """A CSV file of ``rows`` (lists of text), every cell through :func:`csv_cell`."""
     with open(path, "w", newline="") as f:
-        csv.writer(f).writerows([[csv_cell(c) for c in row] for row in rows])
+        csv.writer(f).writerows([csv_cell(c) for c in row] for row in rows)
 
 
 def md(text: object) -> str:
@@ -87,13 +97,9 @@ def md(text: object) -> str:
 
 
 def write_csv(path: Path, rows: list[Row]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(FIELDS)
-        for r in sorted(rows, key=lambda r: (r.student, r.grade_id)):
-            w.writerow(csv_cell(v) for v in [
-                r.student, r.assignment, r.grade_id, _number(r.score), _number(r.max_score), r.diagnosis, r.reason,
-                "" if r.seed is None else str(r.seed)])
+    write_cells(path, [FIELDS] + [[r.student, r.assignment, r.grade_id, _number(r.score), _number(r.max_score), r.diagnosis,
+                                   r.reason, "" if r.seed is None else str(r.seed)]
+                                  for r in sorted(rows, key=lambda r: (r.student, r.grade_id))])
 
 
 STUDENT_FIELDS = ("student", "assignment", "score", "max_score", "cells_passed", "cells")
@@ -113,11 +119,8 @@ def student_totals(rows: list[Row]) -> list[tuple[str, str, float, float, int, i
 
 def write_student_csv(path: Path, rows: list[Row]) -> None:
     """students.csv: a student's total next to what it is out of (grades.csv has one row per test cell)."""
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(STUDENT_FIELDS)
-        for student, assignment, score, max_score, passed, cells in student_totals(rows):
-            w.writerow(csv_cell(v) for v in [student, assignment, _number(score), _number(max_score), str(passed), str(cells)])
+    write_cells(path, [STUDENT_FIELDS] + [[student, assignment, _number(score), _number(max_score), str(passed), str(cells)]
+                                          for student, assignment, score, max_score, passed, cells in student_totals(rows)])
 
 
 def read_csv(path: Path) -> list[Row]:
@@ -128,15 +131,8 @@ def read_csv(path: Path) -> list[Row]:
 
 
 def summary_markdown(rows: list[Row], summary: dict) -> str:
-    students = sorted({r.student for r in rows})
-    n = len(students)
-    totals = defaultdict(float)
-    max_total = defaultdict(float)
-    for r in rows:
-        totals[r.student] += r.score
-        max_total[r.student] += r.max_score
-    out_of = max(max_total.values(), default=0.0)
-    scores = [totals[s] for s in students]
+    totals = student_totals(rows)  # rows of one assignment
+    n, scores, out_of = len(totals), [t[2] for t in totals], max((t[3] for t in totals), default=0.0)
     a = summary.get("assignment", rows[0].assignment if rows else "")
     lines = [f"# {md(a)}: class report", ""]
     if scores:

@@ -231,7 +231,7 @@ class _Cluster:
 
 def test_workers_running_another_grader_are_refused_by_name():
     from autograder import cluster
-    from autograder.batch import InstructorError
+    from autograder.collect import InstructorError
 
     mine = cluster.fingerprint()
     assert cluster.check_workers(_Cluster({"tcp://a:1": mine, "tcp://b:1": mine})) == 2

@@ -73,20 +73,20 @@ def test_lms_zips(tmp_path, course):
 def test_an_export_must_be_named_and_present(tmp_path, course):
     subs = tmp_path / "subs"
     write(subs / "alice" / f"{A}.ipynb")
-    with pytest.raises(collect.CollectError, match="--lms-export export.zip: no such .zip file"):
+    with pytest.raises(collect.InstructorError, match="--lms-export export.zip: no such .zip file"):
         collect.collect(A, subs, tmp_path / "staging", course, exports=["export.zip"])
-    with pytest.raises(collect.CollectError, match="name the export with --lms-export"):
+    with pytest.raises(collect.InstructorError, match="name the export with --lms-export"):
         collect.collect(A, subs, tmp_path / "staging", course, student_regexp=r".*/(?P<student_id>\w+)\.ipynb")
 
 
 def test_instructor_mistakes_are_errors(tmp_path, course):
-    with pytest.raises(collect.CollectError, match="is not a folder"):
+    with pytest.raises(collect.InstructorError, match="is not a folder"):
         collect.collect(A, tmp_path / "nowhere", tmp_path / "staging", course)
     (tmp_path / "empty").mkdir()
-    with pytest.raises(collect.CollectError, match="no submissions found"):
+    with pytest.raises(collect.InstructorError, match="no submissions found"):
         collect.collect(A, tmp_path / "empty", tmp_path / "staging", course)
     write(tmp_path / "loose" / f"{A}.ipynb")
-    with pytest.raises(collect.CollectError, match="put each in a folder named after its student"):
+    with pytest.raises(collect.InstructorError, match="put each in a folder named after its student"):
         collect.collect(A, tmp_path / "loose", tmp_path / "staging", course)
 
 
@@ -474,7 +474,7 @@ def test_renamed_test_cell_and_an_extra_graded_cell(tmp_path, course):
     assert instructor_structure(checked) == instructor_structure_of_source(known)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in checked.cells]
     assert ids.index("test_linear_backward") == ids.index("linear_backward") + 1  # put back where it belongs
-    assert cell_of(checked, "test_linear_backward").source == collect._MISSING_TEST  # nbgrader fills it in
+    assert cell_of(checked, "test_linear_backward").source == collect.MISSING_TEST  # nbgrader fills it in
     kept = [c for c in checked.cells if c.source in (renamed.source, extra.source)]
     assert len(kept) == 2 and not any("nbgrader" in c.metadata for c in kept)  # still run, as plain cells
 

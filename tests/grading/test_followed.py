@@ -20,7 +20,7 @@ import nbformat
 import pytest
 
 from autograder import seeds, trusted
-from autograder.batch import exercises_of, trusted_job
+from autograder.grader import exercises_of, trusted_job
 from autograder.valueworker import REFUSALS
 from autograder.worker import Limits
 from course import witness

@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from autograder import gradebook, sandbox, seeds, worker
-from autograder.batch import decide, kernel_passed
+from autograder.grader import KernelOutcome, TrustedOutcome, decide, kernel_passed
 from autograder.nbexec import SaveCheckedGrades
 from autograder.report import Row, read_csv, write_csv
 from tests.grading import fixtures
@@ -37,8 +37,8 @@ ULP_BELOW_3 = math.nextafter(3.0, 0.0)  # 2.9999999999999996
 CONFIRMED = {"status": "ok", "passed": True, "cls": "", "message": ""}
 
 
-def cell(score: float, passed: bool, **kw) -> Row:
-    return Row("s", A, "test_linear_backward", score, 3.0, passed=passed, **kw)
+def cell(score: float, passed: bool, **kw) -> KernelOutcome:
+    return KernelOutcome("s", A, "test_linear_backward", score, 3.0, passed=passed, **kw)
 
 
 # -- decide: the grader's rule ------------------------------------------------------------------
@@ -79,7 +79,7 @@ def cell(score: float, passed: bool, **kw) -> Row:
         "hook-partial-then-error-kernel-only", "partial-confirmed", "stderr-confirmed", "kernel-only-exact",
         "kernel-only-partial", "kernel-only-stderr", "kernel-only-error", "kernel-failure-stands"])
 def test_a_cell_scores_all_its_points_or_none(outcome, trusted, rechecked, expected):
-    row = decide(outcome, trusted, rechecked)
+    row = decide(outcome, TrustedOutcome.parse(trusted), rechecked)
     score, diagnosis, reason = expected
     assert (row.score, row.max_score, row.diagnosis) == (score, 3.0, diagnosis), row
     assert row.reason.startswith(reason) and (reason or not row.reason or outcome.reason), row
@@ -87,7 +87,7 @@ def test_a_cell_scores_all_its_points_or_none(outcome, trusted, rechecked, expec
 
 
 def test_a_missing_test_cell_never_passes():
-    assert not kernel_passed(Row("s", A, "test_x", 0.0, 2.0, reason="not graded: the cell is missing"))
+    assert not kernel_passed(KernelOutcome("s", A, "test_x", 0.0, 2.0, reason="not graded: the cell is missing"))
 
 
 # -- SaveCheckedGrades: what nbgrader records in the job -----------------------------------------

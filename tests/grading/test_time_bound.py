@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from autograder import trusted
-from autograder.batch import _graders_fault, checker_results, exercises_of, trusted_job
+from autograder.grader import Status, TrustedOutcome, checker_results, exercises_of, trusted_job
 from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 from tools.mutants import build_submission, source_notebook
@@ -92,12 +92,12 @@ def test_what_a_stopped_checker_leaves_is_read_as_the_students_timeout(tmp_path)
     tests = ["a", "b", "c"]
     path.write_text(json.dumps({"results": {"a": {"status": "ok", "passed": True}}, "in_flight": "b", "done": False}))
     got = checker_results(path, tests, code=None)
-    assert got["a"]["passed"] and got["b"]["status"] == got["c"]["status"] == "timeout"
-    assert "still running" in got["b"]["message"] and "reached" in got["c"]["message"]
+    assert got["a"].passed and got["b"].status is got["c"].status is Status.TIMEOUT
+    assert "still running" in got["b"].message and "reached" in got["c"].message
     # A checker that ended by itself without every verdict failed: the grader's fault, tried again.
     got = checker_results(path, tests, code=1, last_log_line="Traceback ...")
-    assert got["b"]["status"] == "checker-error" and _graders_fault(got["b"])
-    assert checker_results(tmp_path / "missing.json", ["a"], code=None)["a"]["status"] == "timeout"
+    assert got["b"].status is Status.CHECKER_ERROR and got["b"].graders_fault
+    assert checker_results(tmp_path / "missing.json", ["a"], code=None)["a"].status is Status.TIMEOUT
 
 
 @pytest.mark.parametrize("result, fault", [
@@ -111,4 +111,4 @@ def test_what_a_stopped_checker_leaves_is_read_as_the_students_timeout(tmp_path)
     (None, True),
 ])
 def test_only_the_graders_own_failures_are_tried_again(result, fault):
-    assert _graders_fault(result) is fault
+    assert TrustedOutcome.parse(result).graders_fault is fault

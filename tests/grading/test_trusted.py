@@ -27,7 +27,7 @@ import nbformat
 import pytest
 
 from autograder import seeds, trusted
-from autograder.batch import exercises_of, trusted_job
+from autograder.grader import exercises_of, trusted_job
 from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
