@@ -22,10 +22,10 @@ from pathlib import Path
 
 import nbformat
 
-from . import cluster, collect, gradebook, sandbox, seeds, worker
+from . import cluster, collect, gradebook, seeds, worker
 from .collect import InstructorError, Submission
 from .feedback import prepare_for_feedback, sanitize_folder
-from .grader import Grader, Slots, StudentResult, Zygotes
+from .grader import Grader, Slots, StudentResult, Zygotes, isolation_for
 from .nbrunner import assignments, nbgrader
 from .report import Row, write_outputs
 
@@ -80,7 +80,12 @@ def grade_all(options: list[Options]) -> list[dict]:
         for part in parts:  # the instructor's mistakes first, before anything slow
             collect_submissions(part, course, work)
         batch_seed = assign_seeds(first, parts)
-        client = connect(first.scheduler, cleanup, progress)
+        client = cluster.connect(first.scheduler) if first.scheduler else None
+        if client is not None and client is not first.scheduler:  # a client the caller made stays open for the caller
+            cleanup.callback(client.close)
+        if client is not None:
+            progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {client.scheduler.address}, "
+                         "each running this grader")
         where = "on a Dask cluster" if client is not None else f"{first.workers} worker(s)"
         progress.say(f"{sum(len(p.subs) for p in parts)} submissions of {', '.join(o.assignment for o in options)} "
                      f"(sandbox: {isolation}, {where}); preparing")
@@ -132,8 +137,8 @@ def validate(options: list[Options]) -> tuple[Path, str]:
                                   f"{', '.join(available) or 'no assignments in source/'}.")
         if not 1 <= opts.workers <= worker.SLOTS_PER_BATCH:
             raise InstructorError(f"--workers must be between 1 and {worker.SLOTS_PER_BATCH}.")
-    isolation = sandbox.available_isolation() if first.isolation == "auto" else first.isolation
-    if isolation == "full" and sandbox.available_isolation() != "full":
+    isolation = isolation_for(first.isolation)
+    if isolation is None:
         raise InstructorError("--isolation full needs root and Linux namespaces (unshare); this machine has neither. "
                               "Use --isolation none (limits only; see docs/grading.md).")
     return course, isolation
@@ -167,18 +172,6 @@ def assign_seeds(opts: Options, parts: list[Part]) -> int | None:
     for sub in (s for part in parts for s in part.subs if s.notebook is not None):
         sub.seed = opts.student_seeds.get(sub.student, seeds.draw() if batch_seed is None else batch_seed)
     return batch_seed
-
-
-def connect(scheduler: object, cleanup: contextlib.ExitStack, progress: Progress):
-    """The Dask client when grading on a cluster (checked: every worker runs this grader), else None."""
-    if not scheduler:
-        return None
-    client = cluster.connect(scheduler)
-    if client is not scheduler:  # a client the caller made stays open for the caller
-        cleanup.callback(client.close)
-    progress.say(f"cluster: {cluster.check_workers(client)} Dask worker(s) at {client.scheduler.address}, "
-                 "each running this grader")
-    return client
 
 
 def prepare(part: Part, course: Path, work: Path, isolation: str, zygotes: Zygotes, slots: Slots,
@@ -289,17 +282,15 @@ def feedback(course: Path, parts: list[Part]) -> dict[str, str]:
                  timeout=3600)
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
         return notes | {a: f"feedback generation failed: {str(exc)[-300:]}" for a in wanted}
-    for part in parts:
-        a = part.opts.assignment
-        dest = part.opts.out / "feedback"
-        for student in wanted.get(a, ()):
+    for part in (p for p in parts if p.opts.assignment in wanted):
+        a, dest = part.opts.assignment, part.opts.out / "feedback"
+        for student in wanted[a]:
             src = course / "feedback" / student / a
             if src.is_dir():
                 sanitize_folder(src)  # the course's copy too: nbgrader's release_feedback hands it to the student
                 shutil.rmtree(dest / student, ignore_errors=True)
                 shutil.copytree(src, dest / student)
-        if a in wanted:
-            notes[a] = f"feedback for {len(wanted[a])} students in {dest}"
+        notes[a] = f"feedback for {len(wanted[a])} students in {dest}"
     return notes
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import nbformat
 
-from . import sandbox, worker
+from . import worker
 from .collect import InstructorError, Submission
-from .grader import Grader, Slots, StudentResult, Zygotes, fingerprint
+from .grader import Grader, Slots, StudentResult, Zygotes, fingerprint, isolation_for
 
 RETRIES = 1  # a task that raised runs once more, elsewhere if it can: a worker's trouble is not the student's
 
@@ -71,16 +71,15 @@ def grade_remote(client, subs: list[Submission], graders: dict[str, Grader], iso
     """
     from distributed import as_completed
 
-    packed = {}
+    digest, shipped = {}, {}
     for a in dict.fromkeys(sub.assignment for sub in subs):  # the template course folder, a gzipped tar of a few hundred KB
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
             tar.add(graders[a].template.course, arcname="template")
-        packed[a] = buffer.getvalue()
-    digest = {a: hashlib.sha256(data).hexdigest()[:16] for a, data in packed.items()}
-    # A task that returns the archive, not scattered data: the scheduler can compute it again on another worker
-    # when the one holding it is lost (scattered data it could not).
-    shipped = {a: client.submit(_template, data, key=f"template-{a}-{digest[a]}") for a, data in packed.items()}
+        digest[a] = hashlib.sha256(buffer.getvalue()).hexdigest()[:16]
+        # A task that returns the archive, not scattered data: the scheduler can compute it again on another worker
+        # when the one holding it is lost (scattered data it could not).
+        shipped[a] = client.submit(_template, buffer.getvalue(), key=f"template-{a}-{digest[a]}")
     futures = {}
     for sub in subs:
         a, grader = sub.assignment, graders[sub.assignment]
@@ -148,9 +147,8 @@ class _WorkerState:
     def __init__(self, options: dict):
         from distributed import get_worker
 
-        wanted = options["isolation"]
-        self.isolation = sandbox.available_isolation() if wanted == "auto" else wanted
-        if self.isolation == "full" and sandbox.available_isolation() != "full":
+        self.isolation = isolation_for(options["isolation"])
+        if self.isolation is None:
             raise RuntimeError("this worker cannot run the full sandbox (no root, or no namespaces): grade with "
                                "--isolation none, or run the workers as root")
         nthreads = max(1, get_worker().state.nthreads)

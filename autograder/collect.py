@@ -197,17 +197,12 @@ def choose_notebook(paths: list[str], assignment: str) -> tuple[str | None, str]
         if candidate in paths:
             return candidate, ""
     named = [p for p in paths if p.rsplit("/", 1)[-1] == target or p.endswith("_" + target)]
-    if len(named) == 1:
-        return named[0], ""
-    if len(named) > 1:
-        shown = ", ".join(f"'{_shown(p)}'" for p in named[:3])
-        return None, f"ambiguous submission: {len(named)} notebooks named {target} ({shown}); none is graded"
-    if len(paths) == 1:
-        return paths[0], ""
-    if paths:
-        shown = ", ".join(f"'{_shown(p)}'" for p in paths[:3])
-        return None, (f"ambiguous submission: {len(paths)} notebooks and none named {target} ({shown}); "
-                      "none is graded")
+    for found, what in ((named, f"named {target}"), (paths, f"and none named {target}")):
+        if len(found) == 1:
+            return found[0], ""
+        if found:
+            shown = ", ".join(f"'{_shown(p)}'" for p in found[:3])
+            return None, f"ambiguous submission: {len(found)} notebooks {what} ({shown}); none is graded"
     return None, f"missing notebook: no {target} in the submission"
 
 

@@ -48,6 +48,14 @@ def fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
+def isolation_for(wanted: str) -> str | None:
+    """The sandbox isolation to grade with ("auto": the best this machine allows); None for "full" where it cannot."""
+    best = sandbox.available_isolation()
+    if wanted == "full" and best != "full":
+        return None
+    return best if wanted == "auto" else wanted
+
+
 # ---------------------------------------------------------------------------
 # The typed hand-offs
 
@@ -75,8 +83,7 @@ class TrustedOutcome:
 
     @classmethod
     def parse(cls, raw: object) -> TrustedOutcome:
-        """One entry of the checker's results file (JSON the student's code may have shaped: checked, unknown keys
-        ignored); a missing or unreadable one is no verdict."""
+        """One entry of the checker's results file (unknown keys ignored); a missing or unreadable one is no verdict."""
         if not isinstance(raw, dict):
             return cls(Status.NO_VERDICT, "no verdict: the checker returned nothing for this test cell")
         words = worker.grader_words(raw)
@@ -175,19 +182,17 @@ def checker_results(path: Path, tests: list[str], code: int | None, last_log_lin
         results, in_flight = dict(found["results"]), found.get("in_flight")
     except (OSError, ValueError, KeyError, TypeError):
         results, in_flight = {}, None
-    out = {t: TrustedOutcome.parse(results[t]) for t in tests if isinstance(results.get(t), dict)}
+    out = {}
     for t in tests:
-        if t in out:
-            continue
-        if code is None and t == in_flight:
-            out[t] = TrustedOutcome(Status.TIMEOUT, "the student's code was still running when the submission's "
-                                                    "time ran out")
+        if isinstance(results.get(t), dict):
+            out[t] = TrustedOutcome.parse(results[t])
         elif code is None:
-            out[t] = TrustedOutcome(Status.TIMEOUT, "not checked: the submission's time ran out before its hidden "
-                                                    "checks reached this part")
+            out[t] = TrustedOutcome(Status.TIMEOUT, "the student's code was still running when the submission's time "
+                                    "ran out" if t == in_flight else "not checked: the submission's time ran out "
+                                    "before its hidden checks reached this part")
         else:
-            why = f"failed: {last_log_line[:200]}" if last_log_line else f"failed: exit status {code}"
-            out[t] = TrustedOutcome(Status.CHECKER_ERROR, f"the trusted checker {why}")
+            why = last_log_line[:200] if last_log_line else f"exit status {code}"
+            out[t] = TrustedOutcome(Status.CHECKER_ERROR, f"the trusted checker failed: {why}")
     return out
 
 
@@ -375,8 +380,8 @@ class Grader:
                               isolation=self.isolation, slot=slot, zygote=self.zygotes.sandboxes.socket,
                               threads=self.zygotes.threads, mpl_cache=self.zygotes.mpl_cache, seed=sub.seed)
         if ik.status == "failed":
-            return StudentResult(sub.student, self.rows_for_problem(sub.student, "grading failed: " + _last_error(ik.log)),
-                                 time.perf_counter() - start, note=ik.log[-2000:], seed=sub.seed)
+            return replace(self.failed(sub.student, _last_error(ik.log), sub.seed), seconds=time.perf_counter() - start,
+                           note=ik.log[-2000:])
         kernel: dict[str, KernelOutcome] = ik.cells
         trusted = self.recheck(job_dir, sub, kernel, slot, end)
         rows = [decide(kernel.get(t) or KernelOutcome(sub.student, self.assignment, t, 0.0, points,

@@ -143,8 +143,7 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
         lines.append(f"Graded in {secs:.0f} s with {summary.get('workers', 1)} worker(s); sandbox isolation: "
                      f"{summary.get('isolation', '?')}.")
     lines += ["", "## Score distribution", "", "| total | students | |", "|---:|---:|:---|"]
-    for total, count in sorted(Counter(scores).items(), reverse=True):
-        lines.append(f"| {total:g} / {out_of:g} | {count} | {'█' * count} |")
+    lines += [f"| {t:g} / {out_of:g} | {c} | {'█' * c} |" for t, c in sorted(Counter(scores).items(), reverse=True)]
     lines += ["", "## Exercises", ""]
     by_test = defaultdict(list)
     for r in rows:
@@ -153,18 +152,14 @@ def summary_markdown(rows: list[Row], summary: dict) -> str:
         name = md(exercise_name(test_id))
         counts = Counter(outcome(r) for r in group)
         pts = max(r.max_score for r in group)
-        lines.append(f"### {name} ({pts:g} points): {counts.get('passed', 0)} of {len(group)} full marks")
-        lines.append("")
-        for what, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
-            if what != "passed":
-                lines.append(f"- {count} of {len(group)}: {md(what)} in {name}")
-        lines.append("")
+        lines += [f"### {name} ({pts:g} points): {counts.get('passed', 0)} of {len(group)} full marks", ""]
+        lines += [f"- {count} of {len(group)}: {md(what)} in {name}"
+                  for what, count in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if what != "passed"] + [""]
     odd = [r for r in rows if r.reason]
     if odd:
         lines += ["## Zeros with a reason", "", "| student | test cell | reason |", "|---|---|---|"]
-        for r in sorted(odd, key=lambda r: (r.student, r.grade_id)):
-            lines.append(f"| {md(r.student)} | {md(r.grade_id)} | {md(r.reason)} |")
-        lines.append("")
+        lines += [f"| {md(r.student)} | {md(r.grade_id)} | {md(r.reason)} |"
+                  for r in sorted(odd, key=lambda r: (r.student, r.grade_id))] + [""]
     unsupported = {t: why for t, why in (summary.get("supported") or {}).items() if why}
     lines += ["## Hidden checks", ""]
     if summary.get("supported") is None:

@@ -192,9 +192,7 @@ def test_a_collision_is_refused_for_both(tmp_path, course):
     """A folder and a zip of one name, or one name in two Unicode forms: one id, no grade, never merged."""
     subs = tmp_path / "subs"
     write(subs / "twin" / f"{A}.ipynb")
-    nb_path = write(tmp_path / "nb.ipynb")
-    with zipfile.ZipFile(subs / "twin.zip", "w") as z:
-        z.write(nb_path, f"{A}.ipynb")
+    make_zip(subs / "twin.zip", {f"{A}.ipynb": nb_bytes()})
     write(subs / "Zo\u00eb" / f"{A}.ipynb")  # NFC
     write(subs / "Zoe\u0308" / f"{A}.ipynb")  # NFD: another folder on Linux, the same name to a person
     write(subs / "alice" / f"{A}.ipynb")
@@ -211,13 +209,10 @@ def test_a_students_zip_gives_rows_for_that_student_only(tmp_path, course):
     """Member names never choose the student: mallory.zip is mallory's, whatever it calls its files."""
     subs = tmp_path / "subs"
     write(subs / "solution" / f"{A}.ipynb")
-    nb_path = write(tmp_path / "nb.ipynb")
-    with zipfile.ZipFile(subs / "mallory.zip", "w") as z:
-        z.write(nb_path, f"victim_1_{A}.ipynb")
-    with zipfile.ZipFile(subs / "collider.zip", "w") as z:
-        z.write(nb_path, f"solution._x_{A}.ipynb")  # once made nbgrader's zip_collect fail on solution's folder
-    with zipfile.ZipFile(subs / "trudy.zip", "w") as z:
-        z.write(nb_path, f"submitted/victim/{A}/{A}.ipynb")
+    make_zip(subs / "mallory.zip", {f"victim_1_{A}.ipynb": nb_bytes()})
+    # This member name once made nbgrader's zip_collect fail on solution's folder.
+    make_zip(subs / "collider.zip", {f"solution._x_{A}.ipynb": nb_bytes()})
+    make_zip(subs / "trudy.zip", {f"submitted/victim/{A}/{A}.ipynb": nb_bytes()})
     got = {s.student: s for s in collect.collect(A, subs, tmp_path / "staging", course)}
     assert sorted(got) == ["collider", "mallory", "solution", "trudy"]
     assert all(s.path and not s.problem for s in got.values())
