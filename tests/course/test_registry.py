@@ -11,6 +11,9 @@ import sys
 import types
 
 import pytest
+import torch
+import triton
+import triton.language as tl
 
 import course.selfcheck
 from autograder.nbrunner import ROOT
@@ -69,72 +72,188 @@ def test_nbgrader_config_lists_the_registry_notebooks():
     assert [a["name"] for a in namespace["c"].CourseDirectory.db_assignments] == list(NOTEBOOKS)
 
 
-# A throwaway lesson: what a lesson module holds for one PyTorch-function exercise (x ↦ x³).
-THROWAWAY_VISIBLE = '''
+# A throwaway lesson, one exercise per spec type: what a lesson module and its hidden module hold.
+THROWAWAY_VISIBLE = """
+from dataclasses import dataclass
+
+import torch
+
 from course.diagnose import Alternative, Case, graded, randn, seeded
+from course.kernel_spec import FunctionSpec, KernelSpec, Launch, launch_rows
 from course.spec import Exercise
+from course.triton_check import input_leaf, pow2_at_least, upstream_layouts
 
+F32, F64 = torch.float32, torch.float64
+
+
+def _sign(out, right):
+    return {out: [Alternative("sign", f"{out} has the wrong sign.", -right)]}
+
+
+# pytorch-function: cube_backward(x, dy) -> dx of x ↦ x³
 CUBE = Exercise(name="cube_backward", reference=lambda x, dy: 3 * x**2 * dy, outputs=("dx",), of=("x",),
-                alternatives=lambda case: {"dx": [Alternative("sign", "the gradient has the wrong sign.",
-                                                              -3 * case.args[0] ** 2 * case.args[1])]})
+                alternatives=lambda case: _sign("dx", 3 * case.args[0] ** 2 * case.args[1]))
 
 
-def cases(gen):
+def cube_cases(gen):
     return [Case(f"batch {b}", (randn(gen, b, 5), randn(gen, b, 5)), b) for b in (1, 7)]
 
 
+# triton-kernel: double_bwd_kernel[(rows,)](DY_ptr, DX_ptr, dy_row_stride, dx_row_stride, n_cols, BLOCK), dx = 2 dy
+@dataclass(frozen=True)
+class Rows:
+    dy: torch.Tensor
+    dtype: torch.dtype
+
+
+def _launch(kernel, case, fill=float("nan")):
+    rows, n = case.dy.shape
+    got, wrote, touched, _ = launch_rows("double_bwd_kernel", kernel, {"DY_ptr": case.dy}, dtype=case.dtype,
+                                         block=pow2_at_least(n), width=pow2_at_least(n), fill=fill)
+    return Launch({"dx": got}, touched, ["padding"] if wrote else [], f"{rows} row(s) of n_cols = {n}")
+
+
+DOUBLE = KernelSpec(name="double_bwd_kernel", launch=_launch, reference=lambda case: {"dx": 2 * case.dy},
+                    alternatives=lambda case: _sign("dx", 2 * case.dy), read_only="store dx through DX_ptr.",
+                    past_end=lambda spec, case, run: ("double_bwd_kernel writes past the end of a row.", ""))
+
+
+def double_cases(gen):
+    return [Rows(randn(gen, b, 13), dtype) for b in (1, 7) for dtype in (F32, F64)]
+
+
+# autograd-function: Cube.apply(x) -> x³, its backward by hand
+@dataclass(frozen=True)
+class Point:
+    x: torch.Tensor
+    dy: torch.Tensor
+    label: str
+    dtype: torch.dtype = F64
+
+
+CUBE_FUNCTION = FunctionSpec(
+    name="Cube", leaves=lambda case: (input_leaf(case.x, case.dtype),),
+    reference=lambda case: ({"y": case.x**3}, {"dx": 3 * case.x**2 * case.dy}),
+    alternatives=lambda case: _sign("dx", 3 * case.x**2 * case.dy), no_history="return x ** 3.",
+    hand_written="the exercise is the backward.", upstream=lambda case: upstream_layouts(case.dy, case.x.shape),
+    layout_why="ȳ may come in any layout.")
+
+
+def cube_function_cases(gen):
+    return [Point(randn(gen, b, 6), randn(gen, b, 6), f"batch {b}") for b in (1, 7)]
+
+
 @graded
 def cube_backward(fn):
-    CUBE.run(fn, cases(seeded(1)))
-'''
-THROWAWAY_HIDDEN = '''
-from course.diagnose import graded
-from course.selfcheck.throwaway import CUBE, cases
-
-from autograder.inputs import generator
+    CUBE.check(fn, cube_cases(seeded(1)))
 
 
 @graded
-def cube_backward(fn):
-    CUBE.run(fn, cases(generator("cube_backward")))
-'''
+def double_bwd_kernel(kernel):
+    DOUBLE.check(kernel, double_cases(seeded(2)))
 
 
-@pytest.fixture
-def throwaway(monkeypatch):
-    """cube_backward added through the registry alone, its two lesson modules made in memory."""
+@graded
+def Cube(cls):
+    CUBE_FUNCTION.check(cls, cube_function_cases(seeded(3)))
+"""
+THROWAWAY_HIDDEN = """
+from course.selfcheck.throwaway import CUBE, CUBE_FUNCTION, DOUBLE, cube_cases, cube_function_cases, double_cases
+
+from autograder.check.hidden import hidden
+
+cube_backward = hidden(CUBE, cube_cases)
+double_bwd_kernel = hidden(DOUBLE, double_cases)
+Cube = hidden(CUBE_FUNCTION, cube_function_cases)
+"""
+THROWAWAY = [Entry("cube_backward", "99_throwaway", "pytorch-function", 1, {"sign": 2, "*": 1}, "throwaway", "throwaway"),
+             Entry("double_bwd_kernel", "99_throwaway", "triton-kernel", 1, {"sign": 3, "*": 1}, "throwaway", "throwaway"),
+             Entry("Cube", "99_throwaway", "autograd-function", 1, {"sign": 2, "*": 3}, "throwaway", "throwaway")]
+
+
+@triton.jit
+def double_bwd_kernel(DY_ptr, DX_ptr, dy_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
+    row, cols = tl.program_id(0), tl.arange(0, BLOCK)
+    dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(DX_ptr + row * dx_row_stride + cols, 2 * dy, mask=cols < n_cols)
+
+
+@triton.jit
+def negated_kernel(DY_ptr, DX_ptr, dy_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
+    row, cols = tl.program_id(0), tl.arange(0, BLOCK)
+    dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(DX_ptr + row * dx_row_stride + cols, -2 * dy, mask=cols < n_cols)
+
+
+@triton.jit
+def halved_kernel(DY_ptr, DX_ptr, dy_row_stride, dx_row_stride, n_cols, BLOCK: tl.constexpr):
+    row, cols = tl.program_id(0), tl.arange(0, BLOCK)
+    dy = tl.load(DY_ptr + row * dy_row_stride + cols, mask=cols < n_cols, other=0.0)
+    tl.store(DX_ptr + row * dx_row_stride + cols, dy, mask=cols < n_cols)
+
+
+def cube_class(backward):
+    class Cube(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx, dy):
+            (x,) = ctx.saved_tensors
+            return backward(x, dy)
+
+    return Cube
+
+
+# name: (the right answer, one with the sign flipped, one wrong in a way no named bug explains)
+ANSWERS = {
+    "cube_backward": (lambda x, dy: 3 * x**2 * dy, lambda x, dy: -3 * x**2 * dy, lambda x, dy: 2 * x * dy),
+    "double_bwd_kernel": (double_bwd_kernel, negated_kernel, halved_kernel),
+    "Cube": (cube_class(lambda x, dy: 3 * x**2 * dy), cube_class(lambda x, dy: -3 * x**2 * dy),
+             cube_class(lambda x, dy: 2 * x * dy)),
+}
+
+
+@pytest.fixture(scope="module")
+def throwaway():
+    """Three exercises added through the registry alone, their two lesson modules made in memory."""
+    patch = pytest.MonkeyPatch()
     for module, source in (("course.selfcheck.throwaway", THROWAWAY_VISIBLE),
                            ("autograder.check.throwaway", THROWAWAY_HIDDEN)):
         lesson = types.ModuleType(module)
-        monkeypatch.setitem(sys.modules, module, lesson)
+        patch.setitem(sys.modules, module, lesson)
         exec(compile(source, f"<{module}>", "exec"), lesson.__dict__)
-    entry = Entry("cube_backward", "99_throwaway", "pytorch-function", 1, {"sign": 2, "*": 1},
-                     "throwaway", "throwaway")
-    monkeypatch.setattr(registry, "EXERCISES", (*EXERCISES, entry))
-    monkeypatch.setitem(BY_NAME, entry.name, entry)
+    patch.setattr(registry, "EXERCISES", (*EXERCISES, *THROWAWAY))
+    for entry in THROWAWAY:
+        patch.setitem(BY_NAME, entry.name, entry)
     import autograder.check
 
     packages = [importlib.reload(course.selfcheck), importlib.reload(autograder.check)]
     yield packages
-    monkeypatch.undo()
+    patch.undo()
     for package in packages:
-        package.__dict__.pop("cube_backward")
+        for entry in THROWAWAY:
+            del package.__dict__[entry.name]
         importlib.reload(package)
+        assert not any(hasattr(package, entry.name) for entry in THROWAWAY)  # whole again, for the tests after
+    assert not set(BY_NAME) & {entry.name for entry in THROWAWAY}
 
 
-def test_an_exercise_added_to_the_registry_is_checked_and_hinted(throwaway):
-    for package in throwaway:
-        check = package.cube_backward
-        assert "cube_backward" in dir(package)
-        check(lambda x, dy: 3 * x**2 * dy)  # right: passes
-        with pytest.raises(GradingFailure) as wrong:
-            check(lambda x, dy: -3 * x**2 * dy)
-        assert wrong.value.cls == "sign" and wrong.value.hint == 2, str(wrong.value)
-        assert "→ Hint 2, just above this test cell" in str(wrong.value)
-        with pytest.raises(GradingFailure) as unnamed:
-            check(lambda x, dy: 2 * x * dy)
-        assert unnamed.value.cls != "sign" and unnamed.value.hint == 1, str(unnamed.value)
+@pytest.mark.parametrize("entry", THROWAWAY, ids=lambda e: e.spec)
+@pytest.mark.parametrize("side", ["visible", "hidden"])
+def test_an_exercise_added_to_the_registry_is_checked_and_hinted(throwaway, side, entry):
+    package = throwaway[side == "hidden"]
+    check = getattr(package, entry.name)
+    assert entry.name in dir(package) and check.__name__ == entry.name
+    right, negated, unnamed = ANSWERS[entry.name]
+    check(right)
+    with pytest.raises(GradingFailure) as wrong:
+        check(negated)
+    assert wrong.value.cls == "sign" and wrong.value.hint == entry.hints["sign"], str(wrong.value)
+    assert f"→ Hint {entry.hints['sign']}, just above this test cell" in str(wrong.value)
+    with pytest.raises(GradingFailure) as other:
+        check(unnamed)
+    assert other.value.cls != "sign" and other.value.hint == entry.hints["*"], str(other.value)
 
-
-def test_the_registry_is_whole_again_after_the_throwaway():
-    assert "cube_backward" not in BY_NAME and not hasattr(course.selfcheck, "cube_backward")
