@@ -23,6 +23,7 @@ from .diagnose import (
     GradingFailure,
     Passed,
     batch_refined,
+    graded,
     layout_failure,
     rerun_above_batch_1,
     run_cases,
@@ -92,7 +93,33 @@ class Spread:
         return self.make(gen, *shape, **options)
 
 
-def merged(*sources: Callable[[Case], dict[str, list[Alternative]]]) -> Callable[[Case], dict[str, list[Alternative]]]:
+@dataclass(frozen=True)
+class Runner:
+    """A check with a runner of its own (a kernel's launches, a test of tests) as a spec for the one hidden check:
+    ``run(fn, cases)``."""
+
+    name: str
+    run: Callable[[Callable, Sequence], None]
+
+    def check(self, fn: Callable, cases: Sequence, alternatives: Callable | None = None) -> None:
+        self.run(fn, cases)
+
+
+def visible(spec, cases: Callable[[], Sequence], passes: str) -> Callable:
+    """The visible check of ``spec`` (an :class:`Exercise`, a :class:`Runner`): ``spec.check`` on ``cases()``, the
+    same inputs on every run; a pass prints one line saying what it ran on (``passes``)."""
+
+    def check(fn: Callable) -> None:
+        spec.check(fn, cases())
+        print(f"✓ {spec.name} passes the visible checks ({passes})")
+
+    check.__name__ = check.__qualname__ = spec.name
+    check.__doc__ = f"The visible check of {spec.name}: {passes}."
+    return graded(check)
+
+
+def merged(*sources
+: Callable[[Case], dict[str, list[Alternative]]]) -> Callable[[Case], dict[str, list[Alternative]]]:
     """The named bugs of every source, output by output, in order (a spec's own, then the hidden ones)."""
     def alternatives(case: Case) -> dict[str, list[Alternative]]:
         found: dict[str, list[Alternative]] = {}

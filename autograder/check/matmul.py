@@ -9,16 +9,14 @@ here: a right backward for any number of leading axes is the answer to Part B.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from types import SimpleNamespace
 
 import torch
 
-from course.diagnose import graded
 from course.selfcheck import matmul as visible
-from course.selfcheck.matmul import check_name_the_bug, run_exercise
+from course.selfcheck.matmul import SPECS
 
-from ..inputs import generator
+from .hidden import hidden
 
 # (leading axes of x, K, N). Batch-1 cases first: a failure that appears only above
 # batch 1 is then read as a missing batch reduction. Sizes are not powers of two.
@@ -162,16 +160,8 @@ def name_the_bug_cases(gen: torch.Generator) -> list[tuple[str, object, str, str
 # The checks: the visible checks' flow, on cases drawn from this run's generator
 
 
-def _hidden(name: str, cases: Callable[[torch.Generator], list], run: Callable = run_exercise) -> Callable:
-    def check(fn: Callable) -> None:
-        run(name, fn, cases(generator(name)))
-
-    check.__name__ = check.__qualname__ = name
-    return graded(check)
-
-
-linear_backward = _hidden("linear_backward", functools.partial(linear_cases, bias=False))
-linear_bias_backward = _hidden("linear_bias_backward", functools.partial(linear_cases, bias=True))
-reduce_to_shape = _hidden("reduce_to_shape", reduce_cases)
-name_the_bug = _hidden("name_the_bug", name_the_bug_cases, check_name_the_bug)
-batched_matmul_backward = _hidden("batched_matmul_backward", batched_cases)
+linear_backward = hidden(SPECS["linear_backward"], functools.partial(linear_cases, bias=False))
+linear_bias_backward = hidden(SPECS["linear_bias_backward"], functools.partial(linear_cases, bias=True))
+reduce_to_shape = hidden(SPECS["reduce_to_shape"], reduce_cases)
+name_the_bug = hidden(SPECS["name_the_bug"], name_the_bug_cases)
+batched_matmul_backward = hidden(SPECS["batched_matmul_backward"], batched_cases)

@@ -7,24 +7,27 @@ softmax left out of the chain (z̄ = (z − E)/M with the logits z in place of y
 
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
-from course.diagnose import Alternative, Case, graded
+from course.diagnose import Alternative, Case
 from course.selfcheck.vjp_contract import (
+    LSCE,
     SIGMOID,
     SineQuadratic,
-    check_lsce,
     check_numerical_gradient,
     check_relative_error,
-    lsce_case,
     lsce_through_linear,
     probe_cases,
     random_pair,
     relative_error_alternatives,
     sigmoid_cases,
 )
+from course.spec import Runner, merged
 
-from ..inputs import DTYPE, generator, randn
+from ..inputs import DTYPE, randn
+from .hidden import hidden
 
 # (shape of x, options), as the visible check's NUMERICAL_GRADIENT_SHAPES.
 NUMERICAL_GRADIENT_SHAPES = [
@@ -63,9 +66,8 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return norm(a - b).item() / max(norm(a).item(), norm(b).item(), torch.finfo(DTYPE).tiny)
 
 
-@graded
-def numerical_gradient(fn) -> None:
-    check_numerical_gradient(fn, probe_cases(generator("numerical_gradient"), NUMERICAL_GRADIENT_SHAPES, SineQuadratic))
+numerical_gradient = hidden(Runner("numerical_gradient", check_numerical_gradient),
+                            partial(probe_cases, shapes=NUMERICAL_GRADIENT_SHAPES, draw=SineQuadratic))
 
 
 def _alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Alternative]:
@@ -80,9 +82,8 @@ def _alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Alternative]:
     return alts
 
 
-@graded
-def relative_error(fn) -> None:
-    gen = generator("relative_error")
+def _pairs(gen) -> list[tuple]:
+    """(label, a, b, expected) of this run."""
     pairs = [
         ("a, b of shape (1, 6), close", *random_pair(gen, 1, 6)),  # batch 1
         ("a, b of shape (7, 5), close", *random_pair(gen, 7, 5)),  # batch 7
@@ -96,7 +97,10 @@ def relative_error(fn) -> None:
     pairs.append(("a = b = 0, shape (7, 3)", torch.zeros(7, 3, dtype=DTYPE), torch.zeros(7, 3, dtype=DTYPE)))  # 0, finite
     a, b = random_pair(gen, 5, 7, spread=0.05)
     pairs.append(("a, b of shape (7, 5), non-contiguous (transposes)", a.T, b.T))  # any layout
-    check_relative_error(fn, [(label, a, b, _relative_error(a, b)) for label, a, b in pairs], alternatives=_alternatives)
+    return [(label, a, b, _relative_error(a, b)) for label, a, b in pairs]
+
+
+relative_error = hidden(Runner("relative_error", partial(check_relative_error, alternatives=_alternatives)), _pairs)
 
 
 def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -108,12 +112,5 @@ def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
             for name, value in zip(("dx", "dW", "db"), lsce_through_linear(x, W, b, dz))}
 
 
-@graded
-def linear_softmax_ce_backward(fn) -> None:
-    gen = generator("linear_softmax_ce_backward")
-    check_lsce(fn, [lsce_case(gen, M, K, C, transposed=t) for M, K, C, t in LSCE_SHAPES], alternatives=_lsce_alternatives)
-
-
-@graded
-def sigmoid_backward(fn) -> None:
-    SIGMOID.run(fn, sigmoid_cases(generator("sigmoid_backward"), SIGMOID_SHAPES, transposed=(9, 13)))
+linear_softmax_ce_backward = hidden(LSCE, LSCE_SHAPES, merged(LSCE.alternatives, _lsce_alternatives))
+sigmoid_backward = hidden(SIGMOID, partial(sigmoid_cases, shapes=SIGMOID_SHAPES, transposed=(9, 13)))

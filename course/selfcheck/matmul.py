@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import torch
 
-from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, graded, randn, seeded, vjp
-from ..spec import Exercise
+from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, randn, seeded, vjp
+from ..spec import Exercise, Runner, visible
 
 SEED = 20240101  # fixed: the visible checks show the same numbers on every run
 
@@ -261,12 +262,9 @@ def batched_cases(gen: torch.Generator, shapes=BATCHED_SHAPES, transposed=BATCHE
 # Running a check
 
 
-def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
-    """Check ``fn`` on ``cases`` as ``EXERCISES[name]`` says; raise a diagnosis at the first problem.
-
-    Every call of ``Tensor.sum_to_size`` is recorded (it still works): it is torch's own one-line answer to
-    ``reduce_to_shape``, refused there once the values pass.
-    """
+def without_sum_to_size(name: str, fn: Callable, cases: Sequence[Case], reference: Callable) -> None:
+    """``reduce_to_shape``'s runner: its values, with every call of ``Tensor.sum_to_size`` recorded (it still works),
+    torch's own one-line answer to the exercise, refused once the values pass."""
     used: list[str] = []
     original = torch.Tensor.sum_to_size
 
@@ -279,7 +277,7 @@ def run_exercise(name: str, fn: Callable, cases: Sequence[Case]) -> None:
         EXERCISES[name].run(fn, cases)
     finally:
         torch.Tensor.sum_to_size = original
-    if used and name == "reduce_to_shape":
+    if used:
         raise GradingFailure(
             "wrong-values",
             f"{name} called torch's own {used[0]}: its values are right, but it is this exercise done for "
@@ -298,7 +296,7 @@ EXERCISES = {ex.name: ex for ex in (
     Exercise(name="linear_bias_backward", reference=_linear_bias_reference, outputs=("dx", "dw", "db"),
              of=("x", "w", "b"), alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args)),
     Exercise(name="reduce_to_shape", reference=_reduce_reference, outputs=("result",),
-             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives),
+             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives, runner=without_sum_to_size),
     Exercise(name="batched_matmul_backward", reference=_batched_reference, outputs=("da", "dc"), of=("a", "c"),
              alternatives=lambda case: batched_alternatives(_batched_reference, *case.args)),
 )}
@@ -429,18 +427,12 @@ VISIBLE_CASES = {
     "name_the_bug": lambda: SUSPECTS,
     "batched_matmul_backward": lambda: batched_cases(seeded(SEED + 2)),
 }
+NAME_THE_BUG = Runner("name_the_bug", partial(check_name_the_bug, "name_the_bug"))
+SPECS = {**EXERCISES, NAME_THE_BUG.name: NAME_THE_BUG}
 
 
-def _visible(name: str, shown: str) -> Callable:
-    """The visible check of ``name`` on its ``VISIBLE_CASES``; a pass prints one line saying what it ran on."""
-    run = check_name_the_bug if name == "name_the_bug" else run_exercise
-
-    def check(fn: Callable) -> None:
-        run(name, fn, VISIBLE_CASES[name]())
-        print(f"✓ {name} passes the visible checks ({shown})")
-
-    check.__name__ = check.__qualname__ = name
-    return graded(check)
+def _visible(name: str, passes: str) -> Callable:
+    return visible(SPECS[name], VISIBLE_CASES[name], passes)
 
 
 linear_backward = _visible("linear_backward", "batch 1, batch 7, 3-D input, square w, transposed inputs")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
@@ -36,7 +35,7 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..spec import Exercise
+from ..spec import Exercise, Runner
 from ..triton_check import device, launch, require_kernel
 
 F32, F64 = torch.float32, torch.float64
@@ -501,9 +500,7 @@ EXERCISES = {ex.name: ex for ex in (
     one_dx("dropout_backward", dropout_reference, alternatives=dropout_alternatives),
     one_dx("moe_gate_backward", moe_reference, outputs=("dlogits", "dexpert_out"), of=("logits", "expert_out")),
 )}
-# The kernel, checked by a runner of its own: a spec for ``autograder.check.hidden``.
-SCATTER_ADD = SimpleNamespace(name="scatter_add_kernel", check=lambda kernel, cases, _=None: check_scatter_add_kernel(
-    kernel, cases))
+SCATTER_ADD = Runner("scatter_add_kernel", check_scatter_add_kernel)  # the kernel: a runner of its own
 
 
 def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:

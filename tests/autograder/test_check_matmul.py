@@ -194,7 +194,7 @@ def test_the_hidden_shapes_cover_what_the_contract_promises():
 def test_hidden_inputs_change_with_the_seed_and_replay_with_it(monkeypatch):
     def first_x(seed):
         monkeypatch.setenv("AUTOGRADER_SEED", seed)
-        return hidden.linear_cases(hidden.generator("linear_backward"), bias=False)[2].args[0]
+        return hidden.linear_cases(generator("linear_backward"), bias=False)[2].args[0]
     assert torch.equal(first_x("5"), first_x("5"))
     assert not torch.equal(first_x("5"), first_x("6"))
     assert first_x("5").dtype == F64
@@ -250,13 +250,13 @@ def batched_reference(a: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tup
 def test_the_hidden_references_agree_with_autograd(bias, one_seed):
     reference = linear_bias_reference if bias else linear_reference
     autograd = visible._linear_bias_reference if bias else visible._linear_reference
-    for case in hidden.linear_cases(hidden.generator("ref"), bias=bias):
+    for case in hidden.linear_cases(generator("ref"), bias=bias):
         for ours, torchs in zip(reference(*case.args), autograd(*case.args)):
             assert ours.shape == torchs.shape and torch.allclose(ours, torchs, rtol=1e-12, atol=1e-12), case.label
 
 
 def test_the_hidden_reduction_agrees_with_autograd_and_sum_to_size(one_seed):
-    for case in hidden.reduce_cases(hidden.generator("ref")):
+    for case in hidden.reduce_cases(generator("ref")):
         grad, shape = case.args
         ours = reduce_reference(grad, shape)
         assert ours.shape == tuple(shape), case.label
@@ -266,11 +266,11 @@ def test_the_hidden_reduction_agrees_with_autograd_and_sum_to_size(one_seed):
 
 def hidden_alternatives(seed_salt: str = "alts"):
     """(output name, expected, alternatives, case label) for every output of every hidden case."""
-    for case in hidden.linear_cases(hidden.generator(seed_salt), bias=True):
+    for case in hidden.linear_cases(generator(seed_salt), bias=True):
         expected = dict(zip(("dx", "dw", "db"), visible._linear_bias_reference(*case.args)))
         for out, alts in visible.bias_alternatives(visible._linear_bias_reference, *case.args).items():
             yield out, expected[out], alts, case.label
-    for case in hidden.reduce_cases(hidden.generator(seed_salt)):
+    for case in hidden.reduce_cases(generator(seed_salt)):
         grad, shape = case.args
         expected = visible._reduce_reference(grad, shape)
         yield "result", expected, visible.reduce_alternatives(grad, shape, expected), case.label

@@ -19,7 +19,7 @@ import autograder.check as hidden
 import course.selfcheck as visible
 from autograder.inputs import generator, randn
 from course.diagnose import GradingFailure, relative_error
-from course.selfcheck.vjp_contract import CosineBowl, SineQuadratic, check_lsce, lsce_case, lsce_reference
+from course.selfcheck.vjp_contract import LSCE, CosineBowl, SineQuadratic, lsce_case, lsce_reference
 from tests.support import (
     assert_crash_quotes_the_line,
     assert_mutants_cover,
@@ -281,7 +281,7 @@ def test_a_transposed_dW_is_seen_with_a_square_W_alone(solution):
 
     gen = torch.Generator().manual_seed(3)
     with pytest.raises(GradingFailure) as info:
-        check_lsce(transposed, [lsce_case(gen, 1, 4, 4), lsce_case(gen, 7, 4, 4)])
+        LSCE.check(transposed, [lsce_case(gen, 1, 4, 4), lsce_case(gen, 7, 4, 4)])
     assert info.value.cls == "transpose" and "shape" not in info.value.sentence.split(":")[0]
 
 
