@@ -1,7 +1,7 @@
 """One hidden check per exercise of ``course.registry``: ``check.<function>(student_fn)`` raises on a wrong answer."""
 
-from course.registry import checks
+from course import registry as _registry
 
-_checks = checks(__name__, "hidden")
+_checks = _registry.checks(__name__, "hidden")  # public names here: the exercises' checks and the lesson modules
 globals().update(_checks)
 __all__ = sorted(_checks)
