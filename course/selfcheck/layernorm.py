@@ -40,7 +40,7 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..spec import Exercise, Spread
+from ..spec import Exercise, Spread, visible
 from ..triton_check import (
     autograd_in_backward,
     check_wrapper_forward,
@@ -342,12 +342,8 @@ FORWARD_SHAPES = [
 ]
 
 
-@graded
-def layernorm_forward(fn) -> None:
-    """Visible check: batch 1 and 7, 3-D, eps honoured, against torch.nn.functional.layer_norm."""
-    FORWARD.check(fn, FORWARD.cases(seeded(SEED + 1), FORWARD_SHAPES))
-    print("✓ layernorm_forward passes the visible checks (batch 1 and 7, 3-D x, a transposed view, eps honoured; "
-          "mean and rstd shaped x.shape[:-1])")
+layernorm_forward = visible(FORWARD, lambda: FORWARD.cases(seeded(SEED + 1), FORWARD_SHAPES), "batch 1 and 7, "
+                            "3-D x, a transposed view, eps honoured; mean and rstd shaped x.shape[:-1]")
 
 
 # ---------------------------------------------------------------------------
@@ -416,11 +412,8 @@ BACKWARD_SHAPES = [
 ]
 
 
-@graded
-def layernorm_backward(fn) -> None:
-    """Visible check: batch 1, batch 7 square and not, 3-D, against autograd through layer_norm."""
-    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 2), BACKWARD_SHAPES))
-    print("✓ layernorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
+layernorm_backward = visible(BACKWARD, lambda: BACKWARD.cases(seeded(SEED + 2), BACKWARD_SHAPES),
+                             "batch 1 and 7, a square case, 3-D x, transposed views")
 
 
 # ---------------------------------------------------------------------------
@@ -472,11 +465,8 @@ RMS_SHAPES = [
 ]
 
 
-@graded
-def rmsnorm_backward(fn) -> None:
-    """Visible check: batch 1, batch 7 square and not, 3-D, against autograd."""
-    RMS.check(fn, RMS.cases(seeded(SEED + 3), RMS_SHAPES))
-    print("✓ rmsnorm_backward passes the visible checks (batch 1 and 7, a square case, 3-D x, transposed views)")
+rmsnorm_backward = visible(RMS, lambda: RMS.cases(seeded(SEED + 3), RMS_SHAPES),
+                           "batch 1 and 7, a square case, 3-D x, transposed views")
 
 
 # ---------------------------------------------------------------------------

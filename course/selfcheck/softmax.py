@@ -32,14 +32,13 @@ from ..diagnose import (
     clone_args,
     diagnose,
     distinct_from,
-    graded,
     relative_error,
     seeded,
     transposed_view,
     vjp,
     where_mismatch,
 )
-from ..spec import NO_LIBRARY_BACKWARD, Exercise, Refuses, among
+from ..spec import NO_LIBRARY_BACKWARD, Exercise, Refuses, among, visible
 
 F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
@@ -605,41 +604,19 @@ CE = Exercise(name="softmax_cross_entropy_backward", draw=Draw(_ce_inputs, ", lo
 # The visible checks: the fixed shapes above, a fixed seed per exercise
 
 
-@graded
-def softmax_jacobian(fn: Callable) -> None:
-    """Check ``fn(y) -> J`` of shape (..., N, N) against torch's own Jacobian of softmax."""
-    JACOBIAN.check(fn, JACOBIAN.cases(seeded(SEED + 0), JACOBIAN_SHAPES))
-    print("✓ softmax_jacobian passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view)")
-
-
-@graded
-def softmax_backward(fn: Callable) -> None:
-    """Check ``fn(y, dy) -> dx`` against torch autograd, and that it builds nothing N×N for N ≥ 256."""
-    BACKWARD.check(fn, BACKWARD.cases(seeded(SEED + 1), BACKWARD_SHAPES))
-    print(f"✓ softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
-          f"and no N×N tensor at N = {BACKWARD_SHAPES[-2][-1]})")
-
-
-@graded
-def shifted_softmax_vjp(fn: Callable) -> None:
-    """Check ``fn(x, c, dy) -> (y, dx, dc)``: y = softmax(x − c) and its VJP, finite for float32 logits of ±1000."""
+def _shift_cases() -> list[Case]:
     gen = seeded(SEED + 3)
-    SHIFT.check(fn, SHIFT.cases(gen, SHIFT_SHAPES) + shift_large_cases(gen, rows=4, n=8))
-    print("✓ shifted_softmax_vjp passes the visible checks (one row, batch 1, batch 7, 3-D, a transposed view, "
-          "and float32 logits up to ±1000 with unhelpful shifts)")
+    return SHIFT.cases(gen, SHIFT_SHAPES) + shift_large_cases(gen, rows=4, n=8)
 
 
-@graded
-def softmax_cross_entropy_backward(fn: Callable) -> None:
-    """Check ``fn(logits, target) -> dlogits`` against autograd through torch.nn.functional.cross_entropy."""
-    CE.check(fn, CE.cases(seeded(SEED + 2), CE_SHAPES))
-    print("✓ softmax_cross_entropy_backward passes the visible checks (batch 1, batch 7, 3-D logits, saturated softmax, "
-          "a transposed view)")
-
-
-@graded
-def log_softmax_backward(fn: Callable) -> None:
-    """Check ``fn(z, dz) -> dx`` against autograd of log-softmax, and that it builds nothing N×N for N ≥ 256."""
-    LOG_SOFTMAX.check(fn, LOG_SOFTMAX.cases(seeded(SEED + 4), BACKWARD_SHAPES))
-    print(f"✓ log_softmax_backward passes the visible checks (one row, batch 1, batch 7, 3-D input, a transposed view, "
-          f"and no N×N tensor at N = {BACKWARD_SHAPES[-2][-1]})")
+NO_NN = f", and no N×N tensor at N = {BACKWARD_SHAPES[-2][-1]}"
+softmax_jacobian = visible(JACOBIAN, lambda: JACOBIAN.cases(seeded(SEED + 0), JACOBIAN_SHAPES),
+                           "one row, batch 1, batch 7, 3-D input, a transposed view")
+softmax_backward = visible(BACKWARD, lambda: BACKWARD.cases(seeded(SEED + 1), BACKWARD_SHAPES),
+                           "one row, batch 1, batch 7, 3-D input, a transposed view" + NO_NN)
+shifted_softmax_vjp = visible(SHIFT, _shift_cases, "one row, batch 1, batch 7, 3-D, a transposed view, and float32 "
+                              "logits up to ±1000 with unhelpful shifts")
+softmax_cross_entropy_backward = visible(CE, lambda: CE.cases(seeded(SEED + 2), CE_SHAPES), "batch 1, batch 7, 3-D "
+                                         "logits, saturated softmax, a transposed view")
+log_softmax_backward = visible(LOG_SOFTMAX, lambda: LOG_SOFTMAX.cases(seeded(SEED + 4), BACKWARD_SHAPES),
+                               "one row, batch 1, batch 7, 3-D input, a transposed view" + NO_NN)
