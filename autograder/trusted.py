@@ -6,7 +6,8 @@ call to the checks' own instruments (``course.witness``). Long form, and how the
 docs/grading.md, "The hidden checks, in the trusted checker" and "The checker guards itself".
 
 Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
-names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}``, or
+names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}`` (a failure's
+``record`` too, ``GradingFailure.record()``, and ``cell_error``, what a cell before it raised here), or
 ``status`` ``timeout`` / ``died`` (the worker) / ``refused`` (its reply) / ``no-worker`` /
 ``checker-error``.
 """
@@ -21,21 +22,22 @@ import socket
 import sys
 import time
 import traceback
-import types
 from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
+from course.remote import Proxies, Remote, RemoteCallable
 
 from . import sandbox
 from .pages import PageCounter
-from .valueworker import EXCEPTION_KINDS, REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
+from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
 from .worker_instruments import MAX_FOLLOWED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
-INSTRUMENTS = Path(__file__).with_name("worker_instruments.py")  # imported by the worker, written beside it
+# What the worker loads beside it (written there with it where the sandbox has its own root).
+BESIDE = [Path(__file__).with_name(name) for name in ("wire.py", "worker_instruments.py")]
 
 _MISSING = object()  # a name the worker does not have; what a request that runs no student code measured
 
@@ -57,147 +59,10 @@ class ReplyRefused(BaseException):
 
 
 # ---------------------------------------------------------------------------
-# Proxies for the student's objects
-
-
-class RemoteNamespace(dict):
-    """A proxy's ``__globals__`` (checks look kernels up there by name): its own names, else the worker's."""
-
-    def __init__(self, channel: Channel, local: dict | None = None):
-        super().__init__(local or {})
-        self._channel = channel
-
-    def __getitem__(self, name):
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        try:
-            return self._channel.get(name)
-        except (WorkerTimeout, WorkerDied):
-            raise
-        except Exception:  # noqa: BLE001 — NameError in the worker: not there
-            raise KeyError(name) from None
-
-    def get(self, name, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def __contains__(self, name) -> bool:
-        return self.get(name, _MISSING) is not _MISSING
-
-
-# Dunder attributes a check may read off a student's function (its code names a Triton builtin, say).
-_FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
-
-
-class Remote:
-    """A student object that lives in the worker. Attribute and item access are forwarded."""
-
-    def __init__(self, channel: Channel, info: dict):
-        object.__setattr__(self, "_channel", channel)
-        object.__setattr__(self, "_info", info)
-
-    def __getattr__(self, name: str):
-        if name in ("__name__", "__qualname__"):
-            return self._info.get("name", "student_object")
-        if name == "__globals__" and self._info.get("callable"):
-            return RemoteNamespace(self._channel)
-        if name.startswith("__") and name.endswith("__") and name not in _FORWARDED_DUNDERS:
-            raise AttributeError(name)  # the proxy's own machinery, not the student's object
-        return self._channel.request({"op": "getattr", "ref": self._info["__ref__"], "name": name})
-
-    def __getitem__(self, key):
-        return self._channel.request({"op": "getitem", "ref": self._info["__ref__"], "key": self._channel.enc(key)})
-
-    def __repr__(self) -> str:
-        return f"<student {self._info.get('type', 'object')} {self._info.get('name', '')}>"
-
-
-class RemoteCallable(Remote):
-    def __call__(self, *args, **kwargs):
-        return self._channel.call(self._info["__ref__"], args, kwargs)
-
-
-def _function_class(channel: Channel, info: dict) -> type:
-    """A real autograd.Function whose forward and backward run the student's class in the worker.
-
-    What the student's ctx saved is saved again here by value, so a check's saved-tensor hooks see it.
-    """
-
-    def forward(ctx, *args):
-        flags = list(ctx.needs_input_grad)
-        sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else channel.enc(a)
-                for a, flag in zip(args, flags)]
-        reply = channel.exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent}, measured=args)
-        measurement = channel.measurement
-        out = channel.dec(reply.get("value"))
-        saved, stashed = reply.get("saved", []), channel.dec(reply.get("stashed", {"__dict__": []}))
-        if not (isinstance(saved, list) and isinstance(stashed, dict)):
-            raise channel._refuse(REFUSALS["malformed"] + " (what a Function saved)")
-        ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
-        for key, value in stashed.items():
-            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
-                setattr(ctx, key, value)
-        # What the ctx keeps deeper (ctx.box.P, a NumPy array, bytes) and what the forward still held in
-        # NumPy or Python when it returned: shapes only, as tensors without storage, where a check of what
-        # the forward kept looks (vars(ctx)).
-        for path, shape in channel.kept(reply, measurement):
-            if not hasattr(ctx, path):
-                setattr(ctx, path, torch.empty(shape, device="meta"))
-        ctx.remote_graph = channel.graph_of(reply)
-        ctx.n_args = len(args)
-        return map_tensors(out, lambda t: t.detach())
-
-    def backward(ctx, *grads):
-        graph = ctx.remote_graph
-        if graph is None:
-            return (None,) * ctx.n_args
-        got = channel.backward("function_backward", graph["handle"], grads)
-        return tuple(got) if len(got) != 1 else got[0]
-
-    # Their globals: this module's, then the notebook's (see RemoteNamespace).
-    namespace = RemoteNamespace(channel, globals())
-    forward, backward = (types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
-                         for f in (forward, backward))
-    return type(info.get("name", "StudentFunction"), (torch.autograd.Function,),
-                {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": "student"})
-
-
-class _RemoteGraph(torch.autograd.Function):
-    """Connects a result computed in the worker to the inputs it was computed from, here."""
-
-    @staticmethod
-    def forward(ctx, link, *leaves):
-        ctx.link = link
-        ctx.n_leaves = len(leaves)
-        return tuple(t.clone() for t in link["outputs"])
-
-    @staticmethod
-    def backward(ctx, *grads):
-        got = ctx.link["channel"].backward("grad", ctx.link["handle"], grads)
-        got += [None] * (ctx.n_leaves - len(got))
-        return (None, *got[: ctx.n_leaves])
-
-
-# ---------------------------------------------------------------------------
 # The channel to the worker
 
 
-def _rebuild(chain: list[dict]) -> BaseException:
-    """An exception chain like the worker's: same class names and modules, same messages, same causes."""
-    exc = None
-    for item in reversed(chain[:8]):
-        base = EXCEPTION_KINDS.get(item.get("kind"), Exception)
-        name = str(item.get("name", "Error"))[:100] or "Error"
-        cls = type(name, (base,), {"__module__": str(item.get("module", "student"))[:100]})
-        new = cls(str(item.get("message", ""))[:2000])
-        new.__cause__ = exc
-        exc = new
-    return exc or RuntimeError("the student's code raised")
-
-
-class Channel:
+class Channel(Proxies):
     """The checker's end of the two pipes to one worker: numbered frames, checked replies.
 
     A reply must answer the (innermost) request in flight and come after every frame already
@@ -231,10 +96,10 @@ class Channel:
             return {"__cb__": cb}
         raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
 
-    def enc(self, value):
+    def _enc(self, value):
         return encode(value, self._as_ref)
 
-    def _from_ref(self, marker: dict):
+    def _proxy(self, marker: dict):
         rid = marker.get("__ref__")
         if not (isinstance(rid, int) and not isinstance(rid, bool)):
             raise WireError("malformed", "a marker that is not a reference to a worker object")
@@ -244,17 +109,15 @@ class Channel:
             info["name"] = name if isinstance(name, str) and name.isprintable() and 0 < len(name) <= 100 else "student_object"
             info["type"] = str(info.get("type", "object"))[:100]
             if info.get("function_class") is True:
-                cls = _function_class(self, info)
-                cls._remote_ref = rid
-                self.proxies[rid] = cls
+                self.proxies[rid] = self._function_class(info, "student")
             else:
                 self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
         return self.proxies[rid]
 
-    def dec(self, value):
+    def _dec(self, value):
         """A reply's value, decoded; what :func:`decode` refuses breaks the channel like a refused frame."""
         try:
-            return decode(value, self._from_ref)
+            return decode(value, self._proxy)
         except WireError as exc:
             raise self._refuse(str(exc)) from None
 
@@ -356,7 +219,7 @@ class Channel:
             self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
                          bare=message.get("bare") is True)
         if op == "raise":
-            raise _rebuild(reply.get("chain"))
+            raise self._rebuild(reply.get("chain"), "student")
         if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
             limit = reply.get("limit")
             limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
@@ -369,28 +232,50 @@ class Channel:
         try:
             if fn is None:
                 raise ValueError("unknown callback")
-            args, kwargs = self.dec(msg.get("args", ())), self.dec(msg.get("kwargs", {"__dict__": []}))
+            args, kwargs = self._dec(msg.get("args", ())), self._dec(msg.get("kwargs", {"__dict__": []}))
             if not (isinstance(args, (list, tuple)) and isinstance(kwargs, dict)):
                 raise ValueError("a callback's arguments must be a tuple and a dict")
             value = fn(*args, **kwargs)
-            self._send({"op": "result", "value": self.enc(value)}, re=m)
+            self._send({"op": "result", "value": self._enc(value)}, re=m)
         except (WorkerTimeout, WorkerDied, ReplyRefused):
             raise
         except Exception as exc:  # noqa: BLE001 — the checker's own callable raised: tell the worker
             self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]}, re=m)
 
-    def request(self, message: dict):
+    def _describe(self, info: dict) -> str:
+        return f"<student {info['type']} {info['name']}>"
+
+    def _forward(self, ctx, ref: int, args: tuple):
+        """An autograd.Function's forward in the worker; ``ctx`` gets what the student's ctx saved (by value), and
+        what it keeps deeper (``ctx.box.P``, a NumPy array, bytes) or the forward still held in NumPy or Python
+        when it returned: shapes only, as tensors without storage, where a check of what the forward kept looks."""
+        sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else self._enc(a)
+                for a, flag in zip(args, ctx.needs_input_grad)]
+        reply = self.exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
+        measurement = self.measurement
+        out = self._dec(reply.get("value"))
+        saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
+        if not (isinstance(saved, list) and isinstance(stashed, dict)):
+            raise self._refuse(REFUSALS["malformed"] + " (what a Function saved)")
+        self._restore_ctx(ctx, saved, stashed.items())
+        for path, shape in self.kept(reply, measurement):
+            if not hasattr(ctx, path):
+                setattr(ctx, path, torch.empty(shape, device="meta"))
+        ctx.remote_graph = self.graph_of(reply)
+        return out
+
+    def _request(self, message: dict):
         """Send a request and return its decoded value, graphs linked back to this side."""
         reply = self.exchange(message)
-        return self._linked(self.dec(reply.get("value")), self.graph_of(reply), ())
+        return self._linked(self._dec(reply.get("value")), self.graph_of(reply), ())
 
-    def backward(self, op: str, handle, grads) -> list:
+    def _backward(self, op: str, handle, grads) -> list:
         """The worker's gradients for ``grads`` through its graph ``handle``: ``op`` "grad", or "function_backward"."""
         sent = [None if g is None else g.detach() for g in grads]
-        return list(self.dec(self.exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
+        return list(self._dec(self.exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
 
-    def call(self, ref: int, args: tuple, kwargs: dict):
-        sent_args, sent_kwargs = self.enc(args), self.enc(kwargs)
+    def _call(self, ref: int, args: tuple, kwargs: dict):
+        sent_args, sent_kwargs = self._enc(args), self._enc(kwargs)
         request = {"op": "call", "ref": ref, "args": sent_args, "kwargs": sent_kwargs}
         sides = witness.followed()  # a check here follows token rows (course.memory.TokenRecorder): so does the worker
         if sides is not None:
@@ -409,7 +294,7 @@ class Channel:
                     if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
                         orig.untyped_storage().copy_(new.untyped_storage())
             leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
-            return self._linked(self.dec(reply.get("value")), self.graph_of(reply), leaves)
+            return self._linked(self._dec(reply.get("value")), self.graph_of(reply), leaves)
 
     # -- what the worker measured ------------------------------------------------
 
@@ -495,17 +380,8 @@ class Channel:
         outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
         return map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
 
-    def get(self, name: str):
-        return self.request({"op": "get", "name": name})
-
-    def _graph_class(self, markers: list) -> type:
-        """_RemoteGraph, subclassing the proxies of the Functions the worker's graph runs through, for a check
-        that asks ``issubclass(node._forward_cls, ManualAttention)``."""
-        classes = tuple(c for c in (self._from_ref(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
-        key = tuple(c._remote_ref for c in classes)
-        if key not in self.graph_classes:
-            self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
-        return self.graph_classes[key]
+    def _get(self, name: str):
+        return self._request({"op": "get", "name": name})
 
 
 def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
@@ -550,7 +426,7 @@ def start_worker(job: dict, log_path: Path, deadline: float | None = None) -> Ch
     from_r, from_w = os.pipe()
     spec = dict(job["spec"])
     if job["isolation"] == "full":
-        spec["write_files"] = {p.name: p.read_text() for p in (VALUEWORKER, INSTRUMENTS)}
+        spec["write_files"] = {p.name: p.read_text() for p in (VALUEWORKER, *BESIDE)}
         script = f"{sandbox.SANDBOX_DIR}/valueworker.py"
     else:
         spec["refuse_imports"] = ["autograder", "kernels"]
@@ -593,7 +469,7 @@ def stop_worker(channel: Channel | None) -> None:
 
 def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float, end: float = float("inf")) -> dict:
     import autograder.check as checks
-    from course.diagnose import GradingFailure
+    from course.vocabulary import GradingFailure
 
     check = getattr(checks, check_name, None)
     if check is None:
@@ -601,15 +477,18 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float, 
     channel.deadline = min(time.monotonic() + timeout, end)
     try:
         try:
-            student = channel.get(arg_name)
+            student = channel._get(arg_name)
         except (WorkerTimeout, WorkerDied, ReplyRefused):
             raise
         except Exception as exc:  # noqa: BLE001 — NameError: the notebook never defined it
-            return {"status": "ok", "passed": False, "cls": "error", "message": f"{type(exc).__name__}: {exc}"[:500]}
+            failure = GradingFailure("error", "the student's code raised an exception")
+            return {"status": "ok", "passed": False, "cls": "error", "message": f"{type(exc).__name__}: {exc}"[:500],
+                    "record": failure.record()}
         check(student)
         return {"status": "ok", "passed": True, "cls": "", "message": ""}
-    except GradingFailure as failure:
-        return {"status": "ok", "passed": False, "cls": failure.cls, "message": failure.sentence[:500]}
+    except GradingFailure as failure:  # its record is what the grader reads (worker.grader_words)
+        return {"status": "ok", "passed": False, "cls": failure.cls, "message": failure.sentence[:500],
+                "record": failure.record()}
     except WorkerTimeout:
         if time.monotonic() >= end:
             return {"status": "timeout", "message": f"the student's {arg_name} was still running when the "
@@ -617,7 +496,7 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float, 
         return {"status": "timeout", "message": f"the student's {arg_name} gave no answer within {timeout:g} s"}
     except WorkerDied as exc:
         return {"status": "died", "message": f"the student's code ended the worker ({exc})"[:500]}
-    except ReplyRefused as exc:  # the grader's own words (valueworker.REFUSALS), never the frame's text
+    except ReplyRefused as exc:  # the grader's own words (wire.REFUSALS), never the frame's text
         return {"status": "refused", "message": str(exc)[:500]}
     except Exception as exc:  # noqa: BLE001 — the check itself failed on what came back
         return {"status": "checker-error", "message": "".join(traceback.format_exception_only(type(exc), exc))[-500:]}
@@ -685,15 +564,15 @@ def run(job: dict, progress=None) -> dict:
             for i, code in todo:  # one cell at a time: a cell that never ends is named
                 running = i
                 channel.deadline = within(timeout + 5)  # the worker interrupts a cell at timeout; one that swallows it stalls
-                errors = channel.request({"op": "run", "cells": [code], "timeout": timeout})
+                errors = channel._request({"op": "run", "cells": [code], "timeout": timeout})
                 channel.ran += 1
                 cell_errors += [str(e)[:300] for e in (errors if isinstance(errors, list) else [])][:5]
             running = None
             outcome = check_one(channel, check_name, arg_name, timeout, end)
             if outcome.get("status") == "ok" and not outcome.get("passed") and cell_errors:
-                # A cell that worked in the kernel and failed here (an import of the grader's own code, say)
-                # explains the failure better than the check's own message does.
-                outcome["message"] = f"{outcome.get('message', '')} (a cell before this test raised {cell_errors[-1]})"
+                # A cell that worked in the kernel and failed here (an import of the grader's own code, say): the
+                # likely cause, for whoever reads the results file (the student's text: never in a reason).
+                outcome["cell_error"] = cell_errors[-1]
         except WorkerTimeout:
             outcome = {"status": "timeout", "message": f"{_cell_name(job, running)} did not finish in time"
                        + (" (the submission's time ran out)" if time.monotonic() >= end else "")}

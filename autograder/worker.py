@@ -424,11 +424,14 @@ def reason_for(ename: str, message: str, cls: str = "") -> str:
 
 
 def grader_words(trusted: dict) -> dict:
-    """A trusted check's verdict with only the grader's words in it (no quoted exception), one line of ≤ 300 characters."""
+    """A trusted check's verdict with only the grader's words in it (no quoted exception), one line of ≤ 300 characters.
+
+    A failure's class and sentence come from its diagnosis record (typed JSON, ``contract.read_record``).
+    """
     out = dict(trusted)
-    cls = out.get("cls") if out.get("cls") in contract.CLASSES else ""
-    message = " ".join(str(out.get("message", "")).split())
-    message = message.split(" (a cell before this test raised ", 1)[0]
+    record = contract.read_record(out.get("record"))
+    cls = record["cls"] if record else out.get("cls") if out.get("cls") in contract.CLASSES else ""
+    message = " ".join((record["sentence"] if record else str(out.get("message", ""))).split())
     if out.get("status") == "ok" and cls == "error":
         message = "the student's code raised an exception"
     out.update(cls=cls, message=message[:300])

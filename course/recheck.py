@@ -34,11 +34,11 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+from .remote import Proxies, Remote, RemoteCallable
+
 SERVER = Path(__file__).with_name("recheck_server.py")
 _LENGTH = struct.Struct(">Q")
 _CHECK_CALL = re.compile(r"\bcourse\.selfcheck\.(?P<check>[A-Za-z_]\w*)\(\s*(?P<arg>[A-Za-z_]\w*)\s*\)")
-_FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
-_KINDS = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
 
 
 class Timeout(BaseException):
@@ -118,157 +118,13 @@ class Listener:
         self.sock.close()
 
 
-# ---------------------------------------------------------------------------
-# Proxies for the kernel's objects (private names: see the module's docstring)
-
-
-class _RemoteNamespace(dict):
-    """A proxy's ``__globals__`` (checks look kernels up there by name): its own names, else the kernel's."""
-
-    def __init__(self, channel: _Channel, local: dict | None = None):
-        super().__init__(local or {})
-        self._channel = channel
-
-    def __getitem__(self, name):
-        if dict.__contains__(self, name):
-            return dict.__getitem__(self, name)
-        try:
-            return self._channel._get(name)
-        except Exception:  # noqa: BLE001 — NameError in the kernel: not there
-            raise KeyError(name) from None
-
-    def get(self, name, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
-
-    def __contains__(self, name) -> bool:
-        return self.get(name, _MISSING) is not _MISSING
-
-
-_MISSING = object()
-
-
-class _Remote:
-    """An object of the notebook's that lives in the kernel. Attribute and item access are forwarded."""
-
-    def __init__(self, channel: _Channel, info: dict):
-        object.__setattr__(self, "_channel", channel)
-        object.__setattr__(self, "_info", info)
-
-    def __getattr__(self, name: str):
-        if name in ("__name__", "__qualname__"):
-            return self._info["name"]
-        if name == "__globals__" and self._info.get("callable"):
-            return _RemoteNamespace(self._channel)
-        if name.startswith("__") and name.endswith("__") and name not in _FORWARDED_DUNDERS:
-            raise AttributeError(name)  # the proxy's own machinery, not the student's object
-        return self._channel._request({"op": "getattr", "ref": self._info["__ref__"], "name": name})
-
-    def __getitem__(self, key):
-        return self._channel._request({"op": "getitem", "ref": self._info["__ref__"], "key": self._channel._enc(key)})
-
-    def __repr__(self) -> str:
-        return f"<the notebook's {self._info['name']}>"
-
-
-class _RemoteCallable(_Remote):
-    def __call__(self, *args, **kwargs):
-        return self._channel._call(self._info["__ref__"], args, kwargs)
-
-
-def _function_class(channel: _Channel, info: dict) -> type:
-    """A real ``autograd.Function`` whose forward and backward run the notebook's class in the kernel.
-
-    What the student's ctx saved is saved again here, by value, where a check looks for it.
-    """
-
-    def forward(ctx, *args):
-        sent = [_sent(a, flag) if isinstance(a, torch.Tensor) else channel._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
-        reply = channel._exchange({"op": "function_forward", "ref": info["__ref__"], "args": sent})
-        out = channel._dec(reply.get("value"))
-        ctx.save_for_backward(*[t for t in reply.get("saved", []) if isinstance(t, torch.Tensor)])
-        for key, value in reply.get("stashed", []):
-            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
-                setattr(ctx, key, value)
-        ctx.remote_graph = reply.get("graph")
-        ctx.n_args = len(args)
-        return _map_tensors(out, lambda t: t.detach())
-
-    def backward(ctx, *grads):
-        if ctx.remote_graph is None:
-            return (None,) * ctx.n_args
-        got = channel._backward("function_backward", ctx.remote_graph["handle"], grads)
-        return tuple(got) if len(got) != 1 else got[0]
-
-    namespace = _RemoteNamespace(channel, globals())  # their globals: this module's, then the notebook's
-    forward, backward = (types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
-                         for f in (forward, backward))
-    cls = type(info["name"], (torch.autograd.Function,),
-               {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": "notebook"})
-    cls._remote_ref = info["__ref__"]
-    return cls
-
-
-class _RemoteGraph(torch.autograd.Function):
-    """Connects a result computed in the kernel to the inputs it was computed from, here."""
-
-    @staticmethod
-    def forward(ctx, link, *leaves):
-        ctx.link = link
-        ctx.n_leaves = len(leaves)
-        return tuple(t.clone() for t in link["outputs"])
-
-    @staticmethod
-    def backward(ctx, *grads):
-        got = ctx.link["channel"]._backward("grad", ctx.link["handle"], grads)
-        got += [None] * (ctx.n_leaves - len(got))
-        return (None, *got[: ctx.n_leaves])
-
-
 def _sent(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
     """A tensor as the kernel gets it: the same storage, strides and offset; a leaf that requires grad when asked."""
     out = t.detach()
     return out.requires_grad_(True) if requires_grad and out.is_floating_point() else out
 
 
-def _tensors_in(value) -> list:
-    """The tensors of ``value`` in the order recheck_server.tensors_in walks them."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors_in(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors_in(v)]
-    return []
-
-
-def _map_tensors(value, fn):
-    if isinstance(value, torch.Tensor):
-        return fn(value)
-    if isinstance(value, list):
-        return [_map_tensors(v, fn) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_map_tensors(v, fn) for v in value)
-    if isinstance(value, dict):
-        return {k: _map_tensors(v, fn) for k, v in value.items()}
-    return value
-
-
-def _rebuild(chain: list) -> BaseException:
-    """An exception chain like the kernel's: the same class names, modules, messages and causes."""
-    exc = None
-    for item in reversed(chain[:8]):
-        base = _KINDS.get(item.get("kind"), Exception)
-        cls = type(str(item.get("name", "Error")) or "Error", (base,), {"__module__": str(item.get("module", "notebook"))})
-        new = cls(str(item.get("message", "")))
-        new.__cause__ = exc
-        exc = new
-    return exc or RuntimeError("the notebook's code raised")
-
-
-class _Channel:
+class _Channel(Proxies):
     """validate's end of the connection to the kernel: requests out, replies (and the kernel's callbacks) in."""
 
     def __init__(self, sock: socket.socket):
@@ -335,7 +191,7 @@ class _Channel:
 
     def _enc(self, value):
         """``value`` for the kernel: proxies as references, this side's callables as callbacks, tensors as leaves."""
-        if isinstance(value, _Remote):
+        if isinstance(value, Remote):
             return {"__ref__": value._info["__ref__"]}
         if isinstance(value, type) and hasattr(value, "_remote_ref"):
             return {"__ref__": value._remote_ref}
@@ -371,9 +227,9 @@ class _Channel:
             info = {"__ref__": rid, "callable": marker.get("callable") is True,
                     "name": name if isinstance(name, str) and name.isidentifier() else "notebook_object"}
             if marker.get("function_class") is True:
-                self.proxies[rid] = _function_class(self, info)
+                self.proxies[rid] = self._function_class(info, "notebook")
             else:
-                self.proxies[rid] = (_RemoteCallable if info["callable"] else _Remote)(self, info)
+                self.proxies[rid] = (RemoteCallable if info["callable"] else Remote)(self, info)
         return self.proxies[rid]
 
     # -- requests -------------------------------------------------------------
@@ -391,7 +247,7 @@ class _Channel:
                     break
                 self._run_callback(reply)
         if reply["op"] == "raise":
-            raise _rebuild(reply.get("chain") or [])
+            raise self._rebuild(reply.get("chain") or [], "notebook")
         if reply["op"] != "result":
             raise Gone("the kernel's reply is of no known kind")
         return reply
@@ -408,6 +264,17 @@ class _Channel:
         except Exception as exc:  # noqa: BLE001 — the check's own callable raised: tell the kernel
             self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]})
 
+    def _describe(self, info: dict) -> str:
+        return f"<the notebook's {info['name']}>"
+
+    def _forward(self, ctx, ref: int, args: tuple):
+        sent = [_sent(a, flag) if isinstance(a, torch.Tensor) else self._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
+        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent})
+        out = self._dec(reply.get("value"))
+        self._restore_ctx(ctx, reply.get("saved", []), reply.get("stashed", []))
+        ctx.remote_graph = reply.get("graph")
+        return out
+
     def _request(self, message: dict):
         reply = self._exchange(message)
         return self._linked(self._dec(reply.get("value")), reply.get("graph"), ())
@@ -421,7 +288,7 @@ class _Channel:
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         reply = self._exchange({"op": "call", "ref": ref, "args": self._enc(args), "kwargs": self._enc(kwargs)})
-        mine = _tensors_in((args, kwargs))
+        mine = self._tensors_in((args, kwargs))
         after = reply.get("args_after") or []
         with _disable_current_modes():  # transport, not the student's computation
             if len(after) == len(mine):  # what the call wrote into its arguments, written here too
@@ -435,19 +302,10 @@ class _Channel:
     def _linked(self, value, graph, leaves):
         """``value`` with the outputs of the kernel's graph replaced by tensors whose backward asks the kernel."""
         if not isinstance(graph, dict) or not leaves or graph.get("n_leaves") != len(leaves):
-            return _map_tensors(value, lambda t: t.detach())
+            return self._map_tensors(value, lambda t: t.detach())
         outputs = graph.get("outputs")
-        if not isinstance(outputs, list) or sum(t.requires_grad for t in _tensors_in(value)) != len(outputs):
+        if not isinstance(outputs, list) or sum(t.requires_grad for t in self._tensors_in(value)) != len(outputs):
             raise Gone("the kernel's reply describes a graph with another number of outputs than its result")
         link = {"channel": self, "handle": graph["handle"], "outputs": outputs}
         outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
-        return _map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
-
-    def _graph_class(self, markers: list) -> type:
-        """_RemoteGraph, subclassing the proxies of the Functions the kernel's graph runs through (a check asks
-        ``issubclass(node._forward_cls, ManualAttention)``)."""
-        classes = tuple(c for c in (self._dec(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
-        key = tuple(c._remote_ref for c in classes)
-        if key not in self.graph_classes:
-            self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
-        return self.graph_classes[key]
+        return self._map_tensors(value, lambda t: next(outs) if t.requires_grad else t)

@@ -21,7 +21,7 @@ import pytest
 
 from autograder import seeds, trusted
 from autograder.grader import exercises_of, trusted_job
-from autograder.valueworker import REFUSALS
+from autograder.wire import REFUSALS
 from autograder.worker import Limits
 from course import witness
 from course.selfcheck.attention import MEMORY_T, PROPERTY_MIN_T

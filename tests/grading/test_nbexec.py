@@ -166,8 +166,12 @@ def test_a_tampering_reason_never_quotes_the_students_exception():
     found = worker.grader_words({"status": "ok", "passed": False, "cls": "error",
                                  "message": "linear_backward raised GradingStopped: =HYPERLINK(\"x\")\n# h"})
     assert found["message"] == "the student's code raised an exception"
-    found = worker.grader_words({"status": "ok", "passed": False, "cls": "sign",
-                                 "message": "dx has the wrong sign (a cell before this test raised NameError: <img>)"})
-    assert (found["cls"], found["message"]) == ("sign", "dx has the wrong sign")
+    record = {"cls": "sign", "sentence": "dx has the\nwrong sign", "where": "", "topic": None, "hint": None}
+    found = worker.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "dx has the wrong sign",
+                                 "record": record, "cell_error": "NameError: <img>"})
+    assert (found["cls"], found["message"]) == ("sign", "dx has the wrong sign")  # what a cell raised: its own field
+    found = worker.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "x",
+                                 "record": {**record, "cls": "made-up"}})  # a record of no known class: none
+    assert (found["cls"], found["message"]) == ("sign", "x")
     assert worker.grader_words({"status": "ok", "cls": "made-up", "message": "x"})["cls"] == ""
     assert worker.grader_words({"status": "timeout", "message": "a\nb " * 200})["message"] == ("a b " * 75)[:300]

@@ -1,8 +1,8 @@
 """The wire format between the trusted checker and the value worker: what the checker builds is what a frame declares.
 
 The checker runs as root and reads what the student's code in the worker sends. Each
-test writes a frame to a pipe — through ``valueworker.send`` as the worker would, or by
-hand as a student who read ``/sandbox/valueworker.py`` could — and reads it as the checker
+test writes a frame to a pipe — through ``wire.send`` as the worker would, or by
+hand as a student who read ``/sandbox/wire.py`` could — and reads it as the checker
 does. A frame over a limit must be refused from its header, before anything is built: the
 tests that could allocate run the reader in a child whose address space is the parent's
 plus 512 MiB, so a reader that materialized what a stride-0 view or an offset declares
@@ -25,8 +25,7 @@ import time
 import pytest
 import torch
 
-from autograder import trusted
-from autograder import valueworker as vw
+from autograder import trusted, wire
 
 HEADROOM = 512 << 20  # what a reader in a child may allocate beyond its size at the fork
 
@@ -34,18 +33,18 @@ HEADROOM = 512 << 20  # what a reader in a child may allocate beyond its size at
 def frame(tree, storages=(), n: int = 1, re: int = 0, data: bytes = b"") -> bytes:
     """A frame written by hand: the header as given, then ``data`` as the storages' bytes."""
     header = json.dumps({"n": n, "re": re, "s": [list(s) for s in storages], "v": tree}).encode()
-    return struct.pack(">4sI", vw.MAGIC, len(header)) + header + data
+    return struct.pack(">4sI", wire.MAGIC, len(header)) + header + data
 
 
-def read(raw: bytes, limits: vw.WireLimits = vw.LIMITS):
+def read(raw: bytes, limits: wire.WireLimits = wire.LIMITS):
     """What the checker's reader makes of ``raw``: the message, or the WireError's ``what``."""
     r, w = os.pipe()
-    writer = threading.Thread(target=lambda: (vw._write_all(w, raw), os.close(w)))
+    writer = threading.Thread(target=lambda: (wire._write_all(w, raw), os.close(w)))
     writer.start()
     try:
-        message, _, _ = vw.receive(r, time.monotonic() + 10, limits)
+        message, _, _ = wire.receive(r, time.monotonic() + 10, limits)
         return message
-    except vw.WireError as exc:
+    except wire.WireError as exc:
         return exc.what
     finally:
         os.close(r)
@@ -78,13 +77,13 @@ def read_in_child(raw: bytes) -> str:
 
 
 def sent(message) -> bytes:
-    """The frame ``valueworker.send`` writes for ``message``."""
+    """The frame ``wire.send`` writes for ``message``."""
     r, w = os.pipe()
     chunks = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(r, 1 << 16), b"")))
     reader.start()
     try:
-        vw.send(w, message, 1, 0)
+        wire.send(w, message, 1, 0)
     finally:
         os.close(w)
         reader.join()
@@ -139,7 +138,7 @@ def test_a_stride0_view_of_450_million_elements_in_8_bytes_is_refused_unbuilt():
 
 
 def test_views_each_under_the_element_limit_are_refused_together():
-    one = torch.zeros((), dtype=torch.float64).expand(vw.LIMITS.numel)  # 64 MiB each, once expanded
+    one = torch.zeros((), dtype=torch.float64).expand(wire.LIMITS.numel)  # 64 MiB each, once expanded
     assert isinstance(read(sent({"v": [one]})), dict)
     assert read_in_child(sent({"v": [one] * 5})) == "elements"  # 320 MiB of elements in 8 bytes of storage
 
@@ -162,9 +161,9 @@ def test_declared_storage_over_the_limit_is_refused_before_its_bytes_are_read():
 def test_the_shared_list_bomb_cannot_be_sent_and_its_walks_stop_early():
     bomb = shared_bomb()  # 25**6 = 2.4e8 entries in 7 lists
     start = time.monotonic()
-    for walk in (lambda: vw.pack({"op": "result", "value": bomb}), lambda: vw.encode(bomb, lambda o: {}),
-                 lambda: vw.tensors_in(bomb), lambda: vw.map_tensors(bomb, lambda t: t)):
-        with pytest.raises(vw.WireError) as refused:
+    for walk in (lambda: wire.pack({"op": "result", "value": bomb}), lambda: wire.encode(bomb, lambda o: {}),
+                 lambda: wire.tensors_in(bomb), lambda: wire.map_tensors(bomb, lambda t: t)):
+        with pytest.raises(wire.WireError) as refused:
             walk()
         assert refused.value.what == "entries"
     assert time.monotonic() - start < 5
@@ -172,23 +171,23 @@ def test_the_shared_list_bomb_cannot_be_sent_and_its_walks_stop_early():
 
 def test_a_small_frame_never_decodes_into_more_entries_than_its_text():
     """JSON shares nothing: the most entries a header can hold is about half its bytes, and the limit is lower."""
-    flat = ["l"] + [0] * vw.LIMITS.entries
+    flat = ["l"] + [0] * wire.LIMITS.entries
     assert read(frame(flat)) == "entries"
-    assert len(read(frame(["l"] + [0] * (vw.LIMITS.entries - 1)))) == vw.LIMITS.entries - 1  # the list is one entry
+    assert len(read(frame(["l"] + [0] * (wire.LIMITS.entries - 1)))) == wire.LIMITS.entries - 1  # the list is one entry
 
 
 @pytest.mark.parametrize("depth, what", [
-    (vw.LIMITS.depth + 1, "depth"),  # just over the limit
+    (wire.LIMITS.depth + 1, "depth"),  # just over the limit
     (50_000, "malformed"),  # deeper than JSON's own recursion allows: refused as not JSON, never a crash
 ])
 def test_nesting_is_bounded(depth, what):
     text = '["l",' * depth + "0" + "]" * depth
     header = json.dumps({"n": 1, "re": 0, "s": [], "v": None}).encode().replace(b"null", text.encode())
-    assert read(struct.pack(">4sI", vw.MAGIC, len(header)) + header) == what
+    assert read(struct.pack(">4sI", wire.MAGIC, len(header)) + header) == what
 
 
 def test_a_header_over_the_limit_is_refused_unread():
-    assert read(struct.pack(">4sI", vw.MAGIC, vw.LIMITS.header + 1)) == "header"
+    assert read(struct.pack(">4sI", wire.MAGIC, wire.LIMITS.header + 1)) == "header"
 
 
 @pytest.mark.parametrize("raw, what", [
@@ -202,8 +201,8 @@ def test_a_header_over_the_limit_is_refused_unread():
     (frame(["t", 0, "uint8", [-1], [1], 0], [[1, "cpu"]], data=b"\0"), "malformed"),
     (frame(["t", 0, "bool", [1], [1], 0], [[1, "cpu"]], data=b"\x02"), "malformed"),  # a bool that is not 0 or 1
     (frame(["t", 0, "uint8", [1], [1], 0], [[1, "tpu:0"]], data=b"\0"), "malformed"),
-    (frame(["l"] + [["t", 0, "uint8", [1], [1], 0]] * (vw.LIMITS.tensors + 1), [[1, "cpu"]], data=b"\0"), "tensors"),
-    (frame(None, [[0, "cpu"]] * (vw.LIMITS.storages + 1)), "tensors"),
+    (frame(["l"] + [["t", 0, "uint8", [1], [1], 0]] * (wire.LIMITS.tensors + 1), [[1, "cpu"]], data=b"\0"), "tensors"),
+    (frame(None, [[0, "cpu"]] * (wire.LIMITS.storages + 1)), "tensors"),
 ])
 def test_malformed_frames_are_refused(raw, what):
     assert read(raw) == what
@@ -211,11 +210,11 @@ def test_malformed_frames_are_refused(raw, what):
 
 def test_a_refusal_says_what_in_the_graders_words_never_the_frames():
     header = json.dumps({"n": 1, "re": 0, "s": [], "v": ["=HYPERLINK(\"x\")", 1]}).encode()
-    with pytest.raises(vw.WireError) as refused:
+    with pytest.raises(wire.WireError) as refused:
         r, w = os.pipe()
-        os.write(w, struct.pack(">4sI", vw.MAGIC, len(header)) + header)
-        vw.receive(r, time.monotonic() + 5)
-    assert "HYPERLINK" not in str(refused.value) and str(refused.value).startswith(vw.REFUSALS["malformed"])
+        os.write(w, struct.pack(">4sI", wire.MAGIC, len(header)) + header)
+        wire.receive(r, time.monotonic() + 5)
+    assert "HYPERLINK" not in str(refused.value) and str(refused.value).startswith(wire.REFUSALS["malformed"])
 
 
 # ---------------------------------------------------------------------------
@@ -234,9 +233,9 @@ class FakeWorker:
     def answer(self, replies):
         """Read one request; write ``replies(n)``: a list of (message, n, re) frames."""
         def run():
-            _, n, _ = vw.receive(self.to_r, time.monotonic() + 10, vw.WORKER_LIMITS)
+            _, n, _ = wire.receive(self.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
             for message, m, re in replies(n):
-                vw.send(self.from_w, message, m, re)
+                wire.send(self.from_w, message, m, re)
         t = threading.Thread(target=run)
         t.start()
         return t
@@ -251,15 +250,15 @@ def test_a_stale_reply_is_never_read_as_the_next_ones():
     w = FakeWorker()
     try:
         t = w.answer(lambda n: [({"op": "result", "value": "first"}, 1, n), ({"op": "result", "value": "stale"}, 2, n)])
-        assert w.channel.request({"op": "get", "name": "x"}) == "first"
+        assert w.channel._request({"op": "get", "name": "x"}) == "first"
         t.join()
         t = w.answer(lambda n: [({"op": "result", "value": "second"}, 3, n)])
         with pytest.raises(trusted.ReplyRefused, match="does not answer the request in flight"):
-            w.channel.request({"op": "get", "name": "y"})
+            w.channel._request({"op": "get", "name": "y"})
         t.join()
         assert w.channel.broken
         with pytest.raises(trusted.ReplyRefused):  # broken for good: nothing more is read from this pipe
-            w.channel.request({"op": "get", "name": "z"})
+            w.channel._request({"op": "get", "name": "z"})
     finally:
         w.close()
 
@@ -268,11 +267,11 @@ def test_a_frame_numbered_before_one_already_read_is_refused():
     w = FakeWorker()
     try:
         t = w.answer(lambda n: [({"op": "result", "value": 1}, 5, n)])
-        w.channel.request({"op": "get", "name": "x"})
+        w.channel._request({"op": "get", "name": "x"})
         t.join()
         t = w.answer(lambda n: [({"op": "result", "value": 2}, 5, n)])  # a replayed number
         with pytest.raises(trusted.ReplyRefused, match="numbered before"):
-            w.channel.request({"op": "get", "name": "x"})
+            w.channel._request({"op": "get", "name": "x"})
         t.join()
     finally:
         w.close()
@@ -283,16 +282,16 @@ def test_a_callback_is_answered_with_its_own_number_and_the_reply_still_arrives(
     seen = {}
     try:
         def worker_side():
-            _, n, _ = vw.receive(w.to_r, time.monotonic() + 10, vw.WORKER_LIMITS)
-            vw.send(w.from_w, {"op": "callback", "cb": 1, "args": [3], "kwargs": {"__dict__": []}}, 1, n)
-            answer, _, re = vw.receive(w.to_r, time.monotonic() + 10, vw.WORKER_LIMITS)
+            _, n, _ = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
+            wire.send(w.from_w, {"op": "callback", "cb": 1, "args": [3], "kwargs": {"__dict__": []}}, 1, n)
+            answer, _, re = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
             seen.update(answer=answer, re=re)
-            vw.send(w.from_w, {"op": "result", "value": answer["value"] * 2}, 2, n)
+            wire.send(w.from_w, {"op": "result", "value": answer["value"] * 2}, 2, n)
 
         w.channel.callbacks[1] = lambda x: x + 1
         t = threading.Thread(target=worker_side)
         t.start()
-        assert w.channel.request({"op": "call", "ref": 1}) == 8
+        assert w.channel._request({"op": "call", "ref": 1}) == 8
         t.join()
         assert seen["re"] == 1 and seen["answer"]["value"] == 4 and not w.channel.broken
     finally:
@@ -304,7 +303,7 @@ def test_a_worker_that_stops_its_own_reply_fails_that_check_in_the_graders_words
     try:
         t = w.answer(lambda n: [({"op": "refused", "limit": "entries"}, 1, n)])
         with pytest.raises(trusted.ReplyRefused, match="more entries than the limit"):
-            w.channel.request({"op": "get", "name": "x"})
+            w.channel._request({"op": "get", "name": "x"})
         t.join()
     finally:
         w.close()

@@ -1,0 +1,177 @@
+"""Proxies for objects that live in another process, for checks that run where that process's code cannot reach.
+
+One definition for two channels: the grader's trusted checker (``autograder/trusted.py``: the student's objects in
+its value worker) and ``python -m course validate``'s re-check (``course/recheck.py``: the notebook's, in its
+kernel). A channel is a :class:`Proxies` that gives ``_get(name)``, ``_request(message)``, ``_enc(value)``,
+``_call(ref, args, kwargs)``, ``_backward(op, handle, grads)``, ``_forward(ctx, ref, args)`` (an
+``autograd.Function``'s forward: its value, the ctx filled) and ``_describe(info)``.
+
+Every function and method here has a private name (or a dunder's): ``course.delegation`` arms each public
+``course`` function while a student's call runs, and this code runs then.
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+_MISSING = object()
+# Dunder attributes a check may read off a student's function (its code names a Triton builtin, say).
+_FORWARDED_DUNDERS = {"__code__", "__defaults__", "__kwdefaults__", "__doc__", "__module__", "__wrapped__"}
+# The exceptions a check tells apart, and the kind each travels as (any other is "other").
+_KINDS = {"not-implemented": NotImplementedError, "attribute": AttributeError, "memory": MemoryError}
+
+
+class _RemoteNamespace(dict):
+    """A proxy's ``__globals__`` (checks look kernels up there by name): its own names, else the other side's."""
+
+    def __init__(self, channel, local: dict | None = None):
+        super().__init__(local or {})
+        self._channel = channel
+
+    def __getitem__(self, name):
+        if dict.__contains__(self, name):
+            return dict.__getitem__(self, name)
+        try:
+            return self._channel._get(name)
+        except Exception:  # noqa: BLE001 — NameError over there: not there (a dead channel raises a BaseException)
+            raise KeyError(name) from None
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def __contains__(self, name) -> bool:
+        return self.get(name, _MISSING) is not _MISSING
+
+
+class Remote:
+    """An object that lives on the other side. Attribute and item access are forwarded."""
+
+    def __init__(self, channel, info: dict):
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_info", info)
+
+    def __getattr__(self, name: str):
+        if name in ("__name__", "__qualname__"):
+            return self._info["name"]
+        if name == "__globals__" and self._info.get("callable"):
+            return _RemoteNamespace(self._channel)
+        if name.startswith("__") and name.endswith("__") and name not in _FORWARDED_DUNDERS:
+            raise AttributeError(name)  # the proxy's own machinery, not the student's object
+        return self._channel._request({"op": "getattr", "ref": self._info["__ref__"], "name": name})
+
+    def __getitem__(self, key):
+        return self._channel._request({"op": "getitem", "ref": self._info["__ref__"], "key": self._channel._enc(key)})
+
+    def __repr__(self) -> str:
+        return self._channel._describe(self._info)
+
+
+class RemoteCallable(Remote):
+    def __call__(self, *args, **kwargs):
+        return self._channel._call(self._info["__ref__"], args, kwargs)
+
+
+class _RemoteGraph(torch.autograd.Function):
+    """Connects a result computed on the other side to the inputs it was computed from, here."""
+
+    @staticmethod
+    def forward(ctx, link, *leaves):
+        ctx.link = link
+        ctx.n_leaves = len(leaves)
+        return tuple(t.clone() for t in link["outputs"])
+
+    @staticmethod
+    def backward(ctx, *grads):
+        got = ctx.link["channel"]._backward("grad", ctx.link["handle"], grads)
+        got += [None] * (ctx.n_leaves - len(got))
+        return (None, *got[: ctx.n_leaves])
+
+
+def _rebuild(chain: list, who: str) -> BaseException:
+    """An exception chain like the other side's: the same class names, modules, messages and causes."""
+    exc = None
+    for item in reversed(chain[:8]):
+        base = _KINDS.get(item.get("kind"), Exception)
+        name = str(item.get("name", "Error"))[:100] or "Error"
+        new = type(name, (base,), {"__module__": str(item.get("module", who))[:100]})(str(item.get("message", ""))[:2000])
+        new.__cause__ = exc
+        exc = new
+    return exc or RuntimeError(f"the {who}'s code raised")
+
+
+def _tensors_in(value) -> list:
+    """The tensors of ``value`` in a fixed order (lists, tuples and dict values walked), as the other side walks them."""
+    found: list = []
+    _map_tensors(value, lambda t: found.append(t) or t)
+    return found
+
+
+def _map_tensors(value, fn):
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_map_tensors(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, fn) for k, v in value.items()}
+    return value
+
+
+def _function_class(channel, info: dict, module: str) -> type:
+    """A real ``autograd.Function`` whose forward and backward run the other side's class there.
+
+    What the student's ctx saved is saved again here, by value, where a check's saved-tensor hooks see it.
+    """
+
+    def forward(ctx, *args):
+        out = channel._forward(ctx, info["__ref__"], args)
+        ctx.n_args = len(args)
+        return _map_tensors(out, lambda t: t.detach())
+
+    def backward(ctx, *grads):
+        if ctx.remote_graph is None:
+            return (None,) * ctx.n_args
+        got = channel._backward("function_backward", ctx.remote_graph["handle"], grads)
+        return tuple(got) if len(got) != 1 else got[0]
+
+    namespace = _RemoteNamespace(channel, globals())  # their globals: this module's, then the other side's
+    forward, backward = (types.FunctionType(f.__code__, namespace, f.__name__, f.__defaults__, f.__closure__)
+                         for f in (forward, backward))
+    cls = type(info["name"], (torch.autograd.Function,),
+               {"forward": staticmethod(forward), "backward": staticmethod(backward), "__module__": module})
+    cls._remote_ref = info["__ref__"]
+    return cls
+
+
+def _restore_ctx(ctx, saved, stashed) -> None:
+    """What the other side's ctx saved (``saved``) and kept as attributes (``stashed``: (name, value) pairs), on ``ctx``."""
+    ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
+    for key, value in stashed:
+        if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+            setattr(ctx, key, value)
+
+
+class Proxies:
+    """A channel's base: its proxies' classes (one proxy per object over there: a class keeps its identity), and
+    the helpers both channels share, as private members (see the module's docstring)."""
+
+    _function_class = _function_class  # (channel, info, module): the proxy of an autograd.Function class
+    _restore_ctx = staticmethod(_restore_ctx)
+    _rebuild = staticmethod(_rebuild)
+    _tensors_in = staticmethod(_tensors_in)
+    _map_tensors = staticmethod(_map_tensors)
+
+    def _graph_class(self, markers: list) -> type:
+        """_RemoteGraph, subclassing the proxies of the Functions the other side's graph runs through, for a check
+        that asks ``issubclass(node._forward_cls, ManualAttention)``."""
+        classes = tuple(c for c in (self._proxy(m) for m in markers if isinstance(m, dict)) if isinstance(c, type))
+        key = tuple(c._remote_ref for c in classes)
+        if key not in self.graph_classes:
+            self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
+        return self.graph_classes[key]
