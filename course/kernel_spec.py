@@ -197,7 +197,8 @@ def float16_spacings(got: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
 class HalfSpacings:
     """A float16 launch held to ``spacings`` float16 spacings of the float64 answer (float32 arithmetic and one
     rounding at the store give 0.5). Outside it, the same values run in float32: a kernel wrong there gets that
-    diagnosis; right there, it did its arithmetic in float16 (``half-accumulation``): ``statistic`` says which."""
+    diagnosis; right there, it did its arithmetic in float16 (``half-accumulation``): ``statistic`` (or the case's own)
+    says which."""
 
     spacings: float
     statistic: str
@@ -219,9 +220,18 @@ class HalfSpacings:
             "half-accumulation",
             f"{spec.name} is right on these values in float32, but its float16 {out} is off by up to {worst:.1f} "
             f"float16 spacings where arithmetic in float32 and one rounding at the store give at most 0.5: "
-            f"{self.statistic}. Loads and stores may keep the tensors' dtype; the arithmetic between them may not.",
+            f"{getattr(case, 'statistic', '') or self.statistic}. Loads and stores may keep the tensors' dtype; the "
+            "arithmetic between them may not.",
             f"first worst at {out}[{index[0]}, {index[1]}]: expected {expected[index].item():.6g}, "
             f"got {got[index].item():.6g}\ninputs: {run.label}")
+
+
+@dataclass(frozen=True)
+class Gradcheck:
+    """The float64 gradcheck, as a check's last case: what the spec's gradcheck takes, and the label of a failure."""
+
+    inputs: Any
+    label: str
 
 
 def by_dtype(case) -> float:
@@ -253,18 +263,20 @@ class KernelSpec:
     tol: Callable[[Any], float] = by_dtype
     refinements: tuple[Refinement, ...] = ()
     half: Callable[[KernelSpec, Any, Any], None] | None = None  # the rule for float16 and bfloat16 cases, if its own
-    gradcheck: Callable[[Any, Any], bool] | None = None  # (kernel, case) -> whether the kernel passes
+    gradcheck: Callable[[Any, Any], bool] | None = None  # (kernel, Gradcheck.inputs) -> whether the kernel passes
     gradcheck_fails: str = ""  # what a failed gradcheck means, after "{name} fails the float64 gradcheck: "
     missing: str = "keep the @triton.jit line above its def."  # what to do about a plain function
 
-    def check(self, kernel, cases: Sequence, gradcheck_case=None, gradcheck_label: str | None = None) -> None:
-        """Every case, then the gradcheck on ``gradcheck_case``; the first failure is raised."""
+    def check(self, kernel, cases: Sequence, alternatives: Callable | None = None) -> None:
+        """Every case in order (a :class:`Gradcheck` runs the gradcheck); ``alternatives`` in place of the spec's own."""
+        spec = self if alternatives is None else replace(self, alternatives=alternatives)
         require_kernel(self.name, kernel, self.missing)
         for case in cases:
-            self.check_case(kernel, case)
-        if gradcheck_case is not None and not self.gradcheck(kernel, gradcheck_case):
-            raise GradingFailure("wrong-values", f"{self.name} fails the float64 gradcheck: {self.gradcheck_fails}",
-                                 f"inputs: {gradcheck_label or gradcheck_case.label}")
+            if not isinstance(case, Gradcheck):
+                spec.check_case(kernel, case)
+            elif not self.gradcheck(kernel, case.inputs):
+                raise GradingFailure("wrong-values", f"{self.name} fails the float64 gradcheck: {self.gradcheck_fails}",
+                                     f"inputs: {case.label}")
 
     def check_case(self, kernel, case) -> None:
         """Launch one case and raise a GradingFailure that says what is wrong and where."""
@@ -322,17 +334,19 @@ class FunctionSpec:
     tol: Callable[[Any], float] = by_dtype
     label: Callable[[Any], str] = case_label
 
-    def check(self, cls, cases: Sequence, gradcheck_inputs: tuple[torch.Tensor, ...] | None = None) -> None:
-        """Every case, then (with ``gradcheck_inputs``) a float64 gradcheck; the first failure is raised."""
+    def check(self, cls, cases: Sequence, alternatives: Callable | None = None) -> None:
+        """Every case in order (a :class:`Gradcheck` of the inputs runs torch's gradcheck); the first failure is raised."""
+        spec = self if alternatives is None else replace(self, alternatives=alternatives)
         require_function(self.name, cls)
         if self.pieces is not None:
             self.pieces(self.name, cls)
         used: list[str] = []
         guarded = guarded_function(self.name, cls, used)
         for case in cases:
-            self._check_case(guarded, case, used)
-        if gradcheck_inputs is not None:
-            self._gradcheck(guarded, gradcheck_inputs, used)
+            if isinstance(case, Gradcheck):
+                self._gradcheck(guarded, case, used)
+            else:
+                spec._check_case(guarded, case, used)
 
     def _refuse_autograd(self, used: list[str]) -> None:
         if used:
@@ -368,11 +382,10 @@ class FunctionSpec:
                                          f"a {layout} of the same values")
                 raise failure
 
-    def _gradcheck(self, guarded, inputs: tuple[torch.Tensor, ...], used: list[str]) -> None:
-        leaves = tuple(x.to(device(), F64).requires_grad_(True) for x in inputs)
+    def _gradcheck(self, guarded, case: Gradcheck, used: list[str]) -> None:
+        leaves = tuple(x.to(device(), F64).requires_grad_(True) for x in case.inputs)
         ok = run_student(self.name, lambda: torch.autograd.gradcheck(guarded.apply, leaves, raise_exception=False))
         self._refuse_autograd(used)
         if not ok:
-            shapes = ", ".join(f"{a} {tuple(x.shape)}" for a, x in zip(self.args, leaves))
             raise GradingFailure("wrong-values", f"torch.autograd.gradcheck (float64, central differences) disagrees "
-                                 f"with {self.name}'s backward.", f"inputs: {shapes}, float64")
+                                 f"with {self.name}'s backward.", f"inputs: {case.label}")

@@ -11,30 +11,29 @@ inputs: every kernel case is rows inside wider buffers, ``TritonSoftmax`` gets a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 
-from course.diagnose import graded
-from course.kernel_spec import KernelSpec
 from course.selfcheck.triton_softmax import (
     BWD,
     F32,
     F64,
     FWD,
+    TRITON_SOFTMAX,
+    WRAPPER,
     KernelCase,
     backward_cases,
-    check_function_class,
-    check_softmax_function,
     forward_cases,
     function_cases,
+    gradcheck_case,
     half_backward_case,
     half_forward_case,
     large_forward_case,
 )
 
-from ..inputs import generator, randn, signs, uniform
+from ..inputs import randn, signs, uniform
+from .hidden import hidden
 
 MAX_COLS = 8192  # the row length the notebook promises to handle in one block
 
@@ -78,46 +77,39 @@ def function_table(gen: torch.Generator) -> list[tuple[tuple[int, ...], torch.dt
     ]
 
 
-@graded
-def softmax_fwd_kernel(kernel: Callable) -> None:
-    """Grade the forward kernel on NaN-padded strided rows, float32 and float64, plus large logits."""
-    gen = generator("softmax_fwd_kernel")
+def _forward_cases(gen: torch.Generator) -> list[KernelCase]:
+    """NaN-padded strided rows, float32 and float64; large logits; float16 rows long enough to show a rounded ℓ."""
     cases = forward_cases(gen, kernel_shapes(gen))
-    half = half_forward_case(gen, 3, odd_length(gen, 700, 2000))  # last: float16 rows long enough to show a rounded ℓ
-    FWD.check(kernel, cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40)), half])
+    half = half_forward_case(gen, 3, odd_length(gen, 700, 2000))
+    return cases + [large_forward_case(gen, 3, odd_length(gen, 10, 40)), half]
 
 
-@graded
-def softmax_bwd_kernel(kernel: Callable) -> None:
-    """Grade the backward kernel on NaN-padded strided rows, float32 and float64, logits of standard deviation 2."""
-    gen = generator("softmax_bwd_kernel")
-    spec, half = half_backward(gen, 3, odd_length(gen, 300, 2000))  # last: float16 rows, ȳ far from zero
-    spec.check(kernel, backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half])
+def _backward_cases(gen: torch.Generator) -> list[KernelCase]:
+    """NaN-padded strided rows, float32 and float64, logits of standard deviation 2; float16 rows, ȳ far from zero."""
+    half = half_backward(gen, 3, odd_length(gen, 300, 2000))
+    return backward_cases(gen, kernel_shapes(gen), scale=2.0) + [half]
 
 
 HALF_COMMON = (6.0, 24.0)  # the size of ȳ's common part on the float16 backward case (the visible check's: 10)
 
 
-def half_backward(gen: torch.Generator, rows: int, n: int) -> tuple[KernelSpec, KernelCase]:
+def half_backward(gen: torch.Generator, rows: int, n: int) -> KernelCase:
     """The float16 backward case with a common part of ȳ drawn from ``gen`` (sign and size), not the visible
-    check's 10 that a kernel could recognize; the spec's sentence says which it was."""
+    check's 10 that a kernel could recognize; the case's sentence says which it was."""
     offset = float(signs(gen) * uniform(gen, *HALF_COMMON))
     spacing = math.floor(math.log2(abs(offset))) - 10  # float16's spacing near s: 2 to this power
     statistic = (f"the hub s (or the products it adds) was held in float16: s ≈ {offset:.1f} here, where float16's "
                  f"spacing is 2**{spacing}, and ȳ − s, of order 1, cancels the bits s kept")
-    return replace(BWD, half=replace(BWD.half, statistic=statistic)), half_backward_case(gen, rows, n, offset)
+    return replace(half_backward_case(gen, rows, n, offset), statistic=statistic)
 
 
-@graded
-def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """Grade the autograd.Function: values, y saved alone, strided ȳ, no autograd in backward, gradcheck."""
-    gen = generator("TritonSoftmax")
+def _class_cases(gen: torch.Generator) -> list:
+    """Values, y saved alone, strided ȳ, no autograd in backward; then float64 gradcheck."""
     cases = function_cases(gen, class_table(gen))
-    check_function_class(cls, cases, gradcheck_x=randn(gen, 2, odd_length(gen, 3, 9)))
+    return cases + [gradcheck_case(randn(gen, 2, odd_length(gen, 3, 9)))]
 
 
-@graded
-def triton_softmax(fn: Callable) -> None:
-    """Grade softmax over the last dim of 1-D to 4-D inputs, a transposed view, and rows up to 8192."""
-    gen = generator("triton_softmax")
-    check_softmax_function(fn, function_cases(gen, function_table(gen)))
+softmax_fwd_kernel = hidden(FWD, _forward_cases)
+softmax_bwd_kernel = hidden(BWD, _backward_cases)
+TritonSoftmax = hidden(TRITON_SOFTMAX, _class_cases)
+triton_softmax = hidden(WRAPPER, lambda gen: function_cases(gen, function_table(gen)))  # 1-D to 4-D, rows up to 8192

@@ -24,7 +24,7 @@ import torch
 
 from ..diagnose import GradingFailure, graded, randn, relative_error, seeded
 from ..gradcheck import directional_derivative
-from ..kernel_spec import Float32Only, KernelSpec, Launch, Wrong, launch_rows
+from ..kernel_spec import Float32Only, Gradcheck, KernelSpec, Launch, Wrong, launch_rows
 from ..triton_check import device
 from .mixed_precision import (
     BF16,
@@ -159,7 +159,7 @@ def spec(rule: KernelRule = measured) -> KernelSpec:
 def check_mixed_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase, rule: KernelRule = measured) -> None:
     """Every case that this device can run (bfloat16 needs a GPU), then the gradcheck on ``tiny``."""
     on_gpu = device().type == "cuda"
-    spec(rule).check(kernel, [case for case in cases if case.dtype != BF16 or on_gpu], tiny)
+    spec(rule).check(kernel, [*(case for case in cases if case.dtype != BF16 or on_gpu), Gradcheck(tiny, tiny.label)])
 
 
 def visible_cases() -> tuple[list[KernelCase], KernelCase]:

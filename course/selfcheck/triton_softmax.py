@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -30,7 +31,6 @@ from ..diagnose import (
     Alternative,
     GradingFailure,
     diagnose,
-    graded,
     randn,
     require_callable,
     seeded,
@@ -42,6 +42,7 @@ from ..kernel_spec import (
     TOL,
     Float32Only,
     FunctionSpec,
+    Gradcheck,
     HalfSpacings,
     KernelSpec,
     Launch,
@@ -50,6 +51,7 @@ from ..kernel_spec import (
     Wrong,
     launch_rows,
 )
+from ..spec import Runner, visible
 from ..triton_check import (
     check_wrapper_forward,
     device,
@@ -138,6 +140,7 @@ class KernelCase:
     expected: torch.Tensor
     alternatives: list[Alternative]
     large: bool = False  # logits large enough that exp overflows without the max shift
+    statistic: str = ""  # what a float16 computation rounded, when not the spec's own sentence
 
 
 @dataclass(frozen=True)
@@ -368,9 +371,9 @@ TRITON_SOFTMAX = FunctionSpec(
     "kernel steps along a row one element at a time, with one stride per row.", saved=_check_saved, pieces=require_kernels)
 
 
-def check_function_class(cls, cases: Sequence[FunctionCase], *, gradcheck_x: torch.Tensor | None = None) -> None:
-    """Check an autograd.Function over (n_rows, n_cols) inputs: values, what it saves, its backward."""
-    TRITON_SOFTMAX.check(cls, cases, None if gradcheck_x is None else (gradcheck_x,))
+def gradcheck_case(x: torch.Tensor) -> Gradcheck:
+    """torch.autograd.gradcheck of TritonSoftmax at ``x``, the last of its cases."""
+    return Gradcheck((x,), f"x {tuple(x.shape)}, float64")
 
 
 def _function_alternatives(x: torch.Tensor) -> list[Alternative]:
@@ -411,6 +414,9 @@ def check_softmax_function(fn, cases: Sequence[FunctionCase]) -> None:
             raise failure
 
 
+WRAPPER = Runner("triton_softmax", check_softmax_function)
+
+
 # ---------------------------------------------------------------------------
 # The visible checks: fixed shapes, a fixed seed per exercise
 
@@ -430,36 +436,21 @@ VISIBLE_FUNCTION_CASES = [
 ]
 
 
-@graded
-def softmax_fwd_kernel(kernel) -> None:
-    """Launch the forward kernel on rows inside wider NaN-padded buffers; compare with torch.softmax."""
-    gen = seeded(SEED + 1)
-    FWD.check(kernel, forward_cases(gen, VISIBLE_KERNEL_SHAPES) + [large_forward_case(gen, 3, 10)]
-                 + [half_forward_case(gen, *VISIBLE_HALF_SHAPE)])
-    print("✓ softmax_fwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
-          "float32 and float64, large logits, float16 rows of 1000 within one rounding)")
-
-
-@graded
-def softmax_bwd_kernel(kernel) -> None:
-    """Launch the backward kernel on rows inside wider NaN-padded buffers; compare with torch's autograd."""
+def visible_kernel_cases(spec: KernelSpec) -> list:
+    """The kernel's visible cases: batch 1 and 7 in float32 and float64 (the forward's large logits too), float16 last."""
+    if spec is FWD:
+        gen = seeded(SEED + 1)
+        return (forward_cases(gen, VISIBLE_KERNEL_SHAPES) + [large_forward_case(gen, 3, 10)]
+                + [half_forward_case(gen, *VISIBLE_HALF_SHAPE)])
     gen = seeded(SEED + 2)
-    BWD.check(kernel, backward_cases(gen, VISIBLE_KERNEL_SHAPES) + [half_backward_case(gen, *VISIBLE_HALF_SHAPE)])
-    print("✓ softmax_bwd_kernel passes the visible checks (batch 1 and 7, rows of 5 and 13 in wider buffers, "
-          "float32 and float64, float16 rows of 1000 with ȳ far from zero, within one rounding)")
+    return backward_cases(gen, VISIBLE_KERNEL_SHAPES) + [half_backward_case(gen, *VISIBLE_HALF_SHAPE)]
 
 
-@graded
-def TritonSoftmax(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """Forward and backward through autograd, y saved alone, ȳ contiguous or not, no autograd in backward."""
-    check_function_class(cls, function_cases(seeded(SEED + 3), VISIBLE_CLASS_CASES))
-    print("✓ TritonSoftmax passes the visible checks (batch 1 and 7, float32 and float64, saves y only, "
-          "ȳ contiguous or a transposed view)")
-
-
-@graded
-def triton_softmax(fn) -> None:
-    """Softmax over the last dim of 1-D to 3-D inputs, a transposed view and a row of 3000, with its gradient."""
-    check_softmax_function(fn, function_cases(seeded(SEED + 4), VISIBLE_FUNCTION_CASES))
-    print("✓ triton_softmax passes the visible checks (1-D, 2-D, 3-D, a transposed view, rows of 3000, "
-          "float32 and float64, with gradients)")
+softmax_fwd_kernel = visible(FWD, partial(visible_kernel_cases, FWD), "batch 1 and 7, rows of 5 and 13 in wider "
+                             "buffers, float32 and float64, large logits, float16 rows of 1000 within one rounding")
+softmax_bwd_kernel = visible(BWD, partial(visible_kernel_cases, BWD), "batch 1 and 7, rows of 5 and 13 in wider "
+                             "buffers, float32 and float64, float16 rows of 1000 with ȳ far from zero, within one rounding")
+TritonSoftmax = visible(TRITON_SOFTMAX, lambda: function_cases(seeded(SEED + 3), VISIBLE_CLASS_CASES),
+                        "batch 1 and 7, float32 and float64, saves y only, ȳ contiguous or a transposed view")
+triton_softmax = visible(WRAPPER, lambda: function_cases(seeded(SEED + 4), VISIBLE_FUNCTION_CASES),
+                         "1-D, 2-D, 3-D, a transposed view, rows of 3000, float32 and float64, with gradients")
