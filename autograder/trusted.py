@@ -481,9 +481,7 @@ def check_one(channel: Channel, check_name: str, arg_name: str, timeout: float, 
         except (WorkerTimeout, WorkerDied, ReplyRefused):
             raise
         except Exception as exc:  # noqa: BLE001 — NameError: the notebook never defined it
-            failure = GradingFailure("error", "the student's code raised an exception")
-            return {"status": "ok", "passed": False, "cls": "error", "message": f"{type(exc).__name__}: {exc}"[:500],
-                    "record": failure.record()}
+            raise GradingFailure("error", f"{type(exc).__name__}: {exc}") from None
         check(student)
         return {"status": "ok", "passed": True, "cls": "", "message": ""}
     except GradingFailure as failure:  # its record is what the grader reads (worker.grader_words)

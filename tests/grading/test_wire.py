@@ -245,68 +245,60 @@ class FakeWorker:
             os.close(fd)
 
 
-def test_a_stale_reply_is_never_read_as_the_next_ones():
+@pytest.fixture
+def w():
+    worker = FakeWorker()
+    yield worker
+    worker.close()
+
+
+def test_a_stale_reply_is_never_read_as_the_next_ones(w):
     """Two replies to request 1 (the second one stale); request 2 must not take the stale one for its own."""
-    w = FakeWorker()
-    try:
-        t = w.answer(lambda n: [({"op": "result", "value": "first"}, 1, n), ({"op": "result", "value": "stale"}, 2, n)])
-        assert w.channel._request({"op": "get", "name": "x"}) == "first"
-        t.join()
-        t = w.answer(lambda n: [({"op": "result", "value": "second"}, 3, n)])
-        with pytest.raises(trusted.ReplyRefused, match="does not answer the request in flight"):
-            w.channel._request({"op": "get", "name": "y"})
-        t.join()
-        assert w.channel.broken
-        with pytest.raises(trusted.ReplyRefused):  # broken for good: nothing more is read from this pipe
-            w.channel._request({"op": "get", "name": "z"})
-    finally:
-        w.close()
+    t = w.answer(lambda n: [({"op": "result", "value": "first"}, 1, n), ({"op": "result", "value": "stale"}, 2, n)])
+    assert w.channel._request({"op": "get", "name": "x"}) == "first"
+    t.join()
+    t = w.answer(lambda n: [({"op": "result", "value": "second"}, 3, n)])
+    with pytest.raises(trusted.ReplyRefused, match="does not answer the request in flight"):
+        w.channel._request({"op": "get", "name": "y"})
+    t.join()
+    assert w.channel.broken
+    with pytest.raises(trusted.ReplyRefused):  # broken for good: nothing more is read from this pipe
+        w.channel._request({"op": "get", "name": "z"})
 
 
-def test_a_frame_numbered_before_one_already_read_is_refused():
-    w = FakeWorker()
-    try:
-        t = w.answer(lambda n: [({"op": "result", "value": 1}, 5, n)])
+def test_a_frame_numbered_before_one_already_read_is_refused(w):
+    t = w.answer(lambda n: [({"op": "result", "value": 1}, 5, n)])
+    w.channel._request({"op": "get", "name": "x"})
+    t.join()
+    t = w.answer(lambda n: [({"op": "result", "value": 2}, 5, n)])  # a replayed number
+    with pytest.raises(trusted.ReplyRefused, match="numbered before"):
         w.channel._request({"op": "get", "name": "x"})
-        t.join()
-        t = w.answer(lambda n: [({"op": "result", "value": 2}, 5, n)])  # a replayed number
-        with pytest.raises(trusted.ReplyRefused, match="numbered before"):
-            w.channel._request({"op": "get", "name": "x"})
-        t.join()
-    finally:
-        w.close()
+    t.join()
 
 
-def test_a_callback_is_answered_with_its_own_number_and_the_reply_still_arrives():
-    w = FakeWorker()
+def test_a_callback_is_answered_with_its_own_number_and_the_reply_still_arrives(w):
     seen = {}
-    try:
-        def worker_side():
-            _, n, _ = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
-            wire.send(w.from_w, {"op": "callback", "cb": 1, "args": [3], "kwargs": {"__dict__": []}}, 1, n)
-            answer, _, re = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
-            seen.update(answer=answer, re=re)
-            wire.send(w.from_w, {"op": "result", "value": answer["value"] * 2}, 2, n)
 
-        w.channel.callbacks[1] = lambda x: x + 1
-        t = threading.Thread(target=worker_side)
-        t.start()
-        assert w.channel._request({"op": "call", "ref": 1}) == 8
-        t.join()
-        assert seen["re"] == 1 and seen["answer"]["value"] == 4 and not w.channel.broken
-    finally:
-        w.close()
+    def worker_side():
+        _, n, _ = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
+        wire.send(w.from_w, {"op": "callback", "cb": 1, "args": [3], "kwargs": {"__dict__": []}}, 1, n)
+        answer, _, re = wire.receive(w.to_r, time.monotonic() + 10, wire.WORKER_LIMITS)
+        seen.update(answer=answer, re=re)
+        wire.send(w.from_w, {"op": "result", "value": answer["value"] * 2}, 2, n)
+
+    w.channel.callbacks[1] = lambda x: x + 1
+    t = threading.Thread(target=worker_side)
+    t.start()
+    assert w.channel._request({"op": "call", "ref": 1}) == 8
+    t.join()
+    assert seen["re"] == 1 and seen["answer"]["value"] == 4 and not w.channel.broken
 
 
-def test_a_worker_that_stops_its_own_reply_fails_that_check_in_the_graders_words():
-    w = FakeWorker()
-    try:
-        t = w.answer(lambda n: [({"op": "refused", "limit": "entries"}, 1, n)])
-        with pytest.raises(trusted.ReplyRefused, match="more entries than the limit"):
-            w.channel._request({"op": "get", "name": "x"})
-        t.join()
-    finally:
-        w.close()
+def test_a_worker_that_stops_its_own_reply_fails_that_check_in_the_graders_words(w):
+    t = w.answer(lambda n: [({"op": "refused", "limit": "entries"}, 1, n)])
+    with pytest.raises(trusted.ReplyRefused, match="more entries than the limit"):
+        w.channel._request({"op": "get", "name": "x"})
+    t.join()
 
 
 # ---------------------------------------------------------------------------
