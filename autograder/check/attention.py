@@ -10,15 +10,15 @@ whose simulation would spell those loops out in the package students receive.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import torch
 
-from course.diagnose import Alternative, Case, graded
+from course.diagnose import Alternative
 from course.selfcheck import attention as visible
 from course.selfcheck.attention import AttentionShape, DeltaShape, FlashCase, FlashShape
 
 from ..inputs import DTYPE, generator
+from .hidden import hidden
 
 # Each set comes batch 1 first, then batch 7 (prime): a sum or transpose across the batch axis is right at
 # batch 1 and wrong after it, which names it a batch-axis bug. T ≠ d everywhere, so a (T, d) operand used
@@ -118,61 +118,28 @@ def _flash_gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]
 
 
 # ---------------------------------------------------------------------------
-# The checks: a generator of its own for each set of inputs
+# The checks: the visible specs on this run's draws, a generator of its own for each set of inputs
 
 
-def _draw(name: str, shapes: tuple[AttentionShape, ...]) -> list[Case]:
-    """The cases of ``shapes``, drawn from the generator of the set of inputs ``name``."""
-    return visible.attention_cases(generator(name), shapes)
+def _draw(shapes: tuple[AttentionShape, ...], owner: str | None = None):
+    """The cases of ``shapes`` from this check's generator (and, for a function run through its Function ``owner``,
+    the Function's own cases, from the Function's generator)."""
+    if owner is None:
+        return lambda gen: visible.attention_cases(gen, shapes)
+    return lambda gen: (visible.attention_cases(gen, shapes), visible.attention_cases(generator(owner), shapes))
 
 
-def _flash_kernel(name: str, kernel, alternatives) -> None:
-    gen = generator(name)  # the gradcheck's inputs come after the cases, from the same generator
-    spec = replace(visible.FLASH_KERNELS[name], alternatives=alternatives)
-    visible.check_flash_kernel(spec, kernel, visible.flash_cases(gen, FLASH), visible.gradcheck_inputs(gen, GRADCHECK))
+def _flash(gen: torch.Generator) -> list:
+    return visible.flash_cases_and_gradcheck(gen, FLASH, GRADCHECK)  # the gradcheck's inputs after the cases
 
 
-@graded
-def ManualAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    visible.check_function_class("ManualAttention", cls, _draw("ManualAttention", SMALL))
-
-
-@graded
-def manual_attention(fn) -> None:
-    visible.check_attention_function("manual_attention", fn, _draw("manual_attention", SMALL), _draw("ManualAttention", SMALL))
-
-
-@graded
-def attention_forward_lse(fn) -> None:
-    visible.check_forward_lse(fn, _draw("attention_forward_lse", BLOCKWISE + (COUNTED,)))
-
-
-@graded
-def attention_backward_recompute(fn) -> None:
-    visible.check_backward_recompute(fn, [visible.backward_case(c) for c in _draw("attention_backward_recompute", BLOCKWISE)])
-
-
-@graded
-def RecomputeAttention(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    visible.check_function_class("RecomputeAttention", cls, _draw("RecomputeAttention", BLOCKWISE))
-
-
-@graded
-def recompute_attention(fn) -> None:
-    visible.check_attention_function("recompute_attention", fn, _draw("recompute_attention", BLOCKWISE),
-                                     _draw("RecomputeAttention", BLOCKWISE))
-
-
-@graded
-def attention_delta_kernel(kernel) -> None:
-    visible.check_delta_kernel(kernel, visible.delta_cases(generator("attention_delta_kernel"), DELTA))
-
-
-@graded
-def flash_fwd_kernel(kernel) -> None:
-    _flash_kernel("flash_fwd_kernel", kernel, _flash_output_alternatives)
-
-
-@graded
-def flash_bwd_dkdv_kernel(kernel) -> None:
-    _flash_kernel("flash_bwd_dkdv_kernel", kernel, _flash_gradient_alternatives)
+SPECS = visible.SPECS
+ManualAttention = hidden(SPECS["ManualAttention"], _draw(SMALL))
+manual_attention = hidden(SPECS["manual_attention"], _draw(SMALL, "ManualAttention"))
+attention_forward_lse = hidden(SPECS["attention_forward_lse"], _draw(BLOCKWISE + (COUNTED,)))
+attention_backward_recompute = hidden(SPECS["attention_backward_recompute"], _draw(BLOCKWISE))
+RecomputeAttention = hidden(SPECS["RecomputeAttention"], _draw(BLOCKWISE))
+recompute_attention = hidden(SPECS["recompute_attention"], _draw(BLOCKWISE, "RecomputeAttention"))
+attention_delta_kernel = hidden(SPECS["attention_delta_kernel"], lambda gen: visible.delta_cases(gen, DELTA))
+flash_fwd_kernel = hidden(SPECS["flash_fwd_kernel"], _flash, _flash_output_alternatives)
+flash_bwd_dkdv_kernel = hidden(SPECS["flash_bwd_dkdv_kernel"], _flash, _flash_gradient_alternatives)

@@ -37,7 +37,6 @@ from ..diagnose import (
     batch_refined,
     call_student,
     diagnose,
-    graded,
     quiet,
     randn,
     require_callable,
@@ -45,8 +44,9 @@ from ..diagnose import (
     seeded,
 )
 from ..gradcheck import directional_derivative
-from ..kernel_spec import SENTINEL, Float32Only, Guarded, KernelSpec, Launch, ReadsPastEnd, RightOnFirstRows, Wrong
+from ..kernel_spec import SENTINEL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, ReadsPastEnd, RightOnFirstRows, Wrong
 from ..memory import AllocationRecorder, TokenRecorder, tensors_in
+from ..spec import Runner, visible
 from ..triton_check import (
     autograd_in_backward,
     guarded_function,
@@ -923,13 +923,28 @@ FLASH_DKDV = _flash_spec(
     "flash_bwd_dkdv_kernel", ("dk", "dv"), lambda case: attention_reference(case.q, case.k, case.v, case.do)[3:],
     _gradient_alternatives, "only DK_ptr and DV_ptr are outputs.",
     "the dk and dv it returns are not the derivative of attention's forward.")
-FLASH_KERNELS = {spec.name: spec for spec in (FLASH_FWD, FLASH_DKDV)}
 
 
-def check_flash_kernel(spec: KernelSpec, kernel, cases: Sequence[FlashCase], gradcheck_qkv: Sequence[torch.Tensor]) -> None:
-    """Values on padded and transposed layouts, then a float64 gradcheck through the kernel."""
-    BH, T, d = gradcheck_qkv[0].shape
-    spec.check(kernel, cases, tuple(gradcheck_qkv), f"q, k, v of shape ({BH}, {T}, {d}), contiguous")
+def flash_cases_and_gradcheck(gen: torch.Generator, shapes: Sequence[FlashShape], gradcheck: AttentionShape) -> list:
+    """The launches of ``shapes``, then the float64 gradcheck through the kernel on q, k, v of ``gradcheck``."""
+    cases, qkv = flash_cases(gen, shapes), gradcheck_inputs(gen, gradcheck)
+    return cases + [Gradcheck(qkv, f"q, k, v of shape {tuple(qkv[0].shape)}, contiguous")]
+
+
+def _through(name: str) -> Callable:
+    """``check_attention_function`` on (its cases, its Function's cases)."""
+    return lambda fn, cases: check_attention_function(name, fn, *cases)
+
+
+# Each exercise as a spec for spec.visible and the one hidden check (autograder.check.hidden).
+SPECS = {spec.name: spec for spec in (
+    Runner("ManualAttention", partial(check_function_class, "ManualAttention")),
+    Runner("manual_attention", _through("manual_attention")),
+    Runner("attention_forward_lse", check_forward_lse),
+    Runner("attention_backward_recompute", lambda fn, cases: check_backward_recompute(fn, list(map(backward_case, cases)))),
+    Runner("RecomputeAttention", partial(check_function_class, "RecomputeAttention")),
+    Runner("recompute_attention", _through("recompute_attention")),
+    DELTA_KERNEL, FLASH_FWD, FLASH_DKDV)}
 
 
 # ---------------------------------------------------------------------------
@@ -944,48 +959,28 @@ def _blockwise_cases(salt: int) -> list[Case]:
     return attention_cases(seeded(SEED + salt), BLOCKWISE)
 
 
-def _flash_kernel(name: str, kernel, salt: int) -> None:
-    check_flash_kernel(FLASH_KERNELS[name], kernel, flash_cases(seeded(SEED + salt), FLASH),
-                       gradcheck_inputs(seeded(SEED + salt + 1), GRADCHECK))
+def _flash(salt: int) -> list:
+    return flash_cases(seeded(SEED + salt), FLASH) + flash_cases_and_gradcheck(seeded(SEED + salt + 1), (), GRADCHECK)
 
 
-def _visible(name: str, check: Callable, passed: str) -> Callable:
-    """The visible check of exercise ``name``: ``check(fn)``, then one ✓ line that says what ``passed``."""
-
-    def run(fn) -> None:
-        check(fn)
-        print(f"✓ {name} passes the visible checks ({passed})")
-
-    run.__name__ = run.__qualname__ = name
-    return graded(run)
-
-
-ManualAttention = _visible(
-    "ManualAttention", lambda cls: check_function_class("ManualAttention", cls, _small_cases(1)),
-    "o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, no autograd in backward")
-manual_attention = _visible(
-    "manual_attention", lambda fn: check_attention_function("manual_attention", fn, _small_cases(2), _small_cases(1)),
-    "o, dq, dk, dv at batch 1 and 7, through ManualAttention")
-attention_forward_lse = _visible(
-    "attention_forward_lse", lambda fn: check_forward_lse(fn, _blockwise_cases(3)),
-    f"o and lse at batch 1 and 7, T = 11, 37, 70, transposed inputs, and nothing bigger than one tile or O(T·d) allocated "
-    f"at T = {MEMORY_T}")
-attention_backward_recompute = _visible(
-    "attention_backward_recompute", lambda fn: check_backward_recompute(fn, [backward_case(c) for c in _blockwise_cases(4)]),
-    f"dq, dk, dv at batch 1 and 7, T = 11, 37, 70, transposed inputs, and nothing bigger than one tile or O(T·d) allocated "
-    f"at T = {MEMORY_T}")
-RecomputeAttention = _visible(
-    "RecomputeAttention", lambda cls: check_function_class("RecomputeAttention", cls, _blockwise_cases(5)),
-    f"o, dq, dk, dv at batch 1 and 7; nothing T×T saved or allocated at T = {MEMORY_T}; no autograd in backward")
-recompute_attention = _visible(
-    "recompute_attention", lambda fn: check_attention_function("recompute_attention", fn, _blockwise_cases(6), _blockwise_cases(5)),
-    f"o, dq, dk, dv at batch 1 and 7, through RecomputeAttention; nothing T×T saved or allocated at T = {MEMORY_T}")
-attention_delta_kernel = _visible(
-    "attention_delta_kernel", lambda kernel: check_delta_kernel(kernel, delta_cases(seeded(SEED + 7), DELTA)),
-    "n_rows 13, 37, 91 with BLOCK_M 16 and 32; head dims 5, 12, 20; float32 and float64; NaN padding; nothing written past n_rows")
+TILE = f"nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T}"
+ManualAttention = visible(SPECS["ManualAttention"], lambda: _small_cases(1),
+                          "o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, no autograd in backward")
+manual_attention = visible(SPECS["manual_attention"], lambda: (_small_cases(2), _small_cases(1)),
+                           "o, dq, dk, dv at batch 1 and 7, through ManualAttention")
+attention_forward_lse = visible(SPECS["attention_forward_lse"], lambda: _blockwise_cases(3),
+                                f"o and lse at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
+attention_backward_recompute = visible(SPECS["attention_backward_recompute"], lambda: _blockwise_cases(4),
+                                       f"dq, dk, dv at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
+RecomputeAttention = visible(SPECS["RecomputeAttention"], lambda: _blockwise_cases(5), "o, dq, dk, dv at batch 1 and 7; "
+                             f"nothing T×T saved or allocated at T = {MEMORY_T}; no autograd in backward")
+recompute_attention = visible(SPECS["recompute_attention"], lambda: (_blockwise_cases(6), _blockwise_cases(5)),
+                              f"o, dq, dk, dv at batch 1 and 7, through RecomputeAttention; nothing T×T saved or allocated "
+                              f"at T = {MEMORY_T}")
+attention_delta_kernel = visible(DELTA_KERNEL, lambda: delta_cases(seeded(SEED + 7), DELTA), "n_rows 13, 37, 91 with "
+                                 "BLOCK_M 16 and 32; head dims 5, 12, 20; float32 and float64; NaN padding; nothing "
+                                 "written past n_rows")
 FLASH_PASSED = ("{out} for T = 21, 37 with blocks of 16 and 32, head dims 5 and 12, row-major and transposed layouts padded "
                 "with NaN, nothing written outside {out}; float64 gradcheck")
-flash_fwd_kernel = _visible("flash_fwd_kernel", lambda kernel: _flash_kernel("flash_fwd_kernel", kernel, 8),
-                            FLASH_PASSED.format(out="o and L"))
-flash_bwd_dkdv_kernel = _visible("flash_bwd_dkdv_kernel", lambda kernel: _flash_kernel("flash_bwd_dkdv_kernel", kernel, 10),
-                                 FLASH_PASSED.format(out="dk and dv"))
+flash_fwd_kernel = visible(FLASH_FWD, partial(_flash, 8), FLASH_PASSED.format(out="o and L"))
+flash_bwd_dkdv_kernel = visible(FLASH_DKDV, partial(_flash, 10), FLASH_PASSED.format(out="dk and dv"))
