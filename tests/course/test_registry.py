@@ -78,9 +78,9 @@ from dataclasses import dataclass
 
 import torch
 
-from course.diagnose import Alternative, Case, graded, randn, seeded
+from course.diagnose import Alternative, Case, randn, seeded
 from course.kernel_spec import FunctionSpec, KernelSpec, Launch, launch_rows
-from course.spec import Exercise
+from course.spec import Exercise, visible
 from course.triton_check import input_leaf, pow2_at_least, upstream_layouts
 
 F32, F64 = torch.float32, torch.float64
@@ -143,19 +143,9 @@ def cube_function_cases(gen):
     return [Point(randn(gen, b, 6), randn(gen, b, 6), f"batch {b}") for b in (1, 7)]
 
 
-@graded
-def cube_backward(fn):
-    CUBE.check(fn, cube_cases(seeded(1)))
-
-
-@graded
-def double_bwd_kernel(kernel):
-    DOUBLE.check(kernel, double_cases(seeded(2)))
-
-
-@graded
-def Cube(cls):
-    CUBE_FUNCTION.check(cls, cube_function_cases(seeded(3)))
+cube_backward = visible(CUBE, lambda: cube_cases(seeded(1)), "batch 1 and 7")
+double_bwd_kernel = visible(DOUBLE, lambda: double_cases(seeded(2)), "batch 1 and 7, float32 and float64")
+Cube = visible(CUBE_FUNCTION, lambda: cube_function_cases(seeded(3)), "batch 1 and 7")
 """
 THROWAWAY_HIDDEN = """
 from course.selfcheck.throwaway import CUBE, CUBE_FUNCTION, DOUBLE, cube_cases, cube_function_cases, double_cases
