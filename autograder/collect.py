@@ -129,17 +129,17 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
     """
     if not submissions.is_dir():
         raise InstructorError(f"--submissions {submissions} is not a folder. Give the folder that holds one entry per "
-                           "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or .zip files).")
+                              "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or .zip files).")
     export_names = set()
     for name in exports:
         path = submissions / Path(name).name
         if not (os.path.isfile(path) and not os.path.islink(path) and path.name.lower().endswith(".zip")):
             raise InstructorError(f"--lms-export {name}: no such .zip file in {submissions} (name a class export "
-                               "that lies in the --submissions folder).")
+                                  "that lies in the --submissions folder).")
         export_names.add(path.name)
     if student_regexp and not export_names:
         raise InstructorError("--student-regexp reads the file names inside an LMS class export: name the export "
-                           "with --lms-export FILE (a zip per student is always that student's).")
+                              "with --lms-export FILE (a zip per student is always that student's).")
     if staging.exists():
         shutil.rmtree(staging)
     staging.mkdir(parents=True)
@@ -155,34 +155,32 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
                     for sid, sub in _from_export(Path(entry.path), assignment, student_regexp, staging).items():
                         found[sid].append(sub)
                     continue
-                sid = safe_student_id(entry.name[:-4])
+                name, origin = entry.name[:-4], f"'{_shown(entry.name)}'"
                 path, problem = ((None, _unsafe_file("the submission", mode)) if not stat.S_ISREG(mode)
                                  else _from_student_zip(Path(entry.path), assignment, others, staging))
-                found[sid].append(Submission(sid, path, problem, f"'{_shown(entry.name)}'"))
             elif folder != base or entry.name in RESERVED:
                 continue
             elif stat.S_ISDIR(mode):
-                sid = safe_student_id(entry.name)
+                name, origin = entry.name, f"the folder '{_shown(entry.name)}'"
                 path, problem = _from_folder(Path(entry.path), assignment, others)
-                found[sid].append(Submission(sid, path, problem, f"the folder '{_shown(entry.name)}'"))
             elif stat.S_ISLNK(mode) and os.path.isdir(entry.path):  # looked at, never entered
-                sid = safe_student_id(entry.name)
-                found[sid].append(Submission(sid, None, _unsafe_file("the submission", mode),
-                                             f"the link '{_shown(entry.name)}'"))
+                name, origin = entry.name, f"the link '{_shown(entry.name)}'"
+                path, problem = None, _unsafe_file("the submission", mode)
+            else:
+                continue
+            sid = safe_student_id(name)
+            found[sid].append(Submission(sid, path, problem, origin))
     if not found:
         loose = [e for e in _entries(submissions) if e.name.endswith(".ipynb") and e.is_file(follow_symlinks=False)]
         hint = (f" It holds {len(loose)} notebook(s) directly; put each in a folder named after its student "
                 f"({submissions}/<student>/{assignment}.ipynb).") if loose else ""
         raise InstructorError(f"no submissions found in {submissions}.{hint}")
     out = []
-    for sid in sorted(found):
-        subs = found[sid]
-        if len(subs) == 1:
-            out.append(subs[0])
-            continue
+    for sid, subs in sorted(found.items()):
         origins = ", ".join(s.origin for s in subs[:3]) + (", …" if len(subs) > 3 else "")
-        out.append(Submission(sid, None, f"duplicate student: {len(subs)} submissions have the id '{_shown(sid)}' "
-                                         f"({origins}); none is graded: rename all but one", origins))
+        out.append(subs[0] if len(subs) == 1 else Submission(
+            sid, None, f"duplicate student: {len(subs)} submissions have the id '{_shown(sid)}' ({origins}); none is "
+                       "graded: rename all but one", origins))
     return out
 
 
