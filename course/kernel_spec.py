@@ -65,10 +65,9 @@ class Guarded:
 
 def launch_rows(name: str, kernel, inputs: dict[str, torch.Tensor], *, dtype: torch.dtype, block: int, width: int,
                 fill: float) -> tuple[torch.Tensor, bool, list[str], list[int]]:
-    """The row kernels' launch ``kernel[(rows,)](*inputs, out, *row strides, n_cols, BLOCK=block)``: the (rows, n)
-    ``inputs`` (by pointer name) in rows ``width + 3 + 2i`` apart (odd, different strides) padded with ``fill``, the
-    output in rows ``width + 2`` apart (an even stride) padded with the sentinel. Return the output (float64, CPU),
-    whether it was written past a row's end, the pointers written into, and the row strides (inputs, then output)."""
+    """``kernel[(rows,)](*inputs, out, *row strides, n_cols, BLOCK=block)``, the (rows, n) ``inputs`` (by pointer) in
+    rows ``width + 3 + 2i`` apart (odd, different strides) padded with ``fill``, the output ``width + 2`` apart padded
+    with the sentinel: (the output, written past a row's end?, the pointers written into, the row strides)."""
     rows, n = next(iter(inputs.values())).shape
     ins = {p: Guarded(x, (0, width + 3 + 2 * i - n), fill, dtype) for i, (p, x) in enumerate(inputs.items())}
     out = Guarded((rows, n), (0, width + 2 - n), SENTINEL, dtype)
@@ -246,10 +245,6 @@ def no_extra(case) -> tuple:
     return ()
 
 
-def case_label(case) -> str:
-    return case.label
-
-
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One Triton-kernel exercise: how a case is launched, its references, named bugs and refinements."""
@@ -266,6 +261,7 @@ class KernelSpec:
     gradcheck: Callable[[Any, Any], bool] | None = None  # (kernel, Gradcheck.inputs) -> whether the kernel passes
     gradcheck_fails: str = ""  # what a failed gradcheck means, after "{name} fails the float64 gradcheck: "
     missing: str = "keep the @triton.jit line above its def."  # what to do about a plain function
+    unwritten: str = ""  # when given, why an output row the launch left at the sentinel is refused before its values
 
     def check(self, kernel, cases: Sequence, alternatives: Callable | None = None) -> None:
         """Every case in order (a :class:`Gradcheck` runs the gradcheck); ``alternatives`` in place of the spec's own."""
@@ -286,6 +282,11 @@ class KernelSpec:
         if run.touched:
             raise GradingFailure("wrong-values", f"{self.name} wrote into its input {', '.join(run.touched)}: "
                                  f"{self.read_only}", f"inputs: {run.label}")
+        for out, got in run.got.items() if self.unwritten else ():
+            rows = [r for r in range(got.shape[0]) if bool((got[r] == SENTINEL).all())]
+            if rows:
+                raise GradingFailure("wrong-values", f"{self.name} never wrote {out} for row(s) {rows}: {self.unwritten}",
+                                     f"inputs: {run.label}")
         expected, tol = self.reference(case), self.tol(case)
         wrong = [out for out, e in expected.items() if diagnose(out, run.got[out], e, tol=tol) is not None]
         if not wrong:
@@ -310,13 +311,9 @@ class KernelSpec:
 
 @dataclass(frozen=True, kw_only=True)
 class FunctionSpec:
-    """One autograd.Function exercise whose backward is written by hand (around kernels): what its ``apply`` takes,
-    its references and named bugs, the rule for what it saves, the layouts of ȳ autograd may hand its backward.
-
-    :meth:`check` runs the Function as a subclass whose backward may not call autograd (``guarded_function``): the
-    forward's values, an autograd history, what it saved, then its gradients through autograd for each ȳ layout;
-    last, torch.autograd.gradcheck in float64.
-    """
+    """One autograd.Function exercise with a hand-written backward, run as a subclass whose backward may not call
+    autograd (``guarded_function``): the forward's values, an autograd history, what it saved, the gradients through
+    autograd for each layout of ȳ, and (a :class:`Gradcheck` case) torch.autograd.gradcheck in float64."""
 
     name: str
     args: tuple[str, ...] = ("x",)  # what apply takes, for messages
@@ -332,7 +329,6 @@ class FunctionSpec:
     saved: Callable[[Any, list, tuple, torch.Tensor, str], None] | None = None  # (case, packed, leaves, y, label)
     pieces: Callable[[str, Any], None] | None = None  # (name, cls): check the kernels cls launches, first
     tol: Callable[[Any], float] = by_dtype
-    label: Callable[[Any], str] = case_label
 
     def check(self, cls, cases: Sequence, alternatives: Callable | None = None) -> None:
         """Every case in order (a :class:`Gradcheck` of the inputs runs torch's gradcheck); the first failure is raised."""
@@ -353,7 +349,7 @@ class FunctionSpec:
             raise autograd_in_backward(self.name, used, self.hand_written)
 
     def _check_case(self, guarded, case, used: list[str]) -> None:
-        name, tol, label = self.name, self.tol(case), self.label(case)
+        name, tol, label = self.name, self.tol(case), case.label
         forward, grads = self.reference(case)
         alternatives = self.alternatives(case)
         leaves = self.leaves(case)
