@@ -32,7 +32,7 @@ from course.remote import Proxies, Remote, RemoteCallable
 
 from . import sandbox
 from .pages import PageCounter
-from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, map_tensors, receive, send, tensors_in
+from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, receive, send, tensors_in
 from .worker_instruments import MAX_FOLLOWED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
@@ -178,16 +178,16 @@ class Channel(Proxies):
 
     # -- requests -------------------------------------------------------------
 
-    def exchange(self, message: dict, measured=_MISSING) -> dict:
+    def _exchange(self, message: dict, measured=_MISSING) -> dict:
         """Send a request; answer the worker's callbacks until its reply comes; return the reply (or raise).
 
         Out of sight of the checks' dispatch modes (they would count this side's copies); the worker's
         measurement of a request that runs student code (``measured``: what was sent) goes to :meth:`witness`.
         """
         with _disable_current_modes():
-            return self._exchange(message, measured)
+            return self._converse(message, measured)
 
-    def _exchange(self, message: dict, measured=_MISSING) -> dict:
+    def _converse(self, message: dict, measured=_MISSING) -> dict:
         # The pages the worker's processes touch while they answer a call made for that count (``bare``), counted by
         # the OS kernel (autograder/pages.py): from the request to its reply, where nothing the student's code does
         # can reset or hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
@@ -251,7 +251,7 @@ class Channel(Proxies):
         when it returned: shapes only, as tensors without storage, where a check of what the forward kept looks."""
         sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else self._enc(a)
                 for a, flag in zip(args, ctx.needs_input_grad)]
-        reply = self.exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
+        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
         measurement = self.measurement
         out = self._dec(reply.get("value"))
         saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
@@ -261,18 +261,13 @@ class Channel(Proxies):
         for path, shape in self.kept(reply, measurement):
             if not hasattr(ctx, path):
                 setattr(ctx, path, torch.empty(shape, device="meta"))
-        ctx.remote_graph = self.graph_of(reply)
+        ctx.remote_graph = self._graph_of(reply)
         return out
-
-    def _request(self, message: dict):
-        """Send a request and return its decoded value, graphs linked back to this side."""
-        reply = self.exchange(message)
-        return self._linked(self._dec(reply.get("value")), self.graph_of(reply), ())
 
     def _backward(self, op: str, handle, grads) -> list:
         """The worker's gradients for ``grads`` through its graph ``handle``: ``op`` "grad", or "function_backward"."""
         sent = [None if g is None else g.detach() for g in grads]
-        return list(self._dec(self.exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
+        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self._enc(args), self._enc(kwargs)
@@ -283,18 +278,10 @@ class Channel(Proxies):
                                  for t in tensors_in((args, kwargs))]
         if witness.counting_pages():  # a case made for the operating system's count: the worker measures nothing else
             request["bare"] = True
-        reply = self.exchange(request, measured=(args, kwargs))
-        after = reply.get("args_after") or []
-        if not isinstance(after, list):
+        reply = self._exchange(request, measured=(args, kwargs))
+        if not isinstance(reply.get("args_after") or [], list):
             raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
-        mine = tensors_in((args, kwargs))
-        with _disable_current_modes():  # transport, not the student's computation (see exchange)
-            if len(after) == len(mine):
-                for orig, new in zip(mine, after):  # what the call wrote into its arguments, written here too
-                    if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
-                        orig.untyped_storage().copy_(new.untyped_storage())
-            leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
-            return self._linked(self._dec(reply.get("value")), self.graph_of(reply), leaves)
+        return self._returned(reply, tensors_in((args, kwargs)))
 
     # -- what the worker measured ------------------------------------------------
 
@@ -358,7 +345,7 @@ class Channel(Proxies):
             out.append((witness.HELD, (measurement.elements(measurement.held),)))
         return out
 
-    def graph_of(self, reply: dict) -> dict | None:
+    def _graph_of(self, reply: dict) -> dict | None:
         """The reply's description of the graph its result has in the worker, checked; None when it has none."""
         g = reply.get("graph")
         if g is None:
@@ -370,18 +357,8 @@ class Channel(Proxies):
             raise self._refuse(REFUSALS["malformed"] + " (the description of a graph)")
         return g
 
-    def _linked(self, value, graph: dict | None, leaves):
-        """Replace the worker-graph outputs in ``value`` by tensors whose backward asks the worker."""
-        if not graph or not leaves or graph["n_leaves"] != len(leaves):
-            return map_tensors(value, lambda t: t.detach())
-        if sum(t.requires_grad for t in tensors_in(value)) != len(graph["outputs"]):
-            raise self._refuse(REFUSALS["malformed"] + " (a graph with another number of outputs than the result)")
-        link = {"channel": self, "handle": graph["handle"], "outputs": list(graph["outputs"])}
-        outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
-        return map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
-
-    def _get(self, name: str):
-        return self._request({"op": "get", "name": name})
+    def _malformed(self, why: str) -> ReplyRefused:
+        return self._refuse(REFUSALS["malformed"] + f" ({why})")
 
 
 def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:

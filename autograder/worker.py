@@ -4,7 +4,8 @@ docs/grading.md, "How a submission is graded", step 2. The job's course folder h
 instructor's config (plus this job's settings), a copy of the template's gradebook, an empty
 ``source/<assignment>/`` (no solution notebook anywhere in the job) and the one submission; the
 instructor's gradebook is never opened here. What comes back, per test cell: nbgrader's score,
-the cell's ``diagnosis:`` line, and a ``reason`` when the run, not a wrong answer, cost the points.
+the cell's diagnosis (its record, ``course.vocabulary``), and a ``reason`` when the run, not a wrong answer,
+cost the points.
 """
 
 from __future__ import annotations

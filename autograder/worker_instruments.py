@@ -108,20 +108,9 @@ class Instruments:
         self.window = {"base": traced()[0], "carried": 0, "best": 0}
         session = self.profiler.begin() if self.profiler else None
         before, after = self.profiler.steps(session) if session else ([], [])
-        del self.refused[:]
-        delegated: list[str] = []
-        self.active[0] = True
-        try:
-            with self.helpers() as delegated:
-                ran = self.fresh.run(fn, args, kwargs or {}, before, after)
-        finally:
-            self.active[0] = False
+        ran, delegated = self._run(fn, args, kwargs, before, after)
         m, net = self._finish(session, ran.after, already, delegated)
-        if ran.raised is not None:
-            with contextlib.suppress(AttributeError):  # an exception type without a __dict__: its measurement is lost with it
-                ran.raised._measured = m
-            raise ran.raised
-        value = ran.value
+        value = _returned(ran, m)
         if kept_of is not None:
             node = kept_of(value)
             m["kept"] = kept(node)
@@ -134,20 +123,21 @@ class Instruments:
         """``(value, measurement)`` of ``fn(*args, **kwargs)`` (on a thread of its own) with the course's tripwires
         and the audit hook only: a call whose memory the checker counts from outside (autograder/pages.py), where
         tracemalloc's and the profiler's own memory would stand above an honest call's."""
+        ran, delegated = self._run(fn, args, kwargs)
+        m = self._bare_measurement(delegated)
+        return _returned(ran, m), m
+
+    def _run(self, fn, args, kwargs, before=(), after=()):
+        """``(ran, helpers touched)``: ``fn`` on a thread of its own (:class:`_Fresh`), the course's tripwires armed."""
         del self.refused[:]
         delegated: list[str] = []
         self.active[0] = True
         try:
             with self.helpers() as delegated:
-                ran = self.fresh.run(fn, args, kwargs or {})
+                ran = self.fresh.run(fn, args, kwargs or {}, before, after)
         finally:
             self.active[0] = False
-        m = self._bare_measurement(delegated)
-        if ran.raised is not None:
-            with contextlib.suppress(AttributeError):
-                ran.raised._measured = m
-            raise ran.raised
-        return ran.value, m
+        return ran, delegated
 
     def _bare_measurement(self, delegated: list) -> dict:
         return {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
@@ -317,6 +307,15 @@ class _Follower:
                 if len(rows) > MAX_FOLLOWED:
                     break
         return rows
+
+
+def _returned(ran, measurement: dict):
+    """What a measured call returned; what it raised, raised again carrying ``measurement`` (``_measured``)."""
+    if ran.raised is not None:
+        with contextlib.suppress(AttributeError):  # an exception type without a __dict__: its measurement is lost with it
+            ran.raised._measured = measurement
+        raise ran.raised
+    return ran.value
 
 
 def _rearmed(delegation, armed: list, forbid_helpers):

@@ -1,22 +1,12 @@
 """``python -m course validate``'s re-check: each visible check run again where the notebook's code cannot reach it.
 
-The notebook's kernel runs its test cells beside the student's code, which can replace ``course.selfcheck``
-with no-ops, patch ``course.diagnose``, torch or builtins, and so turn every ✗ into ✓. So after a test cell
-passes in the kernel, validate runs its checks once more in its own process — which imported ``course``
-from disk and never ran a line of the notebook — and the check's arguments are proxies: each call of the
-student's function, class or kernel is sent to the kernel (course/recheck_server.py serves it between two
-cells) and its result comes back by value. The student's code still decides what its objects return, and
-nothing else: a check that fails here fails the row. The grader's trusted checker works the same way
-(docs/grading.md, "The hidden checks, in the trusted checker"); this is its student-side twin, without the
-grader (a student has no ``autograder``) and without the hidden checks.
-
-What comes back is read with ``torch.load(weights_only=True)``: plain data and tensors, never code. Objects
-that are not plain data stay in the kernel and come back as references (``{"__ref__": n}``).
-
-Limits: what a call does is not measured here (the memory rules, autograd inside a backward, a course
-helper called): those verdicts are the kernel's, which a notebook that patches ``course`` can silence;
-the grader measures them where the student's code cannot reach. Everything the re-check calls while a
-student's call runs has a private name: ``course.delegation`` arms every public ``course`` function then.
+The kernel runs its test cells beside the student's code, which can patch ``course.selfcheck``, torch or
+builtins and so turn every ✗ into ✓. So after a test cell passes there, validate runs its checks once more in
+its own process, which never ran a line of the notebook, on proxies (``course.remote``, as the grader's trusted
+checker does): each call of the student's objects is served by the kernel (course/recheck_server.py, between
+two cells) and comes back by value, read with ``torch.load(weights_only=True)`` (data and tensors, never code).
+Limits: what a call does is not measured here (memory rules, autograd inside a backward, a course helper
+called): those verdicts are the kernel's; the grader measures them where the student's code cannot reach.
 """
 
 from __future__ import annotations
@@ -272,15 +262,14 @@ class _Channel(Proxies):
         reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent})
         out = self._dec(reply.get("value"))
         self._restore_ctx(ctx, reply.get("saved", []), reply.get("stashed", []))
-        ctx.remote_graph = reply.get("graph")
+        ctx.remote_graph = self._graph_of(reply)
         return out
 
-    def _request(self, message: dict):
-        reply = self._exchange(message)
-        return self._linked(self._dec(reply.get("value")), reply.get("graph"), ())
+    def _graph_of(self, reply: dict):
+        return reply.get("graph")
 
-    def _get(self, name: str):
-        return self._request({"op": "get", "name": name})
+    def _malformed(self, why: str) -> Gone:
+        return Gone(f"the kernel's reply is malformed ({why})")
 
     def _backward(self, op: str, handle, grads) -> list:
         sent = [None if g is None else g.detach() for g in grads]
@@ -288,24 +277,4 @@ class _Channel(Proxies):
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         reply = self._exchange({"op": "call", "ref": ref, "args": self._enc(args), "kwargs": self._enc(kwargs)})
-        mine = self._tensors_in((args, kwargs))
-        after = reply.get("args_after") or []
-        with _disable_current_modes():  # transport, not the student's computation
-            if len(after) == len(mine):  # what the call wrote into its arguments, written here too
-                with torch.no_grad():
-                    for orig, new in zip(mine, after):
-                        if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
-                            orig.untyped_storage().copy_(new.untyped_storage())
-            leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
-            return self._linked(self._dec(reply.get("value")), reply.get("graph"), leaves)
-
-    def _linked(self, value, graph, leaves):
-        """``value`` with the outputs of the kernel's graph replaced by tensors whose backward asks the kernel."""
-        if not isinstance(graph, dict) or not leaves or graph.get("n_leaves") != len(leaves):
-            return self._map_tensors(value, lambda t: t.detach())
-        outputs = graph.get("outputs")
-        if not isinstance(outputs, list) or sum(t.requires_grad for t in self._tensors_in(value)) != len(outputs):
-            raise Gone("the kernel's reply describes a graph with another number of outputs than its result")
-        link = {"channel": self, "handle": graph["handle"], "outputs": outputs}
-        outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
-        return self._map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
+        return self._returned(reply, self._tensors_in((args, kwargs)))

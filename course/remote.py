@@ -2,9 +2,11 @@
 
 One definition for two channels: the grader's trusted checker (``autograder/trusted.py``: the student's objects in
 its value worker) and ``python -m course validate``'s re-check (``course/recheck.py``: the notebook's, in its
-kernel). A channel is a :class:`Proxies` that gives ``_get(name)``, ``_request(message)``, ``_enc(value)``,
-``_call(ref, args, kwargs)``, ``_backward(op, handle, grads)``, ``_forward(ctx, ref, args)`` (an
-``autograd.Function``'s forward: its value, the ctx filled) and ``_describe(info)``.
+kernel). A channel is a :class:`Proxies` that gives ``_exchange(message)`` (a request's reply, callbacks
+answered meanwhile), ``_enc(value)``, ``_dec(value)``, ``_proxy(marker)``, ``_graph_of(reply)``,
+``_malformed(why)`` (what it raises for a reply it cannot use), ``_call(ref, args, kwargs)``,
+``_backward(op, handle, grads)``, ``_forward(ctx, ref, args)`` (an ``autograd.Function``'s forward: its
+value, the ctx filled) and ``_describe(info)``.
 
 Every function and method here has a private name (or a dunder's): ``course.delegation`` arms each public
 ``course`` function while a student's call runs, and this code runs then.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import types
 
 import torch
+from torch.utils._python_dispatch import _disable_current_modes
 
 _MISSING = object()
 # Dunder attributes a check may read off a student's function (its code names a Triton builtin, say).
@@ -175,3 +178,35 @@ class Proxies:
         if key not in self.graph_classes:
             self.graph_classes[key] = type("_RemoteGraph", (_RemoteGraph, *classes), {}) if classes else _RemoteGraph
         return self.graph_classes[key]
+
+    def _request(self, message: dict):
+        """Send a request and return its decoded value, graphs linked back to this side."""
+        reply = self._exchange(message)
+        return self._linked(self._dec(reply.get("value")), self._graph_of(reply), ())
+
+    def _get(self, name: str):
+        return self._request({"op": "get", "name": name})
+
+    def _returned(self, reply: dict, mine: list):
+        """A call's value: what it wrote into the tensors of its arguments (``mine``) written here too, its graph
+        linked to them."""
+        after = reply.get("args_after") or []
+        with _disable_current_modes():  # transport, not the student's computation
+            if len(after) == len(mine):
+                with torch.no_grad():
+                    for orig, new in zip(mine, after):
+                        if isinstance(new, torch.Tensor) and orig.untyped_storage().nbytes() == new.untyped_storage().nbytes():
+                            orig.untyped_storage().copy_(new.untyped_storage())
+            leaves = [t for t in mine if t.requires_grad and t.is_floating_point()]
+            return self._linked(self._dec(reply.get("value")), self._graph_of(reply), leaves)
+
+    def _linked(self, value, graph: dict | None, leaves):
+        """``value`` with the outputs of the other side's graph replaced by tensors whose backward asks over there."""
+        if not isinstance(graph, dict) or not leaves or graph.get("n_leaves") != len(leaves):
+            return _map_tensors(value, lambda t: t.detach())
+        outputs = graph.get("outputs")
+        if not isinstance(outputs, list) or sum(t.requires_grad for t in _tensors_in(value)) != len(outputs):
+            raise self._malformed("a graph with another number of outputs than the result")
+        link = {"channel": self, "handle": graph["handle"], "outputs": list(outputs)}
+        outs = iter(self._graph_class(graph.get("classes") or []).apply(link, *leaves))
+        return _map_tensors(value, lambda t: next(outs) if t.requires_grad else t)
