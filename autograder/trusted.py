@@ -32,7 +32,7 @@ from course.remote import Proxies, Remote, RemoteCallable
 
 from . import sandbox
 from .pages import PageCounter
-from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, receive, send, tensors_in
+from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, is_count, receive, send, tensors_in
 from .worker_instruments import MAX_FOLLOWED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
@@ -40,10 +40,6 @@ VALUEWORKER = Path(__file__).with_name("valueworker.py")
 BESIDE = [Path(__file__).with_name(name) for name in ("wire.py", "worker_instruments.py")]
 
 _MISSING = object()  # a name the worker does not have; what a request that runs no student code measured
-
-
-def _is_count(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
 
 
 class WorkerTimeout(BaseException):
@@ -294,13 +290,13 @@ class Channel(Proxies):
         not asked must not.
         """
         m = reply.get("measured")
-        ints = lambda xs: isinstance(xs, list) and all(_is_count(x) for x in xs)  # noqa: E731
+        ints = lambda xs: isinstance(xs, list) and all(is_count(x) for x in xs)  # noqa: E731
         ok = (isinstance(m, dict) and ints(m.get("allocations")) and len(m["allocations"]) <= 64
               and isinstance(m.get("ops"), dict) and len(m["ops"]) <= 200
-              and all(isinstance(k, str) and _is_count(v) for k, v in m["ops"].items())
+              and all(isinstance(k, str) and is_count(v) for k, v in m["ops"].items())
               and isinstance(m.get("engine"), list) and len(m["engine"]) <= 200
               and all(isinstance(e, str) for e in m["engine"])
-              and _is_count(m.get("peak")) and _is_count(m.get("held")) and isinstance(m.get("intact"), bool)
+              and is_count(m.get("peak")) and is_count(m.get("held")) and isinstance(m.get("intact"), bool)
               and isinstance(m.get("delegated"), list) and len(m["delegated"]) <= 20
               and all(isinstance(d, str) for d in m["delegated"]))
         if not ok:
@@ -335,7 +331,7 @@ class Channel(Proxies):
         out = []
         for item in items:
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], list)
-                    and len(item[1]) <= 16 and all(_is_count(d) for d in item[1]) and item[2] in ("tensor", "array", "bytes")):
+                    and len(item[1]) <= 16 and all(is_count(d) for d in item[1]) and item[2] in ("tensor", "array", "bytes")):
                 raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
             path, shape, kind = item[0][:200], tuple(item[1]), item[2]
             if kind == "bytes":
@@ -378,10 +374,10 @@ def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
             return None
         op, shape, numel, nbytes, dtype, factory, nq, nk, returned = item
         ok = (isinstance(op, str) and 0 < len(op) <= 100 and op.isprintable()
-              and isinstance(shape, list) and len(shape) <= 64 and all(_is_count(x) for x in shape)
-              and _is_count(numel) and _is_count(nbytes) and isinstance(dtype, str) and dtype.isidentifier()
+              and isinstance(shape, list) and len(shape) <= 64 and all(is_count(x) for x in shape)
+              and is_count(numel) and is_count(nbytes) and isinstance(dtype, str) and dtype.isidentifier()
               and len(dtype) <= 30 and isinstance(getattr(torch, dtype, None), torch.dtype)
-              and isinstance(factory, bool) and _is_count(nq) and _is_count(nk) and isinstance(returned, bool))
+              and isinstance(factory, bool) and is_count(nq) and is_count(nk) and isinstance(returned, bool))
         if not ok:
             return None
         out.append(witness.Followed(op, tuple(shape), numel, nbytes, dtype, factory, nq, nk, returned))

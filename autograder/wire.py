@@ -228,7 +228,7 @@ def receive(fd: int, deadline: float | None = None, limits: WireLimits = LIMITS)
     if not isinstance(head, dict) or set(head) != {"n", "re", "s", "v"}:
         raise WireError("malformed", "the header lacks its fields")
     n, re = head["n"], head["re"]
-    if not (_is_count(n) and _is_count(re)):
+    if not (is_count(n) and is_count(re)):
         raise WireError("malformed", "frame numbers")
     devices = _check_storages(head["s"], limits)
     plan = _Plan(limits, [d[0] for d in head["s"]])
@@ -249,7 +249,8 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _is_count(v) -> bool:
+def is_count(v) -> bool:
+    """A non-negative int (not a bool) below 2**62: a size, a count, a frame number."""
     return _is_int(v) and 0 <= v < 1 << 62
 
 
@@ -342,10 +343,10 @@ class _Plan:
         if not (isinstance(shape, list) and isinstance(stride, list) and len(shape) == len(stride) <= lim.dims):
             raise WireError("malformed", "a tensor's shape and strides")
         nbytes = self.storage_bytes[storage]
-        if not all(_is_count(x) for x in shape):
+        if not all(is_count(x) for x in shape):
             raise WireError("malformed", "a tensor's shape")
         # Any stride is harmless on a dimension of size 0 or 1; on the others the end check below bounds it.
-        if not all(_is_count(x) for x in stride) or not (_is_int(offset) and 0 <= offset <= nbytes):
+        if not all(is_count(x) for x in stride) or not (_is_int(offset) and 0 <= offset <= nbytes):
             raise WireError("view", "a stride or offset outside the storage")
         self.tensors += 1
         if self.tensors > lim.tensors:
