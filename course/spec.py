@@ -23,6 +23,7 @@ from .diagnose import (
     GradingFailure,
     Passed,
     batch_refined,
+    distinct_from,
     graded,
     layout_failure,
     rerun_above_batch_1,
@@ -118,14 +119,16 @@ def visible(spec, cases: Callable[[], Sequence], passes: str) -> Callable:
     return graded(check)
 
 
-def merged(*sources
-: Callable[[Case], dict[str, list[Alternative]]]) -> Callable[[Case], dict[str, list[Alternative]]]:
-    """The named bugs of every source, output by output, in order (a spec's own, then the hidden ones)."""
+def merged(*sources: Callable[[Case], dict[str, list[Alternative]]],
+           distinct: Exercise | None = None) -> Callable[[Case], dict[str, list[Alternative]]]:
+    """The named bugs of every source, output by output, in order (a spec's own, then the hidden ones); with
+    ``distinct``, only those that differ from its right answer on the case."""
     def alternatives(case: Case) -> dict[str, list[Alternative]]:
+        right = dict(zip(distinct.outputs, distinct.reference(*case.args))) if distinct else {}
         found: dict[str, list[Alternative]] = {}
         for source in sources:
             for out, alts in source(case).items():
-                found.setdefault(out, []).extend(alts)
+                found.setdefault(out, []).extend(distinct_from(alts, right[out]) if distinct else alts)
         return found
 
     return alternatives

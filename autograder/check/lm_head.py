@@ -23,9 +23,9 @@ from course.selfcheck.lm_head import (
     counted,
     head_alternatives,
     head_case,
-    head_reference,
     lse_alternatives,
 )
+from course.spec import merged
 
 from ..inputs import generator
 from .hidden import hidden
@@ -99,19 +99,6 @@ def _formula_alternatives(case: Case) -> dict[str, list[Alternative]]:
     }
 
 
-def _merged(*sources):
-    """The named bugs of every source, output by output, those equal to the right answer left out."""
-    def alternatives(case: Case) -> dict[str, list[Alternative]]:
-        right = dict(zip(("loss", "dh", "dW"), head_reference(*case.args[:3])))
-        merged: dict[str, list[Alternative]] = {}
-        for source in sources:
-            for out, alts in source(case).items():
-                merged.setdefault(out, []).extend(distinct_from(alts, right[out]))
-        return merged
-
-    return alternatives
-
-
 def _online_alternatives(case: Case) -> dict[str, list[Alternative]]:
     """The online log-sum-exp's bugs: the running sum not rescaled when the max grows, or rescaled upside down."""
     h, W, block = case.args
@@ -133,9 +120,9 @@ def _online_alternatives(case: Case) -> dict[str, list[Alternative]]:
     return {"lse": distinct_from(found, right)}
 
 
-linear_ce_backward = hidden(EXERCISES["linear_ce_backward"], HEAD_SHAPES,
-                            _merged(head_alternatives, _formula_alternatives))
-chunked_linear_ce = hidden(EXERCISES["chunked_linear_ce"], _chunk_cases, _merged(chunk_alternatives, _formula_alternatives))
+HEAD, CHUNK = EXERCISES["linear_ce_backward"], EXERCISES["chunked_linear_ce"]
+linear_ce_backward = hidden(HEAD, HEAD_SHAPES, merged(head_alternatives, _formula_alternatives, distinct=HEAD))
+chunked_linear_ce = hidden(CHUNK, _chunk_cases, merged(chunk_alternatives, _formula_alternatives, distinct=CHUNK))
 vocab_blocked_lse = hidden(EXERCISES["vocab_blocked_lse"], LSE_SHAPES, _online_alternatives)
 
 
