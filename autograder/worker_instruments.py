@@ -3,8 +3,8 @@
 Taken before any cell has run: torch's profiler, tracemalloc, an audit hook and thread hooks (work out of
 their sight, or instruments the call switched off, make the measurement not ``intact``: the checker refuses
 it), the course's tripwires and a walk of what a Function's ctx keeps. What each sees, and the limits:
-docs/grading.md, "What the worker measures". This file imports nothing from the project: it runs where
-the project's grading code is hidden.
+docs/grading.md, "What the worker measures". It runs where ``autograder`` is hidden (loaded by its path beside
+valueworker.py) and imports nothing of it; of the course, the tripwires and the token recorder, at start-up.
 """
 
 from __future__ import annotations
