@@ -30,9 +30,7 @@ import torch.nn.functional as F
 from .. import witness
 from ..autograd_graph import runs_through, saved_for_backward
 from ..diagnose import (
-    Alternative,
     Case,
-    GradingFailure,
     as_outputs,
     batch_refined,
     call_student,
@@ -56,6 +54,7 @@ from ..triton_check import (
     relayed,
     require_function,
 )
+from ..vocabulary import Alternative, GradingFailure
 
 F32, F64 = torch.float32, torch.float64
 SEED = 505
