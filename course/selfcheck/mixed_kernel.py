@@ -22,9 +22,10 @@ from dataclasses import dataclass
 
 import torch
 
-from ..diagnose import GradingFailure, graded, randn, relative_error, seeded
+from ..diagnose import GradingFailure, randn, relative_error, seeded
 from ..gradcheck import directional_derivative
 from ..kernel_spec import Float32Only, Gradcheck, KernelSpec, Launch, Wrong, launch_rows
+from ..spec import visible
 from ..triton_check import device
 from .mixed_precision import (
     BF16,
@@ -156,10 +157,14 @@ def spec(rule: KernelRule = measured) -> KernelSpec:
         "matched the reference.")
 
 
-def check_mixed_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase, rule: KernelRule = measured) -> None:
-    """Every case that this device can run (bfloat16 needs a GPU), then the gradcheck on ``tiny``."""
+def runnable(cases: Sequence[KernelCase], tiny: KernelCase) -> list:
+    """The cases this device can run (bfloat16 needs a GPU), then the float64 gradcheck on ``tiny``."""
     on_gpu = device().type == "cuda"
-    spec(rule).check(kernel, [*(case for case in cases if case.dtype != BF16 or on_gpu), Gradcheck(tiny, tiny.label)])
+    return [*(case for case in cases if case.dtype != BF16 or on_gpu), Gradcheck(tiny, tiny.label)]
+
+
+def check_mixed_kernel(kernel, cases: Sequence[KernelCase], tiny: KernelCase, rule: KernelRule = measured) -> None:
+    spec(rule).check(kernel, runnable(cases, tiny))
 
 
 def visible_cases() -> tuple[list[KernelCase], KernelCase]:
@@ -175,12 +180,7 @@ def visible_cases() -> tuple[list[KernelCase], KernelCase]:
     return cases, kernel_case(gen, "gradcheck", 2, 12, F64, 4)
 
 
-@graded
-def softmax_bwd_mixed_kernel(kernel) -> None:
-    """Launch on rows in padded buffers, float32/float64/float16 (and bfloat16 on a GPU), within a small multiple of
-    what float32 accumulation measures on the same values; a gradcheck."""
-    check_mixed_kernel(kernel, *visible_cases())
-    gpu = " and bfloat16" if device().type == "cuda" else " (bfloat16 needs a GPU)"
-    print(f"✓ {NAME} passes the visible checks (rows walked in blocks inside NaN-padded buffers, float32, float64 and "
-          f"float16{gpu} within 2× the error of float32 accumulation on the same values, ȳ far from zero, a float64 "
-          "gradcheck)")
+GPU = " and bfloat16" if device().type == "cuda" else " (bfloat16 needs a GPU)"
+softmax_bwd_mixed_kernel = visible(spec(), lambda: runnable(*visible_cases()), (
+    f"rows walked in blocks inside NaN-padded buffers, float32, float64 and float16{GPU} within 2× the error of float32 "
+    "accumulation on the same values, ȳ far from zero, a float64 gradcheck"))
