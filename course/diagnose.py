@@ -441,7 +441,17 @@ def layout_failure(subject: str, why: str, where: str, good: str = "contiguous i
     return GradingFailure("wrong-values", f"{subject} is right for {good} and wrong for {bad}: {why}", where)
 
 
+def layout_refined(failure: GradingFailure, out: str, case: Case, passed: Passed, subject: str = "the code", *,
+                   generic: bool = False) -> GradingFailure | None:
+    """``out`` wrong for a transposed view once a contiguous case above batch 1 passed: the code depends on the layout
+    (``generic``: said only of a failure no named bug explains; else of any but a shape failure)."""
+    if passed.contiguous and strided(case.args) and (failure.generic if generic else failure.cls != "shape"):
+        return layout_failure(out, f"{subject} {DEPENDS_ON_LAYOUT}", failure.where)
+    return None
+
+
 def labelled(failure: GradingFailure, label: str) -> GradingFailure:
+
     """The same failure, saying which inputs: often only the transposed or the 3-D case makes code raise."""
     return GradingFailure(failure.cls, failure.sentence, "\n".join(w for w in (failure.where, f"inputs: {label}") if w))
 

@@ -17,7 +17,6 @@ import torch
 from . import witness
 from .diagnose import (
     BATCH_SUM,
-    DEPENDS_ON_LAYOUT,
     Alternative,
     Case,
     GradingFailure,
@@ -25,10 +24,9 @@ from .diagnose import (
     batch_refined,
     distinct_from,
     graded,
-    layout_failure,
+    layout_refined,
     rerun_above_batch_1,
     run_cases,
-    strided,
 )
 from .memory import RecordedCalls
 
@@ -76,8 +74,9 @@ class BatchAxis:
     until_contiguous: bool = False
 
     def __call__(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
-        if self.layout and failure.generic and passed.contiguous and strided(case.args):
-            return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
+        if self.layout and (layout := layout_refined(failure, out, case, passed, generic=True)):
+            return layout
+
         if not self.why or (self.until_contiguous and passed.contiguous):
             return failure
         return batch_refined(failure, out, case.batch, passed.batch1, self.why, named=self.named)

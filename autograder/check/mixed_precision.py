@@ -28,7 +28,7 @@ from functools import partial
 
 import torch
 
-from course.diagnose import graded, seeded
+from course.diagnose import graded
 from course.selfcheck import layernorm as ln
 from course.selfcheck import mixed_kernel
 from course.selfcheck import softmax as sm
@@ -42,11 +42,11 @@ from course.selfcheck.mixed_precision import (
     HalfCase,
     MixedExercise,
     ScalerRun,
-    _torch_layernorm_backward,
     accumulator,
     check_grad_tolerance,
     check_scaler,
     name_of,
+    torch_layernorm_backward,
 )
 
 from ..inputs import activations, family_order, generator, row_offsets, signs, uniform
@@ -178,8 +178,8 @@ def layernorm_half_case(family: str, gen: torch.Generator, dtype: torch.dtype, r
     x64 = x.to(F64)
     mean = x64.mean(-1).to(stat)
     rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(stat)
-    expected = _torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)
-    right = _torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
+    expected = torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)
+    right = torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
     label = f"x and dy ({rows}, {n}) {name_of(dtype)}, {what}; gamma, mean and rstd float32" + (
         f", {note}" if note else "")
     return HalfCase(label, (dy, x, gamma, mean, rstd), tuple(expected), tuple(right), (dtype, stat, stat),
@@ -190,14 +190,7 @@ def check_in_families(exercise: MixedExercise, make, fn, gen: torch.Generator, h
     """``MixedExercise.check``'s flow, each half-precision case (and the shorter rows its diagnosis tries) of the
     family ``family_order`` gives it; the float64 probe on the first family's values."""
     families = family_order(gen, len(half_shapes))
-    replace(exercise, half_case=partial(make, families[0])).check_float64(fn, gen)
-    exercise.check_exact(fn, gen, exact_shapes)
-
-    sweep_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
-    for (dtype, rows, n, *note), family in zip(half_shapes, families):
-        of_family = replace(exercise, half_case=partial(make, family))
-        of_family.check_half(fn, of_family.half_case(gen, dtype, rows, n, note=note[0] if note else ""),
-                             lambda: seeded(sweep_seed))
+    exercise.check(fn, gen, half_shapes, exact_shapes, [replace(exercise, half_case=partial(make, f)) for f in families])
 
 
 @graded

@@ -20,7 +20,6 @@ import torch
 
 from ..autograd_graph import saved_for_backward
 from ..diagnose import (
-    DEPENDS_ON_LAYOUT,
     TRANSPOSED,
     Alternative,
     Case,
@@ -33,10 +32,10 @@ from ..diagnose import (
     graded,
     labelled,
     layout_failure,
+    layout_refined,
     relative_error,
     require_callable,
     seeded,
-    strided,
     transposed_view,
     vjp,
 )
@@ -125,8 +124,9 @@ class Rows:
 
     def refine(self, failure: GradingFailure, out: str, case: Case, got, expected, passed: Passed) -> GradingFailure:
         kind = self.out_kinds[self.outputs.index(out)]
-        if passed.contiguous and strided(case.args) and failure.cls != "shape":
-            return layout_failure(out, f"{passed.name} {DEPENDS_ON_LAYOUT}", failure.where)
+        if layout := layout_refined(failure, out, case, passed, passed.name):
+            return layout
+
         if passed.batch1 and case.batch > 1 and (failure.generic or failure.cls == "scale"):
             if kind in ("row", "stat") and rows_leak(self, passed, case, got):
                 return GradingFailure(

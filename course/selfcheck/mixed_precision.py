@@ -132,7 +132,7 @@ def softmax_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: in
     return HalfCase(label, (y, dy), (expected,), (right,), (dtype,), (n,), dtype, n)
 
 
-def _torch_layernorm_backward(dy, x, mean, rstd, gamma, dtype):
+def torch_layernorm_backward(dy, x, mean, rstd, gamma, dtype):
     """torch's own LayerNorm backward kernel with every argument in ``dtype``: (dx, dgamma, dbeta)."""
     n = x.shape[-1]
     return torch.ops.aten.native_layer_norm_backward(
@@ -151,8 +151,8 @@ def layernorm_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: 
     x64 = x.to(F64)
     mean = x64.mean(-1).to(stat)
     rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(stat)
-    expected = _torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)  # torch's own, from the saved statistics
-    right = _torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
+    expected = torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)  # torch's own, from the saved statistics
+    right = torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
     label = (f"x and dy ({rows}, {n}) {name_of(dtype)}, x = 4 + N(0, 1), dy = {offset:g} + N(0, 1); gamma, mean "
              f"and rstd float32" + (f", {note}" if note else ""))
     return HalfCase(label, (dy, x, gamma, mean, rstd), tuple(expected), tuple(right), (dtype, stat, stat),
@@ -260,15 +260,16 @@ class MixedExercise:
         self.exact.check(fn, self.exact.cases(gen, self.exact_shapes if shapes is None else shapes))
 
     def check(self, fn: Callable, gen: torch.Generator, half_shapes: Sequence[tuple],
-              exact_shapes: Sequence | None = None) -> None:
+              exact_shapes: Sequence | None = None, drawn_by: Sequence[MixedExercise] = ()) -> None:
         """Float64 computed in float64, the float64 check, then a half-precision case per (dtype, rows, n) of
-        ``half_shapes``."""
-        self.check_float64(fn, gen)
+        ``half_shapes``, each drawn (with the shorter rows its diagnosis tries) by its exercise of ``drawn_by``
+        (by default this one), the first of which also draws the float64 probe."""
+        drawn_by = drawn_by or [self] * len(half_shapes)
+        drawn_by[0].check_float64(fn, gen)
         self.check_exact(fn, gen, exact_shapes)
         sweep_seed = int(torch.randint(0, 2**31, (1,), generator=gen))
-        for dtype, rows, n, *note in half_shapes:
-            self.check_half(fn, self.half_case(gen, dtype, rows, n, note=note[0] if note else ""),
-                            lambda: seeded(sweep_seed))
+        for (dtype, rows, n, *note), ex in zip(half_shapes, drawn_by):
+            ex.check_half(fn, ex.half_case(gen, dtype, rows, n, note=note[0] if note else ""), lambda: seeded(sweep_seed))
 
 
 SOFTMAX = MixedExercise("softmax_backward_mixed", ("dx",), ("y",), replace(sm.BACKWARD, name="softmax_backward_mixed"),

@@ -18,7 +18,6 @@ import torch
 import torch.nn.functional as F
 
 from ..diagnose import (
-    DEPENDS_ON_LAYOUT,
     TRANSPOSED,
     Alternative,
     Case,
@@ -28,10 +27,9 @@ from ..diagnose import (
     clone_args,
     diagnose,
     graded,
-    layout_failure,
+    layout_refined,
     randn,
     seeded,
-    strided,
     transposed_view,
     vjp,
 )
@@ -90,10 +88,10 @@ def scatter_refined(failure: GradingFailure, out: str, case: ScatterCase, got, e
     """A scatter's failure read in the light of the cases before it: right without repeated indices and wrong
     only where several contributions land is ``non-atomic-scatter``; right at batch 1 and wrong above it (no
     repeats) is ``batch-reduction``; right for contiguous inputs and wrong for a transposed view is the layout."""
-    if passed.contiguous and strided(case.args) and failure.cls != "shape":
-        return layout_failure(out, f"the code {DEPENDS_ON_LAYOUT}", failure.where)
-    if failure.cls != "wrong-values":
-        return failure
+    layout = layout_refined(failure, out, case, passed)
+    if layout or failure.cls != "wrong-values":
+        return layout or failure
+
     if case.repeats and passed.without_repeats and collisions is not None:
         g = got.detach().to("cpu", F64)
         e = expected.detach().to("cpu", F64)
