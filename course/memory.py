@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -65,7 +65,7 @@ def tensors_in(obj, levels: int | None = None):
             yield from tensors_in(item, None if levels is None else levels - 1)
 
 
-def storage_of(t: torch.Tensor):
+def _storage(t: torch.Tensor):
     """(key, storage) of t's memory: the storage's object (shared by all views of it) and where it lies now;
     (None, None) for a tensor without real storage (sparse, and the like)."""
     try:
@@ -77,17 +77,17 @@ def storage_of(t: torch.Tensor):
 
 def storage_key(t: torch.Tensor):
     """What tells ``t``'s memory apart from other memory alive now (None for a tensor without real storage)."""
-    return storage_of(t)[0]
+    return _storage(t)[0]
 
 
 def _repointed(key, owned: set, inputs: list[torch.Tensor]) -> bool:
     """Whether an input lies on ``key``'s storage after the op without having held it before: ``set_`` points a
     tensor at memory that already exists (Triton's interpreter does, for every kernel argument)."""
     return key is not None and all(k is None or k[0] != key[0] for k in owned) and any(
-        storage_of(t)[0] == key for t in inputs)
+        _storage(t)[0] == key for t in inputs)
 
 
-class NewMemory(TorchDispatchMode):
+class _NewMemory(TorchDispatchMode):
     """Inside its ``with`` block, sees each storage a torch op creates, and when it is freed: one mechanism for
     :class:`AllocationRecorder` and ``PeakMemory``.
 
@@ -105,7 +105,7 @@ class NewMemory(TorchDispatchMode):
         self.live = 0
         self.peak = 0
         self._live: dict[tuple, int] = {}  # key of a storage made in the block and not yet freed -> its bytes
-        self._ignored = {key for t in tensors_in(ignore) if (key := storage_of(t)[0]) is not None}
+        self._ignored = {key for t in tensors_in(ignore) if (key := _storage(t)[0]) is not None}
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -127,13 +127,13 @@ class NewMemory(TorchDispatchMode):
         kwargs = kwargs or {}
         inputs = list(tensors_in((args, kwargs)))
         # Read where the inputs lie before the op runs: an out= buffer that must grow moves.
-        owned = {storage_of(t)[0] for t in inputs} | self._ignored
+        owned = {_storage(t)[0] for t in inputs} | self._ignored
         out = func(*args, **kwargs)
         op = f"aten.{func.overloadpacket.__name__}"
         lifted = func.overloadpacket.__name__ in _LIFTS
         self._ran(op)
         for t in tensors_in(out):
-            key, storage = storage_of(t)
+            key, storage = _storage(t)
             if key in self._live or not lifted and (key in owned or _repointed(key, owned, inputs)):
                 continue  # a view, an in-place result, an input handed back or set_, or a second output on new memory
             if storage is not None:
@@ -163,7 +163,7 @@ class Allocation:
         return f"{self.op} {dims} ({self.numel:,} elements)"
 
 
-class AllocationRecorder(NewMemory):
+class AllocationRecorder(_NewMemory):
     """Inside ``with AllocationRecorder() as rec:``, record every tensor allocated by torch ops.
 
     ``ignore``: tensors whose memory never counts even if an op hands it back unchanged
@@ -349,7 +349,7 @@ class TokenRecorder(AllocationRecorder):
         return here + self.followed
 
     def _map_input(self, t: torch.Tensor, side: int) -> None:
-        key, storage = storage_of(t)
+        key, storage = _storage(t)
         if key is None or t.ndim < 2:
             return
         entry = self._rows.setdefault(key, [0, 0, None, None])
@@ -363,7 +363,7 @@ class TokenRecorder(AllocationRecorder):
 
     def _span(self, t: torch.Tensor) -> tuple[int, int, list]:
         """(query bits, key bits, per-side row map of ``t``'s elements or None) of an op's input."""
-        key = storage_of(t)[0]
+        key = _storage(t)[0]
         entry = self._rows.get(key)
         if entry is None:
             return 0, 0, [None, None]
@@ -395,7 +395,7 @@ class TokenRecorder(AllocationRecorder):
         out = super().__torch_dispatch__(func, types, args, kwargs)
         if func._schema.is_mutable and not func.is_view:  # written in place: that memory now holds these rows too
             for t in tensors_in(out):
-                key = storage_of(t)[0]
+                key = _storage(t)[0]
                 if key is not None:
                     entry = self._rows.setdefault(key, [0, 0, None, None])
                     for side in (0, 1):
@@ -420,7 +420,7 @@ class TokenRecorder(AllocationRecorder):
     def _made(self, op: str, t: torch.Tensor, storage, factory: bool) -> None:
         super()._made(op, t, storage, factory)
         q, k, maps = self._now
-        key = storage_of(t)[0] if storage is not None else None
+        key = _storage(t)[0] if storage is not None else None
         self.spans.append((q.bit_count(), k.bit_count()))
         self.keys.append(key)
         if key is None:
@@ -431,3 +431,20 @@ class TokenRecorder(AllocationRecorder):
                 rows = torch.full((storage.nbytes() // max(t.element_size(), 1),), -1, dtype=torch.long)
                 rows.as_strided(t.shape, t.stride(), t.storage_offset()).copy_(carrier[1])
                 entry[2 + side] = rows
+
+
+# Peak memory (course.peak_memory builds on these): here, beside the dispatch mode they extend.
+class PeakMemory(_NewMemory):
+    """Inside ``with PeakMemory() as mem:``, ``live`` is the bytes of live tensors made by torch ops, ``peak`` the
+    highest it has been since the block began (or since :meth:`reset_peak`)."""
+
+    def reset_peak(self) -> None:
+        """Start the peak again from what is live now."""
+        self.peak = self.live
+
+
+def saved_bytes(tensors: Sequence[torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:
+    """Bytes of the distinct storages behind ``tensors``, leaving out those of ``exclude``."""
+    skip = {_storage(t)[0] for t in exclude}
+    seen = {key: s.nbytes() for t in tensors for key, s in [_storage(t)] if s is not None and key not in skip}
+    return sum(seen.values())

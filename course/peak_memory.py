@@ -1,8 +1,8 @@
 """Peak memory of a backward on the CPU: the live tensor bytes at their highest point.
 
 ``torch.cuda.max_memory_allocated`` answers "how much memory did this need at once?" on a
-GPU; on the CPU torch keeps no such count. :class:`PeakMemory` keeps it, with the dispatch
-mode of ``course.memory``: each new storage counts from the op that makes it until it is freed.
+GPU; on the CPU torch keeps no such count. :class:`PeakMemory` (defined in ``course.memory``, beside the dispatch
+mode it extends) keeps it: each new storage counts from the op that makes it until it is freed.
 
 Limitations: only memory made by torch ops inside the block is counted — tensors made
 before it (inputs, saved tensors) are not, which is why :func:`backward_peak` adds the saved
@@ -13,28 +13,14 @@ collection. Every op inside the block costs one extra Python call.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import torch
 
 from .autograd_graph import saved_for_backward
-from .memory import NewMemory, storage_of
+from .memory import PeakMemory, saved_bytes
 
-
-class PeakMemory(NewMemory):
-    """Inside ``with PeakMemory() as mem:``, ``live`` is the bytes of live tensors made by torch ops, ``peak`` the
-    highest it has been since the block began (or since :meth:`reset_peak`)."""
-
-    def reset_peak(self) -> None:
-        """Start the peak again from what is live now."""
-        self.peak = self.live
-
-
-def saved_bytes(tensors: Sequence[torch.Tensor], exclude: Sequence[torch.Tensor] = ()) -> int:
-    """Bytes of the distinct storages behind ``tensors``, leaving out those of ``exclude``."""
-    skip = {storage_of(t)[0] for t in exclude}
-    seen = {key: s.nbytes() for t in tensors for key, s in [storage_of(t)] if s is not None and key not in skip}
-    return sum(seen.values())
+__all__ = ["PeakMemory", "backward_peak", "saved_bytes"]
 
 
 def backward_peak(fn: Callable, *inputs: torch.Tensor, grad: torch.Tensor) -> dict[str, int]:
