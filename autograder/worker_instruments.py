@@ -82,7 +82,7 @@ class Instruments:
         try:
             import course.delegation as delegation
 
-            self.helpers = _rearmed(delegation, delegation._armed, delegation.forbid_helpers)
+            self.helpers = delegation.pinned_forbid_helpers()
         except Exception:  # noqa: BLE001 — no course here: nothing of it to call
             self.helpers = lambda: contextlib.nullcontext([])
         # course.memory.TokenRecorder, the notebook's own instrument for which token rows a tensor came from, as it
@@ -316,19 +316,6 @@ def _returned(ran, measurement: dict):
             ran.raised._measured = measurement
         raise ran.raised
     return ran.value
-
-
-def _rearmed(delegation, armed: list, forbid_helpers):
-    """``forbid_helpers``, with the tripwires' list of armed records put back first: a cell that replaced it
-    (to disarm them for good) ran before this call; the call itself could still, and the docs say so."""
-
-    @contextlib.contextmanager
-    def helpers():
-        delegation._armed = armed
-        with forbid_helpers() as record:
-            yield record
-
-    return helpers
 
 
 def _watch_threads(active: list, refused: list) -> None:

@@ -33,8 +33,8 @@ from __future__ import annotations
 import inspect
 import sys
 import types
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from . import witness
@@ -173,6 +173,22 @@ def forbid_helpers() -> Iterator[list[str]]:
             yield record
     finally:
         _armed.remove(record)
+
+
+def pinned_forbid_helpers() -> Callable[[], AbstractContextManager[list[str]]]:
+    """:func:`forbid_helpers` as it is now, with this module's list of armed records as it is now put back as
+    each block starts: a cell that replaced the list (to disarm the tripwires for good) ran before the block;
+    the block itself could still, and the docs say so. The grader's worker takes this at start-up."""
+    armed, forbid = _armed, forbid_helpers
+
+    @contextmanager
+    def helpers():
+        global _armed
+        _armed = armed
+        with forbid() as record:
+            yield record
+
+    return helpers
 
 
 def original(key: str) -> types.FunctionType:
