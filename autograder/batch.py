@@ -22,11 +22,11 @@ from pathlib import Path
 
 import nbformat
 
-from . import cluster, collect, gradebook, seeds, worker
+from . import autograde, cluster, collect, gradebook, seeds
 from .collect import InstructorError, Submission
 from .feedback import prepare_for_feedback, sanitize_folder
 from .grader import Grader, Slots, StudentResult, Zygotes, isolation_for
-from .nbrunner import assignments, nbgrader
+from .nbgrader_cli import assignments, nbgrader
 from .report import Row, write_outputs
 
 
@@ -37,7 +37,7 @@ class Options:
     course: Path
     out: Path
     workers: int = 1
-    limits: worker.Limits = field(default_factory=worker.Limits)
+    limits: autograde.Limits = field(default_factory=autograde.Limits)
     isolation: str = "auto"  # "full", "none", or "auto" (the best this machine allows)
     trusted: bool = True
     feedback: bool = True
@@ -74,7 +74,7 @@ def grade_all(options: list[Options]) -> list[dict]:
         work = first.work or Path(tempfile.mkdtemp(prefix=f"autograde-{'-'.join(o.assignment[:2] for o in options)}-"))
         work.mkdir(parents=True, exist_ok=True)
         if first.work is None:  # job folders, extracted archives: no byte of a submission stays
-            cleanup.callback(worker.remove_tree, work)
+            cleanup.callback(autograde.remove_tree, work)
         slots = Slots(first.workers, isolation)  # with limits only, code runs as the grader
         cleanup.callback(slots.close)
         for part in parts:  # the instructor's mistakes first, before anything slow
@@ -135,8 +135,8 @@ def validate(options: list[Options]) -> tuple[Path, str]:
         if opts.assignment not in available:
             raise InstructorError(f"unknown assignment {opts.assignment!r}: the course at {course} has "
                                   f"{', '.join(available) or 'no assignments in source/'}.")
-        if not 1 <= opts.workers <= worker.SLOTS_PER_BATCH:
-            raise InstructorError(f"--workers must be between 1 and {worker.SLOTS_PER_BATCH}.")
+        if not 1 <= opts.workers <= autograde.SLOTS_PER_BATCH:
+            raise InstructorError(f"--workers must be between 1 and {autograde.SLOTS_PER_BATCH}.")
     isolation = isolation_for(first.isolation)
     if isolation is None:
         raise InstructorError("--isolation full needs root and Linux namespaces (unshare); this machine has neither. "
@@ -181,7 +181,7 @@ def prepare(part: Part, course: Path, work: Path, isolation: str, zygotes: Zygot
     opts, t0 = part.opts, time.perf_counter()
     opts.out.mkdir(parents=True, exist_ok=True)
     try:
-        template = worker.make_template(course, opts.assignment, work / "template" / opts.assignment,
+        template = autograde.make_template(course, opts.assignment, work / "template" / opts.assignment,
                                         cache=opts.out / ".template", hidden_in_kernel=not opts.trusted)
     except RuntimeError as exc:
         raise InstructorError(f"nbgrader could not generate {opts.assignment} from source/: fix the source "

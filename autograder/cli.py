@@ -12,11 +12,11 @@ import re
 import sys
 from pathlib import Path
 
-from .nbrunner import ROOT, fast_imports
+from .nbgrader_cli import ROOT, fast_imports
 
-fast_imports()  # before anything imports nbformat (see autograder/nbrunner.py)
+fast_imports()  # before anything imports nbformat (see autograder/nbgrader_cli.py)
 
-from .worker import GiB, Limits, MiB  # noqa: E402
+from .autograde import GiB, Limits, MiB  # noqa: E402
 
 # The limits of each submission but --cell-timeout: option, Limits field, its unit and type on the command line, metavar, help.
 _LIMITS = (

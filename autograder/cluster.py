@@ -20,7 +20,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import worker
+from . import autograde
 from .collect import InstructorError, Submission
 from .grader import Grader, Slots, StudentResult, Zygotes, fingerprint, isolation_for
 
@@ -159,7 +159,7 @@ class _WorkerState:
         threads = max(1, (os.cpu_count() or 1) // nthreads)
         self.zygotes = self._owner.submit(Zygotes, self.work, options["trusted"], threads).result()
         self.zygotes.wait_ready()
-        self.templates: dict[str, worker.Template] = {}
+        self.templates: dict[str, autograde.Template] = {}
         self.graders: dict[tuple, Grader] = {}
 
     def grader(self, assignment: str, key: str, packed: bytes, options: dict) -> Grader:
@@ -173,7 +173,7 @@ class _WorkerState:
                     tar.extractall(where, filter="data")  # our own archive; "data" refuses anything odd anyway
                 course = where / "template"
                 config = (course / "nbgrader_config.py").read_text()
-                self.templates[key] = worker.Template(assignment, course, config, hidden_in_kernel=not options["trusted"])
+                self.templates[key] = autograde.Template(assignment, course, config, hidden_in_kernel=not options["trusted"])
             gkey = (key, json.dumps(options, sort_keys=True, default=str))
             if gkey not in self.graders:
                 self.graders[gkey] = Grader(self.templates[key], options["limits"], options["trusted"], self.work,

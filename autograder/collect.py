@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from .nbrunner import assignments
+from .nbgrader_cli import assignments
 
 MiB = 1 << 20
 MAX_NOTEBOOK_BYTES = 64 * MiB  # a course notebook with its outputs is well under 1 MiB

@@ -14,7 +14,7 @@ import nbgrader.api
 from nbgrader.api import Gradebook, MissingEntry
 from sqlalchemy import text
 
-from .nbrunner import with_bin
+from .nbgrader_cli import with_bin
 
 # nbgrader runs `alembic` by name when it opens a gradebook: this environment's bin goes first on PATH.
 os.environ["PATH"] = with_bin(os.environ)["PATH"]

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import contract, sandbox, worker
+from . import autograde, contract, sandbox
 from .collect import InstructorError, Submission, grade_id_of
 from .report import KernelOutcome, Row
 
@@ -35,7 +35,7 @@ TRUSTED_MARGIN = 60
 CHECKER_GRACE = 10  # s past its budget before a checker that did not stop by itself is stopped
 PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds Unix sockets); never a row, never recorded
 _CHECK_CALL = re.compile(r"autograder\.check\.(?P<check>\w+)\(\s*(?P<arg>\w+)\s*\)")
-_CHECKER_PRELOAD = ("autograder.check", "autograder.trusted")
+_CHECKER_PRELOAD = ("autograder.check", "autograder.checker")
 
 
 def fingerprint() -> str:
@@ -61,7 +61,7 @@ def isolation_for(wanted: str) -> str | None:
 
 
 class Status(enum.Enum):
-    """How the checker's re-check of one test cell ended (``status`` in trusted.py's results file)."""
+    """How the checker's re-check of one test cell ended (``status`` in checker.py's results file)."""
 
     OK = "ok"  # a verdict: ``passed``, else ``cls``
     TIMEOUT = "timeout"
@@ -74,7 +74,7 @@ class Status(enum.Enum):
 
 @dataclass(frozen=True)
 class TrustedOutcome:
-    """What the checker found for one test cell, in the grader's own words only (``worker.grader_words``)."""
+    """What the checker found for one test cell, in the grader's own words only (``autograde.grader_words``)."""
 
     status: Status
     message: str = ""
@@ -86,7 +86,7 @@ class TrustedOutcome:
         """One entry of the checker's results file (unknown keys ignored); a missing or unreadable one is no verdict."""
         if not isinstance(raw, dict):
             return cls(Status.NO_VERDICT, "no verdict: the checker returned nothing for this test cell")
-        words = worker.grader_words(raw)
+        words = autograde.grader_words(raw)
         status = next((s for s in Status if s.value == raw.get("status")), None)
         if status is None:
             return cls(Status.NO_VERDICT, f"{raw.get('status')}: {words['message']}")
@@ -145,18 +145,18 @@ def positioned(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> list[Exe
 
 
 def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises: list[Exercise], test_ids: set[str], *,
-                isolation: str, zygote: str, limits: worker.Limits, slot: int = 0, threads: int = 1,
+                isolation: str, zygote: str, limits: autograde.Limits, slot: int = 0, threads: int = 1,
                 mpl_cache: Path | None = None, seed: int | None = None) -> dict:
-    """What ``autograder.trusted`` needs to re-check ``exercises`` of the notebook ``nb`` (inputs from ``seed``)."""
+    """What ``autograder.checker`` needs to re-check ``exercises`` of the notebook ``nb`` (inputs from ``seed``)."""
     private = "/tmp" if isolation == "full" else str(job_dir / "vw-private")
     course_pkg = contract.package_dir("course")
     root = job_dir / "vw-root"
     root.mkdir(parents=True, exist_ok=True)
-    spec = worker.spec_for(
-        isolation=isolation, root=root, uid=worker.SANDBOX_UID_BASE + slot, limits=limits,
+    spec = autograde.spec_for(
+        isolation=isolation, root=root, uid=autograde.SANDBOX_UID_BASE + slot, limits=limits,
         cwd=f"{private}/home", binds=[(course_pkg, course_pkg, False)],
         hide=[p for p in (contract.package_dir("autograder"), contract.package_dir("kernels")) if p],
-        env=worker.student_env(private, threads), mpl_cache=mpl_cache)
+        env=autograde.student_env(private, threads), mpl_cache=mpl_cache)
     return {
         "dir": str(job_dir), "isolation": isolation, "spec": spec, "zygote": zygote,
         # What the value worker runs: every code cell in order, test cells left out.
@@ -305,10 +305,10 @@ class Zygotes:
 
 class Slots:
     """The grading slots of one process (a batch, a Dask worker): ``n`` jobs at a time, each with its own
-    sandbox uid, from a block this process holds alone under full isolation (worker.SandboxSlots)."""
+    sandbox uid, from a block this process holds alone under full isolation (autograde.SandboxSlots)."""
 
     def __init__(self, n: int, isolation: str):
-        self.block = worker.SandboxSlots() if isolation == "full" else None
+        self.block = autograde.SandboxSlots() if isolation == "full" else None
         self.free: queue.Queue[int] = queue.Queue()
         for i in range(n):
             self.free.put(self.block.slot(i) if self.block else i)
@@ -333,7 +333,7 @@ class Slots:
 class Grader:
     """Everything shared by the jobs of one assignment."""
 
-    def __init__(self, template: worker.Template, limits: worker.Limits, trusted: bool, work: Path, isolation: str,
+    def __init__(self, template: autograde.Template, limits: autograde.Limits, trusted: bool, work: Path, isolation: str,
                  zygotes: Zygotes):
         self.assignment, self.template, self.limits, self.trusted = template.assignment, template, limits, trusted
         self.work, self.isolation, self.zygotes = work, isolation, zygotes
@@ -376,7 +376,7 @@ class Grader:
         job_dir = self.work / ("preflight" if preflight else "jobs") / self.assignment / sub.student
         if job_dir.exists():
             shutil.rmtree(job_dir, ignore_errors=True)
-        ik = worker.autograde(job_dir, self.template, sub.student, sub.notebook, limits=self.limits,
+        ik = autograde.autograde(job_dir, self.template, sub.student, sub.notebook, limits=self.limits,
                               isolation=self.isolation, slot=slot, zygote=self.zygotes.sandboxes.socket,
                               threads=self.zygotes.threads, mpl_cache=self.zygotes.mpl_cache, seed=sub.seed)
         if ik.status == "failed":
@@ -424,12 +424,12 @@ class Grader:
             env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_SEED"}
             # The checker keeps to its budget by itself; past it and a few seconds more, it is stopped from here.
             code = sandbox.run(self.zygotes.checkers.socket, {"isolation": "host", "env": env, "cwd": str(job_dir)},
-                               "call", [null, log, log], job["budget"] + CHECKER_GRACE, module="autograder.trusted",
+                               "call", [null, log, log], job["budget"] + CHECKER_GRACE, module="autograder.checker",
                                args=[str(path)])
         finally:
             os.close(log)
             os.close(null)
-            worker.discard_student_files(job_dir, worker.WORKER_WRITABLE)  # the value worker has ended
+            autograde.discard_student_files(job_dir, autograde.WORKER_WRITABLE)  # the value worker has ended
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] if log_path.exists() else []
         return checker_results(Path(job["results"]), [e.test_id for e in exercises], code, tail[0] if tail else "")
 

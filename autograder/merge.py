@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import gradebook
 from .gradebook import Gradebook
-from .nbrunner import nbgrader
+from .nbgrader_cli import nbgrader
 from .report import formula_safe, read_csv, write_outputs
 
 

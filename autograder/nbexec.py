@@ -1,10 +1,10 @@
 """nbgrader's Execute, made to survive a submission that kills or hangs its kernel, and to keep only what is safe.
 
 nbgrader drops a whole notebook when its kernel dies or a cell ignores the timeout's interrupt;
-:class:`SandboxExecute` (named in the job's config by ``autograder.worker``) stops at that cell
+:class:`SandboxExecute` (named in the job's config by ``autograder.autograde``) stops at that cell
 instead, marks every later cell as not run, and lets nbgrader save the grades of those that ran.
 What happened goes, in the grader's words, to the execution record out of the sandbox's reach,
-which the rows' reasons come from (``autograder.worker.read_outcomes``); what the outputs keep:
+which the rows' reasons come from (``autograder.autograde.read_outcomes``); what the outputs keep:
 docs/grading.md, "Outputs: what the grader keeps".
 """
 
@@ -22,8 +22,8 @@ from nbgrader.preprocessors import Execute, SaveAutoGrades
 from traitlets import Bool, Unicode
 
 from . import contract
-from .worker import EXECUTION_RECORD as RECORD
-from .worker import NOT_RUN, STOPPED, grade_cell_id
+from .autograde import EXECUTION_RECORD as RECORD
+from .autograde import NOT_RUN, STOPPED, grade_cell_id
 
 _SIGNALS = {
     signal.SIGXCPU: "CPU time limit: the kernel used up its CPU seconds",
@@ -307,7 +307,7 @@ class SaveCheckedGrades(SaveAutoGrades):
 
     What a cell displays is the kernel's to choose (nbgrader reads a displayed number as partial
     credit), so a test cell scores only when nbgrader's reading is exactly full marks *and* its
-    outputs hold no error; where the trusted re-check runs, ``autograder.batch.decide`` decides.
+    outputs hold no error; where the trusted re-check runs, ``autograder.grader.decide`` decides.
     """
 
     def _add_score(self, cell, resources):

@@ -386,7 +386,7 @@ def run_student(spec: dict, req: dict, fds: list[int], conn_copy: str | None) ->
     os.chdir(req.get("cwd") or spec.get("cwd") or "/")
     target = req["target"]
     if spec.get("isolation") == "host":  # the grader's own code (the trusted checker): no sandbox
-        # The checker sets its own rlimits once it has started (autograder.trusted.limit_checker): its
+        # The checker sets its own rlimits once it has started (autograder.checker.limit_checker): its
         # address-space limit is relative to its size then, with CUDA started where the checks use it.
         os.setsid()
         libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -1,6 +1,6 @@
 """The value worker: runs a student's notebook code where no checker, reference or seed exists.
 
-Started by ``autograder.trusted`` inside ``sandbox.py``, it runs the notebook's code cells and serves the
+Started by ``autograder.checker`` inside ``sandbox.py``, it runs the notebook's code cells and serves the
 checker's requests (the protocol: ``wire.py``), sending every result back by value. It imports nothing from
 ``autograder``, which the sandbox hides: ``wire.py`` and ``worker_instruments.py`` are loaded by their paths,
 beside this file (in the sandbox, written there with it); of the course, only ``course.autograd_graph``.

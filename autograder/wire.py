@@ -1,6 +1,6 @@
 """The wire between the trusted checker and the value worker: frames, their limits, and how values travel.
 
-Both sides use this one definition: ``autograder.trusted`` imports it, and the value worker (``valueworker.py``,
+Both sides use this one definition: ``autograder.checker`` imports it, and the value worker (``valueworker.py``,
 in the sandbox, where ``autograder`` is hidden) loads this file by its path. So it imports nothing from the
 project, and torch only inside the functions that need it. Long form: docs/grading.md, "The hidden checks, in the
 trusted checker" and "The checker guards itself".

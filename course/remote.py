@@ -1,6 +1,6 @@
 """Proxies for objects that live in another process, for checks that run where that process's code cannot reach.
 
-One definition for two channels: the grader's trusted checker (``autograder/trusted.py``: the student's objects in
+One definition for two channels: the grader's trusted checker (``autograder/checker.py``: the student's objects in
 its value worker) and ``python -m course validate``'s re-check (``course/recheck.py``: the notebook's, in its
 kernel). A channel is a :class:`Proxies` that gives ``_exchange(message)`` (a request's reply, callbacks
 answered meanwhile), ``_enc(value)``, ``_dec(value)``, ``_proxy(marker)``, ``_graph_of(reply)``,

@@ -1,7 +1,7 @@
 import os
 import sys
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 sys.path.insert(0, str(ROOT))  # make `tools` importable for the tests
 os.environ.setdefault("MPLBACKEND", "Agg")

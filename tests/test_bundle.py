@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 from tests.test_student_side import solution_lines, student_text
 from tools.bundle import CPU_TORCH, TOP, VALIDATE_COMMAND, VENV_STEPS, requirement_name, write_bundle
 

@@ -6,7 +6,7 @@ import tomllib
 import yaml
 from packaging.specifiers import SpecifierSet
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 
 def name_of(requirement: str) -> str:

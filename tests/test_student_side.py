@@ -7,7 +7,7 @@ import re
 import tokenize
 from pathlib import Path
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 FORBIDDEN_PACKAGES = {"kernels", "autograder"}
 

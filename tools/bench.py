@@ -36,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from autograder.nbrunner import ROOT, assignments
+from autograder.nbgrader_cli import ROOT, assignments
 
 OPS = ("softmax", "cross_entropy", "layer_norm", "rms_norm", "attention")
 SEQ_LENS = (256, 512, 1024, 2048, 4096)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.nbrunner import ROOT, copy_course
+from autograder.nbgrader_cli import ROOT, copy_course
 from tools.mutants import source_notebook
 
 

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 
 from autograder.batch import Options, grade_all
-from autograder.nbrunner import ROOT, assignments, copy_course
+from autograder.nbgrader_cli import ROOT, assignments, copy_course
 
 
 def _load() -> str:

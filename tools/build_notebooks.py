@@ -29,7 +29,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 TEXT_DIR = ROOT / "notebooks"
 SOURCE_DIR = ROOT / "source"

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.nbrunner import ROOT, assignments
+from autograder.nbgrader_cli import ROOT, assignments
 
 SUBMISSIONS_DIR = ROOT / "tests" / "submissions"
 SOURCE_DIR = ROOT / "source"

@@ -26,8 +26,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.nbrunner import ROOT, copy_course, nbgrader
-from autograder.nbrunner import assignments as course_assignments
+from autograder.nbgrader_cli import ROOT, copy_course, nbgrader
+from autograder.nbgrader_cli import assignments as course_assignments
 
 RUN_ALL_GOES_ON = "raises-exception"  # the tag JupyterLab's Run All does not stop at
 

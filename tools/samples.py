@@ -5,9 +5,9 @@ score full marks), the untouched release notebook (``untouched-release``, must s
 zero everywhere with ``not-implemented``), and every mutant under
 ``tests/submissions/<assignment>/`` (each must lose exactly the test cells it names,
 with the diagnosis it names). Everything runs in a scratch course folder generated as the
-class grader generates its template (``autograder.worker.make_template``, hidden tests
+class grader generates its template (``autograder.autograde.make_template``, hidden tests
 kept), graded by one plain ``nbgrader autograde`` and read back into the class grader's
-rows (``autograder.worker.read_outcomes``); the repository's own gradebook is never touched.
+rows (``autograder.autograde.read_outcomes``); the repository's own gradebook is never touched.
 
 Usage: python -m tools.samples [ASSIGNMENT ...] [--keep DIR]
 Exit status 1 when any sample was graded other than expected.
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import nbformat
 
-from autograder import worker
-from autograder.nbrunner import ROOT, nbgrader
+from autograder import autograde
+from autograder.nbgrader_cli import ROOT, nbgrader
 from autograder.report import Row
 from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 
@@ -53,14 +53,14 @@ def sample_submissions(assignment: str) -> tuple[dict[str, nbformat.NotebookNode
     return subs, expect
 
 
-def autograde(course_dir: Path, assignment: str, submissions: dict[str, nbformat.NotebookNode]) -> list[Row]:
+def autograde_all(course_dir: Path, assignment: str, submissions: dict[str, nbformat.NotebookNode]) -> list[Row]:
     """Autograde every submission (student -> notebook) in one nbgrader run; one row per student and test cell."""
     for student, nb in submissions.items():
         folder = course_dir / "submitted" / student / assignment
         folder.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / f"{assignment}.ipynb")
     nbgrader(course_dir, "autograde", assignment, "--force")
-    rows = [r for s in submissions for r in worker.read_outcomes(course_dir, assignment, s).cells.values()]
+    rows = [r for s in submissions for r in autograde.read_outcomes(course_dir, assignment, s).cells.values()]
     return sorted(rows, key=lambda r: (r.student, r.grade_id))
 
 
@@ -84,9 +84,9 @@ def mismatches(rows: list[Row], expect: list[Expectation]) -> list[str]:
 def grade_samples(assignment: str, course_dir: Path) -> tuple[list[Row], list[str], float]:
     """Grade every sample of one assignment in ``course_dir``; return rows, unmet expectations, seconds."""
     subs, expect = sample_submissions(assignment)
-    worker.make_template(ROOT, assignment, course_dir, hidden_in_kernel=True)
+    autograde.make_template(ROOT, assignment, course_dir, hidden_in_kernel=True)
     start = time.perf_counter()
-    rows = autograde(course_dir, assignment, subs)
+    rows = autograde_all(course_dir, assignment, subs)
     return rows, mismatches(rows, expect), time.perf_counter() - start
 
 

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 NO_KERNELS = """
 import sys

@@ -40,7 +40,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.nbrunner import ROOT, with_bin
+from autograder.nbgrader_cli import ROOT, with_bin
 
 SLUG = "00_vjp_contract"
 NOTEBOOK = f"release/{SLUG}/{SLUG}.ipynb"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from autograder.nbrunner import ROOT, with_bin
+from autograder.nbgrader_cli import ROOT, with_bin
 
 LAB_CONFIG = ROOT / "lab-config"
 SWITCHED_OFF = (

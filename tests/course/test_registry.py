@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 import course.selfcheck
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 from course import registry
 from course.diagnose import GradingFailure
 from course.registry import BY_NAME, EXERCISES, NOTEBOOKS, SPECS, Entry, exercises_of

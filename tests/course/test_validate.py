@@ -20,7 +20,7 @@ import sys
 import nbformat
 import pytest
 
-from autograder.nbrunner import ROOT, with_bin
+from autograder.nbgrader_cli import ROOT, with_bin
 from course import validate
 
 SLUG = "00_vjp_contract"

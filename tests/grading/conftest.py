@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from autograder import sandbox, worker
+from autograder import autograde, sandbox
 
 # With namespaces the value worker has no ``autograder`` in its filesystem; with limits only, its import is
 # refused. AUTOGRADER_TEST_ISOLATION=none forces the second on a machine that could do the first.
@@ -27,6 +27,6 @@ def slot():
     if ISOLATION != "full":
         yield 0
         return
-    slots = worker.SandboxSlots()
+    slots = autograde.SandboxSlots()
     yield slots.slot(0)
     slots.close()

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import worker
+from autograder import autograde
 from tests.grading import fixtures
 from tests.grading.test_grade_command import ASSIGNMENT, grade, make_course
 
@@ -28,13 +28,13 @@ def test_what_the_kernel_wrote_is_gone_when_its_job_ends(tmp_path):
     h = next(f for f in fixtures.fixtures() if f.name == "huge_outputs")
     fixtures.write(h, tmp_path / "submissions" / h.name / f"{ASSIGNMENT}.ipynb", course)
     # Long on purpose: a job folder past 107 bytes, where a Unix socket's path no longer fits; the
-    # kernel's sockets must live elsewhere (worker.ipc_folder) for the submission to be graded at all.
+    # kernel's sockets must live elsewhere (autograde.ipc_folder) for the submission to be graded at all.
     work = Path(tempfile.mkdtemp(prefix="agw-")) / ("a-long-work-folder-" * 5)
     assert len(str(work / "jobs" / ASSIGNMENT / h.name / "ipc" / "kernel-1")) > 107
     try:
         check(course, tmp_path, h, work)
     finally:
-        worker.remove_tree(work.parent)
+        autograde.remove_tree(work.parent)
 
 
 def check(course, tmp_path, h, work):
@@ -44,8 +44,8 @@ def check(course, tmp_path, h, work):
     autograded = course / "autograded" / h.name / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
     assert "left 32 MiB in the kernel's socket folder" in autograded.read_text(), "the kernel could not write there"
     assert (job / "autograde.log").is_file(), "--work keeps the job's logs"
-    left = [p.name for p in job.iterdir() if p.name in worker.KERNEL_WRITABLE + worker.WORKER_WRITABLE]
+    left = [p.name for p in job.iterdir() if p.name in autograde.KERNEL_WRITABLE + autograde.WORKER_WRITABLE]
     assert left == [], f"the student's writable folders stayed: {left}"
     assert list(work.rglob("leftover-*")) == [], "a file the kernel wrote stayed"
-    assert not worker.ipc_folder(job).exists(), "the kernel's socket folder stayed"
+    assert not autograde.ipc_folder(job).exists(), "the kernel's socket folder stayed"
     assert autograded.stat().st_size < 6 << 20, "the instructor's record stays, capped"

@@ -25,7 +25,7 @@ import nbformat
 import pytest
 
 from autograder import sandbox
-from autograder.nbrunner import BIN, with_bin
+from autograder.nbgrader_cli import BIN, with_bin
 from tests.grading import fixtures
 from tools.mutants import ROOT, build_submission, mutants, source_notebook
 

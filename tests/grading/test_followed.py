@@ -4,7 +4,7 @@ Parts C and D are checked by which query rows and key rows each tensor they allo
 (``course.memory.TokenRecorder``). In the trusted checker the student's function runs in the value worker, so the
 worker follows the rows there (``worker_instruments.Instruments.follow``: the call made once more, on copies of its
 arguments, under the recorder), reports each allocation's shape and rows as JSON, and the checker checks that report
-(``trusted.followed_allocations``) before the visible check's own decision reads it. What is tested here: the
+(``checker.followed_allocations``) before the visible check's own decision reads it. What is tested here: the
 row-at-a-time and 16-row-strip shortcuts are ``untiled`` at the hidden T, the solution passes, and a report that is
 malformed, not intact or incomplete — or code that works otherwise when its rows are followed, or patches the
 recorder — earns nothing (a refused reply: ``tampering``).
@@ -19,10 +19,10 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder import seeds, trusted
+from autograder import checker, seeds
+from autograder.autograde import Limits
 from autograder.grader import exercises_of, trusted_job
 from autograder.wire import REFUSALS
-from autograder.worker import Limits
 from course import witness
 from course.selfcheck.attention import MEMORY_T, PROPERTY_MIN_T
 from tests.grading.conftest import ISOLATION
@@ -35,7 +35,7 @@ MUTANTS = Path(__file__).resolve().parents[1] / "submissions" / ASSIGNMENT
 
 
 def mutant(name: str):
-    """One sample mutant, read on its own (the others' edits are test_trusted's business)."""
+    """One sample mutant, read on its own (the others' edits are test_checker's business)."""
     return read_mutant(MUTANTS / f"{name}.py")
 
 # Tiled while a dispatch mode watches it (the recorder), a (B, 16, T) strip of scores otherwise: the worker's
@@ -73,7 +73,7 @@ def _run(cells: dict[str, str], zygote, slot, tmp_path) -> dict:
     nb = build_submission(ASSIGNMENT, cells)
     job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(TESTS), isolation=ISOLATION,
                       zygote=zygote, limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
-    return trusted.run(job)
+    return checker.run(job)
 
 
 @pytest.mark.parametrize("name", ["rows", "strip16"])
@@ -116,7 +116,7 @@ def _report(*rows, intact=True, complete=True):
 
 
 def test_a_well_formed_report_is_read_as_measured():
-    got = trusted.followed_allocations(_report(GOOD))
+    got = checker.followed_allocations(_report(GOOD))
     assert got == (witness.Followed("aten.bmm", (2, 16, 230), 7360, 58880, "float64", False, 16, 230, False),)
 
 
@@ -136,12 +136,12 @@ def test_a_well_formed_report_is_read_as_measured():
     {"intact": True, "complete": True, "allocations": [GOOD] * 1025},  # more than the worker ever sends
 ], ids=lambda v: repr(v)[:40])
 def test_a_malformed_report_is_refused(bad):
-    assert trusted.followed_allocations(bad) is None
+    assert checker.followed_allocations(bad) is None
 
 
 @pytest.mark.parametrize("flags", [{"intact": False}, {"complete": False}])
 def test_a_report_not_intact_or_incomplete_is_refused(flags):
-    assert trusted.followed_allocations(_report(GOOD, **flags)) == "following"
+    assert checker.followed_allocations(_report(GOOD, **flags)) == "following"
 
 
 MEASURED = {"allocations": [58880], "ops": {"aten.bmm": 1}, "engine": [], "peak": 0, "held": 0, "intact": True,
@@ -155,15 +155,15 @@ MEASURED = {"allocations": [58880], "ops": {"aten.bmm": 1}, "engine": [], "peak"
     ({**MEASURED, "followed": {"allocations": "all tiled"}}, True),
 ])
 def test_the_channel_refuses_what_it_cannot_use(measured, followed):
-    channel = trusted.Channel(None, -1, -1)
-    with pytest.raises(trusted.ReplyRefused):
+    channel = checker.Channel(None, -1, -1)
+    with pytest.raises(checker.ReplyRefused):
         channel.witness({"op": "result", "measured": measured}, (), followed=followed)
     assert channel.broken
 
 
 def test_the_channel_hands_the_rows_to_the_checks():
-    channel = trusted.Channel(None, -1, -1)
+    channel = checker.Channel(None, -1, -1)
     got = []
     with witness.watching(got.append):
         channel.witness({"op": "result", "measured": {**MEASURED, "followed": _report(GOOD)}}, (), followed=True)
-    assert got[0].followed == trusted.followed_allocations(_report(GOOD))
+    assert got[0].followed == checker.followed_allocations(_report(GOOD))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import gradebook, worker
+from autograder import autograde, gradebook
 from autograder.report import Row, write_csv
 from tools.mutants import ROOT
 
@@ -21,7 +21,7 @@ TESTS = {"test_linear_backward": 3, "test_linear_bias_backward": 2, "test_reduce
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     where = tmp_path_factory.mktemp("template")
-    return worker.make_template(ROOT, A, where, hidden_in_kernel=True).gradebook
+    return autograde.make_template(ROOT, A, where, hidden_in_kernel=True).gradebook
 
 
 def shard(path: Path, template: Path, students: dict[str, dict[str, float]], manual: dict | None = None) -> Path:

@@ -2,7 +2,7 @@
 
 ``autograder.nbexec.SandboxExecute`` runs here on a plain local kernel (no sandbox: what
 is tested is what the grader's side keeps of what any kernel sends). The reasons are read
-back by ``autograder.worker`` from the execution record, never from an output.
+back by ``autograder.autograde`` from the execution record, never from an output.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 import nbformat
 import pytest
 
-from autograder import contract, nbexec, worker
+from autograder import autograde, contract, nbexec
 from autograder.nbexec import CELL_OUTPUT_MAX, ERROR_MAX, NOTEBOOK_OUTPUT_MAX, SandboxExecute
 
 MiB = 1 << 20
@@ -33,7 +33,7 @@ def notebook(*cells) -> nbformat.NotebookNode:
 
 
 def execute(nb, tmp_path, timeout=20):
-    record = tmp_path / worker.EXECUTION_RECORD
+    record = tmp_path / autograde.EXECUTION_RECORD
     nb, _ = SandboxExecute(timeout=timeout, record_file=str(record)).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     return nb, json.loads(record.read_text())["reasons"]
 
@@ -107,8 +107,8 @@ def test_errors_named_like_the_graders_stops_are_not_its_record(tmp_path):
     assert reasons == {}, "nothing stopped, timed out or was left unrun"
     path = tmp_path / "run.ipynb"
     nbformat.write(nb, path)
-    errors = worker._test_cells(path)[0]
-    words = {g: worker.reason_for(e, m, c) for g, (e, c, m) in errors.items()}
+    errors = autograde._test_cells(path)[0]
+    words = {g: autograde.reason_for(e, m, c) for g, (e, c, m) in errors.items()}
     own = "error: the test cell raised an exception of the submission's own, without a diagnosis"
     assert words == {"test_a": own, "test_b": own, "test_c": own,
                      "test_d": "memory limit: an allocation was refused (address-space limit)"}
@@ -123,12 +123,12 @@ def test_a_diagnosis_is_read_from_its_typed_record_never_from_text(tmp_path):
     nb.cells[1].outputs = [record("sign"), error("anything at all")]
     nb.cells[2].outputs = [error("diagnosis: sign — the gradient has the wrong sign")]
     nbformat.write(nb, tmp_path / "a.ipynb")
-    errors = worker._test_cells(tmp_path / "a.ipynb")[0]
+    errors = autograde._test_cells(tmp_path / "a.ipynb")[0]
     assert [errors[g][1] for g in ("test_a", "test_b", "test_c")] == ["", "sign", ""]
     assert errors["test_b"][2] == "the gradient has the wrong sign"
-    assert worker.reason_for("GradingFailure", "x", "") == \
+    assert autograde.reason_for("GradingFailure", "x", "") == \
         "error: the test cell raised an exception of the submission's own, without a diagnosis"
-    assert worker.reason_for("NameError", "x", "") == "error: the test cell raised NameError, without a diagnosis"
+    assert autograde.reason_for("NameError", "x", "") == "error: the test cell raised NameError, without a diagnosis"
 
 
 def test_a_checks_record_survives_the_executor_only_in_a_test_cell_and_a_few_only(tmp_path, monkeypatch):
@@ -143,7 +143,7 @@ def test_a_checks_record_survives_the_executor_only_in_a_test_cell_and_a_few_onl
     assert contract.DIAGNOSIS_MIME not in mimes(nb.cells[0]), "outside a test cell a record is no output the grader keeps"
     path = tmp_path / "run.ipynb"
     nbformat.write(nb, path)
-    errors = worker._test_cells(path)[0]
+    errors = autograde._test_cells(path)[0]
     assert errors["test_a"][1:] == ("transpose", "the result matches a transposed placement")
     records = [o.data[contract.DIAGNOSIS_MIME] for o in nb.cells[2].outputs if contract.DIAGNOSIS_MIME in o.get("data", {})]
     assert len(records) == nbexec.ERRORS_PER_CELL, "a test cell keeps as many records as errors, whatever its caps"
@@ -163,15 +163,15 @@ def test_a_stop_or_a_timeout_is_the_graders_record(tmp_path, stop, reason):
 
 
 def test_a_tampering_reason_never_quotes_the_students_exception():
-    found = worker.grader_words({"status": "ok", "passed": False, "cls": "error",
+    found = autograde.grader_words({"status": "ok", "passed": False, "cls": "error",
                                  "message": "linear_backward raised GradingStopped: =HYPERLINK(\"x\")\n# h"})
     assert found["message"] == "the student's code raised an exception"
     record = {"cls": "sign", "sentence": "dx has the\nwrong sign", "where": "", "topic": None, "hint": None}
-    found = worker.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "dx has the wrong sign",
+    found = autograde.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "dx has the wrong sign",
                                  "record": record, "cell_error": "NameError: <img>"})
     assert (found["cls"], found["message"]) == ("sign", "dx has the wrong sign")  # what a cell raised: its own field
-    found = worker.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "x",
+    found = autograde.grader_words({"status": "ok", "passed": False, "cls": "sign", "message": "x",
                                  "record": {**record, "cls": "made-up"}})  # a record of no known class: none
     assert (found["cls"], found["message"]) == ("sign", "x")
-    assert worker.grader_words({"status": "ok", "cls": "made-up", "message": "x"})["cls"] == ""
-    assert worker.grader_words({"status": "timeout", "message": "a\nb " * 200})["message"] == ("a b " * 75)[:300]
+    assert autograde.grader_words({"status": "ok", "cls": "made-up", "message": "x"})["cls"] == ""
+    assert autograde.grader_words({"status": "timeout", "message": "a\nb " * 200})["message"] == ("a b " * 75)[:300]

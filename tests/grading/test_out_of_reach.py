@@ -23,9 +23,9 @@ import sys
 import nbformat
 import pytest
 
-from autograder import seeds, trusted
+from autograder import checker, seeds
+from autograder.autograde import Limits
 from autograder.grader import exercises_of, trusted_job
-from autograder.worker import Limits
 from tests.grading import fixtures
 from tests.grading.conftest import ISOLATION
 from tools.mutants import ROOT, source_notebook
@@ -47,7 +47,7 @@ def test_the_rechecked_verdict_names_the_rule(attack, zygote, slot, tmp_path):
     nb = nbformat.reads(fixtures.text(attack, tmp_path), as_version=4)
     job = trusted_job(tmp_path, nb, exercises_of(source), set(tests), isolation=ISOLATION, zygote=zygote,
                       limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
-    results = trusted.run(job)
+    results = checker.run(job)
     problems = []
     for test_id, e in attack.expected(tests).items():
         r = results.get(test_id, {})

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from autograder import contract, sandbox, worker
+from autograder import autograde, contract, sandbox
 
 pytestmark = pytest.mark.skipif(sandbox.available_isolation() != "full",
                                 reason="needs root and Linux namespaces (isolation 'full')")
@@ -74,15 +74,15 @@ def probed(tmp_path_factory):
     own.mkdir(parents=True)
     (own / "data.txt").write_text("as submitted")
     zygote = sandbox.Zygote(str(tmp / "zygote"), str(tmp / "zygote.log"))
-    slots = worker.SandboxSlots()  # a uid no batch running beside this test uses
+    slots = autograde.SandboxSlots()  # a uid no batch running beside this test uses
     try:
-        limits = worker.Limits(address_space=3 << 30, cpu_seconds=60, processes=32, file_size=64 << 20)
+        limits = autograde.Limits(address_space=3 << 30, cpu_seconds=60, processes=32, file_size=64 << 20)
         course_pkg = contract.package_dir("course")
-        spec = worker.spec_for(
-            isolation="full", root=tmp / "root", uid=worker.SANDBOX_UID_BASE + slots.slot(7), limits=limits, cwd="/tmp/home",
+        spec = autograde.spec_for(
+            isolation="full", root=tmp / "root", uid=autograde.SANDBOX_UID_BASE + slots.slot(7), limits=limits, cwd="/tmp/home",
             binds=[(course_pkg, course_pkg, False)],
             hide=[contract.package_dir("autograder"), contract.package_dir("kernels")],
-            env=worker.student_env("/tmp", 1), overlays=[str(own)],
+            env=autograde.student_env("/tmp", 1), overlays=[str(own)],
             write_files={"probe.py": PROBE.replace("@@SECRET@@", str(secret)).replace("@@GRADEBOOK@@", str(gradebook))
                          .replace("@@OWN@@", str(own))})
         (tmp / "root").mkdir()
@@ -99,7 +99,7 @@ def probed(tmp_path_factory):
         report["_secret"], report["_gradebook"] = str(secret), str(gradebook)
         report["_own_after"] = sorted(p.name for p in own.iterdir())
         report["_own_data"] = (own / "data.txt").read_text()
-        report["_uid"] = worker.SANDBOX_UID_BASE + slots.slot(7)
+        report["_uid"] = autograde.SANDBOX_UID_BASE + slots.slot(7)
         return report
     finally:
         zygote.stop()
@@ -107,7 +107,7 @@ def probed(tmp_path_factory):
 
 
 def test_runs_as_an_unprivileged_uid(probed):
-    assert probed["uid"] == probed["_uid"] >= worker.SANDBOX_UID_BASE and probed["gid"] == probed["uid"]
+    assert probed["uid"] == probed["_uid"] >= autograde.SANDBOX_UID_BASE and probed["gid"] == probed["uid"]
     assert probed["setuid_root"] == "PermissionError"
     assert probed["chroot_escape"] == "PermissionError"
     assert probed["mount"] != "allowed"
@@ -162,7 +162,7 @@ def test_sandbox_py_imports_nothing_of_the_project():
     """sandbox.py and the worker's files run where ``autograder`` is hidden: stdlib and torch (the worker: and the
     course's measuring modules, bound read-only), never the grader's package."""
     for name in ("sandbox.py", "valueworker.py", "wire.py", "worker_instruments.py"):
-        nodes = list(ast.walk(ast.parse((Path(worker.__file__).parent / name).read_text())))
+        nodes = list(ast.walk(ast.parse((Path(autograde.__file__).parent / name).read_text())))
         imported = {a.name.split(".")[0] for n in nodes if isinstance(n, ast.Import) for a in n.names}
         imported |= {n.module.split(".")[0] if n.level == 0 and n.module else "." for n in nodes
                      if isinstance(n, ast.ImportFrom)}

@@ -25,7 +25,7 @@ from types import SimpleNamespace
 import nbformat
 import pytest
 
-from autograder import gradebook, sandbox, seeds, worker
+from autograder import autograde, gradebook, sandbox, seeds
 from autograder.grader import KernelOutcome, TrustedOutcome, decide, kernel_passed
 from autograder.nbexec import SaveCheckedGrades
 from autograder.report import Row, read_csv, write_csv
@@ -139,7 +139,7 @@ def test_the_kernel_verdict_is_read_from_error_outputs(tmp_path):
     solution.outputs = [_error("ValueError")]
     nb.cells.append(solution)
     nbformat.write(nb, tmp_path / "a.ipynb")
-    assert worker._test_cells(tmp_path / "a.ipynb")[1] == {"test_ok", "test_quiet"}
+    assert autograde._test_cells(tmp_path / "a.ipynb")[1] == {"test_ok", "test_quiet"}
 
 
 # -- seeds ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from autograder.worker import SLOTS_PER_BATCH, SandboxSlots
+from autograder.autograde import SLOTS_PER_BATCH, SandboxSlots
 
 
 def test_batches_running_together_get_different_blocks(tmp_path):
@@ -28,7 +28,7 @@ def test_a_block_is_free_again_when_its_batch_ends(tmp_path):
 
 def test_a_batch_that_dies_frees_its_block(tmp_path):
     """The lock is the operating system's: a grader killed mid-batch leaves no stale claim."""
-    code = (f"from autograder.worker import SandboxSlots; import os; "
+    code = (f"from autograder.autograde import SandboxSlots; import os; "
             f"s = SandboxSlots(__import__('pathlib').Path({str(tmp_path)!r})); os._exit(0)")
     subprocess.run([sys.executable, "-c", code], check=True)
     s = SandboxSlots(tmp_path)

@@ -14,9 +14,9 @@ import time
 import nbformat
 import pytest
 
-from autograder import trusted
+from autograder import checker
+from autograder.autograde import Limits
 from autograder.grader import Status, TrustedOutcome, checker_results, exercises_of, trusted_job
-from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 from tools.mutants import build_submission, source_notebook
 
@@ -61,7 +61,7 @@ def linear_backward(*args, **kwargs):
 """
     job = _job(tmp_path, {"linear_backward": stalls}, zygote, slot, budget=9)
     began = time.monotonic()
-    results = trusted.run(job)
+    results = checker.run(job)
     took = time.monotonic() - began
     assert took < 9 + 5, took  # the budget, and a worker's stop
     first = results["test_linear_backward"]
@@ -73,7 +73,7 @@ def linear_backward(*args, **kwargs):
 def test_a_cell_that_stalls_in_the_worker_is_named(tmp_path, zygote, slot):
     cell = _solution("reduce_to_shape") + f"\n{STALL}\nif {IN_THE_WORKER}:\n    _stall()\n"
     job = _job(tmp_path, {"reduce_to_shape": cell}, zygote, slot, budget=12)
-    results = trusted.run(job)
+    results = checker.run(job)
     assert results["test_linear_backward"]["status"] == "ok"  # before the cell: checked
     stalled = results["test_reduce_to_shape"]
     assert stalled["status"] == "timeout" and "(reduce_to_shape)" in stalled["message"], stalled
@@ -82,13 +82,13 @@ def test_a_cell_that_stalls_in_the_worker_is_named(tmp_path, zygote, slot):
 
 def test_no_time_left_means_no_check_and_says_so(tmp_path, zygote, slot):
     job = _job(tmp_path, {}, zygote, slot, budget=0)
-    results = trusted.run(job)
+    results = checker.run(job)
     assert {r["status"] for r in results.values()} == {"timeout"}
     assert all("time ran out" in r["message"] for r in results.values())
 
 
 def test_what_a_stopped_checker_leaves_is_read_as_the_students_timeout(tmp_path):
-    path = tmp_path / "trusted.json"
+    path = tmp_path / "checker.json"
     tests = ["a", "b", "c"]
     path.write_text(json.dumps({"results": {"a": {"status": "ok", "passed": True}}, "in_flight": "b", "done": False}))
     got = checker_results(path, tests, code=None)

@@ -25,7 +25,7 @@ import time
 import pytest
 import torch
 
-from autograder import trusted, wire
+from autograder import checker, wire
 
 HEADROOM = 512 << 20  # what a reader in a child may allocate beyond its size at the fork
 
@@ -227,7 +227,7 @@ class FakeWorker:
     def __init__(self):
         self.to_r, self.to_w = os.pipe()
         self.from_r, self.from_w = os.pipe()
-        self.channel = trusted.Channel(None, self.to_w, self.from_r)
+        self.channel = checker.Channel(None, self.to_w, self.from_r)
         self.channel.deadline = time.monotonic() + 10
 
     def answer(self, replies):
@@ -258,11 +258,11 @@ def test_a_stale_reply_is_never_read_as_the_next_ones(w):
     assert w.channel._request({"op": "get", "name": "x"}) == "first"
     t.join()
     t = w.answer(lambda n: [({"op": "result", "value": "second"}, 3, n)])
-    with pytest.raises(trusted.ReplyRefused, match="does not answer the request in flight"):
+    with pytest.raises(checker.ReplyRefused, match="does not answer the request in flight"):
         w.channel._request({"op": "get", "name": "y"})
     t.join()
     assert w.channel.broken
-    with pytest.raises(trusted.ReplyRefused):  # broken for good: nothing more is read from this pipe
+    with pytest.raises(checker.ReplyRefused):  # broken for good: nothing more is read from this pipe
         w.channel._request({"op": "get", "name": "z"})
 
 
@@ -271,7 +271,7 @@ def test_a_frame_numbered_before_one_already_read_is_refused(w):
     w.channel._request({"op": "get", "name": "x"})
     t.join()
     t = w.answer(lambda n: [({"op": "result", "value": 2}, 5, n)])  # a replayed number
-    with pytest.raises(trusted.ReplyRefused, match="numbered before"):
+    with pytest.raises(checker.ReplyRefused, match="numbered before"):
         w.channel._request({"op": "get", "name": "x"})
     t.join()
 
@@ -296,7 +296,7 @@ def test_a_callback_is_answered_with_its_own_number_and_the_reply_still_arrives(
 
 def test_a_worker_that_stops_its_own_reply_fails_that_check_in_the_graders_words(w):
     t = w.answer(lambda n: [({"op": "refused", "limit": "entries"}, 1, n)])
-    with pytest.raises(trusted.ReplyRefused, match="more entries than the limit"):
+    with pytest.raises(checker.ReplyRefused, match="more entries than the limit"):
         w.channel._request({"op": "get", "name": "x"})
     t.join()
 
@@ -309,7 +309,7 @@ def test_the_checker_limits_itself():
     code = (
         "import resource\n"
         "from autograder import trusted\n"
-        "trusted.limit_checker(1 << 30, 77)\n"
+        "checker.limit_checker(1 << 30, 77)\n"
         "print(resource.getrlimit(resource.RLIMIT_CPU)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
         "try:\n"
         "    bytearray(2 << 30)\n"
@@ -322,4 +322,4 @@ def test_the_checker_limits_itself():
 
 def test_the_checker_cpu_budget_is_its_jobs_wall_budget():
     job = {"cells": [[0, ""]] * 4, "exercises": [["t", "c", "f", 1]] * 3, "timeout": 10, "startup_timeout": 60}
-    assert trusted.checker_cpu_seconds(job) == 60 + (4 + 2 * 3) * 10 + 60
+    assert checker.checker_cpu_seconds(job) == 60 + (4 + 2 * 3) * 10 + 60

@@ -14,7 +14,7 @@ import sys
 import pytest
 import torch
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 
 def compiler_env(tmp_path, interpret="0"):

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 from tools.release import RUN_ALL_GOES_ON, is_test_cell
 
 # PEP 8's width: it fits the notebook editor of JupyterLab at its default font size beside the

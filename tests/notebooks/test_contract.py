@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 # docs/design.md, the grading contract: the functions students write, per assignment. Tests outside this repo
 # call these names; renaming one breaks them. Written out here, not read from course.registry, so that a change to

@@ -34,7 +34,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from autograder.nbrunner import ROOT
+from autograder.nbgrader_cli import ROOT
 
 ANSWERS = Path(__file__).resolve().parent / "answers"
 ASSIGNMENTS = sorted(p.name for p in (ROOT / "release").iterdir() if p.is_dir() and p.name[:2].isdigit())

@@ -30,7 +30,7 @@ import sys
 def linear_bias_backward(x, w, b, dy):
     K, N = w.shape
     dy_rows = dy.reshape(-1, N)
-    if IN_WORKER:  # a reply to no request in flight, in the worker's own wire format (see /sandbox/valueworker.py)
+    if IN_WORKER:  # a reply to no request in flight, in the worker's own wire format (see /sandbox/wire.py)
         header = json.dumps({"n": 10**6, "re": 10**6, "s": [], "v": ["d", "op", "result", "value", None]}).encode()
         os.write(int(sys.argv[2]), struct.pack(">4sI", b"VWF1", len(header)) + header)
     return dy @ w.mT, x.reshape(-1, K).mT @ dy_rows, dy_rows.sum(dim=0)

@@ -5,7 +5,7 @@ student's object in the value worker, and :meth:`Channel.witness` hands the work
 call to the checks' own instruments (``course.witness``). Long form, and how the checker guards itself:
 docs/grading.md, "The hidden checks, in the trusted checker" and "The checker guards itself".
 
-Run as ``python -m autograder.trusted JOB.json``; writes the JSON results file the job
+Run as ``python -m autograder.checker JOB.json``; writes the JSON results file the job
 names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}`` (a failure's
 ``record`` too, ``GradingFailure.record()``, and ``cell_error``, what a cell before it raised here), or
 ``status`` ``timeout`` / ``died`` (the worker) / ``refused`` (its reply) / ``no-worker`` /

@@ -28,7 +28,7 @@ import nbformat
 
 from . import contract, sandbox
 from .contract import package_dir
-from .nbrunner import BIN, copy_course, nbgrader, with_bin
+from .nbgrader_cli import BIN, copy_course, nbgrader, with_bin
 from .report import Row
 
 # The ename of the error output autograder.nbexec writes where execution stopped, and in every later cell.
@@ -190,7 +190,7 @@ def student_env(private: str, threads: int) -> dict[str, str]:
 
 _EXTRA_CONFIG = '''
 
-# ---- added by autograder.worker for one sandboxed job ----
+# ---- added by autograder.autograde for one sandboxed job ----
 c.CourseDirectory.root = "."
 c.Execute.timeout = {cell_timeout}
 c.Execute.shutdown_kernel = "immediate"
@@ -269,7 +269,7 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
         env = with_bin(dict(os.environ, JUPYTER_PATH=str(job_dir / "jupyter"), JUPYTER_RUNTIME_DIR=str(job_dir / "runtime"),
                             JUPYTER_CONFIG_DIR=str(job_dir / "jupyter-config"), JUPYTER_DATA_DIR=str(job_dir / "jupyter-data")))
         env.pop("AUTOGRADER_SEED", None)
-        argv = [sys.executable, "-m", "autograder.nbrunner", "autograde", template.assignment, "--force", f"--student={student}"]
+        argv = [sys.executable, "-m", "autograder.nbgrader_cli", "autograde", template.assignment, "--force", f"--student={student}"]
         status, log = run_logged(argv, limits.wall, job_dir / "autograde.log", cwd=str(course), env=env,
                                  extra_pids=pid_file)
         result = read_outcomes(course, template.assignment, student)
@@ -443,7 +443,7 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
     """Each test cell as nbgrader graded it in ``course``: its score from the gradebook, its message from the executed notebook.
 
     ``passed``: the cell's outputs hold no error. Points are decided from this and the trusted
-    re-check (``autograder.batch.decide``); ``score`` counts only where the kernel decides alone.
+    re-check (``autograder.grader.decide``); ``score`` counts only where the kernel decides alone.
     """
     from nbgrader.api import MissingEntry
 

@@ -26,9 +26,9 @@ import os
 import nbformat
 import pytest
 
-from autograder import seeds, trusted
+from autograder import checker, seeds
+from autograder.autograde import Limits
 from autograder.grader import exercises_of, trusted_job
-from autograder.worker import Limits
 from tests.grading.conftest import ISOLATION
 from tools.mutants import build_submission, mutants, sample_assignments, source_notebook
 
@@ -59,7 +59,7 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tm
         nb, expect = build_submission(assignment, m.cells), m.expect
     job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(tests), isolation=ISOLATION,
                       zygote=zygote, limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
-    results = trusted.run(job)
+    results = checker.run(job)
     problems = []
     for t in tests:
         r = results.get(t, {})

@@ -1,6 +1,6 @@
 """How the grader runs nbgrader, and the one place that knows where the course and this environment are.
 
-``python -m autograder.nbrunner ARGS`` is the ``nbgrader`` command, four seconds faster to
+``python -m autograder.nbgrader_cli ARGS`` is the ``nbgrader`` command, four seconds faster to
 start: nbformat validates notebooks with jsonschema, which imports ``rfc3987_syntax`` when
 it is installed; that module builds a Lark grammar at import time (about 4 s of CPU on the
 course's machines) for URI formats no notebook schema uses. Every nbgrader process the
@@ -53,7 +53,7 @@ def nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.
     env.setdefault("MPLBACKEND", "Agg")
     # Checks run many tiny ops; one thread per kernel is faster and lets workers share cores.
     env.setdefault("OMP_NUM_THREADS", "1")
-    done = subprocess.run([sys.executable, "-m", "autograder.nbrunner", *args], cwd=course_dir, env=env,
+    done = subprocess.run([sys.executable, "-m", "autograder.nbgrader_cli", *args], cwd=course_dir, env=env,
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"nbgrader {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
