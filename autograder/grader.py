@@ -34,7 +34,6 @@ from .report import KernelOutcome, Row
 TRUSTED_MARGIN = 60
 CHECKER_GRACE = 10  # s past its budget before a checker that did not stop by itself is stopped
 PREFLIGHT_STUDENT = "source"  # the preflight's job folder (kept short: it holds Unix sockets); never a row, never recorded
-_CHECK_CALL = re.compile(r"autograder\.check\.(?P<check>\w+)\(\s*(?P<arg>\w+)\s*\)")
 _CHECKER_PRELOAD = ("autograder.check", "autograder.checker")
 
 
@@ -125,11 +124,13 @@ class StudentResult:
 # The assignment, and the checker's job
 
 
-def exercises_of(source_nb: nbformat.NotebookNode) -> list[Exercise]:
-    """Every hidden check call in a test cell of the source notebook."""
-    return [Exercise(cell.metadata["nbgrader"]["grade_id"], m.group("check"), m.group("arg")) for cell in source_nb.cells
-            if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade")
-            for m in _CHECK_CALL.finditer(cell.source)]
+def exercises_of(assignment: str, source_nb: nbformat.NotebookNode) -> list[Exercise]:
+    """The hidden check of each test cell of the source notebook, as the course's registry lists the assignment's
+    exercises: ``test_<name>`` runs ``autograder.check.<name>(<name>)`` (docs/design.md, the grading contract)."""
+    names = {e.name for e in contract.registry.EXERCISES if e.notebook == assignment}
+    tests = [c.metadata["nbgrader"]["grade_id"] for c in source_nb.cells
+             if c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")]
+    return [Exercise(t, t.removeprefix("test_"), t.removeprefix("test_")) for t in tests if t.removeprefix("test_") in names]
 
 
 def positioned(nb: nbformat.NotebookNode, exercises: list[Exercise]) -> list[Exercise]:
@@ -338,12 +339,12 @@ class Grader:
         self.assignment, self.template, self.limits, self.trusted = template.assignment, template, limits, trusted
         self.work, self.isolation, self.zygotes = work, isolation, zygotes
         source = nbformat.read(template.source_notebook, as_version=4)
-        self.exercises = exercises_of(source)
+        self.exercises = exercises_of(self.assignment, source)
         self.tests = {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0))
                       for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")}  # test id -> points
         checked = {e.test_id for e in self.exercises}
         # test id -> "" (re-checked) or why not: then the in-kernel result decides alone (see decide)
-        self.supported: dict[str, str] = {t: "" if t in checked else "its test cell calls no autograder.check function"
+        self.supported: dict[str, str] = {t: "" if t in checked else "the course's registry lists no exercise of this test cell"
                                           for t in self.tests}
 
     def rechecked(self, test_id: str) -> bool:

@@ -16,6 +16,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import contract
+
 ROOT = Path(__file__).resolve().parent.parent  # the checkout: the course directory, tools/ and tests/
 BIN = os.path.dirname(sys.executable)  # this environment's bin: nbgrader runs `alembic` by name, from PATH
 
@@ -53,6 +55,7 @@ def nbgrader(course_dir: Path, *args: str, timeout: float = 1800) -> subprocess.
     env.setdefault("MPLBACKEND", "Agg")
     # Checks run many tiny ops; one thread per kernel is faster and lets workers share cores.
     env.setdefault("OMP_NUM_THREADS", "1")
+    env[contract.RECORDS_ENV] = "1"  # a check that fails in a kernel it runs shows its diagnosis as typed JSON too
     done = subprocess.run([sys.executable, "-m", "autograder.nbgrader_cli", *args], cwd=course_dir, env=env,
                           capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:

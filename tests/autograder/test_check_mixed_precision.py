@@ -506,14 +506,6 @@ TOLERANCE_BUGS = [  # (bug, class, topic, words of the sentence)
 ]
 
 
-@pytest.mark.parametrize(("fn", "cls", "topic", "words"), TOLERANCE_BUGS, ids=_id)
-def test_each_tolerance_bug_gets_its_class_from_both_checks(fn, cls, topic, words, seeded):
-    for check in both("grad_tolerance"):
-        failure = failure_of(check, fn)
-        assert (failure.cls, failure.topic) == (cls, topic), (check.__module__, str(failure))
-        assert words in failure.sentence, failure.sentence
-
-
 # ---------------------------------------------------------------------------
 # DynamicLossScaler
 
@@ -604,10 +596,12 @@ SCALER_BUGS = [  # (bug, class, topic, words of the sentence)
 ]
 
 
-@pytest.mark.parametrize(("cls_", "cls", "topic", "words"), SCALER_BUGS, ids=_id)
-def test_each_scaler_bug_gets_its_class_from_both_checks(cls_, cls, topic, words, seeded):
-    for check in both("DynamicLossScaler"):
-        failure = failure_of(check, cls_)
+@pytest.mark.parametrize(("exercise", "bug", "cls", "topic", "words"),
+                         [("grad_tolerance", *row) for row in TOLERANCE_BUGS]
+                         + [("DynamicLossScaler", *row) for row in SCALER_BUGS], ids=_id)
+def test_each_tolerance_and_scaler_bug_gets_its_class_from_both_checks(exercise, bug, cls, topic, words, seeded):
+    for check in both(exercise):
+        failure = failure_of(check, bug)
         assert (failure.cls, failure.topic) == (cls, topic), (check.__module__, str(failure))
         assert words in failure.sentence, failure.sentence
 

@@ -57,7 +57,7 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tm
     else:
         m = next(m for m in mutants(assignment) if m.name == mutant)
         nb, expect = build_submission(assignment, m.cells), m.expect
-    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(tests), isolation=ISOLATION,
+    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(assignment, source), set(tests), isolation=ISOLATION,
                       zygote=zygote, limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
     results = checker.run(job)
     problems = []

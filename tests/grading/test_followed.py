@@ -71,7 +71,7 @@ course.memory._SHAPE_ONLY.update({"bmm", "mm", "mul", "exp", "sub"})
 def _run(cells: dict[str, str], zygote, slot, tmp_path) -> dict:
     source = source_notebook(ASSIGNMENT)
     nb = build_submission(ASSIGNMENT, cells)
-    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), set(TESTS), isolation=ISOLATION,
+    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(ASSIGNMENT, source), set(TESTS), isolation=ISOLATION,
                       zygote=zygote, limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
     return checker.run(job)
 

@@ -45,7 +45,7 @@ def test_the_rechecked_verdict_names_the_rule(attack, zygote, slot, tmp_path):
     source = source_notebook(attack.assignment)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")]
     nb = nbformat.reads(fixtures.text(attack, tmp_path), as_version=4)
-    job = trusted_job(tmp_path, nb, exercises_of(source), set(tests), isolation=ISOLATION, zygote=zygote,
+    job = trusted_job(tmp_path, nb, exercises_of(attack.assignment, source), set(tests), isolation=ISOLATION, zygote=zygote,
                       limits=Limits(cell_timeout=60), slot=slot, seed=SEED)
     results = checker.run(job)
     problems = []

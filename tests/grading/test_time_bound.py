@@ -39,7 +39,7 @@ def _job(tmp_path, cells: dict[str, str], zygote, slot, budget: float, timeout: 
     source = source_notebook(ASSIGNMENT)
     nb = build_submission(ASSIGNMENT, cells)
     tests = {c.metadata["nbgrader"]["grade_id"] for c in source.cells if c.metadata.get("nbgrader", {}).get("grade")}
-    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(source), tests, isolation=ISOLATION,
+    job = trusted_job(tmp_path, nbformat.from_dict(nb), exercises_of(ASSIGNMENT, source), tests, isolation=ISOLATION,
                       zygote=zygote, limits=Limits(cell_timeout=timeout), slot=slot, seed=0)
     job["budget"] = budget
     return job

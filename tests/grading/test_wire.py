@@ -308,7 +308,7 @@ def test_a_worker_that_stops_its_own_reply_fails_that_check_in_the_graders_words
 def test_the_checker_limits_itself():
     code = (
         "import resource\n"
-        "from autograder import trusted\n"
+        "from autograder import checker\n"
         "checker.limit_checker(1 << 30, 77)\n"
         "print(resource.getrlimit(resource.RLIMIT_CPU)[0], resource.getrlimit(resource.RLIMIT_CORE)[0])\n"
         "try:\n"
