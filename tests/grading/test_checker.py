@@ -22,6 +22,7 @@ back across the pipe.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -73,4 +74,6 @@ def test_trusted_verdicts_match_the_kernels(assignment, mutant, zygote, slot, tm
                 problems.append(f"{t}: expected a pass, got {r}")
         elif not (r.get("status") == "ok" and not r.get("passed") and r.get("cls") == wanted):
             problems.append(f"{t}: expected {wanted}, got {r}")
-    assert not problems, "\n".join(problems)
+    log = Path(job["dir"]) / "valueworker.log"  # what the worker said last: why it ended, when it did
+    assert not problems, "\n".join(problems) + ("\n--- valueworker.log:\n" + log.read_text(errors="replace")[-3000:]
+                                                 if log.exists() else "")
