@@ -409,10 +409,14 @@ class _Fresh:
         """``fn(*args, **kwargs)`` between ``before`` and ``after`` (C callables and their arguments), on a thread of
         its own; after ``timeout`` seconds, a KeyboardInterrupt in that thread (once: code that swallows it runs on
         until the checker's deadline ends the worker)."""
-        ran, out, done = _Ran(), [], self._lock()
+        ran, out, started, done = _Ran(), [], self._lock(), self._lock()
+        started.acquire()
         done.acquire()
         steps = [*before, (self._partial(fn, *args, **kwargs), ()), *after]
-        chain = self._chain(*[self._starmap(f, [a]) for f, a in steps], self._starmap(done.release, [()]))
+        # The thread releases ``started`` first: only then does it count among the live threads (the interpreter
+        # counts a thread once it runs, which on a loaded machine can be long after it was started).
+        chain = self._chain(self._starmap(started.release, [()]), *[self._starmap(f, [a]) for f, a in steps],
+                            self._starmap(done.release, [()]))
 
         def unraisable(u):  # in the call's thread, once the student's frames are gone
             ran.raised = u.exc_value
@@ -429,21 +433,23 @@ class _Fresh:
             self.starting[0] = out.extend
             ident = self._start(out.extend, (chain,))
             interrupt_at = None if timeout is None else time.monotonic() + timeout
+            running = False
             while not done.acquire(timeout=0.05):
-                if interrupt_at is not None and time.monotonic() >= interrupt_at:
+                running = running or started.acquire(blocking=False)
+                if running and interrupt_at is not None and time.monotonic() >= interrupt_at:
                     self._interrupt(ident)
                     interrupt_at = None
-                if self._count() <= alive and not done.acquire(timeout=0.05):
+                if running and self._count() <= alive and not done.acquire(timeout=0.05):
                     break  # the thread ended without a word: SystemExit, or our hook replaced
         finally:
             self.starting[0] = None
             sys.unraisablehook = saved
         if ran.raised is None:
-            if len(out) != len(steps) + 1:
+            if len(out) != len(steps) + 2:  # started, the steps, done
                 ran.raised = SystemExit("the student's code ended its call without returning or raising")
             else:
-                ran.value = out[len(before)]
-                ran.after = out[len(before) + 1:len(steps)]
+                ran.value = out[1 + len(before)]
+                ran.after = out[2 + len(before):1 + len(steps)]
         return ran
 
 
