@@ -196,27 +196,20 @@ SCATTER_CASES = [
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
 @pytest.mark.parametrize("n_rows, n_tokens", SCATTER_CASES)
-def test_embedding(dtype, n_rows, n_tokens):
-    """W̄ within tol(dtype, tokens): each row of W̄ sums the ȳ rows of its token's occurrences, at most all of them."""
+@pytest.mark.parametrize("op", ["embedding W̄", "scatter_add"])
+def test_sums_over_repeated_rows(op, dtype, n_rows, n_tokens):
+    """Each row of the result sums the ȳ rows of its index's occurrences, at most all of them: within
+    tol(dtype, tokens). scatter_add is the backward of a gather (x̄ of y = x[index]), embedding's W̄ the same sum."""
     g = torch.Generator().manual_seed(5)
-    weight = half_leaf((n_rows, 32), dtype, g)
-    ids = torch.randint(0, n_rows, (n_tokens,), generator=g)
     dy = rounded((n_tokens, 32), dtype, g)
-    (dw,) = torch.autograd.grad(embedding(weight, ids.to(DEVICE)), weight, dy)
-    wr = float64_leaf(weight)
-    (ref,) = torch.autograd.grad(F.embedding(ids, wr), wr, dy.to("cpu", torch.float64))
-    assert_within_rule("embedding W̄", dw, ref, dtype, n=n_tokens)
-
-
-@pytest.mark.parametrize("dtype", HALF_DTYPES)
-@pytest.mark.parametrize("n_rows, n_tokens", SCATTER_CASES)
-def test_scatter_add(dtype, n_rows, n_tokens):
-    """scatter_add is the backward of a gather (x̄ of y = x[index]): within tol(dtype, rows of src)."""
-    g = torch.Generator().manual_seed(6)
-    src = rounded((n_tokens, 32), dtype, g)
-    index = torch.randint(0, n_rows, (n_tokens,), generator=g)
-    ref = torch.zeros(n_rows, 32, dtype=torch.float64).index_add_(0, index, src.to("cpu", torch.float64))
-    assert_within_rule("scatter_add", scatter_add(src, index.to(DEVICE), n_rows), ref, dtype, n=n_tokens)
+    ids = torch.randint(0, n_rows, (n_tokens,), generator=g)
+    ref = torch.zeros(n_rows, 32, dtype=torch.float64).index_add_(0, ids, dy.to("cpu", torch.float64))
+    if op == "scatter_add":
+        got = scatter_add(dy, ids.to(DEVICE), n_rows)
+    else:
+        weight = half_leaf((n_rows, 32), dtype, g)
+        (got,) = torch.autograd.grad(embedding(weight, ids.to(DEVICE)), weight, dy)
+    assert_within_rule(op, got, ref, dtype, n=n_tokens)
 
 
 @pytest.mark.parametrize("dtype", HALF_DTYPES)
