@@ -8,6 +8,8 @@ use float32 and float64.
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -33,6 +35,12 @@ def choose_device() -> DeviceChoice:
     if torch.cuda.is_available() and not forced:
         name = torch.cuda.get_device_name(0)
         return DeviceChoice(torch.device("cuda"), False, f"GPU: {name} — Triton kernels compile for it.")
+    if not forced and "triton.language" in sys.modules:
+        # Triton's own library functions (tl.max, tl.sum, tl.zeros, ...) were decorated at its import, for a GPU:
+        # inside an interpreted kernel they raise "Cannot call @triton.jit'd outside of the scope of a kernel".
+        warnings.warn("triton was imported before course, so Triton's interpreter cannot run tl.max, tl.sum or "
+                      "tl.zeros here: restart the kernel and run `import course` before `import triton`.",
+                      stacklevel=3)
     os.environ["TRITON_INTERPRET"] = "1"
     # Without CUDA the reason is the missing GPU, whoever set the variable first (``import kernels`` sets it too).
     why = "TRITON_INTERPRET=1 was set" if forced and torch.cuda.is_available() else "no CUDA GPU found"

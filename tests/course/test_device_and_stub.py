@@ -34,6 +34,20 @@ def test_a_kernel_defined_after_import_course_runs_here():
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
 
 
+def test_triton_imported_before_course_is_named_with_its_remedy():
+    """The interpreter needs TRITON_INTERPRET before triton's own library is decorated: a kernel calling tl.sum then
+    fails with a message about scopes; import course says what happened and what to do instead."""
+    if course.DEVICE.type == "cuda":
+        pytest.skip("CUDA present: no interpreter to turn on")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    late = subprocess.run([sys.executable, "-c", "import triton.language; import course"], env=env,
+                          capture_output=True, text=True, check=True)
+    assert "import course` before `import triton`" in late.stderr
+    first = subprocess.run([sys.executable, "-c", "import course; import triton.language"], env=env,
+                           capture_output=True, text=True, check=True)
+    assert "before `import triton`" not in first.stderr
+
+
 def test_todo_names_the_function_to_write():
     def linear_backward(x, w, dy):
         raise course.todo()
