@@ -254,6 +254,11 @@ def no_extra(case) -> tuple:
     return ()
 
 
+def on_host(t):
+    """A result on the CPU beside its float64 reference: the diagnosis ladder multiplies the two."""
+    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
+
+
 @dataclass(frozen=True, kw_only=True)
 class KernelSpec:
     """One Triton-kernel exercise: how a case is launched, its references, named bugs and refinements."""
@@ -371,7 +376,8 @@ class FunctionSpec:
         with saved_for_backward() as packed:
             y = run_student(name, guarded.apply, *leaves, *self.extra(case))
         (out, expected), = forward.items()
-        failure = diagnose(out, y, expected, tol=tol, alternatives=alternatives.get(out, ()), case=label, of=self.of)
+        failure = diagnose(out, on_host(y), expected, tol=tol, alternatives=alternatives.get(out, ()), case=label,
+                           of=self.of)
         if failure is not None:
             raise failure
         if y.grad_fn is None:
@@ -387,7 +393,7 @@ class FunctionSpec:
             if self.raw is not None:
                 self.raw(case, returned[0] if returned else None, where)
             for (out, expected), g in zip(grads.items(), got):
-                failure = diagnose(out, g, expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
+                failure = diagnose(out, on_host(g), expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
                                    of=self.of)
                 if failure is None:
                     continue

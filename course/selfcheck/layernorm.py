@@ -36,7 +36,7 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..kernel_spec import FunctionSpec, KernelSpec, Launch, Step, Wrong
+from ..kernel_spec import SENTINEL, FunctionSpec, KernelSpec, Launch, Step, Wrong, on_host
 from ..spec import Exercise, Runner, Spread, visible
 from ..triton_check import (
     check_wrapper_forward,
@@ -55,14 +55,12 @@ F16, F32, F64 = torch.float16, torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
 RMS_EPS = 1e-6  # the ε that the rrms handed to rmsnorm_backward was computed with
 TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton parts, per dtype
-SENTINEL = -12345.0  # fills x̄ before a launch: no gradient here takes this value
 SEED = 404
 
 
 def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
     """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""
     return [Spread(make)(gen, row) for row in table]
-
 
 
 # ---------------------------------------------------------------------------
@@ -693,17 +691,11 @@ def _rounded(case: TritonCase) -> tuple[torch.Tensor, ...]:
     return tuple(t.to(case.dtype).to(F64) for t in (case.x, case.gamma, case.beta, case.dy))
 
 
-
 def _gradient_failure(grads, expected, tol: float, label: str) -> GradingFailure | None:
     """The first of x̄, γ̄, β̄ that differs from ``expected``, diagnosed; None when all three are right."""
-    failures = (diagnose(out, _host(got), want, tol=tol, case=label, of=of)
+    failures = (diagnose(out, on_host(got), want, tol=tol, case=label, of=of)
                 for out, of, got, want in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, expected))
     return next((failure for failure in failures if failure is not None), None)
-
-
-def _host(t):
-    """A result on the CPU, where the float64 references live (a no-op without a GPU)."""
-    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
 
 
 def _check_saved(case: TritonCase, packed: list, leaves: tuple, y, label: str) -> None:
@@ -793,7 +785,7 @@ def check_half_accumulation(name: str, apply: Callable, case: TritonCase) -> Non
     if failure is not None:
         raise failure
     for out, got, want in zip(("dgamma", "dbeta"), grads[1:], (dgamma_ref, dbeta_ref)):
-        err = (_host(got).to(F64) - want).abs() / terms[out]  # in units of the terms' magnitudes
+        err = (on_host(got).to(F64) - want).abs() / terms[out]  # in units of the terms' magnitudes
         worst = int(err.argmax())
         if err[worst] > HALF_ROUNDINGS * HALF_U:
             raise GradingFailure(
@@ -803,9 +795,8 @@ def check_half_accumulation(name: str, apply: Callable, case: TritonCase) -> Non
                 "relative to the sum of the magnitudes of the terms): a sum over the rows was held in float16. "
                 "After a row with a large ȳ the running total is large, and float16 rounds away the small shares of "
                 "the rows that follow; held in float32 and rounded once at the end, they count.",
-                f"{out}[{worst}]: expected {want[worst].item():.6g}, got {_host(got)[worst].item():.6g}; "
+                f"{out}[{worst}]: expected {want[worst].item():.6g}, got {on_host(got)[worst].item():.6g}; "
                 f"the terms' magnitudes sum to {terms[out][worst].item():.6g}\ninputs: {label}")
-
 
 
 def _class_reference(case: TritonCase) -> tuple[dict, dict]:
@@ -898,7 +889,7 @@ def check_layernorm_function(fn, cases: Sequence) -> None:
         if case.eps is not None:
             alts.append(Alternative("wrong-values", f"{name} ignores its eps argument: it was called with "
                                     f"eps={case.eps:g} and used {EPS:g}.", layernorm_reference(x64, g64, b64, dy64, EPS)[0]))
-        failure = diagnose("y", _host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
+        failure = diagnose("y", on_host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
         check_wrapper_forward(
             name, failure, case.label, transposed=case.transposed, layout="the kernels step through rows as if they "
             "were contiguous, and a reshape keeps a strided view when it can.", x=x, kept=kept,
