@@ -36,7 +36,7 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..kernel_spec import SENTINEL, FunctionSpec, KernelSpec, Launch, Step, Wrong, on_host
+from ..kernel_spec import SENTINEL, FunctionSpec, Guarded, KernelSpec, Launch, Step, Wrong, on_host
 from ..spec import Exercise, Runner, Spread, visible
 from ..triton_check import (
     check_wrapper_forward,
@@ -48,7 +48,6 @@ from ..triton_check import (
     relayed,
     run_student,
     upstream_layouts,
-    with_tail,
 )
 
 F16, F32, F64 = torch.float16, torch.float32, torch.float64
@@ -513,33 +512,27 @@ def launch_kernel(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
     two partial buffers in float64, once it is known that the launch wrote every row of x̄ and nothing past the
     end of an output (refused here, before any value: a loop past the last row also reads NaN into the sums)."""
     rows, n = case.shape
-    block = case.block_size
+    rpp, block = case.rows_per_program, case.block_size
     pad_block = max(block, pow2_at_least(n))  # room past the end for a block, or for a whole row held as one
+    tail = -(-pad_block // n)  # the same in rows; a loop may also run a whole group past the last row
     mean, rstd = row_stats(case.x.to(case.dtype).to(F64))
-    pad = case.rows_per_program * n + pad_block  # room for a loop that runs a whole group past the last row
-    ins = {
-        "DY_ptr": with_tail(case.dy, pad, fill, case.dtype),
-        "X_ptr": with_tail(case.x, pad, fill, case.dtype),
-        "W_ptr": with_tail(case.gamma, pad_block, fill, case.dtype),
-        "Mean_ptr": with_tail(mean, case.rows_per_program, fill, case.dtype),
-        "Rstd_ptr": with_tail(rstd, case.rows_per_program, fill, case.dtype),
-    }
-    outs = {
-        "DX_ptr": with_tail(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype),
-        "DW_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
-        "DB_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
-    }
-    views = [view for _, view in (*ins.values(), *outs.values())]
-    touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block),
-                     {k: buf for k, (buf, _) in ins.items()})
-    got = {out: view.detach().to("cpu", F64) for out, (_, view) in zip(KERNEL_OUTPUTS, outs.values())}
+    ins = {p: Guarded(t, extra, fill, case.dtype) for p, t, extra in (
+        ("DY_ptr", case.dy, (rpp + tail, 0)), ("X_ptr", case.x, (rpp + tail, 0)), ("W_ptr", case.gamma, (pad_block,)),
+        ("Mean_ptr", mean, (rpp,)), ("Rstd_ptr", rstd, (rpp,)))}
+    outs = {p: Guarded(t, (extra, 0), SENTINEL, case.dtype) for p, t, extra in (
+        ("DX_ptr", (rows, n), rpp + tail), ("DW_partial_ptr", torch.zeros(case.programs, n), tail),
+        ("DB_partial_ptr", torch.zeros(case.programs, n), tail))}
+    views = [g.view for g in (*ins.values(), *outs.values())]
+    touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, rpp, BLOCK=block),
+                     {p: g.buf for p, g in ins.items()})
+    got = {out: g.got() for out, g in zip(KERNEL_OUTPUTS, outs.values())}
     unwritten = [r for r in range(rows) if bool((got["dx"][r] == SENTINEL).all())]
     if unwritten and not touched:
         raise GradingFailure(
             "wrong-values",
             f"{KERNEL} never wrote x̄ for row(s) {unwritten}: every row belongs to one program's group, and "
             "that program must write all of its rows.", f"inputs: {case.label}")
-    spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
+    spilled = [p for p, g in outs.items() if g.spilled()]
     if spilled and not touched:
         raise GradingFailure(
             "wrong-values",
