@@ -387,7 +387,11 @@ class FunctionSpec:
             self.saved(case, packed, leaves, y, label)
         for layout, dy in self.upstream(case):
             returned.clear()
-            got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            try:
+                got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            except GradingFailure:
+                self._refuse_autograd(used)  # the backward caught autograd's refusal and raised something else
+                raise
             self._refuse_autograd(used)
             where = f"{label}, ȳ a {layout} (strides {tuple(dy.stride())})"
             if self.raw is not None:

@@ -1,13 +1,14 @@
 """Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
 
-Each PyTorch exercise is one :class:`course.spec.Exercise` (``row_exercise``), each Triton one a check taking a
-generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the same specs on their own
+Each PyTorch exercise is one :class:`course.spec.Exercise` (``row_exercise``); the kernel is a
+:class:`course.kernel_spec.KernelSpec`, ``TritonLayerNorm`` a :class:`course.kernel_spec.FunctionSpec` whose
+:class:`~course.kernel_spec.Step` cases check the kernel it launches first, and ``triton_layernorm`` a
+:class:`course.spec.Runner`. The hidden checks (``autograder.check.layernorm``) run the same specs on their own
 shapes and random inputs, adding only the bugs that would name a formula (docs/design.md, "A lesson is a spec").
 This module holds no kernel and no backward: every reference is autograd's (through
 ``torch.nn.functional.layer_norm``), each named wrong answer is built from autograd's right one, and a diagnosis
 names the bug and says why, never printing the fixed code or the formula. Beyond values, a wrong per-row output is
-told apart from a missing sum over the batch (``Rows.refine``), and ``TritonLayerNorm``'s kernel is launched by the
-check itself (``check_kernel``) before the class runs.
+told apart from a missing sum over the batch (``Rows.refine``).
 """
 
 from __future__ import annotations
@@ -525,7 +526,7 @@ def launch_kernel(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
     views = [g.view for g in (*ins.values(), *outs.values())]
     touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, rpp, BLOCK=block),
                      {p: g.buf for p, g in ins.items()})
-    got = {out: g.got() for out, g in zip(KERNEL_OUTPUTS, outs.values())}
+    got = {out: g.got() for out, g in zip(("dx", "DW_partial", "DB_partial"), outs.values())}
     unwritten = [r for r in range(rows) if bool((got["dx"][r] == SENTINEL).all())]
     if unwritten and not touched:
         raise GradingFailure(
@@ -540,9 +541,6 @@ def launch_kernel(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
             "row, or the last program ran past the last row (its group can be shorter than rows_per_program).",
             f"inputs: {case.label}")
     return Launch(got, touched, [], case.label)
-
-
-KERNEL_OUTPUTS = ("dx", "DW_partial", "DB_partial")
 
 
 def per_program(per_row: torch.Tensor, case: KernelCase, pick: Callable) -> torch.Tensor:
