@@ -45,22 +45,24 @@ def test_an_unwritten_row_is_refused_before_the_values_only_when_the_spec_says_w
     _spec(torch.ones(2, 3, dtype=F64), unwritten="each program writes its own row.").check_case(None, case)
 
 
-class Double(torch.autograd.Function):
-    """y = 2x, its backward by hand."""
+class Square(torch.autograd.Function):
+    """y = x², its backward by hand from the saved x."""
 
     @staticmethod
     def forward(ctx, x):
-        return 2 * x
+        ctx.save_for_backward(x)
+        return x * x
 
     @staticmethod
     def backward(ctx, dy):
-        return 2 * dy
+        (x,) = ctx.saved_tensors
+        return 2 * x * dy
 
 
 def _function_spec(**fields) -> FunctionSpec:
     return FunctionSpec(
-        name="Double", leaves=lambda case: (case.x.clone().requires_grad_(True),),
-        reference=lambda case: ({"y": 2 * case.x}, {"dx": 2 * case.dy}), no_history="", hand_written="by hand.",
+        name="Square", leaves=lambda case: (case.x.clone().requires_grad_(True),),
+        reference=lambda case: ({"y": case.x * case.x}, {"dx": 2 * case.x * case.dy}), no_history="", hand_written="by hand.",
         upstream=lambda case: [("contiguous", case.dy)], layout_why="", **fields)
 
 
@@ -69,14 +71,14 @@ def test_a_function_spec_runs_its_steps_in_order_and_shows_raw_what_backward_ret
                            dtype=F64)
     seen: list = []
     spec = _function_spec(raw=lambda case, returned, label: seen.append(("raw", returned.shape, label)))
-    spec.check(Double, [Step(lambda guarded: seen.append(("step", guarded.__name__))), case])
-    assert seen == [("step", "Double"), ("raw", (2, 3), "two rows, ȳ a contiguous (strides (3, 1))")]
+    spec.check(Square, [Step(lambda guarded: seen.append(("step", guarded.__name__))), case])
+    assert seen == [("step", "Square"), ("raw", (2, 3), "two rows, ȳ a contiguous (strides (3, 1))")]
     with pytest.raises(GradingFailure, match="not a kernel"):
-        spec.check(Double, [case, Step(lambda guarded: (_ for _ in ()).throw(GradingFailure("error", "not a kernel")))])
+        spec.check(Square, [case, Step(lambda guarded: (_ for _ in ()).throw(GradingFailure("error", "not a kernel")))])
 
 
 def test_a_backward_that_hides_autograds_refusal_behind_another_error_is_still_autograd_in_backward():
-    class Hiding(Double):
+    class Hiding(Square):
         @staticmethod
         def backward(ctx, dy):
             try:
