@@ -233,6 +233,15 @@ class Gradcheck:
     label: str
 
 
+@dataclass(frozen=True)
+class Step:
+    """A step of a :class:`FunctionSpec` check between its cases (a kernel's own check, a float16 rule): ``run`` on
+    the guarded Function (the student's forward, a backward that may not call autograd); after it, as after a case,
+    the backward must not have used autograd."""
+
+    run: Callable[[type], None]
+
+
 def by_dtype(case) -> float:
     return TOL[case.dtype]
 
@@ -243,6 +252,11 @@ def no_alternatives(case) -> dict[str, list[Alternative]]:
 
 def no_extra(case) -> tuple:
     return ()
+
+
+def on_host(t):
+    """A result on the CPU beside its float64 reference: the diagnosis ladder multiplies the two."""
+    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -329,26 +343,32 @@ class FunctionSpec:
     saved: Callable[[Any, list, tuple, torch.Tensor, str], None] | None = None  # (case, packed, leaves, y, label)
     pieces: Callable[[str, Any], None] | None = None  # (name, cls): check the kernels cls launches, first
     tol: Callable[[Any], float] = by_dtype
+    raw: Callable[[Any, Any, str], None] | None = None  # (case, what backward returned, label): before autograd saw it
 
     def check(self, cls, cases: Sequence, alternatives: Callable | None = None) -> None:
-        """Every case in order (a :class:`Gradcheck` of the inputs runs torch's gradcheck); the first failure is raised."""
+        """Every case in order (a :class:`Gradcheck` of the inputs runs torch's gradcheck, a :class:`Step` its own
+        run); the first failure is raised."""
         spec = self if alternatives is None else replace(self, alternatives=alternatives)
         require_function(self.name, cls)
         if self.pieces is not None:
             self.pieces(self.name, cls)
         used: list[str] = []
-        guarded = guarded_function(self.name, cls, used)
+        returned: list = []
+        guarded = guarded_function(self.name, cls, used, returned if self.raw else None)
         for case in cases:
             if isinstance(case, Gradcheck):
                 self._gradcheck(guarded, case, used)
+            elif isinstance(case, Step):
+                case.run(guarded)
+                self._refuse_autograd(used)
             else:
-                spec._check_case(guarded, case, used)
+                spec._check_case(guarded, case, used, returned)
 
     def _refuse_autograd(self, used: list[str]) -> None:
         if used:
             raise autograd_in_backward(self.name, used, self.hand_written)
 
-    def _check_case(self, guarded, case, used: list[str]) -> None:
+    def _check_case(self, guarded, case, used: list[str], returned: list) -> None:
         name, tol, label = self.name, self.tol(case), case.label
         forward, grads = self.reference(case)
         alternatives = self.alternatives(case)
@@ -356,7 +376,8 @@ class FunctionSpec:
         with saved_for_backward() as packed:
             y = run_student(name, guarded.apply, *leaves, *self.extra(case))
         (out, expected), = forward.items()
-        failure = diagnose(out, y, expected, tol=tol, alternatives=alternatives.get(out, ()), case=label, of=self.of)
+        failure = diagnose(out, on_host(y), expected, tol=tol, alternatives=alternatives.get(out, ()), case=label,
+                           of=self.of)
         if failure is not None:
             raise failure
         if y.grad_fn is None:
@@ -365,11 +386,18 @@ class FunctionSpec:
         if self.saved is not None:
             self.saved(case, packed, leaves, y, label)
         for layout, dy in self.upstream(case):
-            got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            returned.clear()
+            try:
+                got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
+            except GradingFailure:
+                self._refuse_autograd(used)  # the backward caught autograd's refusal and raised something else
+                raise
             self._refuse_autograd(used)
             where = f"{label}, ȳ a {layout} (strides {tuple(dy.stride())})"
+            if self.raw is not None:
+                self.raw(case, returned[0] if returned else None, where)
             for (out, expected), g in zip(grads.items(), got):
-                failure = diagnose(out, g, expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
+                failure = diagnose(out, on_host(g), expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
                                    of=self.of)
                 if failure is None:
                     continue

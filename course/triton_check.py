@@ -182,14 +182,6 @@ def check_wrapper_forward(name: str, failure: GradingFailure | None, label: str,
 # Launching a kernel on guarded buffers
 
 
-def with_tail(values: torch.Tensor, pad: int, fill: float, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """(a flat buffer on the kernels' device, a view of its first values.numel() elements shaped like values)
-    holding ``values`` in ``dtype``, then ``pad`` entries of ``fill``: what a load or store past the end meets."""
-    buf = torch.full((values.numel() + pad,), fill, dtype=dtype, device=device())
-    buf[: values.numel()] = values.reshape(-1).to(buf.device, dtype)
-    return buf, buf[: values.numel()].view(values.shape)
-
-
 def unchanged(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether ``a`` still holds what ``b`` holds, NaN included."""
     return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from course.diagnose import Alternative, Case, graded
+from course.diagnose import Alternative, Case
 from course.selfcheck.layernorm import (
     BACKWARD,
     EPS,
@@ -17,13 +17,14 @@ from course.selfcheck.layernorm import (
     F64,
     FORWARD,
     RMS,
-    check_function_class,
-    check_layernorm_function,
+    TRITON_LAYERNORM,
+    WRAPPER,
+    class_cases,
+    function_cases,
     row_stats,
 )
 from course.spec import merged
 
-from ..inputs import generator
 from .hidden import hidden
 
 # ---------------------------------------------------------------------------
@@ -146,11 +147,6 @@ FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
 ]
 
 
-@graded
-def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    check_function_class(cls, generator("TritonLayerNorm"), CLASS_CASES, KERNEL_CASES, LONG_ROW_CASES, HALF_SHAPE)
-
-
-@graded
-def triton_layernorm(fn) -> None:
-    check_layernorm_function(fn, generator("triton_layernorm"), FUNCTION_CASES, KERNEL_CASES[:3])
+TritonLayerNorm = hidden(TRITON_LAYERNORM, lambda gen: class_cases(gen, CLASS_CASES, KERNEL_CASES, LONG_ROW_CASES,
+                                                                    HALF_SHAPE))
+triton_layernorm = hidden(WRAPPER, lambda gen: function_cases(gen, FUNCTION_CASES, KERNEL_CASES[:3]))

@@ -1,13 +1,14 @@
 """Visible checks for 04_layernorm: small fixed inputs, the same diagnoses as the grader.
 
-Each PyTorch exercise is one :class:`course.spec.Exercise` (``row_exercise``), each Triton one a check taking a
-generator and tables of shapes; the hidden checks (``autograder.check.layernorm``) run the same specs on their own
+Each PyTorch exercise is one :class:`course.spec.Exercise` (``row_exercise``); the kernel is a
+:class:`course.kernel_spec.KernelSpec`, ``TritonLayerNorm`` a :class:`course.kernel_spec.FunctionSpec` whose
+:class:`~course.kernel_spec.Step` cases check the kernel it launches first, and ``triton_layernorm`` a
+:class:`course.spec.Runner`. The hidden checks (``autograder.check.layernorm``) run the same specs on their own
 shapes and random inputs, adding only the bugs that would name a formula (docs/design.md, "A lesson is a spec").
 This module holds no kernel and no backward: every reference is autograd's (through
 ``torch.nn.functional.layer_norm``), each named wrong answer is built from autograd's right one, and a diagnosis
 names the bug and says why, never printing the fixed code or the formula. Beyond values, a wrong per-row output is
-told apart from a missing sum over the batch (``Rows.refine``), and ``TritonLayerNorm``'s kernel is launched by the
-check itself (``check_kernel``) before the class runs.
+told apart from a missing sum over the batch (``Rows.refine``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 
 import torch
 
-from ..autograd_graph import saved_for_backward
 from ..diagnose import (
     TRANSPOSED,
     Alternative,
@@ -29,9 +29,7 @@ from ..diagnose import (
     batch_refined,
     call_student,
     diagnose,
-    graded,
     labelled,
-    layout_failure,
     layout_refined,
     relative_error,
     require_callable,
@@ -39,36 +37,30 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..spec import Exercise, Spread, visible
+from ..kernel_spec import SENTINEL, FunctionSpec, Guarded, KernelSpec, Launch, Step, Wrong, on_host
+from ..spec import Exercise, Runner, Spread, visible
 from ..triton_check import (
-    autograd_in_backward,
     check_wrapper_forward,
     device,
-    guarded_function,
     input_leaf,
     launch,
     namespace_of,
     pow2_at_least,
     relayed,
-    require_function,
-    require_kernel,
     run_student,
     upstream_layouts,
-    with_tail,
 )
 
 F16, F32, F64 = torch.float16, torch.float32, torch.float64
 EPS = 1e-5  # LayerNorm's ε unless a case says otherwise
 RMS_EPS = 1e-6  # the ε that the rrms handed to rmsnorm_backward was computed with
 TRITON_TOL = {F32: 1e-5, F64: 1e-9}  # relative error allowed in the Triton parts, per dtype
-SENTINEL = -12345.0  # fills x̄ before a launch: no gradient here takes this value
 SEED = 404
 
 
 def build(make: Callable, gen: torch.Generator, table: Sequence[tuple]) -> list:
     """``make(gen, *row)`` for each row of ``table``, in order; a dict last in a row holds keyword arguments."""
     return [Spread(make)(gen, row) for row in table]
-
 
 
 # ---------------------------------------------------------------------------
@@ -516,48 +508,39 @@ def kernel_case(gen: torch.Generator, rows: int, n: int, programs: int, dtype=F6
                       programs, block)
 
 
-def launch_kernel(kernel, case: KernelCase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Launch ``kernel`` on ``case`` with NaN after every input and a sentinel after every output; return x̄ and the
-    two partial buffers in float64, once it is known that the launch wrote no input, every row of x̄, and nothing
-    past the end of an output."""
+def launch_kernel(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
+    """Launch ``kernel`` on ``case`` with ``fill`` after every input and a sentinel after every output: x̄ and the
+    two partial buffers in float64, once it is known that the launch wrote every row of x̄ and nothing past the
+    end of an output (refused here, before any value: a loop past the last row also reads NaN into the sums)."""
     rows, n = case.shape
-    block = case.block_size
+    rpp, block = case.rows_per_program, case.block_size
     pad_block = max(block, pow2_at_least(n))  # room past the end for a block, or for a whole row held as one
+    tail = -(-pad_block // n)  # the same in rows; a loop may also run a whole group past the last row
     mean, rstd = row_stats(case.x.to(case.dtype).to(F64))
-    pad = case.rows_per_program * n + pad_block  # room for a loop that runs a whole group past the last row
-    ins = {
-        "DY_ptr": with_tail(case.dy, pad, math.nan, case.dtype),
-        "X_ptr": with_tail(case.x, pad, math.nan, case.dtype),
-        "W_ptr": with_tail(case.gamma, pad_block, math.nan, case.dtype),
-        "Mean_ptr": with_tail(mean, case.rows_per_program, math.nan, case.dtype),
-        "Rstd_ptr": with_tail(rstd, case.rows_per_program, math.nan, case.dtype),
-    }
-    outs = {
-        "DX_ptr": with_tail(torch.full((rows, n), SENTINEL, dtype=F64), pad, SENTINEL, case.dtype),
-        "DW_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
-        "DB_partial_ptr": with_tail(torch.zeros(case.programs, n, dtype=F64), pad_block, SENTINEL, case.dtype),
-    }
-    views = [view for _, view in (*ins.values(), *outs.values())]
-    touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, case.rows_per_program, BLOCK=block),
-                     {k: buf for k, (buf, _) in ins.items()})
-    if touched:
-        raise GradingFailure("wrong-values", f"{KERNEL} wrote into its input {', '.join(touched)}: inputs are "
-                             "read-only, and x̄ and the partial sums have buffers of their own.", f"inputs: {case.label}")
-    dx = outs["DX_ptr"][1].detach().to("cpu", F64)
-    unwritten = [r for r in range(rows) if bool((dx[r] == SENTINEL).all())]
-    if unwritten:
+    ins = {p: Guarded(t, extra, fill, case.dtype) for p, t, extra in (
+        ("DY_ptr", case.dy, (rpp + tail, 0)), ("X_ptr", case.x, (rpp + tail, 0)), ("W_ptr", case.gamma, (pad_block,)),
+        ("Mean_ptr", mean, (rpp,)), ("Rstd_ptr", rstd, (rpp,)))}
+    outs = {p: Guarded(t, (extra, 0), SENTINEL, case.dtype) for p, t, extra in (
+        ("DX_ptr", (rows, n), rpp + tail), ("DW_partial_ptr", torch.zeros(case.programs, n), tail),
+        ("DB_partial_ptr", torch.zeros(case.programs, n), tail))}
+    views = [g.view for g in (*ins.values(), *outs.values())]
+    touched = launch(KERNEL, lambda: kernel[(case.programs,)](*views, rows, n, rpp, BLOCK=block),
+                     {p: g.buf for p, g in ins.items()})
+    got = {out: g.got() for out, g in zip(("dx", "DW_partial", "DB_partial"), outs.values())}
+    unwritten = [r for r in range(rows) if bool((got["dx"][r] == SENTINEL).all())]
+    if unwritten and not touched:
         raise GradingFailure(
             "wrong-values",
             f"{KERNEL} never wrote x̄ for row(s) {unwritten}: every row belongs to one program's group, and "
             "that program must write all of its rows.", f"inputs: {case.label}")
-    spilled = [k for k, (buf, view) in outs.items() if bool((buf[view.numel():] != SENTINEL).any())]
-    if spilled:
+    spilled = [p for p, g in outs.items() if g.spilled()]
+    if spilled and not touched:
         raise GradingFailure(
             "wrong-values",
             f"{KERNEL} writes past the end of {', '.join(spilled)}: a store wrote the lanes past the end of a "
             "row, or the last program ran past the last row (its group can be shorter than rows_per_program).",
             f"inputs: {case.label}")
-    return dx, outs["DW_partial_ptr"][1].to("cpu", F64), outs["DB_partial_ptr"][1].to("cpu", F64)
+    return Launch(got, touched, [], case.label)
 
 
 def per_program(per_row: torch.Tensor, case: KernelCase, pick: Callable) -> torch.Tensor:
@@ -567,68 +550,75 @@ def per_program(per_row: torch.Tensor, case: KernelCase, pick: Callable) -> torc
     return torch.stack([pick(group) if len(group) else torch.zeros_like(per_row[0]) for group in groups])
 
 
-def partial_alternatives(buffer: str, per_row: torch.Tensor, case: KernelCase) -> list[Alternative]:
-    """Named wrong contents of a partial buffer whose rows should sum ``per_row`` over each program's rows."""
-    if case.rows_per_program == 1:
-        return []
-    return [
-        Alternative(
-            "batch-reduction",
-            f"row p of {buffer} holds only the last row of program p: each row of the group overwrites it instead "
-            "of adding to what the rows before it left there.",
-            per_program(per_row, case, lambda group: group[-1])),
-        Alternative(
-            "batch-reduction",
-            f"row p of {buffer} holds only the first row of program p: the other rows of the group are missing "
-            "from it.",
-            per_program(per_row, case, lambda group: group[0])),
-    ]
+def _kernel_terms(case: KernelCase) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(x̄, ȳ ⊙ x̂, ȳ) per row, from the values the kernel sees (rounded to ``case.dtype``), in float64."""
+    dy, x, gamma = (t.to(case.dtype).to(F64) for t in (case.dy, case.x, case.gamma))
+    mean, rstd = row_stats(x)
+    return backward_reference(dy, x, gamma, mean, rstd)[0], dy * normalised(x, mean, rstd), dy
 
 
-def check_kernel(kernel, cases: Sequence[KernelCase]) -> None:
-    """Launch the kernel on each case; raise a diagnosis for the first thing that is wrong."""
-    require_kernel(KERNEL, kernel)
-    passed_pow2 = passed_one_block = False
-    for case in cases:
-        rows, n = case.shape
-        tol = TRITON_TOL[case.dtype]
-        dy, x, gamma = (t.to(case.dtype).to(F64) for t in (case.dy, case.x, case.gamma))  # what the kernel sees
-        mean, rstd = row_stats(x)
-        xhat = normalised(x, mean, rstd)
-        got_dx, got_dw, got_db = launch_kernel(kernel, case)
-        label = case.label
-        expected_dx = backward_reference(dy, x, gamma, mean, rstd)[0]
-        failures = [
-            diagnose("dx", got_dx, expected_dx, tol=tol, case=label,
-                     alternatives=[Alternative("wrong-values", MISSING_RSTD, expected_dx / rstd[:, None])]),
-            diagnose("DW_partial", got_dw, per_program(dy * xhat, case, lambda group: group.sum(dim=0)), tol=tol,
-                     case=label, alternatives=partial_alternatives("DW_partial", dy * xhat, case)),
-            diagnose("DB_partial", got_db, per_program(dy, case, lambda group: group.sum(dim=0)), tol=tol, case=label,
-                     alternatives=partial_alternatives("DB_partial", dy, case)),
+def kernel_reference(case: KernelCase) -> dict[str, torch.Tensor]:
+    dx, dw, db = _kernel_terms(case)
+    return {"dx": dx, "DW_partial": per_program(dw, case, lambda group: group.sum(dim=0)),
+            "DB_partial": per_program(db, case, lambda group: group.sum(dim=0))}
+
+
+def kernel_alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
+    """A missing rstd in x̄; a partial buffer holding one row of each program's group instead of their sum."""
+    dx, dw, db = _kernel_terms(case)
+    rstd = row_stats(case.x.to(case.dtype).to(F64))[1]
+    alts = {"dx": [Alternative("wrong-values", MISSING_RSTD, dx / rstd[:, None])], "DW_partial": [], "DB_partial": []}
+    for buffer, per_row in (("DW_partial", dw), ("DB_partial", db)) if case.rows_per_program > 1 else ():
+        alts[buffer] += [
+            Alternative(
+                "batch-reduction",
+                f"row p of {buffer} holds only the last row of program p: each row of the group overwrites it instead "
+                "of adding to what the rows before it left there.",
+                per_program(per_row, case, lambda group: group[-1])),
+            Alternative(
+                "batch-reduction",
+                f"row p of {buffer} holds only the first row of program p: the other rows of the group are missing "
+                "from it.",
+                per_program(per_row, case, lambda group: group[0])),
         ]
-        failure = next((f for f in failures if f is not None), None)
-        if failure is None:
-            passed_pow2 = passed_pow2 or (rows == 1 and n == pow2_at_least(n))
-            passed_one_block = passed_one_block or case.blocks_per_row == 1
-            continue
-        # Rows of several blocks, after rows of one block passed: the walk over the row's blocks is what is wrong.
-        if passed_one_block and case.blocks_per_row > 1:
-            raise GradingFailure(
-                "wrong-values",
-                f"{KERNEL} is right when a row fits in one block and wrong when a row of {n} spans "
-                f"{case.blocks_per_row} blocks of BLOCK = {case.block_size}: it treats a block as if it were the whole "
-                "row — every block must count in the row's sums, and every block of x̄ and of the partial sums must "
-                "be written.",
-                failure.where or f"inputs: {label}")
-        # One row on one program leaves nothing but the lanes past n_cols to go wrong after a power-of-two N passed.
-        if passed_pow2 and rows == 1 and n != pow2_at_least(n) and case.blocks_per_row == 1:
-            raise GradingFailure(
-                "wrong-values",
-                f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = "
-                f"{pow2_at_least(n)}: the {pow2_at_least(n) - n} lanes past the end of each row leak into the row sums "
-                "or the stores.",
-                failure.where or f"inputs: {label}")
-        raise failure
+    return alts
+
+
+# The case tables run rows of one block first, and batch 1 with N a power of two first: a refinement below reads a
+# later case's failure in the light of those having passed.
+
+
+def across_blocks(wrong: Wrong) -> GradingFailure | None:
+    """Rows of several blocks, after rows of one block passed: the walk over the row's blocks is what is wrong."""
+    case = wrong.case
+    if case.blocks_per_row == 1:
+        return None
+    return GradingFailure(
+        "wrong-values",
+        f"{KERNEL} is right when a row fits in one block and wrong when a row of {case.shape[1]} spans "
+        f"{case.blocks_per_row} blocks of BLOCK = {case.block_size}: it treats a block as if it were the whole "
+        "row — every block must count in the row's sums, and every block of x̄ and of the partial sums must "
+        "be written.",
+        wrong.failure.where or f"inputs: {case.label}")
+
+
+def past_n_cols(wrong: Wrong) -> GradingFailure | None:
+    """One row on one program leaves nothing but the lanes past n_cols to go wrong after a power-of-two N passed."""
+    (rows, n), block = wrong.case.shape, pow2_at_least(wrong.case.shape[1])
+    if rows != 1 or n == block or wrong.case.blocks_per_row != 1:
+        return None
+    return GradingFailure(
+        "wrong-values",
+        f"{KERNEL} is right when N is a power of two (N = BLOCK) and wrong for N = {n} < BLOCK = {block}: the "
+        f"{block - n} lanes past the end of each row leak into the row sums or the stores.",
+        wrong.failure.where or f"inputs: {wrong.case.label}")
+
+
+KERNEL_SPEC = KernelSpec(
+    name=KERNEL, launch=launch_kernel, reference=kernel_reference, alternatives=kernel_alternatives,
+    tol=lambda case: TRITON_TOL[case.dtype], refinements=(across_blocks, past_n_cols),
+    read_only="inputs are read-only, and x̄ and the partial sums have buffers of their own.",
+    past_end=lambda spec, case, run: ("", ""))  # launch_kernel refuses a store past the end itself, first
 
 
 def require_tested_kernel(owner: str, namespace: dict, cases: Sequence[KernelCase]) -> None:
@@ -638,7 +628,7 @@ def require_tested_kernel(owner: str, namespace: dict, cases: Sequence[KernelCas
             "error", f"{owner} launches {KERNEL}, but no {KERNEL} is defined beside it: keep the kernel, with its "
             "given name and signature, in the TritonLayerNorm cell and run that cell.")
     try:
-        check_kernel(namespace[KERNEL], cases)
+        KERNEL_SPEC.check(namespace[KERNEL], cases)
     except GradingFailure as failure:
         if owner == "TritonLayerNorm":
             raise
@@ -694,18 +684,19 @@ def _rounded(case: TritonCase) -> tuple[torch.Tensor, ...]:
 
 def _gradient_failure(grads, expected, tol: float, label: str) -> GradingFailure | None:
     """The first of x̄, γ̄, β̄ that differs from ``expected``, diagnosed; None when all three are right."""
-    failures = (diagnose(out, _host(got), want, tol=tol, case=label, of=of)
+    failures = (diagnose(out, on_host(got), want, tol=tol, case=label, of=of)
                 for out, of, got, want in zip(("dx", "dgamma", "dbeta"), ("x", "gamma", "beta"), grads, expected))
     return next((failure for failure in failures if failure is not None), None)
 
 
-HAND_WRITTEN = "the point of the exercise is a backward written by hand, in layernorm_bwd_kernel."
-
-
-def _check_saved(packed: list, x, y, xhat, label: str) -> None:
+def _check_saved(case: TritonCase, packed: list, leaves: tuple, y, label: str) -> None:
     """Refuse a saved x̂ or y: two numbers per row (μ, rstd) rebuild x̂ from x."""
+    x = leaves[0]
     if x.shape[0] < 2:
         return  # at batch 1 a row of x̂ has the size of γ; judged above batch 1
+    x64, g64, b64, dy64 = _rounded(case)
+    xhat = normalised(x64, *row_stats(x64, case.epsilon))
+    y = layernorm_reference(x64, g64, b64, dy64, case.epsilon)[0]
 
     def is_(t, ref):
         return t.numel() == ref.numel() and torch.allclose(t.detach().reshape(-1).to("cpu", F64), ref.reshape(-1),
@@ -723,22 +714,20 @@ def _check_saved(packed: list, x, y, xhat, label: str) -> None:
                     "rebuild it.", f"inputs: {label}")
 
 
-def _check_raw_param(out: str, raw, expected: torch.Tensor, tol: float, label: str) -> None:
+def _check_raw(case: TritonCase, returned, label: str) -> None:
     """Refuse a γ̄ or β̄ that backward returned as the (programs, N) buffer, which autograd would have summed silently."""
-    if not isinstance(raw, torch.Tensor) or raw.ndim != 2 or raw.shape[-1] != expected.shape[-1]:
-        return
-    if relative_error(raw.detach().to("cpu", F64).sum(dim=0), expected) <= tol:
-        raise GradingFailure(
-            "batch-reduction",
-            f"backward returns {out} as the ({raw.shape[0]}, {raw.shape[1]}) buffer of partial sums, one row per program: "
-            "the second pass is missing. Autograd would quietly reduce it to the parameter's shape, so training "
-            "would not notice.",
-            f"{out} has shape {tuple(raw.shape)}; it must be ({expected.shape[-1]},)\ninputs: {label}")
-
-
-def _host(t):
-    """A result on the CPU, where the float64 references live (a no-op without a GPU)."""
-    return t.detach().cpu() if isinstance(t, torch.Tensor) else t
+    raw = returned if isinstance(returned, (tuple, list)) else ()
+    expected = layernorm_reference(*_rounded(case), case.epsilon)[2:]
+    for out, got, want in zip(("dgamma", "dbeta"), [*raw, None, None, None][1:], expected):
+        if not isinstance(got, torch.Tensor) or got.ndim != 2 or got.shape[-1] != want.shape[-1]:
+            continue
+        if relative_error(got.detach().to("cpu", F64).sum(dim=0), want) <= TRITON_TOL[case.dtype]:
+            raise GradingFailure(
+                "batch-reduction",
+                f"backward returns {out} as the ({got.shape[0]}, {got.shape[1]}) buffer of partial sums, one row per "
+                "program: the second pass is missing. Autograd would quietly reduce it to the parameter's shape, so "
+                "training would not notice.",
+                f"{out} has shape {tuple(got.shape)}; it must be ({want.shape[-1]},)\ninputs: {label}")
 
 
 # ---------------------------------------------------------------------------
@@ -787,7 +776,7 @@ def check_half_accumulation(name: str, apply: Callable, case: TritonCase) -> Non
     if failure is not None:
         raise failure
     for out, got, want in zip(("dgamma", "dbeta"), grads[1:], (dgamma_ref, dbeta_ref)):
-        err = (_host(got).to(F64) - want).abs() / terms[out]  # in units of the terms' magnitudes
+        err = (on_host(got).to(F64) - want).abs() / terms[out]  # in units of the terms' magnitudes
         worst = int(err.argmax())
         if err[worst] > HALF_ROUNDINGS * HALF_U:
             raise GradingFailure(
@@ -797,69 +786,41 @@ def check_half_accumulation(name: str, apply: Callable, case: TritonCase) -> Non
                 "relative to the sum of the magnitudes of the terms): a sum over the rows was held in float16. "
                 "After a row with a large ȳ the running total is large, and float16 rounds away the small shares of "
                 "the rows that follow; held in float32 and rounded once at the end, they count.",
-                f"{out}[{worst}]: expected {want[worst].item():.6g}, got {_host(got)[worst].item():.6g}; "
+                f"{out}[{worst}]: expected {want[worst].item():.6g}, got {on_host(got)[worst].item():.6g}; "
                 f"the terms' magnitudes sum to {terms[out][worst].item():.6g}\ninputs: {label}")
 
 
-def check_function_class(cls, gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple],
-                         long_row_shapes: Sequence[tuple] = (), half_shape: tuple[int, int] | None = None) -> None:
-    """The kernel first (on ``kernel_shapes``); then forward, saved tensors, raw backward results and gradients
-    through autograd (``shapes``, rows of ``triton_case``); then the kernel on rows longer than its block
-    (``long_row_shapes``, after ``kernel_shapes`` passed); last, float16 inputs of ``half_shape`` (rows, N) that
-    show a sum over rows held in float16. Cases are drawn from ``gen`` in that order."""
-    name = "TritonLayerNorm"
+def _class_reference(case: TritonCase) -> tuple[dict, dict]:
+    y, dx, dgamma, dbeta = layernorm_reference(*_rounded(case), case.epsilon)
+    return {"y": y}, {"dx": dx, "dgamma": dgamma, "dbeta": dbeta}
+
+
+TRITON_LAYERNORM = FunctionSpec(
+    name="TritonLayerNorm", args=("x", "gamma", "beta", "eps"), reference=_class_reference,
+    leaves=lambda case: tuple(input_leaf(t, case.dtype) for t in (case.x, case.gamma, case.beta)),
+    extra=lambda case: (case.epsilon,), no_history="return the y that forward creates.",
+    hand_written="the point of the exercise is a backward written by hand, in layernorm_bwd_kernel.",
+    upstream=lambda case: upstream_layouts(case.dy.to(device(), case.dtype), case.x.shape),
+    layout_why="autograd may hand backward a non-contiguous ȳ, and the kernel steps through rows as if they were "
+    "contiguous.", saved=_check_saved, raw=_check_raw, tol=lambda case: TRITON_TOL[case.dtype])
+
+
+def class_cases(gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple],
+                long_row_shapes: Sequence[tuple] = (), half_shape: tuple[int, int] | None = None) -> list:
+    """The kernel first (on ``kernel_shapes``); then the class through autograd (``shapes``, rows of
+    ``triton_case``); then the kernel on rows longer than its block (``long_row_shapes``); last, float16 inputs of
+    ``half_shape`` (rows, N) that show a sum over rows held in float16. Drawn from ``gen`` in that order."""
+    name = TRITON_LAYERNORM.name
     cases = build(triton_case, gen, shapes)
     kernel_cases = build(kernel_case, gen, kernel_shapes)
     long_row_cases = build(kernel_case, gen, long_row_shapes)
     half = half_case(gen, *half_shape) if half_shape else None
-    require_function(name, cls)
-    require_tested_kernel(name, namespace_of(cls), kernel_cases)
-    used: list[str] = []
-    returned: list = []
-    guarded = guarded_function(name, cls, used, returned)
-    dev = device()
-    for case in cases:
-        tol = TRITON_TOL[case.dtype]
-        x64, g64, b64, dy64 = _rounded(case)
-        y_ref, *grads_ref = layernorm_reference(x64, g64, b64, dy64, case.epsilon)
-        x, gamma, beta = (input_leaf(t, case.dtype) for t in (case.x, case.gamma, case.beta))
-        with saved_for_backward() as packed:
-            y = run_student(name, guarded.apply, x, gamma, beta, case.epsilon)
-        failure = diagnose("y", _host(y), y_ref, tol=tol, case=case.label, of="x")
-        if failure is not None:
-            raise failure
-        if y.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(x, gamma, beta, eps) returned a tensor with no autograd "
-                                 "history: return the y that forward creates.")
-        mean, rstd = row_stats(x64, case.epsilon)
-        _check_saved(packed, x, y_ref, normalised(x64, mean, rstd), case.label)
-        for layout, dy in upstream_layouts(case.dy.to(dev, case.dtype), case.x.shape):
-            returned.clear()
-            try:
-                grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), dy, retain_graph=True))
-            except GradingFailure:
-                if used:
-                    raise autograd_in_backward(name, used, HAND_WRITTEN) from None
-                raise
-            if used:
-                raise autograd_in_backward(name, used, HAND_WRITTEN)
-            label = f"{case.label}, ȳ a {layout} (strides {tuple(dy.stride())})"
-            raw = returned[0] if returned and isinstance(returned[0], (tuple, list)) else ()
-            for out, got, expected in zip(("dgamma", "dbeta"), [*raw, None, None, None][1:], grads_ref[1:]):
-                _check_raw_param(out, got, expected, tol, label)
-            failure = _gradient_failure(grads, grads_ref, tol, label)
-            if failure is not None and layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ passed
-                raise layout_failure(f"{name}.backward", "autograd may hand backward a non-contiguous ȳ, and the kernel "
-                                     "steps through rows as if they were contiguous.", failure.where, "a contiguous ȳ",
-                                     f"a {layout} of the same values")
-            if failure is not None:
-                raise failure
-    if long_row_cases:
-        require_tested_kernel(name, namespace_of(cls), [*kernel_cases, *long_row_cases])
-    if half is not None:
-        check_half_accumulation(name, guarded.apply, half)
-        if used:
-            raise autograd_in_backward(name, used, HAND_WRITTEN)
+
+    def kernel_check(more: Sequence[KernelCase]) -> Step:
+        return Step(lambda guarded: require_tested_kernel(name, namespace_of(guarded), [*kernel_cases, *more]))
+
+    return [kernel_check(()), *cases, *([kernel_check(long_row_cases)] if long_row_cases else []),
+            *([Step(lambda guarded: check_half_accumulation(name, guarded.apply, half))] if half else [])]
 
 
 VISIBLE_CLASS_CASES = [  # (shape[, dtype]) of x
@@ -880,31 +841,30 @@ VISIBLE_LONG_ROW_CASES = [  # (rows, N, programs, dtype, BLOCK): rows longer tha
 ]
 VISIBLE_HALF_SHAPE = (128, 8)  # float16 rows: 32 a program on MAX_PROGRAMS = 4, two large rows in each group
 
-
-@graded
-def TritonLayerNorm(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """Visible check: the kernel on 1 and 3 programs, then the class through autograd at batch 1 and 7."""
-    check_function_class(cls, seeded(SEED + 4), VISIBLE_CLASS_CASES, VISIBLE_KERNEL_CASES, VISIBLE_LONG_ROW_CASES,
-                         VISIBLE_HALF_SHAPE)
-    print("✓ TritonLayerNorm passes the visible checks (kernel on 1 and 3 programs with a ragged last group, rows "
-          "in one block and in several; y, dx, dgamma, dbeta at batch 1 and 7, float32 and float64, a transposed ȳ; "
-          "saves no x̂; no autograd in backward; float16 rows summed in float32)")
+TritonLayerNorm = visible(
+    TRITON_LAYERNORM, lambda: class_cases(seeded(SEED + 4), VISIBLE_CLASS_CASES, VISIBLE_KERNEL_CASES,
+                                          VISIBLE_LONG_ROW_CASES, VISIBLE_HALF_SHAPE),
+    "kernel on 1 and 3 programs with a ragged last group, rows in one block and in several; y, dx, dgamma, dbeta at "
+    "batch 1 and 7, float32 and float64, a transposed ȳ; saves no x̂; no autograd in backward; float16 rows summed "
+    "in float32")
 
 
 # ---------------------------------------------------------------------------
 # triton_layernorm
 
 
-def check_layernorm_function(fn, gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple]) -> None:
+def function_cases(gen: torch.Generator, shapes: Sequence[tuple], kernel_shapes: Sequence[tuple]) -> list:
+    """The kernel's cases (``kernel_shapes``, drawn first), then rows of ``triton_case``."""
+    return [*build(kernel_case, gen, kernel_shapes), *build(triton_case, gen, shapes)]
+
+
+def check_layernorm_function(fn, cases: Sequence) -> None:
     """``fn(x, gamma, beta[, eps])`` = LayerNorm over the last dim of any-rank x, forward and backward; the kernel it
-    launches is checked first, on ``kernel_shapes`` (drawn from ``gen`` before ``shapes``)."""
+    launches is checked first, on the cases that are :class:`KernelCase`."""
     name = "triton_layernorm"
-    kernel_cases = build(kernel_case, gen, kernel_shapes)
-    cases = build(triton_case, gen, shapes)
     require_callable(name, fn)
-    require_tested_kernel(name, namespace_of(fn), kernel_cases)
-    dev = device()
-    for case in cases:
+    require_tested_kernel(name, namespace_of(fn), [case for case in cases if isinstance(case, KernelCase)])
+    for case in (case for case in cases if isinstance(case, TritonCase)):
         tol = TRITON_TOL[case.dtype]
         x64, g64, b64, dy64 = _rounded(case)
         y_ref, *grads_ref = layernorm_reference(x64, g64, b64, dy64, case.epsilon)
@@ -920,18 +880,20 @@ def check_layernorm_function(fn, gen: torch.Generator, shapes: Sequence[tuple], 
         if case.eps is not None:
             alts.append(Alternative("wrong-values", f"{name} ignores its eps argument: it was called with "
                                     f"eps={case.eps:g} and used {EPS:g}.", layernorm_reference(x64, g64, b64, dy64, EPS)[0]))
-        failure = diagnose("y", _host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
+        failure = diagnose("y", on_host(y), y_ref, tol=tol, alternatives=alts, case=case.label, of="x")
         check_wrapper_forward(
             name, failure, case.label, transposed=case.transposed, layout="the kernels step through rows as if they "
             "were contiguous, and a reshape keeps a strided view when it can.", x=x, kept=kept,
             in_place="a forward leaves its input as it was.", y=y, function="TritonLayerNorm",
             library="torch.nn.functional.layer_norm")
-        grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), case.dy.to(dev, case.dtype)))
+        dy = case.dy.to(device(), case.dtype)  # outside the student's call: course helpers there count as delegation
+        grads = run_student(name, lambda: torch.autograd.grad(y, (x, gamma, beta), dy))
         failure = _gradient_failure(grads, grads_ref, tol, case.label)
         if failure is not None:
             raise failure
 
 
+WRAPPER = Runner("triton_layernorm", check_layernorm_function)
 VISIBLE_FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
     ((11,), {"note": "1-D"}),
     ((1, 11), {"note": "batch 1"}),
@@ -940,12 +902,7 @@ VISIBLE_FUNCTION_CASES = [  # (shape[, dtype][, options]) of x
     ((7, 9), {"transposed": True}),
     ((7, 6), {"eps": 0.1}),
 ]
-
-
-@graded
-def triton_layernorm(fn) -> None:
-    """Visible check: 1-D, batch 1 and 7, 3-D, a transposed view and eps, with gradients of x, γ, β."""
-    check_layernorm_function(fn, seeded(SEED + 5), VISIBLE_FUNCTION_CASES, VISIBLE_KERNEL_CASES[:3])
-    print("✓ triton_layernorm passes the visible checks (1-D, batch 1 and 7, 3-D, a transposed view, eps; "
-          "float32 and float64; gradients of x, gamma and beta)")
-
+triton_layernorm = visible(WRAPPER, lambda: function_cases(seeded(SEED + 5), VISIBLE_FUNCTION_CASES,
+                                                          VISIBLE_KERNEL_CASES[:3]),
+                           "1-D, batch 1 and 7, 3-D, a transposed view, eps; float32 and float64; gradients of x, "
+                           "gamma and beta")

@@ -24,9 +24,9 @@ from course.selfcheck.layernorm import (
     F32,
     F64,
     FORWARD,
+    KERNEL_SPEC,
     backward_case,
     backward_reference,
-    check_kernel,
     forward_case,
     forward_reference,
     kernel_case,
@@ -349,15 +349,15 @@ def visible_kernel_cases():
 def test_the_kernel_check_names_loop_bugs(loop, match):
     kernel = kernel_ending_at(LOOPS[loop])
     if match is None:
-        check_kernel(kernel, visible_kernel_cases())
+        KERNEL_SPEC.check(kernel, visible_kernel_cases())
         return
     with pytest.raises(GradingFailure, match=match) as info:
-        check_kernel(kernel, visible_kernel_cases())
+        KERNEL_SPEC.check(kernel, visible_kernel_cases())
     assert info.value.cls in ("wrong-values", "non-finite")
 
 
 def test_a_kernel_that_is_not_jitted_is_named(solution):
-    assert diagnosis(lambda k: check_kernel(k, visible_kernel_cases()), lambda *a: None) == "error"
+    assert diagnosis(lambda k: KERNEL_SPEC.check(k, visible_kernel_cases()), lambda *a: None) == "error"
     namespace = dict(solution["TritonLayerNorm"].forward.__globals__)
     assert "layernorm_bwd_kernel" in namespace
 
@@ -370,7 +370,7 @@ def test_the_float64_kernel_check_is_tight_and_float32_is_loose():
     gen = torch.Generator().manual_seed(11)
     for dtype in (F64, F32):
         case = kernel_case(gen, 7, 13, 3, dtype)
-        dx = launch_kernel(kernel, case)[0]
+        dx = launch_kernel(kernel, case).got["dx"]
         x = case.x.to(dtype).to(F64)
         mean, rstd = row_stats(x)
         err = relative_error(dx, backward_reference(case.dy.to(dtype).to(F64), x, case.gamma.to(dtype).to(F64), mean, rstd)[0])

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from course.diagnose import GradingFailure
-from course.kernel_spec import SENTINEL, Guarded, KernelSpec, Launch
+from course.kernel_spec import SENTINEL, FunctionSpec, Guarded, KernelSpec, Launch, Step
 
 F64 = torch.float64
 
@@ -43,3 +43,51 @@ def test_an_unwritten_row_is_refused_before_the_values_only_when_the_spec_says_w
         replace(spec, unwritten="").check_case(None, case)
     assert "never wrote" not in raised.value.sentence
     _spec(torch.ones(2, 3, dtype=F64), unwritten="each program writes its own row.").check_case(None, case)
+
+
+class Square(torch.autograd.Function):
+    """y = x², its backward by hand from the saved x."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, dy):
+        (x,) = ctx.saved_tensors
+        return 2 * x * dy
+
+
+def _function_spec(**fields) -> FunctionSpec:
+    return FunctionSpec(
+        name="Square", leaves=lambda case: (case.x.clone().requires_grad_(True),),
+        reference=lambda case: ({"y": case.x * case.x}, {"dx": 2 * case.x * case.dy}), no_history="", hand_written="by hand.",
+        upstream=lambda case: [("contiguous", case.dy)], layout_why="", **fields)
+
+
+def test_a_function_spec_runs_its_steps_in_order_and_shows_raw_what_backward_returned():
+    case = SimpleNamespace(x=torch.randn(2, 3, dtype=F64), dy=torch.randn(2, 3, dtype=F64), label="two rows",
+                           dtype=F64)
+    seen: list = []
+    spec = _function_spec(raw=lambda case, returned, label: seen.append(("raw", returned.shape, label)))
+    spec.check(Square, [Step(lambda guarded: seen.append(("step", guarded.__name__))), case])
+    assert seen == [("step", "Square"), ("raw", (2, 3), "two rows, ȳ a contiguous (strides (3, 1))")]
+    with pytest.raises(GradingFailure, match="not a kernel"):
+        spec.check(Square, [case, Step(lambda guarded: (_ for _ in ()).throw(GradingFailure("error", "not a kernel")))])
+
+
+def test_a_backward_that_hides_autograds_refusal_behind_another_error_is_still_autograd_in_backward():
+    class Hiding(Square):
+        @staticmethod
+        def backward(ctx, dy):
+            try:
+                torch.autograd.grad(dy.sum(), dy)
+            except Exception:
+                raise ValueError("no gradient today") from None
+
+    case = SimpleNamespace(x=torch.randn(2, 3, dtype=F64), dy=torch.randn(2, 3, dtype=F64), label="two rows",
+                           dtype=F64)
+    with pytest.raises(GradingFailure) as raised:
+        _function_spec().check(Hiding, [case])
+    assert raised.value.cls == "autograd-in-backward"
