@@ -26,19 +26,13 @@ from ..diagnose import (
     Alternative,
     Case,
     GradingFailure,
-    as_outputs,
-    batch_refined,
-    call_student,
-    clone_args,
-    diagnose,
     distinct_from,
     relative_error,
     seeded,
     transposed_view,
     vjp,
-    where_mismatch,
 )
-from ..spec import NO_LIBRARY_BACKWARD, Exercise, Refuses, among, visible
+from ..spec import NO_LIBRARY_BACKWARD, BatchAxis, Exercise, Refuses, among, visible
 
 F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
@@ -164,7 +158,6 @@ class Draw:
 
     inputs: Callable
     transposed: str
-    case_type: type = Case
 
     def __call__(self, gen: torch.Generator, shape, logits: Callable = normal) -> Case:
         args = self.inputs(gen, shape, logits)
@@ -172,7 +165,7 @@ class Draw:
         if isinstance(shape, Transposed):
             args = {k: transposed_view(v) if v.shape == shape else v for k, v in args.items()}
             note = self.transposed
-        return self.case_type(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
+        return Case(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
 
 
 
@@ -409,14 +402,12 @@ SHIFT_OUTPUTS = ("y", "dx", "dc")
 LIBRARY_SOFTMAX = ("aten._softmax", "aten._log_softmax", "aten.logsumexp", "aten._safe_softmax")
 
 
-@dataclass
-class ShiftCase(Case):
-    """A case of ``shifted_softmax_vjp(x, c, dy)``; ``large`` marks float32 logits of size up to 1000."""
-
-    large: bool = False
+def _large(case: Case) -> bool:
+    """A case of float32 logits of size up to 1000 (:func:`shift_large_cases`)."""
+    return case.args[0].dtype == F32
 
 
-def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase]:
+def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[Case]:
     """The float32 cases, rows of ``n`` logits up to ±1000 with shifts that do not keep exp in range.
 
     ``rows`` rows with c = 0; two rows 1900 apart with c = 0; three rows with a shift above one row's max, at
@@ -435,13 +426,19 @@ def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase
         ("c above row 0's max, at row 1's min, and −1000 for row 2", wide, shifts),
     ]:
         dy = torch.linspace(-1.0, 1.0, logits.numel(), dtype=F32).reshape(logits.shape).flip(-1)
-        cases.append(ShiftCase(f"x {tuple(logits.shape)} float32 logits up to ±1000, {label}", (logits, c, dy),
-                               batch=logits.shape[0], large=True))
+        cases.append(Case(f"x {tuple(logits.shape)} float32 logits up to ±1000, {label}", (logits, c, dy),
+                          batch=logits.shape[0]))
     return cases
 
 
-def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
-                       expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
+def shift_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """Named bugs of each output of ``shifted_softmax_vjp``."""
+    expected = _shift_reference(*case.args)
+    return {out: _shift_named(*case.args, out, expected) for out in SHIFT_OUTPUTS}
+
+
+def _shift_named(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
+                 expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
     """Named bugs of one output of ``shifted_softmax_vjp``; ``expected`` is the right (y, dx, dc)."""
     y, dx, _ = expected
     x, dy = x.to(F64), dy.to(F64)
@@ -477,7 +474,7 @@ def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: 
     return distinct_from([a for a in alts if a.value is not None], y)
 
 
-def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
+def _overflow(case: Case, got: torch.Tensor) -> GradingFailure:
     bad = torch.nonzero(~torch.isfinite(got))[0].tolist()
     where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
     return GradingFailure(
@@ -488,51 +485,35 @@ def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
         f"inputs: {case.label}")
 
 
-def _within(got, expected: torch.Tensor, bound: float) -> bool:
-    """``got`` has the expected shape, is finite, and is within ``bound`` of ``expected`` everywhere."""
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
-        return False
-    diff = (got.detach().to("cpu", F64) - expected.to(F64)).abs()
-    return bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= bound)
+def _shift_tol(case: Case) -> float:
+    return SHIFT_TOL[case.args[0].dtype]
 
 
-def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: Callable) -> None:
-    """Run ``fn(x, c, dy) -> (y, dx, dc)`` on every case: y and dx within a relative tolerance, dc ≈ 0.
+def _shift_bound(out: str, case: Case) -> float | None:
+    """dc, and dx on the float32 cases, are held to an absolute bound (ABS_TOL times the largest |ȳ|)."""
+    dy = case.args[2]
+    if out == "dc" or (out == "dx" and _large(case)):
+        return ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
+    return None
 
-    A NaN or inf in y on the float32 cases is the missing (or insufficient) shift, said so.
-    """
-    passed_batch1 = False
-    for case in cases:
-        expected = reference(*clone_args(case.args))
-        got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), SHIFT_OUTPUTS)
-        x, c, dy = case.args
-        tol = SHIFT_TOL[x.dtype]
-        bound = ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
-        for out, g, e, of in zip(SHIFT_OUTPUTS, got, expected, ("x", "x", "c")):
-            if out == "dc" or (out == "dx" and case.large):
-                if _within(g, e, bound):
-                    continue
-                # Against the reference rounded to the bound: a relative comparison with a value at the level
-                # of rounding would read any wrong dc of one entry as a "scale" bug.
-                e = torch.where(e.abs() <= bound, torch.zeros_like(e), e)
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
-                                   alternatives=shift_alternatives(x, c, dy, out, expected))
-                if failure is None:  # within the relative tolerance, yet not within the bound
-                    failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
-                                             where_mismatch(out, g, e, case.label))
-                    failure.generic = True
-            else:
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of)
-                if failure is None:
-                    continue
-                if out == "y" and failure.cls == "non-finite" and case.large:
-                    raise _overflow(case, g)
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
-                                   alternatives=shift_alternatives(x, c, dy, out, expected))
-            raise batch_refined(failure, out, case.batch, passed_batch1, "rows of a batch were mixed, or a reduction "
-                                "ran over the batch axis (each row is a softmax of its own).")
-        if case.batch == 1:
-            passed_batch1 = True
+
+def _unlabelled(failure: GradingFailure, case: Case, passed) -> GradingFailure:
+    """An error the code raised, as it is, without a line naming the inputs (as this check always showed it)."""
+    return failure
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """The refinement of ``shifted_softmax_vjp``: a NaN or inf in y on the float32 cases is the missing (or
+    insufficient) shift, said so; else :class:`BatchAxis` with its own reason."""
+
+    batch: BatchAxis = BatchAxis("rows of a batch were mixed, or a reduction ran over the batch axis (each row is "
+                                 "a softmax of its own).")
+
+    def __call__(self, failure: GradingFailure, out: str, case: Case, got, expected, passed) -> GradingFailure:
+        if out == "y" and failure.cls == "non-finite" and _large(case):
+            return _overflow(case, got[0])
+        return self.batch(failure, out, case, got, expected, passed)
 
 
 # ---------------------------------------------------------------------------
@@ -586,10 +567,10 @@ JACOBIAN = Exercise(name="softmax_jacobian", draw=Draw(_jacobian_inputs, ", a tr
 BACKWARD = Exercise(name="softmax_backward", draw=Draw(_backward_inputs, BOTH), reference=_backward_reference,
                     outputs=("dx",), of=("y",), alternatives=_named("dx", backward_alternatives, _backward_reference),
                     properties=NO_JACOBIAN, counted=_jacobian_sized)
-SHIFT = Exercise(name="shifted_softmax_vjp", draw=Draw(_shift_inputs, ", x and dy transposed (non-contiguous) views",
-                                                       ShiftCase),
-                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(NO_LIBRARY_SOFTMAX,),
-                 counted=_jacobian_sized, runner=check_shift)
+SHIFT = Exercise(name="shifted_softmax_vjp", draw=Draw(_shift_inputs, ", x and dy transposed (non-contiguous) views"),
+                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, of=("x", "x", "c"), alternatives=shift_alternatives,
+                 tol=_shift_tol, bound=_shift_bound, refine=Overflow(), on_error=_unlabelled,
+                 properties=(NO_LIBRARY_SOFTMAX,), counted=_jacobian_sized)
 LOG_SOFTMAX = Exercise(name="log_softmax_backward", draw=Draw(_log_softmax_inputs, BOTH),
                        reference=_log_softmax_reference, outputs=("dx",), of=("z",),
                        alternatives=_named("dx", log_softmax_alternatives, _log_softmax_reference),
