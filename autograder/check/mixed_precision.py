@@ -1,23 +1,15 @@
-"""Hidden checks for 08_mixed_precision_backward: the visible checks' runners (``course.selfcheck.mixed_precision``
-and ``course.selfcheck.mixed_kernel``) on shapes, lengths and step sequences of their own, drawn fresh each run
-(``autograder.inputs.generator``; AUTOGRADER_SEED replays a run, docs/grading.md "Seeds").
+"""Hidden checks for 08_mixed_precision_backward: the visible checks (``course.selfcheck.mixed_precision`` and
+``.mixed_kernel``) on shapes, lengths and step sequences of their own, drawn fresh each run (docs/grading.md "Seeds").
 
-Row lengths are never powers of two; each half-precision backward meets both half dtypes, a row longer than 2,000
-and a parameter gradient summed over hundreds of rows; the tolerance rule is probed at lengths between the visible
-ones; the scaler at other factors and intervals, with an inf arriving one step before growth was due.
-
-Where the visible checks hold a half-precision answer to a multiple of what right code measured on the same values,
-these hold it to notebook 08 Part C's rule (``autograder.check.tolerance``, which students do not receive):
-tol(dtype, n, κ) for an output stored in ``dtype`` whose sums of n terms ran in float32, with κ the condition factor
-of the output — the magnitudes its sums and subtractions went through, against what was left (each ``_magnitudes``
-below says which those are for its backward).
-
-The half-precision inputs are not the visible checks' (x = 4 + N(0, 1), ȳ = 32 + N(0, 1)), nor one kind of values at
-all: each case draws from a family of ``autograder.inputs.FAMILIES``, every family once per run in an order the seed
-picks, so that code right only on inputs that look like a check's is wrong on the others. Each family keeps a reason
-for a row statistic to cancel — a common part of ȳ, a ȳ along the output x̂ (LayerNorm), a row held by one entry
-(softmax) — since on values with none (ȳ ~ N(0, 1) and nothing else) a statistic held in half precision is within the
-bound and the case would test nothing (``tests/autograder/test_hidden_input_families.py`` measures both).
+Row lengths are never powers of two; each backward meets both half dtypes, a row longer than 2,000 and a parameter
+gradient summed over hundreds of rows; the scaler meets an inf one step before growth was due. A half-precision
+answer is held to notebook 08 Part C's rule (``autograder.check.tolerance``, which students do not receive), tol(dtype,
+n, κ), κ the output's condition factor: the magnitudes its sums went through against what was left (each
+``_magnitudes`` below says which). Each half-precision case draws its values from a family of
+``autograder.inputs.FAMILIES``, every family once per run in an order the seed picks, so that code right only on
+inputs that look like a check's is wrong on the others; each family keeps a reason for a row statistic to cancel (a
+common part of ȳ, a ȳ along x̂, a row held by one entry), without which a statistic held in half precision is within
+the bound (``tests/autograder/test_hidden_input_families.py`` measures both).
 """
 
 from __future__ import annotations

@@ -1,27 +1,14 @@
 """Visible checks for 08_mixed_precision_backward: ``softmax_backward_mixed``, ``layernorm_backward_mixed``,
 ``grad_tolerance`` and ``DynamicLossScaler`` (the kernel of Part E: ``course.selfcheck.mixed_kernel``).
 
-A mixed-precision backward is checked three times. First on float64 rows with ȳ far from zero, where an answer off
-by float32's rounding and no more names a float32 accumulator used whatever the inputs (topic ``float32``). Then in
-float64 on the cases, named bugs and memory rules of notebook 02's ``softmax_backward`` and notebook 04's
-``layernorm_backward``, where it must be exact, so a wrong derivation gets the diagnosis it got there. Last on
-inputs rounded to bfloat16 and float16, against a float64 reference computed from the same rounded values by torch's
-own backward kernels. Those cases give ȳ a large common part, so that an error of one half-precision ulp in a row
-statistic stands out from the answer instead of hiding in it.
-
-How far from the reference a half-precision answer may be is measured here, never computed from a formula (the
-formula is Part C's exercise; the hidden checks in ``autograder.check.mixed_precision`` hold answers to it): each
-output is allowed a small multiple of the error that right code makes on the same values — torch's own backward
-kernel run in float32, its result stored in the output's dtype — or of the reference's own rounding to that dtype,
-whichever is larger (:func:`measured_bound`).
-
-A backward right in float64 and wrong in half precision is ``half-accumulation``: the check runs the same values
-upcast to float32 (right there: the statistic was accumulated in the input's dtype) and walks the row length up to
-name the shortest row that shows it.
-
-``grad_tolerance`` is graded against measured errors, never against a formula: at each dtype, length and condition
-factor probed it must accept what correct float32 accumulation gives there and reject what a statistic held in half
-precision gives. ``DynamicLossScaler`` is driven through fixed sequences of steps and its state compared after each.
+A mixed-precision backward is checked three times: on float64 rows, where an answer off by float32's rounding names a
+float32 accumulator (topic ``float32``); exactly in float64, on notebook 02's or 04's cases, named bugs and memory
+rules; and on inputs rounded to bfloat16 and float16, against torch's own float64 backward of the same rounded
+values, with ȳ given a large common part so that one half-precision ulp in a row statistic stands out. A
+half-precision answer may be off by a small multiple of what right code measures on the same values
+(:func:`measured_bound`), never a formula: the formula is Part C's exercise, and the hidden checks hold it. Right in
+float64 and wrong in half precision is ``half-accumulation``, told with the same values in float32 and the shortest
+row that shows it. ``grad_tolerance`` is graded against measured errors; ``DynamicLossScaler`` through fixed runs.
 """
 
 from __future__ import annotations

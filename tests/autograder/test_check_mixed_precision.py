@@ -486,26 +486,6 @@ def tol_nan(dtype, n, condition=1.0):
     return math.nan
 
 
-TOLERANCE_BUGS = [  # (bug, class, topic, words of the sentence)
-    (tol_ignores_n, "wrong-values", "length", "ignores n"),
-    (tol_ignores_dtype, "wrong-values", "dtype", "whatever the dtype"),
-    (tol_worst_case, "wrong-values", "loose", "looser than the error of a bug"),
-    (tol_unit_roundoff, "wrong-values", "length", "ignores n"),  # constant in n: that is said first
-    (tol_float32_too_tight, "wrong-values", "tight", "= 6.0e-08 is tighter than"),  # u(float32)
-    (tol_tree_bound, "wrong-values", "tight", "tighter than the error right code makes"),
-    (tol_shrinks, "wrong-values", "length", "shrinks as n grows"),
-    (tol_ignores_condition, "wrong-values", "condition", "ignores condition"),
-    (tol_condition_everywhere, "wrong-values", "condition", "not the one rounding of the stored result"),
-    (tol_condition_divides, "wrong-values", "condition", "shrinks as the condition factor grows"),
-    (tol_condition_default_zero, "wrong-values", "condition", "that is its default"),
-    (tol_without_condition, "wrong-values", "condition", "must take a third argument, condition"),
-    (tol_in_a_list, "wrong-values", None, "returned a list; it must return a float"),
-    (tol_negative, "wrong-values", None, "a tolerance is a positive, finite relative error"),
-    (tol_nan, "wrong-values", None, "a tolerance is a positive, finite relative error"),
-    (todo, "not-implemented", None, "still raises NotImplementedError"),
-]
-
-
 # ---------------------------------------------------------------------------
 # DynamicLossScaler
 
@@ -582,23 +562,37 @@ class ScalerStub:
         raise course.todo()
 
 
-SCALER_BUGS = [  # (bug, class, topic, words of the sentence)
-    (NeverGrows, "wrong-values", "growth", "never grows"),
-    (NeverSkips, "wrong-values", "skip", "must be skipped"),
-    (StreakKeptOverInf, "wrong-values", "growth", "an inf/NaN step starts the count again"),
-    (NoBackoff, "wrong-values", "backoff", "it must back off"),
-    (UnscaleReplaces, "wrong-values", "unscale", "replaced the list's tensors"),
-    (UnscaleReturnsNewList, "wrong-values", "unscale", "returned a list; it must return a bool"),
-    (UnscaleOutOfPlace, "wrong-values", "unscale", "left grads[0] as it was"),
-    (UnscaleMissesNaN, "wrong-values", "skip", "returned False for gradients holding NaN"),
-    (DefaultScaleWrong, "wrong-values", None, "by default it starts at init_scale = 2**16"),
-    (ScalerStub, "not-implemented", None, "still raises NotImplementedError"),
+BUGS = [  # (exercise, bug, class, topic, words of the sentence): grad_tolerance's, then DynamicLossScaler's
+    ("grad_tolerance", tol_ignores_n, "wrong-values", "length", "ignores n"),
+    ("grad_tolerance", tol_ignores_dtype, "wrong-values", "dtype", "whatever the dtype"),
+    ("grad_tolerance", tol_worst_case, "wrong-values", "loose", "looser than the error of a bug"),
+    ("grad_tolerance", tol_unit_roundoff, "wrong-values", "length", "ignores n"),  # constant in n: that is said first
+    ("grad_tolerance", tol_float32_too_tight, "wrong-values", "tight", "= 6.0e-08 is tighter than"),  # u(float32)
+    ("grad_tolerance", tol_tree_bound, "wrong-values", "tight", "tighter than the error right code makes"),
+    ("grad_tolerance", tol_shrinks, "wrong-values", "length", "shrinks as n grows"),
+    ("grad_tolerance", tol_ignores_condition, "wrong-values", "condition", "ignores condition"),
+    ("grad_tolerance", tol_condition_everywhere, "wrong-values", "condition", "not the one rounding of the stored result"),
+    ("grad_tolerance", tol_condition_divides, "wrong-values", "condition", "shrinks as the condition factor grows"),
+    ("grad_tolerance", tol_condition_default_zero, "wrong-values", "condition", "that is its default"),
+    ("grad_tolerance", tol_without_condition, "wrong-values", "condition", "must take a third argument, condition"),
+    ("grad_tolerance", tol_in_a_list, "wrong-values", None, "returned a list; it must return a float"),
+    ("grad_tolerance", tol_negative, "wrong-values", None, "a tolerance is a positive, finite relative error"),
+    ("grad_tolerance", tol_nan, "wrong-values", None, "a tolerance is a positive, finite relative error"),
+    ("grad_tolerance", todo, "not-implemented", None, "still raises NotImplementedError"),
+    ("DynamicLossScaler", NeverGrows, "wrong-values", "growth", "never grows"),
+    ("DynamicLossScaler", NeverSkips, "wrong-values", "skip", "must be skipped"),
+    ("DynamicLossScaler", StreakKeptOverInf, "wrong-values", "growth", "an inf/NaN step starts the count again"),
+    ("DynamicLossScaler", NoBackoff, "wrong-values", "backoff", "it must back off"),
+    ("DynamicLossScaler", UnscaleReplaces, "wrong-values", "unscale", "replaced the list's tensors"),
+    ("DynamicLossScaler", UnscaleReturnsNewList, "wrong-values", "unscale", "returned a list; it must return a bool"),
+    ("DynamicLossScaler", UnscaleOutOfPlace, "wrong-values", "unscale", "left grads[0] as it was"),
+    ("DynamicLossScaler", UnscaleMissesNaN, "wrong-values", "skip", "returned False for gradients holding NaN"),
+    ("DynamicLossScaler", DefaultScaleWrong, "wrong-values", None, "by default it starts at init_scale = 2**16"),
+    ("DynamicLossScaler", ScalerStub, "not-implemented", None, "still raises NotImplementedError"),
 ]
 
 
-@pytest.mark.parametrize(("exercise", "bug", "cls", "topic", "words"),
-                         [("grad_tolerance", *row) for row in TOLERANCE_BUGS]
-                         + [("DynamicLossScaler", *row) for row in SCALER_BUGS], ids=_id)
+@pytest.mark.parametrize(("exercise", "bug", "cls", "topic", "words"), BUGS, ids=_id)
 def test_each_tolerance_and_scaler_bug_gets_its_class_from_both_checks(exercise, bug, cls, topic, words, seeded):
     for check in both(exercise):
         failure = failure_of(check, bug)
