@@ -81,7 +81,8 @@ def measured_bound(expected: torch.Tensor, right: torch.Tensor, dtype: torch.dty
 @dataclass(frozen=True)
 class HalfCase:
     """One call: ``args`` in their dtypes, each output's float64 reference, what right code gives in float32 from the
-    same values, the dtype each output must come back in, and the length of the reductions behind it."""
+    same values, the dtype each output must come back in, and the length of the reductions behind it (the first
+    output's: x̄'s dtype is the inputs' and its reductions run along a row)."""
 
     label: str
     args: tuple
@@ -89,8 +90,6 @@ class HalfCase:
     right: tuple[torch.Tensor, ...]  # torch's own backward kernel in float32 (float64 for float64 inputs)
     dtypes: tuple[torch.dtype, ...]
     lengths: tuple[int, ...]
-    dtype: torch.dtype  # the inputs' half precision
-    row_length: int  # N, the length of the reductions behind a row statistic
     values: Callable | None = None  # what drew its float64 values (None: the visible checks'), for the row sweep
 
     def upcast(self) -> tuple:
@@ -127,7 +126,7 @@ def softmax_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: in
     expected = torch._softmax_backward_data(dy.to(F64), y.to(F64), -1, F64)  # torch's own, from these values
     right = torch._softmax_backward_data(dy.to(acc), y.to(acc), -1, acc)
     label = f"y and dy ({rows}, {n}) {name_of(dtype)}, {what}" + (f", {note}" if note else "")
-    return HalfCase(label, (y, dy), (expected,), (right,), (dtype,), (n,), dtype, n, values)
+    return HalfCase(label, (y, dy), (expected,), (right,), (dtype,), (n,), values)
 
 
 def torch_layernorm_backward(dy, x, mean, rstd, gamma, dtype):
@@ -155,7 +154,7 @@ def layernorm_half_case(gen: torch.Generator, dtype: torch.dtype, rows: int, n: 
     label = f"x and dy ({rows}, {n}) {name_of(dtype)}, {what}; gamma, mean and rstd float32" + (
         f", {note}" if note else "")
     return HalfCase(label, (dy, x, gamma, mean, rstd), tuple(expected), tuple(right), (dtype, stat, stat),
-                    (n, rows, rows), dtype, n, values)
+                    (n, rows, rows), values)
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ class MixedExercise:
         where = where_mismatch(out, got[index], case.expected[index], case.label)
         in_f32 = relative_error(self.outputs_of(fn, case, case.upcast())[index], case.expected[index])
         length = case.lengths[index]
-        dt = name_of(case.dtype)
+        dt = name_of(case.dtypes[0])
         if in_f32 <= self.bound(case, index, F32):
             found = (f"{out} is right in float64 and with the same values in float32, but with {dt} inputs it is "
                      f"off by {err:.1e} against a float64 reference from the same values — {err / limit:.0f}× the "
@@ -221,15 +220,15 @@ class MixedExercise:
                      f"something is rounded to half precision whatever the inputs' dtype — {self.statistics[out]} "
                      "must stay in float32.")
         if out == "dx":  # a row statistic: the row length decides
-            n, e, b = self.shortest_row(fn, case, gen_sweep) or (case.row_length, err, limit)
+            n, e, b = self.shortest_row(fn, case, gen_sweep) or (case.lengths[0], err, limit)
             found += f" The shortest row that shows it: N = {n} (off by {e:.1e}, {e / b:.0f}× the bound)."
         raise GradingFailure("half-accumulation", found, where)
 
     def shortest_row(self, fn: Callable, failed: HalfCase, gen: Callable[[], torch.Generator]) -> tuple | None:
         """(N, error, bound) at the shortest row of ROW_SWEEP, shorter than the ``failed`` case's, whose x̄ is off by
         more than its bound; None when no shorter row shows it."""
-        for n in (n for n in ROW_SWEEP if n < failed.row_length):
-            case = self.half_case(gen(), failed.dtype, 8, n, values=failed.values)
+        for n in (n for n in ROW_SWEEP if n < failed.lengths[0]):
+            case = self.half_case(gen(), failed.dtypes[0], 8, n, values=failed.values)
             try:
                 got = self.outputs_of(fn, case)
             except GradingFailure:
