@@ -433,33 +433,21 @@ def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[Case]:
 
 def shift_alternatives(case: Case) -> dict[str, list[Alternative]]:
     """Named bugs of each output of ``shifted_softmax_vjp``."""
-    expected = _shift_reference(*case.args)
-    return {out: _shift_named(*case.args, out, expected) for out in SHIFT_OUTPUTS}
-
-
-def _shift_named(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
-                 expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
-    """Named bugs of one output of ``shifted_softmax_vjp``; ``expected`` is the right (y, dx, dc)."""
-    y, dx, _ = expected
-    x, dy = x.to(F64), dy.to(F64)
-    if out == "dx":
-        return backward_alternatives(y, dy, dx)
-    if out == "dc":
-        hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c and of dc
-        alts = [
-            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
-                        "exponent of the denominator, and that dependence counts too.", -hub),
-            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
-                        "flipped: c also sits in every exponent of the denominator.", hub),
-            Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
-                        "c reaches y through the softmax, not directly.", -dy.sum(-1, keepdim=True)),
-        ]
-        return [a for a in alts if relative_error(a.value, torch.zeros_like(a.value)) > 0]
-    m = x.amax(-1, keepdim=True)
-    e = (x - m).exp()
-    alts = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.", e)]
+    y, dx, _ = _shift_reference(*case.args)
+    x, _, dy = (a.to(F64) for a in case.args)
+    hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c and of dc
+    dc = [
+        Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
+                    "exponent of the denominator, and that dependence counts too.", -hub),
+        Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
+                    "flipped: c also sits in every exponent of the denominator.", hub),
+        Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
+                    "c reaches y through the softmax, not directly.", -dy.sum(-1, keepdim=True)),
+    ]
+    ys = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.",
+                      (x - x.amax(-1, keepdim=True)).exp())]
     if x.ndim >= 2:
-        alts += [
+        ys += [
             Alternative("broadcast-axis", "y is a softmax down the columns (over the batch): each row is a softmax "
                         "of its own, along the last axis.", torch.softmax(x, -2)),
             Alternative("broadcast-axis", "y subtracts each row's own number along the wrong axis: the row "
@@ -471,18 +459,8 @@ def _shift_named(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
                         "axis, so they were broadcast across the columns instead of down each row.",
                         _softmax_wrong_axes(x, True, True)),
         ]
-    return distinct_from([a for a in alts if a.value is not None], y)
-
-
-def _overflow(case: Case, got: torch.Tensor) -> GradingFailure:
-    bad = torch.nonzero(~torch.isfinite(got))[0].tolist()
-    where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
-    return GradingFailure(
-        "non-finite",
-        f"y is NaN or inf (first at {where}) for float32 logits as large as ±1000 with the shift handed in: exp "
-        "overflows float32 above about 88.7 and rounds to 0 below about −103.9, and inf/inf or 0/0 is NaN. Each "
-        "row's exponents have to stay in range whatever c you are handed.",
-        f"inputs: {case.label}")
+    return {"y": distinct_from([a for a in ys if a.value is not None], y), "dx": backward_alternatives(y, dy, dx),
+            "dc": [a for a in dc if relative_error(a.value, torch.zeros_like(a.value)) > 0]}
 
 
 def _shift_tol(case: Case) -> float:
@@ -511,9 +489,16 @@ class Overflow:
                                  "a softmax of its own).")
 
     def __call__(self, failure: GradingFailure, out: str, case: Case, got, expected, passed) -> GradingFailure:
-        if out == "y" and failure.cls == "non-finite" and _large(case):
-            return _overflow(case, got[0])
-        return self.batch(failure, out, case, got, expected, passed)
+        if not (out == "y" and failure.cls == "non-finite" and _large(case)):
+            return self.batch(failure, out, case, got, expected, passed)
+        bad = torch.nonzero(~torch.isfinite(got[0]))[0].tolist()
+        where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
+        return GradingFailure(
+            "non-finite",
+            f"y is NaN or inf (first at {where}) for float32 logits as large as ±1000 with the shift handed in: exp "
+            "overflows float32 above about 88.7 and rounds to 0 below about −103.9, and inf/inf or 0/0 is NaN. Each "
+            "row's exponents have to stay in range whatever c you are handed.",
+            f"inputs: {case.label}")
 
 
 # ---------------------------------------------------------------------------
