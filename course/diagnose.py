@@ -514,6 +514,7 @@ def run_cases(
     forbid_autograd_use: bool = True,
     refine: Callable[..., GradingFailure] | None = None,
     on_error: Callable[[GradingFailure, Case, Passed], GradingFailure] | None = None,
+    bound: Callable[[str, Case], float | None] | None = None,
 ) -> None:
     """Run ``fn`` on every case and compare each output with ``reference`` on the same inputs; warnings are
     silenced throughout (nbgrader scores a test cell that writes to stderr zero).
@@ -522,6 +523,8 @@ def run_cases(
     of the cases before it: ``refine(failure, out, case, got, expected, passed)``, by default :func:`batch_refined`
     (cases should come batch 1 first). An error the code raised says which inputs (``on_error(failure, case, passed)``
     may say more). Where the classifier itself fails on an output of the wrong shape, the shapes are reported.
+    ``tol`` may be a function of the case; where ``bound(out, case)`` gives a number, ``out`` is held to that
+    absolute bound instead (:func:`bounded`).
     """
     passed = Passed(name, fn)
 
@@ -537,14 +540,21 @@ def run_cases(
                     raise
                 raise (on_error(failure, case, passed) if on_error else labelled(failure, case.label)) from None
             got = as_outputs(name, result, outputs)
+            case_tol = tol(case) if callable(tol) else tol
             for i, (out, g, e) in enumerate(zip(outputs, got, expected)):
                 extra = dict(batch=case.batch, case=case.label, of=of[i] if i < len(of) else "")
+                limit = bound(out, case) if bound else None
                 try:
-                    if diagnose(out, g, e, tol=tol, **extra) is None:
+                    if limit is not None:
+                        failure = bounded(out, g, e, limit, case_tol, alternatives, case, **extra)
+                        if failure is None:
+                            continue
+                    elif diagnose(out, g, e, tol=case_tol, **extra) is None:
                         continue
-                    # Wrong: only now build the named bugs, which can cost as much as the reference.
-                    alts = alternatives(case).get(out, ()) if alternatives else ()
-                    failure = diagnose(out, g, e, tol=tol, alternatives=alts, **extra)
+                    else:
+                        # Wrong: only now build the named bugs, which can cost as much as the reference.
+                        alts = alternatives(case).get(out, ()) if alternatives else ()
+                        failure = diagnose(out, g, e, tol=case_tol, alternatives=alts, **extra)
                 except RuntimeError:
                     if not (isinstance(g, torch.Tensor) and g.shape != e.shape):
                         raise
@@ -555,6 +565,26 @@ def run_cases(
                     raise refine(failure, out, case, got, expected, passed)
                 raise batch_refined(failure, out, case.batch, passed.batch1)
             passed.add(case)
+
+
+def bounded(out: str, got, expected: torch.Tensor, limit: float, tol: float,
+            alternatives: Callable[[Case], dict[str, list[Alternative]]] | None, inputs: Case,
+            **extra) -> GradingFailure | None:
+    """None when ``got`` is a finite float tensor within ``limit`` of ``expected`` everywhere; else the diagnosis,
+    against the reference with its entries under ``limit`` set to zero: a relative comparison with a value at the
+    level of rounding would read any wrong answer of one entry as a "scale" bug."""
+    if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
+        diff = (got.detach().to("cpu", torch.float64) - expected.to(torch.float64)).abs()
+        if bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= limit):
+            return None
+    expected = torch.where(expected.abs() <= limit, torch.zeros_like(expected), expected)
+    alts = alternatives(inputs).get(out, ()) if alternatives else ()
+    failure = diagnose(out, got, expected, tol=tol, alternatives=alts, **extra)
+    if failure is None:  # within the relative tolerance, yet not within the bound
+        failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
+                                 where_mismatch(out, got, expected, inputs.label))
+        failure.generic = True
+    return failure
 
 
 # Classes a hint cannot cover: nothing was derived yet, the code crashed, or it was not the student's derivation.

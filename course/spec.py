@@ -143,7 +143,8 @@ class Exercise:
     outputs: tuple[str, ...]
     of: tuple[str, ...] = ()  # what each output is the gradient of, for shape messages
     alternatives: Callable[[Case], dict[str, list[Alternative]]] | None = None
-    tol: float = 1e-7
+    tol: float | Callable[[Case], float] = 1e-7  # or a function of the case (its dtype)
+    bound: Callable[[str, Case], float | None] | None = None  # (output, case) -> an absolute bound, or None
     draw: Callable[..., Case] | None = None  # (gen, row of a shape table, **options) -> Case
     refine: Callable[..., GradingFailure] | None = None  # a named refinement (BatchAxis, ...); None: BatchAxis()
     on_error: Callable[..., GradingFailure] | None = None  # (failure, case, passed) for an error the code raised
@@ -161,9 +162,9 @@ class Exercise:
         """Grade the values of ``fn`` on ``cases`` and raise the first diagnosis (:func:`course.diagnose.run_cases`).
 
         ``alternatives``, when given, takes the place of the exercise's own; ``hooks`` (``refine``, ``on_error``,
-        ``forbid_autograd_use``, ``tol``) override the exercise's.
+        ``forbid_autograd_use``, ``tol``, ``bound``) override the exercise's.
         """
-        hooks = {"tol": self.tol, "refine": self.refine, "on_error": self.on_error, **hooks}
+        hooks = {"tol": self.tol, "refine": self.refine, "on_error": self.on_error, "bound": self.bound, **hooks}
         alternatives = self.alternatives if alternatives is None else alternatives
 
         def attempt(some: Sequence[Case]) -> None:

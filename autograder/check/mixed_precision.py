@@ -1,23 +1,15 @@
-"""Hidden checks for 08_mixed_precision_backward: the visible checks' runners (``course.selfcheck.mixed_precision``
-and ``course.selfcheck.mixed_kernel``) on shapes, lengths and step sequences of their own, drawn fresh each run
-(``autograder.inputs.generator``; AUTOGRADER_SEED replays a run, docs/grading.md "Seeds").
+"""Hidden checks for 08_mixed_precision_backward: the visible checks (``course.selfcheck.mixed_precision`` and
+``.mixed_kernel``) on shapes, lengths and step sequences of their own, drawn fresh each run (docs/grading.md "Seeds").
 
-Row lengths are never powers of two; each half-precision backward meets both half dtypes, a row longer than 2,000
-and a parameter gradient summed over hundreds of rows; the tolerance rule is probed at lengths between the visible
-ones; the scaler at other factors and intervals, with an inf arriving one step before growth was due.
-
-Where the visible checks hold a half-precision answer to a multiple of what right code measured on the same values,
-these hold it to notebook 08 Part C's rule (``autograder.check.tolerance``, which students do not receive):
-tol(dtype, n, κ) for an output stored in ``dtype`` whose sums of n terms ran in float32, with κ the condition factor
-of the output — the magnitudes its sums and subtractions went through, against what was left (each ``_magnitudes``
-below says which those are for its backward).
-
-The half-precision inputs are not the visible checks' (x = 4 + N(0, 1), ȳ = 32 + N(0, 1)), nor one kind of values at
-all: each case draws from a family of ``autograder.inputs.FAMILIES``, every family once per run in an order the seed
-picks, so that code right only on inputs that look like a check's is wrong on the others. Each family keeps a reason
-for a row statistic to cancel — a common part of ȳ, a ȳ along the output x̂ (LayerNorm), a row held by one entry
-(softmax) — since on values with none (ȳ ~ N(0, 1) and nothing else) a statistic held in half precision is within the
-bound and the case would test nothing (``tests/autograder/test_hidden_input_families.py`` measures both).
+Row lengths are never powers of two; each backward meets both half dtypes, a row longer than 2,000 and a parameter
+gradient summed over hundreds of rows; the scaler meets an inf one step before growth was due. A half-precision
+answer is held to notebook 08 Part C's rule (``autograder.check.tolerance``, which students do not receive), tol(dtype,
+n, κ), κ the output's condition factor: the magnitudes its sums went through against what was left (each
+``_magnitudes`` below says which). Each half-precision case draws its values from a family of
+``autograder.inputs.FAMILIES``, every family once per run in an order the seed picks, so that code right only on
+inputs that look like a check's is wrong on the others; each family keeps a reason for a row statistic to cancel (a
+common part of ȳ, a ȳ along x̂, a row held by one entry), without which a statistic held in half precision is within
+the bound (``tests/autograder/test_hidden_input_families.py`` measures both).
 """
 
 from __future__ import annotations
@@ -29,7 +21,6 @@ from functools import partial
 import torch
 
 from course.diagnose import graded
-from course.selfcheck import layernorm as ln
 from course.selfcheck import mixed_kernel
 from course.selfcheck import softmax as sm
 from course.selfcheck.mixed_precision import (
@@ -40,16 +31,15 @@ from course.selfcheck.mixed_precision import (
     LAYERNORM,
     SOFTMAX,
     HalfCase,
-    MixedExercise,
     ScalerRun,
-    accumulator,
     check_grad_tolerance,
     check_scaler,
     name_of,
-    torch_layernorm_backward,
 )
+from course.spec import Runner
 
 from ..inputs import activations, family_order, generator, row_offsets, signs, uniform
+from .hidden import hidden
 from .tolerance import backward_tolerance, condition
 
 # (3, 301): N ≥ 256, the memory rule; last, the visible check's transposed case
@@ -117,7 +107,7 @@ def _scale(gen: torch.Generator) -> float:
     return float(2 ** uniform(gen, 0.0, 3.0))
 
 
-def softmax_values(gen: torch.Generator, family: str, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+def softmax_values(family: str, gen: torch.Generator, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
     """Float64 y and ȳ of ``family``, and what they are. ``normal`` and ``outliers``: ȳ of the family, with no
     common part, and each row of y held by one entry (its logit log N + SINK, the others N(0, 1), as attention on a
     sink token), so that s ≈ ȳ there and ȳ − s cancels; ``shifted`` and ``heavy``: logits of spread 2 and ȳ of the
@@ -137,20 +127,7 @@ def softmax_values(gen: torch.Generator, family: str, rows: int, n: int) -> tupl
     return torch.softmax(logits, dim=-1), scale * dy, f"{what}, scaled by {scale:.2f}"
 
 
-def softmax_half_case(family: str, gen: torch.Generator, dtype: torch.dtype, rows: int, n: int,
-                      note: str = "") -> HalfCase:
-    """The visible ``softmax_half_case`` on values of ``family``: rounded to ``dtype``, the reference torch's own
-    float64 backward of the rounded values."""
-    y, dy, what = softmax_values(gen, family, rows, n)
-    y, dy = y.to(dtype), dy.to(dtype)
-    acc = accumulator(dtype)
-    expected = torch._softmax_backward_data(dy.to(F64), y.to(F64), -1, F64)
-    right = torch._softmax_backward_data(dy.to(acc), y.to(acc), -1, acc)
-    label = f"y and dy ({rows}, {n}) {name_of(dtype)}, {what}" + (f", {note}" if note else "")
-    return HalfCase(label, (y, dy), (expected,), (right,), (dtype,), (n,), dtype, n)
-
-
-def layernorm_values(gen: torch.Generator, family: str, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
+def layernorm_values(family: str, gen: torch.Generator, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor, str]:
     """Float64 x and ȳ of ``family``, and what they are: x of the family (``shifted``: a common part of ±2 to 8 a row);
     ȳ with a component a·x̂ along the output (``normal``, ``heavy``; it cancels in x̂ · mean(γȳ ⊙ x̂)) or a common part
     per row (``shifted``, ``outliers``; it cancels in mean(γȳ))."""
@@ -167,62 +144,23 @@ def layernorm_values(gen: torch.Generator, family: str, rows: int, n: int) -> tu
     return x * _scale(gen) / 2, scale * dy, f"{what}, scaled by {scale:.2f}"  # x by 1/2 to 4: rstd is not 1 either
 
 
-def layernorm_half_case(family: str, gen: torch.Generator, dtype: torch.dtype, rows: int, n: int,
-                        note: str = "") -> HalfCase:
-    """The visible ``layernorm_half_case`` on values of ``family``: x and ȳ rounded to ``dtype``; γ, μ and rstd in
-    float32, μ and rstd those of the rounded x, as a mixed-precision forward saves them."""
-    x, dy, what = layernorm_values(gen, family, rows, n)
-    x, dy = x.to(dtype), dy.to(dtype)
-    stat = accumulator(dtype)
-    gamma = (1 + 0.05 * torch.randn(n, generator=gen, dtype=F64)).to(stat)
-    x64 = x.to(F64)
-    mean = x64.mean(-1).to(stat)
-    rstd = torch.rsqrt(x64.var(-1, unbiased=False) + ln.EPS).to(stat)
-    expected = torch_layernorm_backward(dy, x, mean, rstd, gamma, F64)
-    right = torch_layernorm_backward(dy, x, mean, rstd, gamma, stat)
-    label = f"x and dy ({rows}, {n}) {name_of(dtype)}, {what}; gamma, mean and rstd float32" + (
-        f", {note}" if note else "")
-    return HalfCase(label, (dy, x, gamma, mean, rstd), tuple(expected), tuple(right), (dtype, stat, stat),
-                    (n, rows, rows), dtype, n)
+def in_families(values):
+    """``MixedExercise.cases``' ``values``: each half-precision case (and the shorter rows its diagnosis tries) drawn
+    by ``values`` in the family ``family_order`` gives it; the float64 probe in the first family."""
+    return lambda gen, k: [partial(values, family) for family in family_order(gen, k)]
 
 
-def check_in_families(exercise: MixedExercise, make, fn, gen: torch.Generator, half_shapes, exact_shapes) -> None:
-    """``MixedExercise.check``'s flow, each half-precision case (and the shorter rows its diagnosis tries) of the
-    family ``family_order`` gives it; the float64 probe on the first family's values."""
-    families = family_order(gen, len(half_shapes))
-    exercise.check(fn, gen, half_shapes, exact_shapes, [replace(exercise, half_case=partial(make, f)) for f in families])
-
-
-@graded
-def softmax_backward_mixed(fn) -> None:
-    """The visible check's flow on this run's shapes and families of values, held to Part C's rule."""
-    check_in_families(SOFTMAX_RULE, softmax_half_case, fn, generator("softmax_backward_mixed"), SOFTMAX_HALF,
-                      SOFTMAX_EXACT)
-
-
-@graded
-def layernorm_backward_mixed(fn) -> None:
-    """The visible check's flow on this run's shapes and families of values, held to Part C's rule."""
-    check_in_families(LAYERNORM_RULE, layernorm_half_case, fn, generator("layernorm_backward_mixed"), LAYERNORM_HALF,
-                      LAYERNORM_EXACT)
-
-
-@graded
-def grad_tolerance(fn) -> None:
-    """The visible check's flow at lengths of its own, errors measured on fresh draws."""
-    check_grad_tolerance(fn, generator("grad_tolerance"), TOL_LENGTHS)
-
-
-@graded
-def DynamicLossScaler(cls) -> None:  # noqa: N802 — named after the exercise it checks
-    """The visible check's flow on runs of steps of its own."""
-    check_scaler(cls, generator("DynamicLossScaler"), SCALER_RUNS)
+softmax_backward_mixed = hidden(SOFTMAX_RULE, SOFTMAX_HALF, exact=SOFTMAX_EXACT, values=in_families(softmax_values))
+layernorm_backward_mixed = hidden(LAYERNORM_RULE, LAYERNORM_HALF, exact=LAYERNORM_EXACT,
+                                  values=in_families(layernorm_values))
+grad_tolerance = hidden(Runner("grad_tolerance", partial(check_grad_tolerance, lengths=TOL_LENGTHS)), lambda gen: gen)
+DynamicLossScaler = hidden(Runner("DynamicLossScaler", partial(check_scaler, runs=SCALER_RUNS)), lambda gen: gen)  # noqa: N816
 
 
 def kernel_half_case(gen: torch.Generator, family: str, label: str, rows: int, n: int, dtype: torch.dtype,
                      block: int) -> mixed_kernel.KernelCase:
     """A half-precision launch on values of ``family`` (:func:`softmax_values`), rounded to ``dtype``."""
-    y, dy, what = softmax_values(gen, family, rows, n)
+    y, dy, what = softmax_values(family, gen, rows, n)
     y, dy = (v.to(dtype).to(F64) for v in (y, dy))
     return mixed_kernel.KernelCase(f"{label}: y and dy ({rows}, {n}) {name_of(dtype)}, {what}, BLOCK = {block}",
                                    y, dy, dtype, block)

@@ -26,19 +26,13 @@ from ..diagnose import (
     Alternative,
     Case,
     GradingFailure,
-    as_outputs,
-    batch_refined,
-    call_student,
-    clone_args,
-    diagnose,
     distinct_from,
     relative_error,
     seeded,
     transposed_view,
     vjp,
-    where_mismatch,
 )
-from ..spec import NO_LIBRARY_BACKWARD, Exercise, Refuses, among, visible
+from ..spec import NO_LIBRARY_BACKWARD, BatchAxis, Exercise, Refuses, among, visible
 
 F32, F64 = torch.float32, torch.float64
 SEED = 20240202  # fixed: the visible checks show the same numbers on every run
@@ -164,7 +158,6 @@ class Draw:
 
     inputs: Callable
     transposed: str
-    case_type: type = Case
 
     def __call__(self, gen: torch.Generator, shape, logits: Callable = normal) -> Case:
         args = self.inputs(gen, shape, logits)
@@ -172,7 +165,7 @@ class Draw:
         if isinstance(shape, Transposed):
             args = {k: transposed_view(v) if v.shape == shape else v for k, v in args.items()}
             note = self.transposed
-        return self.case_type(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
+        return Case(_label(**args) + note, tuple(args.values()), batch=rows_of(shape))
 
 
 
@@ -409,14 +402,12 @@ SHIFT_OUTPUTS = ("y", "dx", "dc")
 LIBRARY_SOFTMAX = ("aten._softmax", "aten._log_softmax", "aten.logsumexp", "aten._safe_softmax")
 
 
-@dataclass
-class ShiftCase(Case):
-    """A case of ``shifted_softmax_vjp(x, c, dy)``; ``large`` marks float32 logits of size up to 1000."""
-
-    large: bool = False
+def _large(case: Case) -> bool:
+    """A case of float32 logits of size up to 1000 (:func:`shift_large_cases`)."""
+    return case.args[0].dtype == F32
 
 
-def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase]:
+def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[Case]:
     """The float32 cases, rows of ``n`` logits up to ±1000 with shifts that do not keep exp in range.
 
     ``rows`` rows with c = 0; two rows 1900 apart with c = 0; three rows with a shift above one row's max, at
@@ -435,34 +426,28 @@ def shift_large_cases(gen: torch.Generator, rows: int, n: int) -> list[ShiftCase
         ("c above row 0's max, at row 1's min, and −1000 for row 2", wide, shifts),
     ]:
         dy = torch.linspace(-1.0, 1.0, logits.numel(), dtype=F32).reshape(logits.shape).flip(-1)
-        cases.append(ShiftCase(f"x {tuple(logits.shape)} float32 logits up to ±1000, {label}", (logits, c, dy),
-                               batch=logits.shape[0], large=True))
+        cases.append(Case(f"x {tuple(logits.shape)} float32 logits up to ±1000, {label}", (logits, c, dy),
+                          batch=logits.shape[0]))
     return cases
 
 
-def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: str,
-                       expected: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> list[Alternative]:
-    """Named bugs of one output of ``shifted_softmax_vjp``; ``expected`` is the right (y, dx, dc)."""
-    y, dx, _ = expected
-    x, dy = x.to(F64), dy.to(F64)
-    if out == "dx":
-        return backward_alternatives(y, dy, dx)
-    if out == "dc":
-        hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c and of dc
-        alts = [
-            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
-                        "exponent of the denominator, and that dependence counts too.", -hub),
-            Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
-                        "flipped: c also sits in every exponent of the denominator.", hub),
-            Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
-                        "c reaches y through the softmax, not directly.", -dy.sum(-1, keepdim=True)),
-        ]
-        return [a for a in alts if relative_error(a.value, torch.zeros_like(a.value)) > 0]
-    m = x.amax(-1, keepdim=True)
-    e = (x - m).exp()
-    alts = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.", e)]
+def shift_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    """Named bugs of each output of ``shifted_softmax_vjp``."""
+    y, dx, _ = _shift_reference(*case.args)
+    x, _, dy = (a.to(F64) for a in case.args)
+    hub = (y * dy).sum(-1, keepdim=True)  # (..., 1): one per row, the shape of c and of dc
+    dc = [
+        Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c): c also sits in every "
+                    "exponent of the denominator, and that dependence counts too.", -hub),
+        Alternative("wrong-values", "dc differentiates only the numerator e^(x_i − c), and with its sign "
+                    "flipped: c also sits in every exponent of the denominator.", hub),
+        Alternative("wrong-values", "dc adds up ȳ over the row as if y were x − c: ȳ is the gradient at y, and "
+                    "c reaches y through the softmax, not directly.", -dy.sum(-1, keepdim=True)),
+    ]
+    ys = [Alternative("wrong-values", "y is not normalised: each row of a softmax sums to 1.",
+                      (x - x.amax(-1, keepdim=True)).exp())]
     if x.ndim >= 2:
-        alts += [
+        ys += [
             Alternative("broadcast-axis", "y is a softmax down the columns (over the batch): each row is a softmax "
                         "of its own, along the last axis.", torch.softmax(x, -2)),
             Alternative("broadcast-axis", "y subtracts each row's own number along the wrong axis: the row "
@@ -474,65 +459,46 @@ def shift_alternatives(x: torch.Tensor, c: torch.Tensor, dy: torch.Tensor, out: 
                         "axis, so they were broadcast across the columns instead of down each row.",
                         _softmax_wrong_axes(x, True, True)),
         ]
-    return distinct_from([a for a in alts if a.value is not None], y)
+    return {"y": distinct_from([a for a in ys if a.value is not None], y), "dx": backward_alternatives(y, dy, dx),
+            "dc": [a for a in dc if relative_error(a.value, torch.zeros_like(a.value)) > 0]}
 
 
-def _overflow(case: ShiftCase, got: torch.Tensor) -> GradingFailure:
-    bad = torch.nonzero(~torch.isfinite(got))[0].tolist()
-    where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
-    return GradingFailure(
-        "non-finite",
-        f"y is NaN or inf (first at {where}) for float32 logits as large as ±1000 with the shift handed in: exp "
-        "overflows float32 above about 88.7 and rounds to 0 below about −103.9, and inf/inf or 0/0 is NaN. Each "
-        "row's exponents have to stay in range whatever c you are handed.",
-        f"inputs: {case.label}")
+def _shift_tol(case: Case) -> float:
+    return SHIFT_TOL[case.args[0].dtype]
 
 
-def _within(got, expected: torch.Tensor, bound: float) -> bool:
-    """``got`` has the expected shape, is finite, and is within ``bound`` of ``expected`` everywhere."""
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or not got.is_floating_point():
-        return False
-    diff = (got.detach().to("cpu", F64) - expected.to(F64)).abs()
-    return bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= bound)
+def _shift_bound(out: str, case: Case) -> float | None:
+    """dc, and dx on the float32 cases, are held to an absolute bound (ABS_TOL times the largest |ȳ|)."""
+    dy = case.args[2]
+    if out == "dc" or (out == "dx" and _large(case)):
+        return ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
+    return None
 
 
-def check_shift(name: str, fn: Callable, cases: Sequence[ShiftCase], reference: Callable) -> None:
-    """Run ``fn(x, c, dy) -> (y, dx, dc)`` on every case: y and dx within a relative tolerance, dc ≈ 0.
+def _unlabelled(failure: GradingFailure, case: Case, passed) -> GradingFailure:
+    """An error the code raised, as it is, without a line naming the inputs (as this check always showed it)."""
+    return failure
 
-    A NaN or inf in y on the float32 cases is the missing (or insufficient) shift, said so.
-    """
-    passed_batch1 = False
-    for case in cases:
-        expected = reference(*clone_args(case.args))
-        got = as_outputs(name, call_student(name, fn, *clone_args(case.args)), SHIFT_OUTPUTS)
-        x, c, dy = case.args
-        tol = SHIFT_TOL[x.dtype]
-        bound = ABS_TOL[dy.dtype] * max(1.0, dy.abs().max().item())
-        for out, g, e, of in zip(SHIFT_OUTPUTS, got, expected, ("x", "x", "c")):
-            if out == "dc" or (out == "dx" and case.large):
-                if _within(g, e, bound):
-                    continue
-                # Against the reference rounded to the bound: a relative comparison with a value at the level
-                # of rounding would read any wrong dc of one entry as a "scale" bug.
-                e = torch.where(e.abs() <= bound, torch.zeros_like(e), e)
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
-                                   alternatives=shift_alternatives(x, c, dy, out, expected))
-                if failure is None:  # within the relative tolerance, yet not within the bound
-                    failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
-                                             where_mismatch(out, g, e, case.label))
-                    failure.generic = True
-            else:
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of)
-                if failure is None:
-                    continue
-                if out == "y" and failure.cls == "non-finite" and case.large:
-                    raise _overflow(case, g)
-                failure = diagnose(out, g, e, tol=tol, batch=case.batch, case=case.label, of=of,
-                                   alternatives=shift_alternatives(x, c, dy, out, expected))
-            raise batch_refined(failure, out, case.batch, passed_batch1, "rows of a batch were mixed, or a reduction "
-                                "ran over the batch axis (each row is a softmax of its own).")
-        if case.batch == 1:
-            passed_batch1 = True
+
+@dataclass(frozen=True)
+class Overflow:
+    """The refinement of ``shifted_softmax_vjp``: a NaN or inf in y on the float32 cases is the missing (or
+    insufficient) shift, said so; else :class:`BatchAxis` with its own reason."""
+
+    batch: BatchAxis = BatchAxis("rows of a batch were mixed, or a reduction ran over the batch axis (each row is "
+                                 "a softmax of its own).")
+
+    def __call__(self, failure: GradingFailure, out: str, case: Case, got, expected, passed) -> GradingFailure:
+        if not (out == "y" and failure.cls == "non-finite" and _large(case)):
+            return self.batch(failure, out, case, got, expected, passed)
+        bad = torch.nonzero(~torch.isfinite(got[0]))[0].tolist()
+        where = f"y[{', '.join(map(str, bad))}]" if bad else "y"
+        return GradingFailure(
+            "non-finite",
+            f"y is NaN or inf (first at {where}) for float32 logits as large as ±1000 with the shift handed in: exp "
+            "overflows float32 above about 88.7 and rounds to 0 below about −103.9, and inf/inf or 0/0 is NaN. Each "
+            "row's exponents have to stay in range whatever c you are handed.",
+            f"inputs: {case.label}")
 
 
 # ---------------------------------------------------------------------------
@@ -586,10 +552,10 @@ JACOBIAN = Exercise(name="softmax_jacobian", draw=Draw(_jacobian_inputs, ", a tr
 BACKWARD = Exercise(name="softmax_backward", draw=Draw(_backward_inputs, BOTH), reference=_backward_reference,
                     outputs=("dx",), of=("y",), alternatives=_named("dx", backward_alternatives, _backward_reference),
                     properties=NO_JACOBIAN, counted=_jacobian_sized)
-SHIFT = Exercise(name="shifted_softmax_vjp", draw=Draw(_shift_inputs, ", x and dy transposed (non-contiguous) views",
-                                                       ShiftCase),
-                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, properties=(NO_LIBRARY_SOFTMAX,),
-                 counted=_jacobian_sized, runner=check_shift)
+SHIFT = Exercise(name="shifted_softmax_vjp", draw=Draw(_shift_inputs, ", x and dy transposed (non-contiguous) views"),
+                 reference=_shift_reference, outputs=SHIFT_OUTPUTS, of=("x", "x", "c"), alternatives=shift_alternatives,
+                 tol=_shift_tol, bound=_shift_bound, refine=Overflow(), on_error=_unlabelled,
+                 properties=(NO_LIBRARY_SOFTMAX,), counted=_jacobian_sized)
 LOG_SOFTMAX = Exercise(name="log_softmax_backward", draw=Draw(_log_softmax_inputs, BOTH),
                        reference=_log_softmax_reference, outputs=("dx",), of=("z",),
                        alternatives=_named("dx", log_softmax_alternatives, _log_softmax_reference),

@@ -426,90 +426,100 @@ def u(dtype):
     return torch.finfo(dtype).eps / 2
 
 
+BUGS = []  # (exercise, bug, class, topic, words of the sentence), each registered where the bug is written
+
+
+def diagnosed_as(exercise, topic, words, cls="wrong-values"):
+    """Register the bug below: both checks of ``exercise`` must say ``cls`` of it, with ``topic`` and ``words``."""
+    def register(bug):
+        BUGS.append((exercise, bug, cls, topic, words))
+        return bug
+    return register
+
+
+@diagnosed_as("grad_tolerance", "length", "ignores n")
 def tol_ignores_n(dtype, n, condition=1.0):
     return 2 * u(dtype) + 128 * condition * u(wide(dtype))  # bug: the sum's term as if n were 4096
 
 
+@diagnosed_as("grad_tolerance", "dtype", "whatever the dtype")
 def tol_ignores_dtype(dtype, n, condition=1.0):
     return 2 * u(BF16) + 2 * condition * math.sqrt(n) * u(F32)  # bug: bfloat16's rule for every dtype
 
 
+@diagnosed_as("grad_tolerance", "loose", "looser than the error of a bug")
 def tol_worst_case(dtype, n, condition=1.0):
     return 2 * u(dtype) + condition * n * u(wide(dtype))  # bug: n·u, the worst case of a sequential sum
 
 
+@diagnosed_as("grad_tolerance", "length", "ignores n")  # constant in n: that is said first
 def tol_unit_roundoff(dtype, n, condition=1.0):
     return u(dtype)  # bug: no room for the sum at all
 
 
+@diagnosed_as("grad_tolerance", "tight", "= 6.0e-08 is tighter than")  # u(float32)
 def tol_float32_too_tight(dtype, n, condition=1.0):
     return condition * u(F32) if dtype == F32 else tolerance_from_finfo(dtype, n, condition)  # bug: u at float32
 
 
+@diagnosed_as("grad_tolerance", "tight", "tighter than the error right code makes")
 def tol_tree_bound(dtype, n, condition=1.0):
     return 2 * u(dtype) + condition * math.log2(n) * u(wide(dtype))  # bug: a pairwise sum's bound for a sequential sum
 
 
+@diagnosed_as("grad_tolerance", "length", "shrinks as n grows")
 def tol_shrinks(dtype, n, condition=1.0):
     return 2 * u(dtype) + 64 * condition * u(wide(dtype)) / math.sqrt(n)  # bug: / where × belongs
 
 
+@diagnosed_as("grad_tolerance", "condition", "ignores condition")
 def tol_ignores_condition(dtype, n, condition=1.0):
     return tolerance_from_finfo(dtype, n)  # bug: √n·u taken relative to the result, whatever it cancelled
 
 
+@diagnosed_as("grad_tolerance", "condition", "not the one rounding of the stored result")
 def tol_condition_everywhere(dtype, n, condition=1.0):
     return condition * tolerance_from_finfo(dtype, n)  # bug: κ also multiplies the stored result's one rounding
 
 
+@diagnosed_as("grad_tolerance", "condition", "shrinks as the condition factor grows")
 def tol_condition_divides(dtype, n, condition=1.0):
     return tolerance_from_finfo(dtype, n) / condition  # bug: / where × belongs
 
 
+@diagnosed_as("grad_tolerance", "condition", "that is its default")
 def tol_condition_default_zero(dtype, n, condition=0.0):
     return tolerance_from_finfo(dtype, n, max(condition, 1.0) if condition else 4.0)  # bug: default not 1
 
 
+@diagnosed_as("grad_tolerance", "condition", "must take a third argument, condition")
 def tol_without_condition(dtype, n):
     return tolerance_from_finfo(dtype, n)  # bug: the old signature, no condition factor
 
 
+@diagnosed_as("grad_tolerance", None, "returned a list; it must return a float")
 def tol_in_a_list(dtype, n, condition=1.0):
     return [tolerance_from_finfo(dtype, n, condition)]
 
 
+@diagnosed_as("grad_tolerance", None, "a tolerance is a positive, finite relative error")
 def tol_negative(dtype, n, condition=1.0):
     return -tolerance_from_finfo(dtype, n, condition)
 
 
+@diagnosed_as("grad_tolerance", None, "a tolerance is a positive, finite relative error")
 def tol_nan(dtype, n, condition=1.0):
     return math.nan
 
 
-TOLERANCE_BUGS = [  # (bug, class, topic, words of the sentence)
-    (tol_ignores_n, "wrong-values", "length", "ignores n"),
-    (tol_ignores_dtype, "wrong-values", "dtype", "whatever the dtype"),
-    (tol_worst_case, "wrong-values", "loose", "looser than the error of a bug"),
-    (tol_unit_roundoff, "wrong-values", "length", "ignores n"),  # constant in n: that is said first
-    (tol_float32_too_tight, "wrong-values", "tight", "= 6.0e-08 is tighter than"),  # u(float32)
-    (tol_tree_bound, "wrong-values", "tight", "tighter than the error right code makes"),
-    (tol_shrinks, "wrong-values", "length", "shrinks as n grows"),
-    (tol_ignores_condition, "wrong-values", "condition", "ignores condition"),
-    (tol_condition_everywhere, "wrong-values", "condition", "not the one rounding of the stored result"),
-    (tol_condition_divides, "wrong-values", "condition", "shrinks as the condition factor grows"),
-    (tol_condition_default_zero, "wrong-values", "condition", "that is its default"),
-    (tol_without_condition, "wrong-values", "condition", "must take a third argument, condition"),
-    (tol_in_a_list, "wrong-values", None, "returned a list; it must return a float"),
-    (tol_negative, "wrong-values", None, "a tolerance is a positive, finite relative error"),
-    (tol_nan, "wrong-values", None, "a tolerance is a positive, finite relative error"),
-    (todo, "not-implemented", None, "still raises NotImplementedError"),
-]
+diagnosed_as("grad_tolerance", None, "still raises NotImplementedError", "not-implemented")(todo)
 
 
 # ---------------------------------------------------------------------------
 # DynamicLossScaler
 
 
+@diagnosed_as("DynamicLossScaler", "growth", "never grows")
 class NeverGrows(Scaler):
     def update(self, found_inf):
         if found_inf:
@@ -517,12 +527,14 @@ class NeverGrows(Scaler):
         return not found_inf  # bug: no growth after growth_interval finite steps
 
 
+@diagnosed_as("DynamicLossScaler", "skip", "must be skipped")
 class NeverSkips(Scaler):
     def update(self, found_inf):
         super().update(found_inf)
         return True  # bug: the optimizer steps on inf gradients
 
 
+@diagnosed_as("DynamicLossScaler", "growth", "an inf/NaN step starts the count again")
 class StreakKeptOverInf(Scaler):
     def update(self, found_inf):
         if found_inf:
@@ -531,6 +543,7 @@ class StreakKeptOverInf(Scaler):
         return super().update(False)
 
 
+@diagnosed_as("DynamicLossScaler", "backoff", "it must back off")
 class NoBackoff(Scaler):
     def update(self, found_inf):
         if found_inf:
@@ -539,6 +552,7 @@ class NoBackoff(Scaler):
         return super().update(False)
 
 
+@diagnosed_as("DynamicLossScaler", "unscale", "replaced the list's tensors")
 class UnscaleReplaces(Scaler):
     def unscale_(self, grads):
         for k, g in enumerate(grads):
@@ -547,11 +561,13 @@ class UnscaleReplaces(Scaler):
         return not all(torch.isfinite(g).all() for g in grads if g is not None)
 
 
+@diagnosed_as("DynamicLossScaler", "unscale", "returned a list; it must return a bool")
 class UnscaleReturnsNewList(Scaler):
     def unscale_(self, grads):
         return [None if g is None else g / self.scale for g in grads]
 
 
+@diagnosed_as("DynamicLossScaler", "unscale", "left grads[0] as it was")
 class UnscaleOutOfPlace(Scaler):
     def unscale_(self, grads):
         found_inf = False
@@ -562,6 +578,7 @@ class UnscaleOutOfPlace(Scaler):
         return found_inf
 
 
+@diagnosed_as("DynamicLossScaler", "skip", "returned False for gradients holding NaN")
 class UnscaleMissesNaN(Scaler):
     def unscale_(self, grads):
         found_inf = False
@@ -572,33 +589,19 @@ class UnscaleMissesNaN(Scaler):
         return found_inf
 
 
+@diagnosed_as("DynamicLossScaler", None, "by default it starts at init_scale = 2**16")
 class DefaultScaleWrong(Scaler):
     def __init__(self, init_scale=2.0**15, **options):  # bug: 2**15
         super().__init__(init_scale, **options)
 
 
+@diagnosed_as("DynamicLossScaler", None, "still raises NotImplementedError", "not-implemented")
 class ScalerStub:
     def __init__(self, *args, **kwargs):
         raise course.todo()
 
 
-SCALER_BUGS = [  # (bug, class, topic, words of the sentence)
-    (NeverGrows, "wrong-values", "growth", "never grows"),
-    (NeverSkips, "wrong-values", "skip", "must be skipped"),
-    (StreakKeptOverInf, "wrong-values", "growth", "an inf/NaN step starts the count again"),
-    (NoBackoff, "wrong-values", "backoff", "it must back off"),
-    (UnscaleReplaces, "wrong-values", "unscale", "replaced the list's tensors"),
-    (UnscaleReturnsNewList, "wrong-values", "unscale", "returned a list; it must return a bool"),
-    (UnscaleOutOfPlace, "wrong-values", "unscale", "left grads[0] as it was"),
-    (UnscaleMissesNaN, "wrong-values", "skip", "returned False for gradients holding NaN"),
-    (DefaultScaleWrong, "wrong-values", None, "by default it starts at init_scale = 2**16"),
-    (ScalerStub, "not-implemented", None, "still raises NotImplementedError"),
-]
-
-
-@pytest.mark.parametrize(("exercise", "bug", "cls", "topic", "words"),
-                         [("grad_tolerance", *row) for row in TOLERANCE_BUGS]
-                         + [("DynamicLossScaler", *row) for row in SCALER_BUGS], ids=_id)
+@pytest.mark.parametrize(("exercise", "bug", "cls", "topic", "words"), BUGS, ids=_id)
 def test_each_tolerance_and_scaler_bug_gets_its_class_from_both_checks(exercise, bug, cls, topic, words, seeded):
     for check in both(exercise):
         failure = failure_of(check, bug)
