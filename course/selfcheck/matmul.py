@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
+from types import SimpleNamespace
 
 import torch
 
@@ -309,76 +310,41 @@ EXERCISES = {ex.name: ex for ex in (
 # course function is a tripwire then (course.delegation). Their names say nothing either.
 
 
-def _right(x, w, b, dy):
+def _right(x, w, b, dy) -> SimpleNamespace:
     """(dx, dw, db) of y = x @ w + b by torch autograd, called directly (a course helper would be a tripwire
-    inside the student's call): each suspect is this with one bug applied, so none spells the answer."""
+    inside the student's call), beside x, w and dy: each suspect is this with one bug applied."""
     leaves = [t.detach().clone().requires_grad_(True) for t in (x, w, b)]
     with torch.enable_grad():
-        return torch.autograd.grad(leaves[0] @ leaves[1] + leaves[2], leaves, dy)
+        dx, dw, db = torch.autograd.grad(leaves[0] @ leaves[1] + leaves[2], leaves, dy)
+    return SimpleNamespace(dx=dx, dw=dw, db=db, x=x, w=w, dy=dy)
 
 
-def _suspect_1(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw.mT, db
-
-
-def _suspect_2(x, w, b, dy):
-    dx, dw, _ = _right(x, w, b, dy)
-    for row in dy:
-        db = row
-    return dx, dw, db
-
-
-def _suspect_3(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw / x.shape[0], db
-
-
-def _suspect_4(x, w, b, dy):
-    dx, dw, _ = _right(x, w, b, dy)
-    return dx, dw, dy.sum(dim=1)
-
-
-def _suspect_5(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return -dx, dw, db
-
-
-def _suspect_6(x, w, b, dy):
-    dx, _, db = _right(x, w, b, dy)
-    return dx, torch.outer(x[0], dy[0]), db
-
-
-def _suspect_7(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw, 2 * db
-
-
-def _suspect_8(x, w, b, dy):
-    return _right(x, w, b, dy)
-
-
-def _suspect_9(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw + 1e-2 * w, db
+def _suspect(edit: Callable) -> Callable:
+    """A backward: the right outputs with ``edit`` applied; its name (private) and its code say nothing of the bug."""
+    def _backward(x, w, b, dy):
+        return edit(_right(x, w, b, dy))
+    return _backward
 
 
 # (label, backward, its class, what is wrong with it): the five suspects of the notebook's §9 first.
 SUSPECTS = [
-    ("suspect_1 of §9", _suspect_1, "transpose", "dw is the transpose of the right one"),
-    ("suspect_2 of §9", _suspect_2, "batch-reduction", "db is the last row of dy alone"),
-    ("suspect_3 of §9", _suspect_3, "scale", "dw is the right one divided by the batch size"),
-    ("suspect_4 of §9", _suspect_4, "broadcast-axis", "db sums dy over the features instead of the rows"),
-    ("suspect_5 of §9", _suspect_5, "sign", "dx is the negative of the right one"),
-    ("a backward whose dw comes from the first sample", _suspect_6, "batch-reduction",
-     "dw is the first sample's contribution alone"),
-    ("a backward with a doubled db", _suspect_7, "scale", "db is twice the right one"),
-    ("a backward with weight decay folded into dw", _suspect_9, "wrong-values",
+    ("suspect_1 of §9", _suspect(lambda r: (r.dx, r.dw.mT, r.db)), "transpose", "dw is the transpose of the right one"),
+    ("suspect_2 of §9", _suspect(lambda r: (r.dx, r.dw, r.dy[-1])), "batch-reduction", "db is the last row of dy alone"),
+    ("suspect_3 of §9", _suspect(lambda r: (r.dx, r.dw / r.x.shape[0], r.db)), "scale",
+     "dw is the right one divided by the batch size"),
+    ("suspect_4 of §9", _suspect(lambda r: (r.dx, r.dw, r.dy.sum(dim=1))), "broadcast-axis",
+     "db sums dy over the features instead of the rows"),
+    ("suspect_5 of §9", _suspect(lambda r: (-r.dx, r.dw, r.db)), "sign", "dx is the negative of the right one"),
+    ("a backward whose dw comes from the first sample", _suspect(lambda r: (r.dx, torch.outer(r.x[0], r.dy[0]), r.db)),
+     "batch-reduction", "dw is the first sample's contribution alone"),
+    ("a backward with a doubled db", _suspect(lambda r: (r.dx, r.dw, 2 * r.db)), "scale", "db is twice the right one"),
+    ("a backward with weight decay folded into dw", _suspect(lambda r: (r.dx, r.dw + 1e-2 * r.w, r.db)), "wrong-values",
      "dw has a weight-decay term that y = x @ w + b does not have"),
-    ("a right backward", _suspect_8, "none", "every output is right"),
+    ("a right backward", _suspect(lambda r: (r.dx, r.dw, r.db)), "none", "every output is right"),
 ]
 
 # Why a likely confusion is wrong: (what the student said, what it is) -> one sentence.
+_SQUARE = "with square sizes a transposed output keeps its shape, and only its values show it"
 _CONFUSIONS = {
     ("batch-reduction", "scale"): "a constant factor is a scale bug, even one that shows only above batch 1",
     ("none", "batch-reduction"): "this bug is invisible at batch 1 and shows above it",
@@ -386,10 +352,10 @@ _CONFUSIONS = {
     ("none", "transpose"): "with square sizes a transposed output keeps its shape and only its values show it",
     ("none", "broadcast-axis"): "with a square dy a wrong reduction axis keeps db's shape and only its values show it",
     ("batch-reduction", "broadcast-axis"): "db reduced over the wrong axis is wrong at batch 1 already",
+    ("batch-reduction", "transpose"): _SQUARE,
+    ("scale", "transpose"): _SQUARE,
     ("broadcast-axis", "transpose"): "an output of reversed shape holding the transposed values is a transpose",
     ("transpose", "broadcast-axis"): "db is a vector: it cannot be transposed, only reduced over the wrong axis",
-    ("batch-reduction", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
-    ("scale", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
     ("batch-reduction", "wrong-values"): "it is wrong at batch 1 already, where no missing reduction can show",
     ("wrong-values", "batch-reduction"): "it is right at batch 1 and wrong only above it",
     ("none", "wrong-values"): "that output is wrong at every batch size",
