@@ -134,6 +134,10 @@ class KernelCase:
     large: bool = False  # logits large enough that exp overflows without the max shift
     statistic: str = ""  # what a float16 computation rounded, when not the spec's own sentence
 
+    @property
+    def out(self) -> str:
+        return "y" if len(self.inputs) == 1 else "dx"
+
 
 @dataclass(frozen=True)
 class RowLaunch:
@@ -153,14 +157,6 @@ class RowLaunch:
         apart = ", ".join(f"{p} rows {s} apart" for p, s in zip(self.pointers, strides))
         label = f"{rows} row(s) of n_cols = {n}, BLOCK = {block}, {str(case.dtype).removeprefix('torch.')}; {apart}"
         return Launch({self.result: got}, touched, ["padding"] if wrote else [], label)
-
-
-def _expected(case: KernelCase) -> dict[str, torch.Tensor]:
-    return {"y" if len(case.inputs) == 1 else "dx": case.expected}
-
-
-def _alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
-    return {"y" if len(case.inputs) == 1 else "dx": case.alternatives}
 
 
 def _past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
@@ -207,8 +203,8 @@ def _row_zero_only(wrong: Wrong) -> str:
 def _kernel_spec(name: str, pointers: tuple[str, ...], neutral: float, half: HalfSpacings, *refinements) -> KernelSpec:
     """A softmax kernel: its launch, and the refinements of a wrong value (``neutral``: padding a load cannot hurt)."""
     return KernelSpec(
-        name=name, launch=RowLaunch(name, pointers, pointers[-1].lower()), reference=_expected,
-        alternatives=_alternatives, read_only=f"an input is read-only; store {pointers[-1].lower()} through "
+        name=name, launch=RowLaunch(name, pointers, pointers[-1].lower()), reference=lambda case: {case.out: case.expected},
+        alternatives=lambda case: {case.out: case.alternatives}, read_only=f"an input is read-only; store {pointers[-1].lower()} through "
         f"{pointers[-1]}_ptr.", past_end=_past_end, half=half, refinements=(
             ReadsPastEnd(neutral, _reads_past, _columns_read), *refinements,
             RightOnFirstRows(1, _row_zero_only),

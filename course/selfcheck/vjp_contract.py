@@ -35,16 +35,10 @@ F64 = torch.float64
 
 
 class Probe:
-    """A scalar function of x with known finite differences, that watches how it is called.
-
-    Subclasses give the value (``_value(p)``) and, exactly for any step h, the central
-    differences ``central(h)``, (f(x + h eᵢ) − f(x − h eᵢ))/(2h) for every i, and the one-sided
-    ones ``one_sided(h)``, (f(x + h eᵢ) − f(x))/h (with −h, the backward difference). Each call
-    records how many entries of the point are away from x, so a routine that forgets to put
-    an entry back is caught at the call where it happens. What runs while the student's code
-    does is private (``__call__``, ``_value``): the public methods of a course class are
-    tripwires then (``course.delegation``).
-    """
+    """A scalar function of x whose central and one-sided differences (``central(h)``, ``one_sided(h)``; −h: the
+    backward difference) are exact for any step h. Each call records how many entries of the point are away from x,
+    so an entry not put back is caught where it happens. What runs inside the student's call is private: public
+    methods of a course class are tripwires then (``course.delegation``)."""
 
     def __init__(self, x: torch.Tensor, eps: float, as_float: bool = False):
         self.base = x.detach().to(F64).clone()
@@ -69,12 +63,8 @@ class Probe:
 
 
 class CosineBowl(Probe):
-    """f(x) = Σ cos(ωx) + ½(v·x)²: curvature everywhere, and every entry coupled to every other.
-
-    With step h the central difference of cos(ωx) is exactly −sin(ωx)·sin(ωh)/h and that of
-    the quadratic is exactly v(v·x); the quadratic's forward difference is v(v·x) + h v²/2.
-    The visible check's probe.
-    """
+    """The visible check's probe, f(x) = Σ cos(ωx) + ½(v·x)²: curvature everywhere, every entry coupled to every other.
+    Central difference, exactly: −sin(ωx)·sin(ωh)/h + v(v·x); the quadratic's forward one is v(v·x) + h v²/2."""
 
     omega = 5.0
 
@@ -95,12 +85,9 @@ class CosineBowl(Probe):
 
 
 class SineQuadratic(Probe):
-    """f(x) = Σ wᵢ sin(ωᵢxᵢ + φᵢ) + ½ x̂ᵀAx̂ with x̂ = x flattened and A symmetric; random parameters.
-
-    Central difference with step h, exactly: w cos(ωx + φ) sin(ωh)/h + A x̂ (a quadratic's
-    central difference has no truncation error). Forward difference, exactly:
-    w (sin(ω(x + h) + φ) − sin(ωx + φ))/h + A x̂ + h/2 diag(A). The hidden check's probe.
-    """
+    """The hidden check's probe, f(x) = Σ wᵢ sin(ωᵢxᵢ + φᵢ) + ½ x̂ᵀAx̂ (x̂ = x flattened, A symmetric), all random.
+    Central difference, exactly: w cos(ωx + φ) sin(ωh)/h + A x̂; forward: w (sin(ω(x + h) + φ) − sin(ωx + φ))/h +
+    A x̂ + h/2 diag(A)."""
 
     def __init__(self, x: torch.Tensor, gen: torch.Generator, eps: float, as_float: bool = False):
         super().__init__(x, eps, as_float)
@@ -141,11 +128,8 @@ NUMERICAL_GRADIENT_SHAPES = [
 
 
 def probe_cases(gen: torch.Generator, shapes, draw) -> list[tuple]:
-    """(label, x, probe, eps-or-None) for each (shape, options) of ``shapes``.
-
-    ``draw(x, gen, eps, as_float)`` makes the probe, its parameters drawn from ``gen``: ``CosineBowl`` or
-    ``SineQuadratic``.
-    """
+    """(label, x, probe, eps-or-None) for each (shape, options) of ``shapes``; ``draw(x, gen, eps, as_float)``
+    makes the probe (``CosineBowl``, ``SineQuadratic``) from ``gen``."""
     cases = []
     for shape, options in shapes:
         eps, dtype = options.get("eps"), options.get("dtype", F64)
