@@ -66,9 +66,10 @@ def counted(target: torch.Tensor) -> int:
     return int((target != IGNORE).sum())
 
 
-def head_inputs(gen: torch.Generator, shape: Shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(h, W, target) for ``shape``: logits of order 1 (or stretched to ±shape.logits), the last class among the
-    targets, ``shape.ignored`` tokens at random places set to ignore_index (never all of them)."""
+def head_case(gen: torch.Generator, shape: Shape, size_name: str = "", with_target: bool = True) -> Case:
+    """(h, W, target) for ``shape`` — without the target for the log-sum-exp — then the chunk or block when the
+    exercise takes one: logits of order 1 (or stretched to ±shape.logits), the last class among the targets,
+    ``shape.ignored`` tokens at random places set to ignore_index (never all of them)."""
     T, V, d = shape.T, shape.V, shape.d
     if not 0 <= shape.ignored < T:
         raise ValueError(f"ignored = {shape.ignored} must leave at least one of T = {T} tokens counted")
@@ -81,27 +82,13 @@ def head_inputs(gen: torch.Generator, shape: Shape) -> tuple[torch.Tensor, torch
     target[torch.randperm(T, generator=gen)[: shape.ignored]] = IGNORE
     if shape.transposed:
         h, W = transposed_view(h), transposed_view(W)
-    return h, W, target
-
-
-def head_case(gen: torch.Generator, shape: Shape, size_name: str = "", with_target: bool = True) -> Case:
-    """The case of ``shape``: (h, W, target) — without the target for the log-sum-exp — then the chunk or block
-    when the exercise takes one."""
-    h, W, target = head_inputs(gen, shape)
-    notes = [shape.label]
-    if size_name:
-        notes.append(f"{size_name} = {shape.size}")
-    if shape.ignored:
-        notes.append(f"{shape.ignored} of the targets ignore_index (−100)")
-    if shape.logits:
-        notes.append(f"logits up to ±{shape.logits:g}")
-    if shape.transposed:
-        notes.append(f"h and W {TRANSPOSED}")
+    notes = [shape.label, size_name and f"{size_name} = {shape.size}",
+             shape.ignored and f"{shape.ignored} of the targets ignore_index (−100)",
+             shape.logits and f"logits up to ±{shape.logits:g}", shape.transposed and f"h and W {TRANSPOSED}"]
     tensors = f"h {tuple(h.shape)}, W {tuple(W.shape)}" + (f", target {tuple(target.shape)}" if with_target else "")
     args = (h, W, target) if with_target else (h, W)
     args += (shape.size,) if size_name else ()
-    label = f"{tensors}; " + ", ".join(notes)
-    return Case(label, args, batch=shape.T)
+    return Case(f"{tensors}; " + ", ".join(filter(None, notes)), args, batch=shape.T)
 
 
 # ---------------------------------------------------------------------------
