@@ -218,11 +218,9 @@ def lse_alternatives(case: Case) -> dict[str, list[Alternative]]:
     if isinstance(block, int) and 0 < block < z.shape[-1]:
         parts = torch.stack([b.logsumexp(-1) for b in z.split(block, dim=-1)])  # (blocks, T)
         n = parts.shape[0]
+        alts += [Alternative("wrong-values", f"lse covers the {which} vocabulary block alone: all {n} blocks' classes "
+                             "belong in each row's sum.", parts[i], "blocks") for which, i in (("last", -1), ("first", 0))]
         alts += [
-            Alternative("wrong-values", f"lse covers the last vocabulary block alone: all {n} blocks' classes "
-                        "belong in each row's sum.", parts[-1], "blocks"),
-            Alternative("wrong-values", f"lse covers the first vocabulary block alone: all {n} blocks' classes "
-                        "belong in each row's sum.", parts[0], "blocks"),
             Alternative("wrong-values", "lse adds the blocks' log-sum-exps: a log of a sum is not the sum of logs, "
                         "so what a block carries to the next has to combine as exponentials do.", parts.sum(0),
                         "blocks"),
