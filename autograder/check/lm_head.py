@@ -1,11 +1,8 @@
-"""Hidden checks for 07_fused_linear_cross_entropy: ``course.selfcheck.lm_head``'s runner on this module's shapes,
-drawn fresh each run (``autograder.inputs.generator``; AUTOGRADER_SEED replays a run, docs/grading.md "Seeds"),
-and the alternatives that would give the derivation away (the logits' gradient, the online rescaling).
+"""Hidden checks for 07_fused_linear_cross_entropy: the visible specs (``course.selfcheck.lm_head``) on this module's
+shapes, and the alternatives that would give the derivation away (the logits' gradient, the online rescaling).
 
-Every size is a non-power of two; each walk has a chunk (block) of one, one that divides T (V), one that does
-not, and one longer than the sequence (vocabulary); the last case of the walked checks is the memory case,
-T·V at least ``MEMORY_RATIO`` chunks' (blocks') worth of logits, where d is small enough that a walk in two
-halves stands several times above what one step may allocate.
+Each walk has a step of one, one that divides T (V), one that does not and one longer than the sequence
+(vocabulary); the memory cases come last, d small enough that a walk in two halves stands well above the allowance.
 """
 
 from __future__ import annotations
@@ -91,12 +88,9 @@ def _formula_alternatives(case: Case) -> dict[str, list[Alternative]]:
     z = h @ W.T  # (T, V)
     kept = (target != IGNORE).to(z.dtype)[:, None] / n  # (T, 1): 1/n for a counted token, 0 for an ignored one
     p = torch.softmax(z, -1) * kept  # the logits' gradient without the target's −1
-    return {
-        "dh": [Alternative("wrong-values", "dh is what the softmax alone gives: the target's own logit enters the "
-                           "loss a second time, outside the log-sum-exp, and its gradient is missing.", p @ W)],
-        "dW": [Alternative("wrong-values", "dW is what the softmax alone gives: the target's own logit enters the "
-                           "loss a second time, outside the log-sum-exp, and its gradient is missing.", p.T @ h)],
-    }
+    missing = ("is what the softmax alone gives: the target's own logit enters the loss a second time, outside the "
+               "log-sum-exp, and its gradient is missing.")
+    return {out: [Alternative("wrong-values", f"{out} {missing}", value)] for out, value in (("dh", p @ W), ("dW", p.T @ h))}
 
 
 def _online_alternatives(case: Case) -> dict[str, list[Alternative]]:

@@ -8,13 +8,11 @@ here: a right backward for any number of leading axes is the answer to Part B.
 
 from __future__ import annotations
 
-import functools
 from types import SimpleNamespace
 
 import torch
 
-from course.selfcheck import matmul as visible
-from course.selfcheck.matmul import SPECS
+from course.selfcheck.matmul import LAID_OUT, SPECS
 
 from .hidden import hidden
 
@@ -30,7 +28,7 @@ LINEAR_SHAPES = [
     ((2, 3, 7), 9, 5),  # 4-D x
     ((1, 1), 7, 2),  # leading axes that are all size 1 must still vanish from dw and db
 ]
-LINEAR_TRANSPOSED = [((2, 7), 5, 3)]  # last: a 3-D x, w and dy non-contiguous, each a transpose of a stored tensor
+LINEAR_TRANSPOSED = [((2, 7), 5, 3, LAID_OUT)]  # last: a 3-D x, w and dy non-contiguous, each a transpose of a stored tensor
 
 # (shape of grad, target shape). The identity comes first: it is "batch 1" for a reduction.
 REDUCE_SHAPES = [
@@ -47,7 +45,7 @@ REDUCE_SHAPES = [
     ((4, 3), ()),  # a scalar broadcast everywhere: sum all
     ((2, 3, 5), torch.Size([])),  # the same, given as torch.Size
 ]
-REDUCE_TRANSPOSED = [((2, 3, 4, 5), (1, 4, 1))]  # last: grad non-contiguous (a transpose)
+REDUCE_TRANSPOSED = [((2, 3, 4, 5), (1, 4, 1), LAID_OUT)]  # last: grad non-contiguous (a transpose)
 
 # (B, M, the shape of c, K, N) for y = a @ c with a (B, M, K).
 BATCHED_SHAPES = [
@@ -60,14 +58,9 @@ BATCHED_SHAPES = [
     (6, 6, "shared", 5, 6),  # B = M = N: a wrong axis keeps the shape
 ]
 BATCHED_TRANSPOSED = [  # last: every input non-contiguous, each the transpose of a stored tensor
-    (7, 5, "shared", 4, 6),  # c (K, N) shared
-    (7, 5, "per-element", 4, 6),  # c (B, K, N)
+    (7, 5, "shared", 4, 6, LAID_OUT),  # c (K, N) shared
+    (7, 5, "per-element", 4, 6, LAID_OUT),  # c (B, K, N)
 ]
-
-linear_cases = functools.partial(visible.linear_cases, shapes=LINEAR_SHAPES, transposed=LINEAR_TRANSPOSED)
-reduce_cases = functools.partial(visible.reduce_cases, shapes=REDUCE_SHAPES, transposed=REDUCE_TRANSPOSED)
-batched_cases = functools.partial(visible.batched_cases, shapes=BATCHED_SHAPES, transposed=BATCHED_TRANSPOSED)
-
 
 # ---------------------------------------------------------------------------
 # name_the_bug: broken backwards for y = x @ w + b, drawn afresh on every run
@@ -160,8 +153,8 @@ def name_the_bug_cases(gen: torch.Generator) -> list[tuple[str, object, str, str
 # The checks: the visible checks' flow, on cases drawn from this run's generator
 
 
-linear_backward = hidden(SPECS["linear_backward"], functools.partial(linear_cases, bias=False))
-linear_bias_backward = hidden(SPECS["linear_bias_backward"], functools.partial(linear_cases, bias=True))
-reduce_to_shape = hidden(SPECS["reduce_to_shape"], reduce_cases)
+linear_backward = hidden(SPECS["linear_backward"], LINEAR_SHAPES + LINEAR_TRANSPOSED)
+linear_bias_backward = hidden(SPECS["linear_bias_backward"], LINEAR_SHAPES + LINEAR_TRANSPOSED)
+reduce_to_shape = hidden(SPECS["reduce_to_shape"], REDUCE_SHAPES + REDUCE_TRANSPOSED)
 name_the_bug = hidden(SPECS["name_the_bug"], name_the_bug_cases)
-batched_matmul_backward = hidden(SPECS["batched_matmul_backward"], batched_cases)
+batched_matmul_backward = hidden(SPECS["batched_matmul_backward"], BATCHED_SHAPES + BATCHED_TRANSPOSED)

@@ -1,11 +1,6 @@
-"""Hidden checks for 03_triton_fused_softmax: the visible checks' builders, references, named bugs and
-runners (``course.selfcheck.triton_softmax``, the same hints) on fresh inputs (``autograder.inputs.generator``;
-AUTOGRADER_SEED replays a run): rows that are not powers of two, batch 1 and batch 7, float32 and float64
-(the dtypes Triton's interpreter handles well), and for the kernels one float16 case last, held to one
-rounding (``half-accumulation``; the backward's ȳ has a common part of a sign and size drawn each run, where
-the visible check's is always 10); ``TritonSoftmax`` also through float64 gradcheck. Non-contiguous
-inputs: every kernel case is rows inside wider buffers, ``TritonSoftmax`` gets a transposed ȳ and
-``triton_softmax`` a transposed x.
+"""Hidden checks for 03_triton_fused_softmax: the visible specs (``course.selfcheck.triton_softmax``) on rows drawn
+each run, never a power of two; the float16 backward's ȳ has a common part of a sign and size drawn each run (the
+visible check's is always 10), and ``TritonSoftmax`` ends with a float64 gradcheck.
 """
 
 from __future__ import annotations

@@ -14,15 +14,14 @@ import torch
 from course.diagnose import Alternative, Case
 from course.selfcheck.vjp_contract import (
     LSCE,
+    NUMERICAL_GRADIENT,
     SIGMOID,
     SineQuadratic,
-    check_numerical_gradient,
     check_relative_error,
     lsce_through_linear,
     probe_cases,
     random_pair,
     relative_error_alternatives,
-    sigmoid_cases,
 )
 from course.spec import Runner, merged
 
@@ -50,11 +49,12 @@ LSCE_SHAPES = [
 ]
 
 
-# (label, shape) of y and dy; last, a (9, 13) pair handed over transposed.
+# (label, shape) of y and dy.
 SIGMOID_SHAPES = [
     ("batch 1", (1, 11)),  # batch 1
     ("batch 7", (7, 9)),  # batch 7 (prime)
     ("3-D", (3, 5, 7)),  # any shape, odd sizes
+    ("both non-contiguous (transposes)", (9, 13), {"transposed": True}),  # last: a pair handed over transposed
 ]
 
 
@@ -66,8 +66,7 @@ def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
     return norm(a - b).item() / max(norm(a).item(), norm(b).item(), torch.finfo(DTYPE).tiny)
 
 
-numerical_gradient = hidden(Runner("numerical_gradient", check_numerical_gradient),
-                            partial(probe_cases, shapes=NUMERICAL_GRADIENT_SHAPES, draw=SineQuadratic))
+numerical_gradient = hidden(NUMERICAL_GRADIENT, partial(probe_cases, shapes=NUMERICAL_GRADIENT_SHAPES, draw=SineQuadratic))
 
 
 def _alternatives(a: torch.Tensor, b: torch.Tensor) -> list[Alternative]:
@@ -113,4 +112,4 @@ def _lsce_alternatives(case: Case) -> dict[str, list[Alternative]]:
 
 
 linear_softmax_ce_backward = hidden(LSCE, LSCE_SHAPES, merged(LSCE.alternatives, _lsce_alternatives))
-sigmoid_backward = hidden(SIGMOID, partial(sigmoid_cases, shapes=SIGMOID_SHAPES, transposed=(9, 13)))
+sigmoid_backward = hidden(SIGMOID, SIGMOID_SHAPES)

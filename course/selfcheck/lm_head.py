@@ -1,25 +1,14 @@
-"""Visible checks for 07_fused_linear_cross_entropy (docs/design.md, "A lesson is a spec"): the LM head's loss
-and its gradients, dense (``linear_ce_backward``) and walked by token chunks (``chunked_linear_ce``), and the
-log-sum-exp of its logits walked by vocabulary blocks (``vocab_blocked_lse``).
+"""Visible checks for 07_fused_linear_cross_entropy: the LM head's loss and gradients, dense
+(``linear_ce_backward``) and walked by token chunks (``chunked_linear_ce``), and the log-sum-exp of its logits
+walked by vocabulary blocks (``vocab_blocked_lse``).
 
-For h (T, d), W (V, d) and target (T,), loss = the mean of CE(h Wᵀ, target) over the counted tokens: a token
-whose target is ignore_index (−100) adds nothing to the sum and is left out of the count. The references are
-torch's own: autograd of ``F.cross_entropy(h @ W.T, target, ignore_index=-100)``, and ``torch.logsumexp``.
-Each named bug is computed on the case — by autograd of a forward with that one bug in it (a sum for a mean,
-the wrong count, one chunk alone), or from torch.logsumexp of the blocks — so it names the bug without spelling
-out the derivation.
+loss = the mean of CE(h Wᵀ, target) over the counted tokens (a target of ignore_index, −100, is left out of the
+sum and the count), for h (T, d), W (V, d). References are torch's own; each named bug is autograd of a forward
+with that one bug in it, so it names the bug without spelling out the derivation. On a case where T·V is at least
+``MEMORY_RATIO`` steps' worth of logits, a walk that allocates more than one step's logits plus the sizes of h and
+W is ``materialized-logits``; a library log-sum-exp inside the vocabulary walk is ``delegated-to-library``.
 
-Beside the values, what the walked functions allocate is graded: on a case where T·V is at least
-``MEMORY_RATIO`` times what one chunk (or block) of logits holds, a tensor made inside the call that is larger
-than one step's logits plus the sizes of h and W (T·d + V·d: the outputs dh and dW, or a copy of an input) is
-``materialized-logits`` — all T×V logits (at T = 8192 tokens and V = 128,256 classes, 1.05 G numbers, 4.2 GB in
-fp32), or a walk that ignores its chunk and holds half of them. Autograd inside any of the three is refused
-(``autograd-in-backward``), and so are torch's own backward kernels inside the two that return gradients. The
-vocabulary walk must combine its blocks itself: a library log-sum-exp, logaddexp or softmax run inside it (seen
-by the aten ops the call ran, here and in the grader's re-check alike) is ``delegated-to-library``.
-
-Limitations: h is (T, d), one sequence of tokens; a (B, T, d) batch is flattened by the caller, so there is no
-3-D case.
+Limitations: h is (T, d), one sequence of tokens; a (B, T, d) batch is flattened by the caller.
 """
 
 from __future__ import annotations
@@ -77,9 +66,10 @@ def counted(target: torch.Tensor) -> int:
     return int((target != IGNORE).sum())
 
 
-def head_inputs(gen: torch.Generator, shape: Shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(h, W, target) for ``shape``: logits of order 1 (or stretched to ±shape.logits), the last class among the
-    targets, ``shape.ignored`` tokens at random places set to ignore_index (never all of them)."""
+def head_case(gen: torch.Generator, shape: Shape, size_name: str = "", with_target: bool = True) -> Case:
+    """(h, W, target) for ``shape`` — without the target for the log-sum-exp — then the chunk or block when the
+    exercise takes one: logits of order 1 (or stretched to ±shape.logits), the last class among the targets,
+    ``shape.ignored`` tokens at random places set to ignore_index (never all of them)."""
     T, V, d = shape.T, shape.V, shape.d
     if not 0 <= shape.ignored < T:
         raise ValueError(f"ignored = {shape.ignored} must leave at least one of T = {T} tokens counted")
@@ -92,27 +82,13 @@ def head_inputs(gen: torch.Generator, shape: Shape) -> tuple[torch.Tensor, torch
     target[torch.randperm(T, generator=gen)[: shape.ignored]] = IGNORE
     if shape.transposed:
         h, W = transposed_view(h), transposed_view(W)
-    return h, W, target
-
-
-def head_case(gen: torch.Generator, shape: Shape, size_name: str = "", with_target: bool = True) -> Case:
-    """The case of ``shape``: (h, W, target) — without the target for the log-sum-exp — then the chunk or block
-    when the exercise takes one."""
-    h, W, target = head_inputs(gen, shape)
-    notes = [shape.label]
-    if size_name:
-        notes.append(f"{size_name} = {shape.size}")
-    if shape.ignored:
-        notes.append(f"{shape.ignored} of the targets ignore_index (−100)")
-    if shape.logits:
-        notes.append(f"logits up to ±{shape.logits:g}")
-    if shape.transposed:
-        notes.append(f"h and W {TRANSPOSED}")
+    notes = [shape.label, size_name and f"{size_name} = {shape.size}",
+             shape.ignored and f"{shape.ignored} of the targets ignore_index (−100)",
+             shape.logits and f"logits up to ±{shape.logits:g}", shape.transposed and f"h and W {TRANSPOSED}"]
     tensors = f"h {tuple(h.shape)}, W {tuple(W.shape)}" + (f", target {tuple(target.shape)}" if with_target else "")
     args = (h, W, target) if with_target else (h, W)
     args += (shape.size,) if size_name else ()
-    label = f"{tensors}; " + ", ".join(notes)
-    return Case(label, args, batch=shape.T)
+    return Case(f"{tensors}; " + ", ".join(filter(None, notes)), args, batch=shape.T)
 
 
 # ---------------------------------------------------------------------------
@@ -242,11 +218,9 @@ def lse_alternatives(case: Case) -> dict[str, list[Alternative]]:
     if isinstance(block, int) and 0 < block < z.shape[-1]:
         parts = torch.stack([b.logsumexp(-1) for b in z.split(block, dim=-1)])  # (blocks, T)
         n = parts.shape[0]
+        alts += [Alternative("wrong-values", f"lse covers the {which} vocabulary block alone: all {n} blocks' classes "
+                             "belong in each row's sum.", parts[i], "blocks") for which, i in (("last", -1), ("first", 0))]
         alts += [
-            Alternative("wrong-values", f"lse covers the last vocabulary block alone: all {n} blocks' classes "
-                        "belong in each row's sum.", parts[-1], "blocks"),
-            Alternative("wrong-values", f"lse covers the first vocabulary block alone: all {n} blocks' classes "
-                        "belong in each row's sum.", parts[0], "blocks"),
             Alternative("wrong-values", "lse adds the blocks' log-sum-exps: a log of a sum is not the sum of logs, "
                         "so what a block carries to the next has to combine as exponentials do.", parts.sum(0),
                         "blocks"),
@@ -260,15 +234,6 @@ def lse_alternatives(case: Case) -> dict[str, list[Alternative]]:
 # What the walked functions must not allocate
 
 
-def larger_than(limit: int, allocations) -> list:
-    """The allocations of more than ``limit`` elements, biggest first."""
-    return sorted((a for a in allocations if a.numel > limit), key=lambda a: -a.numel)
-
-
-def _shape_of(allocation) -> str:
-    return "×".join(str(s) for s in allocation.shape) or "scalar"
-
-
 def _logits_sized(args: tuple) -> bool:
     """A call with so many logits (T×V) that the operating system's count tells them apart (course.witness)."""
     h, W = (args + (None, None))[:2]
@@ -277,14 +242,9 @@ def _logits_sized(args: tuple) -> bool:
 
 
 def check_no_logits(name: str, calls: Sequence, cases: Sequence[Case]) -> None:
-
-    """``materialized-logits`` when a call on a case large enough to tell allocated more than one step's logits.
-
-    Large enough: T·V is at least MEMORY_RATIO times one chunk's (chunk·V) or one block's (T·block) logits. There,
-    an honest walk's largest tensor is one step's logits, or dh (T·d), or dW (V·d); anything above their sum
-    holds more logits than the step allows: all T×V of them, or a walk that ignores its chunk (two halves of T
-    are T·V/2, several times the allowance on these cases).
-    """
+    """``materialized-logits`` when, where T·V is at least MEMORY_RATIO steps' logits (chunk·V or T·block), a call
+    allocated more than one step's logits plus dh (T·d) and dW (V·d): an honest walk's largest tensor is one of
+    those, and two halves of T are several times their sum."""
     for (args, rec), case in zip(calls, cases):
         h, W, *_, size = args
         if not isinstance(size, int) or size < 1:
@@ -295,12 +255,13 @@ def check_no_logits(name: str, calls: Sequence, cases: Sequence[Case]) -> None:
         if T * V < MEMORY_RATIO * step:
             continue
         allowed = step + T * d + V * d
-        big = larger_than(allowed, rec.allocations) or witness.touched_over(rec.touched, T * V, h.element_size())
+        big = (sorted((a for a in rec.allocations if a.numel > allowed), key=lambda a: -a.numel)  # biggest first
+               or witness.touched_over(rec.touched, T * V, h.element_size()))
         if not big:
             continue
         what, unit = ("chunk", f"{size}×{V}") if chunked else ("block", f"{T}×{size}")
         worst = big[0]
-        made = (f"a {_shape_of(worst)} tensor ({worst.op})" if worst.dtype is not None  # measured here
+        made = (f"a {'×'.join(map(str, worst.shape)) or 'scalar'} tensor ({worst.op})" if worst.dtype is not None  # measured here
                 else f"{worst.numel:,} elements at once ({worst.op})")  # measured where the call ran: no shape
         if worst.op == witness.TOUCHED:
             why = (f"a large part of the T×V = {T * V:,} logits, where one {what} of them ({unit} = {step:,}) is what "

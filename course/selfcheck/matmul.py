@@ -11,16 +11,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import partial
+from types import SimpleNamespace
 
 import torch
 
 from ..diagnose import Alternative, Case, GradingFailure, call_student, distinct_from, randn, seeded, vjp
-from ..spec import Exercise, Runner, visible
+from ..spec import Exercise, Runner, Spread, visible
 
 SEED = 20240101  # fixed: the visible checks show the same numbers on every run
 
 # name_the_bug's answers: the grader's own classes, and "none" for a right backward.
 BUG_NAMES = ("transpose", "batch-reduction", "sign", "scale", "broadcast-axis", "wrong-values", "none")
+
+LAID_OUT = {"transposed": True}  # a row's option: every input non-contiguous, each the .mT of a stored tensor
 
 # (leading axes of x, K, N). Batch-1 cases first: run_cases reads "right at batch 1,
 # wrong later" as a missing batch reduction.
@@ -29,8 +32,8 @@ LINEAR_SHAPES = [
     ((1,), 5, 3),  # batch 1, K ≠ N
     ((7,), 5, 3),  # batch 7: a missing sum over the batch shows up only here
     ((7, 3), 5, 3),  # 3-D input (B, T, K): every leading axis is a batch axis
+    ((7,), 5, 3, LAID_OUT),  # last: x, w and dy non-contiguous, each the transpose of a stored tensor
 ]
-LINEAR_TRANSPOSED = [((7,), 5, 3)]  # last: x, w and dy non-contiguous, each the transpose of a stored tensor
 
 # (shape of grad, target shape). The identity case comes first: it is "batch 1" for a reduction.
 REDUCE_SHAPES = [
@@ -40,8 +43,8 @@ REDUCE_SHAPES = [
     ((6, 6), (6,)),  # square: summing the wrong axis also gives shape (6,)
     ((4, 7, 3), (7, 1)),  # both at once
     ((4, 3), ()),  # a scalar broadcast everywhere
+    ((3, 7, 4), (7, 1), LAID_OUT),  # last: grad non-contiguous (a transpose)
 ]
-REDUCE_TRANSPOSED = [((3, 7, 4), (7, 1))]  # last: grad non-contiguous (a transpose)
 
 # (B, M, the shape of c, K, N) for y = a @ c with a (B, M, K): per-element c, or one shared c.
 BATCHED_SHAPES = [
@@ -51,9 +54,8 @@ BATCHED_SHAPES = [
     (7, 5, "shared", 4, 3),  # c (K, N), broadcast to every element: its gradient sums them
     (7, 5, "shared-1", 4, 3),  # c (1, K, N): the same, with the size-1 batch axis kept
     (7, 5, "per-element", 4, 4),  # square c: a transposed dc keeps its shape
+    (7, 5, None, 4, 3, LAID_OUT),  # last: every input non-contiguous; None: a per-element c its label does not name
 ]
-# Last: every input non-contiguous. A kind of None is a per-element c its label does not name.
-BATCHED_TRANSPOSED = [(7, 5, None, 4, 3)]
 
 
 # ---------------------------------------------------------------------------
@@ -214,48 +216,34 @@ def _randn(gen: torch.Generator, *shape: int, transposed: bool = False) -> torch
     return randn(gen, *shape[:-2], shape[-1], shape[-2]).mT if transposed else randn(gen, *shape)
 
 
-def _laid_out(shapes, transposed) -> list[tuple]:
-    """(spec, False) for each of ``shapes``, then (spec, True) for each of ``transposed``: layouts come last."""
-    return [*((s, False) for s in shapes), *((s, True) for s in transposed)]
+def _linear_case(gen: torch.Generator, lead: tuple, K: int, N: int, *, bias: bool, transposed: bool = False) -> Case:
+    """(x, w, dy), or (x, w, b, dy) with ``bias``, for x (*lead, K) and w (K, N)."""
+    x = _randn(gen, *lead, K, transposed=transposed)  # (..., K)
+    w = _randn(gen, K, N, transposed=transposed)  # (K, N)
+    b = _randn(gen, N)  # (N,)
+    dy = _randn(gen, *lead, N, transposed=transposed)  # (..., N), the shape of y
+    args = (x, w, b, dy) if bias else (x, w, dy)
+    b_label = f"b {tuple(b.shape)}, " if bias and not transposed else ""
+    layout = ", all three non-contiguous (transposes)" if transposed else ""
+    return Case(f"x {tuple(x.shape)}, w {tuple(w.shape)}, {b_label}dy {tuple(dy.shape)}{layout}", args, batch=math.prod(lead))
 
 
-def linear_cases(gen: torch.Generator, *, bias: bool, shapes=LINEAR_SHAPES, transposed=LINEAR_TRANSPOSED) -> list[Case]:
-    """(x, w, dy), or (x, w, b, dy) with ``bias``, for each (lead, K, N) of ``shapes``, then of ``transposed``."""
-    cases = []
-    for (lead, K, N), t in _laid_out(shapes, transposed):
-        x = _randn(gen, *lead, K, transposed=t)  # (..., K)
-        w = _randn(gen, K, N, transposed=t)  # (K, N)
-        b = _randn(gen, N)  # (N,)
-        dy = _randn(gen, *lead, N, transposed=t)  # (..., N), the shape of y
-        args = (x, w, b, dy) if bias else (x, w, dy)
-        b_label = f"b {tuple(b.shape)}, " if bias and not t else ""
-        layout = ", all three non-contiguous (transposes)" if t else ""
-        label = f"x {tuple(x.shape)}, w {tuple(w.shape)}, {b_label}dy {tuple(dy.shape)}{layout}"
-        cases.append(Case(label, args, batch=math.prod(lead)))
-    return cases
+def _reduce_case(gen: torch.Generator, grad_shape: tuple, shape, transposed: bool = False) -> Case:
+    """(grad, shape) for a grad of ``grad_shape``."""
+    grad = _randn(gen, *grad_shape, transposed=transposed)
+    copies = grad.numel() // max(math.prod(shape), 1)
+    layout = ", non-contiguous (a transpose)" if transposed else ""
+    return Case(f"grad {tuple(grad_shape)}{layout} → shape {tuple(shape)}", (grad, shape), batch=copies)
 
 
-def reduce_cases(gen: torch.Generator, shapes=REDUCE_SHAPES, transposed=REDUCE_TRANSPOSED) -> list[Case]:
-    """(grad, shape) for each (grad shape, target shape) of ``shapes``, then of ``transposed``."""
-    cases = []
-    for (grad_shape, shape), t in _laid_out(shapes, transposed):
-        grad = _randn(gen, *grad_shape, transposed=t)
-        copies = grad.numel() // max(math.prod(shape), 1)
-        layout = ", non-contiguous (a transpose)" if t else ""
-        cases.append(Case(f"grad {tuple(grad_shape)}{layout} → shape {tuple(shape)}", (grad, shape), batch=copies))
-    return cases
-
-
-def batched_cases(gen: torch.Generator, shapes=BATCHED_SHAPES, transposed=BATCHED_TRANSPOSED) -> list[Case]:
-    """(a, c, dy) for each (B, M, kind, K, N) of ``shapes``, then of ``transposed``."""
-    cases = []
-    for (B, M, kind, K, N), t in _laid_out(shapes, transposed):
-        c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind or "per-element"]
-        a, c, dy = _randn(gen, B, M, K, transposed=t), _randn(gen, *c_shape, transposed=t), _randn(gen, B, M, N, transposed=t)
-        named = f" ({kind.replace('-1', '')})" if kind else ""
-        layout = ", all non-contiguous (transposes)" if t else ""
-        cases.append(Case(f"a {tuple(a.shape)}, c {tuple(c.shape)}{named}, dy {tuple(dy.shape)}{layout}", (a, c, dy), batch=B))
-    return cases
+def _batched_case(gen: torch.Generator, B: int, M: int, kind: str | None, K: int, N: int, transposed: bool = False) -> Case:
+    """(a, c, dy) for a (B, M, K) and c of ``kind``; None is a per-element c its label does not name."""
+    c_shape = {"per-element": (B, K, N), "shared": (K, N), "shared-1": (1, K, N)}[kind or "per-element"]
+    a, c = _randn(gen, B, M, K, transposed=transposed), _randn(gen, *c_shape, transposed=transposed)
+    dy = _randn(gen, B, M, N, transposed=transposed)
+    named = f" ({kind.replace('-1', '')})" if kind else ""
+    layout = ", all non-contiguous (transposes)" if transposed else ""
+    return Case(f"a {tuple(a.shape)}, c {tuple(c.shape)}{named}, dy {tuple(dy.shape)}{layout}", (a, c, dy), batch=B)
 
 
 # ---------------------------------------------------------------------------
@@ -284,21 +272,18 @@ def without_sum_to_size(name: str, fn: Callable, cases: Sequence[Case], referenc
             "you — the reduction is yours to derive from how broadcasting lines up the shapes.")
 
 
-def _reduce_case_alternatives(case: Case) -> dict[str, list[Alternative]]:
-    grad, shape = case.args
-    return {"result": reduce_alternatives(grad, shape, _reduce_reference(grad, shape))}
-
-
 # What each gradient exercise is checked against: its reference, its outputs and its named bugs.
 EXERCISES = {ex.name: ex for ex in (
-    Exercise(name="linear_backward", reference=_linear_reference, outputs=("dx", "dw"), of=("x", "w"),
-             alternatives=lambda case: linear_alternatives(_linear_reference, *case.args)),
-    Exercise(name="linear_bias_backward", reference=_linear_bias_reference, outputs=("dx", "dw", "db"),
-             of=("x", "w", "b"), alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args)),
-    Exercise(name="reduce_to_shape", reference=_reduce_reference, outputs=("result",),
-             of=("the tensor before broadcasting",), alternatives=_reduce_case_alternatives, runner=without_sum_to_size),
-    Exercise(name="batched_matmul_backward", reference=_batched_reference, outputs=("da", "dc"), of=("a", "c"),
-             alternatives=lambda case: batched_alternatives(_batched_reference, *case.args)),
+    Exercise(name="linear_backward", draw=Spread(partial(_linear_case, bias=False)), reference=_linear_reference,
+             outputs=("dx", "dw"), of=("x", "w"), alternatives=lambda case: linear_alternatives(_linear_reference, *case.args)),
+    Exercise(name="linear_bias_backward", draw=Spread(partial(_linear_case, bias=True)), reference=_linear_bias_reference,
+             outputs=("dx", "dw", "db"), of=("x", "w", "b"),
+             alternatives=lambda case: bias_alternatives(_linear_bias_reference, *case.args)),
+    Exercise(name="reduce_to_shape", draw=Spread(_reduce_case), reference=_reduce_reference, outputs=("result",),
+             of=("the tensor before broadcasting",), runner=without_sum_to_size,
+             alternatives=lambda case: {"result": reduce_alternatives(*case.args, _reduce_reference(*case.args))}),
+    Exercise(name="batched_matmul_backward", draw=Spread(_batched_case), reference=_batched_reference,
+             outputs=("da", "dc"), of=("a", "c"), alternatives=lambda case: batched_alternatives(_batched_reference, *case.args)),
 )}
 
 
@@ -309,76 +294,41 @@ EXERCISES = {ex.name: ex for ex in (
 # course function is a tripwire then (course.delegation). Their names say nothing either.
 
 
-def _right(x, w, b, dy):
+def _right(x, w, b, dy) -> SimpleNamespace:
     """(dx, dw, db) of y = x @ w + b by torch autograd, called directly (a course helper would be a tripwire
-    inside the student's call): each suspect is this with one bug applied, so none spells the answer."""
+    inside the student's call), beside x, w and dy: each suspect is this with one bug applied."""
     leaves = [t.detach().clone().requires_grad_(True) for t in (x, w, b)]
     with torch.enable_grad():
-        return torch.autograd.grad(leaves[0] @ leaves[1] + leaves[2], leaves, dy)
+        dx, dw, db = torch.autograd.grad(leaves[0] @ leaves[1] + leaves[2], leaves, dy)
+    return SimpleNamespace(dx=dx, dw=dw, db=db, x=x, w=w, dy=dy)
 
 
-def _suspect_1(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw.mT, db
-
-
-def _suspect_2(x, w, b, dy):
-    dx, dw, _ = _right(x, w, b, dy)
-    for row in dy:
-        db = row
-    return dx, dw, db
-
-
-def _suspect_3(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw / x.shape[0], db
-
-
-def _suspect_4(x, w, b, dy):
-    dx, dw, _ = _right(x, w, b, dy)
-    return dx, dw, dy.sum(dim=1)
-
-
-def _suspect_5(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return -dx, dw, db
-
-
-def _suspect_6(x, w, b, dy):
-    dx, _, db = _right(x, w, b, dy)
-    return dx, torch.outer(x[0], dy[0]), db
-
-
-def _suspect_7(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw, 2 * db
-
-
-def _suspect_8(x, w, b, dy):
-    return _right(x, w, b, dy)
-
-
-def _suspect_9(x, w, b, dy):
-    dx, dw, db = _right(x, w, b, dy)
-    return dx, dw + 1e-2 * w, db
+def _suspect(edit: Callable) -> Callable:
+    """A backward: the right outputs with ``edit`` applied; its name (private) and its code say nothing of the bug."""
+    def _backward(x, w, b, dy):
+        return edit(_right(x, w, b, dy))
+    return _backward
 
 
 # (label, backward, its class, what is wrong with it): the five suspects of the notebook's §9 first.
 SUSPECTS = [
-    ("suspect_1 of §9", _suspect_1, "transpose", "dw is the transpose of the right one"),
-    ("suspect_2 of §9", _suspect_2, "batch-reduction", "db is the last row of dy alone"),
-    ("suspect_3 of §9", _suspect_3, "scale", "dw is the right one divided by the batch size"),
-    ("suspect_4 of §9", _suspect_4, "broadcast-axis", "db sums dy over the features instead of the rows"),
-    ("suspect_5 of §9", _suspect_5, "sign", "dx is the negative of the right one"),
-    ("a backward whose dw comes from the first sample", _suspect_6, "batch-reduction",
-     "dw is the first sample's contribution alone"),
-    ("a backward with a doubled db", _suspect_7, "scale", "db is twice the right one"),
-    ("a backward with weight decay folded into dw", _suspect_9, "wrong-values",
+    ("suspect_1 of §9", _suspect(lambda r: (r.dx, r.dw.mT, r.db)), "transpose", "dw is the transpose of the right one"),
+    ("suspect_2 of §9", _suspect(lambda r: (r.dx, r.dw, r.dy[-1])), "batch-reduction", "db is the last row of dy alone"),
+    ("suspect_3 of §9", _suspect(lambda r: (r.dx, r.dw / r.x.shape[0], r.db)), "scale",
+     "dw is the right one divided by the batch size"),
+    ("suspect_4 of §9", _suspect(lambda r: (r.dx, r.dw, r.dy.sum(dim=1))), "broadcast-axis",
+     "db sums dy over the features instead of the rows"),
+    ("suspect_5 of §9", _suspect(lambda r: (-r.dx, r.dw, r.db)), "sign", "dx is the negative of the right one"),
+    ("a backward whose dw comes from the first sample", _suspect(lambda r: (r.dx, torch.outer(r.x[0], r.dy[0]), r.db)),
+     "batch-reduction", "dw is the first sample's contribution alone"),
+    ("a backward with a doubled db", _suspect(lambda r: (r.dx, r.dw, 2 * r.db)), "scale", "db is twice the right one"),
+    ("a backward with weight decay folded into dw", _suspect(lambda r: (r.dx, r.dw + 1e-2 * r.w, r.db)), "wrong-values",
      "dw has a weight-decay term that y = x @ w + b does not have"),
-    ("a right backward", _suspect_8, "none", "every output is right"),
+    ("a right backward", _suspect(lambda r: (r.dx, r.dw, r.db)), "none", "every output is right"),
 ]
 
 # Why a likely confusion is wrong: (what the student said, what it is) -> one sentence.
+_SQUARE = "with square sizes a transposed output keeps its shape, and only its values show it"
 _CONFUSIONS = {
     ("batch-reduction", "scale"): "a constant factor is a scale bug, even one that shows only above batch 1",
     ("none", "batch-reduction"): "this bug is invisible at batch 1 and shows above it",
@@ -386,10 +336,10 @@ _CONFUSIONS = {
     ("none", "transpose"): "with square sizes a transposed output keeps its shape and only its values show it",
     ("none", "broadcast-axis"): "with a square dy a wrong reduction axis keeps db's shape and only its values show it",
     ("batch-reduction", "broadcast-axis"): "db reduced over the wrong axis is wrong at batch 1 already",
+    ("batch-reduction", "transpose"): _SQUARE,
+    ("scale", "transpose"): _SQUARE,
     ("broadcast-axis", "transpose"): "an output of reversed shape holding the transposed values is a transpose",
     ("transpose", "broadcast-axis"): "db is a vector: it cannot be transposed, only reduced over the wrong axis",
-    ("batch-reduction", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
-    ("scale", "transpose"): "with square sizes a transposed output keeps its shape, and only its values show it",
     ("batch-reduction", "wrong-values"): "it is wrong at batch 1 already, where no missing reduction can show",
     ("wrong-values", "batch-reduction"): "it is right at batch 1 and wrong only above it",
     ("none", "wrong-values"): "that output is wrong at every batch size",
@@ -420,12 +370,16 @@ def check_name_the_bug(name: str, fn: Callable, suspects) -> None:
 # The visible checks: fixed seeds, the same inputs on every run
 
 
+def _drawn(name: str, seed: int, rows: list) -> Callable[[], list[Case]]:
+    return lambda: EXERCISES[name].cases(seeded(seed), rows)
+
+
 VISIBLE_CASES = {
-    "linear_backward": lambda: linear_cases(seeded(SEED), bias=False),
-    "linear_bias_backward": lambda: linear_cases(seeded(SEED), bias=True),
-    "reduce_to_shape": lambda: reduce_cases(seeded(SEED + 1)),
+    "linear_backward": _drawn("linear_backward", SEED, LINEAR_SHAPES),
+    "linear_bias_backward": _drawn("linear_bias_backward", SEED, LINEAR_SHAPES),
+    "reduce_to_shape": _drawn("reduce_to_shape", SEED + 1, REDUCE_SHAPES),
     "name_the_bug": lambda: SUSPECTS,
-    "batched_matmul_backward": lambda: batched_cases(seeded(SEED + 2)),
+    "batched_matmul_backward": _drawn("batched_matmul_backward", SEED + 2, BATCHED_SHAPES),
 }
 NAME_THE_BUG = Runner("name_the_bug", partial(check_name_the_bug, "name_the_bug"))
 SPECS = {**EXERCISES, NAME_THE_BUG.name: NAME_THE_BUG}

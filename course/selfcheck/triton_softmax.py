@@ -1,20 +1,12 @@
 """Visible checks for 03_triton_fused_softmax: the two kernels, ``TritonSoftmax`` and ``triton_softmax``.
 
-A kernel runs on rows inside wider buffers whose padding holds NaN (memory after a row may hold
-anything), with a sentinel in the output's padding: the values, the untouched padding and the
-untouched inputs are checked, and wrong values are run again on harmless padding to name a missing
-load mask (``course.kernel_spec``). Float16 rows come last: their result is held to about one
-float16 rounding of the float64 answer from the same rounded inputs (what float32 arithmetic and one
-rounding at the store give), and a kernel right on the same values in float32 but outside that in
-float16 did its arithmetic in float16 (``half-accumulation``). The interpreter's ``tl.sum`` of a
-float16 block adds in float32 and rounds once (numpy's pairwise sum), so what shows on the CPU is a
-statistic *held* in float16 — ℓ, or the hub s that ȳ − s then cancels — rather than a long float16
-sum; a GPU rounds every step of the tree as well. bfloat16 is not run: the interpreter cannot. ``TritonSoftmax`` and
-``triton_softmax`` first run a quick
-check of the kernels they find by name in the student's namespace, so a kernel bug is reported as
-that kernel's, with its own class. A failure names the bug and why, never the fixed code. References
-are torch's softmax and autograd; the hidden checks (``autograder.check.triton_softmax``) run the same
-builders and runners on shapes of their own.
+Kernels run on rows inside NaN-padded buffers with a sentinel in the output's padding (``course.kernel_spec``).
+Float16 rows come last, held to about one float16 rounding of the float64 answer from the same rounded inputs; a
+kernel right in float32 but outside that in float16 is ``half-accumulation``. The interpreter's ``tl.sum`` of a
+float16 block adds in float32 and rounds once, so what shows on the CPU is a statistic *held* in float16 (ℓ, or
+the hub s that ȳ − s then cancels); bfloat16 is not run: the interpreter cannot. ``TritonSoftmax`` and
+``triton_softmax`` first check the kernels they find by name in the student's namespace, so a kernel bug is
+reported as that kernel's.
 """
 
 from __future__ import annotations
@@ -142,6 +134,10 @@ class KernelCase:
     large: bool = False  # logits large enough that exp overflows without the max shift
     statistic: str = ""  # what a float16 computation rounded, when not the spec's own sentence
 
+    @property
+    def out(self) -> str:
+        return "y" if len(self.inputs) == 1 else "dx"
+
 
 @dataclass(frozen=True)
 class RowLaunch:
@@ -161,14 +157,6 @@ class RowLaunch:
         apart = ", ".join(f"{p} rows {s} apart" for p, s in zip(self.pointers, strides))
         label = f"{rows} row(s) of n_cols = {n}, BLOCK = {block}, {str(case.dtype).removeprefix('torch.')}; {apart}"
         return Launch({self.result: got}, touched, ["padding"] if wrote else [], label)
-
-
-def _expected(case: KernelCase) -> dict[str, torch.Tensor]:
-    return {"y" if len(case.inputs) == 1 else "dx": case.expected}
-
-
-def _alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
-    return {"y" if len(case.inputs) == 1 else "dx": case.alternatives}
 
 
 def _past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
@@ -215,8 +203,8 @@ def _row_zero_only(wrong: Wrong) -> str:
 def _kernel_spec(name: str, pointers: tuple[str, ...], neutral: float, half: HalfSpacings, *refinements) -> KernelSpec:
     """A softmax kernel: its launch, and the refinements of a wrong value (``neutral``: padding a load cannot hurt)."""
     return KernelSpec(
-        name=name, launch=RowLaunch(name, pointers, pointers[-1].lower()), reference=_expected,
-        alternatives=_alternatives, read_only=f"an input is read-only; store {pointers[-1].lower()} through "
+        name=name, launch=RowLaunch(name, pointers, pointers[-1].lower()), reference=lambda case: {case.out: case.expected},
+        alternatives=lambda case: {case.out: case.alternatives}, read_only=f"an input is read-only; store {pointers[-1].lower()} through "
         f"{pointers[-1]}_ptr.", past_end=_past_end, half=half, refinements=(
             ReadsPastEnd(neutral, _reads_past, _columns_read), *refinements,
             RightOnFirstRows(1, _row_zero_only),

@@ -19,14 +19,13 @@ from ..diagnose import (
     GradingFailure,
     call_student,
     diagnose,
-    graded,
     labelled,
     randn,
     seeded,
     transposed_view,
     vjp,
 )
-from ..spec import Exercise, Spread, merged, visible
+from ..spec import Exercise, Runner, Spread, merged, visible
 
 F64 = torch.float64
 
@@ -36,16 +35,10 @@ F64 = torch.float64
 
 
 class Probe:
-    """A scalar function of x with known finite differences, that watches how it is called.
-
-    Subclasses give the value (``_value(p)``) and, exactly for any step h, the central
-    differences ``central(h)``, (f(x + h eᵢ) − f(x − h eᵢ))/(2h) for every i, and the one-sided
-    ones ``one_sided(h)``, (f(x + h eᵢ) − f(x))/h (with −h, the backward difference). Each call
-    records how many entries of the point are away from x, so a routine that forgets to put
-    an entry back is caught at the call where it happens. What runs while the student's code
-    does is private (``__call__``, ``_value``): the public methods of a course class are
-    tripwires then (``course.delegation``).
-    """
+    """A scalar function of x whose central and one-sided differences (``central(h)``, ``one_sided(h)``; −h: the
+    backward difference) are exact for any step h. Each call records how many entries of the point are away from x,
+    so an entry not put back is caught where it happens. What runs inside the student's call is private: public
+    methods of a course class are tripwires then (``course.delegation``)."""
 
     def __init__(self, x: torch.Tensor, eps: float, as_float: bool = False):
         self.base = x.detach().to(F64).clone()
@@ -70,12 +63,8 @@ class Probe:
 
 
 class CosineBowl(Probe):
-    """f(x) = Σ cos(ωx) + ½(v·x)²: curvature everywhere, and every entry coupled to every other.
-
-    With step h the central difference of cos(ωx) is exactly −sin(ωx)·sin(ωh)/h and that of
-    the quadratic is exactly v(v·x); the quadratic's forward difference is v(v·x) + h v²/2.
-    The visible check's probe.
-    """
+    """The visible check's probe, f(x) = Σ cos(ωx) + ½(v·x)²: curvature everywhere, every entry coupled to every other.
+    Central difference, exactly: −sin(ωx)·sin(ωh)/h + v(v·x); the quadratic's forward one is v(v·x) + h v²/2."""
 
     omega = 5.0
 
@@ -96,12 +85,9 @@ class CosineBowl(Probe):
 
 
 class SineQuadratic(Probe):
-    """f(x) = Σ wᵢ sin(ωᵢxᵢ + φᵢ) + ½ x̂ᵀAx̂ with x̂ = x flattened and A symmetric; random parameters.
-
-    Central difference with step h, exactly: w cos(ωx + φ) sin(ωh)/h + A x̂ (a quadratic's
-    central difference has no truncation error). Forward difference, exactly:
-    w (sin(ω(x + h) + φ) − sin(ωx + φ))/h + A x̂ + h/2 diag(A). The hidden check's probe.
-    """
+    """The hidden check's probe, f(x) = Σ wᵢ sin(ωᵢxᵢ + φᵢ) + ½ x̂ᵀAx̂ (x̂ = x flattened, A symmetric), all random.
+    Central difference, exactly: w cos(ωx + φ) sin(ωh)/h + A x̂; forward: w (sin(ω(x + h) + φ) − sin(ωx + φ))/h +
+    A x̂ + h/2 diag(A)."""
 
     def __init__(self, x: torch.Tensor, gen: torch.Generator, eps: float, as_float: bool = False):
         super().__init__(x, eps, as_float)
@@ -142,11 +128,8 @@ NUMERICAL_GRADIENT_SHAPES = [
 
 
 def probe_cases(gen: torch.Generator, shapes, draw) -> list[tuple]:
-    """(label, x, probe, eps-or-None) for each (shape, options) of ``shapes``.
-
-    ``draw(x, gen, eps, as_float)`` makes the probe, its parameters drawn from ``gen``: ``CosineBowl`` or
-    ``SineQuadratic``.
-    """
+    """(label, x, probe, eps-or-None) for each (shape, options) of ``shapes``; ``draw(x, gen, eps, as_float)``
+    makes the probe (``CosineBowl``, ``SineQuadratic``) from ``gen``."""
     cases = []
     for shape, options in shapes:
         eps, dtype = options.get("eps"), options.get("dtype", F64)
@@ -233,12 +216,9 @@ def check_numerical_gradient(fn, cases) -> None:
         raise failure
 
 
-@graded
-def numerical_gradient(fn) -> None:
-    """Visible check: central differences, any shape, x left alone, eps used, float64 out."""
-    check_numerical_gradient(fn, probe_cases(seeded(2024), NUMERICAL_GRADIENT_SHAPES, CosineBowl))
-    print("✓ numerical_gradient passes the visible checks (shapes (1, 4), (7, 3), (2, 3, 2), a transposed x; "
-          "eps honoured; x left unchanged; float64)")
+NUMERICAL_GRADIENT = Runner("numerical_gradient", check_numerical_gradient)
+numerical_gradient = visible(NUMERICAL_GRADIENT, lambda: probe_cases(seeded(2024), NUMERICAL_GRADIENT_SHAPES, CosineBowl),
+                             "shapes (1, 4), (7, 3), (2, 3, 2), a transposed x; eps honoured; x left unchanged; float64")
 
 
 # ---------------------------------------------------------------------------
@@ -303,9 +283,8 @@ def random_pair(gen: torch.Generator, *shape: int, like: float = 1.0, spread: fl
     return scale * a, scale * (like * a + spread * randn(gen, *shape))
 
 
-@graded
-def relative_error(fn) -> None:
-    """Visible check against values worked out by hand."""
+def _relative_error_cases() -> list[tuple]:
+    """(label, a, b, expected) worked out by hand."""
     u = torch.tensor([3.0, 4.0], dtype=F64)  # ‖u‖ = 5
     w = torch.tensor([4.0, 3.0], dtype=F64)  # ‖w‖ = 5, ‖u − w‖ = √2
     ones = torch.ones(7, 2, 3, dtype=F64)
@@ -320,8 +299,11 @@ def relative_error(fn) -> None:
         # Non-contiguous: 1e3·(3, 4) and 1e3·(4, 3) in each of 7 rows, each the transpose of a (2, 7) tensor.
         ("a, b of shape (7, 2), non-contiguous (transposes)", 1e3 * ut, 1e3 * wt, math.sqrt(2) / 5),
     ]
-    check_relative_error(fn, cases)
-    print("✓ relative_error passes the visible checks (scales 1e-6 to 1e6, symmetric, 3-D, transposed, both zero → 0)")
+    return cases
+
+
+relative_error = visible(Runner("relative_error", check_relative_error), _relative_error_cases,
+                         "scales 1e-6 to 1e6, symmetric, 3-D, transposed, both zero → 0")
 
 
 # ---------------------------------------------------------------------------
@@ -459,24 +441,20 @@ def sigmoid_alternatives(case: Case) -> dict[str, list[Alternative]]:
     ]}
 
 
+def sigmoid_case(gen: torch.Generator, label: str, shape: tuple, transposed: bool = False) -> Case:
+    """y = σ(x) for x ~ N(0, 2²) (away from 0 and 1, where the bugs would agree with the answer) and ȳ;
+    ``transposed``: both handed over as transposed views."""
+    y, dy = torch.sigmoid(2 * randn(gen, *shape)), randn(gen, *shape)
+    if transposed:
+        y, dy = transposed_view(y), transposed_view(dy)
+    return Case(f"y and dy of shape {tuple(shape)}; {label}", (y, dy), batch=shape[0] if len(shape) > 1 else 1)
+
+
 SIGMOID = Exercise(name="sigmoid_backward", reference=sigmoid_reference, outputs=("dx",), of=("y",),
-                   alternatives=sigmoid_alternatives)
+                   alternatives=sigmoid_alternatives, draw=Spread(sigmoid_case))
+SIGMOID_SHAPES = [("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4)),
+                  ("both non-contiguous (transposes)", (7, 6), {"transposed": True})]
 
 
-def sigmoid_cases(gen: torch.Generator, shapes, transposed: tuple[int, int]) -> list[Case]:
-    """y = σ(x) for x ~ N(0, 2²) (away from 0 and 1, where the bugs would agree with the answer) and ȳ, per shape;
-    last, both handed over as transposed views."""
-    def case(label, shape, t=False):
-        y, dy = torch.sigmoid(2 * randn(gen, *shape)), randn(gen, *shape)
-        if t:
-            y, dy = transposed_view(y), transposed_view(dy)
-        return Case(f"y and dy of shape {tuple(shape)}; {label}", (y, dy), batch=shape[0] if len(shape) > 1 else 1)
-    return [case(label, shape) for label, shape in shapes] + [
-        case("both non-contiguous (transposes)", transposed, t=True)]
-
-
-SIGMOID_SHAPES = [("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))]
-
-
-sigmoid_backward = visible(SIGMOID, lambda: sigmoid_cases(seeded(2025), SIGMOID_SHAPES, transposed=(7, 6)),
+sigmoid_backward = visible(SIGMOID, lambda: SIGMOID.cases(seeded(2025), SIGMOID_SHAPES),
                            "batch 1, batch 7, 3-D, transposed inputs")

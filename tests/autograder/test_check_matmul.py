@@ -176,6 +176,19 @@ def test_a_correct_answer_that_warns_still_passes_and_keeps_stderr_clean(capsys)
 # Inputs, references and alternatives
 
 
+def hidden_linear_cases(gen, bias):
+    name = "linear_bias_backward" if bias else "linear_backward"
+    return visible.EXERCISES[name].cases(gen, hidden.LINEAR_SHAPES + hidden.LINEAR_TRANSPOSED)
+
+
+def hidden_reduce_cases(gen):
+    return visible.EXERCISES["reduce_to_shape"].cases(gen, hidden.REDUCE_SHAPES + hidden.REDUCE_TRANSPOSED)
+
+
+def hidden_batched_cases(gen):
+    return visible.EXERCISES["batched_matmul_backward"].cases(gen, hidden.BATCHED_SHAPES + hidden.BATCHED_TRANSPOSED)
+
+
 def test_the_hidden_shapes_cover_what_the_contract_promises():
     leads = [lead for lead, _, _ in hidden.LINEAR_SHAPES]
     rows = [torch.Size(lead).numel() for lead in leads]
@@ -194,7 +207,7 @@ def test_the_hidden_shapes_cover_what_the_contract_promises():
 def test_hidden_inputs_change_with_the_seed_and_replay_with_it(monkeypatch):
     def first_x(seed):
         monkeypatch.setenv("AUTOGRADER_SEED", seed)
-        return hidden.linear_cases(generator("linear_backward"), bias=False)[2].args[0]
+        return hidden_linear_cases(generator("linear_backward"), bias=False)[2].args[0]
     assert torch.equal(first_x("5"), first_x("5"))
     assert not torch.equal(first_x("5"), first_x("6"))
     assert first_x("5").dtype == F64
@@ -250,13 +263,13 @@ def batched_reference(a: torch.Tensor, c: torch.Tensor, dy: torch.Tensor) -> tup
 def test_the_hidden_references_agree_with_autograd(bias, one_seed):
     reference = linear_bias_reference if bias else linear_reference
     autograd = visible._linear_bias_reference if bias else visible._linear_reference
-    for case in hidden.linear_cases(generator("ref"), bias=bias):
+    for case in hidden_linear_cases(generator("ref"), bias=bias):
         for ours, torchs in zip(reference(*case.args), autograd(*case.args)):
             assert ours.shape == torchs.shape and torch.allclose(ours, torchs, rtol=1e-12, atol=1e-12), case.label
 
 
 def test_the_hidden_reduction_agrees_with_autograd_and_sum_to_size(one_seed):
-    for case in hidden.reduce_cases(generator("ref")):
+    for case in hidden_reduce_cases(generator("ref")):
         grad, shape = case.args
         ours = reduce_reference(grad, shape)
         assert ours.shape == tuple(shape), case.label
@@ -266,11 +279,11 @@ def test_the_hidden_reduction_agrees_with_autograd_and_sum_to_size(one_seed):
 
 def hidden_alternatives(seed_salt: str = "alts"):
     """(output name, expected, alternatives, case label) for every output of every hidden case."""
-    for case in hidden.linear_cases(generator(seed_salt), bias=True):
+    for case in hidden_linear_cases(generator(seed_salt), bias=True):
         expected = dict(zip(("dx", "dw", "db"), visible._linear_bias_reference(*case.args)))
         for out, alts in visible.bias_alternatives(visible._linear_bias_reference, *case.args).items():
             yield out, expected[out], alts, case.label
-    for case in hidden.reduce_cases(generator(seed_salt)):
+    for case in hidden_reduce_cases(generator(seed_salt)):
         grad, shape = case.args
         expected = visible._reduce_reference(grad, shape)
         yield "result", expected, visible.reduce_alternatives(grad, shape, expected), case.label
@@ -399,14 +412,14 @@ def test_the_handed_over_broken_backward_is_a_batch_reduction(one_seed):
 
 
 def test_the_hidden_batched_reference_agrees_with_autograd(one_seed):
-    for case in hidden.batched_cases(generator("ref")):
+    for case in hidden_batched_cases(generator("ref")):
         for ours, torchs in zip(batched_reference(*case.args), visible._batched_reference(*case.args)):
             assert ours.shape == torchs.shape and torch.allclose(ours, torchs, rtol=1e-12, atol=1e-12), case.label
 
 
 def test_every_named_batched_bug_is_diagnosed_as_itself(one_seed):
     count = 0
-    for case in hidden.batched_cases(generator("alts")):
+    for case in hidden_batched_cases(generator("alts")):
         expected = dict(zip(("da", "dc"), visible._batched_reference(*case.args)))
         for out, alts in visible.batched_alternatives(visible._batched_reference, *case.args).items():
             for alt in alts:
@@ -417,8 +430,8 @@ def test_every_named_batched_bug_is_diagnosed_as_itself(one_seed):
 
 
 def test_every_check_ends_with_non_contiguous_inputs(one_seed):
-    for cases in (hidden.linear_cases(generator("x"), bias=True), hidden.reduce_cases(generator("x")),
-                  hidden.batched_cases(generator("x")),
+    for cases in (hidden_linear_cases(generator("x"), bias=True), hidden_reduce_cases(generator("x")),
+                  hidden_batched_cases(generator("x")),
                   *(visible.VISIBLE_CASES[name]() for name in ("linear_backward", "reduce_to_shape", "batched_matmul_backward"))):
         tensors = [a for a in cases[-1].args if isinstance(a, torch.Tensor)]
         assert any(not t.is_contiguous() for t in tensors), cases[-1].label
