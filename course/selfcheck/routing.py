@@ -25,7 +25,6 @@ from ..diagnose import (
     Passed,
     batch_refined,
     clone_args,
-    diagnose,
     graded,
     layout_refined,
     randn,
@@ -33,12 +32,9 @@ from ..diagnose import (
     transposed_view,
     vjp,
 )
-from ..spec import Exercise, Runner
-from ..triton_check import device, launch, require_kernel
-
-F32, F64 = torch.float32, torch.float64
-TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: every op here is exact up to summation order
-SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here takes this value
+from ..kernel_spec import F32, F64, SENTINEL, TOL, Guarded, KernelSpec, Launch, Wrong
+from ..spec import Exercise
+from ..triton_check import device, launch
 
 
 def _transposed(label: str, names: str, *tensors: torch.Tensor) -> tuple:
@@ -91,24 +87,28 @@ def scatter_refined(failure: GradingFailure, out: str, case: ScatterCase, got, e
     layout = layout_refined(failure, out, case, passed)
     if layout or failure.cls != "wrong-values":
         return layout or failure
-
-    if case.repeats and passed.without_repeats and collisions is not None:
-        g = got.detach().to("cpu", F64)
-        e = expected.detach().to("cpu", F64)
-        scale = max(e.abs().max().item(), 1e-300)
-        bad = (g - e).abs() > 1e-6 * scale
-        if bool(bad.any()) and not bool((bad & ~collisions.collided).any()):
-            return GradingFailure(
-                "non-atomic-scatter",
-                f"{out} is right wherever one contribution lands and wrong only where several land on the same "
-                f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
-                "every output that read the slot in the forward owes it its gradient.",
-                failure.where,
-            )
     if case.repeats:
-        return failure
+        return passed.without_repeats and collided_only(failure, out, got, expected, collisions, how) or failure
     return batch_refined(failure, out, case.batch, passed.batch1, "every row of the batch must contribute, not only "
                          "the first one.", named=True)
+
+
+def collided_only(failure: GradingFailure, out: str, got, expected: torch.Tensor, collisions: Collisions,
+                  how: str) -> GradingFailure | None:
+    """``non-atomic-scatter`` when ``out`` is wrong only where several contributions land; else None."""
+    g = got.detach().to("cpu", F64)
+    e = expected.detach().to("cpu", F64)
+    scale = max(e.abs().max().item(), 1e-300)
+    bad = (g - e).abs() > 1e-6 * scale
+    if not bool(bad.any()) or bool((bad & ~collisions.collided).any()):
+        return None
+    return GradingFailure(
+        "non-atomic-scatter",
+        f"{out} is right wherever one contribution lands and wrong only where several land on the same "
+        f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
+        "every output that read the slot in the forward owes it its gradient.",
+        failure.where,
+    )
 
 
 def gather_collisions(dy: torch.Tensor, indices: torch.Tensor, n: int) -> Collisions:
@@ -361,53 +361,42 @@ def index_add_reference(src: torch.Tensor, index: torch.Tensor, n: int) -> torch
     return torch.zeros(n, src.shape[1], dtype=F64).index_add_(0, index, src.to(F64))
 
 
-def kernel_failure(kernel, case: KernelCase, *, passed_without_repeats: bool) -> GradingFailure | None:
-    """Launch once, as the notebook's host function does, and say what is wrong, if anything.
-
-    src rows sit D + 2 apart with NaN after each row (memory past a row may hold anything) and guard
-    rows of NaN after the last; the output rows sit D + 3 apart, zero in the first D columns, with
-    the padding and guard rows holding a sentinel that a stray store would change.
-    """
+def launch_scatter_add(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
+    """Launch once, as the notebook's host function does: src rows D + 2 apart with ``fill`` after each row and in
+    guard rows after the last (memory past a row may hold anything); output rows D + 3 apart, zero in the first D
+    columns, the padding and guard rows at a sentinel that a stray store would change."""
     import triton
 
     rows, D = case.src.shape
-    dev = device()
-    src_buf = torch.full((rows + 2, D + 2), math.nan, dtype=case.dtype, device=dev)
-    src_buf[:rows, :D] = case.src.to(dev, case.dtype)
-    out_buf = torch.full((case.n + rows + 1, D + 3), SENTINEL, dtype=case.dtype, device=dev)
-    out_buf[: case.n, :D] = 0.0
-    index = case.index.to(dev, torch.int64).contiguous()
-    src, out = src_buf[:rows, :D], out_buf[: case.n, :D]
-    grid = (rows, triton.cdiv(D, case.block))
-    touched = launch("scatter_add_kernel", lambda: kernel[grid](
-        src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=case.block), {"src": src_buf, "index": index})
-    outside = out_buf.clone()
-    outside[: case.n, :D] = SENTINEL
-    label = (f"src ({rows}, {D}) with rows {src.stride(0)} apart, index ({rows},) into n = {case.n} output rows "
-             f"{out.stride(0)} apart, BLOCK_D = {case.block}, {str(case.dtype).removeprefix('torch.')}; "
+    src = Guarded(case.src, (2, 2), fill, case.dtype)
+    out = Guarded(torch.zeros(case.n, D), (rows + 1, 3), SENTINEL, case.dtype)
+    index = case.index.to(device(), torch.int64).contiguous()
+    touched = launch("scatter_add_kernel", lambda: kernel[(rows, triton.cdiv(D, case.block))](
+        src.view, index, out.view, src.view.stride(0), out.view.stride(0), D, BLOCK_D=case.block),
+        {"SRC_ptr": src.buf, "INDEX_ptr": index})
+    label = (f"src ({rows}, {D}) with rows {src.view.stride(0)} apart, index ({rows},) into n = {case.n} output rows "
+             f"{out.view.stride(0)} apart, BLOCK_D = {case.block}, {str(case.dtype).removeprefix('torch.')}; "
              f"{'repeated' if case.repeats else 'distinct'} indices")
-    if touched:
-        return GradingFailure("wrong-values", "scatter_add_kernel wrote into SRC_ptr or INDEX_ptr: they are inputs, "
-                              "read-only.", f"inputs: {label}")
-    if bool((outside != SENTINEL).any()):
-        return GradingFailure(
-            "wrong-values",
-            f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
+    return Launch({"out": out.got()}, touched, ["outside"] if out.spilled() else [], label)
+
+
+def _kernel_past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
+    D = case.src.shape[1]
+    return (f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
             f"row of {D} takes {math.ceil(D / case.block)} block(s) of BLOCK_D = {case.block}), or into rows that do "
-            "not exist.", f"inputs: {label}")
-    got = out.detach().to("cpu", F64)
-    expected = index_add_reference(case.src, case.index, case.n)
-    coll = embedding_collisions(case.src.to(F64), case.index, case.n) if case.repeats else None
-    alts = (store_alternatives("out", coll, "tl.store") if coll else []) + kernel_alternatives(case, expected)
-    failure = diagnose("out", got, expected, tol=TOL[case.dtype], alternatives=alts, batch=rows, case=label)
-    return failure and scatter_refined(failure, "out", ScatterCase(label, (), batch=rows, repeats=case.repeats), got,
-                                       expected, coll, "tl.store", Passed(without_repeats=passed_without_repeats))
+            "not exist.", "")
 
 
-def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Alternative]:
-    """What a kernel adds that writes source row i to output row i, or ignores tl.program_id(1)."""
+def _kernel_collisions(case: KernelCase) -> Collisions:
+    return embedding_collisions(case.src.to(F64), case.index, case.n)
+
+
+def kernel_alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
+    """A store where an add is needed; a kernel that writes source row i to output row i, or ignores
+    tl.program_id(1)."""
     rows, D = case.src.shape
-    alts = []
+    expected = index_add_reference(case.src, case.index, case.n)
+    alts = store_alternatives("out", _kernel_collisions(case), "tl.store") if case.repeats else []
     if rows <= case.n:
         own_row = torch.zeros_like(expected)
         own_row[:rows] = case.src.to(F64)
@@ -415,26 +404,27 @@ def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Altern
                                 "destination, index[i].", own_row))
     blocks = math.ceil(D / case.block)
     if blocks == 1:
-        return alts
+        return {"out": alts}
     sentence = (f"out holds only the first BLOCK_D = {case.block} columns of each row{{}}: a row of n_cols = {D} takes "
                 f"{blocks} programs along the grid's second axis, each with its own block of columns.")
     first = torch.zeros_like(expected)
     first[:, :case.block] = expected[:, :case.block]
-    return alts + [
+    return {"out": alts + [
         Alternative("wrong-values", sentence.format(f", added {blocks} times (once per column block)"), blocks * first),
         Alternative("wrong-values", sentence.format(""), first),
-    ]
+    ]}
 
 
-def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
-    """Every case, those without repeats first; then the atomic itself, which a CPU cannot test by values."""
-    require_kernel("scatter_add_kernel", kernel)
-    passed_without_repeats = False
-    for case in cases:
-        failure = kernel_failure(kernel, case, passed_without_repeats=passed_without_repeats)
-        if failure is not None:
-            raise failure
-        passed_without_repeats |= not case.repeats
+def _kernel_collided_only(wrong: Wrong) -> GradingFailure | None:
+    """Wrong only where rows share a destination, once a case without shared ones passed: a store, not an add."""
+    case = wrong.case
+    if wrong.failure.cls != "wrong-values" or not case.repeats or all(c.repeats for c in wrong.passed):
+        return None
+    return collided_only(wrong.failure, "out", wrong.got, wrong.expected["out"], _kernel_collisions(case), "tl.store")
+
+
+def calls_atomic_add(name: str, kernel) -> None:
+    """The atomic itself, which a CPU cannot test by values: Triton's interpreter runs one program at a time."""
     names, todo = set(), [getattr(kernel.fn, "__code__", None)]
     while todo:  # every global and attribute name the kernel's code, and any code nested in it, refers to
         code = todo.pop()
@@ -444,10 +434,16 @@ def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
     if "atomic_add" not in names:
         raise GradingFailure(
             "non-atomic-scatter",
-            "scatter_add_kernel gives the right sums here only because Triton's interpreter runs one program at a "
+            f"{name} gives the right sums here only because Triton's interpreter runs one program at a "
             "time: it never calls tl.atomic_add. On a GPU, programs whose rows share a destination run at once, and "
             "a load, an add and a store from two of them interleave — one of the two additions is lost.")
 
+
+SCATTER_ADD = KernelSpec(
+    name="scatter_add_kernel", launch=launch_scatter_add,
+    reference=lambda case: {"out": index_add_reference(case.src, case.index, case.n)},
+    alternatives=kernel_alternatives, read_only="src and index are read-only; store the sums through OUT_ptr.",
+    past_end=_kernel_past_end, wrote_first=True, refinements=(_kernel_collided_only,), properties=(calls_atomic_add,))
 
 # ---------------------------------------------------------------------------
 # The exercises, as data, and the one runner
@@ -498,7 +494,6 @@ EXERCISES = {ex.name: ex for ex in (
     one_dx("dropout_backward", dropout_reference, alternatives=dropout_alternatives),
     one_dx("moe_gate_backward", moe_reference, outputs=("dlogits", "dexpert_out"), of=("logits", "expert_out")),
 )}
-SCATTER_ADD = Runner("scatter_add_kernel", check_scatter_add_kernel)  # the kernel: a runner of its own
 
 
 def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
