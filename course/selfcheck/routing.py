@@ -25,7 +25,6 @@ from ..diagnose import (
     Passed,
     batch_refined,
     clone_args,
-    graded,
     layout_refined,
     randn,
     seeded,
@@ -33,7 +32,7 @@ from ..diagnose import (
     vjp,
 )
 from ..kernel_spec import F32, F64, SENTINEL, TOL, Guarded, KernelSpec, Launch, Wrong
-from ..spec import Exercise
+from ..spec import Exercise, visible
 from ..triton_check import device, launch
 
 
@@ -445,6 +444,7 @@ SCATTER_ADD = KernelSpec(
     alternatives=kernel_alternatives, read_only="src and index are read-only; store the sums through OUT_ptr.",
     past_end=_kernel_past_end, wrote_first=True, refinements=(_kernel_collided_only,), properties=(calls_atomic_add,))
 
+
 # ---------------------------------------------------------------------------
 # The exercises, as data, and the one runner
 
@@ -471,15 +471,13 @@ class Scatter:
         return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
 
 
+DX = {"outputs": ("dx",), "of": ("x",), "tol": TOL[F64]}  # one float64 dx for x
+
+
 def scatter(name: str, reference: Callable, scattered: Scatter, out: str = "dx", of: str = "x") -> Exercise:
     """A scatter exercise: cases without repeated indices come first, where a store is as good as an add."""
     return Exercise(name=name, reference=reference, outputs=(out,), of=(of,), tol=TOL[F64],
                     alternatives=scattered.alternatives, refine=scattered.refine)
-
-
-def one_dx(name: str, reference: Callable, **fields) -> Exercise:
-    """An exercise of one float64 dx for x, unless ``fields`` say otherwise."""
-    return Exercise(name=name, reference=reference, **{"outputs": ("dx",), "of": ("x",), "tol": TOL[F64], **fields})
 
 
 EXERCISES = {ex.name: ex for ex in (
@@ -488,11 +486,12 @@ EXERCISES = {ex.name: ex for ex in (
     scatter("embedding_backward", embedding_reference,
             Scatter("dW", embedding_collisions, "a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
             "dW", "the embedding table W"),
-    one_dx("relu_backward", relu_reference, alternatives=relu_alternatives),
+    Exercise(name="relu_backward", reference=relu_reference, alternatives=relu_alternatives, **DX),
     scatter("maxpool1d_backward", maxpool_reference,
             Scatter("dx", maxpool_collisions, "a store (dx[..., argmax] = ȳ, scatter_)", maxpool_alternatives)),
-    one_dx("dropout_backward", dropout_reference, alternatives=dropout_alternatives),
-    one_dx("moe_gate_backward", moe_reference, outputs=("dlogits", "dexpert_out"), of=("logits", "expert_out")),
+    Exercise(name="dropout_backward", reference=dropout_reference, alternatives=dropout_alternatives, **DX),
+    Exercise(name="moe_gate_backward", reference=moe_reference, outputs=("dlogits", "dexpert_out"),
+             of=("logits", "expert_out"), tol=TOL[F64]),
 )}
 
 
@@ -616,12 +615,10 @@ def moe_cases(gen, shapes, transposed) -> list[Case]:
 
 
 # ---------------------------------------------------------------------------
-# The visible checks
+# The visible checks: the same inputs on every run
 
 
-@graded
-def topk_backward(fn) -> None:
-    """Visible check: top-k of rows of 8, 10 and 9 at batch 1, 7 and 3-D, then gathers with repeated indices."""
+def _topk_visible() -> list[ScatterCase]:
     gen = seeded(606 + 1)
     x = torch.tensor([[0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1]], dtype=F64)  # (1, 8): the picture's row
     dy = torch.tensor([[1.0, -0.5, 2.0]], dtype=F64)  # ȳ for the top 3
@@ -632,7 +629,7 @@ def topk_backward(fn) -> None:
     rep7[:, 0] = 4  # the last slot, in every row
     rep3 = torch.randint(0, 4, (2, 3, 6), generator=gen)
     rep3[..., -1] = 3
-    check("topk_backward", fn, [
+    return [
         topk_case("batch 1", dy, x.topk(3).indices, 8),  # the N = 8, k = 3 example of the notebook
         topk_case("batch 7", randn(gen, 7, 4), x7.topk(4).indices, 10),
         topk_case("3-D", randn(gen, 2, 3, 2), x3.topk(2).indices, 9),
@@ -640,18 +637,15 @@ def topk_backward(fn) -> None:
         topk_case("batch 1", randn(gen, 1, 5), torch.tensor([[5, 0, 5, 2, 5]]), 6),
         topk_case("batch 7", randn(gen, 7, 8), rep7, 5),  # k > n: repeats certain
         topk_case("3-D", randn(gen, 2, 3, 6), rep3, 4),
-    ])
-    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7, 3-D and transposed; repeated indices)")
+    ]
 
 
-@graded
-def embedding_backward(fn) -> None:
-    """Visible check: distinct ids at batch 1 and 7, then repeated ids (batch 1, 7, 1-D and 3-D ids)."""
+def _embedding_visible() -> list[ScatterCase]:
     gen = seeded(606 + 2)
     D = 4
     rep7 = torch.randint(0, 6, (7, 4), generator=gen)
     rep7[3, 1] = rep7[5, 2] = 5  # the last row of the table, used twice
-    check("embedding_backward", fn, [
+    return [
         embedding_case("batch 1", randn(gen, 1, 5, D), torch.tensor([[10, 3, 0, 7, 4]]), 11),
         embedding_case("batch 7", randn(gen, 7, 3, D), torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
         embedding_case("batch 7", randn(gen, 7, 2, D), torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17,
@@ -660,23 +654,10 @@ def embedding_backward(fn) -> None:
         embedding_case("batch 7", randn(gen, 7, 4, D), rep7, 6),
         embedding_case("1-D ids", randn(gen, 9, D), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
         embedding_case("3-D ids", randn(gen, 2, 3, 4, D), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
-    ])
-    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7, transposed; repeated ids; "
-          "1-D and 3-D ids)")
+    ]
 
 
-@graded
-def relu_backward(fn) -> None:
-    """Visible check: batch 1, batch 7 and 3-D, no input at the kink x = 0."""
-    cases = relu_cases(seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))),
-                       transposed=("batch 7", (7, 6)), margin=0.1, in_place=(("batch 7", (7, 5)),))
-    check("relu_backward", fn, cases)
-    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed; handed x, and handed y)")
-
-
-@graded
-def maxpool1d_backward(fn) -> None:
-    """Visible check: windows side by side (stride = kernel_size), then overlapping windows that share a max."""
+def _maxpool_visible() -> list[ScatterCase]:
     gen = seeded(606 + 4)
 
     def distinct(*shape):  # a random permutation of spread-out values per row: no ties
@@ -688,7 +669,7 @@ def maxpool1d_backward(fn) -> None:
     x7[:, 10] = 10.0  # the last position: the max of the last window
     x3 = distinct(2, 3, 9)
     x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
-    check("maxpool1d_backward", fn, [
+    return [
         maxpool_case("batch 1", randn(gen, 1, 3), distinct(1, 9), 3, 3),
         maxpool_case("batch 1", randn(gen, 1, 4), distinct(1, 11), 2, 3),  # stride > kernel_size: gaps, at batch 1
         maxpool_case("batch 7", randn(gen, 7, 5), distinct(7, 10), 2, 2),
@@ -696,46 +677,39 @@ def maxpool1d_backward(fn) -> None:
         maxpool_case("batch 1", randn(gen, 1, 6), x1, 3, 1),
         maxpool_case("batch 7", randn(gen, 7, 4), x7, 4, 2),
         maxpool_case("3-D", randn(gen, 2, 3, 4), x3, 3, 2),
-    ])
-    print("✓ maxpool1d_backward passes the visible checks (side-by-side windows, windows with gaps, overlapping "
-          "windows; batch 1, 7, 3-D and transposed)")
+    ]
 
 
-@graded
-def dropout_backward(fn) -> None:
-    """Visible check: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D."""
-    cases = dropout_cases(seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6),
-                                          ("3-D", (2, 3, 5), 0.5)), transposed=("batch 7", (7, 8), 0.3))
-    check("dropout_backward", fn, cases)
-    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed)")
-
-
-@graded
-def moe_gate_backward(fn) -> None:
-    """Visible check: top-2 of 6 at batch 1, top-3 of 5 at batch 7, top-1 (Switch), and 3-D tokens."""
-    cases = moe_cases(seeded(606 + 6), (
-        ("batch 1", (1,), 6, 2, 4),
-        ("batch 7", (7,), 5, 3, 3),
-        ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
-        ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
-    ), transposed=("batch 7", (7,), 6, 2, 3))
-    check("moe_gate_backward", fn, cases)
-    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and "
-          "transposed)")
-
-
-@graded
-def scatter_add_kernel(kernel) -> None:
-    """Visible check: one row, distinct rows, repeated rows (the last slot among them), float64 and float32."""
+def _kernel_visible() -> list[KernelCase]:
     gen = seeded(606 + 7)
     distinct = torch.cat([torch.tensor([8]), torch.randperm(8, generator=gen)[:6]])  # 8: the last output row
     repeated = torch.randint(0, 5, (12,), generator=gen)
     repeated[[2, 9]] = 4
-    check("scatter_add_kernel", kernel, kernel_cases(gen, (
+    return kernel_cases(gen, (
         (1, 4, 5, 8, F64, [3]),  # batch 1: one row, the last slot, a masked tail
         (7, 9, 13, 8, F64, distinct),  # distinct rows, two column blocks per row
         (7, 4, 13, 8, F64, [3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
         (12, 5, 6, 4, F32, repeated),  # float32
-    )))
-    print("✓ scatter_add_kernel passes the visible checks (one row, distinct and repeated rows, float64 and float32, "
-          "tl.atomic_add)")
+    ))
+
+
+topk_backward = visible(EXERCISES["topk_backward"], _topk_visible,
+                        "top-k at batch 1, 7, 3-D and transposed; repeated indices")
+embedding_backward = visible(EXERCISES["embedding_backward"], _embedding_visible,
+                             "distinct ids at batch 1 and 7, transposed; repeated ids; 1-D and 3-D ids")
+relu_backward = visible(EXERCISES["relu_backward"], lambda: relu_cases(
+    seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))), transposed=("batch 7", (7, 6)),
+    margin=0.1, in_place=(("batch 7", (7, 5)),)), "batch 1, 7, 3-D and transposed; handed x, and handed y")
+maxpool1d_backward = visible(EXERCISES["maxpool1d_backward"], _maxpool_visible, (
+    "side-by-side windows, windows with gaps, overlapping windows; batch 1, 7, 3-D and transposed"))
+dropout_backward = visible(EXERCISES["dropout_backward"], lambda: dropout_cases(
+    seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6), ("3-D", (2, 3, 5), 0.5)),
+    transposed=("batch 7", (7, 8), 0.3)), "p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed")
+moe_gate_backward = visible(EXERCISES["moe_gate_backward"], lambda: moe_cases(seeded(606 + 6), (
+    ("batch 1", (1,), 6, 2, 4),
+    ("batch 7", (7,), 5, 3, 3),
+    ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
+    ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
+), transposed=("batch 7", (7,), 6, 2, 3)), "top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and transposed")
+scatter_add_kernel = visible(SCATTER_ADD, _kernel_visible, (
+    "one row, distinct and repeated rows, float64 and float32, tl.atomic_add"))
