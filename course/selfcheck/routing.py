@@ -92,6 +92,28 @@ def scatter_refined(failure: GradingFailure, out: str, case: ScatterCase, got, e
                          "the first one.", named=True)
 
 
+@dataclass(frozen=True)
+class Scatter:
+    """A scatter's store where an add is needed: what it keeps where indices repeat (``collisions(*args)``), named
+    before the exercise's own bugs (``more(case)``, a list), and how a failure is read in the light of the cases
+    before it (:func:`scatter_refined`); ``how`` names the student's store."""
+
+    out: str
+    collisions: Callable
+    how: str
+    more: Callable | None = None
+
+    def kept(self, case: ScatterCase) -> Collisions | None:
+        return self.collisions(*clone_args(case.args)) if case.repeats else None
+
+    def alternatives(self, case: ScatterCase) -> dict[str, list[Alternative]]:
+        stores = store_alternatives(self.out, self.kept(case), self.how) if case.repeats else []
+        return {self.out: stores + (self.more(case) if self.more else [])}
+
+    def refine(self, failure: GradingFailure, out: str, case: ScatterCase, got, expected, passed: Passed) -> GradingFailure:
+        return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
+
+
 def collided_only(failure: GradingFailure, out: str, got, expected: torch.Tensor, collisions: Collisions,
                   how: str) -> GradingFailure | None:
     """``non-atomic-scatter`` when ``out`` is wrong only where several contributions land; else None."""
@@ -350,6 +372,10 @@ class KernelCase:
     def repeats(self) -> bool:
         return bool((torch.bincount(self.index, minlength=self.n) >= 2).any())
 
+    @property
+    def args(self) -> tuple:
+        return self.src, self.index, self.n
+
 
 def kernel_cases(gen: torch.Generator, rows: Sequence[tuple]) -> list[KernelCase]:
     """A case per (rows, n, D, BLOCK_D, dtype, index) of ``rows``, its src drawn from ``gen`` in that order."""
@@ -386,16 +412,11 @@ def _kernel_past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[s
             "not exist.", "")
 
 
-def _kernel_collisions(case: KernelCase) -> Collisions:
-    return embedding_collisions(case.src.to(F64), case.index, case.n)
-
-
-def kernel_alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
-    """A store where an add is needed; a kernel that writes source row i to output row i, or ignores
-    tl.program_id(1)."""
+def kernel_alternatives(case: KernelCase) -> list[Alternative]:
+    """What a kernel adds that writes source row i to output row i, or ignores tl.program_id(1)."""
     rows, D = case.src.shape
     expected = index_add_reference(case.src, case.index, case.n)
-    alts = store_alternatives("out", _kernel_collisions(case), "tl.store") if case.repeats else []
+    alts = []
     if rows <= case.n:
         own_row = torch.zeros_like(expected)
         own_row[:rows] = case.src.to(F64)
@@ -403,15 +424,15 @@ def kernel_alternatives(case: KernelCase) -> dict[str, list[Alternative]]:
                                 "destination, index[i].", own_row))
     blocks = math.ceil(D / case.block)
     if blocks == 1:
-        return {"out": alts}
+        return alts
     sentence = (f"out holds only the first BLOCK_D = {case.block} columns of each row{{}}: a row of n_cols = {D} takes "
                 f"{blocks} programs along the grid's second axis, each with its own block of columns.")
     first = torch.zeros_like(expected)
     first[:, :case.block] = expected[:, :case.block]
-    return {"out": alts + [
+    return alts + [
         Alternative("wrong-values", sentence.format(f", added {blocks} times (once per column block)"), blocks * first),
         Alternative("wrong-values", sentence.format(""), first),
-    ]}
+    ]
 
 
 def _kernel_collided_only(wrong: Wrong) -> GradingFailure | None:
@@ -419,7 +440,7 @@ def _kernel_collided_only(wrong: Wrong) -> GradingFailure | None:
     case = wrong.case
     if wrong.failure.cls != "wrong-values" or not case.repeats or all(c.repeats for c in wrong.passed):
         return None
-    return collided_only(wrong.failure, "out", wrong.got, wrong.expected["out"], _kernel_collisions(case), "tl.store")
+    return collided_only(wrong.failure, "out", wrong.got, wrong.expected["out"], STORE.kept(case), STORE.how)
 
 
 def calls_atomic_add(name: str, kernel) -> None:
@@ -438,37 +459,16 @@ def calls_atomic_add(name: str, kernel) -> None:
             "a load, an add and a store from two of them interleave — one of the two additions is lost.")
 
 
+STORE = Scatter("out", embedding_collisions, "tl.store", kernel_alternatives)  # the kernel's src rows are ȳ's
 SCATTER_ADD = KernelSpec(
     name="scatter_add_kernel", launch=launch_scatter_add,
-    reference=lambda case: {"out": index_add_reference(case.src, case.index, case.n)},
-    alternatives=kernel_alternatives, read_only="src and index are read-only; store the sums through OUT_ptr.",
-    past_end=_kernel_past_end, wrote_first=True, refinements=(_kernel_collided_only,), properties=(calls_atomic_add,))
+    reference=lambda case: {"out": index_add_reference(case.src, case.index, case.n)}, alternatives=STORE.alternatives,
+    read_only="src and index are read-only; store the sums through OUT_ptr.", past_end=_kernel_past_end,
+    wrote_first=True, refinements=(_kernel_collided_only,), properties=(calls_atomic_add,))
 
 
 # ---------------------------------------------------------------------------
 # The exercises, as data, and the one runner
-
-
-@dataclass(frozen=True)
-class Scatter:
-    """A scatter's store where an add is needed: what it keeps where indices repeat (``collisions(*args)``), named
-    before the exercise's own bugs (``more(case)``, a list), and how a failure is read in the light of the cases
-    before it (:func:`scatter_refined`); ``how`` names the student's store."""
-
-    out: str
-    collisions: Callable
-    how: str
-    more: Callable | None = None
-
-    def kept(self, case: ScatterCase) -> Collisions | None:
-        return self.collisions(*clone_args(case.args)) if case.repeats else None
-
-    def alternatives(self, case: ScatterCase) -> dict[str, list[Alternative]]:
-        stores = store_alternatives(self.out, self.kept(case), self.how) if case.repeats else []
-        return {self.out: stores + (self.more(case) if self.more else [])}
-
-    def refine(self, failure: GradingFailure, out: str, case: ScatterCase, got, expected, passed: Passed) -> GradingFailure:
-        return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
 
 
 DX = {"outputs": ("dx",), "of": ("x",), "tol": TOL[F64]}  # one float64 dx for x
