@@ -618,66 +618,9 @@ def moe_cases(gen, shapes, transposed) -> list[Case]:
 # The visible checks: the same inputs on every run
 
 
-def _topk_visible() -> list[ScatterCase]:
-    gen = seeded(606 + 1)
-    x = torch.tensor([[0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1]], dtype=F64)  # (1, 8): the picture's row
-    dy = torch.tensor([[1.0, -0.5, 2.0]], dtype=F64)  # ȳ for the top 3
-    x7 = randn(gen, 7, 10)
-    x7[0, -1] = 5.0  # the last slot is selected in row 0
-    x3 = randn(gen, 2, 3, 9)
-    rep7 = torch.randint(0, 5, (7, 8), generator=gen)
-    rep7[:, 0] = 4  # the last slot, in every row
-    rep3 = torch.randint(0, 4, (2, 3, 6), generator=gen)
-    rep3[..., -1] = 3
-    return [
-        topk_case("batch 1", dy, x.topk(3).indices, 8),  # the N = 8, k = 3 example of the notebook
-        topk_case("batch 7", randn(gen, 7, 4), x7.topk(4).indices, 10),
-        topk_case("3-D", randn(gen, 2, 3, 2), x3.topk(2).indices, 9),
-        topk_case("batch 7", randn(gen, 7, 3), x7.topk(3).indices, 10, transposed=True),
-        topk_case("batch 1", randn(gen, 1, 5), torch.tensor([[5, 0, 5, 2, 5]]), 6),
-        topk_case("batch 7", randn(gen, 7, 8), rep7, 5),  # k > n: repeats certain
-        topk_case("3-D", randn(gen, 2, 3, 6), rep3, 4),
-    ]
-
-
-def _embedding_visible() -> list[ScatterCase]:
-    gen = seeded(606 + 2)
-    D = 4
-    rep7 = torch.randint(0, 6, (7, 4), generator=gen)
-    rep7[3, 1] = rep7[5, 2] = 5  # the last row of the table, used twice
-    return [
-        embedding_case("batch 1", randn(gen, 1, 5, D), torch.tensor([[10, 3, 0, 7, 4]]), 11),
-        embedding_case("batch 7", randn(gen, 7, 3, D), torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
-        embedding_case("batch 7", randn(gen, 7, 2, D), torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17,
-                       transposed=True),
-        embedding_case("batch 1", randn(gen, 1, 6, D), torch.tensor([[10, 3, 10, 0, 3, 10]]), 11),
-        embedding_case("batch 7", randn(gen, 7, 4, D), rep7, 6),
-        embedding_case("1-D ids", randn(gen, 9, D), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
-        embedding_case("3-D ids", randn(gen, 2, 3, 4, D), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
-    ]
-
-
-def _maxpool_visible() -> list[ScatterCase]:
-    gen = seeded(606 + 4)
-
-    def distinct(*shape):  # a random permutation of spread-out values per row: no ties
-        return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
-
-    x1 = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # window maxima at 2, 2, 2, 5, 5, 7
-    x7 = distinct(7, 11)
-    x7[:, 3] = 9.0  # the max of windows 0 and 1 (kernel 4, stride 2)
-    x7[:, 10] = 10.0  # the last position: the max of the last window
-    x3 = distinct(2, 3, 9)
-    x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
-    return [
-        maxpool_case("batch 1", randn(gen, 1, 3), distinct(1, 9), 3, 3),
-        maxpool_case("batch 1", randn(gen, 1, 4), distinct(1, 11), 2, 3),  # stride > kernel_size: gaps, at batch 1
-        maxpool_case("batch 7", randn(gen, 7, 5), distinct(7, 10), 2, 2),
-        maxpool_case("batch 7", randn(gen, 7, 3), distinct(7, 9), 3, 3, transposed=True),
-        maxpool_case("batch 1", randn(gen, 1, 6), x1, 3, 1),
-        maxpool_case("batch 7", randn(gen, 7, 4), x7, 4, 2),
-        maxpool_case("3-D", randn(gen, 2, 3, 4), x3, 3, 2),
-    ]
+def spread(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """A random permutation of spread-out values per row: no ties."""
+    return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
 
 
 def _kernel_visible() -> list[KernelCase]:
@@ -693,15 +636,26 @@ def _kernel_visible() -> list[KernelCase]:
     ))
 
 
-topk_backward = visible(EXERCISES["topk_backward"], _topk_visible,
-                        "top-k at batch 1, 7, 3-D and transposed; repeated indices")
-embedding_backward = visible(EXERCISES["embedding_backward"], _embedding_visible,
-                             "distinct ids at batch 1 and 7, transposed; repeated ids; 1-D and 3-D ids")
+topk_backward = visible(EXERCISES["topk_backward"], lambda: topk_cases(
+    seeded(606 + 1), spread, top=(("batch 1", (1,), 8, 3), ("batch 7", (7,), 10, 4), ("3-D", (2, 3), 9, 2)),
+    transposed=("batch 7", (7,), 10, 3),
+    repeated=(("batch 1", (1,), 6, 5), ("batch 7", (7,), 5, 8), ("3-D", (2, 3), 4, 6))),  # k > n: repeats certain
+    "top-k at batch 1, 7, 3-D and transposed; repeated indices")
+embedding_backward = visible(EXERCISES["embedding_backward"], lambda: embedding_cases(
+    seeded(606 + 2), (4, 5), distinct=(("batch 1", (1, 5), 11), ("batch 7", (7, 3), 23)),
+    transposed=("batch 7", (7, 2), 17),
+    repeated=(("batch 1", (1, 6), 11), ("batch 7", (7, 4), 6), ("1-D ids", (9,), 5), ("3-D ids", (2, 3, 4), 7))),
+    "distinct ids at batch 1 and 7, transposed; repeated ids; 1-D and 3-D ids")
 relu_backward = visible(EXERCISES["relu_backward"], lambda: relu_cases(
     seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))), transposed=("batch 7", (7, 6)),
     margin=0.1, in_place=(("batch 7", (7, 5)),)), "batch 1, 7, 3-D and transposed; handed x, and handed y")
-maxpool1d_backward = visible(EXERCISES["maxpool1d_backward"], _maxpool_visible, (
-    "side-by-side windows, windows with gaps, overlapping windows; batch 1, 7, 3-D and transposed"))
+maxpool1d_backward = visible(EXERCISES["maxpool1d_backward"], lambda: maxpool_cases(
+    seeded(606 + 4), spread, apart=(("batch 1", (1,), 9, 3, 3),
+                                    ("batch 1", (1,), 11, 2, 3),  # stride > kernel_size: gaps, at batch 1
+                                    ("batch 7", (7,), 10, 2, 2)),
+    transposed=("batch 7", (7,), 9, 3, 3),
+    overlapping=(("batch 1", (1,), 8, 3, 1), ("batch 7", (7,), 12, 4, 2), ("3-D", (2, 3), 9, 3, 2))),
+    "side-by-side windows, windows with gaps, overlapping windows; batch 1, 7, 3-D and transposed")
 dropout_backward = visible(EXERCISES["dropout_backward"], lambda: dropout_cases(
     seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6), ("3-D", (2, 3, 5), 0.5)),
     transposed=("batch 7", (7, 8), 0.3)), "p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed")
