@@ -468,7 +468,7 @@ SCATTER_ADD = KernelSpec(
 
 
 # ---------------------------------------------------------------------------
-# The exercises, as data, and the one runner
+# The exercises, as data
 
 
 DX = {"outputs": ("dx",), "of": ("x",), "tol": TOL[F64]}  # one float64 dx for x
@@ -493,12 +493,6 @@ EXERCISES = {ex.name: ex for ex in (
     Exercise(name="moe_gate_backward", reference=moe_reference, outputs=("dlogits", "dexpert_out"),
              of=("logits", "expert_out"), tol=TOL[F64]),
 )}
-
-
-def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
-    """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the
-    hidden MoE ones), take the place of the exercise's own."""
-    (SCATTER_ADD if name == SCATTER_ADD.name else EXERCISES[name]).check(fn, cases, alternatives)
 
 
 # ---------------------------------------------------------------------------
