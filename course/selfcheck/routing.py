@@ -378,8 +378,11 @@ class KernelCase:
 
 
 def kernel_cases(gen: torch.Generator, rows: Sequence[tuple]) -> list[KernelCase]:
-    """A case per (rows, n, D, BLOCK_D, dtype, index) of ``rows``, its src drawn from ``gen`` in that order."""
-    return [KernelCase(randn(gen, r, D), torch.as_tensor(index), n, block, dtype) for r, n, D, block, dtype, index in rows]
+    """A case per (rows, n, D, BLOCK_D, dtype, index) of ``rows``, index a list, "distinct" (n − 1 among them) or
+    "repeated" (n − 1 first and last); the drawn indices come from ``gen`` first, then each src, in that order."""
+    index = [distinct_with_last(gen, n, r) if i == "distinct" else last_slot_twice(_randint(gen, n, r), n)
+             if i == "repeated" else torch.as_tensor(i) for r, n, _, _, _, i in rows]
+    return [KernelCase(randn(gen, r, D), i, n, block, dtype) for (r, n, D, block, dtype, _), i in zip(rows, index)]
 
 
 def index_add_reference(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
@@ -617,19 +620,6 @@ def spread(gen: torch.Generator, *shape: int) -> torch.Tensor:
     return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
 
 
-def _kernel_visible() -> list[KernelCase]:
-    gen = seeded(606 + 7)
-    distinct = torch.cat([torch.tensor([8]), torch.randperm(8, generator=gen)[:6]])  # 8: the last output row
-    repeated = torch.randint(0, 5, (12,), generator=gen)
-    repeated[[2, 9]] = 4
-    return kernel_cases(gen, (
-        (1, 4, 5, 8, F64, [3]),  # batch 1: one row, the last slot, a masked tail
-        (7, 9, 13, 8, F64, distinct),  # distinct rows, two column blocks per row
-        (7, 4, 13, 8, F64, [3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
-        (12, 5, 6, 4, F32, repeated),  # float32
-    ))
-
-
 topk_backward = visible(EXERCISES["topk_backward"], lambda: topk_cases(
     seeded(606 + 1), spread, top=(("batch 1", (1,), 8, 3), ("batch 7", (7,), 10, 4), ("3-D", (2, 3), 9, 2)),
     transposed=("batch 7", (7,), 10, 3),
@@ -659,5 +649,9 @@ moe_gate_backward = visible(EXERCISES["moe_gate_backward"], lambda: moe_cases(se
     ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
     ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
 ), transposed=("batch 7", (7,), 6, 2, 3)), "top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and transposed")
-scatter_add_kernel = visible(SCATTER_ADD, _kernel_visible, (
-    "one row, distinct and repeated rows, float64 and float32, tl.atomic_add"))
+scatter_add_kernel = visible(SCATTER_ADD, lambda: kernel_cases(seeded(606 + 7), (
+    (1, 4, 5, 8, F64, [3]),  # batch 1: one row, the last slot, a masked tail
+    (7, 9, 13, 8, F64, "distinct"),  # distinct rows, two column blocks per row
+    (7, 4, 13, 8, F64, [3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
+    (12, 5, 6, 4, F32, "repeated"),  # float32
+)), "one row, distinct and repeated rows, float64 and float32, tl.atomic_add")
