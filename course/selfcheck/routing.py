@@ -173,15 +173,6 @@ def topk_alternatives(case: ScatterCase) -> list[Alternative]:
                         front)]
 
 
-def topk_case(label: str, dy: torch.Tensor, indices: torch.Tensor, n: int, transposed: bool = False) -> ScatterCase:
-    repeats = _repeats(indices, n)
-    what = "repeated indices" if repeats else "distinct indices (a top-k)"
-    if transposed:
-        what, dy, indices = _transposed(what, "dy and indices", dy, indices)
-    return ScatterCase(f"dy {tuple(dy.shape)}, indices {tuple(indices.shape)}, n = {n}; {label}, {what}",
-                       (dy, indices, n), batch=dy.shape[0] if dy.ndim > 1 else 1, repeats=repeats)
-
-
 # ---------------------------------------------------------------------------
 # embedding_backward
 
@@ -278,17 +269,6 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
         Alternative("wrong-values", "dx spreads ȳ_j evenly over window j: that is the backward of average pooling. "
                     "Max-pool's output y_j is one input, the window's max.", spread),
     ]
-
-
-def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, transposed: bool = False) -> ScatterCase:
-    if transposed:
-        label, dy, x = _transposed(label, "dy and x", dy, x)
-    repeats = _repeats(maxpool_positions(x, kernel_size, stride), x.shape[-1])
-    windows = "overlapping windows, a position that is the max of several" if repeats else "windows that do not share a max"
-    return ScatterCase(
-        f"dy {tuple(dy.shape)}, x {tuple(x.shape)}, kernel_size = {kernel_size}, stride = {stride}; {label}, {windows}",
-        (dy, x, kernel_size, stride), batch=x.shape[0] if x.ndim > 1 else 1, repeats=repeats,
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -537,7 +517,12 @@ def topk_cases(gen, distinct, top, transposed, repeated) -> list[ScatterCase]:
             if not kind:
                 x[(0,) * len(lead) + (n - 1,)] = 10.0  # the last slot is chosen in the first row
             indices = x.topk(k, dim=-1).indices
-        cases.append(topk_case(label, randn(gen, *lead, k), indices, n, transposed=kind == "transposed"))
+        dy, repeats = randn(gen, *lead, k), _repeats(indices, n)
+        what = "repeated indices" if repeats else "distinct indices (a top-k)"
+        if kind == "transposed":
+            what, dy, indices = _transposed(what, "dy and indices", dy, indices)
+        cases.append(ScatterCase(f"dy {tuple(dy.shape)}, indices {tuple(indices.shape)}, n = {n}; {label}, {what}",
+                                 (dy, indices, n), batch=dy.shape[0] if dy.ndim > 1 else 1, repeats=repeats))
     return cases
 
 
@@ -570,7 +555,13 @@ def maxpool_cases(gen, distinct, apart, transposed, overlapping) -> list[Scatter
         x[..., L - 1] = top + 2.0
         if kind == "repeated":
             x[..., K - 1] = top + 1.0
-        cases.append(maxpool_case(label, randn(gen, *lead, (L - K) // s + 1), x, K, s, transposed=kind == "transposed"))
+        dy = randn(gen, *lead, (L - K) // s + 1)
+        if kind == "transposed":
+            label, dy, x = _transposed(label, "dy and x", dy, x)
+        repeats = _repeats(maxpool_positions(x, K, s), L)
+        windows = "overlapping windows, a position that is the max of several" if repeats else "windows that do not share a max"
+        cases.append(ScatterCase(f"dy {tuple(dy.shape)}, x {tuple(x.shape)}, kernel_size = {K}, stride = {s}; {label}, "
+                                 f"{windows}", (dy, x, K, s), batch=x.shape[0] if x.ndim > 1 else 1, repeats=repeats))
     return cases
 
 
