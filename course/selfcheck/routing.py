@@ -347,6 +347,7 @@ class KernelCase:
     n: int
     block: int
     dtype: torch.dtype
+    after_distinct: bool = False  # a case before it (so one that passed) had no shared destination
 
     @property
     def repeats(self) -> bool:
@@ -362,7 +363,10 @@ def kernel_cases(gen: torch.Generator, rows: Sequence[tuple]) -> list[KernelCase
     "repeated" (n − 1 first and last); the drawn indices come from ``gen`` first, then each src, in that order."""
     index = [distinct_with_last(gen, n, r) if i == "distinct" else last_slot_twice(_randint(gen, n, r), n)
              if i == "repeated" else torch.as_tensor(i) for r, n, _, _, _, i in rows]
-    return [KernelCase(randn(gen, r, D), i, n, block, dtype) for (r, n, D, block, dtype, _), i in zip(rows, index)]
+    cases = [KernelCase(randn(gen, r, D), i, n, block, dtype) for (r, n, D, block, dtype, _), i in zip(rows, index)]
+    for i, case in enumerate(cases):
+        case.after_distinct = any(not c.repeats for c in cases[:i])
+    return cases
 
 
 def index_add_reference(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
@@ -421,7 +425,7 @@ def kernel_alternatives(case: KernelCase) -> list[Alternative]:
 def _kernel_collided_only(wrong: Wrong) -> GradingFailure | None:
     """Wrong only where rows share a destination, once a case without shared ones passed: a store, not an add."""
     case = wrong.case
-    if wrong.failure.cls != "wrong-values" or not case.repeats or all(c.repeats for c in wrong.passed):
+    if wrong.failure.cls != "wrong-values" or not case.repeats or not case.after_distinct:
         return None
     return collided_only(wrong.failure, "out", wrong.got, wrong.expected["out"], STORE.kept(case), STORE.how)
 
