@@ -276,6 +276,8 @@ class KernelSpec:
     gradcheck_fails: str = ""  # what a failed gradcheck means, after "{name} fails the float64 gradcheck: "
     missing: str = "keep the @triton.jit line above its def."  # what to do about a plain function
     unwritten: str = ""  # when given, why an output row the launch left at the sentinel is refused before its values
+    wrote_first: bool = False  # a store past an output's end is refused before the values (it may have made them wrong)
+    properties: tuple[Callable[[str, Any], None], ...] = ()  # (name, kernel) after the cases: what values cannot show
 
     def check(self, kernel, cases: Sequence, alternatives: Callable | None = None) -> None:
         """Every case in order (a :class:`Gradcheck` runs the gradcheck); ``alternatives`` in place of the spec's own."""
@@ -287,6 +289,8 @@ class KernelSpec:
             elif not self.gradcheck(kernel, case.inputs):
                 raise GradingFailure("wrong-values", f"{self.name} fails the float64 gradcheck: {self.gradcheck_fails}",
                                      f"inputs: {case.label}")
+        for prop in self.properties:
+            prop(self.name, kernel)
 
     def check_case(self, kernel, case) -> None:
         """Launch one case and raise a GradingFailure that says what is wrong and where."""
@@ -303,10 +307,10 @@ class KernelSpec:
                                      f"inputs: {run.label}")
         expected, tol = self.reference(case), self.tol(case)
         wrong = [out for out, e in expected.items() if diagnose(out, run.got[out], e, tol=tol) is not None]
+        if run.wrote and (self.wrote_first or not wrong):
+            sentence, changed = self.past_end(self, case, run)
+            raise GradingFailure("wrong-values", sentence, "\n".join(filter(None, (changed, f"inputs: {run.label}"))))
         if not wrong:
-            if run.wrote:
-                sentence, changed = self.past_end(self, case, run)
-                raise GradingFailure("wrong-values", sentence, "\n".join(filter(None, (changed, f"inputs: {run.label}"))))
             return
         out = wrong[0]
         failure = diagnose(out, run.got[out], expected[out], tol=tol, alternatives=self.alternatives(case).get(out, ()),

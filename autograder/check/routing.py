@@ -15,11 +15,9 @@ from course.selfcheck.routing import (
     F32,
     F64,
     SCATTER_ADD,
-    distinct_with_last,
     dropout_cases,
     embedding_cases,
     kernel_cases,
-    last_slot_twice,
     maxpool_cases,
     moe_cases,
     moe_reference,
@@ -27,7 +25,7 @@ from course.selfcheck.routing import (
     topk_cases,
 )
 
-from ..inputs import distinct, randint
+from ..inputs import distinct
 from .hidden import hidden
 
 
@@ -91,15 +89,12 @@ def _moe_cases(gen) -> list:
 
 
 def _kernel_cases(gen) -> list:
-    # Indices first, then the rows: (rows, n, D, BLOCK_D, dtype, index).
-    distinct_rows = distinct_with_last(gen, 11, 7)  # 10: the last output row
-    repeated = last_slot_twice(randint(gen, 3, 7), 3)
-    repeated32 = last_slot_twice(randint(gen, 6, 13), 6)
+    # (rows, n, D, BLOCK_D, dtype, index)
     return kernel_cases(gen, (
-        (1, 5, 3, 4, F64, torch.tensor([4])),  # batch 1: one row into the last slot; BLOCK_D > D
-        (7, 11, 19, 8, F64, distinct_rows),  # three column blocks, distinct destinations
-        (7, 3, 10, 4, F64, repeated),  # repeats: 7 rows into 3
-        (13, 6, 7, 8, F32, repeated32),  # float32
+        (1, 5, 3, 4, F64, [4]),  # batch 1: one row into the last slot; BLOCK_D > D
+        (7, 11, 19, 8, F64, "distinct"),  # three column blocks, distinct destinations
+        (7, 3, 10, 4, F64, "repeated"),  # repeats: 7 rows into 3
+        (13, 6, 7, 8, F32, "repeated"),  # float32
     ))
 
 

@@ -29,11 +29,10 @@ from ..diagnose import (
     seeded,
     vjp,
 )
-from ..kernel_spec import SENTINEL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, Wrong
+from ..kernel_spec import F32, F64, SENTINEL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, Wrong
 from ..spec import visible
 from ..triton_check import device, launch
 
-F32, F64 = torch.float32, torch.float64
 IGNORE = -100  # F.cross_entropy's ignore_index
 SEED = 20240708
 OUTPUTS = ("loss", "dz")
@@ -109,19 +108,17 @@ def launch_case(kernel, case: KernelCase, fill: float = math.nan, z: torch.Tenso
     return Launch({"loss": loss.got(), "dz": logits.got()}, touched, wrote, label)
 
 
-class IgnoredRowsOnly:
+def ignored_rows_only(wrong: Wrong) -> GradingFailure | None:
     """Right on the counted rows and wrong on the ignored ones: the ignore_index handling, whatever it computed."""
-
-    def __call__(self, wrong: Wrong) -> GradingFailure | None:
-        ignored = wrong.case.target == IGNORE
-        if wrong.failure.cls != "wrong-values" or wrong.failure.topic is not None or not ignored.any() or ignored.all():
-            return None
-        got, expected = wrong.got, wrong.expected[wrong.out]
-        if diagnose(wrong.out, got[~ignored], expected[~ignored], tol=wrong.tol) is not None:
-            return None
-        return GradingFailure("wrong-values", f"{wrong.out} is right on the counted rows and wrong on the rows whose "
-                              "target is ignore_index (−100): those tokens take no part in the loss — their share is 0 "
-                              "and their row of the gradient is zero.", wrong.mismatch(), "ignored")
+    ignored = wrong.case.target == IGNORE
+    if wrong.failure.cls != "wrong-values" or wrong.failure.topic is not None or not ignored.any() or ignored.all():
+        return None
+    got, expected = wrong.got, wrong.expected[wrong.out]
+    if diagnose(wrong.out, got[~ignored], expected[~ignored], tol=wrong.tol) is not None:
+        return None
+    return GradingFailure("wrong-values", f"{wrong.out} is right on the counted rows and wrong on the rows whose "
+                          "target is ignore_index (−100): those tokens take no part in the loss — their share is 0 "
+                          "and their row of the gradient is zero.", wrong.mismatch(), "ignored")
 
 
 def gradcheck(kernel, case: KernelCase, eps: float = 1e-6) -> bool:
@@ -148,7 +145,7 @@ SPEC = KernelSpec(
         Float32Only("is right only to about float32 precision for float64 logits: n arrives as a float32 scalar, and "
                     "a 1/n taken in float32 loses the digits float64 keeps — bring n to the logits' dtype first.",
                     classes=None, topic="float32"),
-        IgnoredRowsOnly()),
+        ignored_rows_only),
     gradcheck=gradcheck, gradcheck_fails="the gradient it writes is not the derivative of the loss it writes, though "
     "each matched its reference.")
 

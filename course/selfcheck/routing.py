@@ -25,20 +25,15 @@ from ..diagnose import (
     Passed,
     batch_refined,
     clone_args,
-    diagnose,
-    graded,
     layout_refined,
     randn,
     seeded,
     transposed_view,
     vjp,
 )
-from ..spec import Exercise, Runner
-from ..triton_check import device, launch, require_kernel
-
-F32, F64 = torch.float32, torch.float64
-TOL = {F32: 1e-5, F64: 1e-10}  # relative error allowed per dtype: every op here is exact up to summation order
-SENTINEL = -12345.0  # fills output padding and guard rows: no gradient here takes this value
+from ..kernel_spec import F32, F64, SENTINEL, TOL, Guarded, KernelSpec, Launch, Wrong
+from ..spec import Exercise, visible
+from ..triton_check import device, launch
 
 
 def _transposed(label: str, names: str, *tensors: torch.Tensor) -> tuple:
@@ -91,24 +86,50 @@ def scatter_refined(failure: GradingFailure, out: str, case: ScatterCase, got, e
     layout = layout_refined(failure, out, case, passed)
     if layout or failure.cls != "wrong-values":
         return layout or failure
-
-    if case.repeats and passed.without_repeats and collisions is not None:
-        g = got.detach().to("cpu", F64)
-        e = expected.detach().to("cpu", F64)
-        scale = max(e.abs().max().item(), 1e-300)
-        bad = (g - e).abs() > 1e-6 * scale
-        if bool(bad.any()) and not bool((bad & ~collisions.collided).any()):
-            return GradingFailure(
-                "non-atomic-scatter",
-                f"{out} is right wherever one contribution lands and wrong only where several land on the same "
-                f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
-                "every output that read the slot in the forward owes it its gradient.",
-                failure.where,
-            )
     if case.repeats:
-        return failure
+        return passed.without_repeats and collided_only(failure, out, got, expected, collisions, how) or failure
     return batch_refined(failure, out, case.batch, passed.batch1, "every row of the batch must contribute, not only "
                          "the first one.", named=True)
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """A scatter's store where an add is needed: what it keeps where indices repeat (``collisions(*args)``), named
+    before the exercise's own bugs (``more(case)``, a list), and how a failure is read in the light of the cases
+    before it (:func:`scatter_refined`); ``how`` names the student's store."""
+
+    out: str
+    collisions: Callable
+    how: str
+    more: Callable | None = None
+
+    def kept(self, case: ScatterCase) -> Collisions | None:
+        return self.collisions(*clone_args(case.args)) if case.repeats else None
+
+    def alternatives(self, case: ScatterCase) -> dict[str, list[Alternative]]:
+        stores = store_alternatives(self.out, self.kept(case), self.how) if case.repeats else []
+        return {self.out: stores + (self.more(case) if self.more else [])}
+
+    def refine(self, failure: GradingFailure, out: str, case: ScatterCase, got, expected, passed: Passed) -> GradingFailure:
+        return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
+
+
+def collided_only(failure: GradingFailure, out: str, got, expected: torch.Tensor, collisions: Collisions,
+                  how: str) -> GradingFailure | None:
+    """``non-atomic-scatter`` when ``out`` is wrong only where several contributions land; else None."""
+    g = got.detach().to("cpu", F64)
+    e = expected.detach().to("cpu", F64)
+    scale = max(e.abs().max().item(), 1e-300)
+    bad = (g - e).abs() > 1e-6 * scale
+    if not bool(bad.any()) or bool((bad & ~collisions.collided).any()):
+        return None
+    return GradingFailure(
+        "non-atomic-scatter",
+        f"{out} is right wherever one contribution lands and wrong only where several land on the same "
+        f"slot ({int(collisions.collided.sum())} such entries here): {how} does not collect them all, and "
+        "every output that read the slot in the forward owes it its gradient.",
+        failure.where,
+    )
 
 
 def gather_collisions(dy: torch.Tensor, indices: torch.Tensor, n: int) -> Collisions:
@@ -150,15 +171,6 @@ def topk_alternatives(case: ScatterCase) -> list[Alternative]:
     front[..., : dy.shape[-1]] = dy
     return [Alternative("wrong-values", "dx holds ȳ in its first k slots, not in the slots the values were read from.",
                         front)]
-
-
-def topk_case(label: str, dy: torch.Tensor, indices: torch.Tensor, n: int, transposed: bool = False) -> ScatterCase:
-    repeats = _repeats(indices, n)
-    what = "repeated indices" if repeats else "distinct indices (a top-k)"
-    if transposed:
-        what, dy, indices = _transposed(what, "dy and indices", dy, indices)
-    return ScatterCase(f"dy {tuple(dy.shape)}, indices {tuple(indices.shape)}, n = {n}; {label}, {what}",
-                       (dy, indices, n), batch=dy.shape[0] if dy.ndim > 1 else 1, repeats=repeats)
 
 
 # ---------------------------------------------------------------------------
@@ -259,17 +271,6 @@ def maxpool_alternatives(case: ScatterCase) -> list[Alternative]:
     ]
 
 
-def maxpool_case(label: str, dy, x, kernel_size: int, stride: int, transposed: bool = False) -> ScatterCase:
-    if transposed:
-        label, dy, x = _transposed(label, "dy and x", dy, x)
-    repeats = _repeats(maxpool_positions(x, kernel_size, stride), x.shape[-1])
-    windows = "overlapping windows, a position that is the max of several" if repeats else "windows that do not share a max"
-    return ScatterCase(
-        f"dy {tuple(dy.shape)}, x {tuple(x.shape)}, kernel_size = {kernel_size}, stride = {stride}; {label}, {windows}",
-        (dy, x, kernel_size, stride), batch=x.shape[0] if x.ndim > 1 else 1, repeats=repeats,
-    )
-
-
 # ---------------------------------------------------------------------------
 # dropout_backward
 
@@ -346,67 +347,62 @@ class KernelCase:
     n: int
     block: int
     dtype: torch.dtype
+    after_distinct: bool = False  # a case before it (so one that passed) had no shared destination
 
     @property
     def repeats(self) -> bool:
         return bool((torch.bincount(self.index, minlength=self.n) >= 2).any())
 
+    @property
+    def args(self) -> tuple:
+        return self.src, self.index, self.n
+
 
 def kernel_cases(gen: torch.Generator, rows: Sequence[tuple]) -> list[KernelCase]:
-    """A case per (rows, n, D, BLOCK_D, dtype, index) of ``rows``, its src drawn from ``gen`` in that order."""
-    return [KernelCase(randn(gen, r, D), torch.as_tensor(index), n, block, dtype) for r, n, D, block, dtype, index in rows]
+    """A case per (rows, n, D, BLOCK_D, dtype, index) of ``rows``, index a list, "distinct" (n − 1 among them) or
+    "repeated" (n − 1 first and last); the drawn indices come from ``gen`` first, then each src, in that order."""
+    index = [distinct_with_last(gen, n, r) if i == "distinct" else last_slot_twice(_randint(gen, n, r), n)
+             if i == "repeated" else torch.as_tensor(i) for r, n, _, _, _, i in rows]
+    cases = [KernelCase(randn(gen, r, D), i, n, block, dtype) for (r, n, D, block, dtype, _), i in zip(rows, index)]
+    for i, case in enumerate(cases):
+        case.after_distinct = any(not c.repeats for c in cases[:i])
+    return cases
 
 
 def index_add_reference(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
     return torch.zeros(n, src.shape[1], dtype=F64).index_add_(0, index, src.to(F64))
 
 
-def kernel_failure(kernel, case: KernelCase, *, passed_without_repeats: bool) -> GradingFailure | None:
-    """Launch once, as the notebook's host function does, and say what is wrong, if anything.
-
-    src rows sit D + 2 apart with NaN after each row (memory past a row may hold anything) and guard
-    rows of NaN after the last; the output rows sit D + 3 apart, zero in the first D columns, with
-    the padding and guard rows holding a sentinel that a stray store would change.
-    """
+def launch_scatter_add(kernel, case: KernelCase, fill: float = math.nan) -> Launch:
+    """Launch once, as the notebook's host function does: src rows D + 2 apart with ``fill`` after each row and in
+    guard rows after the last (memory past a row may hold anything); output rows D + 3 apart, zero in the first D
+    columns, the padding and guard rows at a sentinel that a stray store would change."""
     import triton
 
     rows, D = case.src.shape
-    dev = device()
-    src_buf = torch.full((rows + 2, D + 2), math.nan, dtype=case.dtype, device=dev)
-    src_buf[:rows, :D] = case.src.to(dev, case.dtype)
-    out_buf = torch.full((case.n + rows + 1, D + 3), SENTINEL, dtype=case.dtype, device=dev)
-    out_buf[: case.n, :D] = 0.0
-    index = case.index.to(dev, torch.int64).contiguous()
-    src, out = src_buf[:rows, :D], out_buf[: case.n, :D]
-    grid = (rows, triton.cdiv(D, case.block))
-    touched = launch("scatter_add_kernel", lambda: kernel[grid](
-        src, index, out, src.stride(0), out.stride(0), D, BLOCK_D=case.block), {"src": src_buf, "index": index})
-    outside = out_buf.clone()
-    outside[: case.n, :D] = SENTINEL
-    label = (f"src ({rows}, {D}) with rows {src.stride(0)} apart, index ({rows},) into n = {case.n} output rows "
-             f"{out.stride(0)} apart, BLOCK_D = {case.block}, {str(case.dtype).removeprefix('torch.')}; "
+    src = Guarded(case.src, (2, 2), fill, case.dtype)
+    out = Guarded(torch.zeros(case.n, D), (rows + 1, 3), SENTINEL, case.dtype)
+    index = case.index.to(device(), torch.int64).contiguous()
+    touched = launch("scatter_add_kernel", lambda: kernel[(rows, triton.cdiv(D, case.block))](
+        src.view, index, out.view, src.view.stride(0), out.view.stride(0), D, BLOCK_D=case.block),
+        {"SRC_ptr": src.buf, "INDEX_ptr": index})
+    label = (f"src ({rows}, {D}) with rows {src.view.stride(0)} apart, index ({rows},) into n = {case.n} output rows "
+             f"{out.view.stride(0)} apart, BLOCK_D = {case.block}, {str(case.dtype).removeprefix('torch.')}; "
              f"{'repeated' if case.repeats else 'distinct'} indices")
-    if touched:
-        return GradingFailure("wrong-values", "scatter_add_kernel wrote into SRC_ptr or INDEX_ptr: they are inputs, "
-                              "read-only.", f"inputs: {label}")
-    if bool((outside != SENTINEL).any()):
-        return GradingFailure(
-            "wrong-values",
-            f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
+    return Launch({"out": out.got()}, touched, ["outside"] if out.spilled() else [], label)
+
+
+def _kernel_past_end(spec: KernelSpec, case: KernelCase, run: Launch) -> tuple[str, str]:
+    D = case.src.shape[1]
+    return (f"scatter_add_kernel writes outside the {case.n} × {D} output: into the columns past n_cols of a row (a "
             f"row of {D} takes {math.ceil(D / case.block)} block(s) of BLOCK_D = {case.block}), or into rows that do "
-            "not exist.", f"inputs: {label}")
-    got = out.detach().to("cpu", F64)
-    expected = index_add_reference(case.src, case.index, case.n)
-    coll = embedding_collisions(case.src.to(F64), case.index, case.n) if case.repeats else None
-    alts = (store_alternatives("out", coll, "tl.store") if coll else []) + kernel_alternatives(case, expected)
-    failure = diagnose("out", got, expected, tol=TOL[case.dtype], alternatives=alts, batch=rows, case=label)
-    return failure and scatter_refined(failure, "out", ScatterCase(label, (), batch=rows, repeats=case.repeats), got,
-                                       expected, coll, "tl.store", Passed(without_repeats=passed_without_repeats))
+            "not exist.", "")
 
 
-def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Alternative]:
+def kernel_alternatives(case: KernelCase) -> list[Alternative]:
     """What a kernel adds that writes source row i to output row i, or ignores tl.program_id(1)."""
     rows, D = case.src.shape
+    expected = index_add_reference(case.src, case.index, case.n)
     alts = []
     if rows <= case.n:
         own_row = torch.zeros_like(expected)
@@ -426,15 +422,16 @@ def kernel_alternatives(case: KernelCase, expected: torch.Tensor) -> list[Altern
     ]
 
 
-def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
-    """Every case, those without repeats first; then the atomic itself, which a CPU cannot test by values."""
-    require_kernel("scatter_add_kernel", kernel)
-    passed_without_repeats = False
-    for case in cases:
-        failure = kernel_failure(kernel, case, passed_without_repeats=passed_without_repeats)
-        if failure is not None:
-            raise failure
-        passed_without_repeats |= not case.repeats
+def _kernel_collided_only(wrong: Wrong) -> GradingFailure | None:
+    """Wrong only where rows share a destination, once a case without shared ones passed: a store, not an add."""
+    case = wrong.case
+    if wrong.failure.cls != "wrong-values" or not case.repeats or not case.after_distinct:
+        return None
+    return collided_only(wrong.failure, "out", wrong.got, wrong.expected["out"], STORE.kept(case), STORE.how)
+
+
+def calls_atomic_add(name: str, kernel) -> None:
+    """The atomic itself, which a CPU cannot test by values: Triton's interpreter runs one program at a time."""
     names, todo = set(), [getattr(kernel.fn, "__code__", None)]
     while todo:  # every global and attribute name the kernel's code, and any code nested in it, refers to
         code = todo.pop()
@@ -444,35 +441,24 @@ def check_scatter_add_kernel(kernel, cases: Sequence[KernelCase]) -> None:
     if "atomic_add" not in names:
         raise GradingFailure(
             "non-atomic-scatter",
-            "scatter_add_kernel gives the right sums here only because Triton's interpreter runs one program at a "
+            f"{name} gives the right sums here only because Triton's interpreter runs one program at a "
             "time: it never calls tl.atomic_add. On a GPU, programs whose rows share a destination run at once, and "
             "a load, an add and a store from two of them interleave — one of the two additions is lost.")
 
 
+STORE = Scatter("out", embedding_collisions, "tl.store", kernel_alternatives)  # the kernel's src rows are ȳ's
+SCATTER_ADD = KernelSpec(
+    name="scatter_add_kernel", launch=launch_scatter_add,
+    reference=lambda case: {"out": index_add_reference(case.src, case.index, case.n)}, alternatives=STORE.alternatives,
+    read_only="src and index are read-only; store the sums through OUT_ptr.", past_end=_kernel_past_end,
+    wrote_first=True, refinements=(_kernel_collided_only,), properties=(calls_atomic_add,))
+
+
 # ---------------------------------------------------------------------------
-# The exercises, as data, and the one runner
+# The exercises, as data
 
 
-@dataclass(frozen=True)
-class Scatter:
-    """A scatter's store where an add is needed: what it keeps where indices repeat (``collisions(*args)``), named
-    before the exercise's own bugs (``more(case)``, a list), and how a failure is read in the light of the cases
-    before it (:func:`scatter_refined`); ``how`` names the student's store."""
-
-    out: str
-    collisions: Callable
-    how: str
-    more: Callable | None = None
-
-    def kept(self, case: ScatterCase) -> Collisions | None:
-        return self.collisions(*clone_args(case.args)) if case.repeats else None
-
-    def alternatives(self, case: ScatterCase) -> dict[str, list[Alternative]]:
-        stores = store_alternatives(self.out, self.kept(case), self.how) if case.repeats else []
-        return {self.out: stores + (self.more(case) if self.more else [])}
-
-    def refine(self, failure: GradingFailure, out: str, case: ScatterCase, got, expected, passed: Passed) -> GradingFailure:
-        return scatter_refined(failure, out, case, got[0], expected[0], self.kept(case), self.how, passed)
+DX = {"outputs": ("dx",), "of": ("x",), "tol": TOL[F64]}  # one float64 dx for x
 
 
 def scatter(name: str, reference: Callable, scattered: Scatter, out: str = "dx", of: str = "x") -> Exercise:
@@ -481,30 +467,19 @@ def scatter(name: str, reference: Callable, scattered: Scatter, out: str = "dx",
                     alternatives=scattered.alternatives, refine=scattered.refine)
 
 
-def one_dx(name: str, reference: Callable, **fields) -> Exercise:
-    """An exercise of one float64 dx for x, unless ``fields`` say otherwise."""
-    return Exercise(name=name, reference=reference, **{"outputs": ("dx",), "of": ("x",), "tol": TOL[F64], **fields})
-
-
 EXERCISES = {ex.name: ex for ex in (
     scatter("topk_backward", gather_reference, Scatter("dx", gather_collisions, "a store (an indexed assignment, "
                                                        "scatter_ or index_put_)", topk_alternatives)),
     scatter("embedding_backward", embedding_reference,
             Scatter("dW", embedding_collisions, "a store (dW[ids] = ȳ, index_put_ or index_copy_)"),
             "dW", "the embedding table W"),
-    one_dx("relu_backward", relu_reference, alternatives=relu_alternatives),
+    Exercise(name="relu_backward", reference=relu_reference, alternatives=relu_alternatives, **DX),
     scatter("maxpool1d_backward", maxpool_reference,
             Scatter("dx", maxpool_collisions, "a store (dx[..., argmax] = ȳ, scatter_)", maxpool_alternatives)),
-    one_dx("dropout_backward", dropout_reference, alternatives=dropout_alternatives),
-    one_dx("moe_gate_backward", moe_reference, outputs=("dlogits", "dexpert_out"), of=("logits", "expert_out")),
+    Exercise(name="dropout_backward", reference=dropout_reference, alternatives=dropout_alternatives, **DX),
+    Exercise(name="moe_gate_backward", reference=moe_reference, outputs=("dlogits", "dexpert_out"),
+             of=("logits", "expert_out"), tol=TOL[F64]),
 )}
-SCATTER_ADD = Runner("scatter_add_kernel", check_scatter_add_kernel)  # the kernel: a runner of its own
-
-
-def check(name: str, fn, cases: Sequence, alternatives: Callable | None = None) -> None:
-    """Run exercise ``name`` on ``cases`` and raise the first failure; ``alternatives``, when given (the
-    hidden MoE ones), take the place of the exercise's own."""
-    (SCATTER_ADD if name == SCATTER_ADD.name else EXERCISES[name]).check(fn, cases, alternatives)
 
 
 # ---------------------------------------------------------------------------
@@ -546,7 +521,12 @@ def topk_cases(gen, distinct, top, transposed, repeated) -> list[ScatterCase]:
             if not kind:
                 x[(0,) * len(lead) + (n - 1,)] = 10.0  # the last slot is chosen in the first row
             indices = x.topk(k, dim=-1).indices
-        cases.append(topk_case(label, randn(gen, *lead, k), indices, n, transposed=kind == "transposed"))
+        dy, repeats = randn(gen, *lead, k), _repeats(indices, n)
+        what = "repeated indices" if repeats else "distinct indices (a top-k)"
+        if kind == "transposed":
+            what, dy, indices = _transposed(what, "dy and indices", dy, indices)
+        cases.append(ScatterCase(f"dy {tuple(dy.shape)}, indices {tuple(indices.shape)}, n = {n}; {label}, {what}",
+                                 (dy, indices, n), batch=dy.shape[0] if dy.ndim > 1 else 1, repeats=repeats))
     return cases
 
 
@@ -579,7 +559,13 @@ def maxpool_cases(gen, distinct, apart, transposed, overlapping) -> list[Scatter
         x[..., L - 1] = top + 2.0
         if kind == "repeated":
             x[..., K - 1] = top + 1.0
-        cases.append(maxpool_case(label, randn(gen, *lead, (L - K) // s + 1), x, K, s, transposed=kind == "transposed"))
+        dy = randn(gen, *lead, (L - K) // s + 1)
+        if kind == "transposed":
+            label, dy, x = _transposed(label, "dy and x", dy, x)
+        repeats = _repeats(maxpool_positions(x, K, s), L)
+        windows = "overlapping windows, a position that is the max of several" if repeats else "windows that do not share a max"
+        cases.append(ScatterCase(f"dy {tuple(dy.shape)}, x {tuple(x.shape)}, kernel_size = {K}, stride = {s}; {label}, "
+                                 f"{windows}", (dy, x, K, s), batch=x.shape[0] if x.ndim > 1 else 1, repeats=repeats))
     return cases
 
 
@@ -621,126 +607,46 @@ def moe_cases(gen, shapes, transposed) -> list[Case]:
 
 
 # ---------------------------------------------------------------------------
-# The visible checks
+# The visible checks: the same inputs on every run
 
 
-@graded
-def topk_backward(fn) -> None:
-    """Visible check: top-k of rows of 8, 10 and 9 at batch 1, 7 and 3-D, then gathers with repeated indices."""
-    gen = seeded(606 + 1)
-    x = torch.tensor([[0.3, -1.2, 2.1, 0.8, -0.4, 1.7, 0.1, 1.1]], dtype=F64)  # (1, 8): the picture's row
-    dy = torch.tensor([[1.0, -0.5, 2.0]], dtype=F64)  # ȳ for the top 3
-    x7 = randn(gen, 7, 10)
-    x7[0, -1] = 5.0  # the last slot is selected in row 0
-    x3 = randn(gen, 2, 3, 9)
-    rep7 = torch.randint(0, 5, (7, 8), generator=gen)
-    rep7[:, 0] = 4  # the last slot, in every row
-    rep3 = torch.randint(0, 4, (2, 3, 6), generator=gen)
-    rep3[..., -1] = 3
-    check("topk_backward", fn, [
-        topk_case("batch 1", dy, x.topk(3).indices, 8),  # the N = 8, k = 3 example of the notebook
-        topk_case("batch 7", randn(gen, 7, 4), x7.topk(4).indices, 10),
-        topk_case("3-D", randn(gen, 2, 3, 2), x3.topk(2).indices, 9),
-        topk_case("batch 7", randn(gen, 7, 3), x7.topk(3).indices, 10, transposed=True),
-        topk_case("batch 1", randn(gen, 1, 5), torch.tensor([[5, 0, 5, 2, 5]]), 6),
-        topk_case("batch 7", randn(gen, 7, 8), rep7, 5),  # k > n: repeats certain
-        topk_case("3-D", randn(gen, 2, 3, 6), rep3, 4),
-    ])
-    print("✓ topk_backward passes the visible checks (top-k at batch 1, 7, 3-D and transposed; repeated indices)")
+def spread(gen: torch.Generator, *shape: int) -> torch.Tensor:
+    """A random permutation of spread-out values per row: no ties."""
+    return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
 
 
-@graded
-def embedding_backward(fn) -> None:
-    """Visible check: distinct ids at batch 1 and 7, then repeated ids (batch 1, 7, 1-D and 3-D ids)."""
-    gen = seeded(606 + 2)
-    D = 4
-    rep7 = torch.randint(0, 6, (7, 4), generator=gen)
-    rep7[3, 1] = rep7[5, 2] = 5  # the last row of the table, used twice
-    check("embedding_backward", fn, [
-        embedding_case("batch 1", randn(gen, 1, 5, D), torch.tensor([[10, 3, 0, 7, 4]]), 11),
-        embedding_case("batch 7", randn(gen, 7, 3, D), torch.randperm(23, generator=gen)[:21].reshape(7, 3), 23),
-        embedding_case("batch 7", randn(gen, 7, 2, D), torch.randperm(17, generator=gen)[:14].reshape(7, 2), 17,
-                       transposed=True),
-        embedding_case("batch 1", randn(gen, 1, 6, D), torch.tensor([[10, 3, 10, 0, 3, 10]]), 11),
-        embedding_case("batch 7", randn(gen, 7, 4, D), rep7, 6),
-        embedding_case("1-D ids", randn(gen, 9, D), torch.tensor([4, 1, 4, 0, 2, 1, 4, 3, 0]), 5),
-        embedding_case("3-D ids", randn(gen, 2, 3, 4, D), torch.randint(0, 7, (2, 3, 4), generator=gen), 7),
-    ])
-    print("✓ embedding_backward passes the visible checks (distinct ids at batch 1 and 7, transposed; repeated ids; "
-          "1-D and 3-D ids)")
-
-
-@graded
-def relu_backward(fn) -> None:
-    """Visible check: batch 1, batch 7 and 3-D, no input at the kink x = 0."""
-    cases = relu_cases(seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))),
-                       transposed=("batch 7", (7, 6)), margin=0.1, in_place=(("batch 7", (7, 5)),))
-    check("relu_backward", fn, cases)
-    print("✓ relu_backward passes the visible checks (batch 1, 7, 3-D and transposed; handed x, and handed y)")
-
-
-@graded
-def maxpool1d_backward(fn) -> None:
-    """Visible check: windows side by side (stride = kernel_size), then overlapping windows that share a max."""
-    gen = seeded(606 + 4)
-
-    def distinct(*shape):  # a random permutation of spread-out values per row: no ties
-        return torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(F64) * 0.37 - 1.5
-
-    x1 = torch.tensor([[0.1, 0.5, 2.0, 0.3, -1.0, 0.7, 0.2, 1.5]], dtype=F64)  # window maxima at 2, 2, 2, 5, 5, 7
-    x7 = distinct(7, 11)
-    x7[:, 3] = 9.0  # the max of windows 0 and 1 (kernel 4, stride 2)
-    x7[:, 10] = 10.0  # the last position: the max of the last window
-    x3 = distinct(2, 3, 9)
-    x3[..., 4] = 9.0  # in windows 1 and 2 (kernel 3, stride 2)
-    check("maxpool1d_backward", fn, [
-        maxpool_case("batch 1", randn(gen, 1, 3), distinct(1, 9), 3, 3),
-        maxpool_case("batch 1", randn(gen, 1, 4), distinct(1, 11), 2, 3),  # stride > kernel_size: gaps, at batch 1
-        maxpool_case("batch 7", randn(gen, 7, 5), distinct(7, 10), 2, 2),
-        maxpool_case("batch 7", randn(gen, 7, 3), distinct(7, 9), 3, 3, transposed=True),
-        maxpool_case("batch 1", randn(gen, 1, 6), x1, 3, 1),
-        maxpool_case("batch 7", randn(gen, 7, 4), x7, 4, 2),
-        maxpool_case("3-D", randn(gen, 2, 3, 4), x3, 3, 2),
-    ])
-    print("✓ maxpool1d_backward passes the visible checks (side-by-side windows, windows with gaps, overlapping "
-          "windows; batch 1, 7, 3-D and transposed)")
-
-
-@graded
-def dropout_backward(fn) -> None:
-    """Visible check: p = 0.25, 0.6 and 0.5 at batch 1, batch 7 and 3-D."""
-    cases = dropout_cases(seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6),
-                                          ("3-D", (2, 3, 5), 0.5)), transposed=("batch 7", (7, 8), 0.3))
-    check("dropout_backward", fn, cases)
-    print("✓ dropout_backward passes the visible checks (p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed)")
-
-
-@graded
-def moe_gate_backward(fn) -> None:
-    """Visible check: top-2 of 6 at batch 1, top-3 of 5 at batch 7, top-1 (Switch), and 3-D tokens."""
-    cases = moe_cases(seeded(606 + 6), (
-        ("batch 1", (1,), 6, 2, 4),
-        ("batch 7", (7,), 5, 3, 3),
-        ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
-        ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
-    ), transposed=("batch 7", (7,), 6, 2, 3))
-    check("moe_gate_backward", fn, cases)
-    print("✓ moe_gate_backward passes the visible checks (top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and "
-          "transposed)")
-
-
-@graded
-def scatter_add_kernel(kernel) -> None:
-    """Visible check: one row, distinct rows, repeated rows (the last slot among them), float64 and float32."""
-    gen = seeded(606 + 7)
-    distinct = torch.cat([torch.tensor([8]), torch.randperm(8, generator=gen)[:6]])  # 8: the last output row
-    repeated = torch.randint(0, 5, (12,), generator=gen)
-    repeated[[2, 9]] = 4
-    check("scatter_add_kernel", kernel, kernel_cases(gen, (
-        (1, 4, 5, 8, F64, [3]),  # batch 1: one row, the last slot, a masked tail
-        (7, 9, 13, 8, F64, distinct),  # distinct rows, two column blocks per row
-        (7, 4, 13, 8, F64, [3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
-        (12, 5, 6, 4, F32, repeated),  # float32
-    )))
-    print("✓ scatter_add_kernel passes the visible checks (one row, distinct and repeated rows, float64 and float32, "
-          "tl.atomic_add)")
+topk_backward = visible(EXERCISES["topk_backward"], lambda: topk_cases(
+    seeded(606 + 1), spread, top=(("batch 1", (1,), 8, 3), ("batch 7", (7,), 10, 4), ("3-D", (2, 3), 9, 2)),
+    transposed=("batch 7", (7,), 10, 3),
+    repeated=(("batch 1", (1,), 6, 5), ("batch 7", (7,), 5, 8), ("3-D", (2, 3), 4, 6))),  # k > n: repeats certain
+    "top-k at batch 1, 7, 3-D and transposed; repeated indices")
+embedding_backward = visible(EXERCISES["embedding_backward"], lambda: embedding_cases(
+    seeded(606 + 2), (4, 5), distinct=(("batch 1", (1, 5), 11), ("batch 7", (7, 3), 23)),
+    transposed=("batch 7", (7, 2), 17),
+    repeated=(("batch 1", (1, 6), 11), ("batch 7", (7, 4), 6), ("1-D ids", (9,), 5), ("3-D ids", (2, 3, 4), 7))),
+    "distinct ids at batch 1 and 7, transposed; repeated ids; 1-D and 3-D ids")
+relu_backward = visible(EXERCISES["relu_backward"], lambda: relu_cases(
+    seeded(606 + 3), (("batch 1", (1, 6)), ("batch 7", (7, 5)), ("3-D", (2, 3, 4))), transposed=("batch 7", (7, 6)),
+    margin=0.1, in_place=(("batch 7", (7, 5)),)), "batch 1, 7, 3-D and transposed; handed x, and handed y")
+maxpool1d_backward = visible(EXERCISES["maxpool1d_backward"], lambda: maxpool_cases(
+    seeded(606 + 4), spread, apart=(("batch 1", (1,), 9, 3, 3),
+                                    ("batch 1", (1,), 11, 2, 3),  # stride > kernel_size: gaps, at batch 1
+                                    ("batch 7", (7,), 10, 2, 2)),
+    transposed=("batch 7", (7,), 9, 3, 3),
+    overlapping=(("batch 1", (1,), 8, 3, 1), ("batch 7", (7,), 12, 4, 2), ("3-D", (2, 3), 9, 3, 2))),
+    "side-by-side windows, windows with gaps, overlapping windows; batch 1, 7, 3-D and transposed")
+dropout_backward = visible(EXERCISES["dropout_backward"], lambda: dropout_cases(
+    seeded(606 + 5), (("batch 1", (1, 16), 0.25), ("batch 7", (7, 6), 0.6), ("3-D", (2, 3, 5), 0.5)),
+    transposed=("batch 7", (7, 8), 0.3)), "p = 0.25, 0.6, 0.5, 0.3; batch 1, 7, 3-D and transposed")
+moe_gate_backward = visible(EXERCISES["moe_gate_backward"], lambda: moe_cases(seeded(606 + 6), (
+    ("batch 1", (1,), 6, 2, 4),
+    ("batch 7", (7,), 5, 3, 3),
+    ("batch 7", (7,), 4, 1, 2),  # k = 1: one expert per token, as in a Switch Transformer
+    ("3-D (batch, tokens)", (2, 3), 8, 2, 5),
+), transposed=("batch 7", (7,), 6, 2, 3)), "top-1, 2 and 3 of 4 to 8 experts; batch 1, 7, 3-D and transposed")
+scatter_add_kernel = visible(SCATTER_ADD, lambda: kernel_cases(seeded(606 + 7), (
+    (1, 4, 5, 8, F64, [3]),  # batch 1: one row, the last slot, a masked tail
+    (7, 9, 13, 8, F64, "distinct"),  # distinct rows, two column blocks per row
+    (7, 4, 13, 8, F64, [3, 0, 3, 1, 3, 0, 3]),  # repeats: row 3 (the last) four times
+    (12, 5, 6, 4, F32, "repeated"),  # float32
+)), "one row, distinct and repeated rows, float64 and float32, tl.atomic_add")

@@ -13,8 +13,6 @@ nbgrader scores such a cell zero.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -124,7 +122,7 @@ def test_a_store_is_invisible_without_repeats_and_caught_with_them(name, seeded)
     """Without the repeated cases the store mutant passes: that is why the checks need both."""
     cases = _cases(name)
     fn = mutant("store_instead_of_add")[name]
-    runner = functools.partial(visible_routing.check, name)
+    runner = visible_routing.EXERCISES[name].check
     runner(fn, [c for c in cases if not c.repeats])  # passes
     with pytest.raises(GradingFailure) as info:
         runner(fn, cases)
@@ -234,7 +232,7 @@ def test_relu_inputs_avoid_the_kink_and_the_output_tells_the_comparisons_apart(s
         assert on_x and on_y
         assert all(bool((c.args[1] != 0).all()) for c in on_x)
         assert all(bool((c.args[1] == 0).any()) and bool((c.args[1] >= 0).all()) for c in on_y)
-        visible_routing.check("relu_backward", lambda dy, x: dy * (x >= 0), on_x)  # passes on x
+        visible_routing.EXERCISES["relu_backward"].check(lambda dy, x: dy * (x >= 0), on_x)  # passes on x
     for check in (hidden.relu_backward, visible.relu_backward):
         check(lambda dy, x: torch.where(x > 0, dy, torch.zeros_like(dy)))
         with pytest.raises(GradingFailure, match="in-place ReLU") as info:
@@ -302,7 +300,7 @@ def test_average_pool_backward_is_named(seeded):
         return spread[(tuple(x.shape), kernel_size, stride)]
 
     with pytest.raises(GradingFailure, match="average pooling") as info:
-        visible_routing.check("maxpool1d_backward", average, cases)
+        visible_routing.EXERCISES["maxpool1d_backward"].check(average, cases)
     assert info.value.cls == "wrong-values"
 
 
