@@ -17,7 +17,6 @@ online softmax's rescale skipped, P not normalised by L): simulating them here w
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,32 +27,23 @@ import torch
 import torch.nn.functional as F
 
 from .. import witness
-from ..autograd_graph import runs_through, saved_for_backward
-from ..diagnose import (
-    Case,
-    as_outputs,
-    batch_refined,
-    call_student,
-    diagnose,
-    quiet,
-    randn,
-    require_callable,
-    run_cases,
-    seeded,
-)
+from ..diagnose import Case, as_outputs, call_student, diagnose, randn, run_cases, seeded
 from ..gradcheck import directional_derivative
-from ..kernel_spec import SENTINEL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, ReadsPastEnd, RightOnFirstRows, Wrong
+from ..kernel_spec import (
+    SENTINEL,
+    Float32Only,
+    FunctionSpec,
+    Gradcheck,
+    Guarded,
+    KernelSpec,
+    Launch,
+    ReadsPastEnd,
+    RightOnFirstRows,
+    Wrong,
+)
 from ..memory import AllocationRecorder, TokenRecorder, tensors_in
 from ..spec import Runner, visible
-from ..triton_check import (
-    autograd_in_backward,
-    guarded_function,
-    launch,
-    namespace_of,
-    pow2_at_least,
-    relayed,
-    require_function,
-)
+from ..triton_check import launch, namespace_of, pow2_at_least
 from ..vocabulary import Alternative, GradingFailure
 
 F32, F64 = torch.float32, torch.float64
@@ -307,10 +297,11 @@ def _dims(shape) -> str:
     return "×".join(str(s) for s in shape)
 
 
-def check_quadratic(name: str, packed: Sequence[torch.Tensor], node, recorders: Sequence[AllocationRecorder], T: int,
-                    label: str, what: str) -> None:
+def check_quadratic(name: str, case: Case, packed: Sequence[torch.Tensor], y: torch.Tensor,
+                    recorders: Sequence[AllocationRecorder], what: str) -> None:
     """``saved-quadratic-tensor`` when the forward saved, or kept on ctx, a tensor of ≥ T² elements, or when
     anything recorded while ``what`` ran holds that many."""
+    T, label, node = case.args[0].shape[-2], case.label, y.grad_fn
     limit = T * T
     found = [f"a saved {_dims(t.shape)} tensor" for t in packed if t.numel() >= limit]
     for key, value in (vars(node).items() if hasattr(node, "__dict__") else []):
@@ -541,131 +532,32 @@ def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
 HAND_WRITTEN = "autograd would differentiate the forward for you, and the point of the exercise is a backward derived by hand."
 BATCH_MIXED = ("something mixes the batch axis into the products: a transpose or a sum crosses from one batch entry "
                "into another, which a single batch entry never shows.")
-RECOMPUTE = ("RecomputeAttention", "recompute_attention")  # watched for T×T memory: the pair that saves only L
-OWNERS = {"manual_attention": ("ManualAttention", "Part A"), "recompute_attention": ("RecomputeAttention", "Part E")}
-HELPERS = {"RecomputeAttention": (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))}
 
 
-def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callable[[], dict], passed_batch1: bool) -> None:
-    """diagnose one output; build the named bugs only when it is wrong."""
-    if diagnose(out, got, expected, batch=case.batch, case=case.label, of=of) is None:
-        return
-    failure = diagnose(out, got, expected, alternatives=alternatives().get(out, ()), batch=case.batch,
-                       case=case.label, of=of)
-    raise batch_refined(failure, out, case.batch, passed_batch1, BATCH_MIXED)
+def _function_references(case: Case) -> tuple[dict, dict]:
+    o, _, *grads = attention_reference(*case.args)
+    return {"o": o}, dict(zip(GRADS, grads))
 
 
-def _noting(stubs: list[str], fn: Callable) -> Callable:
-    """``fn``, keeping in ``stubs`` the message of each NotImplementedError raised through it: an unfinished
-    exercise raises ``course.todo()``, whose message names the function still to write, so a class's own stub
-    is told apart from a helper it calls."""
-
-    def run(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except NotImplementedError as exc:
-            stubs.append(str(exc))
-            raise
-
-    return run
+def _function_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    q, k, v, do = case.args
+    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, *attention_reference(*case.args)[2:])}
 
 
-def _grads_through(name: str, o, leaves, do, returned: list, expected, label: str, stubs: list[str]):
-    """Run autograd from o with ō; when autograd refuses what backward returned, diagnose that instead."""
-    try:
-        with quiet():
-            return call_student(name, _noting(stubs, lambda: torch.autograd.grad(o, leaves, do)), forbid_autograd_use=False)
-    except GradingFailure as failure:
-        if failure.cls != "error" or not returned:
-            raise
-        got = as_outputs(f"{name}.backward", returned[-1], GRADS)
-        for out, g, e, of in zip(GRADS, got, expected, OF):
-            problem = diagnose(out, g, e, case=label, of=of)
-            if problem is not None and problem.cls != "wrong-values":
-                raise problem from None
-        raise
+def _function_spec(name: str, **watched) -> FunctionSpec:
+    """An attention Function on (q, k, v, ō) cases: o, then dq, dk, dv through autograd for ō, batch 1 first."""
+    return FunctionSpec(
+        name=name, args=OF, leaves=lambda case: tuple(t.clone().requires_grad_(True) for t in case.args[:3]),
+        reference=_function_references, alternatives=_function_alternatives, of_each=dict(zip(("o", *GRADS), ("q", *OF))),
+        no_history="what forward returns is not the output autograd tracks, so no backward can ever run.",
+        hand_written=HAND_WRITTEN, upstream=lambda case: [("", case.args[3])], layout_why="", tol=lambda case: 1e-7,
+        batch_why=BATCH_MIXED, returned=True, **watched)
 
 
-def check_function_class(name: str, cls, cases: Sequence[Case]) -> None:
-    """Check an attention ``torch.autograd.Function`` through autograd on each (q, k, v, ō) case.
-
-    Values of o, dq, dk, dv; no autograd inside backward; for the recompute pair, on cases with
-    T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
-    """
-    require_function(name, cls)
-    stubs: list[str] = []
-    try:
-        _check_through_autograd(name, cls, cases, stubs)
-    except GradingFailure as failure:
-        unfinished = [(helper, part) for helper, part in HELPERS.get(name, ()) if any(f"`{helper}`" in s for s in stubs)]
-        if failure.cls == "not-implemented" and unfinished:
-            raise GradingFailure("not-implemented", f"{name} runs {unfinished[0][0]}, which is not written yet: "
-                                 f"finish {unfinished[0][1]} first.") from None
-        raise
-
-
-def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: Sequence[Case]) -> None:
-    """Check ``fn(q, k, v) -> o`` and its gradients, which must run through its Function (``OWNERS``).
-
-    When the notebook's Function fails its own check (on ``owner_cases``), that failure is
-    reported as this function's, with the part to fix.
-    """
-    require_callable(name, fn)
-    owner, part = OWNERS[name]
-    owner_cls = namespace_of(fn).get(owner)
-    if isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
-        try:
-            check_function_class(owner, owner_cls, owner_cases)
-        except GradingFailure as failure:
-            raise relayed(failure, f"{name} runs {owner}", part, "not finished yet") from None
-    _check_through_autograd(name, fn, cases, [], owner=(owner, owner_cls if isinstance(owner_cls, type) else None))
-
-
-def _check_through_autograd(name: str, subject, cases: Sequence[Case], stubs: list[str], *,
-                            owner: tuple[str, type | None] | None = None) -> None:
-    """o, then dq, dk, dv through autograd, against the reference on each case, batch 1 first; for the recompute
-    pair, on cases with T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
-
-    ``subject`` is a Function (no ``owner``), run as a subclass whose backward may not call autograd, or a
-    function whose result's autograd graph must run through the Function ``owner``.
-    """
-    passed_batch1 = False
-    for case in cases:
-        q, k, v, do = case.args
-        T = q.shape[-2]
-        watch = name in RECOMPUTE and T >= PROPERTY_MIN_T
-        o_ref, _, *grads_ref = attention_reference(q, k, v, do)
-        alts = lambda: {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, *grads_ref)}  # noqa: E731
-        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        used, returned, recorders = [], [], []
-        with saved_for_backward() as packed:
-            if owner is not None:
-                o = call_student(name, subject, *leaves)
-            else:
-                guarded = guarded_function(name, subject, used, returned, recorders if watch else None)
-                o = call_student(name, _noting(stubs, guarded.apply), *leaves, forbid_autograd_use=False)
-        _compare("o", o, o_ref, case, "q", alts, passed_batch1)
-        if owner is None and o.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
-                                 "forward returns is not the output autograd tracks, so no backward can ever run.")
-        if owner is not None and (o.grad_fn is None or not runs_through(o, owner[1])):
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} gives a result whose autograd graph holds no {owner[0]}: autograd would differentiate "
-                "something else, and your backward would never run.", f"inputs: {case.label}")
-        if owner is not None and watch:  # a function's whole backward runs under one recorder (a Function's: guarded)
-            recorders.append(AllocationRecorder())
-        with recorders[0] if owner is not None and watch else contextlib.nullcontext():
-            grads = _grads_through(name, o, leaves, do, returned, grads_ref, case.label, stubs)
-        if used:
-            raise autograd_in_backward(name, used, HAND_WRITTEN)
-        for out, g, e, of in zip(GRADS, grads, grads_ref, OF):
-            _compare(out, g, e, case, of, alts, passed_batch1)
-        if watch:
-            check_quadratic(name, packed, o.grad_fn, recorders, T, case.label,
-                            "its backward" if owner is not None else f"{name}.backward")
-        if case.batch == 1:
-            passed_batch1 = True
+MANUAL = _function_spec("ManualAttention")
+RECOMPUTE = _function_spec(  # watched for T×T memory: it saves only L
+    "RecomputeAttention", helpers=(("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D")),
+    watch=lambda case: case.args[0].shape[-2] >= PROPERTY_MIN_T, memory=check_quadratic)
 
 
 # ---------------------------------------------------------------------------
@@ -930,19 +822,14 @@ def flash_cases_and_gradcheck(gen: torch.Generator, shapes: Sequence[FlashShape]
     return cases + [Gradcheck(qkv, f"q, k, v of shape {tuple(qkv[0].shape)}, contiguous")]
 
 
-def _through(name: str) -> Callable:
-    """``check_attention_function`` on (its cases, its Function's cases)."""
-    return lambda fn, cases: check_attention_function(name, fn, *cases)
-
-
 # Each exercise as a spec for spec.visible and the one hidden check (autograder.check.hidden).
 SPECS = {spec.name: spec for spec in (
-    Runner("ManualAttention", partial(check_function_class, "ManualAttention")),
-    Runner("manual_attention", _through("manual_attention")),
+    MANUAL,
+    Runner("manual_attention", lambda fn, cases: MANUAL.check_applied("manual_attention", fn, *cases, "Part A")),
     Runner("attention_forward_lse", check_forward_lse),
     Runner("attention_backward_recompute", lambda fn, cases: check_backward_recompute(fn, list(map(backward_case, cases)))),
-    Runner("RecomputeAttention", partial(check_function_class, "RecomputeAttention")),
-    Runner("recompute_attention", _through("recompute_attention")),
+    RECOMPUTE,
+    Runner("recompute_attention", lambda fn, cases: RECOMPUTE.check_applied("recompute_attention", fn, *cases, "Part E")),
     DELTA_KERNEL, FLASH_FWD, FLASH_DKDV)}
 
 

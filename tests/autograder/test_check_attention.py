@@ -404,8 +404,7 @@ def test_the_recompute_function_class_is_watched_on_ctx_and_in_its_backward(forw
 def test_the_manual_class_may_save_p():
     """Saving P is what Part A asks for: the T×T checks watch the recompute pair only."""
     gen = torch.Generator().manual_seed(0)
-    visible.check_function_class("ManualAttention", solutions(SLUG)["ManualAttention"],
-                                 [visible.attention_case(gen, 1, 300, 4)])
+    visible.MANUAL.check(solutions(SLUG)["ManualAttention"], [visible.attention_case(gen, 1, 300, 4)])
 
 
 # ---------------------------------------------------------------------------
