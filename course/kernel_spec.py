@@ -139,17 +139,18 @@ Refinement = Callable[[Wrong], "GradingFailure | None"]
 class ReadsPastEnd:
     """Wrong on NaN padding, right when launched again with ``fill`` there (harmless values): loads past the end of
     a row reached the result. ``sentence(wrong, again)`` and ``note`` say so; ``only``: the diagnosis classes it may
-    replace (any, when empty)."""
+    replace (any, when empty); ``variant``: (keyword, value) pairs for the launch again (contiguous tensors, say)."""
 
     fill: float
     sentence: Callable[[Wrong, Launch], str]
     note: Callable[[Wrong, Launch], str]
     only: tuple[str, ...] = ()
+    variant: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, wrong: Wrong) -> GradingFailure | None:
         if self.only and wrong.failure.cls not in self.only:
             return None
-        again = wrong.spec.launch(wrong.kernel, wrong.case, self.fill)
+        again = wrong.spec.launch(wrong.kernel, wrong.case, self.fill, **dict(self.variant))
         if not wrong.right(again):
             return None
         return GradingFailure("wrong-values" if wrong.finite else "non-finite", self.sentence(wrong, again),

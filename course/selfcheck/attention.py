@@ -1,18 +1,11 @@
 """Visible checks for 05_attention_recompute: manual attention, the recompute pair, the D kernel and FlashAttention's kernels.
 
-Each test cell's docstring in the notebook says what its check grades. Inputs are float64, batch 1 first, then batch
-7, with T never equal to the head dim d (so a transposed T×T product cannot hide behind matching shapes), T not a
-multiple of the blocks, and a case of transposed (non-contiguous) views; the reference is
-``torch.nn.functional.scaled_dot_product_attention`` and its autograd for an explicit upstream gradient ō. Besides
-the values: no autograd in a hand-written backward; one tile or O(T·d) at a time in Parts C and D; nothing T×T saved
-or allocated in Parts E and F; ``manual_attention`` and ``recompute_attention`` through their Function; the kernels'
-masks, on views into NaN-padded buffers.
-
-The hidden checks (``autograder.check.attention``) pass shapes drawn from ranges and a fresh generator to the same
-builders, reference and runners. The named bugs (``*_alternatives``) live here so that both give the same diagnosis
-with the same words: each is the right answer with one mistake applied, and its sentence names the bug and why,
-never the fix (the hints give that). The hidden checks add the kernels' own bugs (padded keys given weight, the
-online softmax's rescale skipped, P not normalised by L): simulating them here would spell out the kernels' loops.
+Inputs are float64, batch 1 first, then batch 7, with T never equal to the head dim d (so a transposed T×T product
+cannot hide behind matching shapes), T not a multiple of the blocks, and transposed views; the reference is torch's
+scaled_dot_product_attention and its autograd. Besides the values: one tile or O(T·d) at a time in Parts C and D,
+nothing T×T saved or allocated in E and F. The named bugs live here so that the hidden checks
+(``autograder.check.attention``) give the same words; those add the kernels' own loop bugs, whose simulation here
+would spell out the loops.
 """
 
 from __future__ import annotations
@@ -146,12 +139,6 @@ def flash_cases(gen: torch.Generator, shapes: Sequence[FlashShape]) -> list[Flas
     return cases
 
 
-def gradcheck_inputs(gen: torch.Generator, shape: AttentionShape) -> tuple[torch.Tensor, ...]:
-    """q, k, v for the float64 gradcheck through a FlashAttention kernel."""
-    T, d = _sizes(gen, shape.T, shape.d)
-    return tuple(randn(gen, shape.B, T, d) for _ in range(3))
-
-
 # The visible checks' shapes. Batch 1 first, then batch 7 (prime); T never equal to the head dim d.
 SMALL = (  # Parts A and B
     AttentionShape(1, 6, 4),  # batch 1
@@ -242,8 +229,9 @@ def output_alternatives(q, k, v) -> dict[str, list[Alternative]]:
     }
 
 
-def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
-    """Named wrong versions of (dq, dk, dv), given the right ones."""
+def gradient_alternatives(q, k, v, do) -> dict[str, list[Alternative]]:
+    """Named wrong versions of (dq, dk, dv)."""
+    dq, dk, dv = attention_reference(q, k, v, do)[2:]
     c, P, P_bar, rows = softmax_pieces(q, k, v, do)
     q, k, do = q.to(F64), k.to(F64), do.to(F64)
     dS = P * (P_bar - rows[..., None])
@@ -282,11 +270,6 @@ def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative
             Alternative("wrong-values", order.format(other="q"), dq),
         ],
     }
-
-
-def recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
-    q, k, v, o, lse, do = case.args
-    return gradient_alternatives(q, k, v, do, *attention_reference(q, k, v, do)[2:])
 
 
 # ---------------------------------------------------------------------------
@@ -519,7 +502,7 @@ def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
     _check_blockwise("attention_backward_recompute", fn, cases, "Part D",
                      lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:],
                      lambda args: ((args[0], *args[3:6]), args[1:3]), outputs=GRADS, of=OF,
-                     alternatives=recompute_alternatives)
+                     alternatives=lambda case: gradient_alternatives(*case.args[:3], case.args[5]))
     for case in cases:
         if case.args[0].shape[1] >= PROPERTY_MIN_T:
             check_delta_from_o(fn, case)
@@ -541,7 +524,7 @@ def _function_references(case: Case) -> tuple[dict, dict]:
 
 def _function_alternatives(case: Case) -> dict[str, list[Alternative]]:
     q, k, v, do = case.args
-    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, *attention_reference(*case.args)[2:])}
+    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do)}
 
 
 def _function_spec(name: str, **watched) -> FunctionSpec:
@@ -638,7 +621,6 @@ DELTA_KERNEL = KernelSpec(
             "D is right on row 0 and wrong after it: the rows here sit inside wider buffers, so head_dim "
             f"({wrong.case.o.shape[1]}) is not the distance from one row to the next.")),
         Float32Only("part of the kernel computes in float32.")))
-check_delta_kernel = DELTA_KERNEL.check  # (kernel, cases): D against rowsum(Ō ⊙ O), nothing written past n_rows
 
 
 # ---------------------------------------------------------------------------
@@ -647,12 +629,8 @@ check_delta_kernel = DELTA_KERNEL.check  # (kernel, cases): D against rowsum(Ō 
 
 @dataclass
 class FlashCase:
-    """One launch of a FlashAttention kernel: q, k, v, ō of shape (BH, T, d) as float64 values, its blocks, its layout.
-
-    ``transposed``: every (BH, T, d) tensor is a transposed view of a (BH, d, T) buffer, so the
-    token axis has stride 1; otherwise a row-major view. Either way the buffers are padded
-    past T and past d, and Q, K, V, O (and Ō, K̄, V̄) share one set of strides.
-    """
+    """One launch of a FlashAttention kernel: q, k, v, ō of shape (BH, T, d) as float64 values, its blocks, its layout
+    (``transposed``: views of (BH, d, T) buffers, the token axis of stride 1; every tensor shares one set of strides)."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -722,31 +700,11 @@ def _launch_flash(name: str, kernel, case: FlashCase, fill: float = math.nan, co
     return Launch({out: g.got() for out, g in outs.items()}, touched, wrote, case.label)
 
 
-class RightOnContiguous:
-    """Right on contiguous tensors and wrong on padded or transposed views: the strides it is given were ignored."""
-
-    def __call__(self, wrong: Wrong) -> GradingFailure | None:
-        if wrong.failure.cls not in ("non-finite", "wrong-values"):
-            return None
-        if not wrong.right(wrong.spec.launch(wrong.kernel, wrong.case, 0.0, contiguous=True)):
-            return None
-        return GradingFailure(
-            "non-finite" if not wrong.finite else "wrong-values",
-            f"{wrong.spec.name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by "
-            "distances of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors "
-            "sit inside wider buffers, or transposed.", f"with contiguous tensors, every value is right\n{wrong.mismatch()}")
-
-
 def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
-    """A float64 gradcheck through a FlashAttention kernel, in torch.autograd.gradcheck's fast mode.
-
-    The forward: for fixed random weights (ō, L̄) and a random direction u of each input, the derivative
-    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference. The dK/dV
-    kernel: for a fixed random ō and a random direction u of k and of v, the derivative of ⟨ō, o⟩ along u,
-    through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩. Written out rather than
-    torch.autograd.gradcheck because on a mismatch torch computes the whole Jacobian to print it — hundreds of
-    interpreted launches for a message nobody reads here — and so that only the launches run as the student's code.
-    """
+    """A float64 gradcheck through a FlashAttention kernel, as torch.autograd.gradcheck's fast mode: along a random
+    direction of each input, the derivative of ⟨ō, o⟩ (+ ⟨L̄, L⟩ for the forward) against the analytical one.
+    Written out because on a mismatch torch computes the whole Jacobian to print it (hundreds of interpreted
+    launches), and so that only the launches run as the student's code."""
     q, k, v = inputs
     gen = torch.Generator().manual_seed(SEED)
     w_o = torch.randn(q.shape, generator=gen, dtype=F64)
@@ -787,10 +745,6 @@ def _flash_reads_past(wrong: Wrong, again: Launch) -> str:
             f"{'o' if wrong.spec.name == 'flash_fwd_kernel' else 'dk and dv'}.")
 
 
-def _gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
-    return gradient_alternatives(case.q, case.k, case.v, case.do, *attention_reference(case.q, case.k, case.v, case.do)[2:])
-
-
 def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, alternatives: Callable, read_only: str,
                 gradcheck_fails: str) -> KernelSpec:
     return KernelSpec(
@@ -799,7 +753,11 @@ def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, altern
         refinements=(
             ReadsPastEnd(0.0, _flash_reads_past, lambda *_: "with 0 in the padding instead of NaN, every value is right",
                          only=("non-finite", "wrong-values")),
-            RightOnContiguous(),
+            ReadsPastEnd(0.0, lambda wrong, _: (
+                f"{wrong.spec.name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by "
+                "distances of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors "
+                "sit inside wider buffers, or transposed."), lambda *_: "with contiguous tensors, every value is right",
+                only=("non-finite", "wrong-values"), variant=(("contiguous", True),)),
             Float32Only(f"part of {name} computes in float32 (an accumulator or a cast), which no float64 gradcheck "
                         "can pass.", classes=None, every=True)),
         gradcheck=partial(gradcheck_kernel, name), gradcheck_fails="the derivative along a random direction, estimated "
@@ -812,13 +770,14 @@ FLASH_FWD = _flash_spec(
     "the o and lse it computes do not move with q, k and v the way attention's do.")
 FLASH_DKDV = _flash_spec(
     "flash_bwd_dkdv_kernel", ("dk", "dv"), lambda case: attention_reference(case.q, case.k, case.v, case.do)[3:],
-    _gradient_alternatives, "only DK_ptr and DV_ptr are outputs.",
+    lambda case: gradient_alternatives(case.q, case.k, case.v, case.do), "only DK_ptr and DV_ptr are outputs.",
     "the dk and dv it returns are not the derivative of attention's forward.")
 
 
 def flash_cases_and_gradcheck(gen: torch.Generator, shapes: Sequence[FlashShape], gradcheck: AttentionShape) -> list:
     """The launches of ``shapes``, then the float64 gradcheck through the kernel on q, k, v of ``gradcheck``."""
-    cases, qkv = flash_cases(gen, shapes), gradcheck_inputs(gen, gradcheck)
+    cases, (T, d) = flash_cases(gen, shapes), _sizes(gen, gradcheck.T, gradcheck.d)
+    qkv = tuple(randn(gen, gradcheck.B, T, d) for _ in range(3))
     return cases + [Gradcheck(qkv, f"q, k, v of shape {tuple(qkv[0].shape)}, contiguous")]
 
 
@@ -837,12 +796,8 @@ SPECS = {spec.name: spec for spec in (
 # The visible checks: the shapes above, a fixed seed per set of inputs
 
 
-def _small_cases(salt: int) -> list[Case]:
-    return attention_cases(seeded(SEED + salt), SMALL)
-
-
-def _blockwise_cases(salt: int) -> list[Case]:
-    return attention_cases(seeded(SEED + salt), BLOCKWISE)
+def _cases(salt: int, shapes: Sequence[AttentionShape] = SMALL) -> list[Case]:
+    return attention_cases(seeded(SEED + salt), shapes)
 
 
 def _flash(salt: int) -> list:
@@ -850,17 +805,17 @@ def _flash(salt: int) -> list:
 
 
 TILE = f"nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T}"
-ManualAttention = visible(SPECS["ManualAttention"], lambda: _small_cases(1),
+ManualAttention = visible(SPECS["ManualAttention"], lambda: _cases(1),
                           "o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, no autograd in backward")
-manual_attention = visible(SPECS["manual_attention"], lambda: (_small_cases(2), _small_cases(1)),
+manual_attention = visible(SPECS["manual_attention"], lambda: (_cases(2), _cases(1)),
                            "o, dq, dk, dv at batch 1 and 7, through ManualAttention")
-attention_forward_lse = visible(SPECS["attention_forward_lse"], lambda: _blockwise_cases(3),
+attention_forward_lse = visible(SPECS["attention_forward_lse"], lambda: _cases(3, BLOCKWISE),
                                 f"o and lse at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
-attention_backward_recompute = visible(SPECS["attention_backward_recompute"], lambda: _blockwise_cases(4),
+attention_backward_recompute = visible(SPECS["attention_backward_recompute"], lambda: _cases(4, BLOCKWISE),
                                        f"dq, dk, dv at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
-RecomputeAttention = visible(SPECS["RecomputeAttention"], lambda: _blockwise_cases(5), "o, dq, dk, dv at batch 1 and 7; "
+RecomputeAttention = visible(SPECS["RecomputeAttention"], lambda: _cases(5, BLOCKWISE), "o, dq, dk, dv at batch 1 and 7; "
                              f"nothing T×T saved or allocated at T = {MEMORY_T}; no autograd in backward")
-recompute_attention = visible(SPECS["recompute_attention"], lambda: (_blockwise_cases(6), _blockwise_cases(5)),
+recompute_attention = visible(SPECS["recompute_attention"], lambda: (_cases(6, BLOCKWISE), _cases(5, BLOCKWISE)),
                               f"o, dq, dk, dv at batch 1 and 7, through RecomputeAttention; nothing T×T saved or allocated "
                               f"at T = {MEMORY_T}")
 attention_delta_kernel = visible(DELTA_KERNEL, lambda: delta_cases(seeded(SEED + 7), DELTA), "n_rows 13, 37, 91 with "
