@@ -12,18 +12,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
-from .autograd_graph import saved_for_backward
-from .diagnose import Alternative, GradingFailure, diagnose, layout_failure, relative_error, where_mismatch
+from .autograd_graph import runs_through, saved_for_backward
+from .diagnose import (
+    Alternative,
+    GradingFailure,
+    as_outputs,
+    batch_refined,
+    call_student,
+    diagnose,
+    layout_failure,
+    relative_error,
+    require_callable,
+    where_mismatch,
+)
+from .memory import AllocationRecorder
 from .triton_check import (
     autograd_in_backward,
     device,
     guarded_function,
     launch,
+    namespace_of,
+    relayed,
     require_function,
     require_kernel,
     run_student,
@@ -124,17 +139,18 @@ Refinement = Callable[[Wrong], "GradingFailure | None"]
 class ReadsPastEnd:
     """Wrong on NaN padding, right when launched again with ``fill`` there (harmless values): loads past the end of
     a row reached the result. ``sentence(wrong, again)`` and ``note`` say so; ``only``: the diagnosis classes it may
-    replace (any, when empty)."""
+    replace (any, when empty); ``variant``: (keyword, value) pairs for the launch again (contiguous tensors, say)."""
 
     fill: float
     sentence: Callable[[Wrong, Launch], str]
     note: Callable[[Wrong, Launch], str]
     only: tuple[str, ...] = ()
+    variant: tuple[tuple[str, Any], ...] = ()
 
     def __call__(self, wrong: Wrong) -> GradingFailure | None:
         if self.only and wrong.failure.cls not in self.only:
             return None
-        again = wrong.spec.launch(wrong.kernel, wrong.case, self.fill)
+        again = wrong.spec.launch(wrong.kernel, wrong.case, self.fill, **dict(self.variant))
         if not wrong.right(again):
             return None
         return GradingFailure("wrong-values" if wrong.finite else "non-finite", self.sentence(wrong, again),
@@ -327,6 +343,15 @@ class KernelSpec:
 # The autograd.Function spec type
 
 
+@dataclass
+class Kept:
+    """What a check keeps across a Function's cases: what each backward returned, its recorders, the batches passed."""
+
+    returned: list = field(default_factory=list)
+    recorders: list = field(default_factory=list)
+    passed: list = field(default_factory=list)
+
+
 @dataclass(frozen=True, kw_only=True)
 class FunctionSpec:
     """One autograd.Function exercise with a hand-written backward, run as a subclass whose backward may not call
@@ -348,6 +373,12 @@ class FunctionSpec:
     pieces: Callable[[str, Any], None] | None = None  # (name, cls): check the kernels cls launches, first
     tol: Callable[[Any], float] = by_dtype
     raw: Callable[[Any, Any, str], None] | None = None  # (case, what backward returned, label): before autograd saw it
+    of_each: dict[str, str] | None = None  # what each output is of, in place of ``of``
+    batch_why: str = ""  # when given: an output right at batch 1 (``case.batch``) and wrong after it is this bug
+    returned: bool = False  # whether a backward result that autograd refuses is diagnosed by its gradients' shapes
+    helpers: tuple[tuple[str, str], ...] = ()  # (helper, Part) the Function runs: a stub there is told as theirs
+    watch: Callable[[Any], bool] | None = None  # case -> whether to check its memory, each backward recorded
+    memory: Callable[..., None] | None = None  # (name, case, packed, y, recorders, what ran), after the gradients
 
     def check(self, cls, cases: Sequence, alternatives: Callable | None = None) -> None:
         """Every case in order (a :class:`Gradcheck` of the inputs runs torch's gradcheck, a :class:`Step` its own
@@ -357,8 +388,8 @@ class FunctionSpec:
         if self.pieces is not None:
             self.pieces(self.name, cls)
         used: list[str] = []
-        returned: list = []
-        guarded = guarded_function(self.name, cls, used, returned if self.raw else None)
+        kept = Kept()
+        guarded = guarded_function(self.name, cls, used, kept.returned, kept.recorders if self.watch else None)
         for case in cases:
             if isinstance(case, Gradcheck):
                 self._gradcheck(guarded, case, used)
@@ -366,49 +397,122 @@ class FunctionSpec:
                 case.run(guarded)
                 self._refuse_autograd(used)
             else:
-                spec._check_case(guarded, case, used, returned)
+                spec._check_case(guarded, case, used, kept)
+
+    def check_applied(self, name: str, fn, cases: Sequence, owner_cases: Sequence, part: str) -> None:
+        """``fn``, whose result must run through this Function: the Function's own check first (on ``owner_cases``),
+        its failure told as ``name``'s with ``part`` to fix; then the values and gradients through ``fn``."""
+        require_callable(name, fn)
+        owner = namespace_of(fn).get(self.name)
+        if isinstance(owner, type) and issubclass(owner, torch.autograd.Function):
+            try:
+                self.check(owner, owner_cases)
+            except GradingFailure as failure:
+                raise relayed(failure, f"{name} runs {self.name}", part, "not finished yet") from None
+        kept = Kept()
+        for case in cases:
+            self._check_case(None, case, [], kept, (name, fn, owner if isinstance(owner, type) else None))
+
+    def _run(self, name: str, fn: Callable, *args, relay: bool = True):
+        """``run_student``; a stub raised inside one of ``helpers`` is told as that helper's, with its Part: the
+        message of ``course.todo()`` names the function still to write."""
+        stubs: list[str] = []
+
+        def noting(*args):
+            try:
+                return fn(*args)
+            except NotImplementedError as exc:
+                stubs.append(str(exc))
+                raise
+
+        try:
+            return run_student(name, noting, *args)
+        except GradingFailure as failure:
+            unfinished = [(h, part) for h, part in self.helpers if relay and any(f"`{h}`" in s for s in stubs)]
+            if failure.cls == "not-implemented" and unfinished:
+                raise GradingFailure("not-implemented", f"{name} runs {unfinished[0][0]}, which is not written yet: "
+                                     f"finish {unfinished[0][1]} first.") from None
+            raise
+
+    def _diagnose(self, out: str, got, expected, case, where: str, alternatives: dict, kept: Kept):
+        batch = case.batch if self.batch_why else None
+        failure = diagnose(out, got, expected, tol=self.tol(case), alternatives=alternatives.get(out, ()), batch=batch,
+                           case=where, of=self.of if self.of_each is None else self.of_each[out])
+        if failure is None or not self.batch_why:
+            return failure
+        return batch_refined(failure, out, batch, 1 in kept.passed, self.batch_why)
+
+    def _gradients(self, name: str, y, leaves, dy, grads: dict, case, kept: Kept, applied: bool) -> tuple:
+        """autograd from y with ``dy``; with ``returned``, a result autograd refuses is diagnosed by its shapes."""
+        try:
+            return self._run(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True), relay=not applied)
+        except GradingFailure as failure:
+            if failure.cls != "error" or not self.returned or not kept.returned:
+                raise
+            got = as_outputs(f"{name}.backward", kept.returned[-1], tuple(grads))
+            for (out, expected), g in zip(grads.items(), got):
+                problem = diagnose(out, on_host(g), expected, case=case.label,
+                                   of=self.of_each[out] if self.of_each else self.of)
+                if problem is not None and problem.cls != "wrong-values":
+                    raise problem from None
+            raise
 
     def _refuse_autograd(self, used: list[str]) -> None:
         if used:
             raise autograd_in_backward(self.name, used, self.hand_written)
 
-    def _check_case(self, guarded, case, used: list[str], returned: list) -> None:
-        name, tol, label = self.name, self.tol(case), case.label
+    def _check_case(self, guarded, case, used: list[str], kept: Kept, applied: tuple | None = None) -> None:
+        """One case through ``guarded.apply``, or (``applied``: (name, fn, its Function)) through a function."""
+        name, label = self.name if applied is None else applied[0], case.label
         forward, grads = self.reference(case)
         alternatives = self.alternatives(case)
         leaves = self.leaves(case)
+        watched = self.watch is not None and self.watch(case)
+        kept.returned.clear()
+        kept.recorders.clear()
         with saved_for_backward() as packed:
-            y = run_student(name, guarded.apply, *leaves, *self.extra(case))
+            if applied is None:
+                y = self._run(name, guarded.apply, *leaves, *self.extra(case))
+            else:
+                y = call_student(name, applied[1], *leaves, *self.extra(case))
         (out, expected), = forward.items()
-        failure = diagnose(out, on_host(y), expected, tol=tol, alternatives=alternatives.get(out, ()), case=label,
-                           of=self.of)
+        failure = self._diagnose(out, on_host(y), expected, case, label, alternatives, kept)
         if failure is not None:
             raise failure
+        if applied is not None and (y.grad_fn is None or not runs_through(y, applied[2])):
+            raise GradingFailure(
+                "wrong-values", f"{name} gives a result whose autograd graph holds no {self.name}: autograd would "
+                "differentiate something else, and your backward would never run.", f"inputs: {label}")
         if y.grad_fn is None:
             raise GradingFailure("error", f"{name}.apply({', '.join(self.args)}) returned a tensor with no autograd "
                                  f"history: {self.no_history}")
         if self.saved is not None:
             self.saved(case, packed, leaves, y, label)
         for layout, dy in self.upstream(case):
-            returned.clear()
-            try:
-                got = run_student(name, lambda: torch.autograd.grad(y, leaves, dy, retain_graph=True))
-            except GradingFailure:
-                self._refuse_autograd(used)  # the backward caught autograd's refusal and raised something else
-                raise
+            kept.returned.clear()
+            if applied is not None and watched:  # a function's whole backward runs under one recorder
+                kept.recorders.append(AllocationRecorder())
+            with kept.recorders[0] if applied is not None and watched else nullcontext():
+                try:
+                    got = self._gradients(name, y, leaves, dy, grads, case, kept, applied is not None)
+                except GradingFailure:
+                    self._refuse_autograd(used)  # the backward caught autograd's refusal and raised something else
+                    raise
             self._refuse_autograd(used)
-            where = f"{label}, ȳ a {layout} (strides {tuple(dy.stride())})"
+            where = f"{label}, ȳ a {layout} (strides {tuple(dy.stride())})" if layout else label
             if self.raw is not None:
-                self.raw(case, returned[0] if returned else None, where)
+                self.raw(case, kept.returned[0] if kept.returned else None, where)
             for (out, expected), g in zip(grads.items(), got):
-                failure = diagnose(out, on_host(g), expected, tol=tol, alternatives=alternatives.get(out, ()), case=where,
-                                   of=self.of)
+                failure = self._diagnose(out, on_host(g), expected, case, where, alternatives, kept)
                 if failure is None:
                     continue
-                if layout != "contiguous" and failure.cls != "shape":  # the contiguous ȳ just passed
+                if layout not in ("", "contiguous") and failure.cls != "shape":  # the contiguous ȳ just passed
                     raise layout_failure(f"{name}.backward", self.layout_why, failure.where, "a contiguous ȳ",
                                          f"a {layout} of the same values")
                 raise failure
+        if watched:
+            self.memory(name, case, packed, y, kept.recorders, f"{name}.backward" if applied is None else "its backward")
+        kept.passed.append(getattr(case, "batch", None))
 
     def _gradcheck(self, guarded, case: Gradcheck, used: list[str]) -> None:
         leaves = tuple(x.to(device(), F64).requires_grad_(True) for x in case.inputs)

@@ -107,7 +107,7 @@ def _flash_output_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
 def _flash_gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
     """The visible check's named wrong (dk, dv), and a tile of P that was never normalised by its rows' L."""
     q, k, v, do = case.q, case.k, case.v, case.do
-    alts = visible.gradient_alternatives(q, k, v, do, *visible.attention_reference(q, k, v, do)[2:])
+    alts = visible.gradient_alternatives(q, k, v, do)
     c, _, P_bar, D = visible.softmax_pieces(q, k, v, do)
     E = torch.exp(c * q @ k.mT)  # exp(S) without its rows' L
     sentence = ("uses exp(S) for the tile of P, without the rows' L: those rows do not sum to 1, they sum to exp(L), "

@@ -1,23 +1,15 @@
 """Visible checks for 05_attention_recompute: manual attention, the recompute pair, the D kernel and FlashAttention's kernels.
 
-Each test cell's docstring in the notebook says what its check grades. Inputs are float64, batch 1 first, then batch
-7, with T never equal to the head dim d (so a transposed T×T product cannot hide behind matching shapes), T not a
-multiple of the blocks, and a case of transposed (non-contiguous) views; the reference is
-``torch.nn.functional.scaled_dot_product_attention`` and its autograd for an explicit upstream gradient ō. Besides
-the values: no autograd in a hand-written backward; one tile or O(T·d) at a time in Parts C and D; nothing T×T saved
-or allocated in Parts E and F; ``manual_attention`` and ``recompute_attention`` through their Function; the kernels'
-masks, on views into NaN-padded buffers.
-
-The hidden checks (``autograder.check.attention``) pass shapes drawn from ranges and a fresh generator to the same
-builders, reference and runners. The named bugs (``*_alternatives``) live here so that both give the same diagnosis
-with the same words: each is the right answer with one mistake applied, and its sentence names the bug and why,
-never the fix (the hints give that). The hidden checks add the kernels' own bugs (padded keys given weight, the
-online softmax's rescale skipped, P not normalised by L): simulating them here would spell out the kernels' loops.
+Inputs are float64, batch 1 first, then batch 7, with T never equal to the head dim d (so a transposed T×T product
+cannot hide behind matching shapes), T not a multiple of the blocks, and transposed views; the reference is torch's
+scaled_dot_product_attention and its autograd. Besides the values: one tile or O(T·d) at a time in Parts C and D,
+nothing T×T saved or allocated in E and F. The named bugs live here so that the hidden checks
+(``autograder.check.attention``) give the same words; those add the kernels' own loop bugs, whose simulation here
+would spell out the loops.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,32 +20,23 @@ import torch
 import torch.nn.functional as F
 
 from .. import witness
-from ..autograd_graph import runs_through, saved_for_backward
-from ..diagnose import (
-    Case,
-    as_outputs,
-    batch_refined,
-    call_student,
-    diagnose,
-    quiet,
-    randn,
-    require_callable,
-    run_cases,
-    seeded,
-)
+from ..diagnose import Case, as_outputs, call_student, diagnose, randn, run_cases, seeded
 from ..gradcheck import directional_derivative
-from ..kernel_spec import SENTINEL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, ReadsPastEnd, RightOnFirstRows, Wrong
+from ..kernel_spec import (
+    SENTINEL,
+    Float32Only,
+    FunctionSpec,
+    Gradcheck,
+    Guarded,
+    KernelSpec,
+    Launch,
+    ReadsPastEnd,
+    RightOnFirstRows,
+    Wrong,
+)
 from ..memory import AllocationRecorder, TokenRecorder, tensors_in
 from ..spec import Runner, visible
-from ..triton_check import (
-    autograd_in_backward,
-    guarded_function,
-    launch,
-    namespace_of,
-    pow2_at_least,
-    relayed,
-    require_function,
-)
+from ..triton_check import launch, namespace_of, pow2_at_least
 from ..vocabulary import Alternative, GradingFailure
 
 F32, F64 = torch.float32, torch.float64
@@ -156,12 +139,6 @@ def flash_cases(gen: torch.Generator, shapes: Sequence[FlashShape]) -> list[Flas
     return cases
 
 
-def gradcheck_inputs(gen: torch.Generator, shape: AttentionShape) -> tuple[torch.Tensor, ...]:
-    """q, k, v for the float64 gradcheck through a FlashAttention kernel."""
-    T, d = _sizes(gen, shape.T, shape.d)
-    return tuple(randn(gen, shape.B, T, d) for _ in range(3))
-
-
 # The visible checks' shapes. Batch 1 first, then batch 7 (prime); T never equal to the head dim d.
 SMALL = (  # Parts A and B
     AttentionShape(1, 6, 4),  # batch 1
@@ -252,8 +229,9 @@ def output_alternatives(q, k, v) -> dict[str, list[Alternative]]:
     }
 
 
-def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative]]:
-    """Named wrong versions of (dq, dk, dv), given the right ones."""
+def gradient_alternatives(q, k, v, do) -> dict[str, list[Alternative]]:
+    """Named wrong versions of (dq, dk, dv)."""
+    dq, dk, dv = attention_reference(q, k, v, do)[2:]
     c, P, P_bar, rows = softmax_pieces(q, k, v, do)
     q, k, do = q.to(F64), k.to(F64), do.to(F64)
     dS = P * (P_bar - rows[..., None])
@@ -294,11 +272,6 @@ def gradient_alternatives(q, k, v, do, dq, dk, dv) -> dict[str, list[Alternative
     }
 
 
-def recompute_alternatives(case: Case) -> dict[str, list[Alternative]]:
-    q, k, v, o, lse, do = case.args
-    return gradient_alternatives(q, k, v, do, *attention_reference(q, k, v, do)[2:])
-
-
 # ---------------------------------------------------------------------------
 # Properties: one tile at a time (Parts C and D); nothing T×T saved or allocated (Parts E and F)
 
@@ -307,10 +280,11 @@ def _dims(shape) -> str:
     return "×".join(str(s) for s in shape)
 
 
-def check_quadratic(name: str, packed: Sequence[torch.Tensor], node, recorders: Sequence[AllocationRecorder], T: int,
-                    label: str, what: str) -> None:
+def check_quadratic(name: str, case: Case, packed: Sequence[torch.Tensor], y: torch.Tensor,
+                    recorders: Sequence[AllocationRecorder], what: str) -> None:
     """``saved-quadratic-tensor`` when the forward saved, or kept on ctx, a tensor of ≥ T² elements, or when
     anything recorded while ``what`` ran holds that many."""
+    T, label, node = case.args[0].shape[-2], case.label, y.grad_fn
     limit = T * T
     found = [f"a saved {_dims(t.shape)} tensor" for t in packed if t.numel() >= limit]
     for key, value in (vars(node).items() if hasattr(node, "__dict__") else []):
@@ -528,7 +502,7 @@ def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
     _check_blockwise("attention_backward_recompute", fn, cases, "Part D",
                      lambda q, k, v, o, lse, do: attention_reference(q, k, v, do)[2:],
                      lambda args: ((args[0], *args[3:6]), args[1:3]), outputs=GRADS, of=OF,
-                     alternatives=recompute_alternatives)
+                     alternatives=lambda case: gradient_alternatives(*case.args[:3], case.args[5]))
     for case in cases:
         if case.args[0].shape[1] >= PROPERTY_MIN_T:
             check_delta_from_o(fn, case)
@@ -541,131 +515,32 @@ def check_backward_recompute(fn, cases: Sequence[Case]) -> None:
 HAND_WRITTEN = "autograd would differentiate the forward for you, and the point of the exercise is a backward derived by hand."
 BATCH_MIXED = ("something mixes the batch axis into the products: a transpose or a sum crosses from one batch entry "
                "into another, which a single batch entry never shows.")
-RECOMPUTE = ("RecomputeAttention", "recompute_attention")  # watched for T×T memory: the pair that saves only L
-OWNERS = {"manual_attention": ("ManualAttention", "Part A"), "recompute_attention": ("RecomputeAttention", "Part E")}
-HELPERS = {"RecomputeAttention": (("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D"))}
 
 
-def _compare(out: str, got, expected, case: Case, of: str, alternatives: Callable[[], dict], passed_batch1: bool) -> None:
-    """diagnose one output; build the named bugs only when it is wrong."""
-    if diagnose(out, got, expected, batch=case.batch, case=case.label, of=of) is None:
-        return
-    failure = diagnose(out, got, expected, alternatives=alternatives().get(out, ()), batch=case.batch,
-                       case=case.label, of=of)
-    raise batch_refined(failure, out, case.batch, passed_batch1, BATCH_MIXED)
+def _function_references(case: Case) -> tuple[dict, dict]:
+    o, _, *grads = attention_reference(*case.args)
+    return {"o": o}, dict(zip(GRADS, grads))
 
 
-def _noting(stubs: list[str], fn: Callable) -> Callable:
-    """``fn``, keeping in ``stubs`` the message of each NotImplementedError raised through it: an unfinished
-    exercise raises ``course.todo()``, whose message names the function still to write, so a class's own stub
-    is told apart from a helper it calls."""
-
-    def run(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except NotImplementedError as exc:
-            stubs.append(str(exc))
-            raise
-
-    return run
+def _function_alternatives(case: Case) -> dict[str, list[Alternative]]:
+    q, k, v, do = case.args
+    return {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do)}
 
 
-def _grads_through(name: str, o, leaves, do, returned: list, expected, label: str, stubs: list[str]):
-    """Run autograd from o with ō; when autograd refuses what backward returned, diagnose that instead."""
-    try:
-        with quiet():
-            return call_student(name, _noting(stubs, lambda: torch.autograd.grad(o, leaves, do)), forbid_autograd_use=False)
-    except GradingFailure as failure:
-        if failure.cls != "error" or not returned:
-            raise
-        got = as_outputs(f"{name}.backward", returned[-1], GRADS)
-        for out, g, e, of in zip(GRADS, got, expected, OF):
-            problem = diagnose(out, g, e, case=label, of=of)
-            if problem is not None and problem.cls != "wrong-values":
-                raise problem from None
-        raise
+def _function_spec(name: str, **watched) -> FunctionSpec:
+    """An attention Function on (q, k, v, ō) cases: o, then dq, dk, dv through autograd for ō, batch 1 first."""
+    return FunctionSpec(
+        name=name, args=OF, leaves=lambda case: tuple(t.clone().requires_grad_(True) for t in case.args[:3]),
+        reference=_function_references, alternatives=_function_alternatives, of_each=dict(zip(("o", *GRADS), ("q", *OF))),
+        no_history="what forward returns is not the output autograd tracks, so no backward can ever run.",
+        hand_written=HAND_WRITTEN, upstream=lambda case: [("", case.args[3])], layout_why="", tol=lambda case: 1e-7,
+        batch_why=BATCH_MIXED, returned=True, **watched)
 
 
-def check_function_class(name: str, cls, cases: Sequence[Case]) -> None:
-    """Check an attention ``torch.autograd.Function`` through autograd on each (q, k, v, ō) case.
-
-    Values of o, dq, dk, dv; no autograd inside backward; for the recompute pair, on cases with
-    T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
-    """
-    require_function(name, cls)
-    stubs: list[str] = []
-    try:
-        _check_through_autograd(name, cls, cases, stubs)
-    except GradingFailure as failure:
-        unfinished = [(helper, part) for helper, part in HELPERS.get(name, ()) if any(f"`{helper}`" in s for s in stubs)]
-        if failure.cls == "not-implemented" and unfinished:
-            raise GradingFailure("not-implemented", f"{name} runs {unfinished[0][0]}, which is not written yet: "
-                                 f"finish {unfinished[0][1]} first.") from None
-        raise
-
-
-def check_attention_function(name: str, fn, cases: Sequence[Case], owner_cases: Sequence[Case]) -> None:
-    """Check ``fn(q, k, v) -> o`` and its gradients, which must run through its Function (``OWNERS``).
-
-    When the notebook's Function fails its own check (on ``owner_cases``), that failure is
-    reported as this function's, with the part to fix.
-    """
-    require_callable(name, fn)
-    owner, part = OWNERS[name]
-    owner_cls = namespace_of(fn).get(owner)
-    if isinstance(owner_cls, type) and issubclass(owner_cls, torch.autograd.Function):
-        try:
-            check_function_class(owner, owner_cls, owner_cases)
-        except GradingFailure as failure:
-            raise relayed(failure, f"{name} runs {owner}", part, "not finished yet") from None
-    _check_through_autograd(name, fn, cases, [], owner=(owner, owner_cls if isinstance(owner_cls, type) else None))
-
-
-def _check_through_autograd(name: str, subject, cases: Sequence[Case], stubs: list[str], *,
-                            owner: tuple[str, type | None] | None = None) -> None:
-    """o, then dq, dk, dv through autograd, against the reference on each case, batch 1 first; for the recompute
-    pair, on cases with T ≥ PROPERTY_MIN_T, nothing T×T saved by the forward or allocated by the backward.
-
-    ``subject`` is a Function (no ``owner``), run as a subclass whose backward may not call autograd, or a
-    function whose result's autograd graph must run through the Function ``owner``.
-    """
-    passed_batch1 = False
-    for case in cases:
-        q, k, v, do = case.args
-        T = q.shape[-2]
-        watch = name in RECOMPUTE and T >= PROPERTY_MIN_T
-        o_ref, _, *grads_ref = attention_reference(q, k, v, do)
-        alts = lambda: {**output_alternatives(q, k, v), **gradient_alternatives(q, k, v, do, *grads_ref)}  # noqa: E731
-        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
-        used, returned, recorders = [], [], []
-        with saved_for_backward() as packed:
-            if owner is not None:
-                o = call_student(name, subject, *leaves)
-            else:
-                guarded = guarded_function(name, subject, used, returned, recorders if watch else None)
-                o = call_student(name, _noting(stubs, guarded.apply), *leaves, forbid_autograd_use=False)
-        _compare("o", o, o_ref, case, "q", alts, passed_batch1)
-        if owner is None and o.grad_fn is None:
-            raise GradingFailure("error", f"{name}.apply(q, k, v) returned a tensor with no autograd history: what "
-                                 "forward returns is not the output autograd tracks, so no backward can ever run.")
-        if owner is not None and (o.grad_fn is None or not runs_through(o, owner[1])):
-            raise GradingFailure(
-                "wrong-values",
-                f"{name} gives a result whose autograd graph holds no {owner[0]}: autograd would differentiate "
-                "something else, and your backward would never run.", f"inputs: {case.label}")
-        if owner is not None and watch:  # a function's whole backward runs under one recorder (a Function's: guarded)
-            recorders.append(AllocationRecorder())
-        with recorders[0] if owner is not None and watch else contextlib.nullcontext():
-            grads = _grads_through(name, o, leaves, do, returned, grads_ref, case.label, stubs)
-        if used:
-            raise autograd_in_backward(name, used, HAND_WRITTEN)
-        for out, g, e, of in zip(GRADS, grads, grads_ref, OF):
-            _compare(out, g, e, case, of, alts, passed_batch1)
-        if watch:
-            check_quadratic(name, packed, o.grad_fn, recorders, T, case.label,
-                            "its backward" if owner is not None else f"{name}.backward")
-        if case.batch == 1:
-            passed_batch1 = True
+MANUAL = _function_spec("ManualAttention")
+RECOMPUTE = _function_spec(  # watched for T×T memory: it saves only L
+    "RecomputeAttention", helpers=(("attention_forward_lse", "Part C"), ("attention_backward_recompute", "Part D")),
+    watch=lambda case: case.args[0].shape[-2] >= PROPERTY_MIN_T, memory=check_quadratic)
 
 
 # ---------------------------------------------------------------------------
@@ -746,7 +621,6 @@ DELTA_KERNEL = KernelSpec(
             "D is right on row 0 and wrong after it: the rows here sit inside wider buffers, so head_dim "
             f"({wrong.case.o.shape[1]}) is not the distance from one row to the next.")),
         Float32Only("part of the kernel computes in float32.")))
-check_delta_kernel = DELTA_KERNEL.check  # (kernel, cases): D against rowsum(Ō ⊙ O), nothing written past n_rows
 
 
 # ---------------------------------------------------------------------------
@@ -755,12 +629,8 @@ check_delta_kernel = DELTA_KERNEL.check  # (kernel, cases): D against rowsum(Ō 
 
 @dataclass
 class FlashCase:
-    """One launch of a FlashAttention kernel: q, k, v, ō of shape (BH, T, d) as float64 values, its blocks, its layout.
-
-    ``transposed``: every (BH, T, d) tensor is a transposed view of a (BH, d, T) buffer, so the
-    token axis has stride 1; otherwise a row-major view. Either way the buffers are padded
-    past T and past d, and Q, K, V, O (and Ō, K̄, V̄) share one set of strides.
-    """
+    """One launch of a FlashAttention kernel: q, k, v, ō of shape (BH, T, d) as float64 values, its blocks, its layout
+    (``transposed``: views of (BH, d, T) buffers, the token axis of stride 1; every tensor shares one set of strides)."""
 
     q: torch.Tensor
     k: torch.Tensor
@@ -830,31 +700,11 @@ def _launch_flash(name: str, kernel, case: FlashCase, fill: float = math.nan, co
     return Launch({out: g.got() for out, g in outs.items()}, touched, wrote, case.label)
 
 
-class RightOnContiguous:
-    """Right on contiguous tensors and wrong on padded or transposed views: the strides it is given were ignored."""
-
-    def __call__(self, wrong: Wrong) -> GradingFailure | None:
-        if wrong.failure.cls not in ("non-finite", "wrong-values"):
-            return None
-        if not wrong.right(wrong.spec.launch(wrong.kernel, wrong.case, 0.0, contiguous=True)):
-            return None
-        return GradingFailure(
-            "non-finite" if not wrong.finite else "wrong-values",
-            f"{wrong.spec.name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by "
-            "distances of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors "
-            "sit inside wider buffers, or transposed.", f"with contiguous tensors, every value is right\n{wrong.mismatch()}")
-
-
 def gradcheck_kernel(name: str, kernel, inputs: Sequence[torch.Tensor], block: int = 16, eps: float = 1e-6) -> bool:
-    """A float64 gradcheck through a FlashAttention kernel, in torch.autograd.gradcheck's fast mode.
-
-    The forward: for fixed random weights (ō, L̄) and a random direction u of each input, the derivative
-    of ⟨ō, o⟩ + ⟨L̄, L⟩ along u, through the kernel, against ⟨attention's VJP, u⟩ from the reference. The dK/dV
-    kernel: for a fixed random ō and a random direction u of k and of v, the derivative of ⟨ō, o⟩ along u,
-    through the reference forward, against ⟨the kernel's K̄ (or V̄), u⟩. Written out rather than
-    torch.autograd.gradcheck because on a mismatch torch computes the whole Jacobian to print it — hundreds of
-    interpreted launches for a message nobody reads here — and so that only the launches run as the student's code.
-    """
+    """A float64 gradcheck through a FlashAttention kernel, as torch.autograd.gradcheck's fast mode: along a random
+    direction of each input, the derivative of ⟨ō, o⟩ (+ ⟨L̄, L⟩ for the forward) against the analytical one.
+    Written out because on a mismatch torch computes the whole Jacobian to print it (hundreds of interpreted
+    launches), and so that only the launches run as the student's code."""
     q, k, v = inputs
     gen = torch.Generator().manual_seed(SEED)
     w_o = torch.randn(q.shape, generator=gen, dtype=F64)
@@ -895,10 +745,6 @@ def _flash_reads_past(wrong: Wrong, again: Launch) -> str:
             f"{'o' if wrong.spec.name == 'flash_fwd_kernel' else 'dk and dv'}.")
 
 
-def _gradient_alternatives(case: FlashCase) -> dict[str, list[Alternative]]:
-    return gradient_alternatives(case.q, case.k, case.v, case.do, *attention_reference(case.q, case.k, case.v, case.do)[2:])
-
-
 def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, alternatives: Callable, read_only: str,
                 gradcheck_fails: str) -> KernelSpec:
     return KernelSpec(
@@ -907,7 +753,11 @@ def _flash_spec(name: str, outputs: tuple[str, str], reference: Callable, altern
         refinements=(
             ReadsPastEnd(0.0, _flash_reads_past, lambda *_: "with 0 in the padding instead of NaN, every value is right",
                          only=("non-finite", "wrong-values")),
-            RightOnContiguous(),
+            ReadsPastEnd(0.0, lambda wrong, _: (
+                f"{wrong.spec.name} is right on contiguous tensors and wrong on these: it walks rows, slabs or elements by "
+                "distances of its own (head_dim, T·head_dim, 1) instead of the strides it is given, and here the tensors "
+                "sit inside wider buffers, or transposed."), lambda *_: "with contiguous tensors, every value is right",
+                only=("non-finite", "wrong-values"), variant=(("contiguous", True),)),
             Float32Only(f"part of {name} computes in float32 (an accumulator or a cast), which no float64 gradcheck "
                         "can pass.", classes=None, every=True)),
         gradcheck=partial(gradcheck_kernel, name), gradcheck_fails="the derivative along a random direction, estimated "
@@ -920,29 +770,25 @@ FLASH_FWD = _flash_spec(
     "the o and lse it computes do not move with q, k and v the way attention's do.")
 FLASH_DKDV = _flash_spec(
     "flash_bwd_dkdv_kernel", ("dk", "dv"), lambda case: attention_reference(case.q, case.k, case.v, case.do)[3:],
-    _gradient_alternatives, "only DK_ptr and DV_ptr are outputs.",
+    lambda case: gradient_alternatives(case.q, case.k, case.v, case.do), "only DK_ptr and DV_ptr are outputs.",
     "the dk and dv it returns are not the derivative of attention's forward.")
 
 
 def flash_cases_and_gradcheck(gen: torch.Generator, shapes: Sequence[FlashShape], gradcheck: AttentionShape) -> list:
     """The launches of ``shapes``, then the float64 gradcheck through the kernel on q, k, v of ``gradcheck``."""
-    cases, qkv = flash_cases(gen, shapes), gradcheck_inputs(gen, gradcheck)
+    cases, (T, d) = flash_cases(gen, shapes), _sizes(gen, gradcheck.T, gradcheck.d)
+    qkv = tuple(randn(gen, gradcheck.B, T, d) for _ in range(3))
     return cases + [Gradcheck(qkv, f"q, k, v of shape {tuple(qkv[0].shape)}, contiguous")]
-
-
-def _through(name: str) -> Callable:
-    """``check_attention_function`` on (its cases, its Function's cases)."""
-    return lambda fn, cases: check_attention_function(name, fn, *cases)
 
 
 # Each exercise as a spec for spec.visible and the one hidden check (autograder.check.hidden).
 SPECS = {spec.name: spec for spec in (
-    Runner("ManualAttention", partial(check_function_class, "ManualAttention")),
-    Runner("manual_attention", _through("manual_attention")),
+    MANUAL,
+    Runner("manual_attention", lambda fn, cases: MANUAL.check_applied("manual_attention", fn, *cases, "Part A")),
     Runner("attention_forward_lse", check_forward_lse),
     Runner("attention_backward_recompute", lambda fn, cases: check_backward_recompute(fn, list(map(backward_case, cases)))),
-    Runner("RecomputeAttention", partial(check_function_class, "RecomputeAttention")),
-    Runner("recompute_attention", _through("recompute_attention")),
+    RECOMPUTE,
+    Runner("recompute_attention", lambda fn, cases: RECOMPUTE.check_applied("recompute_attention", fn, *cases, "Part E")),
     DELTA_KERNEL, FLASH_FWD, FLASH_DKDV)}
 
 
@@ -950,12 +796,8 @@ SPECS = {spec.name: spec for spec in (
 # The visible checks: the shapes above, a fixed seed per set of inputs
 
 
-def _small_cases(salt: int) -> list[Case]:
-    return attention_cases(seeded(SEED + salt), SMALL)
-
-
-def _blockwise_cases(salt: int) -> list[Case]:
-    return attention_cases(seeded(SEED + salt), BLOCKWISE)
+def _cases(salt: int, shapes: Sequence[AttentionShape] = SMALL) -> list[Case]:
+    return attention_cases(seeded(SEED + salt), shapes)
 
 
 def _flash(salt: int) -> list:
@@ -963,17 +805,17 @@ def _flash(salt: int) -> list:
 
 
 TILE = f"nothing bigger than one tile or O(T·d) allocated at T = {MEMORY_T}"
-ManualAttention = visible(SPECS["ManualAttention"], lambda: _small_cases(1),
+ManualAttention = visible(SPECS["ManualAttention"], lambda: _cases(1),
                           "o, dq, dk, dv at batch 1 and 7, T ≠ d, transposed inputs, no autograd in backward")
-manual_attention = visible(SPECS["manual_attention"], lambda: (_small_cases(2), _small_cases(1)),
+manual_attention = visible(SPECS["manual_attention"], lambda: (_cases(2), _cases(1)),
                            "o, dq, dk, dv at batch 1 and 7, through ManualAttention")
-attention_forward_lse = visible(SPECS["attention_forward_lse"], lambda: _blockwise_cases(3),
+attention_forward_lse = visible(SPECS["attention_forward_lse"], lambda: _cases(3, BLOCKWISE),
                                 f"o and lse at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
-attention_backward_recompute = visible(SPECS["attention_backward_recompute"], lambda: _blockwise_cases(4),
+attention_backward_recompute = visible(SPECS["attention_backward_recompute"], lambda: _cases(4, BLOCKWISE),
                                        f"dq, dk, dv at batch 1 and 7, T = 11, 37, 70, transposed inputs, and {TILE}")
-RecomputeAttention = visible(SPECS["RecomputeAttention"], lambda: _blockwise_cases(5), "o, dq, dk, dv at batch 1 and 7; "
+RecomputeAttention = visible(SPECS["RecomputeAttention"], lambda: _cases(5, BLOCKWISE), "o, dq, dk, dv at batch 1 and 7; "
                              f"nothing T×T saved or allocated at T = {MEMORY_T}; no autograd in backward")
-recompute_attention = visible(SPECS["recompute_attention"], lambda: (_blockwise_cases(6), _blockwise_cases(5)),
+recompute_attention = visible(SPECS["recompute_attention"], lambda: (_cases(6, BLOCKWISE), _cases(5, BLOCKWISE)),
                               f"o, dq, dk, dv at batch 1 and 7, through RecomputeAttention; nothing T×T saved or allocated "
                               f"at T = {MEMORY_T}")
 attention_delta_kernel = visible(DELTA_KERNEL, lambda: delta_cases(seeded(SEED + 7), DELTA), "n_rows 13, 37, 91 with "

@@ -193,7 +193,7 @@ def test_named_bugs_of_the_forward(wrong, cls, words, solution):
         o, lse = solution["attention_forward_lse"](q, k, v)
         return wrong(o, lse, q, k)
 
-    small = visible._blockwise_cases(3)[:3]
+    small = visible._cases(3, visible.BLOCKWISE)[:3]
     failure = failure_of(lambda f: visible.check_forward_lse(f, small), fn)
     assert failure.cls == cls and words in str(failure), str(failure)
 
@@ -203,7 +203,7 @@ def test_the_row_max_alone_is_named(solution):
         o, _ = solution["attention_forward_lse"](q, k, v)
         return o, (q @ k.mT / math.sqrt(q.shape[-1])).amax(dim=-1)
 
-    failure = failure_of(lambda f: visible.check_forward_lse(f, visible._blockwise_cases(3)[:3]), row_max)
+    failure = failure_of(lambda f: visible.check_forward_lse(f, visible._cases(3, visible.BLOCKWISE)[:3]), row_max)
     assert failure.cls == "wrong-values" and "row max m alone" in failure.sentence
 
 
@@ -211,7 +211,7 @@ def test_the_row_max_alone_is_named(solution):
 # Properties: what must be caught, and what must pass
 
 
-BLOCKWISE_CASES = visible._blockwise_cases(9)  # ends with the T = 256 case
+BLOCKWISE_CASES = visible._cases(9, visible.BLOCKWISE)  # ends with the T = 256 case
 
 
 def strip_forward(q, k, v):
@@ -404,8 +404,7 @@ def test_the_recompute_function_class_is_watched_on_ctx_and_in_its_backward(forw
 def test_the_manual_class_may_save_p():
     """Saving P is what Part A asks for: the T×T checks watch the recompute pair only."""
     gen = torch.Generator().manual_seed(0)
-    visible.check_function_class("ManualAttention", solutions(SLUG)["ManualAttention"],
-                                 [visible.attention_case(gen, 1, 300, 4)])
+    visible.MANUAL.check(solutions(SLUG)["ManualAttention"], [visible.attention_case(gen, 1, 300, 4)])
 
 
 # ---------------------------------------------------------------------------
