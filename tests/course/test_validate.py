@@ -253,14 +253,16 @@ def test_a_re_check_that_hangs_is_interrupted_and_one_that_ends_the_kernel_stops
     patch = "import course\ncourse.selfcheck.sigmoid_backward = lambda fn: None"
     check = "course.selfcheck.sigmoid_backward(sigmoid_backward)"
     hangs = small_notebook(tmp_path / "hangs.ipynb", [
-        (patch, None, 0), ("def sigmoid_backward(y, dy):\n    import time\n    time.sleep(60)", None, 0),
+        (patch, None, 0), ("def sigmoid_backward(y, dy):\n    import time\n    time.sleep(600)", None, 0),
         (check, "test_sigmoid_backward", 2), ("assert True", "test_after", 1),
     ])
     dies = small_notebook(tmp_path / "dies.ipynb", [
         (patch, None, 0), ("def sigmoid_backward(y, dy):\n    import os\n    os._exit(1)", None, 0),
         (check, "test_sigmoid_backward", 2), ("assert True", "test_after", 1),
     ])
-    done = course_validate(str(hangs), str(dies), "--timeout", "5")
+    # --timeout holds every cell, the first one's `import course` too: about 4 s on two loaded cores, so 5 s
+    # interrupted it now and then (a NameError after). 15 s leaves it room; the re-check still sleeps far past it.
+    done = course_validate(str(hangs), str(dies), "--timeout", "15")
     assert done.returncode == 1, done.stdout + done.stderr
     assert rows_of(done.stdout, str(hangs)) == {
         "test_sigmoid_backward": ("2", "✗ interrupted: the re-check ran past the time limit (--timeout)"),
