@@ -396,17 +396,6 @@ def _test_cells(nb_path: Path) -> tuple[dict[str, tuple[str, str, str]], set[str
     return found, clean
 
 
-def execution_record(course: Path) -> dict[str, str]:
-    """grade_id -> reason, as the grader saw the cell stop, time out or never run (see autograder.nbexec)."""
-    try:
-        reasons = json.loads((course / EXECUTION_RECORD).read_text()).get("reasons", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(reasons, dict):
-        return {}
-    return {k: v for k, v in reasons.items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def reason_for(ename: str, message: str, cls: str = "") -> str:
     """The ``reason`` of a test cell's zero, in the grader's own words: the kernel's error only picks the sentence.
 
@@ -451,7 +440,11 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
 
     autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
     errors, clean = _test_cells(autograded) if autograded.exists() else ({}, set())
-    stops = execution_record(course)
+    try:  # grade_id -> reason, as the grader saw the cell stop, time out or never run (autograder.nbexec)
+        stops = json.loads((course / EXECUTION_RECORD).read_text())["reasons"]
+        stops = {k: v for k, v in stops.items() if isinstance(k, str) and isinstance(v, str)}
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        stops = {}
     cells: dict[str, Row] = {}
     timestamp = None
     with gradebook.opened(course) as gb:
