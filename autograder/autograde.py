@@ -160,8 +160,8 @@ class InKernel:
 
 
 def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
-             binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str],
-             write_files: dict[str, str] | None = None, mpl_cache: Path | None = None, **extra) -> dict:
+             binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str], mpl_cache: Path | None = None,
+             **extra) -> dict:
     """A sandbox spec for ``sandbox.py``: what is bound where, the limits, the uid, the environment."""
     # The system, the Python installation and the virtual environment, read-only.
     system = ["/usr", "/etc", sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
@@ -171,7 +171,7 @@ def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
     return {
         "isolation": isolation, "root": str(root), "uid": uid, "binds": all_binds, "hide": hide,
         "limits": limits.rlimits(), "tmp_size": limits.tmp_size, "env": env, "cwd": cwd,
-        "write_files": write_files or {}, "mpl_cache": str(mpl_cache) if mpl_cache else None, **extra,
+        "mpl_cache": str(mpl_cache) if mpl_cache else None, **extra,
     }
 
 
