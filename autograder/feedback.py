@@ -301,13 +301,10 @@ class _Page(HTMLParser):
         self.out.append(text)
         self.size += n
 
-    def handle_starttag(self, tag, attrs):
-        self._start(tag, attrs, closed=False)
-
     def handle_startendtag(self, tag, attrs):
-        self._start(tag, attrs, closed=True)
+        self.handle_starttag(tag, attrs, closed=True)
 
-    def _start(self, tag: str, attrs, closed: bool) -> None:
+    def handle_starttag(self, tag: str, attrs, closed: bool = False) -> None:
         self._flush_text()
         self.mark_open = False
         if self.in_head and (tag == "body" or tag not in _HEAD):
