@@ -160,8 +160,8 @@ class InKernel:
 
 
 def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
-             binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str],
-             write_files: dict[str, str] | None = None, mpl_cache: Path | None = None, **extra) -> dict:
+             binds: list[tuple[str, str, bool]], hide: list[str], env: dict[str, str], mpl_cache: Path | None = None,
+             **extra) -> dict:
     """A sandbox spec for ``sandbox.py``: what is bound where, the limits, the uid, the environment."""
     # The system, the Python installation and the virtual environment, read-only.
     system = ["/usr", "/etc", sys.base_prefix, sys.base_exec_prefix, sys.prefix, sys.exec_prefix]
@@ -171,7 +171,7 @@ def spec_for(*, isolation: str, root: Path, uid: int, limits: Limits, cwd: str,
     return {
         "isolation": isolation, "root": str(root), "uid": uid, "binds": all_binds, "hide": hide,
         "limits": limits.rlimits(), "tmp_size": limits.tmp_size, "env": env, "cwd": cwd,
-        "write_files": write_files or {}, "mpl_cache": str(mpl_cache) if mpl_cache else None, **extra,
+        "mpl_cache": str(mpl_cache) if mpl_cache else None, **extra,
     }
 
 
@@ -396,17 +396,6 @@ def _test_cells(nb_path: Path) -> tuple[dict[str, tuple[str, str, str]], set[str
     return found, clean
 
 
-def execution_record(course: Path) -> dict[str, str]:
-    """grade_id -> reason, as the grader saw the cell stop, time out or never run (see autograder.nbexec)."""
-    try:
-        reasons = json.loads((course / EXECUTION_RECORD).read_text()).get("reasons", {})
-    except (OSError, ValueError, AttributeError):
-        return {}
-    if not isinstance(reasons, dict):
-        return {}
-    return {k: v for k, v in reasons.items() if isinstance(k, str) and isinstance(v, str)}
-
-
 def reason_for(ename: str, message: str, cls: str = "") -> str:
     """The ``reason`` of a test cell's zero, in the grader's own words: the kernel's error only picks the sentence.
 
@@ -451,7 +440,11 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
 
     autograded = course / "autograded" / student / assignment / f"{assignment}.ipynb"
     errors, clean = _test_cells(autograded) if autograded.exists() else ({}, set())
-    stops = execution_record(course)
+    try:  # grade_id -> reason, as the grader saw the cell stop, time out or never run (autograder.nbexec)
+        stops = json.loads((course / EXECUTION_RECORD).read_text())["reasons"]
+        stops = {k: v for k, v in stops.items() if isinstance(k, str) and isinstance(v, str)}
+    except (OSError, ValueError, LookupError, TypeError, AttributeError):
+        stops = {}
     cells: dict[str, Row] = {}
     timestamp = None
     with gradebook.opened(course) as gb:

@@ -2,24 +2,9 @@
 
 Why: ``generate_feedback`` passes a student's raw HTML in Markdown cells through, and nbconvert's
 template writes some output fields into attributes unescaped, so a ``<script>``, an ``onerror`` or
-a remote image would run in the browser of whoever opens the page, the instructor included. What
-is kept: docs/grading.md, "Output" (``feedback/<student>/ASSIGNMENT.html``).
-
-A page is one file that loads nothing and runs nothing, so it reads the same offline: the head gets
-the grader's own stylesheet (``STYLESHEET``, never the page's), and the TeX of the Markdown text
-becomes MathML (which browsers draw natively, no MathJax) while the page is rebuilt. The hidden
-tests' lines are taken out of the autograded notebook before nbgrader renders it
-(``hide_hidden_tests``).
-
-Nothing a student wrote can cover or imitate the grader's score or layout. What the student wrote (a Markdown
-cell, an HTML or Markdown output) is put between two marks before nbgrader renders it (``prepare_for_feedback``),
-each carrying a secret of this process, so that the page shows where the student's HTML starts and ends, however
-it is nested or closed. Between them it is confined: its closing tags close only what it opened, and what it left
-open is closed at its end, inside a box the stylesheet clips (``.student-content``). It keeps no style and no
-layout: no ``style`` (nowhere on the page: the templates write none the page needs, and the page's policy lets no
-style attribute apply), no ``align``, no class but the highlighter's and the heading anchors', its ids and
-``#`` links prefixed so that they meet none of the grader's; MathML lengths are bounded everywhere. The grader's
-own elements keep the classes STYLESHEET styles (a cell's tags, which nbconvert appends as classes, are cut).
+a remote image would run in the browser of whoever opens the page, the instructor included. What a
+page keeps, how the student's content is marked (``prepare_for_feedback``) and confined, and how its
+TeX becomes MathML: docs/grading.md, "Output" (``feedback/<student>/ASSIGNMENT.html``).
 
 Limitations: TeX that latex2mathml cannot convert (an unknown command, a syntax error), or past the
 per-formula and per-page budgets, stays as its TeX text. ``\\$`` is lost to nbconvert's Markdown, so
@@ -316,13 +301,10 @@ class _Page(HTMLParser):
         self.out.append(text)
         self.size += n
 
-    def handle_starttag(self, tag, attrs):
-        self._start(tag, attrs, closed=False)
-
     def handle_startendtag(self, tag, attrs):
-        self._start(tag, attrs, closed=True)
+        self.handle_starttag(tag, attrs, closed=True)
 
-    def _start(self, tag: str, attrs, closed: bool) -> None:
+    def handle_starttag(self, tag: str, attrs, closed: bool = False) -> None:
         self._flush_text()
         self.mark_open = False
         if self.in_head and (tag == "body" or tag not in _HEAD):
@@ -507,10 +489,8 @@ def hide_hidden_tests(path: Path) -> int:
 def _hide_hidden_tests(nb: nbformat.NotebookNode) -> int:
     hidden = 0
     for cell in nb.cells:
-        source, regions = without_hidden_tests(cell.source)
-        if regions:
-            cell.source = source
-            hidden += regions
+        cell.source, regions = without_hidden_tests(cell.source)
+        hidden += regions
     return hidden
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbformat.notebooknode import NotebookNode
 from nbgrader.preprocessors import Execute, SaveAutoGrades
+from nbgrader.utils import determine_grade
 from traitlets import Bool, Unicode
 
 from . import contract
@@ -129,12 +130,11 @@ class SandboxExecute(Execute):
         except CellTimeoutError:
             self._stopped = f"timeout: the cell ran past {self.timeout} s and ignored the interrupt"
             self._kernel_process(lambda p: p.kill())
-        else:
-            self._finish_cell(cell)
+        self._finish_cell(cell)
+        if not self._stopped:
             if self._timed_out:
                 self._note(grade_id, f"timeout: the cell ran past {self.timeout} s and was interrupted")
             return cell, resources
-        self._finish_cell(cell)
         cell.outputs = list(cell.get("outputs", [])) + [_error(STOPPED, self._stopped)]
         self._note(grade_id, self._stopped)
         self.log.warning("Stopped at cell %d: %s", index, self._stopped)
@@ -313,8 +313,6 @@ class SaveCheckedGrades(SaveAutoGrades):
     def _add_score(self, cell, resources):
         if cell.cell_type != "code" or cell.metadata.get("nbgrader", {}).get("solution"):
             return super()._add_score(cell, resources)  # autograded answers and markdown: nbgrader's own rule
-        from nbgrader.utils import determine_grade
-
         grade = self.gradebook.find_grade(cell.metadata["nbgrader"]["grade_id"], self.notebook_id,
                                           self.assignment_id, self.student_id)
         points = float(grade.max_score)  # the instructor's, from the gradebook

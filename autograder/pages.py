@@ -1,21 +1,10 @@
 """The memory a student's call touches, counted by the Linux kernel from outside the student's processes.
 
 The trusted checker runs here, as the grader; the value worker's processes are in their sandbox. Around one
-call, for every process the sandbox's init has under it (the worker, and anything it forked):
-
-- before: write ``1`` to ``/proc/PID/clear_refs`` (the kernel clears the referenced bit of every page the
-  process maps) and ``5`` (its peak resident size, ``VmHWM``, starts again from what is resident now);
-- after: ``Referenced`` over the writable mappings of ``/proc/PID/smaps`` is the memory the process touched and
-  still maps, and ``VmHWM − VmRSS`` what it held at its peak beyond what it holds now: memory it allocated and
-  freed again (glibc hands big blocks back to the kernel on free), or a buffer made before the call and let go
-  during it.
-
-Their sum, over the processes, is what the call touched: a workspace allocated before the call and written
-during it counts, so do two halves alive at once, NumPy's memory and another process's. Nothing the student's
-code runs can reset or hide it: the counts are the kernel's, read from another process. What it cannot tell:
-*what* the memory held (a check compares the count with sizes the honest call stays far below), and memory
-touched in a process that ended before the count was read (the checker refuses such a measurement, and the
-worker's audit hook one that started a process while measured).
+call: ``/proc/PID/clear_refs`` reset before, then ``Referenced`` of the writable mappings plus ``VmHWM − VmRSS``
+after, summed over every process under the sandbox's init. Nothing the student's code runs can reset or hide
+it; what it cannot tell is *what* the memory held, or what a process that ended before the count touched (the
+checker refuses that measurement). docs/grading.md, "What the worker measures", says how checks use it.
 """
 
 from __future__ import annotations

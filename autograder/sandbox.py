@@ -552,11 +552,7 @@ def available_isolation() -> str:
         return "none"
     pid = os.fork()
     if pid == 0:
-        try:
-            rc = libc().unshare(NAMESPACES)
-            os._exit(0 if rc == 0 else 1)
-        finally:
-            os._exit(1)
+        _exit_with(1, lambda: 0 if libc().unshare(NAMESPACES) == 0 else 1)
     _, status = os.waitpid(pid, 0)
     return "full" if os.waitstatus_to_exitcode(status) == 0 else "none"
 
