@@ -97,10 +97,6 @@ def _seen(text: str) -> int:
     return sum(1 for ch in text if not unicodedata.combining(ch))
 
 
-def _pad(text: str, width: int) -> str:
-    return text + " " * max(width - _seen(text), 0)
-
-
 def table(all_stages: list[Stage], upto: int | None = None, digits: int = 4) -> str:
     """Every stage filled in by step ``upto`` (default: all), one block per stage, as plain text."""
     upto = last_step(all_stages) if upto is None else upto
@@ -109,8 +105,7 @@ def table(all_stages: list[Stage], upto: int | None = None, digits: int = 4) -> 
         if s.step > upto:
             continue
         arrow = {"given": " ", "forward": "→", "backward": "←"}[s.direction]
-        shape = tuple(s.value.shape)
-        head = f"{s.step}  {arrow} {_pad(s.symbol, 2)} {str(shape):<7} "
+        head = f"{s.step}  {arrow} {s.symbol}{' ' * max(2 - _seen(s.symbol), 0)} {str(tuple(s.value.shape)):<7} "
         lines = _fmt(s.value, digits)
         out.append(head + lines[0])
         out += [" " * _seen(head) + ln for ln in lines[1:]]
@@ -124,8 +119,7 @@ def figure(all_stages: list[Stage], upto: int | None = None):
     upto = last_step(all_stages) if upto is None else upto
     by_symbol = {s.symbol: s for s in all_stages}
     fig, ax = plt.subplots(figsize=(12, 5.2))
-    ax.set_xlim(-0.05, 5.05)
-    ax.set_ylim(-1.5, 3.8)
+    ax.set(xlim=(-0.05, 5.05), ylim=(-1.5, 3.8))
     ax.axis("off")
     top, bottom = 2.0, 0.55
     xs = [0.55, 1.95, 3.35, 4.55]  # column centres
@@ -166,11 +160,8 @@ def _html(all_stages: list[Stage], upto: int) -> str:
     """The stepper's view: a table whose cells fill in as the steps advance; the newest is highlighted."""
     cells: dict[tuple[str, int], list[Stage]] = {}
     for s in all_stages:
-        row = "backward" if s.direction == "backward" else "forward"
-        if s.symbol in ("W", "b"):
-            row = "parameters"
-        if s.symbol in ("W̄", "b̄"):
-            row = "parameter gradients"
+        parameter = {"W": "parameters", "b": "parameters", "W̄": "parameter gradients", "b̄": "parameter gradients"}
+        row = parameter.get(s.symbol, "backward" if s.direction == "backward" else "forward")
         cells.setdefault((row, s.column), []).append(s)
 
     def cell(row, col):

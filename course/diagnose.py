@@ -52,9 +52,8 @@ WHY: dict[str, str] = {
 # are read only once the values are right.
 
 # Frames from these folders are library code; the rest of a traceback is the student's.
-_HERE = os.path.dirname(os.path.abspath(__file__))
 _LIBRARY_DIRS = tuple(
-    os.path.join(os.path.dirname(_HERE), pkg) + os.sep for pkg in ("course", "autograder", "kernels")
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), pkg) + os.sep for pkg in ("course", "autograder", "kernels")
 ) + (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, os.path.dirname(os.__file__) + os.sep)
 
 
@@ -133,7 +132,6 @@ def diagnose(
         what = "a Python number or 0-d tensor" if expected.ndim == 0 else f"a torch.Tensor of shape {tuple(expected.shape)}"
         return GradingFailure("shape", f"{name} must be {what}, but it is a {type(got).__name__}.")
     expected = expected.detach()
-    shape_of = f", the shape of {of}" if of else ""
 
     if got.is_floating_point() and not bool(torch.isfinite(got).all()):
         bad = torch.nonzero(~torch.isfinite(got))[0].tolist() if got.ndim else []
@@ -146,19 +144,18 @@ def diagnose(
     if got.is_complex() or not (got.is_floating_point() or expected.dtype == got.dtype):
         return GradingFailure("wrong-values", f"{name} has dtype {got.dtype}; expected a real floating-point tensor like {expected.dtype}.")
 
-    if got.shape != expected.shape:
-        return _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of)
-
-    if relative_error(got, expected) <= tol:
+    same = got.shape == expected.shape
+    if same and relative_error(got, expected) <= tol:
         return None
-
-    where = where_mismatch(name, got, expected, case)
+    where = (where_mismatch(name, got, expected, case) if same
+             else f"{name} has shape {tuple(got.shape)}; it must be {tuple(expected.shape)}")
     for alt in alternatives:
         if _close(got, alt.value, tol):
             return GradingFailure(alt.cls, alt.sentence, where, alt.topic)
+    if not same:
+        return _diagnose_shape(name, got, expected, tol, case, f", the shape of {of}" if of else "")
     for rung in LADDER:  # the one-case rungs between the shape (above) and wrong-values, in the ladder's order
-        sentence = _RUNGS[rung](name, got, expected, tol, batch) if rung in _RUNGS else None
-        if sentence is not None:
+        if (sentence := _rung(rung, name, got, expected, tol, batch)) is not None:
             return GradingFailure(rung, sentence, where)
     failure = GradingFailure("wrong-values", f"{name} has the right shape but wrong values.", where)
     failure.generic = True  # no bug matched: run_cases may still name it from the other cases
@@ -178,49 +175,34 @@ def _constant_factor(got: torch.Tensor, expected: torch.Tensor, tol: float) -> f
     return c
 
 
-def _sign_rung(name, got, expected, tol, batch) -> str | None:
-    if _close(got, -expected, tol):
+def _rung(rung: str, name: str, got: torch.Tensor, expected: torch.Tensor, tol: float, batch: int | None) -> str | None:
+    """The sentence of ``rung`` when it explains ``got``: the rungs :func:`diagnose` reads on one case. The shape
+    comes before them, and batch-reduction, which needs the cases before this one, after them (:func:`batch_refined`)."""
+    if rung == "sign" and _close(got, -expected, tol):
         return f"{name} is right up to sign: it is the negative of the right answer."
-    return None
-
-
-def _transpose_rung(name, got, expected, tol, batch) -> str | None:
-    if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
+    if rung == "transpose" and got.ndim >= 2 and got.shape[-1] == got.shape[-2] and _close(got, expected.mT, tol):
         return (f"{name} is the transpose of the right answer: swap the operands' roles so the shapes line up "
                 "the other way (it only looked right because the matrix is square).")
-    return None
-
-
-def _scale_rung(name, got, expected, tol, batch) -> str | None:
-    factor = _constant_factor(got, expected, tol)
-    return None if factor is None else _scale_sentence(name, factor, batch)
-
-
-# The rungs :func:`diagnose` reads on one case, by class; the shape comes before them and batch-reduction, which
-# needs the cases before this one, after them (:func:`batch_refined`).
-_RUNGS = {"sign": _sign_rung, "transpose": _transpose_rung, "scale": _scale_rung}
-if not all(LADDER.index(r) < LADDER.index("batch-reduction") for r in _RUNGS) or LADDER[0] != "shape":
-    raise AssertionError("LADDER: the shape comes first, and the one-case rungs before batch-reduction")
-
-
-def _scale_sentence(name: str, c: float, n: int | None) -> str:
+    if rung != "scale" or (c := _constant_factor(got, expected, tol)) is None:
+        return None
     base = f"{name} is right up to a constant factor: it is {c:.6g} times the right answer."
-    if n and n > 1:  # the batch size
-        if math.isclose(abs(c), n, rel_tol=1e-6):
-            return base + f" That factor is the batch size ({n}): a mean became a sum (a missing 1/{n})."
-        if math.isclose(abs(c), 1.0 / n, rel_tol=1e-6):
-            return base + f" That factor is 1/the batch size (1/{n}): a division by the batch size that the loss does not have."
+    if batch and batch > 1:
+        if math.isclose(abs(c), batch, rel_tol=1e-6):
+            return base + f" That factor is the batch size ({batch}): a mean became a sum (a missing 1/{batch})."
+        if math.isclose(abs(c), 1.0 / batch, rel_tol=1e-6):
+            return base + f" That factor is 1/the batch size (1/{batch}): a division by the batch size that the loss does not have."
     if math.isclose(abs(c), 2.0, rel_tol=1e-6) or math.isclose(abs(c), 0.5, rel_tol=1e-6):
         return base + " A factor of 2 often means a term counted twice, or a step and a denominator that do not match."
     return base + " Look for a missing normalisation such as 1/N, 1/√d, or a mean written as a sum."
 
 
-def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> GradingFailure:
-    """The shapes differ: say how, and recognise the common ways they come to differ."""
+if LADDER[0] != "shape" or max(LADDER.index(r) for r in ("sign", "transpose", "scale")) > LADDER.index("batch-reduction"):
+    raise AssertionError("LADDER: the shape comes first, and the one-case rungs before batch-reduction")
+
+
+def _diagnose_shape(name, got, expected, tol, case, shape_of) -> GradingFailure:
+    """The shapes differ and no named bug explains it: say how, and recognise the common ways they come to differ."""
     gs, es = tuple(got.shape), tuple(expected.shape)
-    for alt in alternatives:
-        if _close(got, alt.value, tol):
-            return GradingFailure(alt.cls, alt.sentence, f"{name} has shape {gs}; it must be {es}", alt.topic)
     if got.ndim >= 2 and expected.ndim >= 2 and gs == tuple(expected.mT.shape) and _close(got, expected.mT, tol):
         return GradingFailure(
             "transpose",
@@ -228,14 +210,12 @@ def _diagnose_shape(name, got, expected, tol, alternatives, case, shape_of) -> G
             "transposed: with the shapes written down, only one placement of the operands gives the shape of its input.",
         )
     extra = got.ndim - expected.ndim
-    if extra > 0 and gs[extra:] == es and math.prod(gs[:extra]) > 1:
-        summed = got.sum(dim=tuple(range(extra)))
-        if _close(summed, expected, tol):
-            return GradingFailure(
-                "batch-reduction",
-                f"{name} has shape {gs} but must be {es}{shape_of}: it keeps the leading batch "
-                f"axes {gs[:extra]}, but every sample contributes to the one {name}: a reduction over the batch is missing.",
-            )
+    if extra > 0 and gs[extra:] == es and math.prod(gs[:extra]) > 1 and _close(got.sum(dim=tuple(range(extra))), expected, tol):
+        return GradingFailure(
+            "batch-reduction",
+            f"{name} has shape {gs} but must be {es}{shape_of}: it keeps the leading batch "
+            f"axes {gs[:extra]}, but every sample contributes to the one {name}: a reduction over the batch is missing.",
+        )
     if got.numel() == expected.numel() and [s for s in gs if s != 1] == [s for s in es if s != 1]:
         return GradingFailure(
             "shape",
@@ -421,7 +401,6 @@ def distinct_from(alts: list[Alternative], expected: torch.Tensor) -> list[Alter
 # Running the cases of an exercise, and reading a failure in the light of the cases before it
 
 TRANSPOSED = "a transposed (non-contiguous) view"
-DEPENDS_ON_LAYOUT = "depends on how its inputs are laid out in memory, not only on their values."
 BATCH_SUM = "a sum over the batch axis is missing or done in the wrong place (every sample must contribute)."
 
 
@@ -446,12 +425,12 @@ def layout_refined(failure: GradingFailure, out: str, case: Case, passed: Passed
     """``out`` wrong for a transposed view once a contiguous case above batch 1 passed: the code depends on the layout
     (``generic``: said only of a failure no named bug explains; else of any but a shape failure)."""
     if passed.contiguous and strided(case.args) and (failure.generic if generic else failure.cls != "shape"):
-        return layout_failure(out, f"{subject} {DEPENDS_ON_LAYOUT}", failure.where)
+        return layout_failure(out, f"{subject} depends on how its inputs are laid out in memory, not only on their values.",
+                              failure.where)
     return None
 
 
 def labelled(failure: GradingFailure, label: str) -> GradingFailure:
-
     """The same failure, saying which inputs: often only the transposed or the 3-D case makes code raise."""
     return GradingFailure(failure.cls, failure.sentence, "\n".join(w for w in (failure.where, f"inputs: {label}") if w))
 
@@ -524,7 +503,7 @@ def run_cases(
     (cases should come batch 1 first). An error the code raised says which inputs (``on_error(failure, case, passed)``
     may say more). Where the classifier itself fails on an output of the wrong shape, the shapes are reported.
     ``tol`` may be a function of the case; where ``bound(out, case)`` gives a number, ``out`` is held to that
-    absolute bound instead (:func:`bounded`).
+    absolute bound instead.
     """
     passed = Passed(name, fn)
 
@@ -546,15 +525,20 @@ def run_cases(
                 limit = bound(out, case) if bound else None
                 try:
                     if limit is not None:
-                        failure = bounded(out, g, e, limit, case_tol, alternatives, case, **extra)
-                        if failure is None:
+                        if _within(g, e, limit):
                             continue
+                        # Diagnosed against the reference with its entries under the bound set to zero: a relative
+                        # comparison with a value at the level of rounding would read any wrong entry as "scale".
+                        e = torch.where(e.abs() <= limit, torch.zeros_like(e), e)
                     elif diagnose(out, g, e, tol=case_tol, **extra) is None:
                         continue
-                    else:
-                        # Wrong: only now build the named bugs, which can cost as much as the reference.
-                        alts = alternatives(case).get(out, ()) if alternatives else ()
-                        failure = diagnose(out, g, e, tol=case_tol, alternatives=alts, **extra)
+                    # Wrong: only now build the named bugs, which can cost as much as the reference.
+                    alts = alternatives(case).get(out, ()) if alternatives else ()
+                    failure = diagnose(out, g, e, tol=case_tol, alternatives=alts, **extra)
+                    if failure is None:  # within the relative tolerance, yet not within the bound
+                        failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
+                                                 where_mismatch(out, g, e, case.label))
+                        failure.generic = True
                 except RuntimeError:
                     if not (isinstance(g, torch.Tensor) and g.shape != e.shape):
                         raise
@@ -567,24 +551,12 @@ def run_cases(
             passed.add(case)
 
 
-def bounded(out: str, got, expected: torch.Tensor, limit: float, tol: float,
-            alternatives: Callable[[Case], dict[str, list[Alternative]]] | None, inputs: Case,
-            **extra) -> GradingFailure | None:
-    """None when ``got`` is a finite float tensor within ``limit`` of ``expected`` everywhere; else the diagnosis,
-    against the reference with its entries under ``limit`` set to zero: a relative comparison with a value at the
-    level of rounding would read any wrong answer of one entry as a "scale" bug."""
-    if isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point():
-        diff = (got.detach().to("cpu", torch.float64) - expected.to(torch.float64)).abs()
-        if bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= limit):
-            return None
-    expected = torch.where(expected.abs() <= limit, torch.zeros_like(expected), expected)
-    alts = alternatives(inputs).get(out, ()) if alternatives else ()
-    failure = diagnose(out, got, expected, tol=tol, alternatives=alts, **extra)
-    if failure is None:  # within the relative tolerance, yet not within the bound
-        failure = GradingFailure("wrong-values", f"{out} has the right shape but wrong values.",
-                                 where_mismatch(out, got, expected, inputs.label))
-        failure.generic = True
-    return failure
+def _within(got, expected: torch.Tensor, limit: float) -> bool:
+    """Whether ``got`` is a finite float tensor within ``limit`` of ``expected`` everywhere."""
+    if not (isinstance(got, torch.Tensor) and got.shape == expected.shape and got.is_floating_point()):
+        return False
+    diff = (got.detach().to("cpu", torch.float64) - expected.to(torch.float64)).abs()
+    return bool(torch.isfinite(got).all()) and (got.numel() == 0 or diff.max().item() <= limit)
 
 
 # Classes a hint cannot cover: nothing was derived yet, the code crashed, or it was not the student's derivation.

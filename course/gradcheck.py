@@ -26,26 +26,29 @@ _STEPS = (-2.0, -1.0, 1.0, 2.0)
 _WEIGHTS = (1 / 12, -8 / 12, 8 / 12, -1 / 12)
 
 
+def _stencil(f: Callable, x: torch.Tensor, eps: float, start=0.0):
+    """For each entry j of x in turn, ``start`` + Σ_k w_k f(x + s_k ε e_j), every other entry left where it was."""
+    # A contiguous float64 copy: moving its entries never touches the caller's x, and .view(-1) needs
+    # contiguous memory (a transposed x keeps its strides through a plain clone).
+    point = torch.empty(x.shape, dtype=torch.float64).copy_(x.detach())
+    flat = point.view(-1)
+    for j in range(flat.numel()):
+        keep = flat[j].item()
+        total = start
+        for step, weight in zip(_STEPS, _WEIGHTS):
+            flat[j] = keep + step * eps
+            total = total + weight * f(point)
+        flat[j] = keep
+        yield total
+
+
 def central_difference_grad(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """∂f/∂x of a scalar function, in float64, with the shape of x, by the symmetric fourth-order stencil.
 
     Four calls of f per entry of x, each with that entry moved by ±ε or ±2ε and every other left where it
     was; the caller's x is never written.
     """
-    # A contiguous float64 copy: moving its entries never touches the caller's x, and .view(-1) needs
-    # contiguous memory (a transposed x keeps its strides through a plain clone).
-    x = torch.empty(x.shape, dtype=torch.float64).copy_(x.detach())
-    grad = torch.empty_like(x)
-    flat, gflat = x.view(-1), grad.view(-1)
-    for i in range(flat.numel()):
-        keep = flat[i].item()
-        total = 0.0
-        for step, weight in zip(_STEPS, _WEIGHTS):
-            flat[i] = keep + step * eps
-            total += weight * float(f(x))
-        flat[i] = keep
-        gflat[i] = total / eps
-    return grad
+    return torch.tensor(list(_stencil(lambda p: float(f(p)), x, eps)), dtype=torch.float64).reshape(x.shape) / eps
 
 
 def numerical_vjp(forward: Callable, inputs: tuple[torch.Tensor, ...], dy: torch.Tensor, eps: float = 1e-6) -> tuple[torch.Tensor, ...]:
@@ -60,18 +63,10 @@ def numerical_vjp(forward: Callable, inputs: tuple[torch.Tensor, ...], dy: torch
         if not xi.is_floating_point():
             grads.append(None)
             continue
-        point = torch.empty(xi.shape, dtype=torch.float64).copy_(xi)  # contiguous: one flat loop for any layout
-        flat = point.view(-1)
-        grad = torch.empty_like(point)
-        for j in range(flat.numel()):
-            keep = flat[j].item()
-            column = torch.zeros_like(dy)  # ∂y/∂x_j, shaped like y
-            for step, weight in zip(_STEPS, _WEIGHTS):
-                flat[j] = keep + step * eps
-                column += weight * forward(*inputs[:i], point, *inputs[i + 1:]).to(torch.float64)
-            flat[j] = keep
-            grad.view(-1)[j] = torch.vdot(column.reshape(-1), dy.reshape(-1)) / eps  # entry j of Jᵀȳ
-        grads.append(grad)
+        # Column j of J is ∂y/∂x_j, shaped like y; entry j of Jᵀȳ is its dot product with ȳ.
+        columns = _stencil(lambda p: forward(*inputs[:i], p, *inputs[i + 1:]).to(torch.float64), xi, eps, torch.zeros_like(dy))
+        dots = [float(torch.vdot(column.reshape(-1), dy.reshape(-1))) for column in columns]
+        grads.append(torch.tensor(dots, dtype=torch.float64).reshape(xi.shape) / eps)
     return tuple(grads)
 
 

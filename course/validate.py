@@ -7,11 +7,9 @@ a row per graded test cell (nbgrader's ``grade: true``) with its points and ``�
 ``✗`` and the first line of its ``diagnosis:`` ("not implemented yet" for a stub that
 still raises), and the points that would pass the visible checks.
 
-A cell passes as nbgrader scores it: no error output and nothing written to stderr — and,
-for a check of ``course.selfcheck``, only if the same check passes again where the notebook's
-code cannot change it (course/recheck.py): in this process, with the student's objects called
-in the kernel. A notebook that replaces ``course.selfcheck`` gets the table it would get without.
-The hidden tests are not in a student's notebook, so a pass here is necessary, not sufficient.
+A cell passes as nbgrader scores it (no error output, nothing on stderr) and only if its checks
+pass again out of the notebook's reach (docs/grading.md, "The student's own check"). The hidden
+tests are not in a student's notebook, so a pass here is necessary, not sufficient.
 
 Exit status: 0 when every test cell of every notebook passes, 1 otherwise, 2 for a bad
 argument (a missing file, a file that is not a notebook, a notebook without test cells).
@@ -191,19 +189,15 @@ def table(name: str, found: list[Row]) -> str:
     lines = [name, f"  {'test cell':<{width}}  points  result"]
     for r in found:
         result = "✓" if r.passed else f"✗ {r.why}"
-        lines.append(f"  {r.grade_id:<{width}}  {_points(r.points):>6}  {result}")
+        lines.append(f"  {r.grade_id:<{width}}  {r.points:>6g}  {result}")
     passed = sum(r.points for r in found if r.passed)
     total = sum(r.points for r in found)
-    lines.append(f"  {_points(passed)} of {_points(total)} points would pass the visible checks")
+    lines.append(f"  {passed:g} of {total:g} points would pass the visible checks")
     changed = [r.grade_id for r in found if r.rechecked]
     if changed:
         lines.append(f"  note: {', '.join(changed)} passed inside the notebook but not when re-checked outside it, where "
                      "the notebook's code cannot change the checks")
     return "\n".join(lines)
-
-
-def _points(value: float) -> str:
-    return f"{value:g}"
 
 
 def _first_line(text: str) -> str:
