@@ -381,12 +381,11 @@ class TokenRecorder(AllocationRecorder):
                 key = _storage(t)[0]
                 if key is not None:
                     entry = self._rows.setdefault(key, [0, 0, None, None])
-                    for side in (0, 1):
+                    for side, bits in enumerate((q, k)):  # the map no longer says which element holds which row
                         if entry[2 + side] is not None:
                             entry[side] |= _bits(entry[2 + side])
-                            entry[2 + side] = None
-                    entry[0] |= q
-                    entry[1] |= k
+                        entry[side] |= bits
+                        entry[2 + side] = None
         return out
 
     def _witnessed(self, m: witness.Measurement) -> None:
