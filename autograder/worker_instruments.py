@@ -124,7 +124,8 @@ class Instruments:
         and the audit hook only: a call whose memory the checker counts from outside (autograder/pages.py), where
         tracemalloc's and the profiler's own memory would stand above an honest call's."""
         ran, delegated = self._run(fn, args, kwargs)
-        m = self._bare_measurement(delegated)
+        m = {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
+             "delegated": list(delegated)[:20], "intact": not self.refused}
         return _returned(ran, m), m
 
     def _run(self, fn, args, kwargs, before=(), after=()):
@@ -139,21 +140,11 @@ class Instruments:
             self.active[0] = False
         return ran, delegated
 
-    def _bare_measurement(self, delegated: list) -> dict:
-        return {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
-                "delegated": list(delegated)[:20], "intact": not self.refused}
-
     def follow(self, call, queries: list, keys: list, ignore) -> dict:
-        """Which token rows each allocation of ``call()`` came from: the call made once more, on copies of the
-        arguments the measured call was given, under ``course.memory.TokenRecorder`` (queries, keys), right after
-        :meth:`measure` measured it without one (the recorder's own tensors would count in the profiler's sizes).
-
-        Returns ``{"intact", "complete", "allocations"}``: each distinct allocation as ``[op, shape, numel, nbytes,
-        dtype, factory, query rows, key rows, returned]``, in the order first made, at most :data:`MAX_FOLLOWED`
-        (``complete`` false past that). Not ``intact`` (the checker refuses the reply): no recorder here, the call
-        raised this time, course.memory or the recorder patched since start-up, the recorder not the innermost
-        dispatch mode when the call returned, a thread or a process started, or an allocation of a size the
-        measured call never made (code that works otherwise when its rows are followed).
+        """``{"intact", "complete", "allocations"}``: which token rows each allocation of ``call()`` came from, the
+        call made once more under ``course.memory.TokenRecorder`` right after :meth:`measure` measured it without
+        one (the recorder's own tensors would count in the profiler's sizes). What is reported, and what makes it
+        not ``intact`` (the checker refuses it): docs/grading.md, "What the worker measures", the token rows.
         """
         broken = {"intact": False, "complete": False, "allocations": []}
         follower = self.follower
@@ -161,7 +152,7 @@ class Instruments:
             return broken
         sizes = dict(self.sizes)
         try:
-            rec = follower.recorder(queries, keys, ignore)
+            rec = follower.cls(queries, keys, ignore=ignore)
         except Exception:  # noqa: BLE001 — the recorder itself patched to raise
             return broken
         del self.refused[:]
@@ -286,9 +277,6 @@ class _Follower:
         now = self._state()
         return len(now) == len(self._snapshot) and all(
             a[0] == b[0] and a[1] is b[1] and a[2] == b[2] for a, b in zip(now, self._snapshot))
-
-    def recorder(self, queries: list, keys: list, ignore):
-        return self.cls(queries, keys, ignore=ignore)
 
     def innermost(self, rec) -> bool:
         n = self._depth()
@@ -510,12 +498,13 @@ def _trip_profiler_switches(active: list, exit_now) -> None:
 
 def summarize(events: list[tuple[str, int]]) -> dict:
     """The profiler's events as the checker reads them: allocations (bytes, largest first), aten ops, engine nodes."""
-    allocations, ops, engine, net = [], {}, [], 0
+    allocations, ops, engine, net, sizes = [], {}, [], 0, {}
     for name, nbytes in events:
         if name == "[memory]":
             net += int(nbytes)  # an allocation, or (negative) a free
             if nbytes > 0:
                 allocations.append(int(nbytes))
+                sizes[int(nbytes)] = sizes.get(int(nbytes), 0) + 1
         elif name.startswith(ENGINE_PREFIX):
             if len(engine) < MAX_OPS:
                 engine.append(name[len(ENGINE_PREFIX):][:100])
@@ -524,9 +513,6 @@ def summarize(events: list[tuple[str, int]]) -> dict:
             if key in ops or len(ops) < MAX_OPS:
                 ops[key] = ops.get(key, 0) + 1
     allocations.sort(reverse=True)
-    sizes: dict[int, int] = {}
-    for nbytes in allocations:
-        sizes[nbytes] = sizes.get(nbytes, 0) + 1
     return {"allocations": allocations[:MAX_ALLOCATIONS], "ops": ops, "engine": engine, "net": net, "sizes": sizes}
 
 

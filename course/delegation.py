@@ -1,31 +1,20 @@
 """Catch an answer that came from a helper the course ships instead of the student's derivation.
 
-The ``course`` package has to hold working code — central differences and the relative
-error for checking gradients, closed forms that build the checks' inputs — and notebook
-00 asks students to write exactly those. ``numerical_gradient = lambda f, x, eps=1e-6:
+``course`` has to hold working code (central differences, the relative error, closed forms behind the checks'
+inputs) that notebook 00 asks students to write: ``numerical_gradient = lambda f, x, eps=1e-6:
 course.gradcheck.central_difference_grad(f, x, eps)`` is right in every value, and
-``course.gradcheck.numerical_vjp`` answers every VJP exercise to seven digits. So while a
-check runs a student's function (``course.diagnose.call_student``), every public function
-and public method of a public class defined in ``course`` — and in ``kernels``, the
-reference solutions, when they are loaded — is a tripwire: calling one is recorded and
-raises, and the check reports ``delegated-to-helper``.
+``course.gradcheck.numerical_vjp`` answers every VJP exercise. So while a check runs a student's function
+(``course.diagnose.call_student``), every public function and public method of a public class defined in
+``course`` (and in ``kernels``, the reference solutions, when loaded) is a tripwire: calling one is recorded
+and raises, and the check reports ``delegated-to-helper``.
 
-How: each guarded function keeps its identity but gets a new ``__code__`` that calls
-:func:`_enter`, which runs the original unless a check is armed. A reference the student
-took before the check (``from course.gradcheck import numerical_vjp``) is the same function
-object, so it is caught too. The signature and the source stay readable (``help()``,
-``inspect.getsource``). Functions with closures (decorator wrappers such as the checks
-themselves) cannot take a closure-free code object and are left alone: none of them
-computes an answer.
-
-Not guarded, on purpose:
-- private names (a leading underscore) and dunders: the checking machinery runs them while
-  student code is on the stack (a probe's ``__call__``, a dispatch mode's hooks);
-- :data:`EXEMPT`, public functions that run inside a student's call by design, and this
-  module itself.
-
-A student who restores the original code objects is tampering, not delegating; that is the
-trusted re-check's business.
+Each guarded function keeps its identity (so a reference taken before the check, ``from course.gradcheck import
+numerical_vjp``, is caught too), its signature and its source, but gets a new ``__code__`` that calls
+:func:`_enter`, which runs the original unless a check is armed. Functions with closures (decorator wrappers
+such as the checks) cannot take a closure-free code object and are left alone: none computes an answer.
+Private names and dunders are not guarded (the checking machinery runs them while student code is on the
+stack: a probe's ``__call__``, a dispatch mode's hooks), nor :data:`EXEMPT` and this module. A student who
+restores the original code objects is tampering, not delegating: the trusted re-check's business.
 """
 
 from __future__ import annotations
@@ -76,17 +65,6 @@ def _enter(key: str, args: tuple, kwargs: dict):
             record.append(key)
         raise DelegatedToHelper(f"{key} is a course helper: a check's answer must not come from it")
     return _originals[key](*args, **kwargs)
-
-
-def _package_dirs() -> dict[str, str]:
-    """Folder of each guarded package that is loaded, so only code defined there is guarded."""
-    dirs = {}
-    for name in PACKAGES:
-        module = sys.modules.get(name)
-        path = getattr(module, "__file__", None)
-        if path:
-            dirs[name] = str(Path(path).resolve().parent) + "/"
-    return dirs
 
 
 def _trampoline(code: types.CodeType, key: str) -> types.CodeType:
@@ -141,7 +119,10 @@ def helpers(module: types.ModuleType, folder: str) -> Iterator[tuple[str, types.
 
 def install() -> None:
     """Guard the helpers of every module of :data:`PACKAGES` loaded so far (cheap when nothing is new)."""
-    dirs = _package_dirs()
+    dirs = {}  # the folder of each guarded package loaded: only code defined there is guarded
+    for package in PACKAGES:
+        if path := getattr(sys.modules.get(package), "__file__", None):
+            dirs[package] = str(Path(path).resolve().parent) + "/"
     for name, module in list(sys.modules.items()):
         if name in _seen_modules or module is None:
             continue

@@ -1,38 +1,24 @@
 """Record every tensor a function allocates while it runs: how a check sees an N×N tensor being built.
 
-A backward can give the right numbers and still be wrong for a kernel writer, because of
-what it built on the way: the softmax backward that materializes its N×N Jacobian, the
-attention backward that allocates a T×T score matrix. :class:`AllocationRecorder` makes
-that visible. It is a ``TorchDispatchMode``, so it sees the output of every aten op that
-runs inside its ``with`` block — including ops called from library code — and keeps one
-:class:`Allocation` for each output that lives in **new memory**:
+A backward can give the right numbers and still build what a kernel writer must not: softmax's N×N
+Jacobian, attention's T×T scores. :class:`AllocationRecorder`, a ``TorchDispatchMode``, sees the output of
+every aten op inside its ``with`` block (library code's included) and keeps one :class:`Allocation` for each
+output that lives in **new memory**:
 
     with AllocationRecorder() as rec:
         dx = softmax_backward(y, dy)
     rec.largest_numel                # elements in the biggest new tensor
     rec.offenders(min_numel=N * N)   # [("aten.diag_embed", (B, N, N)), ...]
 
-What counts as an allocation: an op output whose storage is not the storage of one of
-that op's tensor inputs. So these are *not* counted, because they share memory with
-something that already exists:
+Not counted, because the memory already exists: the caller's inputs; views (``view``, ``reshape`` of a
+contiguous tensor, ``expand``, ``transpose``, slicing, ``detach``: an ``expand`` of an (N, 1) column to (N, N)
+holds N elements, not N²); in-place ops and ``out=`` results that fit their buffer. Counted: every new result
+(a ``reshape`` that must copy, once) and every factory (``zeros``, ``eye``, ``torch.tensor``, ...), which
+``factory_calls`` also counts. An allocation's size is the elements its new storage holds.
 
-- the caller's inputs (they were allocated before the block);
-- views: ``view``, ``reshape`` of a contiguous tensor, ``expand``, ``transpose``,
-  ``unsqueeze``, slicing, ``detach`` — an ``expand`` of an (N, 1) column to (N, N) holds N
-  elements, not N²;
-- in-place ops (``mul_``) and ``out=`` results that fit their buffer.
-
-And these are counted: every new result (``a * b``, ``clone``, a ``reshape`` that must
-copy — once, although aten does it as ``clone`` then ``_unsafe_view``), and every factory
-(``zeros``, ``empty``, ``eye``, ``arange``, ``torch.tensor``), which ``factory_calls``
-also counts. The size of an allocation is the number of elements its new storage holds,
-which for an ordinary result is its ``numel()``.
-
-Limitations: memory made outside torch's dispatcher is invisible — NumPy arrays, and
-tensors wrapping them via ``torch.from_numpy``. The recorder lists allocations, not peak
-memory: ten temporaries of N elements, made one after another in a loop, are ten allocations
-of N (never one of 10·N). Python-level work is slower inside the block (every op makes one
-extra Python call).
+Limitations: memory made outside torch's dispatcher is invisible (NumPy arrays, ``torch.from_numpy``). The
+recorder lists allocations, not peak memory: ten temporaries of N made one after another are ten allocations
+of N. Every op inside the block costs one extra Python call.
 """
 
 from __future__ import annotations
@@ -190,16 +176,21 @@ class AllocationRecorder(_NewMemory):
 
     # -- what the process that ran the call measured (the grader's re-check: course.witness) ----
 
+    def _watches(self) -> list:
+        """What this recorder listens to in ``course.witness`` while its block runs."""
+        return [witness.watching(self._witnessed)]
+
     def __enter__(self):
-        self._watch = witness.watching(self._witnessed)
-        self._watch.__enter__()
+        self._stack = contextlib.ExitStack()
+        for watch in self._watches():
+            self._stack.enter_context(watch)
         return super().__enter__()
 
     def __exit__(self, *exc):
         try:
             return super().__exit__(*exc)
         finally:
-            self._watch.__exit__(None, None, None)
+            self._stack.close()
 
     def _witnessed(self, m: witness.Measurement) -> None:
         """Record a call measured in another process as this recorder would have recorded it here.
@@ -208,15 +199,15 @@ class AllocationRecorder(_NewMemory):
         own dtype), and so do NumPy's and Python's allocations, counted together at their
         peak: an N×N array built in NumPy is as big as one built in torch.
         """
-        for nbytes in m.allocations:
-            self.allocations.append(Allocation(witness.ALLOCATED, (m.elements(nbytes),), m.elements(nbytes), nbytes,
-                                               None, True))
+
+        def measured(op: str, nbytes: int) -> Allocation:
+            return Allocation(op, (m.elements(nbytes),), m.elements(nbytes), nbytes, None, True)
+
+        self.allocations += [measured(witness.ALLOCATED, nbytes) for nbytes in m.allocations]
         if m.peak:
-            self.allocations.append(Allocation(witness.NUMPY_PEAK, (m.elements(m.peak),), m.elements(m.peak), m.peak,
-                                               None, True))
+            self.allocations.append(measured(witness.NUMPY_PEAK, m.peak))
         if m.touched is not None:  # apart: the rules read it on their large cases only (witness.touched_over)
-            self.touched.append(Allocation(witness.TOUCHED, (m.elements(m.touched),), m.elements(m.touched),
-                                           m.touched, None, True))
+            self.touched.append(measured(witness.TOUCHED, m.touched))
         self.ops.update(m.ops)
 
     # -- questions about what was recorded ------------------------------------------
@@ -330,16 +321,8 @@ class TokenRecorder(AllocationRecorder):
             for t in tensors:
                 self._map_input(t, side)
 
-    def __enter__(self):
-        self._follow = witness.following(*self.sides)  # a call measured elsewhere follows the same two sides
-        self._follow.__enter__()
-        return super().__enter__()
-
-    def __exit__(self, *exc):
-        try:
-            return super().__exit__(*exc)
-        finally:
-            self._follow.__exit__(None, None, None)
+    def _watches(self) -> list:
+        return [*super()._watches(), witness.following(self.sides)]  # a call measured elsewhere follows them too
 
     def tiles(self, out) -> list[tuple[Allocation, tuple[int, int], bool]]:
         """(allocation, (query rows, key rows) it came from, whether it is memory of ``out``) for every allocation
@@ -398,12 +381,11 @@ class TokenRecorder(AllocationRecorder):
                 key = _storage(t)[0]
                 if key is not None:
                     entry = self._rows.setdefault(key, [0, 0, None, None])
-                    for side in (0, 1):
+                    for side, bits in enumerate((q, k)):  # the map no longer says which element holds which row
                         if entry[2 + side] is not None:
                             entry[side] |= _bits(entry[2 + side])
-                            entry[2 + side] = None
-                    entry[0] |= q
-                    entry[1] |= k
+                        entry[side] |= bits
+                        entry[2 + side] = None
         return out
 
     def _witnessed(self, m: witness.Measurement) -> None:

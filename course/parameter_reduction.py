@@ -55,6 +55,7 @@ def plot_parameter_reduction(n_rows: int = 7, n_cols: int = 6, n_programs: int =
     """
     groups = program_rows(n_rows, n_programs)
     owner = [p for p, rows in enumerate(groups) for _ in rows]
+    mids = {p: (rows.start + rows.stop) / 2 for p, rows in enumerate(groups) if len(rows)}  # programs with rows
     colors = [PROGRAM_COLORS[p % len(PROGRAM_COLORS)] for p in owner]
     gap = 4.0
     x_buf = n_cols + gap
@@ -67,10 +68,9 @@ def plot_parameter_reduction(n_rows: int = 7, n_cols: int = 6, n_programs: int =
     buf_colors = [PROGRAM_COLORS[p % len(PROGRAM_COLORS)] for p in range(n_programs)]
     _grid(top, x_buf, 0, n_programs, n_cols, buf_colors, f"partial γ̄ ({n_programs}×{n_cols})\nrow p: program p only")
     _grid(top, x_out, 0, 1, n_cols, [RESULT_COLOR], f"γ̄ ({n_cols},)\nsecond pass: Σ over rows")
-    for p, rows in enumerate(groups):
-        if len(rows):
-            mid = (rows.start + rows.stop) / 2
-            _arrow(top, (n_cols, mid), (x_buf, p + 0.5), buf_colors[p])
+    for p, mid in mids.items():
+        _arrow(top, (n_cols, mid), (x_buf, p + 0.5), buf_colors[p])
+    for p in range(n_programs):
         _arrow(top, (x_buf + n_cols, p + 0.5), (x_out, 0.5), "0.3")
     top.set_title("Partial sums, then a second pass: each program writes only its own buffer row.\n"
                   "Same additions in the same order every run; no program waits for another.",
@@ -82,20 +82,16 @@ def plot_parameter_reduction(n_rows: int = 7, n_cols: int = 6, n_programs: int =
     lock_x = x_buf + n_cols / 2
     bottom.text(lock_x, 0.5, "lock", ha="center", va="center", fontsize=9,
                 bbox={"boxstyle": "round", "facecolor": "white", "edgecolor": "0.2"})
-    for p, rows in enumerate(groups):
-        if len(rows):
-            mid = (rows.start + rows.stop) / 2
-            _arrow(bottom, (n_cols, mid), (lock_x - 1.2, 0.5), buf_colors[p])
+    for p, mid in mids.items():
+        _arrow(bottom, (n_cols, mid), (lock_x - 1.2, 0.5), buf_colors[p])
     _arrow(bottom, (lock_x + 1.2, 0.5), (x_out, 0.5), "0.3")
     bottom.set_title("Atomics: every program adds into the same entries, one at a time.\n"
                      "One pass, but programs queue at the lock, and the order of the additions varies.",
                      fontsize=10, loc="left")
 
     for ax in (top, bottom):
-        for p, rows in enumerate(groups):
-            if len(rows):
-                ax.text(-0.3, (rows.start + rows.stop) / 2, f"program {p}", ha="right", va="center", fontsize=8,
-                        color=buf_colors[p])
+        for p, mid in mids.items():
+            ax.text(-0.3, mid, f"program {p}", ha="right", va="center", fontsize=8, color=buf_colors[p])
         ax.set_xlim(-3.2, width)
         ax.set_ylim(n_rows + 0.5, -2.0)  # row 0 at the top, room above for labels
         ax.set_aspect("equal")

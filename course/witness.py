@@ -11,7 +11,7 @@ turned into elements of the call's own floating-point inputs (``itemsize``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 # An Allocation's op names for what the worker measured, as a diagnosis quotes them.
@@ -62,31 +62,27 @@ class Measurement:
         return nbytes // max(1, self.itemsize)
 
 
+def _held_on(stack: list) -> Callable[..., AbstractContextManager[None]]:
+    """``with held(item):`` keeps ``item`` on ``stack`` while the block runs. A closure, so never one of the course's
+    tripwires (course.delegation): the instruments enter it while a student's call runs."""
+
+    @contextmanager
+    def held(item) -> Iterator[None]:
+        stack.append(item)
+        try:
+            yield
+        finally:
+            del stack[max(i for i, x in enumerate(stack) if x is item)]
+
+    return held
+
+
 _watchers: list[Callable[[Measurement], None]] = []
-
-
-@contextmanager
-def watching(watcher: Callable[[Measurement], None]) -> Iterator[None]:
-    """While the block runs, ``watcher`` receives every measurement reported."""
-    _watchers.append(watcher)
-    try:
-        yield
-    finally:
-        _watchers.remove(watcher)
-
-
-_followed: list[tuple[tuple, tuple]] = []  # (query tensors, key tensors) of the TokenRecorders active now
-
-
-@contextmanager
-def following(queries: tuple, keys: tuple) -> Iterator[None]:
-    """While the block runs, a call measured in another process is asked to follow these two sides' token rows
-    too (``Measurement.followed``): the tensors a TokenRecorder here was given as its queries and its keys."""
-    _followed.append((tuple(queries), tuple(keys)))
-    try:
-        yield
-    finally:
-        _followed.pop()
+watching = _held_on(_watchers)  # with watching(watcher): the watcher receives every measurement reported
+# (query tensors, key tensors) of the TokenRecorders active now: with following((queries, keys)), a call measured
+# in another process follows these two sides' token rows too (Measurement.followed).
+_followed: list[tuple[tuple, tuple]] = []
+following = _held_on(_followed)
 
 
 def followed() -> tuple[tuple, tuple] | None:
@@ -97,16 +93,11 @@ def followed() -> tuple[tuple, tuple] | None:
 _counting: list[bool] = []
 
 
-@contextmanager
-def counted_by_os() -> Iterator[None]:
+def counted_by_os() -> AbstractContextManager[None]:
     """While the block runs, a call measured in another process has its memory counted by the operating system
     there (``Measurement.touched``) and is measured by nothing else: the large cases of a memory rule, where the
     other instruments' own memory would stand above an honest call's. No effect where nothing measures elsewhere."""
-    _counting.append(True)
-    try:
-        yield
-    finally:
-        _counting.pop()
+    return _held_on(_counting)(True)
 
 
 def counting_pages() -> bool:
