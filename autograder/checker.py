@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
-from course.remote import Proxies, Remote, RemoteCallable
+from course.remote import Proxies, Remote
 
 from . import sandbox
 from .pages import PageCounter
@@ -66,12 +66,12 @@ class Channel(Proxies):
     so nothing more is read from it; :func:`run` starts a fresh worker for the next exercise).
     """
 
+    _side = "student"
+    _fair_name = staticmethod(lambda name: name.isprintable() and 0 < len(name) <= 100)
+
     def __init__(self, lifeline: socket.socket, to_worker: int, from_worker: int):
+        super().__init__()
         self.lifeline, self.wfd, self.rfd = lifeline, to_worker, from_worker
-        self.deadline: float | None = None
-        self.callbacks: dict[int, object] = {}
-        self.proxies: dict[int, object] = {}  # one proxy per worker object: a class keeps its identity
-        self.graph_classes: dict[tuple, type] = {}
         self.sent = 0  # the number of the last frame sent to the worker
         self.seen = 0  # the number of the last frame received from it
         self.broken: str | None = None  # why the pipe is out of step, once it is
@@ -87,9 +87,7 @@ class Channel(Proxies):
         if isinstance(obj, type) and getattr(obj, "__module__", "") == "student":
             return {"__ref__": obj._remote_ref}
         if callable(obj):
-            cb = len(self.callbacks) + 1
-            self.callbacks[cb] = obj
-            return {"__cb__": cb}
+            return self._callback(obj)
         raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
 
     def _enc(self, value):
@@ -99,16 +97,7 @@ class Channel(Proxies):
         rid = marker.get("__ref__")
         if not (isinstance(rid, int) and not isinstance(rid, bool)):
             raise WireError("malformed", "a marker that is not a reference to a worker object")
-        if rid not in self.proxies:
-            info = dict(marker)
-            name = info.get("name")
-            info["name"] = name if isinstance(name, str) and name.isprintable() and 0 < len(name) <= 100 else "student_object"
-            info["type"] = str(info.get("type", "object"))[:100]
-            if info.get("function_class") is True:
-                self.proxies[rid] = self._function_class(info, "student")
-            else:
-                self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
-        return self.proxies[rid]
+        return super()._proxy(marker)
 
     def _dec(self, value):
         """A reply's value, decoded; what :func:`decode` refuses breaks the channel like a refused frame."""
@@ -222,48 +211,12 @@ class Channel(Proxies):
             raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
         return reply
 
-    def _run_callback(self, msg: dict, m: int) -> None:
-        cb = msg.get("cb")
-        fn = self.callbacks.get(cb) if isinstance(cb, int) else None
-        try:
-            if fn is None:
-                raise ValueError("unknown callback")
-            args, kwargs = self._dec(msg.get("args", ())), self._dec(msg.get("kwargs", {"__dict__": []}))
-            if not (isinstance(args, (list, tuple)) and isinstance(kwargs, dict)):
-                raise ValueError("a callback's arguments must be a tuple and a dict")
-            value = fn(*args, **kwargs)
-            self._send({"op": "result", "value": self._enc(value)}, re=m)
-        except (WorkerTimeout, WorkerDied, ReplyRefused):
-            raise
-        except Exception as exc:  # noqa: BLE001 — the checker's own callable raised: tell the worker
-            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]}, re=m)
-
     def _describe(self, info: dict) -> str:
         return f"<student {info['type']} {info['name']}>"
 
-    def _forward(self, ctx, ref: int, args: tuple):
-        """An autograd.Function's forward in the worker; ``ctx`` gets what the student's ctx saved (by value), and
-        what it keeps deeper (``ctx.box.P``, a NumPy array, bytes) or the forward still held in NumPy or Python
-        when it returned: shapes only, as tensors without storage, where a check of what the forward kept looks."""
-        sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else self._enc(a)
-                for a, flag in zip(args, ctx.needs_input_grad)]
-        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
-        measurement = self.measurement
-        out = self._dec(reply.get("value"))
-        saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
-        if not (isinstance(saved, list) and isinstance(stashed, dict)):
-            raise self._refuse(REFUSALS["malformed"] + " (what a Function saved)")
-        self._restore_ctx(ctx, saved, stashed.items())
-        for path, shape in self.kept(reply, measurement):
-            if not hasattr(ctx, path):
-                setattr(ctx, path, torch.empty(shape, device="meta"))
-        ctx.remote_graph = self._graph_of(reply)
-        return out
-
-    def _backward(self, op: str, handle, grads) -> list:
-        """The worker's gradients for ``grads`` through its graph ``handle``: ``op`` "grad", or "function_backward"."""
-        sent = [None if g is None else g.detach() for g in grads]
-        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
+    @staticmethod
+    def _leaf(t: torch.Tensor, requires_grad: bool) -> dict:
+        return {"__t__": t.detach(), "rg": bool(requires_grad)}
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self._enc(args), self._enc(kwargs)
@@ -319,12 +272,13 @@ class Channel(Proxies):
         witness.report(measurement)
         return measurement
 
-    def kept(self, reply: dict, measurement: witness.Measurement) -> list[tuple[str, tuple[int, ...]]]:
-        """(name, shape) of what a Function's forward kept beyond its saved tensors, measured in the worker.
-
-        What its ctx reaches (``box.P``, ``P (NumPy)``), and what it still held on return, in elements
-        of the inputs' dtype. Checked like any frame: a bad entry refuses the reply.
+    def _kept(self, ctx, reply: dict) -> None:
+        """What a Function's forward kept beyond its saved tensors, measured in the worker, on ``ctx`` as tensors without
+        storage (shapes only), where a check of what the forward kept looks: what its ctx reaches (``box.P``,
+        ``P (NumPy)``, bytes) and what it still held on return, in elements of the inputs' dtype. Checked like any
+        frame: a bad entry refuses the reply.
         """
+        measurement = self.measurement
         items = reply["measured"].get("kept", [])
         if not (isinstance(items, list) and len(items) <= 64):
             raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
@@ -339,7 +293,9 @@ class Channel(Proxies):
             out.append((path + {"tensor": "", "array": " (a NumPy array)", "bytes": " (bytes)"}[kind], shape))
         if measurement.held:
             out.append((witness.HELD, (measurement.elements(measurement.held),)))
-        return out
+        for path, shape in out:
+            if not hasattr(ctx, path):
+                setattr(ctx, path, torch.empty(shape, device="meta"))
 
     def _graph_of(self, reply: dict) -> dict | None:
         """The reply's description of the graph its result has in the worker, checked; None when it has none."""

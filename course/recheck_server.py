@@ -178,7 +178,7 @@ class Server:
                 self.contexts[graph["handle"]] = (cls, node)
             plain = tuple(t.detach() if isinstance(t, torch.Tensor) else self.enc(t) for t in outs)
             return {"op": "result", "value": plain if isinstance(out, tuple) else plain[0], "graph": graph,
-                    "saved": saved, "stashed": stashed}
+                    "saved": saved, "stashed": {"__dict__": stashed}}
         if op == "function_backward":  # the student's backward on its own ctx, its return value raw
             cls, node = self.contexts[msg["handle"]]
             out = cls.backward(node, *self.dec(msg["grads"]))
