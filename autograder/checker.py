@@ -155,7 +155,7 @@ class Channel(Proxies):
         except Exception:  # noqa: BLE001 — whatever else a frame did to the reader: not a frame of ours
             raise self._refuse(REFUSALS["malformed"]) from None
         if not (isinstance(message, dict) and isinstance(message.get("op"), str)):
-            raise self._refuse(REFUSALS["malformed"] + " (a frame that is not a message)")
+            raise self._malformed("a frame that is not a message")
         if n <= self.seen:
             raise self._refuse(REFUSALS["out-of-step"] + " (a frame numbered before one already read)")
         self.seen = n
@@ -168,48 +168,45 @@ class Channel(Proxies):
 
         Out of sight of the checks' dispatch modes (they would count this side's copies); the worker's
         measurement of a request that runs student code (``measured``: what was sent) goes to :meth:`witness`.
+        For a call made for that count (``bare``), the OS kernel counts the pages the worker's processes touch
+        (autograder/pages.py) from the request to its reply, where nothing the student's code does can reset or
+        hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
         """
         with _disable_current_modes():
-            return self._converse(message, measured)
-
-    def _converse(self, message: dict, measured=_MISSING) -> dict:
-        # The pages the worker's processes touch while they answer a call made for that count (``bare``), counted by
-        # the OS kernel (autograder/pages.py): from the request to its reply, where nothing the student's code does
-        # can reset or hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
-        counting = measured is not _MISSING and message.get("bare") is True and self.pages.begin()
-        n = self._send(message)
-        try:
-            while True:
-                reply, m, re = self._receive()
-                if re != n:
-                    raise self._refuse(REFUSALS["out-of-step"])
-                op = reply["op"]
-                if op == "callback":
-                    self._run_callback(reply, m)
-                elif op in ("result", "raise", "refused"):
-                    break
-                else:
-                    raise self._refuse(REFUSALS["malformed"] + " (a reply of no known kind)")
-        except BaseException:
-            # Cut short between the request and its reply (a refused frame, a timeout, a check's own
-            # exception inside a callback): whatever the worker sends next answers nothing in flight.
-            self.broken = self.broken or "an exchange with the worker was cut short"
-            raise
-        touched = self.pages.end() if counting else None
-        if counting and touched is None:  # a process of the sandbox ended meanwhile, taking its count with it
-            raise self._refuse(REFUSALS["measurement"])
-        if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
-            # A call that raised reports what it touched too (a course helper); one asked to follow token rows
-            # (``"follow"``), the rows each allocation came from, when it returned.
-            self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
-                         bare=message.get("bare") is True)
-        if op == "raise":
-            raise self._rebuild(reply.get("chain"), "student")
-        if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
-            limit = reply.get("limit")
-            limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
-            raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
-        return reply
+            counting = measured is not _MISSING and message.get("bare") is True and self.pages.begin()
+            n = self._send(message)
+            try:
+                while True:
+                    reply, m, re = self._receive()
+                    if re != n:
+                        raise self._refuse(REFUSALS["out-of-step"])
+                    op = reply["op"]
+                    if op == "callback":
+                        self._run_callback(reply, m)
+                    elif op in ("result", "raise", "refused"):
+                        break
+                    else:
+                        raise self._malformed("a reply of no known kind")
+            except BaseException:
+                # Cut short between the request and its reply (a refused frame, a timeout, a check's own
+                # exception inside a callback): whatever the worker sends next answers nothing in flight.
+                self.broken = self.broken or "an exchange with the worker was cut short"
+                raise
+            touched = self.pages.end() if counting else None
+            if counting and touched is None:  # a process of the sandbox ended meanwhile, taking its count with it
+                raise self._refuse(REFUSALS["measurement"])
+            if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
+                # A call that raised reports what it touched too (a course helper); one asked to follow token rows
+                # (``"follow"``), the rows each allocation came from, when it returned.
+                self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
+                             bare=message.get("bare") is True)
+            if op == "raise":
+                raise self._rebuild(reply.get("chain"), "student")
+            if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
+                limit = reply.get("limit")
+                limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
+                raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
+            return reply
 
     def _describe(self, info: dict) -> str:
         return f"<student {info['type']} {info['name']}>"
@@ -229,7 +226,7 @@ class Channel(Proxies):
             request["bare"] = True
         reply = self._exchange(request, measured=(args, kwargs))
         if not isinstance(reply.get("args_after") or [], list):
-            raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
+            raise self._malformed("what the call wrote into its arguments")
         return self._returned(reply, tensors_in((args, kwargs)))
 
     # -- what the worker measured ------------------------------------------------
@@ -253,7 +250,7 @@ class Channel(Proxies):
               and isinstance(m.get("delegated"), list) and len(m["delegated"]) <= 20
               and all(isinstance(d, str) for d in m["delegated"]))
         if not ok:
-            raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
+            raise self._malformed("the measurement of a call")
         # Whole sessions of the profiler where the worker said at start-up it had one (a cell cannot unsay it).
         if not m["intact"] or (self.profiled and not bare and m.get("profiled") is not True):
             raise self._refuse(REFUSALS["measurement"])
@@ -261,7 +258,7 @@ class Channel(Proxies):
         if followed or "followed" in m:
             rows = followed_allocations(m.get("followed")) if followed else None
             if rows is None:
-                raise self._refuse(REFUSALS["malformed"] + " (which token rows a call's allocations came from)")
+                raise self._malformed("which token rows a call's allocations came from")
             if isinstance(rows, str):
                 raise self._refuse(REFUSALS[rows])
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
@@ -281,12 +278,12 @@ class Channel(Proxies):
         measurement = self.measurement
         items = reply["measured"].get("kept", [])
         if not (isinstance(items, list) and len(items) <= 64):
-            raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+            raise self._malformed("what a forward kept")
         out = []
         for item in items:
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], list)
                     and len(item[1]) <= 16 and all(is_count(d) for d in item[1]) and item[2] in ("tensor", "array", "bytes")):
-                raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+                raise self._malformed("what a forward kept")
             path, shape, kind = item[0][:200], tuple(item[1]), item[2]
             if kind == "bytes":
                 shape = (measurement.elements(shape[0]),)
@@ -306,7 +303,7 @@ class Channel(Proxies):
               and isinstance(g.get("outputs"), list) and all(isinstance(t, torch.Tensor) for t in g["outputs"])
               and isinstance(g.get("classes", []), list) and all(isinstance(c, dict) for c in g.get("classes", [])))
         if not ok:
-            raise self._refuse(REFUSALS["malformed"] + " (the description of a graph)")
+            raise self._malformed("the description of a graph")
         return g
 
     def _malformed(self, why: str) -> ReplyRefused:
