@@ -1,12 +1,8 @@
 """``python -m course validate``'s re-check: each visible check run again where the notebook's code cannot reach it.
 
-The kernel runs its test cells beside the student's code, which can patch ``course.selfcheck``, torch or
-builtins and so turn every ✗ into ✓. So after a test cell passes there, validate runs its checks once more in
-its own process, which never ran a line of the notebook, on proxies (``course.remote``, as the grader's trusted
-checker does): each call of the student's objects is served by the kernel (course/recheck_server.py, between
-two cells) and comes back by value, read with ``torch.load(weights_only=True)`` (data and tensors, never code).
-Limits: what a call does is not measured here (memory rules, autograd inside a backward, a course helper
-called): those verdicts are the kernel's; the grader measures them where the student's code cannot reach.
+The checks run in this process, which never ran a line of the notebook, on proxies (``course.remote``); the
+kernel serves each call (course/recheck_server.py) and its result comes back by value, read with
+``torch.load(weights_only=True)``. Why, and its limits: docs/grading.md, "The student's own check".
 """
 
 from __future__ import annotations

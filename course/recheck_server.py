@@ -3,9 +3,7 @@
 validate sends this file's text to the notebook's kernel between two cells and calls :func:`serve`
 there: it connects back to validate's process and answers its requests on the notebook's own objects
 (look a name up, read an attribute, call a function, apply an ``autograd.Function``, run a backward)
-until validate says ``done``. The checks themselves run in validate's process, where the notebook's
-code never ran, so a cell that patched ``course`` (or torch, or builtins) in the kernel changes nothing
-there: all the notebook's code can decide is what its own objects return, which is the student's to decide.
+until validate says ``done`` (docs/grading.md, "The student's own check").
 
 It imports nothing from the course: it must work in a kernel whose ``course`` the notebook replaced.
 Messages are ``torch.save`` bytes behind an 8-byte length. What goes to validate is plain data and

@@ -168,7 +168,6 @@ class Proxies:
     _function_class = _function_class  # (channel, info, module): the proxy of an autograd.Function class
     _rebuild = staticmethod(_rebuild)
     _tensors_in = staticmethod(_tensors_in)
-    _map_tensors = staticmethod(_map_tensors)
 
     def __init__(self):
         self.deadline: float | None = None
