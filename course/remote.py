@@ -151,21 +151,12 @@ def _function_class(channel, info: dict, module: str) -> type:
     return cls
 
 
-def _restore_ctx(ctx, saved, stashed) -> None:
-    """What the other side's ctx saved (``saved``) and kept as attributes (``stashed``: (name, value) pairs), on ``ctx``."""
-    ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
-    for key, value in stashed:
-        if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
-            setattr(ctx, key, value)
-
-
 class Proxies:
     """A channel's base: its proxies (one per object over there: a class keeps its identity), and what both channels
     do alike, as private members (see the module's docstring). ``_side`` names the other side's objects."""
 
     _side = "other"
     _fair_name = staticmethod(str.isidentifier)  # a name of the other side's shown as it is; any other as "<side>_object"
-    _function_class = _function_class  # (channel, info, module): the proxy of an autograd.Function class
     _rebuild = staticmethod(_rebuild)
     _tensors_in = staticmethod(_tensors_in)
 
@@ -183,7 +174,7 @@ class Proxies:
             info["name"] = name if isinstance(name, str) and self._fair_name(name) else f"{self._side}_object"
             info["type"] = str(info.get("type", "object"))[:100]
             if info.get("function_class") is True:
-                self.proxies[rid] = self._function_class(info, self._side)
+                self.proxies[rid] = _function_class(self, info, self._side)
             else:
                 self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
         return self.proxies[rid]
@@ -215,14 +206,18 @@ class Proxies:
         return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
 
     def _forward(self, ctx, ref: int, args: tuple):
-        """An autograd.Function's forward over there: its value; ``ctx`` gets what the student's ctx saved, by value."""
+        """An autograd.Function's forward over there: its value; ``ctx`` gets what the student's ctx saved, by value
+        (``saved``), and the tensors it kept as attributes (``stashed``)."""
         sent = [self._leaf(a, flag) if isinstance(a, torch.Tensor) else self._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
         reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
         out = self._dec(reply.get("value"))
         saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
         if not (isinstance(saved, list) and isinstance(stashed, dict)):
             raise self._malformed("what a Function saved")
-        _restore_ctx(ctx, saved, stashed.items())
+        ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
+        for key, value in stashed.items():
+            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+                setattr(ctx, key, value)
         self._kept(ctx, reply)
         ctx.remote_graph = self._graph_of(reply)
         return out
