@@ -28,7 +28,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
-from course.remote import Proxies, Remote, RemoteCallable
+from course.remote import Proxies, Remote
 
 from . import sandbox
 from .pages import PageCounter
@@ -66,12 +66,12 @@ class Channel(Proxies):
     so nothing more is read from it; :func:`run` starts a fresh worker for the next exercise).
     """
 
+    _side = "student"
+    _fair_name = staticmethod(lambda name: name.isprintable() and 0 < len(name) <= 100)
+
     def __init__(self, lifeline: socket.socket, to_worker: int, from_worker: int):
+        super().__init__()
         self.lifeline, self.wfd, self.rfd = lifeline, to_worker, from_worker
-        self.deadline: float | None = None
-        self.callbacks: dict[int, object] = {}
-        self.proxies: dict[int, object] = {}  # one proxy per worker object: a class keeps its identity
-        self.graph_classes: dict[tuple, type] = {}
         self.sent = 0  # the number of the last frame sent to the worker
         self.seen = 0  # the number of the last frame received from it
         self.broken: str | None = None  # why the pipe is out of step, once it is
@@ -87,9 +87,7 @@ class Channel(Proxies):
         if isinstance(obj, type) and getattr(obj, "__module__", "") == "student":
             return {"__ref__": obj._remote_ref}
         if callable(obj):
-            cb = len(self.callbacks) + 1
-            self.callbacks[cb] = obj
-            return {"__cb__": cb}
+            return self._callback(obj)
         raise TypeError(f"cannot send a {type(obj).__name__} to the worker")
 
     def _enc(self, value):
@@ -99,16 +97,7 @@ class Channel(Proxies):
         rid = marker.get("__ref__")
         if not (isinstance(rid, int) and not isinstance(rid, bool)):
             raise WireError("malformed", "a marker that is not a reference to a worker object")
-        if rid not in self.proxies:
-            info = dict(marker)
-            name = info.get("name")
-            info["name"] = name if isinstance(name, str) and name.isprintable() and 0 < len(name) <= 100 else "student_object"
-            info["type"] = str(info.get("type", "object"))[:100]
-            if info.get("function_class") is True:
-                self.proxies[rid] = self._function_class(info, "student")
-            else:
-                self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
-        return self.proxies[rid]
+        return super()._proxy(marker)
 
     def _dec(self, value):
         """A reply's value, decoded; what :func:`decode` refuses breaks the channel like a refused frame."""
@@ -166,7 +155,7 @@ class Channel(Proxies):
         except Exception:  # noqa: BLE001 — whatever else a frame did to the reader: not a frame of ours
             raise self._refuse(REFUSALS["malformed"]) from None
         if not (isinstance(message, dict) and isinstance(message.get("op"), str)):
-            raise self._refuse(REFUSALS["malformed"] + " (a frame that is not a message)")
+            raise self._malformed("a frame that is not a message")
         if n <= self.seen:
             raise self._refuse(REFUSALS["out-of-step"] + " (a frame numbered before one already read)")
         self.seen = n
@@ -179,91 +168,52 @@ class Channel(Proxies):
 
         Out of sight of the checks' dispatch modes (they would count this side's copies); the worker's
         measurement of a request that runs student code (``measured``: what was sent) goes to :meth:`witness`.
+        For a call made for that count (``bare``), the OS kernel counts the pages the worker's processes touch
+        (autograder/pages.py) from the request to its reply, where nothing the student's code does can reset or
+        hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
         """
         with _disable_current_modes():
-            return self._converse(message, measured)
-
-    def _converse(self, message: dict, measured=_MISSING) -> dict:
-        # The pages the worker's processes touch while they answer a call made for that count (``bare``), counted by
-        # the OS kernel (autograder/pages.py): from the request to its reply, where nothing the student's code does
-        # can reset or hide the count. Only there: each count costs milliseconds (a walk of the worker's pages).
-        counting = measured is not _MISSING and message.get("bare") is True and self.pages.begin()
-        n = self._send(message)
-        try:
-            while True:
-                reply, m, re = self._receive()
-                if re != n:
-                    raise self._refuse(REFUSALS["out-of-step"])
-                op = reply["op"]
-                if op == "callback":
-                    self._run_callback(reply, m)
-                elif op in ("result", "raise", "refused"):
-                    break
-                else:
-                    raise self._refuse(REFUSALS["malformed"] + " (a reply of no known kind)")
-        except BaseException:
-            # Cut short between the request and its reply (a refused frame, a timeout, a check's own
-            # exception inside a callback): whatever the worker sends next answers nothing in flight.
-            self.broken = self.broken or "an exchange with the worker was cut short"
-            raise
-        touched = self.pages.end() if counting else None
-        if counting and touched is None:  # a process of the sandbox ended meanwhile, taking its count with it
-            raise self._refuse(REFUSALS["measurement"])
-        if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
-            # A call that raised reports what it touched too (a course helper); one asked to follow token rows
-            # (``"follow"``), the rows each allocation came from, when it returned.
-            self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
-                         bare=message.get("bare") is True)
-        if op == "raise":
-            raise self._rebuild(reply.get("chain"), "student")
-        if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
-            limit = reply.get("limit")
-            limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
-            raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
-        return reply
-
-    def _run_callback(self, msg: dict, m: int) -> None:
-        cb = msg.get("cb")
-        fn = self.callbacks.get(cb) if isinstance(cb, int) else None
-        try:
-            if fn is None:
-                raise ValueError("unknown callback")
-            args, kwargs = self._dec(msg.get("args", ())), self._dec(msg.get("kwargs", {"__dict__": []}))
-            if not (isinstance(args, (list, tuple)) and isinstance(kwargs, dict)):
-                raise ValueError("a callback's arguments must be a tuple and a dict")
-            value = fn(*args, **kwargs)
-            self._send({"op": "result", "value": self._enc(value)}, re=m)
-        except (WorkerTimeout, WorkerDied, ReplyRefused):
-            raise
-        except Exception as exc:  # noqa: BLE001 — the checker's own callable raised: tell the worker
-            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]}, re=m)
+            counting = measured is not _MISSING and message.get("bare") is True and self.pages.begin()
+            n = self._send(message)
+            try:
+                while True:
+                    reply, m, re = self._receive()
+                    if re != n:
+                        raise self._refuse(REFUSALS["out-of-step"])
+                    op = reply["op"]
+                    if op == "callback":
+                        self._run_callback(reply, m)
+                    elif op in ("result", "raise", "refused"):
+                        break
+                    else:
+                        raise self._malformed("a reply of no known kind")
+            except BaseException:
+                # Cut short between the request and its reply (a refused frame, a timeout, a check's own
+                # exception inside a callback): whatever the worker sends next answers nothing in flight.
+                self.broken = self.broken or "an exchange with the worker was cut short"
+                raise
+            touched = self.pages.end() if counting else None
+            if counting and touched is None:  # a process of the sandbox ended meanwhile, taking its count with it
+                raise self._refuse(REFUSALS["measurement"])
+            if measured is not _MISSING and (op == "result" or reply.get("measured") is not None):
+                # A call that raised reports what it touched too (a course helper); one asked to follow token rows
+                # (``"follow"``), the rows each allocation came from, when it returned.
+                self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
+                             bare=message.get("bare") is True)
+            if op == "raise":
+                raise self._rebuild(reply.get("chain"), "student")
+            if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
+                limit = reply.get("limit")
+                limit = limit if isinstance(limit, str) and limit in REFUSALS else "malformed"
+                raise ReplyRefused(f"{REFUSALS[limit]} (stopped in the worker)")
+            return reply
 
     def _describe(self, info: dict) -> str:
         return f"<student {info['type']} {info['name']}>"
 
-    def _forward(self, ctx, ref: int, args: tuple):
-        """An autograd.Function's forward in the worker; ``ctx`` gets what the student's ctx saved (by value), and
-        what it keeps deeper (``ctx.box.P``, a NumPy array, bytes) or the forward still held in NumPy or Python
-        when it returned: shapes only, as tensors without storage, where a check of what the forward kept looks."""
-        sent = [{"__t__": a.detach(), "rg": bool(flag)} if isinstance(a, torch.Tensor) else self._enc(a)
-                for a, flag in zip(args, ctx.needs_input_grad)]
-        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
-        measurement = self.measurement
-        out = self._dec(reply.get("value"))
-        saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
-        if not (isinstance(saved, list) and isinstance(stashed, dict)):
-            raise self._refuse(REFUSALS["malformed"] + " (what a Function saved)")
-        self._restore_ctx(ctx, saved, stashed.items())
-        for path, shape in self.kept(reply, measurement):
-            if not hasattr(ctx, path):
-                setattr(ctx, path, torch.empty(shape, device="meta"))
-        ctx.remote_graph = self._graph_of(reply)
-        return out
-
-    def _backward(self, op: str, handle, grads) -> list:
-        """The worker's gradients for ``grads`` through its graph ``handle``: ``op`` "grad", or "function_backward"."""
-        sent = [None if g is None else g.detach() for g in grads]
-        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
+    @staticmethod
+    def _leaf(t: torch.Tensor, requires_grad: bool) -> dict:
+        return {"__t__": t.detach(), "rg": bool(requires_grad)}
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         sent_args, sent_kwargs = self._enc(args), self._enc(kwargs)
@@ -276,7 +226,7 @@ class Channel(Proxies):
             request["bare"] = True
         reply = self._exchange(request, measured=(args, kwargs))
         if not isinstance(reply.get("args_after") or [], list):
-            raise self._refuse(REFUSALS["malformed"] + " (what the call wrote into its arguments)")
+            raise self._malformed("what the call wrote into its arguments")
         return self._returned(reply, tensors_in((args, kwargs)))
 
     # -- what the worker measured ------------------------------------------------
@@ -300,7 +250,7 @@ class Channel(Proxies):
               and isinstance(m.get("delegated"), list) and len(m["delegated"]) <= 20
               and all(isinstance(d, str) for d in m["delegated"]))
         if not ok:
-            raise self._refuse(REFUSALS["malformed"] + " (the measurement of a call)")
+            raise self._malformed("the measurement of a call")
         # Whole sessions of the profiler where the worker said at start-up it had one (a cell cannot unsay it).
         if not m["intact"] or (self.profiled and not bare and m.get("profiled") is not True):
             raise self._refuse(REFUSALS["measurement"])
@@ -308,7 +258,7 @@ class Channel(Proxies):
         if followed or "followed" in m:
             rows = followed_allocations(m.get("followed")) if followed else None
             if rows is None:
-                raise self._refuse(REFUSALS["malformed"] + " (which token rows a call's allocations came from)")
+                raise self._malformed("which token rows a call's allocations came from")
             if isinstance(rows, str):
                 raise self._refuse(REFUSALS[rows])
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
@@ -319,27 +269,30 @@ class Channel(Proxies):
         witness.report(measurement)
         return measurement
 
-    def kept(self, reply: dict, measurement: witness.Measurement) -> list[tuple[str, tuple[int, ...]]]:
-        """(name, shape) of what a Function's forward kept beyond its saved tensors, measured in the worker.
-
-        What its ctx reaches (``box.P``, ``P (NumPy)``), and what it still held on return, in elements
-        of the inputs' dtype. Checked like any frame: a bad entry refuses the reply.
+    def _kept(self, ctx, reply: dict) -> None:
+        """What a Function's forward kept beyond its saved tensors, measured in the worker, on ``ctx`` as tensors without
+        storage (shapes only), where a check of what the forward kept looks: what its ctx reaches (``box.P``,
+        ``P (NumPy)``, bytes) and what it still held on return, in elements of the inputs' dtype. Checked like any
+        frame: a bad entry refuses the reply.
         """
+        measurement = self.measurement
         items = reply["measured"].get("kept", [])
         if not (isinstance(items, list) and len(items) <= 64):
-            raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+            raise self._malformed("what a forward kept")
         out = []
         for item in items:
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str) and isinstance(item[1], list)
                     and len(item[1]) <= 16 and all(is_count(d) for d in item[1]) and item[2] in ("tensor", "array", "bytes")):
-                raise self._refuse(REFUSALS["malformed"] + " (what a forward kept)")
+                raise self._malformed("what a forward kept")
             path, shape, kind = item[0][:200], tuple(item[1]), item[2]
             if kind == "bytes":
                 shape = (measurement.elements(shape[0]),)
             out.append((path + {"tensor": "", "array": " (a NumPy array)", "bytes": " (bytes)"}[kind], shape))
         if measurement.held:
             out.append((witness.HELD, (measurement.elements(measurement.held),)))
-        return out
+        for path, shape in out:
+            if not hasattr(ctx, path):
+                setattr(ctx, path, torch.empty(shape, device="meta"))
 
     def _graph_of(self, reply: dict) -> dict | None:
         """The reply's description of the graph its result has in the worker, checked; None when it has none."""
@@ -350,7 +303,7 @@ class Channel(Proxies):
               and isinstance(g.get("outputs"), list) and all(isinstance(t, torch.Tensor) for t in g["outputs"])
               and isinstance(g.get("classes", []), list) and all(isinstance(c, dict) for c in g.get("classes", [])))
         if not ok:
-            raise self._refuse(REFUSALS["malformed"] + " (the description of a graph)")
+            raise self._malformed("the description of a graph")
         return g
 
     def _malformed(self, why: str) -> ReplyRefused:

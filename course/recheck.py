@@ -1,12 +1,8 @@
 """``python -m course validate``'s re-check: each visible check run again where the notebook's code cannot reach it.
 
-The kernel runs its test cells beside the student's code, which can patch ``course.selfcheck``, torch or
-builtins and so turn every ✗ into ✓. So after a test cell passes there, validate runs its checks once more in
-its own process, which never ran a line of the notebook, on proxies (``course.remote``, as the grader's trusted
-checker does): each call of the student's objects is served by the kernel (course/recheck_server.py, between
-two cells) and comes back by value, read with ``torch.load(weights_only=True)`` (data and tensors, never code).
-Limits: what a call does is not measured here (memory rules, autograd inside a backward, a course helper
-called): those verdicts are the kernel's; the grader measures them where the student's code cannot reach.
+The checks run in this process, which never ran a line of the notebook, on proxies (``course.remote``); the
+kernel serves each call (course/recheck_server.py) and its result comes back by value, read with
+``torch.load(weights_only=True)``. Why, and its limits: docs/grading.md, "The student's own check".
 """
 
 from __future__ import annotations
@@ -24,7 +20,7 @@ from pathlib import Path
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .remote import Proxies, Remote, RemoteCallable
+from .remote import Proxies, Remote
 
 SERVER = Path(__file__).with_name("recheck_server.py")
 _LENGTH = struct.Struct(">Q")
@@ -108,21 +104,14 @@ class Listener:
         self.sock.close()
 
 
-def _sent(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
-    """A tensor as the kernel gets it: the same storage, strides and offset; a leaf that requires grad when asked."""
-    out = t.detach()
-    return out.requires_grad_(True) if requires_grad and out.is_floating_point() else out
-
-
 class _Channel(Proxies):
     """validate's end of the connection to the kernel: requests out, replies (and the kernel's callbacks) in."""
 
+    _side = "notebook"
+
     def __init__(self, sock: socket.socket):
+        super().__init__()
         self.sock = sock
-        self.deadline: float | None = None
-        self.callbacks: dict[int, object] = {}
-        self.proxies: dict[int, object] = {}  # one proxy per kernel object: a class keeps its identity
-        self.graph_classes: dict[tuple, type] = {}
 
     # -- frames ---------------------------------------------------------------
 
@@ -148,7 +137,7 @@ class _Channel(Proxies):
             left -= len(chunk)
         return b"".join(chunks)
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict, re: int = 0) -> None:  # re: the request it answers, which only the checker's frames say
         buf = io.BytesIO()
         torch.save(message, buf)
         data = buf.getvalue()
@@ -186,15 +175,13 @@ class _Channel(Proxies):
         if isinstance(value, type) and hasattr(value, "_remote_ref"):
             return {"__ref__": value._remote_ref}
         if isinstance(value, torch.Tensor):
-            return _sent(value, value.requires_grad)
+            return self._leaf(value, value.requires_grad)
         if type(value) in (list, tuple):
             return type(value)(self._enc(v) for v in value)
         if type(value) is dict:
             return {"__dict__": [[self._enc(k), self._enc(v)] for k, v in value.items()]}
         if callable(value):
-            cb = len(self.callbacks) + 1
-            self.callbacks[cb] = value
-            return {"__cb__": cb}
+            return self._callback(value)
         return value
 
     def _dec(self, value):
@@ -210,24 +197,13 @@ class _Channel(Proxies):
             return {self._dec(k): self._dec(v) for k, v in items}
         return value
 
-    def _proxy(self, marker: dict):
-        rid = marker["__ref__"]
-        if rid not in self.proxies:
-            name = marker.get("name")
-            info = {"__ref__": rid, "callable": marker.get("callable") is True,
-                    "name": name if isinstance(name, str) and name.isidentifier() else "notebook_object"}
-            if marker.get("function_class") is True:
-                self.proxies[rid] = self._function_class(info, "notebook")
-            else:
-                self.proxies[rid] = (RemoteCallable if info["callable"] else Remote)(self, info)
-        return self.proxies[rid]
-
     # -- requests -------------------------------------------------------------
 
-    def _exchange(self, message: dict) -> dict:
+    def _exchange(self, message: dict, measured=None) -> dict:
         """Send a request; run the kernel's callbacks until its reply comes; return it, or raise what it raised.
 
         Out of sight of the checks' dispatch modes: these are the transport's tensors, not the student's work.
+        Nothing is measured here (``measured``: what the checker's channel measures).
         """
         with _disable_current_modes():
             self._send(message)
@@ -242,38 +218,20 @@ class _Channel(Proxies):
             raise Gone("the kernel's reply is of no known kind")
         return reply
 
-    def _run_callback(self, msg: dict) -> None:
-        fn = self.callbacks.get(msg.get("cb"))
-        try:
-            if fn is None:
-                raise ValueError("unknown callback")
-            value = fn(*self._dec(msg.get("args", ())), **self._dec(msg.get("kwargs", {"__dict__": []})))
-            self._send({"op": "result", "value": self._enc(value)})
-        except (Timeout, Gone):
-            raise
-        except Exception as exc:  # noqa: BLE001 — the check's own callable raised: tell the kernel
-            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]})
-
     def _describe(self, info: dict) -> str:
         return f"<the notebook's {info['name']}>"
 
-    def _forward(self, ctx, ref: int, args: tuple):
-        sent = [_sent(a, flag) if isinstance(a, torch.Tensor) else self._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
-        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent})
-        out = self._dec(reply.get("value"))
-        self._restore_ctx(ctx, reply.get("saved", []), reply.get("stashed", []))
-        ctx.remote_graph = self._graph_of(reply)
-        return out
+    @staticmethod
+    def _leaf(t: torch.Tensor, requires_grad: bool) -> torch.Tensor:
+        """A tensor as the kernel gets it: the same storage, strides and offset; a leaf that requires grad when asked."""
+        out = t.detach()
+        return out.requires_grad_(True) if requires_grad and out.is_floating_point() else out
 
     def _graph_of(self, reply: dict):
         return reply.get("graph")
 
     def _malformed(self, why: str) -> Gone:
         return Gone(f"the kernel's reply is malformed ({why})")
-
-    def _backward(self, op: str, handle, grads) -> list:
-        sent = [None if g is None else g.detach() for g in grads]
-        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}).get("value")))
 
     def _call(self, ref: int, args: tuple, kwargs: dict):
         reply = self._exchange({"op": "call", "ref": ref, "args": self._enc(args), "kwargs": self._enc(kwargs)})

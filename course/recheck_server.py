@@ -3,9 +3,7 @@
 validate sends this file's text to the notebook's kernel between two cells and calls :func:`serve`
 there: it connects back to validate's process and answers its requests on the notebook's own objects
 (look a name up, read an attribute, call a function, apply an ``autograd.Function``, run a backward)
-until validate says ``done``. The checks themselves run in validate's process, where the notebook's
-code never ran, so a cell that patched ``course`` (or torch, or builtins) in the kernel changes nothing
-there: all the notebook's code can decide is what its own objects return, which is the student's to decide.
+until validate says ``done`` (docs/grading.md, "The student's own check").
 
 It imports nothing from the course: it must work in a kernel whose ``course`` the notebook replaced.
 Messages are ``torch.save`` bytes behind an 8-byte length. What goes to validate is plain data and
@@ -178,7 +176,7 @@ class Server:
                 self.contexts[graph["handle"]] = (cls, node)
             plain = tuple(t.detach() if isinstance(t, torch.Tensor) else self.enc(t) for t in outs)
             return {"op": "result", "value": plain if isinstance(out, tuple) else plain[0], "graph": graph,
-                    "saved": saved, "stashed": stashed}
+                    "saved": saved, "stashed": {"__dict__": stashed}}
         if op == "function_backward":  # the student's backward on its own ctx, its return value raw
             cls, node = self.contexts[msg["handle"]]
             out = cls.backward(node, *self.dec(msg["grads"]))

@@ -2,11 +2,10 @@
 
 One definition for two channels: the grader's trusted checker (``autograder/checker.py``: the student's objects in
 its value worker) and ``python -m course validate``'s re-check (``course/recheck.py``: the notebook's, in its
-kernel). A channel is a :class:`Proxies` that gives ``_exchange(message)`` (a request's reply, callbacks
-answered meanwhile), ``_enc(value)``, ``_dec(value)``, ``_proxy(marker)``, ``_graph_of(reply)``,
-``_malformed(why)`` (what it raises for a reply it cannot use), ``_call(ref, args, kwargs)``,
-``_backward(op, handle, grads)``, ``_forward(ctx, ref, args)`` (an ``autograd.Function``'s forward: its
-value, the ctx filled) and ``_describe(info)``.
+kernel). A channel is a :class:`Proxies` that gives ``_exchange(message, measured)`` (a request's reply, callbacks
+answered meanwhile), ``_send(message, re)``, ``_enc(value)``, ``_dec(value)``, ``_graph_of(reply)``,
+``_malformed(why)`` (what it raises for a reply it cannot use), ``_call(ref, args, kwargs)``, ``_leaf(tensor,
+requires_grad)`` (an input of a Function's forward, as sent) and ``_describe(info)``.
 
 Every function and method here has a private name (or a dunder's): ``course.delegation`` arms each public
 ``course`` function while a student's call runs, and this code runs then.
@@ -152,23 +151,79 @@ def _function_class(channel, info: dict, module: str) -> type:
     return cls
 
 
-def _restore_ctx(ctx, saved, stashed) -> None:
-    """What the other side's ctx saved (``saved``) and kept as attributes (``stashed``: (name, value) pairs), on ``ctx``."""
-    ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
-    for key, value in stashed:
-        if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
-            setattr(ctx, key, value)
-
-
 class Proxies:
-    """A channel's base: its proxies' classes (one proxy per object over there: a class keeps its identity), and
-    the helpers both channels share, as private members (see the module's docstring)."""
+    """A channel's base: its proxies (one per object over there: a class keeps its identity), and what both channels
+    do alike, as private members (see the module's docstring). ``_side`` names the other side's objects."""
 
-    _function_class = _function_class  # (channel, info, module): the proxy of an autograd.Function class
-    _restore_ctx = staticmethod(_restore_ctx)
+    _side = "other"
+    _fair_name = staticmethod(str.isidentifier)  # a name of the other side's shown as it is; any other as "<side>_object"
     _rebuild = staticmethod(_rebuild)
     _tensors_in = staticmethod(_tensors_in)
-    _map_tensors = staticmethod(_map_tensors)
+
+    def __init__(self):
+        self.deadline: float | None = None
+        self.callbacks: dict[int, object] = {}
+        self.proxies: dict[int, object] = {}
+        self.graph_classes: dict[tuple, type] = {}
+
+    def _proxy(self, marker: dict):
+        rid = marker["__ref__"]
+        if rid not in self.proxies:
+            info = dict(marker)
+            name = info.get("name")
+            info["name"] = name if isinstance(name, str) and self._fair_name(name) else f"{self._side}_object"
+            info["type"] = str(info.get("type", "object"))[:100]
+            if info.get("function_class") is True:
+                self.proxies[rid] = _function_class(self, info, self._side)
+            else:
+                self.proxies[rid] = (RemoteCallable if info.get("callable") is True else Remote)(self, info)
+        return self.proxies[rid]
+
+    def _callback(self, fn) -> dict:
+        """A marker for ``fn``, a callable of this side's: the other side calls it back through the channel."""
+        cb = len(self.callbacks) + 1
+        self.callbacks[cb] = fn
+        return {"__cb__": cb}
+
+    def _run_callback(self, msg: dict, m: int = 0) -> None:
+        """Run this side's callable that request ``m`` names and send back what it returned, or that it raised."""
+        cb = msg.get("cb")
+        fn = self.callbacks.get(cb) if isinstance(cb, int) else None
+        try:
+            if fn is None:
+                raise ValueError("unknown callback")
+            args, kwargs = self._dec(msg.get("args", ())), self._dec(msg.get("kwargs", {"__dict__": []}))
+            if not (isinstance(args, (list, tuple)) and isinstance(kwargs, dict)):
+                raise ValueError("a callback's arguments must be a tuple and a dict")
+            value = fn(*args, **kwargs)
+            self._send({"op": "result", "value": self._enc(value)}, re=m)
+        except Exception as exc:  # noqa: BLE001 — this side's own callable raised: say so (a dead channel raises a BaseException)
+            self._send({"op": "raise", "message": f"{type(exc).__name__}: {exc}"[:500]}, re=m)
+
+    def _backward(self, op: str, handle, grads) -> list:
+        """The other side's gradients for ``grads`` through its graph ``handle``: ``op`` "grad" or "function_backward"."""
+        sent = [None if g is None else g.detach() for g in grads]
+        return list(self._dec(self._exchange({"op": op, "handle": handle, "grads": sent}, measured=sent).get("value")))
+
+    def _forward(self, ctx, ref: int, args: tuple):
+        """An autograd.Function's forward over there: its value; ``ctx`` gets what the student's ctx saved, by value
+        (``saved``), and the tensors it kept as attributes (``stashed``)."""
+        sent = [self._leaf(a, flag) if isinstance(a, torch.Tensor) else self._enc(a) for a, flag in zip(args, ctx.needs_input_grad)]
+        reply = self._exchange({"op": "function_forward", "ref": ref, "args": sent}, measured=args)
+        out = self._dec(reply.get("value"))
+        saved, stashed = reply.get("saved", []), self._dec(reply.get("stashed", {"__dict__": []}))
+        if not (isinstance(saved, list) and isinstance(stashed, dict)):
+            raise self._malformed("what a Function saved")
+        ctx.save_for_backward(*[t for t in saved if isinstance(t, torch.Tensor)])
+        for key, value in stashed.items():
+            if isinstance(key, str) and isinstance(value, torch.Tensor) and not hasattr(ctx, key):
+                setattr(ctx, key, value)
+        self._kept(ctx, reply)
+        ctx.remote_graph = self._graph_of(reply)
+        return out
+
+    def _kept(self, ctx, reply: dict) -> None:
+        """What the forward kept beyond its saved tensors, on ``ctx``: the checker's channel measures it, no other."""
 
     def _graph_class(self, markers: list) -> type:
         """_RemoteGraph, subclassing the proxies of the Functions the other side's graph runs through, for a check
