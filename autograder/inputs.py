@@ -25,19 +25,13 @@ def randn(gen: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor
 
 
 def distinct(gen: torch.Generator, *shape: int, gap: float = 1e-3) -> torch.Tensor:
-    """Values in a random order whose every pair along the last axis differs by more than ``gap``.
-
-    A shuffled evenly spaced grid with a jitter smaller than its step: no ties, spread about [-2, 2].
-    """
+    """Values in a random order whose every pair along the last axis differs by more than ``gap``: a shuffled evenly
+    spaced grid with a jitter smaller than its step, spread about [-2, 2]."""
     n = shape[-1] if shape else 1
     step = max(4.0 / max(n, 1), 2 * gap)
     ranks = torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(DTYPE)
     jitter = torch.rand(shape, generator=gen, dtype=DTYPE) * (step - gap)
     return (ranks - n / 2) * step + jitter
-
-
-def randint(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -76,14 +70,8 @@ def row_offsets(gen: torch.Generator, *shape: int, low: float, high: float) -> t
 
 def activations(gen: torch.Generator, family: str, *shape: int, offset: tuple[float, float] = (4.0, 16.0)
                 ) -> torch.Tensor:
-    """Values of ``family`` with a spread of about 1 along the last axis:
-
-    - ``normal``: N(0, 1);
-    - ``shifted``: N(0, 1) plus a common part per row (:func:`row_offsets` within ``offset``);
-    - ``heavy``: Student's t with 3 degrees of freedom, cut at ±HEAVY_MAX (a few entries many spreads out);
-    - ``outliers``: N(0, 1) with a few columns (one in 64, at least one) 20 to 60 times larger, as the outlier
-      features of a large model's activations.
-    """
+    """Values of ``family`` (docs/grading.md, "Families of inputs") with a spread of about 1 along the last axis;
+    ``offset``: the range of ``shifted``'s common part per row."""
     values = torch.randn(shape, generator=gen, dtype=DTYPE)
     if family == "normal":
         return values
