@@ -105,7 +105,7 @@ class Submission:
 
 
 class InstructorError(Exception):
-    """Something the instructor must fix before grading can start (here: the input as a whole); the message says what."""
+    """Something the instructor must fix (the input, the options, the course, shards to merge); the message says what."""
 
 
 # ---------------------------------------------------------------------------
