@@ -44,12 +44,12 @@ FAMILIES = ("normal", "shifted", "heavy", "outliers")
 HEAVY_MAX = 64.0  # heavy tails cut here (about one value in 10^5 beyond): a check's scalings then stay in float16's range
 
 
-def family_order(gen: torch.Generator, k: int, names: tuple[str, ...] = FAMILIES) -> list[str]:
-    """A family for each of ``k`` cases: every name once before any repeats, in an order drawn from ``gen`` — so a
-    run of at least ``len(names)`` cases meets them all, and which case gets which changes with the seed."""
+def family_order(gen: torch.Generator, k: int) -> list[str]:
+    """A family for each of ``k`` cases: every family once before any repeats, in an order drawn from ``gen`` — so a
+    run of at least ``len(FAMILIES)`` cases meets them all, and which case gets which changes with the seed."""
     order: list[str] = []
     while len(order) < k:
-        order += [names[i] for i in torch.randperm(len(names), generator=gen).tolist()]
+        order += [FAMILIES[i] for i in torch.randperm(len(FAMILIES), generator=gen).tolist()]
     return order[:k]
 
 
