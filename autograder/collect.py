@@ -389,13 +389,14 @@ def grade_id_of(cell) -> str | None:
 
 
 def instructor_cells(nb: nbformat.NotebookNode) -> dict[str, dict]:
-    """grade_id -> what grading takes from the instructor's cell: its nbgrader metadata, whether it is a test."""
+    """grade_id -> what grading takes from the instructor's cell: its type, its nbgrader metadata, whether it is a test."""
     out = {}
     for cell in nb.cells:
         grade_id = grade_id_of(cell)
         if grade_id and grade_id not in out:
             meta = dict(copy.deepcopy(cell.metadata["nbgrader"]), cell_type=cell.cell_type)
-            out[grade_id] = {"nbgrader": meta, "test": bool(meta.get("grade") and not meta.get("solution") and meta.get("locked"))}
+            out[grade_id] = {"cell_type": cell.cell_type, "nbgrader": meta,
+                             "test": bool(meta.get("grade")) and not meta.get("solution") and bool(meta.get("locked"))}
     return out
 
 
