@@ -98,13 +98,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     import warnings
 
+    from .collect import InstructorError
+
     warnings.filterwarnings("ignore", module="nbgrader")  # SQLAlchemy chatter from nbgrader.api, not ours
     warnings.filterwarnings("ignore", message=".*not in session.*")
-    if args.command == "grade":
-        return _grade(args)
-    from .merge import main as merge_main
+    try:
+        if args.command == "grade":
+            return _grade(args)
+        from .merge import main as merge_main
 
-    return merge_main(args)
+        return merge_main(args)
+    except InstructorError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def _grade(args) -> int:
@@ -115,8 +121,7 @@ def _grade(args) -> int:
     try:
         seed, student_seeds = seeds.parse_options(args.seed)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise InstructorError(str(exc)) from None
     cwd = Path.cwd()
     course = (args.course or (cwd if (cwd / "nbgrader_config.py").is_file() else ROOT)).resolve()
     several = len(args.assignment) > 1
@@ -130,9 +135,6 @@ def _grade(args) -> int:
     ) for a in dict.fromkeys(args.assignment)]
     try:
         grade_all(options)
-    except InstructorError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:  # the jobs not done were cancelled (on a cluster too); each recorded student is whole
         print("interrupted: the students graded so far are in the gradebook, each whole; the others were not "
               "graded (run the same command again to grade everyone)", file=sys.stderr)

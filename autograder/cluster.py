@@ -1,8 +1,7 @@
 """Grade a class on a Dask cluster: each submission's job is a task, everything single stays here.
 
-docs/grading.md, "Beyond one machine". The template travels to each worker once per assignment
-as a task's result (so the scheduler can compute it again where it was lost); every worker must
-run the same grader (:func:`fingerprint`) and keeps its own sandbox machinery (:class:`_WorkerState`).
+docs/grading.md, "Beyond one machine". Every worker runs the same grader (:func:`fingerprint`)
+and keeps its own sandbox machinery (:class:`_WorkerState`).
 """
 
 from __future__ import annotations
@@ -28,11 +27,8 @@ RETRIES = 1  # a task that raised runs once more, elsewhere if it can: a worker'
 
 
 def connect(address):
-    """A Dask client on the scheduler at ``address``; a clear message when distributed is missing or it is not there.
-
-    ``address`` may also be a client already made (a Dask Gateway cluster's ``get_client()``, whose
-    credentials an address alone does not carry): it is used as it is.
-    """
+    """A Dask client on the scheduler at ``address``, or ``address`` itself when it is a client already made (a Dask
+    Gateway cluster's, whose credentials an address does not carry); InstructorError when there is none."""
     if not isinstance(address, str):
         return address
     try:
@@ -64,11 +60,8 @@ def check_workers(client) -> int:
 
 def grade_remote(client, subs: list[Submission], graders: dict[str, Grader], isolation: str, work: Path,
                  on_result) -> None:
-    """Grade every submission of ``subs`` as a task; ``on_result(sub, result)`` as each ends.
-
-    ``isolation``: as asked (each worker resolves "auto"). Called from the batch's thread, which alone
-    writes the gradebook (``on_result``).
-    """
+    """Grade every submission of ``subs`` as a task; ``on_result(sub, result)`` in this thread as each ends (it alone
+    writes the gradebook). ``isolation``: as asked (each worker resolves "auto")."""
     from distributed import as_completed
 
     digest, shipped = {}, {}

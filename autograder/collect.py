@@ -54,11 +54,8 @@ def _escaped(ch: str) -> str:
 
 
 def safe_student_id(name: str) -> str:
-    """The student id for a folder, zip or LMS name: the name itself (NFC), with what nbgrader cannot take as ``~XX``.
-
-    One name always gives the same id, and two different names never give the same id
-    (NFC variants of one name aside), so a collision is a real one.
-    """
+    """The student id for a folder, zip or LMS name (docs/grading.md, "Student ids"): two different names never
+    give one id (NFC variants aside), so a collision is a real one."""
     name = unicodedata.normalize("NFC", name)
     out = [_escaped(ch) if ch in "~%*?[]/" or unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") else ch
            for ch in name]
@@ -108,7 +105,7 @@ class Submission:
 
 
 class InstructorError(Exception):
-    """Something the instructor must fix before grading can start (here: the input as a whole); the message says what."""
+    """Something the instructor must fix (the input, the options, the course, shards to merge); the message says what."""
 
 
 # ---------------------------------------------------------------------------
@@ -122,11 +119,8 @@ def _entries(folder: Path) -> list[os.DirEntry]:
 
 def collect(assignment: str, submissions: Path, staging: Path, course: Path,
             student_regexp: str | None = None, exports: tuple[str, ...] | list[str] = ()) -> list[Submission]:
-    """Every student's submission in ``submissions`` (any of the layouts), sorted by student.
-
-    ``exports`` names the zips in ``submissions`` that an LMS exported for the whole class; every
-    other zip is one student's. Notebooks read out of zips are written under ``staging``.
-    """
+    """Every student's submission in ``submissions`` (any layout), sorted by student; ``exports``: the LMS class
+    exports among its zips (every other zip is one student's). Notebooks read out of zips go under ``staging``."""
     if not submissions.is_dir():
         raise InstructorError(f"--submissions {submissions} is not a folder. Give the folder that holds one entry per "
                               "student (DIR/<student>/<assignment>.ipynb, nbgrader's submitted/ layout, or .zip files).")
@@ -185,11 +179,8 @@ def collect(assignment: str, submissions: Path, staging: Path, course: Path,
 
 
 def choose_notebook(paths: list[str], assignment: str) -> tuple[str | None, str]:
-    """The one notebook of ``assignment`` among a submission's notebooks (relative paths), or why there is none.
-
-    ``ASSIGNMENT.ipynb`` (or nbgrader's ``ASSIGNMENT/ASSIGNMENT.ipynb``) wins; else the one notebook
-    named so (or ``..._ASSIGNMENT.ipynb``) anywhere in it; else a lone notebook under another name.
-    """
+    """The one notebook of ``assignment`` among a submission's notebooks (relative paths), or why there is none
+    (the order of preference: docs/grading.md, "Input: three layouts")."""
     target = f"{assignment}.ipynb"
     for candidate in (target, f"{assignment}/{target}"):
         if candidate in paths:
@@ -212,10 +203,7 @@ def _is_notebook_name(path: str, others: set[str]) -> bool:
 
 
 def _from_folder(folder: Path, assignment: str, others: set[str]) -> tuple[Path | None, str]:
-    """The student's notebook in ``folder``, or why there is none to grade.
-
-    Hidden entries are skipped and a link is never entered; more than ``MAX_FILES`` entries refuse it.
-    """
+    """The student's notebook in ``folder``, or why there is none; hidden entries skipped, links never entered."""
     notebooks: dict[str, int] = {}  # relative path -> lstat mode
     count, stack = 0, [(str(folder), "", 0)]
     while stack:
@@ -251,10 +239,8 @@ def _from_folder(folder: Path, assignment: str, others: set[str]) -> tuple[Path 
 
 @contextlib.contextmanager
 def _open_zip(path: Path, max_members: int, max_bytes: int | None):
-    """(the zip at ``path``, "") if it is a regular file (never a link) and a zip within the limits, else (None, why).
-
-    The number of members is read from the zip's end record before zipfile builds an object for each.
-    """
+    """(the zip at ``path``, "") if it is a regular file (never a link) and a zip within the limits, else (None, why);
+    the number of members is read from the end record before zipfile builds an object for each."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
@@ -366,11 +352,8 @@ DEFAULT_EXPORT_REGEXP = r"^.*/(?P<student_id>[^/_]+)_(?:[^/]*_)?(?P<file_id>{ass
 
 
 def _from_export(path: Path, assignment: str, regexp: str | None, staging: Path) -> dict[str, Submission]:
-    """An LMS class export: {student id: Submission}, each student's notebook chosen among the members named for them.
-
-    A member is a student's when ``regexp`` (default: ``<student>_<anything>_<ASSIGNMENT>.ipynb``)
-    matches ``extracted/<export name>/<member path>``; other members are left alone, with a note.
-    """
+    """An LMS class export: {student id: Submission}, each student's notebook chosen among the members whose
+    ``extracted/<export name>/<member path>`` ``regexp`` matches with their id; others are left alone, with a note."""
     pattern = regexp or DEFAULT_EXPORT_REGEXP.replace("{assignment}", re.escape(assignment))
     with _open_zip(path, MAX_EXPORT_MEMBERS, None) as (zf, problem):
         if zf is None:
@@ -429,10 +412,8 @@ def assignment_ids(course: Path) -> dict[str, dict[str, dict]]:
 
 
 def deduplicate(nb: nbformat.NotebookNode) -> None:
-    """Keep the last cell of each grade_id, as nbgrader does; earlier copies and malformed metadata become plain cells.
-
-    Removes the ``nbgrader`` key (nbgrader's DeduplicateIds leaves an empty dict, which breaks its restoring).
-    """
+    """Keep the last cell of each grade_id, as nbgrader does; earlier copies and malformed metadata become plain
+    cells, without an ``nbgrader`` key (nbgrader's DeduplicateIds leaves an empty dict, which breaks its restoring)."""
     seen = set()
     for cell in reversed(nb.cells):
         meta = cell.get("metadata", {})
@@ -449,12 +430,8 @@ MISSING_TEST = "raise AssertionError('this test cell was missing from the submis
 
 
 def restore_instructor_cells(nb: nbformat.NotebookNode, theirs: dict[str, dict]) -> None:
-    """Make the notebook's grading structure the instructor's (``theirs``: ``instructor_cells`` of the source).
-
-    Unknown grade_ids become plain cells; known ones get the instructor's metadata. A missing
-    test cell goes back after the nearest instructor cell before it (else before the nearest
-    after it); nbgrader fills in its source, and the placeholder fails if it ever runs as is.
-    """
+    """Make the notebook's grading structure the instructor's (``theirs``: ``instructor_cells`` of the source;
+    docs/grading.md, "How a submission is graded", step 1). nbgrader fills in a put-back test cell's source."""
     for cell in nb.cells:
         if "nbgrader" not in cell.metadata:
             continue

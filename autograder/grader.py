@@ -172,12 +172,8 @@ def trusted_job(job_dir: Path, nb: nbformat.NotebookNode, exercises: list[Exerci
 
 
 def checker_results(path: Path, tests: list[str], code: int | None, last_log_line: str = "") -> dict[str, TrustedOutcome]:
-    """What a checker found for each of ``tests``, from its results file (written as it goes).
-
-    ``code``: its exit status, None when it was stopped from outside at the end of its time: then the exercise it
-    was in is a ``timeout`` (the student's code was still running), and those it never reached say so. A checker
-    that ended otherwise without a verdict for each is the grader's own failure (``checker-error``).
-    """
+    """What a checker found for each of ``tests``, from its results file (written as it goes); ``code``: its exit
+    status, None when it was stopped from outside at the end of its time (docs/grading.md, "Time")."""
     try:
         found = json.loads(path.read_text())
         results, in_flight = dict(found["results"]), found.get("in_flight")
@@ -246,11 +242,9 @@ def decide(cell: KernelOutcome, trusted: TrustedOutcome | None, rechecked: bool)
 
 
 class Zygotes:
-    """The two zygotes of a batch, started side by side, shared by every assignment graded in it.
-
-    ``sandboxes`` forks kernels and value workers; ``checkers`` forks trusted checkers and
-    holds the hidden checks, which the first must never have in its memory.
-    """
+    """The two zygotes of a batch, started side by side, shared by every assignment graded in it: ``sandboxes`` forks
+    kernels and value workers; ``checkers`` forks trusted checkers and holds the hidden checks, which the first must
+    never have in its memory."""
 
     def __init__(self, work: Path, trusted: bool, threads: int):
         self.work, self.threads = work, threads
@@ -367,10 +361,8 @@ class Grader:
         return res
 
     def grade_one(self, sub: Submission, slot: int, preflight: bool = False) -> StudentResult:
-        """Autograde one notebook in the sandbox, re-check what passed there, decide each test cell's points.
-
-        ``preflight``: this is the source solution (its job folder is the preflight's).
-        """
+        """Autograde one notebook in the sandbox, re-check what passed there, decide each test cell's points
+        (``preflight``: this is the source solution, in the preflight's job folder)."""
         start = time.perf_counter()
         end = start + self.limits.wall + TRUSTED_MARGIN  # the whole submission: kernel, checker and any retry
         self.zygotes.ensure()
@@ -399,10 +391,8 @@ class Grader:
         if not wanted:
             return {}
         found = self.run_checker(job_dir, sub, wanted, slot, end - time.perf_counter())
-        # No verdict is never a pass. A timeout, a worker the student's code ended, a refused reply are the
-        # submission's doing: never tried again (a retry would only spend the class's time on it). What failed
-        # for the grader's own reasons (the checker itself, a worker that never started) gets one more try, in
-        # what is left of the submission's time.
+        # No verdict is never a pass. Only what failed for the grader's own reasons gets one more try, in what is
+        # left of the submission's time: retrying the submission's own doing would spend the class's time on it.
         again = [e for e in wanted if found[e.test_id].graders_fault]
         if again and end - time.perf_counter() > 1:
             found.update(self.run_checker(job_dir, sub, again, slot, end - time.perf_counter()))

@@ -25,19 +25,13 @@ def randn(gen: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor
 
 
 def distinct(gen: torch.Generator, *shape: int, gap: float = 1e-3) -> torch.Tensor:
-    """Values in a random order whose every pair along the last axis differs by more than ``gap``.
-
-    A shuffled evenly spaced grid with a jitter smaller than its step: no ties, spread about [-2, 2].
-    """
+    """Values in a random order whose every pair along the last axis differs by more than ``gap``: a shuffled evenly
+    spaced grid with a jitter smaller than its step, spread about [-2, 2]."""
     n = shape[-1] if shape else 1
     step = max(4.0 / max(n, 1), 2 * gap)
     ranks = torch.argsort(torch.rand(shape, generator=gen), dim=-1).to(DTYPE)
     jitter = torch.rand(shape, generator=gen, dtype=DTYPE) * (step - gap)
     return (ranks - n / 2) * step + jitter
-
-
-def randint(gen: torch.Generator, high: int, *shape: int) -> torch.Tensor:
-    return torch.randint(0, high, shape, generator=gen, dtype=torch.int64)
 
 
 # ---------------------------------------------------------------------------
@@ -50,12 +44,12 @@ FAMILIES = ("normal", "shifted", "heavy", "outliers")
 HEAVY_MAX = 64.0  # heavy tails cut here (about one value in 10^5 beyond): a check's scalings then stay in float16's range
 
 
-def family_order(gen: torch.Generator, k: int, names: tuple[str, ...] = FAMILIES) -> list[str]:
-    """A family for each of ``k`` cases: every name once before any repeats, in an order drawn from ``gen`` — so a
-    run of at least ``len(names)`` cases meets them all, and which case gets which changes with the seed."""
+def family_order(gen: torch.Generator, k: int) -> list[str]:
+    """A family for each of ``k`` cases: every family once before any repeats, in an order drawn from ``gen`` — so a
+    run of at least ``len(FAMILIES)`` cases meets them all, and which case gets which changes with the seed."""
     order: list[str] = []
     while len(order) < k:
-        order += [names[i] for i in torch.randperm(len(names), generator=gen).tolist()]
+        order += [FAMILIES[i] for i in torch.randperm(len(FAMILIES), generator=gen).tolist()]
     return order[:k]
 
 
@@ -76,14 +70,8 @@ def row_offsets(gen: torch.Generator, *shape: int, low: float, high: float) -> t
 
 def activations(gen: torch.Generator, family: str, *shape: int, offset: tuple[float, float] = (4.0, 16.0)
                 ) -> torch.Tensor:
-    """Values of ``family`` with a spread of about 1 along the last axis:
-
-    - ``normal``: N(0, 1);
-    - ``shifted``: N(0, 1) plus a common part per row (:func:`row_offsets` within ``offset``);
-    - ``heavy``: Student's t with 3 degrees of freedom, cut at ±HEAVY_MAX (a few entries many spreads out);
-    - ``outliers``: N(0, 1) with a few columns (one in 64, at least one) 20 to 60 times larger, as the outlier
-      features of a large model's activations.
-    """
+    """Values of ``family`` (docs/grading.md, "Families of inputs") with a spread of about 1 along the last axis;
+    ``offset``: the range of ``shifted``'s common part per row."""
     values = torch.randn(shape, generator=gen, dtype=DTYPE)
     if family == "normal":
         return values

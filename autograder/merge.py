@@ -5,18 +5,14 @@ copy of the course (docs/grading.md, "Beyond one machine", last paragraph).
 from __future__ import annotations
 
 import shutil
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from . import gradebook
+from .collect import InstructorError
 from .gradebook import Gradebook
 from .nbgrader_cli import nbgrader
 from .report import formula_safe, read_csv, write_outputs
-
-
-class MergeError(Exception):
-    pass
 
 
 def merge_gradebooks(shards: list[Path], target: Path) -> dict[str, str]:
@@ -25,7 +21,7 @@ def merge_gradebooks(shards: list[Path], target: Path) -> dict[str, str]:
     for shard in shards:
         db = shard / "gradebook.db"
         if not db.is_file():
-            raise MergeError(f"{shard} has no gradebook.db: give the course folder each machine graded in.")
+            raise InstructorError(f"{shard} has no gradebook.db: give the course folder each machine graded in.")
         with Gradebook(f"sqlite:///{db}") as src:
             for a in src.assignments:
                 gradebook.install_assignment(target, db, a.name)
@@ -34,7 +30,7 @@ def merge_gradebooks(shards: list[Path], target: Path) -> dict[str, str]:
                     for sub in a.submissions:
                         student = sub.student.id
                         if owner.get(student, str(shard)) != str(shard):
-                            raise MergeError(f"student {student!r} is in two shards: {owner[student]} and {shard}.")
+                            raise InstructorError(f"student {student!r} is in two shards: {owner[student]} and {shard}.")
                         owner[student] = str(shard)
                         scores = {g.cell.name: g.auto_score for nb in sub.notebooks for g in nb.grades
                                   if g.auto_score is not None}
@@ -69,11 +65,7 @@ def main(args) -> int:
         shutil.rmtree(target)
     target.mkdir()
     shutil.copy(shards[0] / "nbgrader_config.py", target / "nbgrader_config.py")
-    try:
-        owner = merge_gradebooks(shards, target)
-    except MergeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    owner = merge_gradebooks(shards, target)
     shutil.copy(target / "gradebook.db", out / "gradebook.db")
     nbgrader(target, "export", f"--to={out / 'grades.csv'}")
     formula_safe(out / "grades.csv")  # nbgrader writes a student id such as "=HYPERLINK(…)" as it is

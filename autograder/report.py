@@ -28,16 +28,14 @@ class Row:
     reason: str = ""
     seed: int | None = None  # the hidden inputs' seed it was graded with (None: the notebook never ran)
     message: str = ""  # not a column: the hidden checks' sentence, for the feedback (grader.decide)
-    passed: bool = False  # not a column; worker.read_outcomes sets it until it makes KernelOutcomes
+    passed: bool = False  # not a column: the kernel's outputs of this test cell hold no error (KernelOutcome)
 
 
 @dataclass
 class KernelOutcome(Row):
-    """One test cell as the autograde run in the kernel graded it (``worker.read_outcomes``): ``diagnosis``, the
+    """One test cell as the autograde run in the kernel graded it (``autograde.read_outcomes``): ``diagnosis``, the
     class of its diagnosis record; ``message``, the diagnosis sentence or the error's first line; ``score``, as
     nbgrader recorded it, which counts only where the kernel decides alone (``grader.decide``)."""
-
-    passed: bool = False  # its outputs hold no error
 
 
 def outcome(row: Row) -> str:
@@ -64,10 +62,8 @@ _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
 def csv_cell(value: str) -> str:
-    """``value`` as a spreadsheet will read it: text, never a formula (a leading apostrophe, as OWASP says).
-
-    One already starting with an apostrophe gets another, so :func:`csv_value` undoes exactly this.
-    """
+    """``value`` as a spreadsheet will read it: text, never a formula (a leading apostrophe, as OWASP says); one
+    already starting with an apostrophe gets another, so :func:`csv_value` undoes exactly this."""
     if value[:1] == "'" or (value[:1] in _FORMULA_START and not _NUMBER.fullmatch(value)):
         return "'" + value
     return value
