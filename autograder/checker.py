@@ -8,7 +8,7 @@ docs/grading.md, "The hidden checks, in the trusted checker" and "The checker gu
 Run as ``python -m autograder.checker JOB.json``; writes the JSON results file the job
 names: per test cell ``{"status": "ok", "passed": bool, "cls": ..., "message": ...}`` (a failure's
 ``record`` too, ``GradingFailure.record()``, and ``cell_error``, what a cell before it raised here), or
-``status`` ``timeout`` / ``died`` (the worker) / ``refused`` (its reply) / ``no-worker`` /
+``status`` ``timeout`` / ``died`` (the worker) / ``refused`` (its reply) / ``no-start`` / ``no-worker`` /
 ``checker-error``.
 """
 
@@ -481,7 +481,7 @@ def run(job: dict, progress=None) -> dict:
             try:
                 channel = start_worker(job, work / "valueworker.log", within(job["startup_timeout"]))
             except (WorkerTimeout, WorkerDied, OSError) as exc:
-                results[test_id] = {"status": "died", "message": f"the worker did not start ({type(exc).__name__}: {exc})"[:500]}
+                results[test_id] = {"status": "no-start", "message": f"the worker did not start ({type(exc).__name__}: {exc})"[:500]}
                 continue
         todo = [(i, code) for i, code in cells if i < position][channel.ran:]
         running = None

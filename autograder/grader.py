@@ -64,7 +64,8 @@ class Status(enum.Enum):
 
     OK = "ok"  # a verdict: ``passed``, else ``cls``
     TIMEOUT = "timeout"
-    DIED = "died"  # the student's code ended the value worker, or it never started
+    DIED = "died"  # the student's code ended the value worker
+    NO_START = "no-start"  # the value worker never started (before any of the student's code ran)
     REFUSED = "refused"  # a reply over the wire format's limits, malformed, out of step, or unmeasured
     CHECKER_ERROR = "checker-error"
     NO_WORKER = "no-worker"  # the value worker was restarted too often
@@ -94,8 +95,7 @@ class TrustedOutcome:
     @property
     def graders_fault(self) -> bool:
         """No verdict for a reason of the grader's own: the checker failed, or the worker never started."""
-        return (self.status in (Status.CHECKER_ERROR, Status.NO_WORKER, Status.NO_VERDICT)
-                or (self.status is Status.DIED and "did not start" in self.message))
+        return self.status in (Status.CHECKER_ERROR, Status.NO_START, Status.NO_WORKER, Status.NO_VERDICT)
 
 
 @dataclass(frozen=True)

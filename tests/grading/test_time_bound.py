@@ -105,7 +105,8 @@ def test_what_a_stopped_checker_leaves_is_read_as_the_students_timeout(tmp_path)
     ({"status": "died", "message": "the student's code ended the worker"}, False),
     ({"status": "refused", "message": "tampering"}, False),
     ({"status": "ok", "passed": False}, False),
-    ({"status": "died", "message": "the worker did not start (OSError: ...)"}, True),
+    ({"status": "no-start", "message": "the worker did not start (OSError: ...)"}, True),
+    ({"status": "died", "message": "the worker did not start"}, False),  # the status decides, never the words
     ({"status": "checker-error", "message": "the trusted checker failed"}, True),
     ({"status": "no-worker", "message": "the worker was restarted too often"}, True),
     (None, True),
