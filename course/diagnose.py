@@ -25,6 +25,7 @@ import torch
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
 from .registry import hints_of
+from .sanitizer import sanitize
 from .vocabulary import CLASSES, Alternative, GradingFailure, publish  # noqa: F401 — re-exported: the checks' names for them
 
 # The debugging order: the rungs on which a wrong result is read, in order, the first that explains it naming
@@ -331,7 +332,7 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
     require_callable(name, fn)
     guard = forbid_autograd(name) if forbid_autograd_use else nullcontext([])
     delegated: list[str] = []
-    with guard as used, quiet():  # a right answer that happens to warn must not lose its points
+    with guard as used, quiet(), sanitize() as sanitized:  # a right answer that happens to warn keeps its points
         try:
             with forbid_helpers() as delegated:  # armed only while the student's code runs
                 result = fn(*args, **kwargs)
@@ -352,6 +353,9 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
             "autograd-in-backward",
             f"{name} called {used[0]}: derive the gradient by hand — the point of the exercise is to not use autograd.",
         )
+    raced = sanitized.failure(name)  # a race or an access out of bounds in a kernel it launched (course.sanitizer)
+    if raced is not None:
+        raise raced
     return result
 
 

@@ -31,6 +31,8 @@ CLASSES: dict[str, str] = {
     "materialized-logits": "values right, but a walk held more logits at once than its chunk (block): T×V, or several chunks",
     "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
     "autograd-in-backward": "the hand-written backward called autograd",
+    "race": "two programs of one launch touch an address, one with a plain store, with no atomic or lock between them",
+    "out-of-bounds": "a kernel loaded or stored an address that is no element of any tensor argument",
     "non-finite": "NaN or inf in the result",
     "tampering": "the checking machinery was modified",
     "delegated-to-helper": "the answer came from a helper the course ships rather than the student's derivation",

@@ -1,0 +1,683 @@
+"""Races between programs and accesses out of bounds, read from what an interpreted Triton launch touched.
+
+Triton's interpreter runs a grid's programs one after another, so a read-add-store that two programs make into
+one address gives the right number on a CPU and loses an update on a GPU, where the programs run at once. The
+values cannot show it; the accesses can. While :func:`sanitize` is active, every load, store and atomic of every
+program of an interpreted launch is recorded (the addresses its mask lets through, the program, the kernel's
+source line, the locks the program holds), and each launch is read when it ends:
+
+- **race**: an address one program stores to without an atomic and another program loads, stores or updates
+  atomically in the same launch, neither holding a lock the other holds. Atomics never race with each other.
+  A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another)
+  and gives back with ``tl.atomic_xchg`` (the pattern of Triton's LayerNorm tutorial); a program that ends
+  holding one leaves every other program waiting for it forever, which is reported too;
+- **out-of-bounds**: an address that is no element of any tensor argument (a missing or wrong mask, a wrong
+  stride). An access outside every argument's memory is not made (a load gives 0): on a CPU it could read or
+  overwrite anything.
+
+The checks sanitize every call of a student's code (``course.diagnose.call_student``); in a notebook, ``with
+course.sanitize() as report:`` around a launch shows the report, and :meth:`Report.plot` which programs touched
+which elements. Without the interpreter (a GPU) nothing is recorded.
+
+Everything that runs during a launch has a private name: ``course.delegation`` arms each public function of
+``course`` while a student's call runs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import witness
+
+LOAD, STORE, ATOMIC = 0, 1, 2
+_VERB = {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}
+KINDS = ("race", "out-of-bounds")  # the diagnosis classes a finding is raised as
+MAX_FINDINGS = 8  # findings kept per launch: the first of each kind says what to fix
+MAX_PLOTTED = 1 << 14  # a tensor's elements kept for Report.plot (larger tensors are left out of the picture)
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where an access was made: the kernel's (or a @triton.jit helper's) function, its line and the code there."""
+
+    function: str
+    line: int
+    code: str
+
+    def __str__(self) -> str:
+        return f"line {self.line} of {self.function}: `{self.code}`" if self.code else f"line {self.line} of {self.function}"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing wrong with a launch. ``kind`` is "race", "out-of-bounds" or "lock" (a lock never given back,
+    reported as a race). ``tensor`` is the argument's name, ``index`` the element's index in it (for an access
+    outside every tensor: the element offset from the nearest one's first element, as a 1-tuple, and
+    ``outside`` says how). ``programs`` and ``sites`` list the program(s) and line(s); ``ops`` what each did;
+    ``count`` how many addresses are affected in all."""
+
+    kind: str
+    kernel: str
+    tensor: str
+    index: tuple[int, ...]
+    programs: tuple[tuple[int, int, int], ...]
+    sites: tuple[Site, ...]
+    ops: tuple[str, ...]
+    count: int = 1
+    outside: str = ""
+    shape: tuple[int, ...] = ()
+
+    @property
+    def cls(self) -> str:
+        """The diagnosis class this finding is raised as."""
+        return "race" if self.kind in ("race", "lock") else "out-of-bounds"
+
+    def sentence(self) -> str:
+        """What went wrong, in the words a check raises it with."""
+        at = f"{self.tensor}[{', '.join(map(str, self.index))}]"
+        if self.kind == "lock":
+            (p,), (s,) = self.programs, self.sites
+            return (f"{self.kernel}: program {p} took the lock at {at} ({s}) and never gave it back: on a GPU every "
+                    "other program that waits for it spins forever. Release it with tl.atomic_xchg once the "
+                    "accesses it guards are done.")
+        if self.kind == "race":
+            (p, q), (s, t), (a, b) = self.programs, self.sites, self.ops
+            more = f" ({self.count} elements of {self.tensor} are shared this way)" if self.count > 1 else ""
+            return (f"{self.kernel} races on {at}: program {p} {a} it ({s}) and program {q} {b} it ({t}), with no "
+                    f"atomic and no lock between them{more}. On a GPU the programs run at the same time and in any "
+                    "order, so one update can overwrite the other; Triton's interpreter runs them one after "
+                    "another, which is why the values here can still come out right.")
+        (p,), (s,), (a,) = self.programs, self.sites, self.ops
+        shape = f" of shape {tuple(self.shape)}" if self.shape else ""
+        more = f" ({self.count} such accesses)" if self.count > 1 else ""
+        return (f"{self.kernel}: program {p} {a} an address that is no element of any tensor argument ({s}): "
+                f"{self.outside} {self.tensor}{shape}{more}. A mask is missing or off by one, or a stride or "
+                "offset is wrong; on a GPU this reads or overwrites another tensor's memory, or faults.")
+
+    def record(self) -> dict:
+        """The finding as JSON-ready data (what the trusted re-check receives from the worker)."""
+        return {"kind": self.kind, "kernel": self.kernel, "tensor": self.tensor, "index": list(self.index),
+                "programs": [list(p) for p in self.programs],
+                "sites": [[s.function, s.line, s.code] for s in self.sites], "ops": list(self.ops),
+                "count": self.count, "outside": self.outside, "shape": list(self.shape)}
+
+
+@dataclass
+class Launch:
+    """What one interpreted launch did: the kernel, the grid, each tensor argument, and what was found."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    tensors: dict[str, tuple[tuple[int, ...], str]]  # name -> (shape, dtype)
+    findings: list[Finding] = field(default_factory=list)
+    programs: tuple[tuple[int, int, int], ...] = ()  # each program's ids, in the order the interpreter ran them
+    _recording: _Recording | None = field(default=None, repr=False)
+
+    @property
+    def touched(self) -> dict[str, dict[str, np.ndarray]]:
+        """name -> "load"/"store"/"atomic" -> a (2, n) array of (program, row-major element) for each tensor
+        argument small enough to draw (worked out when first asked: the checks never ask)."""
+        if self._recording is not None:
+            self._touched = self._recording._touches()
+            self._recording = None
+        return getattr(self, "_touched", {})
+
+
+@dataclass
+class Report:
+    """What :func:`sanitize` saw: every launch, in order. ``findings`` gathers theirs."""
+
+    launches: list[Launch] = field(default_factory=list)
+    received: list[Finding] = field(default_factory=list)  # findings measured in another process (the grader's)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return [f for launch in self.launches for f in launch.findings] + list(self.received)
+
+    @property
+    def clean(self) -> bool:
+        return not self.findings
+
+    def __str__(self) -> str:
+        if not self.launches and not self.received:
+            return "sanitizer: no interpreted launch ran (on a GPU the sanitizer records nothing)"
+        lines = [f"sanitizer: {len(self.launches)} launch(es), "
+                 f"{'no race, no access out of bounds' if self.clean else f'{len(self.findings)} finding(s)'}"]
+        lines += [f"- {f.cls}: {f.sentence()}" for f in self.findings]
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        return str(self).replace("\n- ", "\n\n- ")
+
+    def failure(self, name: str):
+        """The first finding as the GradingFailure a check raises (None when there is none)."""
+        from .vocabulary import GradingFailure
+
+        findings = self.findings
+        if not findings:
+            return None
+        first = findings[0]
+        said = first.sentence()
+        return GradingFailure(first.cls, said if said.startswith(name) else f"{name} launched {said}", _where(first))
+
+    def plot(self, tensor: str, launch: int = -1):
+        """Draw which program touched which element of argument ``tensor`` in a launch (the last by default):
+        each element coloured by the program that wrote it (grey: only read), elements where a plain store meets
+        another program outlined in red. Returns the matplotlib Figure."""
+        from .sanitizer_plot import plot_touches
+
+        if not self.launches:
+            raise ValueError("no interpreted launch ran inside the sanitize() block: nothing to draw")
+        return plot_touches(self.launches[launch], tensor)
+
+
+def _where(finding: Finding) -> str:
+    shape = f" (shape {tuple(finding.shape)})" if finding.shape else ""
+    return f"in {finding.kernel}: {finding.tensor}{shape}, programs {', '.join(map(str, finding.programs))}"
+
+
+def _from_record(data) -> Finding | None:
+    """A finding from untrusted JSON data (a worker's report): its fields typed and bounded, or None."""
+    try:
+        ints = lambda xs, n: tuple(int(x) for x in xs[:n] if isinstance(x, int) and not isinstance(x, bool))  # noqa: E731
+        text = lambda s: s[:300] if isinstance(s, str) else ""  # noqa: E731
+        if not isinstance(data, dict) or data.get("kind") not in ("race", "out-of-bounds", "lock"):
+            return None
+        programs = tuple(ints(p, 3) for p in data["programs"][:2])
+        sites = tuple(Site(text(s[0]), int(s[1]), text(s[2])) for s in data["sites"][:2])
+        if any(len(p) != 3 for p in programs) or not programs or len(sites) != len(programs):
+            return None
+        return Finding(data["kind"], text(data["kernel"]), text(data["tensor"]), ints(data["index"], 8), programs,
+                       sites, tuple(text(o) for o in data["ops"][:2]), max(1, int(data["count"])),
+                       text(data["outside"]), ints(data["shape"], 8))
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+# ---------------------------------------------------------------------------
+# Recording
+
+
+class _Stop(Exception):
+    """Ends a launch early: a program would wait forever for a lock another program never gave back."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.kind)  # not its sentence: Finding's methods are tripwires while the kernel runs
+        self.finding = finding
+
+
+@dataclass
+class _Arg:
+    name: str
+    ptr: int
+    itemsize: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    dtype: str
+    lo: int  # the argument's storage, in bytes
+    hi: int
+
+
+class _Recording:
+    """One launch being recorded."""
+
+    def __init__(self, kernel: str, grid: tuple[int, int, int]):
+        self.kernel, self.grid = kernel, grid
+        self.args: list[_Arg] = []
+        self.programs: list[tuple[int, int, int]] = []
+        self.held: set[int] = set()  # lock addresses the current program holds
+        self.held_at: dict[int, int] = {}  # lock address -> the site it was taken at
+        self.abandoned: dict[int, tuple[int, int]] = {}  # lock address -> (program, site) that never gave it back
+        self.locksets: dict[frozenset, int] = {frozenset(): 0}
+        self.sites: list[Site] = []
+        self.site_ids: dict[tuple, int] = {}
+        self.events: list[tuple[int, int, int, int, np.ndarray]] = []  # (program, kind, lockset, site, addresses)
+        self.atomic_plain = False  # inside create_atomic_load/store: the load/store they make is an atomic
+        self.outside: list[tuple[int, int, int, np.ndarray]] = []  # (program, kind, site, addresses) never made
+        self.stopped: Finding | None = None
+
+    # -- what each access is
+
+    def _site(self) -> int:
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED):
+            frame = frame.f_back
+        key = ("?", 0) if frame is None else (frame.f_code, frame.f_lineno)
+        found = self.site_ids.get(key)
+        if found is None:
+            found = self.site_ids[key] = len(self.sites)
+            if frame is None:
+                self.sites.append(Site("?", 0, ""))
+            else:
+                text = linecache.getline(frame.f_code.co_filename, key[1]).strip()
+                self.sites.append(Site(frame.f_code.co_name, key[1], text[:120]))
+        return found
+
+    def _program(self) -> int:
+        return len(self.programs) - 1
+
+    def _lockset(self) -> int:
+        if not self.held:
+            return 0
+        key = frozenset(self.held)
+        found = self.locksets.get(key)
+        if found is None:
+            found = self.locksets[key] = len(self.locksets)
+        return found
+
+    def _inside_memory(self, addresses: np.ndarray, nbytes: int) -> np.ndarray:
+        """Which addresses lie inside some tensor argument's storage."""
+        lo, hi = int(addresses.min()), int(addresses.max()) + nbytes
+        if any(a.lo <= lo and hi <= a.hi for a in self.args):  # the usual case: all in one tensor's memory
+            return np.ones(addresses.shape, dtype=bool)
+        inside = np.zeros(addresses.shape, dtype=bool)
+        for a in self.args:
+            inside |= (addresses >= a.lo) & (addresses + nbytes <= a.hi)
+        return inside
+
+    def _access(self, kind: int, ptrs, mask) -> np.ndarray | None:
+        """Record an access; return the mask to make it with when some lanes lie outside every tensor's memory."""
+        data = ptrs.data
+        if mask is None:
+            lanes = data.reshape(-1)
+        else:
+            lanes = data[np.broadcast_to(mask.data, data.shape)] if data.ndim else (data if bool(mask.data) else data[:0])
+        addresses = np.asarray(lanes, dtype=np.uint64).reshape(-1).astype(np.int64)
+        if addresses.size == 0:
+            return None
+        site, program = self._site(), self._program()
+        nbytes = _itemsize(ptrs)
+        inside = self._inside_memory(addresses, nbytes)
+        if not inside.all():
+            self.outside.append((program, kind, site, addresses[~inside]))
+            addresses = addresses[inside]
+            full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
+            full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
+        else:
+            full = None
+        if addresses.size:
+            self.events.append((program, kind, self._lockset(), site, addresses))
+        return full
+
+    def _cas(self, ptr, cmp, val, old) -> None:
+        """After a compare-and-swap: the addresses where it found ``cmp`` and wrote something else are now held."""
+        got = np.broadcast_to(old.data, ptr.data.shape)
+        taken = (got == np.broadcast_to(cmp.data, got.shape)) & (got != np.broadcast_to(val.data, got.shape))
+        for address in np.asarray(ptr.data[taken], dtype=np.uint64).reshape(-1).tolist():
+            self.held.add(int(address))
+            self.held_at[int(address)] = len(self.sites) - 1
+
+    def _waiting(self, ptr, cmp) -> None:
+        """Before a compare-and-swap: one on a lock a finished program kept would spin forever."""
+        for address in np.asarray(ptr.data, dtype=np.uint64).reshape(-1).tolist():
+            if int(address) in self.abandoned:
+                program, site = self.abandoned[int(address)]
+                self.stopped = self._finding_at("lock", int(address), (self.programs[program],),
+                                                (self.sites[site],), ("takes",))
+                raise _Stop(self.stopped)
+
+    def _release(self, ptr, mask) -> None:
+        data = np.asarray(ptr.data, dtype=np.uint64)
+        lanes = data if mask is None else data[np.broadcast_to(mask.data, data.shape)]
+        for address in lanes.reshape(-1).tolist():
+            self.held.discard(int(address))
+
+    def _next_program(self, idx: tuple[int, int, int]) -> None:
+        if self.programs:
+            for address in self.held:
+                self.abandoned[address] = (self._program(), self.held_at.get(address, 0))
+        self.held = set()
+        self.programs.append(idx)
+
+    # -- reading the launch
+
+    def _arg_of(self, address: int) -> _Arg | None:
+        """The argument whose memory holds ``address``, else the one whose first element is nearest."""
+        inside = [a for a in self.args if a.lo <= address < a.hi]
+        pool = inside or self.args
+        return min(pool, key=lambda a: abs(address - a.ptr)) if pool else None
+
+    def _finding_at(self, kind: str, address: int, programs, sites, ops, count: int = 1) -> Finding:
+        arg = self._arg_of(address)
+        if arg is None:
+            return Finding(kind, self.kernel, "?", (address,), programs, sites, ops, count)
+        index, outside = _index_in(arg, address)
+        return Finding(kind, self.kernel, arg.name, index, programs, sites, ops, count, outside, arg.shape)
+
+    def findings(self) -> list[Finding]:
+        found: list[Finding] = [self.stopped] if self.stopped is not None else []
+        if self.events:
+            columns = self._columns()
+            found += self._out_of_bounds(columns)
+            found += self._races(columns)
+        elif self.outside:
+            found += self._out_of_bounds(None)
+        return found[:MAX_FINDINGS]
+
+    def _columns(self) -> tuple[np.ndarray, ...]:
+        """Every access made, one lane per row: (program, kind, lockset, site, address), in the order made."""
+        sizes = [e[4].size for e in self.events]
+        return (*(np.repeat(np.array([e[i] for e in self.events], dtype=np.int64), sizes) for i in range(4)),
+                np.concatenate([e[4] for e in self.events]))
+
+    def _out_of_bounds(self, columns) -> list[Finding]:
+        """Accesses to no element of any tensor argument: those never made first, then those inside some memory."""
+        stray = [(program, kind, site, int(addresses[0]), addresses.size) for program, kind, site, addresses in
+                 self.outside]
+        if columns is not None:
+            program, kind, _, site, address = columns
+            member = np.zeros(address.shape, dtype=bool)
+            for a in self.args:
+                member |= _elements(a, address)
+            outside = np.flatnonzero(~member)
+            if outside.size:
+                i = int(outside[0])
+                stray.append((int(program[i]), int(kind[i]), int(site[i]), int(address[i]), int(outside.size)))
+        if not stray:
+            return []
+        program, kind, site, address, _ = stray[0]
+        return [self._finding_at("out-of-bounds", address, (self.programs[program],), (self.sites[site],),
+                                 (_VERB[kind],), sum(s[4] for s in stray))]
+
+    def _races(self, columns) -> list[Finding]:
+        """The first pair of accesses that race, over the addresses some program stores to without an atomic."""
+        program, kind, lockset, site, address = columns
+        stored = np.unique(address[kind == STORE])
+        if stored.size == 0:
+            return []
+        keep = np.isin(address, stored)
+        program, kind, lockset, site, address = program[keep], kind[keep], lockset[keep], site[keep], address[keep]
+        order = np.lexsort((np.arange(address.size), address))  # by address, then in the order of the accesses
+        program, kind, lockset, site, address = (x[order] for x in (program, kind, lockset, site, address))
+        starts = np.flatnonzero(np.r_[True, address[1:] != address[:-1]])
+        ends = np.r_[starts[1:], address.size]
+        many = np.minimum.reduceat(program, starts) != np.maximum.reduceat(program, starts)
+        one_lock = ((np.minimum.reduceat(lockset, starts) == np.maximum.reduceat(lockset, starts))
+                    & (np.minimum.reduceat(lockset, starts) > 0))
+        suspects = np.flatnonzero(many & ~one_lock)
+        if suspects.size == 0:
+            return []
+        locks = {i: s for s, i in self.locksets.items()}
+        first, count = None, 0
+        for g in suspects.tolist():
+            lo, hi = int(starts[g]), int(ends[g])
+            pair = _racing_pair(program[lo:hi], kind[lo:hi], lockset[lo:hi], locks)
+            if pair is None:
+                continue
+            count += 1
+            if first is None:
+                first = (int(address[lo]), lo + pair[0], lo + pair[1])
+            if count >= 10_000:
+                break
+        if first is None:
+            return []
+        a, i, j = first
+        return [self._finding_at("race", a, (self.programs[program[i]], self.programs[program[j]]),
+                                 (self.sites[site[i]], self.sites[site[j]]),
+                                 (_VERB[int(kind[i])], _VERB[int(kind[j])]), count)]
+
+    def _touches(self) -> dict[str, dict[str, np.ndarray]]:
+        """For each small tensor argument: (program, element) pairs of its loads, plain stores and atomics."""
+        out: dict[str, dict[str, np.ndarray]] = {}
+        if not self.events:
+            return out
+        program, kind, _, _, address = self._columns()
+        for arg in self.args:
+            if int(np.prod(arg.shape, dtype=np.int64)) > MAX_PLOTTED:
+                continue
+            member = _elements(arg, address)
+            flat = _flat_index(arg, address[member])
+            out[arg.name] = {name: np.stack([program[member][kind[member] == k], flat[kind[member] == k]])
+                             for k, name in enumerate(("load", "store", "atomic"))}
+        return out
+
+
+def _racing_pair(program, kind, lockset, locks) -> tuple[int, int] | None:
+    """The first two accesses (in order) to one address that race: different programs, one a plain store, not
+    both atomics, no lock in common."""
+    n = len(program)
+    for j in range(n):
+        for i in range(j):
+            if program[i] == program[j] or (kind[i] != STORE and kind[j] != STORE):
+                continue
+            if lockset[i] and lockset[j] and locks[int(lockset[i])] & locks[int(lockset[j])]:
+                continue
+            return i, j
+    return None
+
+
+def _itemsize(ptrs) -> int:
+    ty = ptrs.get_element_ty()
+    return max(1, getattr(ty, "primitive_bitwidth", 8) // 8)
+
+
+def _dense_order(arg: _Arg) -> list[int] | None:
+    """The argument's axes from the largest stride to the smallest, when no two elements share an address."""
+    axes = sorted((d for d in range(len(arg.shape)) if arg.shape[d] > 1), key=lambda d: -arg.strides[d])
+    reach = 1
+    for d in reversed(axes):
+        if arg.strides[d] < reach:
+            return None
+        reach = arg.strides[d] * arg.shape[d]
+    return axes
+
+
+def _elements(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
+    """Which ``addresses`` are the first byte of one of ``arg``'s elements."""
+    offset = addresses - arg.ptr
+    if any(s == 0 for s in arg.shape):
+        return np.zeros(addresses.shape, dtype=bool)
+    ok = (offset >= 0) & (offset % arg.itemsize == 0)
+    offset = offset // arg.itemsize
+    axes = _dense_order(arg)
+    if axes is None:  # overlapping strides: the span from the first element to the last
+        last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+        return ok & (offset <= last)
+    for d in axes:
+        i = offset // arg.strides[d]
+        ok &= i < arg.shape[d]
+        offset = offset - np.minimum(i, arg.shape[d] - 1) * arg.strides[d]
+    return ok & (offset == 0)
+
+
+def _flat_index(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
+    """Row-major indices of ``addresses``, known to be elements of ``arg``."""
+    offset = (addresses - arg.ptr) // arg.itemsize
+    index = np.zeros(addresses.shape, dtype=np.int64)
+    axes = _dense_order(arg) or []
+    coords = {}
+    for d in axes:
+        coords[d] = offset // arg.strides[d]
+        offset = offset - coords[d] * arg.strides[d]
+    for d, n in enumerate(arg.shape):
+        index = index * n + coords.get(d, 0)
+    return index
+
+
+def _index_in(arg: _Arg, address: int) -> tuple[tuple[int, ...], str]:
+    """(index, how it lies outside) of ``address`` in ``arg``: the element's index when it is one, else the offset
+    in elements from its first element and a phrase for the message."""
+    a = np.array([address], dtype=np.int64)
+    if bool(_elements(arg, a)[0]):
+        flat = int(_flat_index(arg, a)[0])
+        return tuple(int(i) for i in np.unravel_index(flat, arg.shape)), ""
+    offset = (address - arg.ptr) // arg.itemsize
+    last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+    if offset < 0:
+        return (offset,), f"{-offset} element(s) before the first element of"
+    if offset > last:
+        return (offset,), f"{offset - last} element(s) past the last element of"
+    return (offset,), f"inside the span but between the elements (offset {offset} from the first element) of"
+
+
+# ---------------------------------------------------------------------------
+# The hooks on Triton's interpreter
+
+_SKIPPED = (os.path.dirname(os.path.abspath(__file__)) + os.sep + "sanitizer",)
+_recorders: list[Report] = []  # the reports of every sanitize() active now
+_current: list[_Recording] = []  # the launch being recorded (a kernel never launches another)
+_installed: list[bool] = []
+
+
+def _install() -> None:
+    """Wrap the interpreter's memory operations and grid loop, once per process (no effect without Triton)."""
+    if _installed or "triton" not in sys.modules:  # no kernel defined yet: nothing can launch (try again later)
+        return
+    try:
+        import triton
+        from triton.runtime import interpreter
+    except ImportError:
+        return
+    _installed.append(True)
+    global _SKIPPED
+    _SKIPPED = _SKIPPED + (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
+    builder_cls, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
+    masked_load, masked_store = builder_cls.create_masked_load, builder_cls.create_masked_store
+    atomic_load, atomic_store = builder_cls.create_atomic_load, builder_cls.create_atomic_store
+    rmw, cas, set_idx = builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas, builder_cls.set_grid_idx
+    init_args, call = executor._init_args_hst, executor.__call__
+    TensorHandle = interpreter.TensorHandle
+    xchg = interpreter._ir.ATOMIC_OP.XCHG
+
+    def _masked(mask, full):
+        return mask if full is None else TensorHandle(full, triton.language.int1)
+
+    def _create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+        rec = _current[-1] if _current else None
+        if rec is not None:
+            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
+        return masked_load(self, ptrs, mask, other, cache_policy, is_volatile)
+
+    def _create_masked_store(self, ptrs, value, mask, cache_policy):
+        rec = _current[-1] if _current else None
+        if rec is not None:
+            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
+        return masked_store(self, ptrs, value, mask, cache_policy)
+
+    def _atomic(original):
+        def _create(self, *args):
+            rec = _current[-1] if _current else None
+            if rec is None:
+                return original(self, *args)
+            rec.atomic_plain = True
+            try:
+                return original(self, *args)
+            finally:
+                rec.atomic_plain = False
+        return _create
+
+    def _create_atomic_rmw(self, op, ptr, val, mask, sem, scope):
+        rec = _current[-1] if _current else None
+        if rec is not None:
+            mask = _masked(mask, rec._access(ATOMIC, ptr, mask))
+        result = rmw(self, op, ptr, val, mask, sem, scope)
+        if rec is not None and op == xchg:
+            rec._release(ptr, mask)
+        return result
+
+    def _create_atomic_cas(self, ptr, cmp, val, sem, scope):
+        rec = _current[-1] if _current else None
+        if rec is None:
+            return cas(self, ptr, cmp, val, sem, scope)
+        rec._waiting(ptr, cmp)
+        if rec._access(ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
+            return TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)
+        old = cas(self, ptr, cmp, val, sem, scope)
+        rec._cas(ptr, cmp, val, old)
+        return old
+
+    def _set_grid_idx(self, x, y, z):
+        set_idx(self, x, y, z)
+        if _current:
+            _current[-1]._next_program((int(x), int(y), int(z)))
+
+    def _init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
+        if _current:
+            _current[-1].args = _tensor_args(self.fn, args_hst, kwargs_hst)
+        return args_hst, kwargs_hst
+
+    def __call__(self, *args, **kwargs):
+        if not _recorders or _current:
+            return call(self, *args, **kwargs)
+        grid = self.grid if not callable(self.grid) else None
+        rec = _Recording(getattr(self.fn, "__name__", "kernel"), tuple(grid or ()) + (1,) * (3 - len(grid or ())))
+        _current.append(rec)
+        try:
+            call(self, *args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 — the interpreter wraps what the kernel raised
+            if rec.stopped is None and not isinstance(_cause(exc), _Stop):
+                raise
+        finally:
+            _current.pop()
+            launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, rec.findings(),
+                            tuple(rec.programs), rec)
+            for report in _recorders:
+                report.launches.append(launch)
+
+    builder_cls.create_masked_load = _create_masked_load
+    builder_cls.create_masked_store = _create_masked_store
+    builder_cls.create_atomic_load = _atomic(atomic_load)
+    builder_cls.create_atomic_store = _atomic(atomic_store)
+    builder_cls.create_atomic_rmw = _create_atomic_rmw
+    builder_cls.create_atomic_cas = _create_atomic_cas
+    builder_cls.set_grid_idx = _set_grid_idx
+    executor._init_args_hst = _init_args_hst
+    executor.__call__ = __call__
+
+
+def _cause(exc: BaseException) -> BaseException:
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _tensor_args(fn, args, kwargs) -> list[_Arg]:
+    """Every tensor argument of the launch, by the kernel's parameter name."""
+    try:
+        named = inspect.getcallargs(fn, *args, **{k: v for k, v in kwargs.items()
+                                                  if k in inspect.signature(fn).parameters})
+    except TypeError:
+        named = {f"arg{i}": a for i, a in enumerate(args)}
+    out = []
+    for name, value in named.items():
+        if hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
+            storage = value.untyped_storage()
+            lo = storage.data_ptr()
+            out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
+                            str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
+    return out
+
+
+@contextmanager
+def sanitize() -> Iterator[Report]:
+    """Record every interpreted launch inside the block and read it for races and accesses out of bounds.
+
+    ``with course.sanitize() as report: kernel[grid](...)``, then ``print(report)`` or ``report.plot("out")``.
+    Under the grader's trusted re-check, a call made in another process reports its findings here too.
+    """
+    _install()
+    report = Report()
+    _recorders.append(report)
+    try:
+        with witness.watching(_receiver(report)):
+            yield report
+    finally:
+        _recorders.remove(report)
+
+
+def _receiver(report: Report):
+    def _receive(measurement) -> None:
+        for data in getattr(measurement, "sanitized", ()) or ():
+            found = _from_record(data)
+            if found is not None:
+                report.received.append(found)
+    return _receive
