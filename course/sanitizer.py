@@ -42,6 +42,10 @@ _VERB = {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}
 KINDS = ("race", "out-of-bounds")  # the diagnosis classes a finding is raised as
 MAX_FINDINGS = 8  # findings kept per launch: the first of each kind says what to fix
 MAX_PLOTTED = 1 << 14  # a tensor's elements kept for Report.plot (larger tensors are left out of the picture)
+# A program whose compare-and-swap fails the same way this many times in a row spins forever: the interpreter runs
+# one program at a time, so nothing else can change that memory. (A CAS loop that updates a value succeeds at once;
+# a flag a program claims fails once in each later program.)
+SPINS = 1000
 
 
 @dataclass(frozen=True)
@@ -59,10 +63,11 @@ class Site:
 @dataclass(frozen=True)
 class Finding:
     """One thing wrong with a launch. ``kind`` is "race", "out-of-bounds" or "lock" (a lock never given back,
-    reported as a race). ``tensor`` is the argument's name, ``index`` the element's index in it (for an access
-    outside every tensor: the element offset from the nearest one's first element, as a 1-tuple, and
-    ``outside`` says how). ``programs`` and ``sites`` list the program(s) and line(s); ``ops`` what each did;
-    ``count`` how many addresses are affected in all."""
+    reported as a race). ``tensor`` is the argument's name, ``index`` the element's index in it; for an address
+    that is no element of it, the offset in elements from its first element as a 1-tuple, and ``outside`` says
+    where that lies. ``also`` names the same element in other arguments that view the same memory. ``programs``
+    and ``sites`` list the program(s) and line(s), ``ops`` what each did; ``count`` how many addresses (a race)
+    or accesses (out of bounds) are affected in all."""
 
     kind: str
     kernel: str
@@ -74,6 +79,7 @@ class Finding:
     count: int = 1
     outside: str = ""
     shape: tuple[int, ...] = ()
+    also: tuple[str, ...] = ()
 
     @property
     def cls(self) -> str:
@@ -82,32 +88,66 @@ class Finding:
 
     def sentence(self) -> str:
         """What went wrong, in the words a check raises it with."""
-        at = f"{self.tensor}[{', '.join(map(str, self.index))}]"
-        if self.kind == "lock":
-            (p,), (s,) = self.programs, self.sites
-            return (f"{self.kernel}: program {p} took the lock at {at} ({s}) and never gave it back: on a GPU every "
-                    "other program that waits for it spins forever. Release it with tl.atomic_xchg once the "
-                    "accesses it guards are done.")
-        if self.kind == "race":
-            (p, q), (s, t), (a, b) = self.programs, self.sites, self.ops
-            more = f" ({self.count} elements of {self.tensor} are shared this way)" if self.count > 1 else ""
-            return (f"{self.kernel} races on {at}: program {p} {a} it ({s}) and program {q} {b} it ({t}), with no "
-                    f"atomic and no lock between them{more}. On a GPU the programs run at the same time and in any "
-                    "order, so one update can overwrite the other; Triton's interpreter runs them one after "
-                    "another, which is why the values here can still come out right.")
-        (p,), (s,), (a,) = self.programs, self.sites, self.ops
-        shape = f" of shape {tuple(self.shape)}" if self.shape else ""
-        more = f" ({self.count} such accesses)" if self.count > 1 else ""
-        return (f"{self.kernel}: program {p} {a} an address that is no element of any tensor argument ({s}): "
-                f"{self.outside} {self.tensor}{shape}{more}. A mask is missing or off by one, or a stride or "
-                "offset is wrong; on a GPU this reads or overwrites another tensor's memory, or faults.")
+        return _sentence(self)
 
     def record(self) -> dict:
         """The finding as JSON-ready data (what the trusted re-check receives from the worker)."""
-        return {"kind": self.kind, "kernel": self.kernel, "tensor": self.tensor, "index": list(self.index),
-                "programs": [list(p) for p in self.programs],
-                "sites": [[s.function, s.line, s.code] for s in self.sites], "ops": list(self.ops),
-                "count": self.count, "outside": self.outside, "shape": list(self.shape)}
+        return _record(self)
+
+
+def _sentence(f: Finding, lead: str = "") -> str:
+    """``f`` as a sentence, opened by ``lead`` ("scatter_add launched") when a check raises it. Private: a student
+    may print a report inside a checked call, where the public methods are tripwires (course.delegation)."""
+    said = f"{lead} {f.kernel}, which" if lead else f.kernel
+    return f"{said} {_PHRASES[f.kind](f)}"
+
+
+def _at(f: Finding) -> str:
+    """The element, as the kernel's pointer arithmetic would name it: ``out[0, 0]``, or ``y + 10`` when the address
+    is no element of ``y``."""
+    if f.outside:
+        (offset,) = f.index or (0,)
+        return f"{f.tensor} {'-' if offset < 0 else '+'} {abs(offset)}"
+    named = f"{f.tensor}[{', '.join(map(str, f.index))}]"
+    return f"{named} (also {', '.join(f.also)})" if f.also else named
+
+
+def _race(f: Finding) -> str:
+    (p, q), (s, t), (a, b) = f.programs, f.sites, f.ops
+    more = f" ({f.count} elements of {f.tensor} are shared this way)" if f.count > 1 else ""
+    return (f"races on {_at(f)}: program {p} {a} it ({s}) and program {q} {b} it ({t}), with no atomic and no "
+            f"lock between them{more}. On a GPU the programs run at the same time and in any order, so one update "
+            "can overwrite the other; Triton's interpreter runs them one after another, which is why the values "
+            "here can still come out right.")
+
+
+def _lock(f: Finding) -> str:
+    (p,), (s,), (op,) = f.programs, f.sites, f.ops
+    if op == "waits for":
+        return (f"spins forever in program {p} ({s}): its tl.atomic_cas on {_at(f)} keeps failing, and no program "
+                "left to run will change that memory, so the launch was stopped. A lock must be free when the "
+                "launch starts and given back by the program that took it.")
+    return (f"leaves the lock at {_at(f)} taken: program {p} took it ({s}) and never gave it back, so on a GPU "
+            "every other program that waits for it spins forever. A lock is given back with tl.atomic_xchg once "
+            "the accesses it guards are done.")
+
+
+def _out_of_bounds(f: Finding) -> str:
+    (p,), (s,), (op,) = f.programs, f.sites, f.ops
+    more = f" ({f.count} accesses out of bounds in this launch)" if f.count > 1 else ""
+    return (f"{op} {_at(f)} in program {p} ({s}), {f.outside}: no element of any tensor argument{more}. A mask "
+            "is missing or off by one, or a stride or an offset is wrong: on a GPU this reads or overwrites another "
+            "tensor's memory, or faults.")
+
+
+_PHRASES = {"race": _race, "lock": _lock, "out-of-bounds": _out_of_bounds}
+
+
+def _record(f: Finding) -> dict:
+    return {"kind": f.kind, "kernel": f.kernel, "tensor": f.tensor, "index": list(f.index),
+            "programs": [list(p) for p in f.programs], "sites": [[s.function, s.line, s.code] for s in f.sites],
+            "ops": list(f.ops), "count": f.count, "outside": f.outside, "shape": list(f.shape),
+            "also": list(f.also)}
 
 
 @dataclass
@@ -151,7 +191,7 @@ class Report:
             return "sanitizer: no interpreted launch ran (on a GPU the sanitizer records nothing)"
         lines = [f"sanitizer: {len(self.launches)} launch(es), "
                  f"{'no race, no access out of bounds' if self.clean else f'{len(self.findings)} finding(s)'}"]
-        lines += [f"- {f.cls}: {f.sentence()}" for f in self.findings]
+        lines += [f"- {f.cls}: {_sentence(f)}" for f in self.findings]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
@@ -165,8 +205,7 @@ class Report:
         if not findings:
             return None
         first = findings[0]
-        said = first.sentence()
-        return GradingFailure(first.cls, said if said.startswith(name) else f"{name} launched {said}", _where(first))
+        return GradingFailure(first.cls, _sentence(first, f"{name} launched"), _where(first))
 
     def plot(self, tensor: str, launch: int = -1):
         """Draw which program touched which element of argument ``tensor`` in a launch (the last by default):
@@ -185,21 +224,50 @@ def _where(finding: Finding) -> str:
 
 
 def _from_record(data) -> Finding | None:
-    """A finding from untrusted JSON data (a worker's report): its fields typed and bounded, or None."""
-    try:
-        ints = lambda xs, n: tuple(int(x) for x in xs[:n] if isinstance(x, int) and not isinstance(x, bool))  # noqa: E731
-        text = lambda s: s[:300] if isinstance(s, str) else ""  # noqa: E731
-        if not isinstance(data, dict) or data.get("kind") not in ("race", "out-of-bounds", "lock"):
-            return None
-        programs = tuple(ints(p, 3) for p in data["programs"][:2])
-        sites = tuple(Site(text(s[0]), int(s[1]), text(s[2])) for s in data["sites"][:2])
-        if any(len(p) != 3 for p in programs) or not programs or len(sites) != len(programs):
-            return None
-        return Finding(data["kind"], text(data["kernel"]), text(data["tensor"]), ints(data["index"], 8), programs,
-                       sites, tuple(text(o) for o in data["ops"][:2]), max(1, int(data["count"])),
-                       text(data["outside"]), ints(data["shape"], 8))
-    except (KeyError, TypeError, ValueError, IndexError):
+    """A finding from untrusted JSON data (a worker's report): every field of its type and within its bounds, or
+    None (never an exception: the grader reads what a student's process wrote)."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or data["kind"] not in _PHRASES:
         return None
+    n = 2 if data["kind"] == "race" else 1  # a race is between two programs; the rest name one
+    programs, sites, ops = (data.get(key) for key in ("programs", "sites", "ops"))
+    if not all(isinstance(x, list) and len(x) == n for x in (programs, sites, ops)):
+        return None
+    programs = tuple(_ints(p, 3, 3, 0) for p in programs)
+    sites = tuple(_site_of(s) for s in sites)
+    index, shape = _ints(data.get("index"), 1, 8), _ints(data.get("shape"), 0, 8, 0)
+    texts = [data.get(key) for key in ("kernel", "tensor", "outside")]
+    also, count = data.get("also", []), data.get("count")
+    if (None in programs or None in sites or index is None or shape is None
+            or not all(isinstance(o, str) and o in _OPS for o in ops) or not all(isinstance(t, str) for t in texts)
+            or not isinstance(count, int) or isinstance(count, bool) or count < 1
+            or not isinstance(also, list) or len(also) > 4 or not all(isinstance(a, str) for a in also)):
+        return None
+    kernel, tensor, outside = (t[:_MAX_TEXT] for t in texts)
+    return Finding(data["kind"], kernel, tensor, index, programs, sites, tuple(ops), min(count, _MAX_INT), outside,
+                   shape, tuple(a[:_MAX_TEXT] for a in also))
+
+
+_OPS = frozenset(("loads", "stores to", "updates atomically", "takes", "waits for"))
+_MAX_TEXT = 300  # characters of a name or a line of code received
+_MAX_INT = 1 << 62  # an index, a count, a program id or a line received is at most this (JSON ints are unbounded)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -_MAX_INT <= x <= _MAX_INT
+
+
+def _ints(xs, least: int, most: int, low: int = -_MAX_INT) -> tuple[int, ...] | None:
+    """``xs`` as a tuple of ``least`` to ``most`` ints, each at least ``low``; None when it is anything else."""
+    if not isinstance(xs, list) or not least <= len(xs) <= most or not all(_is_int(x) and x >= low for x in xs):
+        return None
+    return tuple(xs)
+
+
+def _site_of(data) -> Site | None:
+    if not (isinstance(data, list) and len(data) == 3 and isinstance(data[0], str) and _is_int(data[1])
+            and data[1] >= 0 and isinstance(data[2], str)):
+        return None
+    return Site(data[0][:_MAX_TEXT], data[1], data[2][:_MAX_TEXT])
 
 
 # ---------------------------------------------------------------------------
@@ -207,7 +275,7 @@ def _from_record(data) -> Finding | None:
 
 
 class _Stop(Exception):
-    """Ends a launch early: a program would wait forever for a lock another program never gave back."""
+    """Ends a launch early: a program would wait forever (for a lock another program never gave back)."""
 
     def __init__(self, finding: Finding):
         super().__init__(finding.kind)  # not its sentence: Finding's methods are tripwires while the kernel runs
@@ -236,12 +304,17 @@ class _Recording:
         self.held: set[int] = set()  # lock addresses the current program holds
         self.held_at: dict[int, int] = {}  # lock address -> the site it was taken at
         self.abandoned: dict[int, tuple[int, int]] = {}  # lock address -> (program, site) that never gave it back
+        self.released: set[int] = set()  # addresses a program took and gave back: locks (not a CAS-loop update)
+        self.failing: dict[int, tuple[tuple, int]] = {}  # address -> (found, expected), times the current program's
+        # compare-and-swap failed that way in a row
         self.locksets: dict[frozenset, int] = {frozenset(): 0}
+        self.last_site = 0
         self.sites: list[Site] = []
         self.site_ids: dict[tuple, int] = {}
         self.events: list[tuple[int, int, int, int, np.ndarray]] = []  # (program, kind, lockset, site, addresses)
         self.atomic_plain = False  # inside create_atomic_load/store: the load/store they make is an atomic
-        self.outside: list[tuple[int, int, int, np.ndarray]] = []  # (program, kind, site, addresses) never made
+        # (program, kind, site, addresses, an address of the same access inside some argument or -1): never made
+        self.outside: list[tuple[int, int, int, np.ndarray, int]] = []
         self.stopped: Finding | None = None
 
     # -- what each access is
@@ -294,10 +367,12 @@ class _Recording:
         if addresses.size == 0:
             return None
         site, program = self._site(), self._program()
+        self.last_site = site
         nbytes = _itemsize(ptrs)
         inside = self._inside_memory(addresses, nbytes)
         if not inside.all():
-            self.outside.append((program, kind, site, addresses[~inside]))
+            aimed = int(addresses[inside][0]) if inside.any() else -1  # which tensor the access was meant for
+            self.outside.append((program, kind, site, addresses[~inside], aimed))
             addresses = addresses[inside]
             full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
             full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
@@ -308,52 +383,77 @@ class _Recording:
         return full
 
     def _cas(self, ptr, cmp, val, old) -> None:
-        """After a compare-and-swap: the addresses where it found ``cmp`` and wrote something else are now held."""
-        got = np.broadcast_to(old.data, ptr.data.shape)
-        taken = (got == np.broadcast_to(cmp.data, got.shape)) & (got != np.broadcast_to(val.data, got.shape))
-        for address in np.asarray(ptr.data[taken], dtype=np.uint64).reshape(-1).tolist():
-            self.held.add(int(address))
-            self.held_at[int(address)] = len(self.sites) - 1
+        """After a compare-and-swap: where it found ``cmp`` and wrote something else, the program holds a lock now;
+        where it failed the same way SPINS times in a row, it waits for what no program left to run will do."""
+        addresses = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
+        got, want = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, cmp))
+        taken = (got == want) & (got != np.broadcast_to(np.asarray(val.data), addresses.shape))
+        for address in addresses[taken].tolist():
+            self.held.add(address)
+            self.held_at[address] = self.last_site
+        failed = got != want
+        for address in addresses[~failed].tolist():
+            self.failing.pop(address, None)
+        for address, found, expected in zip(addresses[failed].tolist(), got[failed].tolist(), want[failed].tolist()):
+            seen, times = self.failing.get(address, (None, 0))
+            times = times + 1 if seen == (found, expected) else 1
+            self.failing[address] = ((found, expected), times)
+            if times >= SPINS:
+                self._stop(address)
 
-    def _waiting(self, ptr, cmp) -> None:
-        """Before a compare-and-swap: one on a lock a finished program kept would spin forever."""
-        for address in np.asarray(ptr.data, dtype=np.uint64).reshape(-1).tolist():
-            if int(address) in self.abandoned:
-                program, site = self.abandoned[int(address)]
-                self.stopped = self._finding_at("lock", int(address), (self.programs[program],),
-                                                (self.sites[site],), ("takes",))
-                raise _Stop(self.stopped)
+    def _stop(self, address: int) -> None:
+        """End the launch: the current program spins on ``address`` forever."""
+        if address in self.abandoned or address in self.held:
+            program, site = self.abandoned.get(address) or (self._program(), self.held_at.get(address, 0))
+            op = "takes"
+        else:  # no program holds it: a lock that was never free, or a flag no program left to run sets
+            program, site, op = self._program(), self.last_site, "waits for"
+        self.stopped = self._finding_at("lock", address, (self.programs[program],), (self.sites[site],), (op,))
+        raise _Stop(self.stopped)
 
     def _release(self, ptr, mask) -> None:
-        data = np.asarray(ptr.data, dtype=np.uint64)
-        lanes = data if mask is None else data[np.broadcast_to(mask.data, data.shape)]
+        """After an exchange: a lock the program held (or one a finished program kept) is given back."""
+        data = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
+        lanes = data if mask is None else data[np.broadcast_to(np.asarray(mask.data), data.shape)]
         for address in lanes.reshape(-1).tolist():
-            self.held.discard(int(address))
+            if address in self.held or self.abandoned.pop(address, None) is not None:
+                self.held.discard(address)
+                self.released.add(address)
 
     def _next_program(self, idx: tuple[int, int, int]) -> None:
         if self.programs:
             for address in self.held:
                 self.abandoned[address] = (self._program(), self.held_at.get(address, 0))
-        self.held = set()
+        self.held, self.failing = set(), {}
         self.programs.append(idx)
 
     # -- reading the launch
 
     def _arg_of(self, address: int) -> _Arg | None:
-        """The argument whose memory holds ``address``, else the one whose first element is nearest."""
-        inside = [a for a in self.args if a.lo <= address < a.hi]
-        pool = inside or self.args
-        return min(pool, key=lambda a: abs(address - a.ptr)) if pool else None
+        """The argument whose memory holds ``address``, else any argument, the one whose elements lie nearest."""
+        pool = [a for a in self.args if a.lo <= address < a.hi] or self.args
+        return min(pool, key=lambda a: _distance(a, address)) if pool else None
 
-    def _finding_at(self, kind: str, address: int, programs, sites, ops, count: int = 1) -> Finding:
-        arg = self._arg_of(address)
+    def _finding_at(self, kind: str, address: int, programs, sites, ops, count: int = 1, aimed: int = -1) -> Finding:
+        """The finding at ``address``, named by the first argument it is an element of (the others that view the
+        same memory in ``also``); else by the argument ``aimed`` (an address the same access made) lies in."""
+        at = np.array([address], dtype=np.int64)
+        holding = [a for a in self.args if a.lo <= address < a.hi and bool(_elements(a, at)[0])]
+        arg = holding[0] if holding else self._arg_of(aimed if aimed >= 0 else address)
         if arg is None:
-            return Finding(kind, self.kernel, "?", (address,), programs, sites, ops, count)
+            return Finding(kind, self.kernel, "memory", (address,), programs, sites, ops, count,
+                           "outside every tensor argument (the kernel has none)")
         index, outside = _index_in(arg, address)
-        return Finding(kind, self.kernel, arg.name, index, programs, sites, ops, count, outside, arg.shape)
+        also = tuple(f"{b.name}[{', '.join(map(str, _index_in(b, address)[0]))}]" for b in holding[1:4])
+        return Finding(kind, self.kernel, arg.name, index, programs, sites, ops, count, outside, arg.shape, also)
 
     def findings(self) -> list[Finding]:
         found: list[Finding] = [self.stopped] if self.stopped is not None else []
+        kept = [a for a in self.abandoned if a in self.released and self.stopped is None]
+        if kept:  # a lock some program gave back and another kept: in another order, the others wait forever
+            program, site = self.abandoned[kept[0]]
+            found.append(self._finding_at("lock", kept[0], (self.programs[program],), (self.sites[site],),
+                                          ("takes",)))
         if self.events:
             columns = self._columns()
             found += self._out_of_bounds(columns)
@@ -370,8 +470,8 @@ class _Recording:
 
     def _out_of_bounds(self, columns) -> list[Finding]:
         """Accesses to no element of any tensor argument: those never made first, then those inside some memory."""
-        stray = [(program, kind, site, int(addresses[0]), addresses.size) for program, kind, site, addresses in
-                 self.outside]
+        stray = [(program, kind, site, int(addresses[0]), addresses.size, aimed)
+                 for program, kind, site, addresses, aimed in self.outside]
         if columns is not None:
             program, kind, _, site, address = columns
             member = np.zeros(address.shape, dtype=bool)
@@ -380,16 +480,17 @@ class _Recording:
             outside = np.flatnonzero(~member)
             if outside.size:
                 i = int(outside[0])
-                stray.append((int(program[i]), int(kind[i]), int(site[i]), int(address[i]), int(outside.size)))
+                stray.append((int(program[i]), int(kind[i]), int(site[i]), int(address[i]), int(outside.size), -1))
         if not stray:
             return []
-        program, kind, site, address, _ = stray[0]
+        program, kind, site, address, _, aimed = stray[0]
         return [self._finding_at("out-of-bounds", address, (self.programs[program],), (self.sites[site],),
-                                 (_VERB[kind],), sum(s[4] for s in stray))]
+                                 (_VERB[kind],), sum(s[4] for s in stray), aimed)]
 
     def _races(self, columns) -> list[Finding]:
         """The first pair of accesses that race, over the addresses some program stores to without an atomic."""
         program, kind, lockset, site, address = columns
+        lockset, locks = self._locks(lockset)
         stored = np.unique(address[kind == STORE])
         if stored.size == 0:
             return []
@@ -405,7 +506,6 @@ class _Recording:
         suspects = np.flatnonzero(many & ~one_lock)
         if suspects.size == 0:
             return []
-        locks = {i: s for s, i in self.locksets.items()}
         first, count = None, 0
         for g in suspects.tolist():
             lo, hi = int(starts[g]), int(ends[g])
@@ -423,6 +523,16 @@ class _Recording:
         return [self._finding_at("race", a, (self.programs[program[i]], self.programs[program[j]]),
                                  (self.sites[site[i]], self.sites[site[j]]),
                                  (_VERB[int(kind[i])], _VERB[int(kind[j])]), count)]
+
+    def _locks(self, lockset: np.ndarray) -> tuple[np.ndarray, dict[int, frozenset]]:
+        """Each access's set of locks held, keeping only the addresses some program gave back: a compare-and-swap
+        that is never undone (an atomic update in a CAS loop, a flag) guards nothing. Returns the new column and
+        each set by its id (0: none)."""
+        canon: dict[frozenset, int] = {frozenset(): 0}
+        remap = np.zeros(len(self.locksets), dtype=np.int64)
+        for held, i in self.locksets.items():
+            remap[i] = canon.setdefault(held & self.released, len(canon))
+        return remap[lockset], {i: held for held, i in canon.items()}
 
     def _touches(self) -> dict[str, dict[str, np.ndarray]]:
         """For each small tensor argument: (program, element) pairs of its loads, plain stores and atomics."""
@@ -479,8 +589,7 @@ def _elements(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
     offset = offset // arg.itemsize
     axes = _dense_order(arg)
     if axes is None:  # overlapping strides: the span from the first element to the last
-        last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
-        return ok & (offset <= last)
+        return ok & (offset <= _last(arg))
     for d in axes:
         i = offset // arg.strides[d]
         ok &= i < arg.shape[d]
@@ -503,19 +612,35 @@ def _flat_index(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
 
 
 def _index_in(arg: _Arg, address: int) -> tuple[tuple[int, ...], str]:
-    """(index, how it lies outside) of ``address`` in ``arg``: the element's index when it is one, else the offset
-    in elements from its first element and a phrase for the message."""
+    """(index, where it lies) of ``address`` in ``arg``: the element's index and "" when it is one, else the offset
+    in elements from the first element and where that lies, as a phrase naming ``arg``."""
     a = np.array([address], dtype=np.int64)
     if bool(_elements(arg, a)[0]):
         flat = int(_flat_index(arg, a)[0])
         return tuple(int(i) for i in np.unravel_index(flat, arg.shape)), ""
     offset = (address - arg.ptr) // arg.itemsize
-    last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+    last = _last(arg)
+    of = f"{arg.name} (shape {arg.shape})"
     if offset < 0:
-        return (offset,), f"{-offset} element(s) before the first element of"
+        return (offset,), f"{_elements_word(-offset)} before the first element of {of}"
     if offset > last:
-        return (offset,), f"{offset - last} element(s) past the last element of"
-    return (offset,), f"inside the span but between the elements (offset {offset} from the first element) of"
+        return (offset,), f"{_elements_word(offset - last)} past the last element of {of}"
+    return (offset,), f"between the elements of {of[:-1]}, strides {arg.strides})"
+
+
+def _elements_word(n: int) -> str:
+    return f"{n} element" if n == 1 else f"{n} elements"
+
+
+def _last(arg: _Arg) -> int:
+    """The offset in elements of ``arg``'s last element from its first."""
+    return sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+
+
+def _distance(arg: _Arg, address: int) -> int:
+    """How many bytes ``address`` lies from ``arg``'s elements (0 between its first and its last)."""
+    lo, hi = arg.ptr, arg.ptr + _last(arg) * arg.itemsize
+    return max(lo - address, address - hi, 0)
 
 
 # ---------------------------------------------------------------------------
@@ -587,7 +712,6 @@ def _install() -> None:
         rec = _current[-1] if _current else None
         if rec is None:
             return cas(self, ptr, cmp, val, sem, scope)
-        rec._waiting(ptr, cmp)
         if rec._access(ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
             return TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)
         old = cas(self, ptr, cmp, val, sem, scope)
@@ -597,6 +721,7 @@ def _install() -> None:
     def _set_grid_idx(self, x, y, z):
         set_idx(self, x, y, z)
         if _current:
+            _current[-1].grid = tuple(int(n) for n in self.grid_dim)  # a callable grid is known only now
             _current[-1]._next_program((int(x), int(y), int(z)))
 
     def _init_args_hst(self, args_dev, kwargs):
@@ -627,6 +752,8 @@ def _install() -> None:
     builder_cls.create_masked_store = _create_masked_store
     builder_cls.create_atomic_load = _atomic(atomic_load)
     builder_cls.create_atomic_store = _atomic(atomic_store)
+    if hasattr(builder_cls, "create_atomic_poll"):  # its loads are atomic too
+        builder_cls.create_atomic_poll = _atomic(builder_cls.create_atomic_poll)
     builder_cls.create_atomic_rmw = _create_atomic_rmw
     builder_cls.create_atomic_cas = _create_atomic_cas
     builder_cls.set_grid_idx = _set_grid_idx
@@ -647,14 +774,25 @@ def _tensor_args(fn, args, kwargs) -> list[_Arg]:
                                                   if k in inspect.signature(fn).parameters})
     except TypeError:
         named = {f"arg{i}": a for i, a in enumerate(args)}
-    out = []
+    out: list[_Arg] = []
     for name, value in named.items():
-        if hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
-            storage = value.untyped_storage()
-            lo = storage.data_ptr()
-            out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
-                            str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
+        _add_tensors(out, name, value)
     return out
+
+
+def _add_tensors(out: list[_Arg], name: str, value) -> None:
+    """Add ``value`` to ``out`` if it is a tensor; each tensor of a tuple as ``name[i]``, a descriptor's base as
+    ``name.base``."""
+    if isinstance(value, tuple):
+        for i, item in enumerate(value[:64]):
+            _add_tensors(out, f"{name}[{i}]", item)
+    elif hasattr(value, "base") and hasattr(value, "block_shape"):  # a TensorDescriptor
+        _add_tensors(out, f"{name}.base", value.base)
+    elif hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
+        storage = value.untyped_storage()
+        lo = storage.data_ptr()
+        out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
+                        str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
 
 
 @contextmanager
