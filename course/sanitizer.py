@@ -311,7 +311,9 @@ class _Recording:
         self.last_site = 0
         self.sites: list[Site] = []
         self.site_ids: dict[tuple, int] = {}
-        self.events: list[tuple[int, int, int, int, np.ndarray]] = []  # (program, kind, lockset, site, addresses)
+        # (program, kind, lockset, site, addresses, lowest, highest, bytes per element): one per access made
+        self.events: list[tuple[int, int, int, int, np.ndarray, int, int, int]] = []
+        self.holder: _Arg | None = None  # the argument whose storage held the last access
         self.atomic_plain = False  # inside create_atomic_load/store: the load/store they make is an atomic
         # (program, kind, site, addresses, an address of the same access inside some argument or -1): never made
         self.outside: list[tuple[int, int, int, np.ndarray, int]] = []
@@ -346,11 +348,19 @@ class _Recording:
             found = self.locksets[key] = len(self.locksets)
         return found
 
+    def _holding(self, lo: int, hi: int) -> _Arg | None:
+        """An argument whose storage holds the bytes from ``lo`` to ``hi``: the last one asked first."""
+        a = self.holder
+        if a is not None and a.lo <= lo and hi <= a.hi:
+            return a
+        for a in self.args:
+            if a.lo <= lo and hi <= a.hi:
+                self.holder = a
+                return a
+        return None
+
     def _inside_memory(self, addresses: np.ndarray, nbytes: int) -> np.ndarray:
         """Which addresses lie inside some tensor argument's storage."""
-        lo, hi = int(addresses.min()), int(addresses.max()) + nbytes
-        if any(a.lo <= lo and hi <= a.hi for a in self.args):  # the usual case: all in one tensor's memory
-            return np.ones(addresses.shape, dtype=bool)
         inside = np.zeros(addresses.shape, dtype=bool)
         for a in self.args:
             inside |= (addresses >= a.lo) & (addresses + nbytes <= a.hi)
@@ -360,26 +370,29 @@ class _Recording:
         """Record an access; return the mask to make it with when some lanes lie outside every tensor's memory."""
         data = ptrs.data
         if mask is None:
-            lanes = data.reshape(-1)
+            lanes = data.reshape(-1).copy()
         else:
             lanes = data[np.broadcast_to(mask.data, data.shape)] if data.ndim else (data if bool(mask.data) else data[:0])
-        addresses = np.asarray(lanes, dtype=np.uint64).reshape(-1).astype(np.int64)
+        addresses = (lanes.view(np.int64) if lanes.dtype == np.uint64 else lanes.astype(np.int64)).reshape(-1)
         if addresses.size == 0:
             return None
         site, program = self._site(), self._program()
         self.last_site = site
         nbytes = _itemsize(ptrs)
-        inside = self._inside_memory(addresses, nbytes)
-        if not inside.all():
-            aimed = int(addresses[inside][0]) if inside.any() else -1  # which tensor the access was meant for
-            self.outside.append((program, kind, site, addresses[~inside], aimed))
-            addresses = addresses[inside]
-            full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
-            full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
-        else:
-            full = None
+        lo, hi = int(addresses.min()), int(addresses.max())
+        full = None
+        if self._holding(lo, hi + nbytes) is None:  # some lanes may lie outside every tensor's memory
+            inside = self._inside_memory(addresses, nbytes)
+            if not inside.all():
+                aimed = int(addresses[inside][0]) if inside.any() else -1  # which tensor the access was meant for
+                self.outside.append((program, kind, site, addresses[~inside], aimed))
+                addresses = addresses[inside]
+                full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
+                full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
+                if addresses.size:
+                    lo, hi = int(addresses.min()), int(addresses.max())
         if addresses.size:
-            self.events.append((program, kind, self._lockset(), site, addresses))
+            self.events.append((program, kind, self._lockset(), site, addresses, lo, hi, nbytes))
         return full
 
     def _cas(self, ptr, cmp, val, old) -> None:
@@ -474,9 +487,10 @@ class _Recording:
                  for program, kind, site, addresses, aimed in self.outside]
         if columns is not None:
             program, kind, _, site, address = columns
-            member = np.zeros(address.shape, dtype=bool)
+            member = self._surely_elements(address)
+            unsure = np.flatnonzero(~member)
             for a in self.args:
-                member |= _elements(a, address)
+                member[unsure] |= _elements(a, address[unsure])
             outside = np.flatnonzero(~member)
             if outside.size:
                 i = int(outside[0])
@@ -487,14 +501,36 @@ class _Recording:
         return [self._finding_at("out-of-bounds", address, (self.programs[program],), (self.sites[site],),
                                  (_VERB[kind],), sum(s[4] for s in stray), aimed)]
 
+    def _surely_elements(self, address: np.ndarray) -> np.ndarray:
+        """Lanes known to be elements without a look at each: an access whose lowest and highest address lie in
+        the elements of an argument without gaps (a contiguous tensor), aligned to its elements."""
+        lo, hi, nbytes = (np.array([e[i] for e in self.events], dtype=np.int64) for i in (5, 6, 7))
+        sure = np.zeros(lo.shape, dtype=bool)
+        ptr = np.zeros(lo.shape, dtype=np.int64)
+        size = np.ones(lo.shape, dtype=np.int64)
+        for a in self.args:
+            if not _gap_free(a):
+                continue
+            fits = ~sure & (nbytes == a.itemsize) & (lo >= a.ptr) & (hi <= a.ptr + _last(a) * a.itemsize)
+            sure |= fits
+            ptr[fits], size[fits] = a.ptr, a.itemsize
+        sizes = [e[4].size for e in self.events]
+        sure, ptr, size = (np.repeat(x, sizes) for x in (sure, ptr, size))
+        return sure & ((address - ptr) & (size - 1) == 0)  # each lane on an element, not between two (sizes: 2^k)
+
     def _races(self, columns) -> list[Finding]:
         """The first pair of accesses that race, over the addresses some program stores to without an atomic."""
         program, kind, lockset, site, address = columns
         lockset, locks = self._locks(lockset)
-        stored = np.unique(address[kind == STORE])
-        if stored.size == 0:
+        if not (kind == STORE).any():
             return []
-        keep = np.isin(address, stored)
+        slots = self._slots(address, 2 * address.size + (1 << 16))
+        if slots is not None:
+            keep = _suspects(slots, program, kind, lockset)
+        else:  # the addresses are too scattered for a dense map: sort them
+            keep = np.isin(address, np.unique(address[kind == STORE]))
+        if not keep.any():
+            return []
         program, kind, lockset, site, address = program[keep], kind[keep], lockset[keep], site[keep], address[keep]
         order = np.lexsort((np.arange(address.size), address))  # by address, then in the order of the accesses
         program, kind, lockset, site, address = (x[order] for x in (program, kind, lockset, site, address))
@@ -524,6 +560,26 @@ class _Recording:
                                  (self.sites[site[i]], self.sites[site[j]]),
                                  (_VERB[int(kind[i])], _VERB[int(kind[j])]), count)]
 
+    def _slots(self, address: np.ndarray, most: int) -> tuple[np.ndarray, int] | None:
+        """Each address made as a small int (equal for equal addresses) and how many there can be: within each
+        argument storage, the offset from the lowest address made in it, in its smallest element. None when that
+        would take more than ``most``, or an address lies between two such elements."""
+        storages = sorted({(a.lo, a.hi) for a in self.args})
+        start = np.array([lo for lo, _ in storages], dtype=np.int64)
+        step = np.array([min(a.itemsize for a in self.args if (a.lo, a.hi) == s) for s in storages], dtype=np.int64)
+        region = np.searchsorted(start, address, side="right") - 1  # every address made lies in some storage
+        first, last = np.full(start.size, np.iinfo(np.int64).max), np.full(start.size, -1, dtype=np.int64)
+        np.minimum.at(first, region, address)
+        np.maximum.at(last, region, address)
+        width = np.where(last >= first, (last - first) // step + 1, 0)
+        if int(width.sum()) > most:
+            return None
+        offset, shift = address - first[region], _log2(step)[region]  # element sizes are powers of two
+        if (offset & ((1 << shift) - 1)).any():
+            return None
+        base = np.cumsum(width) - width
+        return base[region] + (offset >> shift), int(width.sum())
+
     def _locks(self, lockset: np.ndarray) -> tuple[np.ndarray, dict[int, frozenset]]:
         """Each access's set of locks held, keeping only the addresses some program gave back: a compare-and-swap
         that is never undone (an atomic update in a CAS loop, a flag) guards nothing. Returns the new column and
@@ -548,6 +604,27 @@ class _Recording:
             out[arg.name] = {name: np.stack([program[member][kind[member] == k], flat[kind[member] == k]])
                              for k, name in enumerate(("load", "store", "atomic"))}
         return out
+
+
+def _suspects(slots: tuple[np.ndarray, int], program, kind, lockset) -> np.ndarray:
+    """Which lanes touch an address (a slot, :meth:`_Recording._slots`) that some program stores to and another
+    program touches, not all under one set of locks: all that :meth:`_Recording._races` must read pair by pair."""
+    slot, n = slots
+    stored = np.zeros(n, dtype=bool)
+    stored[slot[kind == STORE]] = True
+    keep = stored[slot]
+    slot, program, lockset = slot[keep], program[keep], lockset[keep]
+    suspect = stored
+    for column in (program, lockset):
+        low, high = np.full(n, np.iinfo(np.int64).max), np.full(n, -1, dtype=np.int64)
+        np.minimum.at(low, slot, column)
+        np.maximum.at(high, slot, column)
+        if column is program:
+            suspect = suspect & (low != high)  # touched by two programs or more
+        else:
+            suspect = suspect & ~((low == high) & (low > 0))  # every access under the same locks
+    keep[keep] = suspect[slot]
+    return keep
 
 
 def _racing_pair(program, kind, lockset, locks) -> tuple[int, int] | None:
@@ -578,6 +655,16 @@ def _dense_order(arg: _Arg) -> list[int] | None:
             return None
         reach = arg.strides[d] * arg.shape[d]
     return axes
+
+
+def _log2(sizes: np.ndarray) -> np.ndarray:
+    return np.round(np.log2(sizes)).astype(np.int64)
+
+
+def _gap_free(arg: _Arg) -> bool:
+    """Whether every aligned address from ``arg``'s first element to its last is one of its elements."""
+    n = int(np.prod(arg.shape, dtype=np.int64))
+    return n > 0 and _dense_order(arg) is not None and _last(arg) + 1 == n
 
 
 def _elements(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
