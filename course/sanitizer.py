@@ -462,9 +462,10 @@ class _Recording:
 
     def findings(self) -> list[Finding]:
         found: list[Finding] = [self.stopped] if self.stopped is not None else []
-        kept = [a for a in self.abandoned if a in self.released and self.stopped is None]
+        abandoned = {**{a: (self._program(), self.held_at.get(a, 0)) for a in self.held}, **self.abandoned}
+        kept = [a for a in abandoned if a in self.released and self.stopped is None]
         if kept:  # a lock some program gave back and another kept: in another order, the others wait forever
-            program, site = self.abandoned[kept[0]]
+            program, site = abandoned[kept[0]]
             found.append(self._finding_at("lock", kept[0], (self.programs[program],), (self.sites[site],),
                                           ("takes",)))
         if self.events:

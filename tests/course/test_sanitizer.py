@@ -109,6 +109,17 @@ def lock_never_released(x, dw, lock, N: tl.constexpr):
 
 
 @triton.jit
+def last_keeps_the_lock(dw, lock, n_programs, N: tl.constexpr):
+    i = tl.program_id(0)
+    cols = tl.arange(0, N)
+    while tl.atomic_cas(lock, 0, 1) == 1:  # @last-take
+        pass
+    tl.store(dw + cols, tl.load(dw + cols) + 1)
+    if i < n_programs - 1:  # the last program to run forgets: on a GPU it may run first
+        tl.atomic_xchg(lock, 0)
+
+
+@triton.jit
 def layer_norm_bwd_dwdb(X, DY, DW, DB, Lock, stride, N, GROUP_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr):
     # The lock pattern of Triton's LayerNorm tutorial (05-layer-norm.py, _layer_norm_bwd_dx_fused), as is.
     row = tl.program_id(0)
@@ -436,6 +447,24 @@ def test_a_lock_never_released_stops_the_launch_and_is_reported():
     assert "never gave it back" in f.sentence() and "spins forever" in f.sentence()
 
 
+def test_a_lock_that_is_never_free_stops_the_launch():
+    x, dw, lock = torch.randn(5, 4), torch.zeros(4), torch.ones(1, dtype=torch.int32)  # taken before the launch
+    with sanitize() as report:
+        lock_never_released[(5,)](x, dw, lock, N=4)
+    f = only(report)
+    assert (f.kind, f.tensor, f.index, f.programs, f.ops) == ("lock", "lock", (0,), pids(0), ("waits for",))
+    assert lines(f) == (line("never-take"),) and "spins forever in program (0, 0, 0)" in f.sentence()
+
+
+def test_a_lock_the_last_program_keeps_is_reported_though_no_program_waited():
+    dw, lock = torch.zeros(4), torch.zeros(1, dtype=torch.int32)
+    with sanitize() as report:
+        last_keeps_the_lock[(3,)](dw, lock, 3, N=4)
+    f = only(report)
+    assert (f.kind, f.tensor, f.programs, f.ops, lines(f)) == ("lock", "lock", pids(2), ("takes",), (line("last-take"),))
+    assert dw.tolist() == [3.0] * 4
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Grids, helpers, arguments, views, dtypes
 
@@ -575,9 +604,13 @@ def findings_of_every_kind() -> list[Finding]:
         scatter_rmw[(6,)](src, idx, out, N=4)
         unmasked_tail[(3,)](torch.randn(10), torch.zeros(10), 10, B=4)
         lock_never_released[(5,)](x, dw, lock, N=4)
+        lock_never_released[(5,)](x, dw, torch.ones(1, dtype=torch.int32), N=4)
         far_store[(1,)](torch.zeros(4), 1 << 40)
+        buf = torch.arange(9.0)
+        shift_in_place[(2,)](buf[1:], buf[:-1], 8, B=4)
     found = report.findings
-    assert [f.kind for f in found] == ["race", "out-of-bounds", "lock", "out-of-bounds"]
+    assert [f.kind for f in found] == ["race", "out-of-bounds", "lock", "lock", "out-of-bounds", "race"]
+    assert found[3].ops == ("waits for",) and found[5].also
     return found
 
 
