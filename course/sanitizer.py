@@ -42,6 +42,7 @@ _VERB = {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}
 KINDS = ("race", "out-of-bounds")  # the diagnosis classes a finding is raised as
 MAX_FINDINGS = 8  # findings kept per launch: the first of each kind says what to fix
 MAX_PLOTTED = 1 << 14  # a tensor's elements kept for Report.plot (larger tensors are left out of the picture)
+MAX_KEPT = 1 << 21  # accesses (lanes) of a launch kept for Report.plot after it is read: more are let go
 # A program whose compare-and-swap fails the same way this many times in a row spins forever: the interpreter runs
 # one program at a time, so nothing else can change that memory. (A CAS loop that updates a value succeeds at once;
 # a flag a program claims fails once in each later program.)
@@ -591,6 +592,12 @@ class _Recording:
             remap[i] = canon.setdefault(held & self.released, len(canon))
         return remap[lockset], {i: held for held, i in canon.items()}
 
+    def _drawable(self) -> bool:
+        """Whether to keep this recording for Report.plot: some argument small enough to draw, and not so many
+        accesses that keeping them costs much memory (a report holds every launch of a check's call)."""
+        return (any(int(np.prod(a.shape, dtype=np.int64)) <= MAX_PLOTTED for a in self.args)
+                and sum(e[4].size for e in self.events) <= MAX_KEPT)
+
     def _touches(self) -> dict[str, dict[str, np.ndarray]]:
         """For each small tensor argument: (program, element) pairs of its loads, plain stores and atomics."""
         out: dict[str, dict[str, np.ndarray]] = {}
@@ -832,7 +839,7 @@ def _install() -> None:
         finally:
             _current.pop()
             launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, rec.findings(),
-                            tuple(rec.programs), rec)
+                            tuple(rec.programs), rec if rec._drawable() else None)
             for report in _recorders:
                 report.launches.append(launch)
 

@@ -720,6 +720,17 @@ def test_without_sanitize_the_interpreter_records_nothing(monkeypatch):
     assert sanitizer._current == [] and sanitizer._recorders == []
 
 
+def test_a_large_launch_is_read_but_not_kept_for_drawing(monkeypatch):
+    src, idx, out = scatter_inputs()
+    with sanitize() as report:
+        scatter_rmw[(6,)](src, idx, out, N=4)
+    assert set(report.launches[0].touched) == {"src", "idx", "out"}
+    monkeypatch.setattr(sanitizer, "MAX_KEPT", 6 * 4 * 3)  # fewer accesses than the launch makes
+    with sanitize() as report:
+        scatter_rmw[(6,)](src, idx, out, N=4)
+    assert report.launches[0].touched == {} and report.findings[0].count == 8
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # The public entry
 
