@@ -9,18 +9,24 @@ source line, the locks the program holds), and each launch is read when it ends:
 - **race**: an address one program stores to without an atomic and another program loads, stores or updates
   atomically in the same launch, neither holding a lock the other holds. Atomics never race with each other.
   A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another)
-  and gives back with ``tl.atomic_xchg`` (the pattern of Triton's LayerNorm tutorial); a program that ends
-  holding one leaves every other program waiting for it forever, which is reported too;
+  and gave back with ``tl.atomic_xchg`` (the pattern of Triton's LayerNorm tutorial); a compare-and-swap never
+  given back (an atomic update in a CAS loop, a flag one program claims) guards nothing;
+- **lock** (raised as a race): a program that ends holding a lock leaves every other program waiting for it
+  forever. A program whose ``tl.atomic_cas`` keeps failing the same way would spin forever (nothing else runs
+  in the interpreter meanwhile): the launch is stopped there and the lock reported;
 - **out-of-bounds**: an address that is no element of any tensor argument (a missing or wrong mask, a wrong
-  stride). An access outside every argument's memory is not made (a load gives 0): on a CPU it could read or
-  overwrite anything.
+  stride, padding between a view's rows). An access outside every argument's memory is not made (a load gives
+  0): on a CPU it could read or overwrite anything.
 
 The checks sanitize every call of a student's code (``course.diagnose.call_student``); in a notebook, ``with
 course.sanitize() as report:`` around a launch shows the report, and :meth:`Report.plot` which programs touched
 which elements. Without the interpreter (a GPU) nothing is recorded.
 
-Everything that runs during a launch has a private name: ``course.delegation`` arms each public function of
-``course`` while a student's call runs.
+Everything that runs during a launch, and what ``print(report)`` runs, has a private name: ``course.delegation``
+arms each public function of ``course`` while a student's call runs.
+
+Limitations: an access is named by the argument whose element it is, so a stride wrong enough to land exactly
+on another argument's element is not seen; tensors inside tuples count, other containers do not.
 """
 
 from __future__ import annotations
@@ -279,7 +285,7 @@ class _Stop(Exception):
     """Ends a launch early: a program would wait forever (for a lock another program never gave back)."""
 
     def __init__(self, finding: Finding):
-        super().__init__(finding.kind)  # not its sentence: Finding's methods are tripwires while the kernel runs
+        super().__init__(finding.kind)  # the report says the rest
         self.finding = finding
 
 
