@@ -167,6 +167,7 @@ class Launch:
     findings: list[Finding] = field(default_factory=list)
     programs: tuple[tuple[int, int, int], ...] = ()  # each program's ids, in the order the interpreter ran them
     _recording: _Recording | None = field(default=None, repr=False)
+    broken: str = ""  # the sanitizer's own failure: the launch ran, unchecked from there on
 
     @property
     def touched(self) -> dict[str, dict[str, np.ndarray]]:
@@ -199,6 +200,8 @@ class Report:
         lines = [f"sanitizer: {len(self.launches)} launch(es), "
                  f"{'no race, no access out of bounds' if self.clean else f'{len(self.findings)} finding(s)'}"]
         lines += [f"- {f.cls}: {_sentence(f)}" for f in self.findings]
+        lines += [f"- the sanitizer itself failed in {launch.kernel} ({launch.broken}): that launch was not checked "
+                  "from there on" for launch in self.launches if launch.broken]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
@@ -325,6 +328,7 @@ class _Recording:
         # (program, kind, site, addresses, an address of the same access inside some argument or -1): never made
         self.outside: list[tuple[int, int, int, np.ndarray, int]] = []
         self.stopped: Finding | None = None
+        self.broken = ""  # what went wrong in the sanitizer itself, if anything
 
     # -- what each access is
 
@@ -440,7 +444,8 @@ class _Recording:
                 self.held.discard(address)
                 self.released.add(address)
 
-    def _next_program(self, idx: tuple[int, int, int]) -> None:
+    def _next_program(self, idx: tuple[int, int, int], grid: tuple[int, ...]) -> None:
+        self.grid = grid  # a callable grid is known only now
         if self.programs:
             for address in self.held:
                 self.abandoned[address] = (self._program(), self.held_at.get(address, 0))
@@ -475,12 +480,14 @@ class _Recording:
             program, site = abandoned[kept[0]]
             found.append(self._finding_at("lock", kept[0], (self.programs[program],), (self.sites[site],),
                                           ("takes",)))
-        if self.events:
-            columns = self._columns()
-            found += self._out_of_bounds(columns)
+        columns = self._columns() if self.events else None
+        stray = self._out_of_bounds(columns) if self.events or self.outside else []
+        if self.stopped is not None and self.stopped.outside:  # a lock out of bounds: that is what to fix first
+            found = stray + found
+        else:
+            found += stray
+        if columns is not None:
             found += self._races(columns)
-        elif self.outside:
-            found += self._out_of_bounds(None)
         return found[:MAX_FINDINGS]
 
     def _columns(self) -> tuple[np.ndarray, ...]:
@@ -749,7 +756,7 @@ def _distance(arg: _Arg, address: int) -> int:
 
 _SKIPPED = (os.path.dirname(os.path.abspath(__file__)) + os.sep + "sanitizer",)
 _recorders: list[Report] = []  # the reports of every sanitize() active now
-_current: list[_Recording] = []  # the launch being recorded (a kernel never launches another)
+_current: list[_Recording | None] = []  # the launch being recorded, None once it broke (no kernel launches another)
 _installed: list[bool] = []
 
 
@@ -779,13 +786,13 @@ def _install() -> None:
     def _create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
         return masked_load(self, ptrs, mask, other, cache_policy, is_volatile)
 
     def _create_masked_store(self, ptrs, value, mask, cache_policy):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
         return masked_store(self, ptrs, value, mask, cache_policy)
 
     def _atomic(original):
@@ -803,32 +810,34 @@ def _install() -> None:
     def _create_atomic_rmw(self, op, ptr, val, mask, sem, scope):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC, ptr, mask))
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC, ptr, mask))
         result = rmw(self, op, ptr, val, mask, sem, scope)
         if rec is not None and op == xchg:
-            rec._release(ptr, mask)
+            _safely(rec, rec._release, ptr, mask)
         return result
 
     def _create_atomic_cas(self, ptr, cmp, val, sem, scope):
         rec = _current[-1] if _current else None
         if rec is None:
             return cas(self, ptr, cmp, val, sem, scope)
-        if rec._access(ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
-            return TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)
-        old = cas(self, ptr, cmp, val, sem, scope)
-        rec._cas(ptr, cmp, val, old)
+        if _safely(rec, rec._access, ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
+            old = TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)  # it fails, as on a lock held forever
+        else:
+            old = cas(self, ptr, cmp, val, sem, scope)
+        _safely(rec, rec._cas, ptr, cmp, val, old)
         return old
 
     def _set_grid_idx(self, x, y, z):
         set_idx(self, x, y, z)
-        if _current:
-            _current[-1].grid = tuple(int(n) for n in self.grid_dim)  # a callable grid is known only now
-            _current[-1]._next_program((int(x), int(y), int(z)))
+        if _current and _current[-1] is not None:
+            rec = _current[-1]
+            _safely(rec, rec._next_program, (int(x), int(y), int(z)), tuple(int(n) for n in self.grid_dim))
 
     def _init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        if _current:
-            _current[-1].args = _tensor_args(self.fn, args_hst, kwargs_hst)
+        if _current and _current[-1] is not None:
+            rec = _current[-1]
+            rec.args = _safely(rec, _tensor_args, self.fn, args_hst, kwargs_hst) or []
         return args_hst, kwargs_hst
 
     def __call__(self, *args, **kwargs):
@@ -844,8 +853,9 @@ def _install() -> None:
                 raise
         finally:
             _current.pop()
-            launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, rec.findings(),
-                            tuple(rec.programs), rec if rec._drawable() else None)
+            found = _safely(rec, rec.findings) or []
+            launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, found,
+                            tuple(rec.programs), rec if not rec.broken and rec._drawable() else None, rec.broken)
             for report in _recorders:
                 report.launches.append(launch)
 
@@ -860,6 +870,20 @@ def _install() -> None:
     builder_cls.set_grid_idx = _set_grid_idx
     executor._init_args_hst = _init_args_hst
     executor.__call__ = __call__
+
+
+def _safely(rec: _Recording, method, *args):
+    """``method(*args)``; if the sanitizer itself fails, the launch goes on unrecorded and says why (a bug here must
+    never read as the student's error). A program that would spin forever still ends the launch."""
+    try:
+        return method(*args)
+    except _Stop:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        rec.broken = rec.broken or f"{type(exc).__name__}: {exc}"
+        if _current and _current[-1] is rec:
+            _current[-1] = None  # the hooks see no recording for the rest of the launch
+        return None
 
 
 def _cause(exc: BaseException) -> BaseException:

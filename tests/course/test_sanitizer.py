@@ -29,7 +29,7 @@ def line(tag: str) -> int:
 
 
 def only(report) -> Finding:
-    assert len(report.findings) == 1, str(report)
+    assert len(report.findings) == 1 and not any(launch.broken for launch in report.launches), str(report)
     return report.findings[0]
 
 
@@ -117,6 +117,14 @@ def last_keeps_the_lock(dw, lock, n_programs, N: tl.constexpr):
     tl.store(dw + cols, tl.load(dw + cols) + 1)
     if i < n_programs - 1:  # the last program to run forgets: on a GPU it may run first
         tl.atomic_xchg(lock, 0)
+
+
+@triton.jit
+def lock_out_of_bounds(dw, lock, lock_id, N: tl.constexpr):
+    while tl.atomic_cas(lock + lock_id, 0, 1) == 1:  # @oob-lock
+        pass
+    tl.store(dw + tl.arange(0, N), tl.load(dw + tl.arange(0, N)) + 1)
+    tl.atomic_xchg(lock + lock_id, 0)
 
 
 @triton.jit
@@ -465,6 +473,16 @@ def test_a_lock_the_last_program_keeps_is_reported_though_no_program_waited():
     assert dw.tolist() == [3.0] * 4
 
 
+def test_a_lock_out_of_bounds_is_reported_as_such_and_spins_no_longer():
+    dw, lock = torch.zeros(4), torch.zeros(1, dtype=torch.int32)
+    with sanitize() as report:
+        lock_out_of_bounds[(2,)](dw, lock, 1 << 30, N=4)  # no lock there: the compare-and-swap is not made, fails
+    first, then = report.findings
+    assert (first.kind, first.tensor, first.index, first.programs) == ("out-of-bounds", "lock", (1 << 30,), pids(0))
+    assert (then.kind, then.ops, lines(then)) == ("lock", ("waits for",), (line("oob-lock"),))
+    assert lines(first) == (line("oob-lock"),) and first.ops == ("updates atomically",)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Grids, helpers, arguments, views, dtypes
 
@@ -707,6 +725,24 @@ def test_a_launch_that_raises_propagates_and_the_next_launch_is_recorded():
     assert sanitizer._current == []
     assert [launch.kernel for launch in report.launches] == ["raises", "partials_one_row"]
     assert [f.kind for f in report.findings] == ["out-of-bounds", "race"]
+
+
+def test_a_failure_of_the_sanitizer_itself_leaves_the_launch_running_and_says_so(monkeypatch):
+    def broken(self, *args):
+        raise ZeroDivisionError("a bug in the sanitizer")
+
+    monkeypatch.setattr(sanitizer._Recording, "_cas", broken)
+    x, dw, lock = torch.randn(5, 4), torch.zeros(4), torch.zeros(1, dtype=torch.int32)
+    with sanitize() as report:
+        layer_norm_bwd_dwdb_sum[(1,)](dw.view(1, 4), dw.view(1, 4), torch.empty(4), torch.empty(4), 1, 4,
+                                      BLOCK_SIZE_M=1, BLOCK_SIZE_N=4)
+        lock_released_early[(5,)](x, dw, lock, N=4)  # its race goes unseen: recording stops at the first CAS
+        scatter_rmw[(6,)](*scatter_inputs(), N=4)  # the next launch is recorded again
+    assert [launch.broken for launch in report.launches] == ["", "ZeroDivisionError: a bug in the sanitizer", ""]
+    assert torch.allclose(dw, x.sum(0)), "the launch ran to its end, unrecorded"
+    assert [f.kernel for f in report.findings] == ["scatter_rmw"]
+    assert "the sanitizer itself failed in lock_released_early (ZeroDivisionError" in str(report)
+    assert sanitizer._current == []
 
 
 def test_without_sanitize_the_interpreter_records_nothing(monkeypatch):
