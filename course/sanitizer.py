@@ -329,6 +329,7 @@ class _Recording:
         self.outside: list[tuple[int, int, int, np.ndarray, int]] = []
         self.stopped: Finding | None = None
         self.broken = ""  # what went wrong in the sanitizer itself, if anything
+        self.known = True  # every argument that points at memory is in args: an address outside them is wrong
 
     # -- what each access is
 
@@ -394,7 +395,11 @@ class _Recording:
         full = None
         if self._holding(lo, hi + nbytes) is None:  # some lanes may lie outside every tensor's memory
             inside = self._inside_memory(addresses, nbytes)
-            if not inside.all():
+            if not self.known:  # an argument's memory is unknown: what lies outside the known ones is made, unread
+                addresses = addresses[inside]
+                if addresses.size:
+                    lo, hi = int(addresses.min()), int(addresses.max())
+            elif not inside.all():
                 aimed = int(addresses[inside][0]) if inside.any() else -1  # which tensor the access was meant for
                 self.outside.append((program, kind, site, addresses[~inside], aimed))
                 addresses = addresses[inside]
@@ -837,7 +842,7 @@ def _install() -> None:
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
         if _current and _current[-1] is not None:
             rec = _current[-1]
-            rec.args = _safely(rec, _tensor_args, self.fn, args_hst, kwargs_hst) or []
+            rec.args, rec.known = _safely(rec, _tensor_args, self.fn, args_hst, kwargs_hst) or ([], False)
         return args_hst, kwargs_hst
 
     def __call__(self, *args, **kwargs):
@@ -892,32 +897,36 @@ def _cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _tensor_args(fn, args, kwargs) -> list[_Arg]:
-    """Every tensor argument of the launch, by the kernel's parameter name."""
+def _tensor_args(fn, args, kwargs) -> tuple[list[_Arg], bool]:
+    """Every tensor argument of the launch, by the kernel's parameter name; and whether every argument that points
+    at memory was understood."""
     try:
         named = inspect.getcallargs(fn, *args, **{k: v for k, v in kwargs.items()
                                                   if k in inspect.signature(fn).parameters})
     except TypeError:
         named = {f"arg{i}": a for i, a in enumerate(args)}
     out: list[_Arg] = []
-    for name, value in named.items():
-        _add_tensors(out, name, value)
-    return out
+    known = [_add_tensors(out, name, value) for name, value in named.items()]
+    return out, all(known)
 
 
-def _add_tensors(out: list[_Arg], name: str, value) -> None:
-    """Add ``value`` to ``out`` if it is a tensor; each tensor of a tuple as ``name[i]``, a descriptor's base as
-    ``name.base``."""
+def _add_tensors(out: list[_Arg], name: str, value) -> bool:
+    """Add ``value`` to ``out`` if it is a tensor; each tensor of a tuple as ``name[i]``, a descriptor's or a
+    ``triton.reinterpret`` wrapper's tensor as ``name``. False when it points at memory this cannot tell."""
     if isinstance(value, tuple):
-        for i, item in enumerate(value[:64]):
-            _add_tensors(out, f"{name}[{i}]", item)
-    elif hasattr(value, "base") and hasattr(value, "block_shape"):  # a TensorDescriptor
-        _add_tensors(out, f"{name}.base", value.base)
-    elif hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
-        storage = value.untyped_storage()
-        lo = storage.data_ptr()
-        out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
-                        str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
+        return len(value) <= 64 and all([_add_tensors(out, f"{name}[{i}]", item) for i, item in enumerate(value)])
+    if hasattr(value, "untyped_storage") and hasattr(value, "data_ptr"):
+        try:
+            storage = value.untyped_storage()
+            lo = storage.data_ptr()
+            out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
+                            str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
+            return True
+        except (RuntimeError, NotImplementedError, TypeError, AttributeError):  # a tensor with no memory of its own
+            return False
+    if hasattr(value, "base") and (hasattr(value, "block_shape") or hasattr(value, "data_ptr")):
+        return _add_tensors(out, name, value.base)
+    return not hasattr(value, "data_ptr")
 
 
 @contextmanager

@@ -476,9 +476,9 @@ def test_a_lock_the_last_program_keeps_is_reported_though_no_program_waited():
 def test_a_lock_out_of_bounds_is_reported_as_such_and_spins_no_longer():
     dw, lock = torch.zeros(4), torch.zeros(1, dtype=torch.int32)
     with sanitize() as report:
-        lock_out_of_bounds[(2,)](dw, lock, 1 << 30, N=4)  # no lock there: the compare-and-swap is not made, fails
+        lock_out_of_bounds[(2,)](dw, lock, 1, N=4)  # no lock there: the compare-and-swap is not made, fails
     first, then = report.findings
-    assert (first.kind, first.tensor, first.index, first.programs) == ("out-of-bounds", "lock", (1 << 30,), pids(0))
+    assert (first.kind, first.tensor, first.index, first.programs) == ("out-of-bounds", "lock", (1,), pids(0))
     assert (then.kind, then.ops, lines(then)) == ("lock", ("waits for",), (line("oob-lock"),))
     assert lines(first) == (line("oob-lock"),) and first.ops == ("updates atomically",)
 
@@ -526,6 +526,25 @@ def test_tensor_arguments_passed_by_keyword_keep_their_names():
     f = only(report)
     assert (f.tensor, f.index) == ("y", (10,))
     assert set(report.launches[0].tensors) == {"x", "y"} and report.launches[0].tensors["y"] == ((10,), "float32")
+
+
+def test_a_reinterpreted_tensor_is_the_tensor_it_wraps():
+    xi, y = torch.arange(16, dtype=torch.int32).view(4, 4), torch.zeros(4, 4)
+    with sanitize() as report:
+        partials_own_row[(4,)](triton.reinterpret(xi, tl.float32), y, N=4)
+    assert report.clean and report.launches[0].tensors["x"] == ((4, 4), "int32"), str(report)
+    assert torch.equal(y, 2 * xi.view(torch.float32)), "every load was made"
+
+
+def test_an_argument_whose_memory_is_unknown_is_left_alone(monkeypatch):
+    add = sanitizer._add_tensors
+    monkeypatch.setattr(sanitizer, "_add_tensors", lambda out, name, value: name != "x" and add(out, name, value))
+    x, partial = torch.randn(5, 4), torch.zeros(1, 4)
+    with sanitize() as report:
+        partials_one_row[(5,)](x, partial, N=4)
+    f = only(report)
+    assert (f.kind, f.tensor, f.programs) == ("race", "partial", pids(0, 1)), "what is known is still read"
+    assert torch.equal(partial[0], x[4]), "x's loads were made, though x is no argument the sanitizer knows"
 
 
 def test_two_views_of_one_buffer_race_where_they_overlap():
