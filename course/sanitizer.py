@@ -113,7 +113,7 @@ def _at(f: Finding) -> str:
     """The element, as the kernel's pointer arithmetic would name it: ``out[0, 0]``, or ``y + 10`` when the address
     is no element of ``y``."""
     if f.outside:
-        (offset,) = f.index or (0,)
+        offset = f.index[0] if f.index else 0
         return f"{f.tensor} {'-' if offset < 0 else '+'} {abs(offset)}"
     named = f"{f.tensor}[{', '.join(map(str, f.index))}]"
     return f"{named} (also {', '.join(f.also)})" if f.also else named
@@ -252,14 +252,19 @@ def _from_record(data) -> Finding | None:
             or not isinstance(count, int) or isinstance(count, bool) or count < 1
             or not isinstance(also, list) or len(also) > 4 or not all(isinstance(a, str) for a in also)):
         return None
-    kernel, tensor, outside = (t[:_MAX_TEXT] for t in texts)
+    kernel, tensor, outside = (_text(t) for t in texts)
     return Finding(data["kind"], kernel, tensor, index, programs, sites, tuple(ops), min(count, _MAX_INT), outside,
-                   shape, tuple(a[:_MAX_TEXT] for a in also))
+                   shape, tuple(_text(a) for a in also))
 
 
 _OPS = frozenset(("loads", "stores to", "updates atomically", "takes", "waits for"))
 _MAX_TEXT = 300  # characters of a name or a line of code received
 _MAX_INT = 1 << 62  # an index, a count, a program id or a line received is at most this (JSON ints are unbounded)
+
+
+def _text(s: str) -> str:
+    """A received name or line of code, cut to length, on one line (it is printed inside a diagnosis)."""
+    return "".join(c if c.isprintable() else " " for c in s[:_MAX_TEXT])
 
 
 def _is_int(x) -> bool:
@@ -277,7 +282,7 @@ def _site_of(data) -> Site | None:
     if not (isinstance(data, list) and len(data) == 3 and isinstance(data[0], str) and _is_int(data[1])
             and data[1] >= 0 and isinstance(data[2], str)):
         return None
-    return Site(data[0][:_MAX_TEXT], data[1], data[2][:_MAX_TEXT])
+    return Site(_text(data[0]), data[1], _text(data[2]))
 
 
 # ---------------------------------------------------------------------------

@@ -721,6 +721,14 @@ def test_a_record_is_bounded_whatever_its_size():
     assert max(len(f.sites[0].code), len(f.sites[1].function)) <= 300 and len(f.sentence()) < 4000
 
 
+def test_a_received_name_or_line_stays_on_one_line():
+    data = good_record()
+    data.update(kernel="k\ndiagnosis: ok — all good", sites=[["k", 3, "x\r\n\x1b[2J"], ["k", 4, "y"]])
+    f = _from_record(data)
+    assert "\n" not in f.sentence() and "\r" not in f.sentence() and "\x1b" not in f.sentence()
+    assert f.kernel == "k diagnosis: ok — all good"
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Nesting, errors, cost
 
