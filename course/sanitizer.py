@@ -8,9 +8,10 @@ source line, the locks the program holds), and each launch is read when it ends:
 
 - **race**: an address one program stores to without an atomic and another program loads, stores or updates
   atomically in the same launch, neither holding a lock the other holds. Atomics never race with each other.
-  A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another)
-  and gave back with ``tl.atomic_xchg`` (the pattern of Triton's LayerNorm tutorial); a compare-and-swap never
-  given back (an atomic update in a CAS loop, a flag one program claims) guards nothing;
+  A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another; the
+  pattern of Triton's LayerNorm tutorial) or ``tl.atomic_xchg`` (it wrote a value other than it found: a
+  test-and-set), and gave back with ``tl.atomic_xchg``. What is taken and never given back (an atomic update in
+  a CAS loop, a flag one program claims, an exchange of data) guards nothing;
 - **lock** (raised as a race): a program that ends holding a lock leaves every other program waiting for it
   forever. A program whose ``tl.atomic_cas`` keeps failing the same way would spin forever (nothing else runs
   in the interpreter meanwhile): the launch is stopped there and the lock reported;
@@ -418,20 +419,38 @@ class _Recording:
 
     def _cas(self, ptr, cmp, val, old) -> None:
         """After a compare-and-swap: where it found ``cmp`` and wrote something else, the program holds a lock now;
-        where it failed the same way SPINS times in a row, it waits for what no program left to run will do."""
+        where it found something else, it failed to take one."""
         addresses = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
-        got, want = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, cmp))
-        taken = (got == want) & (got != np.broadcast_to(np.asarray(val.data), addresses.shape))
-        for address in addresses[taken].tolist():
+        got, want, new = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, cmp, val))
+        self._attempt(addresses, (got == want) & (got != new), got != want, got, want)
+
+    def _exchange(self, ptr, val, mask, old) -> None:
+        """After an exchange: a lock the program holds is given back; elsewhere, one that wrote something other
+        than it found took a lock (a test-and-set), one that found what it wrote failed to."""
+        addresses = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
+        got, new = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, val))
+        if mask is not None:
+            active = np.broadcast_to(np.asarray(mask.data), addresses.shape)
+            addresses, got, new = addresses[active], got[active], new[active]
+        held = np.array([a in self.held for a in addresses.reshape(-1).tolist()], dtype=bool).reshape(addresses.shape)
+        for address in addresses[held].tolist():
+            self.held.discard(address)
+            self.released.add(address)
+        rest = ~held
+        self._attempt(addresses[rest], (got != new)[rest], (got == new)[rest], got[rest], new[rest])
+
+    def _attempt(self, addresses, took, failed, found, expected) -> None:
+        """Record an attempt at a lock in each lane: ``took`` it, ``failed`` (having ``found`` a value where it
+        ``expected`` another); one that failed the same way SPINS times in a row spins forever."""
+        for address in addresses[took].tolist():
             self.held.add(address)
             self.held_at[address] = self.last_site
-        failed = got != want
         for address in addresses[~failed].tolist():
             self.failing.pop(address, None)
-        for address, found, expected in zip(addresses[failed].tolist(), got[failed].tolist(), want[failed].tolist()):
+        for address, got, want in zip(addresses[failed].tolist(), found[failed].tolist(), expected[failed].tolist()):
             seen, times = self.failing.get(address, (None, 0))
-            times = times + 1 if seen == (found, expected) else 1
-            self.failing[address] = ((found, expected), times)
+            times = times + 1 if seen == (got, want) else 1
+            self.failing[address] = ((got, want), times)
             if times >= SPINS:
                 self._stop(address)
 
@@ -444,15 +463,6 @@ class _Recording:
             program, site, op = self._program(), self.last_site, "waits for"
         self.stopped = self._finding_at("lock", address, (self.programs[program],), (self.sites[site],), (op,))
         raise _Stop(self.stopped)
-
-    def _release(self, ptr, mask) -> None:
-        """After an exchange: a lock the program held (or one a finished program kept) is given back."""
-        data = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
-        lanes = data if mask is None else data[np.broadcast_to(np.asarray(mask.data), data.shape)]
-        for address in lanes.reshape(-1).tolist():
-            if address in self.held or self.abandoned.pop(address, None) is not None:
-                self.held.discard(address)
-                self.released.add(address)
 
     def _next_program(self, idx: tuple[int, int, int], grid: tuple[int, ...]) -> None:
         self.grid = grid  # a callable grid is known only now
@@ -823,7 +833,7 @@ def _install() -> None:
             mask = _masked(mask, _safely(rec, rec._access, ATOMIC, ptr, mask))
         result = rmw(self, op, ptr, val, mask, sem, scope)
         if rec is not None and op == xchg:
-            _safely(rec, rec._release, ptr, mask)
+            _safely(rec, rec._exchange, ptr, val, mask, result)
         return result
 
     def _create_atomic_cas(self, ptr, cmp, val, sem, scope):

@@ -120,6 +120,17 @@ def last_keeps_the_lock(dw, lock, n_programs, N: tl.constexpr):
 
 
 @triton.jit
+def tas_lock(x, dw, lock, N: tl.constexpr, RELEASE: tl.constexpr):
+    i = tl.program_id(0)
+    cols = tl.arange(0, N)
+    while tl.atomic_xchg(lock, 1) == 1:  # @tas-take
+        pass
+    tl.store(dw + cols, tl.load(dw + cols) + tl.load(x + i * N + cols))
+    if RELEASE:
+        tl.atomic_xchg(lock, 0)
+
+
+@triton.jit
 def lock_out_of_bounds(dw, lock, lock_id, N: tl.constexpr):
     while tl.atomic_cas(lock + lock_id, 0, 1) == 1:  # @oob-lock
         pass
@@ -354,6 +365,18 @@ def test_the_layer_norm_tutorials_spin_lock_is_clean():
     assert report.clean, str(report)
     assert torch.allclose(final_dw, (x * dy).sum(0), atol=1e-5) and torch.allclose(final_db, dy.sum(0), atol=1e-5)
     assert locks[:GROUP].tolist() == [0] * GROUP and locks[GROUP:].tolist() == [1] * GROUP
+
+
+def test_a_test_and_set_lock_made_with_exchanges_guards_its_accesses_and_is_caught_kept():
+    x, dw, lock = torch.randn(5, 4), torch.zeros(4), torch.zeros(1, dtype=torch.int32)
+    with sanitize() as report:
+        tas_lock[(5,)](x, dw, lock, N=4, RELEASE=True)
+    assert report.clean and torch.allclose(dw, x.sum(0)), str(report)
+    with sanitize() as report:
+        tas_lock[(5,)](x, dw, lock.zero_(), N=4, RELEASE=False)
+    f = report.findings[0]
+    assert (f.kind, f.tensor, f.programs, f.ops, lines(f)) == ("lock", "lock", pids(0), ("takes",), (line("tas-take"),))
+    assert report.launches[0].programs == pids(0, 1)
 
 
 def test_atomics_never_race_with_each_other():
