@@ -794,7 +794,6 @@ def _install() -> None:
     _SKIPPED = _SKIPPED + (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
     builder_cls, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
     masked_load, masked_store = builder_cls.create_masked_load, builder_cls.create_masked_store
-    atomic_load, atomic_store = builder_cls.create_atomic_load, builder_cls.create_atomic_store
     rmw, cas, set_idx = builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas, builder_cls.set_grid_idx
     init_args, call = executor._init_args_hst, executor.__call__
     TensorHandle = interpreter.TensorHandle
@@ -803,17 +802,19 @@ def _install() -> None:
     def _masked(mask, full):
         return mask if full is None else TensorHandle(full, triton.language.int1)
 
-    def _create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+    # Only the leading arguments are read, the rest passed on as they came: the builder's signatures change between
+    # Triton releases (3.4's masked load takes a cache modifier and an eviction policy where 3.9's takes a policy).
+    def _create_masked_load(self, ptrs, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
             mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
-        return masked_load(self, ptrs, mask, other, cache_policy, is_volatile)
+        return masked_load(self, ptrs, mask, *rest, **kw)
 
-    def _create_masked_store(self, ptrs, value, mask, cache_policy):
+    def _create_masked_store(self, ptrs, value, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
             mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
-        return masked_store(self, ptrs, value, mask, cache_policy)
+        return masked_store(self, ptrs, value, mask, *rest, **kw)
 
     def _atomic(original):
         def _create(self, *args):
@@ -827,23 +828,23 @@ def _install() -> None:
                 rec.atomic_plain = False
         return _create
 
-    def _create_atomic_rmw(self, op, ptr, val, mask, sem, scope):
+    def _create_atomic_rmw(self, op, ptr, val, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
             mask = _masked(mask, _safely(rec, rec._access, ATOMIC, ptr, mask))
-        result = rmw(self, op, ptr, val, mask, sem, scope)
+        result = rmw(self, op, ptr, val, mask, *rest, **kw)
         if rec is not None and op == xchg:
             _safely(rec, rec._exchange, ptr, val, mask, result)
         return result
 
-    def _create_atomic_cas(self, ptr, cmp, val, sem, scope):
+    def _create_atomic_cas(self, ptr, cmp, val, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is None:
-            return cas(self, ptr, cmp, val, sem, scope)
+            return cas(self, ptr, cmp, val, *rest, **kw)
         if _safely(rec, rec._access, ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
             old = TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)  # it fails, as on a lock held forever
         else:
-            old = cas(self, ptr, cmp, val, sem, scope)
+            old = cas(self, ptr, cmp, val, *rest, **kw)
         _safely(rec, rec._cas, ptr, cmp, val, old)
         return old
 
@@ -881,10 +882,9 @@ def _install() -> None:
 
     builder_cls.create_masked_load = _create_masked_load
     builder_cls.create_masked_store = _create_masked_store
-    builder_cls.create_atomic_load = _atomic(atomic_load)
-    builder_cls.create_atomic_store = _atomic(atomic_store)
-    if hasattr(builder_cls, "create_atomic_poll"):  # its loads are atomic too
-        builder_cls.create_atomic_poll = _atomic(builder_cls.create_atomic_poll)
+    for name in ("create_atomic_load", "create_atomic_store", "create_atomic_poll"):  # not in every release
+        if hasattr(builder_cls, name):  # the loads and stores these make are atomics
+            setattr(builder_cls, name, _atomic(getattr(builder_cls, name)))
     builder_cls.create_atomic_rmw = _create_atomic_rmw
     builder_cls.create_atomic_cas = _create_atomic_cas
     builder_cls.set_grid_idx = _set_grid_idx
