@@ -537,24 +537,6 @@ FLASH_FWD_IDS = ["no-scale", "keys-past-T-scored-0", "alpha-always-1", "acc-not-
                  "unmasked-load", "unmasked-store", "L-past-T", "lse-without-m", "head_dim-stride"]
 
 
-@pytest.mark.parametrize("bug, old, new, cls, words", [(i, *b) for i, b in zip(FLASH_FWD_IDS, FLASH_FWD_BUGS)],
-                         ids=FLASH_FWD_IDS)
-def test_named_bugs_of_the_flash_forward(bug, old, new, cls, words, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "4")  # one seed: interpreted kernels are slow, and each bug runs both checks
-    kernel = flash_variant("flash_fwd_kernel", old, new)
-    for check in both("flash_fwd_kernel"):
-        named(check, kernel, *FLASH_FWD_SANITIZED.get(bug, (cls, words)))
-
-
-@pytest.mark.parametrize("bug", list(FLASH_FWD_SANITIZED))
-def test_without_the_sanitizer_the_flash_forward_ladder_names_its_mask_bugs(bug, unsanitized, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "4")
-    old, new, cls, words = FLASH_FWD_BUGS[FLASH_FWD_IDS.index(bug)]
-    kernel = flash_variant("flash_fwd_kernel", old, new)
-    for check in both("flash_fwd_kernel"):
-        named(check, kernel, cls, words)
-
-
 FLASH_DKDV_BUGS = [
     ("dk * sm_scale, mask=kv_mask)", "dk, mask=kv_mask)", "scale", "√d times too large"),
     ("dv, mask=kv_mask)", "dv)", "wrong-values", "writes outside"),
@@ -572,22 +554,31 @@ FLASH_DKDV_BUGS = [
 FLASH_DKDV_IDS = ["no-scale", "unmasked-store", "no-D", "sign", "no-L", "dv-from-q", "unmasked-Q", "head_dim-stride"]
 
 
-@pytest.mark.parametrize("bug, old, new, cls, words", [(i, *b) for i, b in zip(FLASH_DKDV_IDS, FLASH_DKDV_BUGS)],
-                         ids=FLASH_DKDV_IDS)
-def test_named_bugs_of_the_flash_dkdv_kernel(bug, old, new, cls, words, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "5")  # one seed: interpreted kernels are slow, and each bug runs both checks
-    kernel = flash_variant("flash_bwd_dkdv_kernel", old, new)
-    for check in both("flash_bwd_dkdv_kernel"):
-        named(check, kernel, *FLASH_DKDV_SANITIZED.get(bug, (cls, words)))
+FLASH = {  # kernel: (its edits, their ids, what the sanitizer names first, the one seed: interpreted kernels are slow)
+    "flash_fwd_kernel": (FLASH_FWD_BUGS, FLASH_FWD_IDS, FLASH_FWD_SANITIZED, "4"),
+    "flash_bwd_dkdv_kernel": (FLASH_DKDV_BUGS, FLASH_DKDV_IDS, FLASH_DKDV_SANITIZED, "5"),
+}
 
 
-@pytest.mark.parametrize("bug", list(FLASH_DKDV_SANITIZED))
-def test_without_the_sanitizer_the_flash_dkdv_ladder_names_its_mask_bugs(bug, unsanitized, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "5")
-    old, new, cls, words = FLASH_DKDV_BUGS[FLASH_DKDV_IDS.index(bug)]
-    kernel = flash_variant("flash_bwd_dkdv_kernel", old, new)
-    for check in both("flash_bwd_dkdv_kernel"):
-        named(check, kernel, cls, words)
+def flash_bug_named(name: str, bug: str, monkeypatch, sanitized: bool = True) -> None:
+    """Both checks name the edit ``bug`` of kernel ``name`` as its list says, or (``sanitized``) as the sanitizer
+    says first."""
+    bugs, ids, first, seed = FLASH[name]
+    old, new, cls, words = bugs[ids.index(bug)]
+    monkeypatch.setenv("AUTOGRADER_SEED", seed)
+    kernel = flash_variant(name, old, new)
+    for check in both(name):
+        named(check, kernel, *(first.get(bug, (cls, words)) if sanitized else (cls, words)))
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n, (_, ids, _, _) in FLASH.items() for b in ids])
+def test_named_bugs_of_the_flash_kernels(name, bug, monkeypatch):
+    flash_bug_named(name, bug, monkeypatch)
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n, (_, _, first, _) in FLASH.items() for b in first])
+def test_without_the_sanitizer_the_flash_ladder_names_the_mask_bugs(name, bug, unsanitized, monkeypatch):
+    flash_bug_named(name, bug, monkeypatch, sanitized=False)
 
 
 @pytest.mark.parametrize("name", ["flash_fwd_kernel", "flash_bwd_dkdv_kernel"])
