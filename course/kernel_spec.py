@@ -293,7 +293,6 @@ class KernelSpec:
     missing: str = "keep the @triton.jit line above its def."  # what to do about a plain function
     unwritten: str = ""  # when given, why an output row the launch left at the sentinel is refused before its values
     wrote_first: bool = False  # a store past an output's end is refused before the values (it may have made them wrong)
-    properties: tuple[Callable[[str, Any], None], ...] = ()  # (name, kernel) after the cases: what values cannot show
 
     def check(self, kernel, cases: Sequence, alternatives: Callable | None = None) -> None:
         """Every case in order (a :class:`Gradcheck` runs the gradcheck); ``alternatives`` in place of the spec's own."""
@@ -305,8 +304,6 @@ class KernelSpec:
             elif not self.gradcheck(kernel, case.inputs):
                 raise GradingFailure("wrong-values", f"{self.name} fails the float64 gradcheck: {self.gradcheck_fails}",
                                      f"inputs: {case.label}")
-        for prop in self.properties:
-            prop(self.name, kernel)
 
     def check_case(self, kernel, case) -> None:
         """Launch one case and raise a GradingFailure that says what is wrong and where."""

@@ -77,14 +77,16 @@ EXERCISES: tuple[Entry, ...] = (
         "03_triton_fused_softmax", "triton_softmax", "triton_softmax",
         # A kernel's failure met while checking TritonSoftmax or triton_softmax carries the kernel's class: Hint 1
         # of those two says its Part's hints cover it.
+        # "race" and "out-of-bounds" (course.sanitizer): a kernel's masks and row strides, Hint 2 of each kernel.
         ("softmax_fwd_kernel", KERNEL, 2, {"non-finite": 2, "wrong-values": 2, "shape": 2, "half-accumulation": 3,
-                                           "*": 2}),
+                                           "out-of-bounds": 2, "race": 2, "*": 2}),
         ("softmax_bwd_kernel", KERNEL, 2, {"wrong-values": 1, "sign": 1, "non-finite": 2, "shape": 2,
-                                           "half-accumulation": 3, "*": 2}),
+                                           "half-accumulation": 3, "out-of-bounds": 2, "race": 2, "*": 2}),
         ("TritonSoftmax", FUNCTION, 2, {"wrong-values": 1, "autograd-in-backward": 1, "non-finite": 1, "sign": 1,
-                                        "*": 2}),
+                                        "out-of-bounds": 1, "race": 1, "*": 2}),
+        # "race": rows lined up as a view of a transposed x overlap in memory, Hint 2.
         ("triton_softmax", FN, 1, {"broadcast-axis": 1, "non-finite": 1, "sign": 1, "shape": 3, "wrong-values": 2,
-                                   "*": 2}),
+                                   "out-of-bounds": 1, "race": 2, "*": 2}),
     ),
     *_lesson(
         "04_layernorm", "layernorm", "layernorm",
@@ -93,9 +95,11 @@ EXERCISES: tuple[Entry, ...] = (
                                        "scale": 3, "*": 3}),
         ("rmsnorm_backward", FN, 2, {"shape": 2, "wrong-values": 1, "broadcast-axis": 2, "batch-reduction": 2,
                                      "*": 2}),
+        # "out-of-bounds": the lanes past the row, Hint 2; "race": partial rows shared by programs, Hint 3.
         ("TritonLayerNorm", FUNCTION, 2, {"wrong-values": 2, "non-finite": 2, "batch-reduction": 3,
-                                          "half-accumulation": 4, "*": 3}),
-        ("triton_layernorm", FN, 1, {"shape": 1, "*": 1}),
+                                          "half-accumulation": 4, "out-of-bounds": 2, "race": 3, "*": 3}),
+        # "out-of-bounds": a γ of the wrong length read past its end, Hint 3.
+        ("triton_layernorm", FN, 1, {"shape": 1, "out-of-bounds": 3, "race": 1, "*": 1}),
     ),
     *_lesson(
         "05_attention_recompute", "attention", "attention",
@@ -109,9 +113,14 @@ EXERCISES: tuple[Entry, ...] = (
                                                  "autograd-in-backward": 2, "shape": 2, "*": 3}),
         ("RecomputeAttention", FUNCTION, 2, {"saved-quadratic-tensor": 1, "*": 2}),
         ("recompute_attention", FN, 1, {"*": 1}),
-        ("attention_delta_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "*": 3}),
-        ("flash_fwd_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3}),
-        ("flash_bwd_dkdv_kernel", KERNEL, 3, {"non-finite": 1, "wrong-values": 2, "scale": 2, "*": 3}),
+        # "out-of-bounds" and "race": which lanes are data, and the strides, Hint 1 of each kernel ("race" in the
+        # forward: its rows of O go where its rows of Q came from, Hint 2).
+        ("attention_delta_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "out-of-bounds": 1, "race": 1,
+                                               "*": 3}),
+        ("flash_fwd_kernel", KERNEL, 2, {"non-finite": 1, "wrong-values": 2, "scale": 2, "out-of-bounds": 1,
+                                         "race": 2, "*": 3}),
+        ("flash_bwd_dkdv_kernel", KERNEL, 3, {"non-finite": 1, "wrong-values": 2, "scale": 2, "out-of-bounds": 1,
+                                              "race": 1, "*": 3}),
     ),
     *_lesson(
         "06_topk_routing", "routing", "routing",
@@ -122,7 +131,10 @@ EXERCISES: tuple[Entry, ...] = (
         ("maxpool1d_backward", FN, 2, {"non-atomic-scatter": 2, "batch-reduction": 1, "wrong-values": 3, "*": 1}),
         ("dropout_backward", FN, 1, {"scale": 1, "*": 2}),
         ("moe_gate_backward", FN, 3, {"shape": 1, "wrong-values": 2, "sign": 2, "*": 1}),
-        ("scatter_add_kernel", KERNEL, 2, {"non-atomic-scatter": 2, "wrong-values": 1, "*": 1}),
+        # "race": the read-add-store of two programs, Hint 2 (on a GPU, where nothing is recorded, the values may show
+        # it as "non-atomic-scatter"); "out-of-bounds": the masked tail, Hint 1.
+        ("scatter_add_kernel", KERNEL, 2, {"race": 2, "non-atomic-scatter": 2, "out-of-bounds": 1, "wrong-values": 1,
+                                           "*": 1}),
     ),
     *_lesson(
         "07_fused_linear_cross_entropy", "lm_head", "lm_head",
@@ -132,8 +144,8 @@ EXERCISES: tuple[Entry, ...] = (
         ("vocab_blocked_lse", FN, 2, {"materialized-logits": 3, "delegated-to-library": 3, "blocks": 2,
                                       "non-finite": 2, "*": 1}),
         # Part D's hints: 1 — the two walks over the row; 2 — n, the ignored rows and the dtype; 3 — the code.
-        ("ce_grad_kernel", KERNEL, 2, {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1, "*": 3},
-         "ce_grad"),
+        ("ce_grad_kernel", KERNEL, 2, {"scale": 2, "ignored": 2, "float32": 2, "non-finite": 1, "sign": 1,
+                                       "out-of-bounds": 3, "race": 3, "*": 3}, "ce_grad"),
     ),
     *_lesson(
         "08_mixed_precision_backward", "mixed_precision", "mixed_precision",
@@ -142,7 +154,8 @@ EXERCISES: tuple[Entry, ...] = (
         ("grad_tolerance", FN, 2, {"dtype": 1, "length": 2, "tight": 2, "loose": 2, "condition": 3, "*": 1}),
         # A plain class, not an autograd.Function: made and called like a function (its methods are the checks').
         ("DynamicLossScaler", FN, 2, {"unscale": 1, "skip": 2, "growth": 2, "backoff": 2, "*": 3}),
-        ("softmax_bwd_mixed_kernel", KERNEL, 2, {"half-accumulation": 2, "float32": 2, "*": 1}, "mixed_kernel"),
+        ("softmax_bwd_mixed_kernel", KERNEL, 2, {"half-accumulation": 2, "float32": 2, "out-of-bounds": 1, "race": 1,
+                                                 "*": 1}, "mixed_kernel"),
     ),
 )
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}

@@ -52,9 +52,9 @@ REQUIRED = {  # the bug classes this lesson is about, per exercise: a mutant sho
     "attention_backward_recompute": {"sign", "wrong-values", "saved-quadratic-tensor", "untiled", "autograd-in-backward"},
     "RecomputeAttention": {"saved-quadratic-tensor", "autograd-in-backward"},
     "recompute_attention": {"saved-quadratic-tensor", "wrong-values"},
-    "attention_delta_kernel": {"non-finite", "wrong-values"},  # a missing column mask; a store past n_rows
+    "attention_delta_kernel": {"out-of-bounds"},  # a missing column mask; a store past n_rows; head_dim as stride
     "flash_fwd_kernel": {"scale", "wrong-values"},  # sm_scale forgotten; keys past T scored 0; the rescale skipped
-    "flash_bwd_dkdv_kernel": {"scale", "wrong-values", "non-finite"},  # sm_scale; unmasked store; no D; strides
+    "flash_bwd_dkdv_kernel": {"scale", "wrong-values", "out-of-bounds"},  # sm_scale; no D; unmasked store, strides
 }
 
 
@@ -431,7 +431,8 @@ def attention_delta_kernel(O_ptr, DO_ptr, Delta_ptr, o_row_stride, do_row_stride
 
 @pytest.mark.parametrize("rows, total, cls, words", [
     ("tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)", "tl.sum(o * do, axis=1)", "pass", ""),
-    ("tl.arange(0, BLOCK_M)", "tl.sum(o * do, axis=1)", "wrong-values", "first block"),  # every program on block 0
+    # Every program on block 0: the programs' stores meet there (on a GPU, where nothing is recorded: "first block").
+    ("tl.arange(0, BLOCK_M)", "tl.sum(o * do, axis=1)", "race", "program (0, 0, 0) stores to it"),
     ("tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)", "tl.sum(o, axis=1)", "wrong-values", "O alone"),
     ("tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)", "tl.sum(o.to(tl.float32) * do.to(tl.float32), axis=1)",
      "wrong-values", "float32 precision"),
@@ -446,6 +447,14 @@ def test_named_bugs_of_the_delta_kernel(rows, total, cls, words, seeded):
             continue
         failure = failure_of(check, kernel)
         assert failure.cls == cls and words in str(failure), str(failure)
+
+
+def test_without_the_sanitizer_every_program_on_block_0_is_named_by_its_values(unsanitized, seeded):
+    kernel = variant({"attention_delta_kernel": DELTA_TEMPLATE.replace("ROWS", "tl.arange(0, BLOCK_M)").replace(
+        "SUM", "tl.sum(o * do, axis=1)")})["attention_delta_kernel"]
+    for check in both("attention_delta_kernel"):
+        failure = failure_of(check, kernel)
+        assert failure.cls == "wrong-values" and "first block" in str(failure), str(failure)
 
 
 def test_a_plain_function_is_not_a_kernel(capsys):
@@ -496,6 +505,21 @@ FLASH_FWD_BUGS = [  # (old, new, class, words)
 ]
 
 
+# What course.sanitizer names first on a CPU (class, words), where the lists above give what the checks' own ladder
+# says on a GPU (nothing is recorded there): tested below without the sanitizer.
+FLASH_FWD_SANITIZED = {
+    "unmasked-load": ("out-of-bounds", "loads an address that is no element of any tensor argument"),
+    "unmasked-store": ("out-of-bounds", "stores to an address that is no element of any tensor argument"),
+    "L-past-T": ("out-of-bounds", "past the last element of L_ptr"),
+    "head_dim-stride": ("out-of-bounds", "between the elements"),
+}
+FLASH_DKDV_SANITIZED = {
+    "unmasked-store": ("out-of-bounds", "stores to an address that is no element of any tensor argument"),
+    "unmasked-Q": ("out-of-bounds", "of Q_ptr"),
+    "head_dim-stride": ("out-of-bounds", "of DO_ptr"),
+}
+
+
 # Bugs only the hidden check names: telling them apart takes a simulation of the online softmax (or of
 # an unnormalised P), which would spell out the exercise in the package students receive. The visible
 # check gives them the same class without the name.
@@ -509,14 +533,8 @@ def named(check, kernel, cls: str, words: str) -> None:
         assert words in str(failure), str(failure)
 
 
-@pytest.mark.parametrize("old, new, cls, words", FLASH_FWD_BUGS, ids=[
-    "no-scale", "keys-past-T-scored-0", "alpha-always-1", "acc-not-rescaled", "alpha-inverted", "unmasked-load",
-    "unmasked-store", "L-past-T", "lse-without-m", "head_dim-stride"])
-def test_named_bugs_of_the_flash_forward(old, new, cls, words, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "4")  # one seed: interpreted kernels are slow, and each bug runs both checks
-    kernel = flash_variant("flash_fwd_kernel", old, new)
-    for check in both("flash_fwd_kernel"):
-        named(check, kernel, cls, words)
+FLASH_FWD_IDS = ["no-scale", "keys-past-T-scored-0", "alpha-always-1", "acc-not-rescaled", "alpha-inverted",
+                 "unmasked-load", "unmasked-store", "L-past-T", "lse-without-m", "head_dim-stride"]
 
 
 FLASH_DKDV_BUGS = [
@@ -533,13 +551,34 @@ FLASH_DKDV_BUGS = [
 ]
 
 
-@pytest.mark.parametrize("old, new, cls, words", FLASH_DKDV_BUGS, ids=[
-    "no-scale", "unmasked-store", "no-D", "sign", "no-L", "dv-from-q", "unmasked-Q", "head_dim-stride"])
-def test_named_bugs_of_the_flash_dkdv_kernel(old, new, cls, words, monkeypatch):
-    monkeypatch.setenv("AUTOGRADER_SEED", "5")  # one seed: interpreted kernels are slow, and each bug runs both checks
-    kernel = flash_variant("flash_bwd_dkdv_kernel", old, new)
-    for check in both("flash_bwd_dkdv_kernel"):
-        named(check, kernel, cls, words)
+FLASH_DKDV_IDS = ["no-scale", "unmasked-store", "no-D", "sign", "no-L", "dv-from-q", "unmasked-Q", "head_dim-stride"]
+
+
+FLASH = {  # kernel: (its edits, their ids, what the sanitizer names first, the one seed: interpreted kernels are slow)
+    "flash_fwd_kernel": (FLASH_FWD_BUGS, FLASH_FWD_IDS, FLASH_FWD_SANITIZED, "4"),
+    "flash_bwd_dkdv_kernel": (FLASH_DKDV_BUGS, FLASH_DKDV_IDS, FLASH_DKDV_SANITIZED, "5"),
+}
+
+
+def flash_bug_named(name: str, bug: str, monkeypatch, sanitized: bool = True) -> None:
+    """Both checks name the edit ``bug`` of kernel ``name`` as its list says, or (``sanitized``) as the sanitizer
+    says first."""
+    bugs, ids, first, seed = FLASH[name]
+    old, new, cls, words = bugs[ids.index(bug)]
+    monkeypatch.setenv("AUTOGRADER_SEED", seed)
+    kernel = flash_variant(name, old, new)
+    for check in both(name):
+        named(check, kernel, *(first.get(bug, (cls, words)) if sanitized else (cls, words)))
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n, (_, ids, _, _) in FLASH.items() for b in ids])
+def test_named_bugs_of_the_flash_kernels(name, bug, monkeypatch):
+    flash_bug_named(name, bug, monkeypatch)
+
+
+@pytest.mark.parametrize("name, bug", [(n, b) for n, (_, _, first, _) in FLASH.items() for b in first])
+def test_without_the_sanitizer_the_flash_ladder_names_the_mask_bugs(name, bug, unsanitized, monkeypatch):
+    flash_bug_named(name, bug, monkeypatch, sanitized=False)
 
 
 @pytest.mark.parametrize("name", ["flash_fwd_kernel", "flash_bwd_dkdv_kernel"])

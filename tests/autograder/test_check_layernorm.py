@@ -76,7 +76,9 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         ("rmsnorm_backward", "batch-reduction"),
         ("TritonLayerNorm", "batch-reduction"),  # no second pass; partial sums overwritten
         ("TritonLayerNorm", "autograd-in-backward"),
-        ("TritonLayerNorm", "wrong-values"),  # no mask; x̂ saved
+        ("TritonLayerNorm", "wrong-values"),  # x̂ saved
+        ("TritonLayerNorm", "out-of-bounds"),  # loads without a mask
+        ("TritonLayerNorm", "race"),  # every program adds into partial row 0
         ("TritonLayerNorm", "half-accumulation"),  # partial sums of γ̄, β̄ in float16
         ("triton_layernorm", "shape"),
     }
@@ -87,7 +89,7 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         cascade = {"test_triton_layernorm"} if "TritonLayerNorm" in m.cells else set()
         assert replaced <= set(m.expect) <= replaced | cascade, f"{m.name}: one expect line per replaced cell"
         assert m.description
-    assert len(MUTANTS) <= 6
+    assert len(MUTANTS) <= 7
 
 
 # ---------------------------------------------------------------------------
@@ -341,18 +343,25 @@ def visible_kernel_cases():
     return [kernel_case(gen, 1, 8, 1), kernel_case(gen, 7, 13, 3), kernel_case(gen, 7, 13, 3, F32)]
 
 
-@pytest.mark.parametrize("loop, match", [
-    ("right", None),
-    ("first row only", "never wrote x̄ for row"),
-    ("past the last row", "writes past the end"),
+@pytest.mark.parametrize("loop, match, classes", [
+    ("right", None, ()),
+    ("first row only", "never wrote x̄ for row", ("wrong-values", "non-finite")),
+    # The sanitizer names the last program's rows past n_rows; on a GPU (nothing recorded) the sentinels do.
+    ("past the last row", r"loads an address .* past the last element of Mean_ptr", ("out-of-bounds",)),
 ])
-def test_the_kernel_check_names_loop_bugs(loop, match):
+def test_the_kernel_check_names_loop_bugs(loop, match, classes):
     kernel = kernel_ending_at(LOOPS[loop])
     if match is None:
         KERNEL_SPEC.check(kernel, visible_kernel_cases())
         return
     with pytest.raises(GradingFailure, match=match) as info:
         KERNEL_SPEC.check(kernel, visible_kernel_cases())
+    assert info.value.cls in classes
+
+
+def test_without_the_sanitizer_rows_past_the_last_are_named_by_the_sentinels(unsanitized):
+    with pytest.raises(GradingFailure, match="writes past the end") as info:
+        KERNEL_SPEC.check(kernel_ending_at(LOOPS["past the last row"]), visible_kernel_cases())
     assert info.value.cls in ("wrong-values", "non-finite")
 
 

@@ -479,8 +479,9 @@ CE_GRAD_BUGS = {  # name: (the right line, its buggy edit, the class both checks
     "no_onehot": (RIGHT_G, "g = p * scale", "wrong-values"),
     "ignored_rows_not_zeroed": (RIGHT_SCALE, "scale = tl.full([], 1.0, dtype) / n", "wrong-values"),
     "sign": (RIGHT_G, "g = (tl.where(start + cols == t, 1.0, 0.0) - p) * scale", "sign"),
+    # out-of-bounds: named by the sanitizer; on a GPU (nothing recorded) the sentinels name it (test below)
     "unmasked_store": ("tl.store(z_row + start + cols, g, mask=mask)", "tl.store(z_row + start + cols, g)",
-                       "wrong-values"),
+                       "out-of-bounds"),
     "inv_n_in_float32": (RIGHT_SCALE, "scale = tl.where(y != -100, tl.full([], 1.0, tl.float32) / n, 0.0)",
                          "wrong-values"),
     "stub": ("    row = tl.program_id(0)", "    raise NotImplementedError('course.todo()')\n    row = tl.program_id(0)",
@@ -529,11 +530,18 @@ def test_each_kernel_bug_gets_its_class_from_both_checks(tmp_path, name):
 
 def test_the_kernel_bugs_are_named_not_generic(tmp_path):
     words = {"no_onehot": "target's own logit", "ignored_rows_not_zeroed": "ignore_index",
-             "unmasked_store": "past the end", "inv_n_in_float32": "float32 precision"}
+             "unmasked_store": "stores to an address that is no element", "inv_n_in_float32": "float32 precision"}
     for name, phrase in words.items():
         failure = failure_of(visible_ce_grad, _bug(tmp_path, name))
         assert phrase in failure.sentence and not failure.generic, (name, failure.sentence)
     assert failure_of(visible_ce_grad, _bug(tmp_path, "ignored_rows_not_zeroed")).hint == 2
+
+
+def test_without_the_sanitizer_an_unmasked_store_is_named_by_the_sentinels(tmp_path, unsanitized):
+    kernel = _bug(tmp_path, "unmasked_store")
+    for check in CE_GRAD_CHECKS:
+        failure = failure_of(check, kernel)
+        assert failure.cls == "wrong-values" and "past the end" in failure.sentence, (check.__module__, str(failure))
 
 
 def test_the_gradcheck_fails_a_gradient_that_is_not_the_losss_derivative(tmp_path):

@@ -655,7 +655,8 @@ KERNEL_EDITS = {  # name: (the right line, its edit, the class both checks must 
     "right_in_float64": (RIGHT_ACC, "partial = tl.zeros([BLOCK], tl.float64)", "pass", None),  # more precise
     "half_accumulator": (RIGHT_ACC, "partial = tl.zeros([BLOCK], out_ty)", "half-accumulation", None),
     "float32_for_float64": (RIGHT_ACC, "partial = tl.zeros([BLOCK], tl.float32)", "wrong-values", "float32"),
-    "unmasked_store": (RIGHT_STORE, RIGHT_STORE.replace(", mask=inside)", ")"), "wrong-values", None),
+    # named by the sanitizer; on a GPU (nothing recorded) the sentinels name it wrong-values (test below)
+    "unmasked_store": (RIGHT_STORE, RIGHT_STORE.replace(", mask=inside)", ")"), "out-of-bounds", None),
     "stub": ("    row = tl.program_id(0)", "    raise NotImplementedError('course.todo()')\n    row = tl.program_id(0)",
              "not-implemented", None),
 }
@@ -729,7 +730,13 @@ def test_the_kernel_messages_name_the_bug(kernels):
                      failure.sentence), failure.sentence
     failure = failure_of(check, kernels["float32_for_float64"])
     assert "float32 precision for float64 rows" in failure.sentence and failure.hint == 2
-    assert "writes past the end of a row" in failure_of(check, kernels["unmasked_store"]).sentence
+    assert "stores to an address that is no element" in failure_of(check, kernels["unmasked_store"]).sentence
+
+
+def test_without_the_sanitizer_an_unmasked_store_is_named_by_the_sentinels(kernels, unsanitized):
+    for check in (mixed_kernel.softmax_bwd_mixed_kernel, hidden_kernel_check):
+        failure = failure_of(check, kernels["unmasked_store"])
+        assert failure.cls == "wrong-values" and "writes past the end of a row" in failure.sentence, str(failure)
 
 
 # ---------------------------------------------------------------------------

@@ -52,24 +52,37 @@ def test_mutants_cover_the_bugs_this_lesson_is_about():
         ("topk_backward", "non-atomic-scatter"),  # scatter_ for scatter_add_
         ("embedding_backward", "non-atomic-scatter"),  # dW[ids] = dy
         ("maxpool1d_backward", "non-atomic-scatter"),  # overlapping windows, stored
-        ("scatter_add_kernel", "non-atomic-scatter"),  # tl.store, and a read-add-store race
+        ("scatter_add_kernel", "race"),  # tl.store; a read-add-store; one behind an atomic that never runs
         ("embedding_backward", "batch-reduction"),  # the first sequence only
         ("dropout_backward", "scale"),  # 1/(1 − p) forgotten
         ("relu_backward", "wrong-values"),  # relu(ȳ); x >= 0, wrong on an in-place ReLU's output
         ("maxpool1d_backward", "wrong-values"),  # the in-window position; windows kernel_size apart
         ("moe_gate_backward", "sign"),
         ("moe_gate_backward", "wrong-values"),  # the softmax backward skipped
-    }, most=6)
+    }, most=7)
     assert {name for name, _ in declared} == set(EXERCISES), "every exercise has a mutant"
 
 
-def test_the_store_names_its_writer_and_the_race_names_the_atomic(seeded):
+def test_the_store_names_its_writer_and_the_kernel_race_names_both_programs(seeded):
     store = mutant("store_instead_of_add")
-    for name in ("topk_backward", "embedding_backward", "maxpool1d_backward", "scatter_add_kernel"):
+    for name in ("topk_backward", "embedding_backward", "maxpool1d_backward"):
         with pytest.raises(GradingFailure, match="the last writer won"):
             getattr(hidden, name)(store[name])
-    with pytest.raises(GradingFailure, match="never calls tl.atomic_add"):
-        hidden.scatter_add_kernel(mutant("read_add_store_kernel")["scatter_add_kernel"])
+    for bug, second in (("store_instead_of_add", "stores to it"), ("read_add_store_kernel", "loads it"),
+                        ("atomic_only_in_a_dead_branch", "loads it")):
+        for check in (hidden.scatter_add_kernel, visible.scatter_add_kernel):
+            with pytest.raises(GradingFailure, match=rf"races on OUT_ptr\[\d+, \d+\]: program \(\d+, 0, 0\) stores to it "
+                               rf"\(line \d+ of scatter_add_kernel[^)]*\) and program \(\d+, 0, 0\) {second}") as info:
+                check(mutant(bug)["scatter_add_kernel"])
+            assert info.value.cls == "race"
+
+
+def test_without_the_sanitizer_a_kernel_store_is_named_by_its_values(unsanitized, seeded):
+    """On a GPU nothing is recorded: a tl.store where rows share a destination keeps one of them, which the values
+    show (a read-add-store there may happen to give the right sums, and cannot be told by its values)."""
+    with pytest.raises(GradingFailure, match="the last writer won") as info:
+        hidden.scatter_add_kernel(mutant("store_instead_of_add")["scatter_add_kernel"])
+    assert info.value.cls == "non-atomic-scatter"
 
 
 # ---------------------------------------------------------------------------
@@ -372,8 +385,28 @@ def _idle_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_stride, n_
     pass
 
 
+@triton.jit
+def _spin_lock_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_stride, n_cols, BLOCK_D: tl.constexpr):
+    """A read-add-store made race-free by a lock per destination row, and no tl.atomic_add anywhere."""
+    i = tl.program_id(0).to(tl.int64)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    mask = cols < n_cols
+    dest = tl.load(INDEX_ptr + i)
+    row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)
+    # Row dest's lock: the index entry of the first source row that adds into it, ~dest while held (given back).
+    owner = i
+    for k in range(0, i):
+        other = tl.load(INDEX_ptr + k)
+        owner = tl.where(((other == dest) | (other == ~dest)) & (k < owner), k, owner)
+    while tl.atomic_cas(INDEX_ptr + owner, dest, ~dest) != dest:
+        pass
+    out = tl.load(OUT_ptr + dest * out_row_stride + cols, mask=mask, other=0.0)
+    tl.store(OUT_ptr + dest * out_row_stride + cols, out + row, mask=mask)
+    tl.atomic_xchg(INDEX_ptr + owner, dest)
+
+
 @pytest.mark.parametrize("kernel, cls, match", [
-    (_unmasked_kernel, "wrong-values", "writes outside"),
+    (_unmasked_kernel, "out-of-bounds", r"program \(0, 0, 0\) loads .* past the last element of SRC_ptr"),
     (_source_row_kernel, "wrong-values", r"index\[i\]"),  # row i instead of index[i]
     (_idle_kernel, "wrong-values", "wrong values"),
 ])
@@ -382,6 +415,19 @@ def test_kernel_bugs_fail_both_checks(kernel, cls, match, seeded):
         with pytest.raises(GradingFailure, match=match) as info:
             check(kernel)
         assert info.value.cls == cls
+
+
+def test_without_the_sanitizer_an_unmasked_kernel_is_named_by_the_sentinels(unsanitized, seeded):
+    for check in (hidden.scatter_add_kernel, visible.scatter_add_kernel):
+        with pytest.raises(GradingFailure, match="writes outside") as info:
+            check(_unmasked_kernel)
+        assert info.value.cls == "wrong-values"
+
+
+def test_a_kernel_judged_by_its_accesses_passes_with_a_spin_lock_and_no_atomic_add(seeded, capsys):
+    hidden.scatter_add_kernel(_spin_lock_kernel)
+    visible.scatter_add_kernel(_spin_lock_kernel)
+    assert capsys.readouterr().out.startswith("✓ scatter_add_kernel passes the visible checks")
 
 
 def test_a_plain_function_is_not_a_kernel(solution):

@@ -71,6 +71,19 @@ def test_every_assignment_with_samples_has_mutants():
         assert mutants(assignment), assignment
 
 
+# What course.sanitizer names: an access out of bounds in every notebook with a kernel, a race where programs share
+# what they write (04's partial rows, 06's scatter).
+SANITIZED = {"03_triton_fused_softmax": {"out-of-bounds"}, "04_layernorm": {"out-of-bounds", "race"},
+             "05_attention_recompute": {"out-of-bounds"}, "06_topk_routing": {"race"},
+             "07_fused_linear_cross_entropy": {"out-of-bounds"}, "08_mixed_precision_backward": {"out-of-bounds"}}
+
+
+@pytest.mark.parametrize("assignment", list(SANITIZED))
+def test_every_notebook_with_a_kernel_has_mutants_the_sanitizer_names(assignment):
+    declared = {cls for m in mutants(assignment) for cls in m.expect.values()}
+    assert SANITIZED[assignment] <= declared, f"{assignment}: no mutant gets {sorted(SANITIZED[assignment] - declared)}"
+
+
 # ---------------------------------------------------------------------------
 # The solution passes, quietly
 

@@ -43,6 +43,18 @@ def test_every_exercise_has_a_spec_type_and_a_hint_for_any_class():
         assert "*" in exercise.hints and all(n >= 1 for n in exercise.hints.values()), exercise.name
 
 
+# Every exercise that launches a kernel (or a Function that does), whose checks run under course.sanitizer.
+LAUNCHES = {"softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton_softmax", "TritonLayerNorm",
+            "triton_layernorm", "attention_delta_kernel", "flash_fwd_kernel", "flash_bwd_dkdv_kernel",
+            "scatter_add_kernel", "ce_grad_kernel", "softmax_bwd_mixed_kernel"}
+
+
+def test_every_exercise_that_launches_a_kernel_points_races_and_stray_accesses_to_a_hint():
+    assert {e.name for e in EXERCISES if e.spec == registry.KERNEL} <= LAUNCHES
+    for name in LAUNCHES:
+        assert {"race", "out-of-bounds"} <= set(BY_NAME[name].hints), name
+
+
 def test_both_packages_hold_every_check_by_its_name():
     import autograder.check
 

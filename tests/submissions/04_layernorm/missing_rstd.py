@@ -2,8 +2,8 @@
 # expect: test_layernorm_forward wrong-values
 # expect: test_layernorm_backward wrong-values
 # expect: test_rmsnorm_backward wrong-values
-# expect: test_TritonLayerNorm wrong-values
-# expect: test_triton_layernorm wrong-values
+# expect: test_TritonLayerNorm out-of-bounds
+# expect: test_triton_layernorm out-of-bounds
 # %% layernorm_forward
 -    rstd = torch.rsqrt(var + eps)  # (...,): 1/√(σ² + ε), ε inside the root
 +    rstd = 1.0 / (var.sqrt() + eps)  # bug: 1/(σ + ε) instead of 1/√(σ² + ε)

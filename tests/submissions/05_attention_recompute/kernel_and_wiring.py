@@ -1,9 +1,9 @@
 # Mutant: a D kernel without its column mask, a Triton forward that gives keys past T a score of 0, a K̄/V̄ kernel whose stores have no mask, and two user functions that bypass their Functions.
 # expect: test_manual_attention wrong-values
 # expect: test_recompute_attention wrong-values
-# expect: test_attention_delta_kernel non-finite
+# expect: test_attention_delta_kernel out-of-bounds
 # expect: test_flash_fwd_kernel wrong-values
-# expect: test_flash_bwd_dkdv_kernel wrong-values
+# expect: test_flash_bwd_dkdv_kernel out-of-bounds
 # %% manual_attention manual_attention
 -    return ManualAttention.apply(q, k, v)
 +    return torch.nn.functional.scaled_dot_product_attention(q, k, v)  # bug: right values, but ManualAttention's backward never runs

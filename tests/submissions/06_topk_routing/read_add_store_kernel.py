@@ -1,5 +1,5 @@
-# Mutant: a kernel that reads, adds and stores (a race on a GPU, invisible on a CPU), and dropout's mask read backwards.
-# expect: test_scatter_add_kernel non-atomic-scatter
+# Mutant: a kernel that reads, adds and stores (a race on a GPU, which the sanitizer sees on a CPU), and dropout's mask read backwards.
+# expect: test_scatter_add_kernel race
 # expect: test_dropout_backward wrong-values
 # %% scatter_add_kernel scatter_add_kernel
 -    tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row, mask=mask)
