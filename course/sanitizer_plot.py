@@ -19,6 +19,8 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
+from .sanitizer import MAX_PLOTTED
+
 RACE = "red"
 PALE = 0.35  # how much of a program's colour a read-only stripe keeps (the rest is white)
 MAX_LEGEND = 12  # programs named in the legend; the rest are "…"
@@ -121,8 +123,13 @@ def plot_touches(launch, tensor: str):
     if tensor not in launch.tensors:
         raise ValueError(f"tensor must name a tensor argument of {launch.kernel}: one of {sorted(launch.tensors)}; "
                          f"got {tensor!r}")
+    if getattr(launch, "broken", ""):
+        raise ValueError(f"the sanitizer could not record {launch.kernel} ({launch.broken}): nothing to draw")
     if tensor not in launch.touched:
-        raise ValueError(f"{tensor} has too many elements to draw; launch the kernel on a smaller one")
+        shape = launch.tensors[tensor][0]
+        why = (f"has {int(np.prod(shape, dtype=np.int64))} elements, more than the picture keeps"
+               if int(np.prod(shape, dtype=np.int64)) > MAX_PLOTTED else "was touched by too many accesses to keep")
+        raise ValueError(f"{tensor} of {launch.kernel} {why}: launch the kernel on smaller tensors to draw it")
     shape, dtype = launch.tensors[tensor]
     rows, cols = _as_grid(shape)
     n = rows * cols

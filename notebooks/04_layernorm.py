@@ -547,7 +547,7 @@ plt.show()
 # %% [markdown]
 # **Why row $p$ needs no atomic — and what a shared row does.** Triton's interpreter runs a grid's
 # programs one after another, so on a CPU *any* way of combining them gives the right numbers, a wrong
-# one included. The accesses tell them apart. Inside `with course.sanitizer.sanitize() as report:` the
+# one included. The accesses tell them apart. Inside `with course.sanitize() as report:` the
 # course records every load, store and atomic of every program of each launch, and reports a **race**:
 # an address where two programs meet and at least one of them stores without an atomic or a lock, with
 # both programs and both lines. `report.plot(name)` draws which programs touched which elements of the
@@ -587,7 +587,7 @@ gen = torch.Generator().manual_seed(46)
 acts = torch.randn(7, 6, generator=gen, dtype=F64).to(DEVICE)  # (M, N): 7 rows; 3 programs of 3, 3 and 1
 own = torch.zeros(3, 6, dtype=F64, device=DEVICE)  # (n_programs, N): row p is program p's
 shared = torch.zeros(1, 6, dtype=F64, device=DEVICE)  # (1, N): one row for every program
-with course.sanitizer.sanitize() as report:
+with course.sanitize() as report:
     column_sums_kernel[(3,)](acts, own, 7, 6, 3, 6, BLOCK=8)  # out_row_stride = N
     column_sums_kernel[(3,)](acts, shared, 7, 6, 3, 0, BLOCK=8)  # out_row_stride = 0
 expected = acts.sum(dim=0)  # (N,)
@@ -994,7 +994,7 @@ try:
     x = torch.randn(7, 13, generator=gen, dtype=F64).to(DEVICE).requires_grad_(True)  # (M, N)
     gamma = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
     beta = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
-    with course.sanitizer.sanitize() as report:
+    with course.sanitize() as report:
         TritonLayerNorm.apply(x, gamma, beta, 1e-5).backward(torch.randn(7, 13, generator=gen, dtype=F64).to(DEVICE))
     print(report)
     if course.INTERPRETED:
@@ -1150,7 +1150,7 @@ for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive),
 # - On a GPU that sum crosses programs. Partial sums per program plus a second pass are
 #   deterministic and contention-free; atomics save the pass but not the nondeterminism. A
 #   read-add-store into a row other programs share is a race, even when the CPU's numbers are right:
-#   `course.sanitizer.sanitize()` names it from the accesses.
+#   `course.sanitize()` names it from the accesses.
 # - A row longer than the registers hold is walked in blocks. When the row's own sums ($c_1$, $c_2$)
 #   come before its output, that is two passes over the row — the second one from the cache.
 # - RMSNorm is the same skeleton with one rank-one piece fewer, so one scalar per row.

@@ -763,7 +763,7 @@ for name, renormalise in (("not renormalised", False), ("renormalised", True)):
 # **A race the CPU hides.** Triton's interpreter runs programs one after another, so a plain load,
 # add and store of an output row gives the right sum there — and loses additions on a GPU, where
 # programs that share a destination run at the same time (§3). The values cannot show that; the
-# accesses can. Inside `with course.sanitizer.sanitize() as report:` the course records every load,
+# accesses can. Inside `with course.sanitize() as report:` the course records every load,
 # store and atomic of every program of each launch, and reports an address where two programs meet
 # and at least one of them stores without an atomic: a **race**, with both programs and both lines.
 # `report.plot(name)` draws which programs touched which elements of the tensor argument `name`.
@@ -785,7 +785,7 @@ def count_tokens_kernel(
 
 experts = torch.tensor([2, 0, 2, 3, 2, 1, 0, 2], device=DEVICE)  # (n_tokens,): the top-1 expert of 8 tokens
 counts = torch.zeros(4, dtype=torch.int32, device=DEVICE)  # (n_experts,)
-with course.sanitizer.sanitize() as report:
+with course.sanitize() as report:
     count_tokens_kernel[(8,)](experts, counts)  # one program per token
 print(f"kernel: {counts.tolist()}   torch.bincount: {torch.bincount(experts, minlength=4).tolist()}")
 print(report)
@@ -943,7 +943,7 @@ def count_tokens_atomic_kernel(
 
 
 counts.zero_()
-with course.sanitizer.sanitize() as report:
+with course.sanitize() as report:
     count_tokens_atomic_kernel[(8,)](experts, counts)
 print(f"kernel: {counts.tolist()}")
 print(report)
@@ -961,7 +961,7 @@ ids = torch.randint(0, 10, (7, 12), generator=gen)  # (B, T): 84 lookups into 10
 dy = torch.randn(7, 12, 6, generator=gen, dtype=F64)  # (B, T, D)
 (dW_autograd,) = torch.autograd.grad(F.embedding(ids, W), W, dy)
 try:
-    with course.sanitizer.sanitize() as report:  # your kernel, one program per lookup: 84 of them into 10 rows
+    with course.sanitize() as report:  # your kernel, one program per lookup: 84 of them into 10 rows
         dW_kernel = scatter_add(dy.reshape(-1, 6).to(DEVICE), ids.reshape(-1).to(DEVICE), 10).cpu()
     dW_part_b = embedding_backward(dy, ids, 10)
     print(f"kernel vs autograd: relative error {course.relative_error(dW_kernel, dW_autograd):.1e}")
@@ -993,7 +993,7 @@ except Exception as exc:
 #   and dropout (the forward's mask, and its scale) complete the family.
 # - **A CPU hides races; the accesses show them.** Triton's interpreter runs programs one after
 #   another, so a read-add-store between programs computes the right numbers there.
-#   `course.sanitizer.sanitize()` records what every program touched and names the two programs and
+#   `course.sanitize()` records what every program touched and names the two programs and
 #   lines that meet without an atomic; `report.plot` draws it. Every kernel check runs under it.
 #
 # In notebook 00's debugging order, `course.diagnose.LADDER` (shape → sign → transpose → scale →

@@ -152,6 +152,15 @@ def test_a_large_tensor_is_an_image_with_its_races_in_red():
     assert red == [True] * 32 + [False] * 1024  # the 32 shared elements, and no other
 
 
+def test_a_tensor_too_large_to_keep_is_refused_with_its_size():
+    n = 130 * 130  # more elements than the sanitizer keeps for a picture
+    with sanitize() as report:
+        _rows[(1,)](torch.randn(4), torch.zeros(n), 4, 4, BLOCK=4)
+    with pytest.raises(ValueError, match=f"OUT_ptr of _rows has {n} elements, more than the picture keeps"):
+        report.plot("OUT_ptr")
+    report.plot("X_ptr")  # the small argument of the same launch is still drawn
+
+
 def test_a_wrong_tensor_name_lists_the_arguments():
     with sanitize() as report:
         _count_atomic[(8,)](EXPERTS, torch.zeros(4, dtype=torch.int32))
