@@ -302,6 +302,8 @@ def softmax_fwd_kernel(
 # load must be a value $v$ that never wins a max and whose exponential adds nothing to a sum:
 # what must $e^v$ be, and what is $v$ then? Find the row at `row * stride` elements from the base
 # pointer, with the stride of its own tensor; and subtract the row max before `tl.exp`, as §1 does.
+# If the check says `out-of-bounds` or `race`, it names the program, the line and the element: which row
+# is that element in, and should this program's address have reached it?
 #
 # </details>
 #
@@ -454,6 +456,8 @@ def softmax_bwd_kernel(
 # whatever the other factor holds? Part A's fill would not do: what is $(-\infty) \cdot (-\infty)$,
 # and what would $s$ become? The store needs the mask exactly as the forward's did: the tail of
 # $\bar x$ belongs to the next row.
+# If the check says `out-of-bounds` or `race`, it names the program, the line and the element: which row
+# is that element in, and should this program's address have reached it?
 #
 # </details>
 #

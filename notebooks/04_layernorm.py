@@ -545,6 +545,72 @@ parameter_reduction.plot_parameter_reduction(n_rows=7, n_cols=6, n_programs=3)
 plt.show()
 
 # %% [markdown]
+# **Why row $p$ needs no atomic — and what a shared row does.** Triton's interpreter runs a grid's
+# programs one after another, so on a CPU *any* way of combining them gives the right numbers, a wrong
+# one included. The accesses tell them apart. Inside `with course.sanitize() as report:` the
+# course records every load, store and atomic of every program of each launch, and reports a **race**:
+# an address where two programs meet and at least one of them stores without an atomic or a lock, with
+# both programs and both lines. `report.plot(name)` draws which programs touched which elements of the
+# tensor argument `name`.
+#
+# A small kernel, simpler than Part D's: program $p$ adds up its group of rows of a matrix, column by
+# column, then reads the row of `OUT` that `out_row_stride` points it to, adds its total and writes it
+# back. Launched twice: with `out_row_stride` $= N$ each program has its own row of a `(n_programs, N)`
+# buffer; with `out_row_stride` $= 0$ every program adds into the one row of a `(1, N)` buffer.
+# %%
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def column_sums_kernel(
+    X_ptr,  # (n_rows, n_cols) input, contiguous
+    OUT_ptr,  # program p adds into the n_cols elements from OUT_ptr + p * out_row_stride
+    n_rows,  # M, rows in all
+    n_cols,  # N, the length of a row
+    rows_per_program,  # program p sums rows p·rows_per_program, … (fewer for the last program)
+    out_row_stride,  # N: each program its own row of OUT; 0: every program the same row
+    BLOCK: tl.constexpr,  # a power of two ≥ n_cols
+):
+    """OUT[p · out_row_stride + c] += Σ over program p's rows r of X[r, c]: one read-add-store per program."""
+    p = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    total = tl.zeros([BLOCK], dtype=tl.float64)
+    for r in range(p * rows_per_program, tl.minimum((p + 1) * rows_per_program, n_rows)):
+        total += tl.load(X_ptr + r * n_cols + cols, mask=mask, other=0.0)  # read N per row
+    out = OUT_ptr + p * out_row_stride + cols
+    tl.store(out, tl.load(out, mask=mask) + total, mask=mask)  # read, add, write back: no atomic
+
+
+gen = torch.Generator().manual_seed(46)
+acts = torch.randn(7, 6, generator=gen, dtype=F64).to(DEVICE)  # (M, N): 7 rows; 3 programs of 3, 3 and 1
+own = torch.zeros(3, 6, dtype=F64, device=DEVICE)  # (n_programs, N): row p is program p's
+shared = torch.zeros(1, 6, dtype=F64, device=DEVICE)  # (1, N): one row for every program
+with course.sanitize() as report:
+    column_sums_kernel[(3,)](acts, own, 7, 6, 3, 6, BLOCK=8)  # out_row_stride = N
+    column_sums_kernel[(3,)](acts, shared, 7, 6, 3, 0, BLOCK=8)  # out_row_stride = 0
+expected = acts.sum(dim=0)  # (N,)
+print("own rows, then a second pass:", torch.allclose(own.sum(dim=0), expected))  # read 3N, write N
+print("one shared row:              ", torch.allclose(shared[0], expected))
+print(report)
+if course.INTERPRETED:  # on a GPU the programs really run at once, and nothing is recorded
+    report.plot("OUT_ptr", launch=0)
+    report.plot("OUT_ptr", launch=1)
+    plt.show()
+
+# %% [markdown]
+# Both sums are right on the CPU. In the first picture every element of `OUT` has one colour: one program
+# read it and wrote it, and no other program touched it, so nothing can fall between its read and its
+# write — on a GPU either. In the second, three programs read, add and write the same six elements, and
+# the report calls it a race. On a GPU, where the three run at once, what can row 0 hold at the end? Try
+# two programs first: both read zeros, then both store. Which of §6's two ways would make the shared row
+# safe, and what does each cost?
+#
+# Part D's check runs your kernel under the same sanitizer: programs that meet at an address without an
+# atomic or a lock fail with `race`, and a load or store that is no element of any tensor argument — a
+# lane past the end of a row that no mask stopped — fails with `out-of-bounds`.
+#
 # Why determinism is not a detail: here are the same 64 partial rows of $\bar\gamma$ summed in float32,
 # once in a fixed order (the second pass) and in the orders programs might reach an atomic.
 # %% check-output
@@ -831,6 +897,8 @@ class TritonLayerNorm(torch.autograd.Function):
 # one or past the buffer. The check launches your kernel both ways: with `BLOCK` $\ge$ `n_cols` (one
 # block, its tail masked) and with `BLOCK` $<$ `n_cols` (several blocks, the last one ragged). A kernel
 # that is right with one block and wrong with several has treated a block as if it were the whole row.
+# If the check says `out-of-bounds`, it names the line and the program: which lane of which block went
+# past the row, and which tensor's memory would it have read or overwritten on a GPU?
 #
 # </details>
 #
@@ -838,7 +906,9 @@ class TritonLayerNorm(torch.autograd.Function):
 #
 # Row `pid` of each buffer belongs to this program alone, and it starts at zero. When the second row of the
 # group brings its share, what must become of the first row's, already stored there — and does that need an
-# atomic, when no other program reads or writes those addresses? On the host: what turns the
+# atomic, when no other program reads or writes those addresses? If the check says `race`, it names two
+# programs and an element of a partial buffer: in whose row is that element, and how did the other
+# program's address reach it? On the host: what turns the
 # `(n_programs, N)` buffers into `(N,)`? Careful: if `backward` returns the buffer itself as $\bar\gamma$,
 # autograd quietly sums it to `(N,)` for you and a training run never notices; the test looks at what your
 # `backward` returns, before autograd touches it.
@@ -901,7 +971,7 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # ```
 #
 # Every load and store is masked to the row's `n_cols` lanes. No two programs touch the same address, so there is no
-# race — on the interpreter, or on a GPU where the programs really run at once.
+# race — on the interpreter, or on a GPU where the programs really run at once. The sanitizer shows it below.
 #
 # The second pass reads $x$ and $\bar y$ again, and every row reads and writes the program's buffer rows:
 # that is what a row longer than the registers costs. On a GPU those accesses stay in the cache (the row
@@ -915,6 +985,25 @@ autograder.check.TritonLayerNorm(TritonLayerNorm)
 # for every sum of a backward, and measures what it is worth.
 #
 # </details>
+#
+# Your kernel under the sanitizer, through `TritonLayerNorm` on 7 rows: 4 programs, each adding into its own
+# row of the partial buffers.
+# %%
+try:
+    gen = torch.Generator().manual_seed(47)
+    x = torch.randn(7, 13, generator=gen, dtype=F64).to(DEVICE).requires_grad_(True)  # (M, N)
+    gamma = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
+    beta = torch.randn(13, generator=gen, dtype=F64).to(DEVICE)
+    with course.sanitize() as report:
+        TritonLayerNorm.apply(x, gamma, beta, 1e-5).backward(torch.randn(7, 13, generator=gen, dtype=F64).to(DEVICE))
+    print(report)
+    if course.INTERPRETED:
+        report.plot("DW_partial_ptr")  # the backward kernel's launch, the last one
+        plt.show()
+except Exception as exc:
+    if not unfinished(exc):
+        raise
+    print("Finish Part D first: this cell runs your TritonLayerNorm.")
 # %% [markdown]
 # ## Part E — triton_layernorm (1 point)
 #
@@ -996,8 +1085,8 @@ autograder.check.triton_layernorm(triton_layernorm)
 # another, with numpy: the same operations in the same dtype as on a GPU, so a float64 gradcheck
 # there tests your formulas and your indexing. It is not a GPU, though. The order in which a
 # `tl.sum` adds its lanes and the math library behind `tl.sqrt` differ, so the last bits of a result
-# can differ from a GPU's; and because programs never overlap, a race between programs cannot show
-# here (§6's partial buffers avoid races by construction, not because the interpreter tested them).
+# can differ from a GPU's; and because programs never overlap, a race between programs cannot change
+# a value here — the sanitizer of §6 finds it in the accesses instead.
 # It is slow in the interpreter (a hundred launches), so the input is small: batch 3, N = 5.
 # %%
 try:
@@ -1059,7 +1148,9 @@ for name, count in (("dense Jacobian", dense), ("op by op (Part B)", naive),
 # - Save $\mu$ and $\text{rstd}$ (two numbers per row) and rebuild $\hat x$; do not save $\hat x$.
 # - $\bar\gamma$ and $\bar\beta$ sum over every row: invisible at batch 1, so test at batch 7.
 # - On a GPU that sum crosses programs. Partial sums per program plus a second pass are
-#   deterministic and contention-free; atomics save the pass but not the nondeterminism.
+#   deterministic and contention-free; atomics save the pass but not the nondeterminism. A
+#   read-add-store into a row other programs share is a race, even when the CPU's numbers are right:
+#   `course.sanitize()` names it from the accesses.
 # - A row longer than the registers hold is walked in blocks. When the row's own sums ($c_1$, $c_2$)
 #   come before its output, that is two passes over the row — the second one from the cache.
 # - RMSNorm is the same skeleton with one rank-one piece fewer, so one scalar per row.

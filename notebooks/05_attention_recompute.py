@@ -1051,6 +1051,8 @@ def attention_delta_kernel(
 # row may hold anything — here it holds NaN — so a load on a lane that is not data must not read, and
 # it must hand the row sum a value that adds nothing. The store writes one number per row: which rows
 # may it write?
+# If the check says `out-of-bounds`, it names the program and the line: which lane of that program's
+# block was not data, and which of the two conditions should have stopped it?
 #
 # </details>
 #
@@ -1241,6 +1243,8 @@ def flash_fwd_kernel(
 # count in the max, in $\ell$ and in the accumulator. What score must a key past $T$ have so that it
 # counts nowhere? And the addresses: every element is reached through the three strides, never through
 # `head_dim` or `seq_len`.
+# If the check says `out-of-bounds`, it names the program and the line: was the lane a key past $T$, a
+# row past $T$ or a column past the head dim, and which mask let it through?
 #
 # </details>
 #
@@ -1391,6 +1395,8 @@ def flash_bwd_dkdv_kernel(
 # $Q$ are 0? What does a key past $T$ end up with in $\bar K$ and $\bar V$, and can the store alone keep it
 # out of memory? Zeroing the tile of $P$ outside the $T \times T$ square costs nothing and makes every
 # answer obvious. Addresses, as in Part H: only through the three strides.
+# If the check says `race`, two programs stored to one element of $\bar K$ or $\bar V$: which key block did
+# each of them think it owned? If it says `out-of-bounds`, which kind of lane above reached memory?
 #
 # </details>
 #

@@ -760,10 +760,49 @@ for name, renormalise in (("not renormalised", False), ("renormalised", True)):
 # Traffic: read $R \cdot D$ values and $R$ indices; each add is a read-modify-write of $D$ values (in
 # the GPU's L2 cache, when it is atomic); zeroing `OUT` writes $n \cdot D$. No FLOPs besides the adds.
 #
-# **A warning about the CPU.** Triton's interpreter runs programs one after another, so a
-# plain load, add and store of the output row gives the right sum there — and loses additions on
-# a GPU, where programs that share a destination run at the same time (§3). A CPU cannot show that
-# race, so the test cell also checks that your kernel's add is Triton's atomic one.
+# **A race the CPU hides.** Triton's interpreter runs programs one after another, so a plain load,
+# add and store of an output row gives the right sum there — and loses additions on a GPU, where
+# programs that share a destination run at the same time (§3). The values cannot show that; the
+# accesses can. Inside `with course.sanitize() as report:` the course records every load,
+# store and atomic of every program of each launch, and reports an address where two programs meet
+# and at least one of them stores without an atomic: a **race**, with both programs and both lines.
+# `report.plot(name)` draws which programs touched which elements of the tensor argument `name`.
+#
+# A small kernel that makes the mistake — not a scatter of rows but a counter: how many tokens the
+# router of §5 sent to each expert (the load a balancing loss measures), one program per token:
+# %%
+@triton.jit
+def count_tokens_kernel(
+    EXPERT_ptr,  # (n_tokens,) int64: the expert each token was routed to
+    COUNT_ptr,  # (n_experts,) int32, zeroed: tokens per expert
+):
+    """COUNT[EXPERT[t]] += 1 for token t = program_id(0), by a plain load, add and store."""
+    t = tl.program_id(0)
+    e = tl.load(EXPERT_ptr + t)  # this token's expert: other tokens may have the same one
+    n = tl.load(COUNT_ptr + e)  # read the count ...
+    tl.store(COUNT_ptr + e, n + 1)  # ... and write it back one higher
+
+
+experts = torch.tensor([2, 0, 2, 3, 2, 1, 0, 2], device=DEVICE)  # (n_tokens,): the top-1 expert of 8 tokens
+counts = torch.zeros(4, dtype=torch.int32, device=DEVICE)  # (n_experts,)
+with course.sanitize() as report:
+    count_tokens_kernel[(8,)](experts, counts)  # one program per token
+print(f"kernel: {counts.tolist()}   torch.bincount: {torch.bincount(experts, minlength=4).tolist()}")
+print(report)
+if course.INTERPRETED:  # on a GPU the programs really run at once, and nothing is recorded
+    report.plot("COUNT_ptr")
+    plt.show()
+
+# %% [markdown]
+# The counts are right, and the report says not to trust them. Read it beside the picture: which
+# programs met at expert 2's counter, and at which lines? On a GPU those four programs run at the
+# same time. Write down one order of their loads and stores in which the counter ends at 1 instead
+# of 4 — and one in which it ends at 2. Why does running them one after another, as the interpreter
+# does, never produce either?
+#
+# The test cell of Part G runs your kernel under the same sanitizer: a kernel whose programs race
+# fails with `race`, whatever numbers the CPU computed, and an access that is no element of any
+# tensor argument (a lane past the end of a row that no mask stopped) fails with `out-of-bounds`.
 #
 # Here is the host function that allocates, checks its inputs and launches your kernel:
 # %%
@@ -839,7 +878,8 @@ def scatter_add_kernel(
 # `tl.program_id(0)` is the source row and `tl.program_id(1)` the column block. The block's columns are
 # its start plus `tl.arange(0, BLOCK_D)`; the last block of a row may run past `n_cols`, and those
 # lanes must be masked out of the load **and** of the add. Cast the row index to int64 before
-# multiplying it by a stride.
+# multiplying it by a stride. If the check says `out-of-bounds`, ask of the lane it names: which
+# element would it add into, and is that an element of the `n × n_cols` output at all?
 #
 # </details>
 #
@@ -848,7 +888,9 @@ def scatter_add_kernel(
 # The destination row is a number stored in `INDEX_ptr`, at the program's source row: load it, then point
 # at that row of `OUT` with `out_row_stride`. On a GPU a load, an add and a store from two programs
 # interleave, and one addition is lost; `tl.atomic_add(pointers, values, mask=...)` does the
-# read-add-write as one step (and returns the old values, which you do not need).
+# read-add-write as one step (and returns the old values, which you do not need). If the check says
+# `race`, its report names two programs and two lines: what do those two programs' source rows have
+# in common, and which of the two lines lets one erase the other's work?
 #
 # </details>
 #
@@ -864,7 +906,8 @@ def scatter_add_kernel(
 # %% test id=test_scatter_add_kernel points=2
 """scatter_add_kernel: one row, distinct rows, then repeated rows (the last
 output row among them), float64 and float32, rows inside padded (strided,
-non-contiguous) buffers, against index_add_; the add is atomic."""
+non-contiguous) buffers, against index_add_; every launch sanitized: no
+race between programs, no access out of bounds."""
 course.selfcheck.scatter_add_kernel(scatter_add_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -883,8 +926,32 @@ autograder.check.scatter_add_kernel(scatter_add_kernel)
 # program $(1, 2)$ owns columns 8 to 11, the last two masked; it reads elements 24 and 25 of `SRC` and adds
 # into elements 56 and 57 of `OUT`.
 #
-# </details>
+# The counter of the warning above is fixed the same way: `tl.atomic_add(COUNT_ptr + e, 1)` in place of its
+# load and store. The programs still meet at expert 2's counter, but each add is one indivisible
+# read-add-write, so no interleaving loses one — and the sanitizer reports nothing. Run it below.
 #
+# </details>
+# %%
+@triton.jit
+def count_tokens_atomic_kernel(
+    EXPERT_ptr,  # (n_tokens,) int64: the expert each token was routed to
+    COUNT_ptr,  # (n_experts,) int32, zeroed: tokens per expert
+):
+    """COUNT[EXPERT[t]] += 1 for token t = program_id(0), as one atomic read-add-write."""
+    e = tl.load(EXPERT_ptr + tl.program_id(0))
+    tl.atomic_add(COUNT_ptr + e, 1)  # no other program's add can fall between its read and its write
+
+
+counts.zero_()
+with course.sanitize() as report:
+    count_tokens_atomic_kernel[(8,)](experts, counts)
+print(f"kernel: {counts.tolist()}")
+print(report)
+if course.INTERPRETED:
+    report.plot("COUNT_ptr")  # the same meetings as before, and no red
+    plt.show()
+
+# %% [markdown]
 # With it, the embedding backward of Part B is one launch. Both against autograd, on a batch of token
 # ids with many repeats:
 # %%
@@ -894,10 +961,15 @@ ids = torch.randint(0, 10, (7, 12), generator=gen)  # (B, T): 84 lookups into 10
 dy = torch.randn(7, 12, 6, generator=gen, dtype=F64)  # (B, T, D)
 (dW_autograd,) = torch.autograd.grad(F.embedding(ids, W), W, dy)
 try:
-    dW_kernel = scatter_add(dy.reshape(-1, 6).to(DEVICE), ids.reshape(-1).to(DEVICE), 10).cpu()
+    with course.sanitize() as report:  # your kernel, one program per lookup: 84 of them into 10 rows
+        dW_kernel = scatter_add(dy.reshape(-1, 6).to(DEVICE), ids.reshape(-1).to(DEVICE), 10).cpu()
     dW_part_b = embedding_backward(dy, ids, 10)
     print(f"kernel vs autograd: relative error {course.relative_error(dW_kernel, dW_autograd):.1e}")
     print(f"Part B vs autograd: relative error {course.relative_error(dW_part_b, dW_autograd):.1e}")
+    print(report)
+    if course.INTERPRETED:
+        report.plot("OUT_ptr")  # how many lookups met in each element of W̄, and whether any raced
+        plt.show()
 except Exception as exc:
     if not unfinished(exc):
         raise
@@ -919,8 +991,14 @@ except Exception as exc:
 #   correct, not bit-reproducible.
 # - ReLU (a mask from the sign of $x$), max-pool (a scatter to the argmax; overlapping windows add)
 #   and dropout (the forward's mask, and its scale) complete the family.
+# - **A CPU hides races; the accesses show them.** Triton's interpreter runs programs one after
+#   another, so a read-add-store between programs computes the right numbers there.
+#   `course.sanitize()` records what every program touched and names the two programs and
+#   lines that meet without an atomic; `report.plot` draws it. Every kernel check runs under it.
 #
 # In notebook 00's debugging order, `course.diagnose.LADDER` (shape → sign → transpose → scale →
 # batch-reduction → wrong-values), an exercise's own named bugs are tried right after the shape. This
 # notebook's is `non-atomic-scatter`: **a scatter that needed an add** (atomic, on a GPU) — right without
-# repeated indices, wrong with them.
+# repeated indices, wrong with them. A kernel is also judged by its accesses, before its values: `race` when
+# two programs meet at an address and one of them stores without an atomic or a lock, `out-of-bounds` when
+# an access is no element of any tensor argument.

@@ -598,6 +598,8 @@ def ce_grad_kernel(
 # float64 logits, float32 for half-precision ones, whose sum of $V$ terms would lose digits (a float32 zero
 # added to a zero of the logits' dtype has the wider of the two types). The one-hot of a piece: compare the
 # piece's column indices with the row's safe class under `tl.where`.
+# If the check says `out-of-bounds`, it names the program, the line and the tensor beside which the access
+# fell: was the lane past $V$ in the last piece, or was the row itself one the kernel should not touch?
 #
 # </details>
 # %% test id=test_ce_grad_kernel points=2

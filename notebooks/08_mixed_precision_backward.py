@@ -1317,6 +1317,8 @@ def softmax_bwd_mixed_kernel(
 # problem. In the first walk, a masked lane must add nothing to the hub: which `other` value makes that so? In the
 # second walk, which mask does the store need? Find the row with `tl.program_id(0)` and the row strides, as in
 # notebook 03.
+# If the check says `out-of-bounds` or `race`, it names the program, the line and the element: which row is that
+# element in, and should this program's address have reached it?
 #
 # </details>
 #
