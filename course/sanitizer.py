@@ -216,12 +216,14 @@ class Report:
         if not findings:
             return None
         first = findings[0]
-        return GradingFailure(first.cls, _sentence(first, f"{name} launched"), _where(first))
+        # A kernel checked on its own is the one that launched: "k loads …", not "k launched k, which loads …".
+        said = _sentence(first) if name == first.kernel else _sentence(first, f"{name} launched")
+        return GradingFailure(first.cls, said, _where(first))
 
     def plot(self, tensor: str, launch: int = -1):
-        """Draw which program touched which element of argument ``tensor`` in a launch (the last by default):
-        each element coloured by the program that wrote it (grey: only read), elements where a plain store meets
-        another program outlined in red. Returns the matplotlib Figure."""
+        """Draw which program touched which element of argument ``tensor`` in a launch (the last by default): one
+        stripe per program in each element, solid where it wrote, pale where it only read; a race outlined in red,
+        dashed where a lock guarded the sharing. Returns the matplotlib Figure."""
         from .sanitizer_plot import plot_touches
 
         if not self.launches:

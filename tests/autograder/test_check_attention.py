@@ -508,13 +508,13 @@ FLASH_FWD_BUGS = [  # (old, new, class, words)
 # What course.sanitizer names first on a CPU (class, words), where the lists above give what the checks' own ladder
 # says on a GPU (nothing is recorded there): tested below without the sanitizer.
 FLASH_FWD_SANITIZED = {
-    "unmasked-load": ("out-of-bounds", "loads an address that is no element of any tensor argument"),
-    "unmasked-store": ("out-of-bounds", "stores to an address that is no element of any tensor argument"),
+    "unmasked-load": ("out-of-bounds", "flash_fwd_kernel loads"),
+    "unmasked-store": ("out-of-bounds", "flash_fwd_kernel stores to"),
     "L-past-T": ("out-of-bounds", "past the last element of L_ptr"),
     "head_dim-stride": ("out-of-bounds", "between the elements"),
 }
 FLASH_DKDV_SANITIZED = {
-    "unmasked-store": ("out-of-bounds", "stores to an address that is no element of any tensor argument"),
+    "unmasked-store": ("out-of-bounds", "flash_bwd_dkdv_kernel stores to"),
     "unmasked-Q": ("out-of-bounds", "of Q_ptr"),
     "head_dim-stride": ("out-of-bounds", "of DO_ptr"),
 }

@@ -406,7 +406,7 @@ def _spin_lock_kernel(SRC_ptr, INDEX_ptr, OUT_ptr, src_row_stride, out_row_strid
 
 
 @pytest.mark.parametrize("kernel, cls, match", [
-    (_unmasked_kernel, "out-of-bounds", r"program \(0, 0, 0\) loads .* past the last element of SRC_ptr"),
+    (_unmasked_kernel, "out-of-bounds", r"loads SRC_ptr \+ \d+ in program \(0, 0, 0\) .* past the last element of SRC_ptr"),
     (_source_row_kernel, "wrong-values", r"index\[i\]"),  # row i instead of index[i]
     (_idle_kernel, "wrong-values", "wrong values"),
 ])

@@ -148,7 +148,7 @@ def triton_softmax(x):
 SANITIZED = {
     "unmasked store": ("out-of-bounds", ["stores to", "past the last element of DX_ptr", "of softmax_bwd_kernel)"]),
     "unmasked load": ("out-of-bounds", ["loads", "past the last element of X_ptr", "of softmax_fwd_kernel)"]),
-    "rows n_cols apart": ("out-of-bounds", ["program (1, 0, 0) loads", "between the elements", "X_ptr"]),
+    "rows n_cols apart": ("out-of-bounds", ["softmax_fwd_kernel loads X_ptr + ", "in program (1, 0, 0)", "between the elements of X_ptr"]),
 }
 
 
