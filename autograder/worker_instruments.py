@@ -376,8 +376,12 @@ def _plain(value):
 
 
 def _import_triton() -> None:
-    """Triton and its interpreter, imported at start-up where they are installed (0.17 s after torch and the course,
-    measured on this project's machine): the sanitizer's hooks go on the interpreter before any cell runs."""
+    """Triton and its interpreter, imported at start-up where they are installed (0.17 s after torch and the course on
+    this project's idle machine, 0.3 s under a load of 4; a kernel's notebook imports it anyway): the sanitizer's
+    hooks go on the interpreter before any cell runs. Only once ``course`` is imported: it sets TRITON_INTERPRET,
+    which triton.language reads as it is imported (autograder/sandbox.py, PRELOAD)."""
+    if "course" not in sys.modules:
+        return
     with contextlib.suppress(Exception):  # no Triton here: no kernel can launch, nothing to hook
         import triton.runtime.interpreter  # noqa: F401
 
