@@ -386,12 +386,21 @@ def _import_triton() -> None:
         import triton.runtime.interpreter  # noqa: F401
 
 
-class _Dropped(list):
-    """A report's list of launches that keeps each without what it recorded (kept for ``Report.plot``, which the
-    worker never draws): a call that launches many grids holds one launch's record at a time, not all of them."""
+class _Launches(list):
+    """A report's list of launches, as the sanitizer's hook appends each when it ends: it copies the launch's
+    findings aside at once (a call that empties the report or a launch's findings later is not heard), counts it,
+    and drops what it recorded (kept for ``Report.plot``, which the worker never draws: a call that launches many
+    grids holds one launch's record at a time)."""
+
+    def __init__(self):
+        super().__init__()
+        self._found: list = []
+        self._count = [0]
 
     def append(self, launch) -> None:
+        self._count[0] += 1
         with contextlib.suppress(AttributeError):
+            self._found.extend(launch.findings[:MAX_SANITIZED])
             launch._recording = None
         super().append(launch)
 
@@ -407,6 +416,7 @@ class _Sanitizer:
         self.classes = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
         self._snapshot: list = []
         self.bypassed = [False]  # a grid of the call being recorded started with the hooks not in place
+        self.launched = [0]  # grids the grader's wrapper saw start during the call being recorded
 
     @classmethod
     def capture(cls) -> _Sanitizer | None:
@@ -438,8 +448,7 @@ class _Sanitizer:
                    "interpreter_builder": builder, "interpreter_semantic": semantic,
                    "semantic.builder": getattr(semantic, "builder", None),
                    # A method set on the builder itself hides the class's hook.
-                   "builder's own": tuple(sorted(n for n in SANITIZER_HOOKS["InterpreterBuilder"]
-                                                 if n in getattr(builder, "__dict__", {})))}
+                   "builder's own": any(n in getattr(builder, "__dict__", {}) for n in SANITIZER_HOOKS["InterpreterBuilder"])}
         spaces = [vars(self.module), *(vars(c) for c in self.classes), hooks, through, {"record": self.record}]
         return _namespaces(spaces, shallow=("_recorders", "_current"), closures=True)
 
@@ -453,31 +462,35 @@ class _Sanitizer:
             return False
 
     def check(self) -> None:
+        """As a grid of a measured call starts: counted, and the hooks compared with start-up's."""
+        self.launched[0] += 1
         if not self.unchanged():
             self.bypassed[0] = True
 
     @contextlib.contextmanager
     def recording(self):
-        """Record every interpreted launch in the block: yields ``(report, ok)``, ``ok[0]`` false once the report was
-        taken out of the sanitizer's list, or a launch was left open (a call that unhooked it for a while)."""
-        report, ok = self.new_report(), [True]
-        report.launches = _Dropped()
-        self.bypassed[0] = False
+        """Record every interpreted launch in the block: yields ``(launches, ok)``, ``ok[0]`` false once the report
+        was taken out of the sanitizer's list, a launch was left open (a call that unhooked it for a while), or a grid
+        started that the report never heard of."""
+        report, launches, ok = self.new_report(), _Launches(), [True]
+        report.launches = launches
+        self.bypassed[0], self.launched[0] = False, 0
         self.recorders.append(report)
         try:
-            yield report, ok
+            yield launches, ok
         finally:
             kept = [r for r in self.recorders if r is not report]
-            ok[0] = len(kept) == len(self.recorders) - 1 and not self.current
+            ok[0] = (len(kept) == len(self.recorders) - 1 and not self.current
+                     and launches._count[0] == self.launched[0])
             self.recorders[:] = kept
             del self.current[:]
 
     def read(self, recorded) -> dict:
         """``{"intact", "findings"}`` of a :meth:`recording`."""
-        report, ok = recorded
+        launches, ok = recorded
         intact = ok[0] and not self.bypassed[0] and self.unchanged()
         try:
-            found = [f for launch in list(report.launches) for f in launch.findings][:MAX_SANITIZED]
+            found = launches._found[:MAX_SANITIZED]
             # Plain JSON (a NumPy integer would not cross the wire).
             records = json.loads(json.dumps([self.record(f) for f in found], default=_plain))
             return {"intact": bool(intact), "findings": records}
