@@ -7,6 +7,8 @@ before any kernel is defined) and says so in one line. It also offers:
 - ``course.diagnose``: the bug classifier behind every check's ``diagnosis:`` line;
 - ``course.selfcheck``: the visible checks the notebooks call;
 - ``course.plots``: plotting helpers;
+- ``course.sanitize()``: races between programs and accesses out of bounds in the Triton kernels launched inside
+  a ``with`` block (``course.sanitizer``; every check runs one);
 - ``course.todo()``: the stub an unfinished exercise raises.
 
 This package holds no solution and imports nothing that does (``kernels``,
@@ -24,6 +26,7 @@ INTERPRETED = DEVICE_CHOICE.interpreted
 
 from . import diagnose, gradcheck, plots, selfcheck  # noqa: E402
 from .gradcheck import check_vjp, relative_error  # noqa: E402
+from .sanitizer import sanitize  # noqa: E402
 from .stub import ExerciseNotDone, install_short_tracebacks, todo  # noqa: E402
 
 install_short_tracebacks()
@@ -31,5 +34,5 @@ print(f"course: running on {DEVICE_CHOICE}")
 
 __all__ = [
     "DEVICE", "DEVICE_CHOICE", "INTERPRETED", "ExerciseNotDone", "check_vjp", "diagnose",
-    "gradcheck", "plots", "relative_error", "selfcheck", "todo",
+    "gradcheck", "plots", "relative_error", "sanitize", "selfcheck", "todo",
 ]

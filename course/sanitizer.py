@@ -8,19 +8,26 @@ source line, the locks the program holds), and each launch is read when it ends:
 
 - **race**: an address one program stores to without an atomic and another program loads, stores or updates
   atomically in the same launch, neither holding a lock the other holds. Atomics never race with each other.
-  A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another)
-  and gives back with ``tl.atomic_xchg`` (the pattern of Triton's LayerNorm tutorial); a program that ends
-  holding one leaves every other program waiting for it forever, which is reported too;
+  A lock is an address a program took with ``tl.atomic_cas`` (it found the expected value and wrote another; the
+  pattern of Triton's LayerNorm tutorial) or ``tl.atomic_xchg`` (it wrote a value other than it found: a
+  test-and-set), and gave back with ``tl.atomic_xchg``. What is taken and never given back (an atomic update in
+  a CAS loop, a flag one program claims, an exchange of data) guards nothing;
+- **lock** (raised as a race): a program that ends holding a lock leaves every other program waiting for it
+  forever. A program whose ``tl.atomic_cas`` keeps failing the same way would spin forever (nothing else runs
+  in the interpreter meanwhile): the launch is stopped there and the lock reported;
 - **out-of-bounds**: an address that is no element of any tensor argument (a missing or wrong mask, a wrong
-  stride). An access outside every argument's memory is not made (a load gives 0): on a CPU it could read or
-  overwrite anything.
+  stride, padding between a view's rows). An access outside every argument's memory is not made (a load gives
+  0): on a CPU it could read or overwrite anything.
 
 The checks sanitize every call of a student's code (``course.diagnose.call_student``); in a notebook, ``with
 course.sanitize() as report:`` around a launch shows the report, and :meth:`Report.plot` which programs touched
 which elements. Without the interpreter (a GPU) nothing is recorded.
 
-Everything that runs during a launch has a private name: ``course.delegation`` arms each public function of
-``course`` while a student's call runs.
+Everything that runs during a launch, and what ``print(report)`` runs, has a private name: ``course.delegation``
+arms each public function of ``course`` while a student's call runs.
+
+Limitations: an access is named by the argument whose element it is, so a stride wrong enough to land exactly
+on another argument's element is not seen; tensors inside tuples count, other containers do not.
 """
 
 from __future__ import annotations
@@ -42,6 +49,11 @@ _VERB = {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}
 KINDS = ("race", "out-of-bounds")  # the diagnosis classes a finding is raised as
 MAX_FINDINGS = 8  # findings kept per launch: the first of each kind says what to fix
 MAX_PLOTTED = 1 << 14  # a tensor's elements kept for Report.plot (larger tensors are left out of the picture)
+MAX_KEPT = 1 << 21  # accesses (lanes) of a launch kept for Report.plot after it is read: more are let go
+# A program whose compare-and-swap fails the same way this many times in a row spins forever: the interpreter runs
+# one program at a time, so nothing else can change that memory. (A CAS loop that updates a value succeeds at once;
+# a flag a program claims fails once in each later program.)
+SPINS = 1000
 
 
 @dataclass(frozen=True)
@@ -59,10 +71,11 @@ class Site:
 @dataclass(frozen=True)
 class Finding:
     """One thing wrong with a launch. ``kind`` is "race", "out-of-bounds" or "lock" (a lock never given back,
-    reported as a race). ``tensor`` is the argument's name, ``index`` the element's index in it (for an access
-    outside every tensor: the element offset from the nearest one's first element, as a 1-tuple, and
-    ``outside`` says how). ``programs`` and ``sites`` list the program(s) and line(s); ``ops`` what each did;
-    ``count`` how many addresses are affected in all."""
+    reported as a race). ``tensor`` is the argument's name, ``index`` the element's index in it; for an address
+    that is no element of it, the offset in elements from its first element as a 1-tuple, and ``outside`` says
+    where that lies. ``also`` names the same element in other arguments that view the same memory. ``programs``
+    and ``sites`` list the program(s) and line(s), ``ops`` what each did; ``count`` how many addresses (a race)
+    or accesses (out of bounds) are affected in all."""
 
     kind: str
     kernel: str
@@ -74,6 +87,7 @@ class Finding:
     count: int = 1
     outside: str = ""
     shape: tuple[int, ...] = ()
+    also: tuple[str, ...] = ()
 
     @property
     def cls(self) -> str:
@@ -82,32 +96,66 @@ class Finding:
 
     def sentence(self) -> str:
         """What went wrong, in the words a check raises it with."""
-        at = f"{self.tensor}[{', '.join(map(str, self.index))}]"
-        if self.kind == "lock":
-            (p,), (s,) = self.programs, self.sites
-            return (f"{self.kernel}: program {p} took the lock at {at} ({s}) and never gave it back: on a GPU every "
-                    "other program that waits for it spins forever. Release it with tl.atomic_xchg once the "
-                    "accesses it guards are done.")
-        if self.kind == "race":
-            (p, q), (s, t), (a, b) = self.programs, self.sites, self.ops
-            more = f" ({self.count} elements of {self.tensor} are shared this way)" if self.count > 1 else ""
-            return (f"{self.kernel} races on {at}: program {p} {a} it ({s}) and program {q} {b} it ({t}), with no "
-                    f"atomic and no lock between them{more}. On a GPU the programs run at the same time and in any "
-                    "order, so one update can overwrite the other; Triton's interpreter runs them one after "
-                    "another, which is why the values here can still come out right.")
-        (p,), (s,), (a,) = self.programs, self.sites, self.ops
-        shape = f" of shape {tuple(self.shape)}" if self.shape else ""
-        more = f" ({self.count} such accesses)" if self.count > 1 else ""
-        return (f"{self.kernel}: program {p} {a} an address that is no element of any tensor argument ({s}): "
-                f"{self.outside} {self.tensor}{shape}{more}. A mask is missing or off by one, or a stride or "
-                "offset is wrong; on a GPU this reads or overwrites another tensor's memory, or faults.")
+        return _sentence(self)
 
     def record(self) -> dict:
         """The finding as JSON-ready data (what the trusted re-check receives from the worker)."""
-        return {"kind": self.kind, "kernel": self.kernel, "tensor": self.tensor, "index": list(self.index),
-                "programs": [list(p) for p in self.programs],
-                "sites": [[s.function, s.line, s.code] for s in self.sites], "ops": list(self.ops),
-                "count": self.count, "outside": self.outside, "shape": list(self.shape)}
+        return _record(self)
+
+
+def _sentence(f: Finding, lead: str = "") -> str:
+    """``f`` as a sentence, opened by ``lead`` ("scatter_add launched") when a check raises it. Private: a student
+    may print a report inside a checked call, where the public methods are tripwires (course.delegation)."""
+    said = f"{lead} {f.kernel}, which" if lead else f.kernel
+    return f"{said} {_PHRASES[f.kind](f)}"
+
+
+def _at(f: Finding) -> str:
+    """The element, as the kernel's pointer arithmetic would name it: ``out[0, 0]``, or ``y + 10`` when the address
+    is no element of ``y``."""
+    if f.outside:
+        offset = f.index[0] if f.index else 0
+        return f"{f.tensor} {'-' if offset < 0 else '+'} {abs(offset)}"
+    named = f"{f.tensor}[{', '.join(map(str, f.index))}]"
+    return f"{named} (also {', '.join(f.also)})" if f.also else named
+
+
+def _race(f: Finding) -> str:
+    (p, q), (s, t), (a, b) = f.programs, f.sites, f.ops
+    more = f" ({f.count} elements of {f.tensor} are shared this way)" if f.count > 1 else ""
+    return (f"races on {_at(f)}: program {p} {a} it ({s}) and program {q} {b} it ({t}), with no atomic and no "
+            f"lock between them{more}. On a GPU the programs run at the same time and in any order, so one update "
+            "can overwrite the other; Triton's interpreter runs them one after another, which is why the values "
+            "here can still come out right.")
+
+
+def _lock(f: Finding) -> str:
+    (p,), (s,), (op,) = f.programs, f.sites, f.ops
+    if op == "waits for":
+        return (f"spins forever in program {p} ({s}): its tl.atomic_cas on {_at(f)} keeps failing, and no program "
+                "left to run will change that memory, so the launch was stopped. A lock must be free when the "
+                "launch starts and given back by the program that took it.")
+    return (f"leaves the lock at {_at(f)} taken: program {p} took it ({s}) and never gave it back, so on a GPU "
+            "every other program that waits for it spins forever. A lock is given back with tl.atomic_xchg once "
+            "the accesses it guards are done.")
+
+
+def _out_of_bounds(f: Finding) -> str:
+    (p,), (s,), (op,) = f.programs, f.sites, f.ops
+    more = f" ({f.count} accesses out of bounds in this launch)" if f.count > 1 else ""
+    return (f"{op} {_at(f)} in program {p} ({s}), {f.outside}: no element of any tensor argument{more}. A mask "
+            "is missing or off by one, or a stride or an offset is wrong: on a GPU this reads or overwrites another "
+            "tensor's memory, or faults.")
+
+
+_PHRASES = {"race": _race, "lock": _lock, "out-of-bounds": _out_of_bounds}
+
+
+def _record(f: Finding) -> dict:
+    return {"kind": f.kind, "kernel": f.kernel, "tensor": f.tensor, "index": list(f.index),
+            "programs": [list(p) for p in f.programs], "sites": [[s.function, s.line, s.code] for s in f.sites],
+            "ops": list(f.ops), "count": f.count, "outside": f.outside, "shape": list(f.shape),
+            "also": list(f.also)}
 
 
 @dataclass
@@ -120,6 +168,7 @@ class Launch:
     findings: list[Finding] = field(default_factory=list)
     programs: tuple[tuple[int, int, int], ...] = ()  # each program's ids, in the order the interpreter ran them
     _recording: _Recording | None = field(default=None, repr=False)
+    broken: str = ""  # the sanitizer's own failure: the launch ran, unchecked from there on
 
     @property
     def touched(self) -> dict[str, dict[str, np.ndarray]]:
@@ -151,7 +200,9 @@ class Report:
             return "sanitizer: no interpreted launch ran (on a GPU the sanitizer records nothing)"
         lines = [f"sanitizer: {len(self.launches)} launch(es), "
                  f"{'no race, no access out of bounds' if self.clean else f'{len(self.findings)} finding(s)'}"]
-        lines += [f"- {f.cls}: {f.sentence()}" for f in self.findings]
+        lines += [f"- {f.cls}: {_sentence(f)}" for f in self.findings]
+        lines += [f"- the sanitizer itself failed in {launch.kernel} ({launch.broken}): that launch was not checked "
+                  "from there on" for launch in self.launches if launch.broken]
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:
@@ -165,8 +216,7 @@ class Report:
         if not findings:
             return None
         first = findings[0]
-        said = first.sentence()
-        return GradingFailure(first.cls, said if said.startswith(name) else f"{name} launched {said}", _where(first))
+        return GradingFailure(first.cls, _sentence(first, f"{name} launched"), _where(first))
 
     def plot(self, tensor: str, launch: int = -1):
         """Draw which program touched which element of argument ``tensor`` in a launch (the last by default):
@@ -185,21 +235,55 @@ def _where(finding: Finding) -> str:
 
 
 def _from_record(data) -> Finding | None:
-    """A finding from untrusted JSON data (a worker's report): its fields typed and bounded, or None."""
-    try:
-        ints = lambda xs, n: tuple(int(x) for x in xs[:n] if isinstance(x, int) and not isinstance(x, bool))  # noqa: E731
-        text = lambda s: s[:300] if isinstance(s, str) else ""  # noqa: E731
-        if not isinstance(data, dict) or data.get("kind") not in ("race", "out-of-bounds", "lock"):
-            return None
-        programs = tuple(ints(p, 3) for p in data["programs"][:2])
-        sites = tuple(Site(text(s[0]), int(s[1]), text(s[2])) for s in data["sites"][:2])
-        if any(len(p) != 3 for p in programs) or not programs or len(sites) != len(programs):
-            return None
-        return Finding(data["kind"], text(data["kernel"]), text(data["tensor"]), ints(data["index"], 8), programs,
-                       sites, tuple(text(o) for o in data["ops"][:2]), max(1, int(data["count"])),
-                       text(data["outside"]), ints(data["shape"], 8))
-    except (KeyError, TypeError, ValueError, IndexError):
+    """A finding from untrusted JSON data (a worker's report): every field of its type and within its bounds, or
+    None (never an exception: the grader reads what a student's process wrote)."""
+    if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or data["kind"] not in _PHRASES:
         return None
+    n = 2 if data["kind"] == "race" else 1  # a race is between two programs; the rest name one
+    programs, sites, ops = (data.get(key) for key in ("programs", "sites", "ops"))
+    if not all(isinstance(x, list) and len(x) == n for x in (programs, sites, ops)):
+        return None
+    programs = tuple(_ints(p, 3, 3, 0) for p in programs)
+    sites = tuple(_site_of(s) for s in sites)
+    index, shape = _ints(data.get("index"), 1, 8), _ints(data.get("shape"), 0, 8, 0)
+    texts = [data.get(key) for key in ("kernel", "tensor", "outside")]
+    also, count = data.get("also", []), data.get("count")
+    if (None in programs or None in sites or index is None or shape is None
+            or not all(isinstance(o, str) and o in _OPS for o in ops) or not all(isinstance(t, str) for t in texts)
+            or not isinstance(count, int) or isinstance(count, bool) or count < 1
+            or not isinstance(also, list) or len(also) > 4 or not all(isinstance(a, str) for a in also)):
+        return None
+    kernel, tensor, outside = (_text(t) for t in texts)
+    return Finding(data["kind"], kernel, tensor, index, programs, sites, tuple(ops), min(count, _MAX_INT), outside,
+                   shape, tuple(_text(a) for a in also))
+
+
+_OPS = frozenset(("loads", "stores to", "updates atomically", "takes", "waits for"))
+_MAX_TEXT = 300  # characters of a name or a line of code received
+_MAX_INT = 1 << 62  # an index, a count, a program id or a line received is at most this (JSON ints are unbounded)
+
+
+def _text(s: str) -> str:
+    """A received name or line of code, cut to length, on one line (it is printed inside a diagnosis)."""
+    return "".join(c if c.isprintable() else " " for c in s[:_MAX_TEXT])
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and -_MAX_INT <= x <= _MAX_INT
+
+
+def _ints(xs, least: int, most: int, low: int = -_MAX_INT) -> tuple[int, ...] | None:
+    """``xs`` as a tuple of ``least`` to ``most`` ints, each at least ``low``; None when it is anything else."""
+    if not isinstance(xs, list) or not least <= len(xs) <= most or not all(_is_int(x) and x >= low for x in xs):
+        return None
+    return tuple(xs)
+
+
+def _site_of(data) -> Site | None:
+    if not (isinstance(data, list) and len(data) == 3 and isinstance(data[0], str) and _is_int(data[1])
+            and data[1] >= 0 and isinstance(data[2], str)):
+        return None
+    return Site(_text(data[0]), data[1], _text(data[2]))
 
 
 # ---------------------------------------------------------------------------
@@ -207,10 +291,10 @@ def _from_record(data) -> Finding | None:
 
 
 class _Stop(Exception):
-    """Ends a launch early: a program would wait forever for a lock another program never gave back."""
+    """Ends a launch early: a program would wait forever (for a lock another program never gave back)."""
 
     def __init__(self, finding: Finding):
-        super().__init__(finding.kind)  # not its sentence: Finding's methods are tripwires while the kernel runs
+        super().__init__(finding.kind)  # the report says the rest
         self.finding = finding
 
 
@@ -236,13 +320,22 @@ class _Recording:
         self.held: set[int] = set()  # lock addresses the current program holds
         self.held_at: dict[int, int] = {}  # lock address -> the site it was taken at
         self.abandoned: dict[int, tuple[int, int]] = {}  # lock address -> (program, site) that never gave it back
+        self.released: set[int] = set()  # addresses a program took and gave back: locks (not a CAS-loop update)
+        self.failing: dict[int, tuple[tuple, int]] = {}  # address -> (found, expected), times the current program's
+        # compare-and-swap failed that way in a row
         self.locksets: dict[frozenset, int] = {frozenset(): 0}
+        self.last_site = 0
         self.sites: list[Site] = []
         self.site_ids: dict[tuple, int] = {}
-        self.events: list[tuple[int, int, int, int, np.ndarray]] = []  # (program, kind, lockset, site, addresses)
+        # (program, kind, lockset, site, addresses, lowest, highest, bytes per element): one per access made
+        self.events: list[tuple[int, int, int, int, np.ndarray, int, int, int]] = []
+        self.holder: _Arg | None = None  # the argument whose storage held the last access
         self.atomic_plain = False  # inside create_atomic_load/store: the load/store they make is an atomic
-        self.outside: list[tuple[int, int, int, np.ndarray]] = []  # (program, kind, site, addresses) never made
+        # (program, kind, site, addresses, an address of the same access inside some argument or -1): never made
+        self.outside: list[tuple[int, int, int, np.ndarray, int]] = []
         self.stopped: Finding | None = None
+        self.broken = ""  # what went wrong in the sanitizer itself, if anything
+        self.known = True  # every argument that points at memory is in args: an address outside them is wrong
 
     # -- what each access is
 
@@ -273,11 +366,19 @@ class _Recording:
             found = self.locksets[key] = len(self.locksets)
         return found
 
+    def _holding(self, lo: int, hi: int) -> _Arg | None:
+        """An argument whose storage holds the bytes from ``lo`` to ``hi``: the last one asked first."""
+        a = self.holder
+        if a is not None and a.lo <= lo and hi <= a.hi:
+            return a
+        for a in self.args:
+            if a.lo <= lo and hi <= a.hi:
+                self.holder = a
+                return a
+        return None
+
     def _inside_memory(self, addresses: np.ndarray, nbytes: int) -> np.ndarray:
         """Which addresses lie inside some tensor argument's storage."""
-        lo, hi = int(addresses.min()), int(addresses.max()) + nbytes
-        if any(a.lo <= lo and hi <= a.hi for a in self.args):  # the usual case: all in one tensor's memory
-            return np.ones(addresses.shape, dtype=bool)
         inside = np.zeros(addresses.shape, dtype=bool)
         for a in self.args:
             inside |= (addresses >= a.lo) & (addresses + nbytes <= a.hi)
@@ -287,79 +388,126 @@ class _Recording:
         """Record an access; return the mask to make it with when some lanes lie outside every tensor's memory."""
         data = ptrs.data
         if mask is None:
-            lanes = data.reshape(-1)
+            lanes = data.reshape(-1).copy()
         else:
             lanes = data[np.broadcast_to(mask.data, data.shape)] if data.ndim else (data if bool(mask.data) else data[:0])
-        addresses = np.asarray(lanes, dtype=np.uint64).reshape(-1).astype(np.int64)
+        addresses = (lanes.view(np.int64) if lanes.dtype == np.uint64 else lanes.astype(np.int64)).reshape(-1)
         if addresses.size == 0:
             return None
         site, program = self._site(), self._program()
+        self.last_site = site
         nbytes = _itemsize(ptrs)
-        inside = self._inside_memory(addresses, nbytes)
-        if not inside.all():
-            self.outside.append((program, kind, site, addresses[~inside]))
-            addresses = addresses[inside]
-            full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
-            full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
-        else:
-            full = None
+        lo, hi = int(addresses.min()), int(addresses.max())
+        full = None
+        if self._holding(lo, hi + nbytes) is None:  # some lanes may lie outside every tensor's memory
+            inside = self._inside_memory(addresses, nbytes)
+            if not self.known:  # an argument's memory is unknown: what lies outside the known ones is made, unread
+                addresses = addresses[inside]
+                if addresses.size:
+                    lo, hi = int(addresses.min()), int(addresses.max())
+            elif not inside.all():
+                aimed = int(addresses[inside][0]) if inside.any() else -1  # which tensor the access was meant for
+                self.outside.append((program, kind, site, addresses[~inside], aimed))
+                addresses = addresses[inside]
+                full = np.broadcast_to(np.asarray(True if mask is None else mask.data), data.shape).copy()
+                full &= self._inside_memory(np.asarray(data, dtype=np.uint64).astype(np.int64), nbytes)
+                if addresses.size:
+                    lo, hi = int(addresses.min()), int(addresses.max())
         if addresses.size:
-            self.events.append((program, kind, self._lockset(), site, addresses))
+            self.events.append((program, kind, self._lockset(), site, addresses, lo, hi, nbytes))
         return full
 
     def _cas(self, ptr, cmp, val, old) -> None:
-        """After a compare-and-swap: the addresses where it found ``cmp`` and wrote something else are now held."""
-        got = np.broadcast_to(old.data, ptr.data.shape)
-        taken = (got == np.broadcast_to(cmp.data, got.shape)) & (got != np.broadcast_to(val.data, got.shape))
-        for address in np.asarray(ptr.data[taken], dtype=np.uint64).reshape(-1).tolist():
-            self.held.add(int(address))
-            self.held_at[int(address)] = len(self.sites) - 1
+        """After a compare-and-swap: where it found ``cmp`` and wrote something else, the program holds a lock now;
+        where it found something else, it failed to take one."""
+        addresses = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
+        got, want, new = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, cmp, val))
+        self._attempt(addresses, (got == want) & (got != new), got != want, got, want)
 
-    def _waiting(self, ptr, cmp) -> None:
-        """Before a compare-and-swap: one on a lock a finished program kept would spin forever."""
-        for address in np.asarray(ptr.data, dtype=np.uint64).reshape(-1).tolist():
-            if int(address) in self.abandoned:
-                program, site = self.abandoned[int(address)]
-                self.stopped = self._finding_at("lock", int(address), (self.programs[program],),
-                                                (self.sites[site],), ("takes",))
-                raise _Stop(self.stopped)
+    def _exchange(self, ptr, val, mask, old) -> None:
+        """After an exchange: a lock the program holds is given back; elsewhere, one that wrote something other
+        than it found took a lock (a test-and-set), one that found what it wrote failed to."""
+        addresses = np.asarray(ptr.data, dtype=np.uint64).astype(np.int64)
+        got, new = (np.broadcast_to(np.asarray(x.data), addresses.shape) for x in (old, val))
+        if mask is not None:
+            active = np.broadcast_to(np.asarray(mask.data), addresses.shape)
+            addresses, got, new = addresses[active], got[active], new[active]
+        held = np.array([a in self.held for a in addresses.reshape(-1).tolist()], dtype=bool).reshape(addresses.shape)
+        for address in addresses[held].tolist():
+            self.held.discard(address)
+            self.released.add(address)
+        rest = ~held
+        self._attempt(addresses[rest], (got != new)[rest], (got == new)[rest], got[rest], new[rest])
 
-    def _release(self, ptr, mask) -> None:
-        data = np.asarray(ptr.data, dtype=np.uint64)
-        lanes = data if mask is None else data[np.broadcast_to(mask.data, data.shape)]
-        for address in lanes.reshape(-1).tolist():
-            self.held.discard(int(address))
+    def _attempt(self, addresses, took, failed, found, expected) -> None:
+        """Record an attempt at a lock in each lane: ``took`` it, ``failed`` (having ``found`` a value where it
+        ``expected`` another); one that failed the same way SPINS times in a row spins forever."""
+        for address in addresses[took].tolist():
+            self.held.add(address)
+            self.held_at[address] = self.last_site
+        for address in addresses[~failed].tolist():
+            self.failing.pop(address, None)
+        for address, got, want in zip(addresses[failed].tolist(), found[failed].tolist(), expected[failed].tolist()):
+            seen, times = self.failing.get(address, (None, 0))
+            times = times + 1 if seen == (got, want) else 1
+            self.failing[address] = ((got, want), times)
+            if times >= SPINS:
+                self._stop(address)
 
-    def _next_program(self, idx: tuple[int, int, int]) -> None:
+    def _stop(self, address: int) -> None:
+        """End the launch: the current program spins on ``address`` forever."""
+        if address in self.abandoned or address in self.held:
+            program, site = self.abandoned.get(address) or (self._program(), self.held_at.get(address, 0))
+            op = "takes"
+        else:  # no program holds it: a lock that was never free, or a flag no program left to run sets
+            program, site, op = self._program(), self.last_site, "waits for"
+        self.stopped = self._finding_at("lock", address, (self.programs[program],), (self.sites[site],), (op,))
+        raise _Stop(self.stopped)
+
+    def _next_program(self, idx: tuple[int, int, int], grid: tuple[int, ...]) -> None:
+        self.grid = grid  # a callable grid is known only now
         if self.programs:
             for address in self.held:
                 self.abandoned[address] = (self._program(), self.held_at.get(address, 0))
-        self.held = set()
+        self.held, self.failing = set(), {}
         self.programs.append(idx)
 
     # -- reading the launch
 
     def _arg_of(self, address: int) -> _Arg | None:
-        """The argument whose memory holds ``address``, else the one whose first element is nearest."""
-        inside = [a for a in self.args if a.lo <= address < a.hi]
-        pool = inside or self.args
-        return min(pool, key=lambda a: abs(address - a.ptr)) if pool else None
+        """The argument whose memory holds ``address``, else any argument, the one whose elements lie nearest."""
+        pool = [a for a in self.args if a.lo <= address < a.hi] or self.args
+        return min(pool, key=lambda a: _distance(a, address)) if pool else None
 
-    def _finding_at(self, kind: str, address: int, programs, sites, ops, count: int = 1) -> Finding:
-        arg = self._arg_of(address)
+    def _finding_at(self, kind: str, address: int, programs, sites, ops, count: int = 1, aimed: int = -1) -> Finding:
+        """The finding at ``address``, named by the first argument it is an element of (the others that view the
+        same memory in ``also``); else by the argument ``aimed`` (an address the same access made) lies in."""
+        at = np.array([address], dtype=np.int64)
+        holding = [a for a in self.args if a.lo <= address < a.hi and bool(_elements(a, at)[0])]
+        arg = holding[0] if holding else self._arg_of(aimed if aimed >= 0 else address)
         if arg is None:
-            return Finding(kind, self.kernel, "?", (address,), programs, sites, ops, count)
+            return Finding(kind, self.kernel, "memory", (address,), programs, sites, ops, count,
+                           "outside every tensor argument (the kernel has none)")
         index, outside = _index_in(arg, address)
-        return Finding(kind, self.kernel, arg.name, index, programs, sites, ops, count, outside, arg.shape)
+        also = tuple(f"{b.name}[{', '.join(map(str, _index_in(b, address)[0]))}]" for b in holding[1:4])
+        return Finding(kind, self.kernel, arg.name, index, programs, sites, ops, count, outside, arg.shape, also)
 
     def findings(self) -> list[Finding]:
         found: list[Finding] = [self.stopped] if self.stopped is not None else []
-        if self.events:
-            columns = self._columns()
-            found += self._out_of_bounds(columns)
+        abandoned = {**{a: (self._program(), self.held_at.get(a, 0)) for a in self.held}, **self.abandoned}
+        kept = [a for a in abandoned if a in self.released and self.stopped is None]
+        if kept:  # a lock some program gave back and another kept: in another order, the others wait forever
+            program, site = abandoned[kept[0]]
+            found.append(self._finding_at("lock", kept[0], (self.programs[program],), (self.sites[site],),
+                                          ("takes",)))
+        columns = self._columns() if self.events else None
+        stray = self._out_of_bounds(columns) if self.events or self.outside else []
+        if self.stopped is not None and self.stopped.outside:  # a lock out of bounds: that is what to fix first
+            found = stray + found
+        else:
+            found += stray
+        if columns is not None:
             found += self._races(columns)
-        elif self.outside:
-            found += self._out_of_bounds(None)
         return found[:MAX_FINDINGS]
 
     def _columns(self) -> tuple[np.ndarray, ...]:
@@ -370,30 +518,54 @@ class _Recording:
 
     def _out_of_bounds(self, columns) -> list[Finding]:
         """Accesses to no element of any tensor argument: those never made first, then those inside some memory."""
-        stray = [(program, kind, site, int(addresses[0]), addresses.size) for program, kind, site, addresses in
-                 self.outside]
+        stray = [(program, kind, site, int(addresses[0]), addresses.size, aimed)
+                 for program, kind, site, addresses, aimed in self.outside]
         if columns is not None:
             program, kind, _, site, address = columns
-            member = np.zeros(address.shape, dtype=bool)
+            member = self._surely_elements(address)
+            unsure = np.flatnonzero(~member)
             for a in self.args:
-                member |= _elements(a, address)
+                member[unsure] |= _elements(a, address[unsure])
             outside = np.flatnonzero(~member)
             if outside.size:
                 i = int(outside[0])
-                stray.append((int(program[i]), int(kind[i]), int(site[i]), int(address[i]), int(outside.size)))
+                stray.append((int(program[i]), int(kind[i]), int(site[i]), int(address[i]), int(outside.size), -1))
         if not stray:
             return []
-        program, kind, site, address, _ = stray[0]
+        program, kind, site, address, _, aimed = stray[0]
         return [self._finding_at("out-of-bounds", address, (self.programs[program],), (self.sites[site],),
-                                 (_VERB[kind],), sum(s[4] for s in stray))]
+                                 (_VERB[kind],), sum(s[4] for s in stray), aimed)]
+
+    def _surely_elements(self, address: np.ndarray) -> np.ndarray:
+        """Lanes known to be elements without a look at each: an access whose lowest and highest address lie in
+        the elements of an argument without gaps (a contiguous tensor), aligned to its elements."""
+        lo, hi, nbytes = (np.array([e[i] for e in self.events], dtype=np.int64) for i in (5, 6, 7))
+        sure = np.zeros(lo.shape, dtype=bool)
+        ptr = np.zeros(lo.shape, dtype=np.int64)
+        size = np.ones(lo.shape, dtype=np.int64)
+        for a in self.args:
+            if not _gap_free(a):
+                continue
+            fits = ~sure & (nbytes == a.itemsize) & (lo >= a.ptr) & (hi <= a.ptr + _last(a) * a.itemsize)
+            sure |= fits
+            ptr[fits], size[fits] = a.ptr, a.itemsize
+        sizes = [e[4].size for e in self.events]
+        sure, ptr, size = (np.repeat(x, sizes) for x in (sure, ptr, size))
+        return sure & ((address - ptr) & (size - 1) == 0)  # each lane on an element, not between two (sizes: 2^k)
 
     def _races(self, columns) -> list[Finding]:
         """The first pair of accesses that race, over the addresses some program stores to without an atomic."""
         program, kind, lockset, site, address = columns
-        stored = np.unique(address[kind == STORE])
-        if stored.size == 0:
+        lockset, locks = self._locks(lockset)
+        if not (kind == STORE).any():
             return []
-        keep = np.isin(address, stored)
+        slots = self._slots(address, 2 * address.size + (1 << 16))
+        if slots is not None:
+            keep = _suspects(slots, program, kind, lockset)
+        else:  # the addresses are too scattered for a dense map: sort them
+            keep = np.isin(address, np.unique(address[kind == STORE]))
+        if not keep.any():
+            return []
         program, kind, lockset, site, address = program[keep], kind[keep], lockset[keep], site[keep], address[keep]
         order = np.lexsort((np.arange(address.size), address))  # by address, then in the order of the accesses
         program, kind, lockset, site, address = (x[order] for x in (program, kind, lockset, site, address))
@@ -405,7 +577,6 @@ class _Recording:
         suspects = np.flatnonzero(many & ~one_lock)
         if suspects.size == 0:
             return []
-        locks = {i: s for s, i in self.locksets.items()}
         first, count = None, 0
         for g in suspects.tolist():
             lo, hi = int(starts[g]), int(ends[g])
@@ -424,6 +595,42 @@ class _Recording:
                                  (self.sites[site[i]], self.sites[site[j]]),
                                  (_VERB[int(kind[i])], _VERB[int(kind[j])]), count)]
 
+    def _slots(self, address: np.ndarray, most: int) -> tuple[np.ndarray, int] | None:
+        """Each address made as a small int (equal for equal addresses) and how many there can be: within each
+        argument storage, the offset from the lowest address made in it, in its smallest element. None when that
+        would take more than ``most``, or an address lies between two such elements."""
+        storages = sorted({(a.lo, a.hi) for a in self.args})
+        start = np.array([lo for lo, _ in storages], dtype=np.int64)
+        step = np.array([min(a.itemsize for a in self.args if (a.lo, a.hi) == s) for s in storages], dtype=np.int64)
+        region = np.searchsorted(start, address, side="right") - 1  # every address made lies in some storage
+        first, last = np.full(start.size, np.iinfo(np.int64).max), np.full(start.size, -1, dtype=np.int64)
+        np.minimum.at(first, region, address)
+        np.maximum.at(last, region, address)
+        width = np.where(last >= first, (last - first) // step + 1, 0)
+        if int(width.sum()) > most:
+            return None
+        offset, shift = address - first[region], _log2(step)[region]  # element sizes are powers of two
+        if (offset & ((1 << shift) - 1)).any():
+            return None
+        base = np.cumsum(width) - width
+        return base[region] + (offset >> shift), int(width.sum())
+
+    def _locks(self, lockset: np.ndarray) -> tuple[np.ndarray, dict[int, frozenset]]:
+        """Each access's set of locks held, keeping only the addresses some program gave back: a compare-and-swap
+        that is never undone (an atomic update in a CAS loop, a flag) guards nothing. Returns the new column and
+        each set by its id (0: none)."""
+        canon: dict[frozenset, int] = {frozenset(): 0}
+        remap = np.zeros(len(self.locksets), dtype=np.int64)
+        for held, i in self.locksets.items():
+            remap[i] = canon.setdefault(held & self.released, len(canon))
+        return remap[lockset], {i: held for held, i in canon.items()}
+
+    def _drawable(self) -> bool:
+        """Whether to keep this recording for Report.plot: some argument small enough to draw, and not so many
+        accesses that keeping them costs much memory (a report holds every launch of a check's call)."""
+        return (any(int(np.prod(a.shape, dtype=np.int64)) <= MAX_PLOTTED for a in self.args)
+                and sum(e[4].size for e in self.events) <= MAX_KEPT)
+
     def _touches(self) -> dict[str, dict[str, np.ndarray]]:
         """For each small tensor argument: (program, element) pairs of its loads, plain stores and atomics."""
         out: dict[str, dict[str, np.ndarray]] = {}
@@ -438,6 +645,27 @@ class _Recording:
             out[arg.name] = {name: np.stack([program[member][kind[member] == k], flat[kind[member] == k]])
                              for k, name in enumerate(("load", "store", "atomic"))}
         return out
+
+
+def _suspects(slots: tuple[np.ndarray, int], program, kind, lockset) -> np.ndarray:
+    """Which lanes touch an address (a slot, :meth:`_Recording._slots`) that some program stores to and another
+    program touches, not all under one set of locks: all that :meth:`_Recording._races` must read pair by pair."""
+    slot, n = slots
+    stored = np.zeros(n, dtype=bool)
+    stored[slot[kind == STORE]] = True
+    keep = stored[slot]
+    slot, program, lockset = slot[keep], program[keep], lockset[keep]
+    suspect = stored
+    for column in (program, lockset):
+        low, high = np.full(n, np.iinfo(np.int64).max), np.full(n, -1, dtype=np.int64)
+        np.minimum.at(low, slot, column)
+        np.maximum.at(high, slot, column)
+        if column is program:
+            suspect = suspect & (low != high)  # touched by two programs or more
+        else:
+            suspect = suspect & ~((low == high) & (low > 0))  # every access under the same locks
+    keep[keep] = suspect[slot]
+    return keep
 
 
 def _racing_pair(program, kind, lockset, locks) -> tuple[int, int] | None:
@@ -470,6 +698,16 @@ def _dense_order(arg: _Arg) -> list[int] | None:
     return axes
 
 
+def _log2(sizes: np.ndarray) -> np.ndarray:
+    return np.round(np.log2(sizes)).astype(np.int64)
+
+
+def _gap_free(arg: _Arg) -> bool:
+    """Whether every aligned address from ``arg``'s first element to its last is one of its elements."""
+    n = int(np.prod(arg.shape, dtype=np.int64))
+    return n > 0 and _dense_order(arg) is not None and _last(arg) + 1 == n
+
+
 def _elements(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
     """Which ``addresses`` are the first byte of one of ``arg``'s elements."""
     offset = addresses - arg.ptr
@@ -479,8 +717,7 @@ def _elements(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
     offset = offset // arg.itemsize
     axes = _dense_order(arg)
     if axes is None:  # overlapping strides: the span from the first element to the last
-        last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
-        return ok & (offset <= last)
+        return ok & (offset <= _last(arg))
     for d in axes:
         i = offset // arg.strides[d]
         ok &= i < arg.shape[d]
@@ -503,19 +740,35 @@ def _flat_index(arg: _Arg, addresses: np.ndarray) -> np.ndarray:
 
 
 def _index_in(arg: _Arg, address: int) -> tuple[tuple[int, ...], str]:
-    """(index, how it lies outside) of ``address`` in ``arg``: the element's index when it is one, else the offset
-    in elements from its first element and a phrase for the message."""
+    """(index, where it lies) of ``address`` in ``arg``: the element's index and "" when it is one, else the offset
+    in elements from the first element and where that lies, as a phrase naming ``arg``."""
     a = np.array([address], dtype=np.int64)
     if bool(_elements(arg, a)[0]):
         flat = int(_flat_index(arg, a)[0])
         return tuple(int(i) for i in np.unravel_index(flat, arg.shape)), ""
     offset = (address - arg.ptr) // arg.itemsize
-    last = sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+    last = _last(arg)
+    of = f"{arg.name} (shape {arg.shape})"
     if offset < 0:
-        return (offset,), f"{-offset} element(s) before the first element of"
+        return (offset,), f"{_elements_word(-offset)} before the first element of {of}"
     if offset > last:
-        return (offset,), f"{offset - last} element(s) past the last element of"
-    return (offset,), f"inside the span but between the elements (offset {offset} from the first element) of"
+        return (offset,), f"{_elements_word(offset - last)} past the last element of {of}"
+    return (offset,), f"between the elements of {of[:-1]}, strides {arg.strides})"
+
+
+def _elements_word(n: int) -> str:
+    return f"{n} element" if n == 1 else f"{n} elements"
+
+
+def _last(arg: _Arg) -> int:
+    """The offset in elements of ``arg``'s last element from its first."""
+    return sum((n - 1) * s for n, s in zip(arg.shape, arg.strides) if s > 0)
+
+
+def _distance(arg: _Arg, address: int) -> int:
+    """How many bytes ``address`` lies from ``arg``'s elements (0 between its first and its last)."""
+    lo, hi = arg.ptr, arg.ptr + _last(arg) * arg.itemsize
+    return max(lo - address, address - hi, 0)
 
 
 # ---------------------------------------------------------------------------
@@ -523,7 +776,7 @@ def _index_in(arg: _Arg, address: int) -> tuple[tuple[int, ...], str]:
 
 _SKIPPED = (os.path.dirname(os.path.abspath(__file__)) + os.sep + "sanitizer",)
 _recorders: list[Report] = []  # the reports of every sanitize() active now
-_current: list[_Recording] = []  # the launch being recorded (a kernel never launches another)
+_current: list[_Recording | None] = []  # the launch being recorded, None once it broke (no kernel launches another)
 _installed: list[bool] = []
 
 
@@ -541,7 +794,6 @@ def _install() -> None:
     _SKIPPED = _SKIPPED + (os.path.dirname(os.path.abspath(triton.__file__)) + os.sep,)
     builder_cls, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
     masked_load, masked_store = builder_cls.create_masked_load, builder_cls.create_masked_store
-    atomic_load, atomic_store = builder_cls.create_atomic_load, builder_cls.create_atomic_store
     rmw, cas, set_idx = builder_cls.create_atomic_rmw, builder_cls.create_atomic_cas, builder_cls.set_grid_idx
     init_args, call = executor._init_args_hst, executor.__call__
     TensorHandle = interpreter.TensorHandle
@@ -550,17 +802,19 @@ def _install() -> None:
     def _masked(mask, full):
         return mask if full is None else TensorHandle(full, triton.language.int1)
 
-    def _create_masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
+    # Only the leading arguments are read, the rest passed on as they came: the builder's signatures change between
+    # Triton releases (3.4's masked load takes a cache modifier and an eviction policy where 3.9's takes a policy).
+    def _create_masked_load(self, ptrs, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
-        return masked_load(self, ptrs, mask, other, cache_policy, is_volatile)
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else LOAD, ptrs, mask))
+        return masked_load(self, ptrs, mask, *rest, **kw)
 
-    def _create_masked_store(self, ptrs, value, mask, cache_policy):
+    def _create_masked_store(self, ptrs, value, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
-        return masked_store(self, ptrs, value, mask, cache_policy)
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC if rec.atomic_plain else STORE, ptrs, mask))
+        return masked_store(self, ptrs, value, mask, *rest, **kw)
 
     def _atomic(original):
         def _create(self, *args):
@@ -574,35 +828,37 @@ def _install() -> None:
                 rec.atomic_plain = False
         return _create
 
-    def _create_atomic_rmw(self, op, ptr, val, mask, sem, scope):
+    def _create_atomic_rmw(self, op, ptr, val, mask, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is not None:
-            mask = _masked(mask, rec._access(ATOMIC, ptr, mask))
-        result = rmw(self, op, ptr, val, mask, sem, scope)
+            mask = _masked(mask, _safely(rec, rec._access, ATOMIC, ptr, mask))
+        result = rmw(self, op, ptr, val, mask, *rest, **kw)
         if rec is not None and op == xchg:
-            rec._release(ptr, mask)
+            _safely(rec, rec._exchange, ptr, val, mask, result)
         return result
 
-    def _create_atomic_cas(self, ptr, cmp, val, sem, scope):
+    def _create_atomic_cas(self, ptr, cmp, val, *rest, **kw):
         rec = _current[-1] if _current else None
         if rec is None:
-            return cas(self, ptr, cmp, val, sem, scope)
-        rec._waiting(ptr, cmp)
-        if rec._access(ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
-            return TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)
-        old = cas(self, ptr, cmp, val, sem, scope)
-        rec._cas(ptr, cmp, val, old)
+            return cas(self, ptr, cmp, val, *rest, **kw)
+        if _safely(rec, rec._access, ATOMIC, ptr, None) is not None:  # outside every tensor's memory: not made
+            old = TensorHandle(np.asarray(cmp.data) + 1, cmp.dtype.scalar)  # it fails, as on a lock held forever
+        else:
+            old = cas(self, ptr, cmp, val, *rest, **kw)
+        _safely(rec, rec._cas, ptr, cmp, val, old)
         return old
 
     def _set_grid_idx(self, x, y, z):
         set_idx(self, x, y, z)
-        if _current:
-            _current[-1]._next_program((int(x), int(y), int(z)))
+        if _current and _current[-1] is not None:
+            rec = _current[-1]
+            _safely(rec, rec._next_program, (int(x), int(y), int(z)), tuple(int(n) for n in self.grid_dim))
 
     def _init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = init_args(self, args_dev, kwargs)
-        if _current:
-            _current[-1].args = _tensor_args(self.fn, args_hst, kwargs_hst)
+        if _current and _current[-1] is not None:
+            rec = _current[-1]
+            rec.args, rec.known = _safely(rec, _tensor_args, self.fn, args_hst, kwargs_hst) or ([], False)
         return args_hst, kwargs_hst
 
     def __call__(self, *args, **kwargs):
@@ -618,20 +874,36 @@ def _install() -> None:
                 raise
         finally:
             _current.pop()
-            launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, rec.findings(),
-                            tuple(rec.programs), rec)
+            found = _safely(rec, rec.findings) or []
+            launch = Launch(rec.kernel, (*rec.grid,), {a.name: (a.shape, a.dtype) for a in rec.args}, found,
+                            tuple(rec.programs), rec if not rec.broken and rec._drawable() else None, rec.broken)
             for report in _recorders:
                 report.launches.append(launch)
 
     builder_cls.create_masked_load = _create_masked_load
     builder_cls.create_masked_store = _create_masked_store
-    builder_cls.create_atomic_load = _atomic(atomic_load)
-    builder_cls.create_atomic_store = _atomic(atomic_store)
+    for name in ("create_atomic_load", "create_atomic_store", "create_atomic_poll"):  # not in every release
+        if hasattr(builder_cls, name):  # the loads and stores these make are atomics
+            setattr(builder_cls, name, _atomic(getattr(builder_cls, name)))
     builder_cls.create_atomic_rmw = _create_atomic_rmw
     builder_cls.create_atomic_cas = _create_atomic_cas
     builder_cls.set_grid_idx = _set_grid_idx
     executor._init_args_hst = _init_args_hst
     executor.__call__ = __call__
+
+
+def _safely(rec: _Recording, method, *args):
+    """``method(*args)``; if the sanitizer itself fails, the launch goes on unrecorded and says why (a bug here must
+    never read as the student's error). A program that would spin forever still ends the launch."""
+    try:
+        return method(*args)
+    except _Stop:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        rec.broken = rec.broken or f"{type(exc).__name__}: {exc}"
+        if _current and _current[-1] is rec:
+            _current[-1] = None  # the hooks see no recording for the rest of the launch
+        return None
 
 
 def _cause(exc: BaseException) -> BaseException:
@@ -640,21 +912,36 @@ def _cause(exc: BaseException) -> BaseException:
     return exc
 
 
-def _tensor_args(fn, args, kwargs) -> list[_Arg]:
-    """Every tensor argument of the launch, by the kernel's parameter name."""
+def _tensor_args(fn, args, kwargs) -> tuple[list[_Arg], bool]:
+    """Every tensor argument of the launch, by the kernel's parameter name; and whether every argument that points
+    at memory was understood."""
     try:
         named = inspect.getcallargs(fn, *args, **{k: v for k, v in kwargs.items()
                                                   if k in inspect.signature(fn).parameters})
     except TypeError:
         named = {f"arg{i}": a for i, a in enumerate(args)}
-    out = []
-    for name, value in named.items():
-        if hasattr(value, "data_ptr") and hasattr(value, "untyped_storage"):
+    out: list[_Arg] = []
+    known = [_add_tensors(out, name, value) for name, value in named.items()]
+    return out, all(known)
+
+
+def _add_tensors(out: list[_Arg], name: str, value) -> bool:
+    """Add ``value`` to ``out`` if it is a tensor; each tensor of a tuple as ``name[i]``, a descriptor's or a
+    ``triton.reinterpret`` wrapper's tensor as ``name``. False when it points at memory this cannot tell."""
+    if isinstance(value, tuple):
+        return len(value) <= 64 and all([_add_tensors(out, f"{name}[{i}]", item) for i, item in enumerate(value)])
+    if hasattr(value, "untyped_storage") and hasattr(value, "data_ptr"):
+        try:
             storage = value.untyped_storage()
             lo = storage.data_ptr()
             out.append(_Arg(name, value.data_ptr(), value.element_size(), tuple(value.shape), tuple(value.stride()),
                             str(value.dtype).replace("torch.", ""), lo, lo + storage.nbytes()))
-    return out
+            return True
+        except (RuntimeError, NotImplementedError, TypeError, AttributeError):  # a tensor with no memory of its own
+            return False
+    if hasattr(value, "base") and (hasattr(value, "block_shape") or hasattr(value, "data_ptr")):
+        return _add_tensors(out, name, value.base)
+    return not hasattr(value, "data_ptr")
 
 
 @contextmanager
