@@ -346,19 +346,21 @@ def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
     return tuple(out)
 
 
-_FINDING_KEYS = {"kind", "kernel", "tensor", "index", "programs", "sites", "ops", "count", "outside", "shape"}
+_FINDING_KEYS = {"kind", "kernel", "tensor", "index", "programs", "sites", "ops", "count", "outside", "shape", "also"}
 # What of a finding reaches the grader's sentence, from the worker: names (a kernel, its argument, the function of a
-# line: an identifier, "<lambda>", or "?" where the sanitizer found none), what an access did and how it lies outside
-# (the sanitizer's own phrases: lowercase words and numbers). The line's code is the student's text: never passed on.
+# line: an identifier, "<lambda>", or "?" where the sanitizer found none), the same element in other arguments
+# ("y[0, 3]"), what an access did and where a stray address lies (the sanitizer's phrases: words, the argument's name,
+# numbers and shapes). No quote, colon or line break: the line's code, the student's text, is never passed on.
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}|<[a-z]{1,20}>|\?")
-_PHRASE = re.compile(r"[a-z0-9 (),.\-]{0,160}")
+_ELEMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}\[[0-9, \-]{0,200}\]")
+_PHRASE = re.compile(r"[A-Za-z0-9_ (),.\-]{0,300}")
 
 
 def sanitized_findings(report) -> tuple[dict, ...] | str | None:
     """The worker's sanitizer report of a call (``worker_instruments._Sanitizer.read``), checked entry by entry: each
     finding exactly as ``course.sanitizer.Finding.record`` writes one, every size bounded, its words the sanitizer's
-    (:data:`_NAME`, :data:`_PHRASE`), the code of its lines left out, and one the sanitizer itself reads back
-    (``_from_record``).
+    (:data:`_NAME`, :data:`_ELEMENT`, :data:`_PHRASE`), the code of its lines left out, and one the sanitizer itself
+    reads back (``_from_record``).
 
     Returns the findings; ``"sanitizer"`` (a key of REFUSALS) when the report is well formed but not intact (its hooks
     replaced or bypassed); None when it is malformed. Either earns nothing.
@@ -372,6 +374,8 @@ def sanitized_findings(report) -> tuple[dict, ...] | str | None:
     for f in report["findings"]:
         ok = (isinstance(f, dict) and set(f) == _FINDING_KEYS and f["kind"] in ("race", "out-of-bounds", "lock")
               and name(f["kernel"]) and name(f["tensor"]) and phrase(f["outside"])
+              and isinstance(f["also"], list) and len(f["also"]) <= 4
+              and all(isinstance(a, str) and _ELEMENT.fullmatch(a) for a in f["also"])
               and _ints(f["index"], 8, signed=True) and _ints(f["shape"], 8)
               and isinstance(f["programs"], list) and 1 <= len(f["programs"]) <= 2
               and all(_ints(p, 3) and len(p) == 3 for p in f["programs"])
