@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import select
 import socket
 import sys
@@ -29,11 +30,12 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
 from course.remote import Proxies, Remote
+from course.sanitizer import _from_record
 
 from . import sandbox
 from .pages import PageCounter
 from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, is_count, receive, send, tensors_in
-from .worker_instruments import MAX_FOLLOWED, TAMPERED
+from .worker_instruments import MAX_FOLLOWED, MAX_SANITIZED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 # What the worker loads beside it (written there with it where the sandbox has its own root).
@@ -237,7 +239,7 @@ class Channel(Proxies):
 
         A reply without one, or one whose instruments the call switched off, is refused. ``followed``: the call
         was asked to follow token rows, so the measurement must hold them (:func:`followed_allocations`); one
-        not asked must not.
+        not asked must not. Every measurement holds the sanitizer's report (:func:`sanitized_findings`).
         """
         m = reply.get("measured")
         ints = lambda xs: isinstance(xs, list) and all(is_count(x) for x in xs)  # noqa: E731
@@ -261,10 +263,15 @@ class Channel(Proxies):
                 raise self._malformed("which token rows a call's allocations came from")
             if isinstance(rows, str):
                 raise self._refuse(REFUSALS[rows])
+        found = sanitized_findings(m.get("sanitized"))
+        if found is None:
+            raise self._malformed("the sanitizer's report of a call")
+        if isinstance(found, str):
+            raise self._refuse(REFUSALS[found])
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
         measurement = witness.Measurement(
             tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
-            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows, touched)
+            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows, touched, sanitized=found)
         self.measurement = measurement
         witness.report(measurement)
         return measurement
@@ -337,6 +344,62 @@ def followed_allocations(report) -> tuple[witness.Followed, ...] | str | None:
     if not (report["intact"] and report["complete"]):
         return "following"
     return tuple(out)
+
+
+_FINDING_KEYS = {"kind", "kernel", "tensor", "index", "programs", "sites", "ops", "count", "outside", "shape", "also"}
+# What of a finding reaches the grader's sentence, from the worker: names (a kernel, its argument, the function of a
+# line: an identifier, "<lambda>", or "?" where the sanitizer found none), the same element in other arguments
+# ("y[0, 3]"), what an access did and where a stray address lies (the sanitizer's phrases: words, the argument's name,
+# numbers and shapes). No quote, colon or line break: the line's code, the student's text, is never passed on.
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}|<[a-z]{1,20}>|\?")
+_ELEMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}\[[0-9, \-]{0,200}\]")
+_PHRASE = re.compile(r"[A-Za-z0-9_ (),.\-]{0,300}")
+
+
+def sanitized_findings(report) -> tuple[dict, ...] | str | None:
+    """The worker's sanitizer report of a call (``worker_instruments._Sanitizer.read``), checked entry by entry: each
+    finding exactly as ``course.sanitizer.Finding.record`` writes one, every size bounded, its words the sanitizer's
+    (:data:`_NAME`, :data:`_ELEMENT`, :data:`_PHRASE`), the code of its lines left out, and one the sanitizer itself
+    reads back (``_from_record``).
+
+    Returns the findings; ``"sanitizer"`` (a key of REFUSALS) when the report is well formed but not intact (its hooks
+    replaced or bypassed); None when it is malformed. Either earns nothing.
+    """
+    if not (isinstance(report, dict) and set(report) == {"intact", "findings"} and isinstance(report["intact"], bool)
+            and isinstance(report["findings"], list) and len(report["findings"]) <= MAX_SANITIZED):
+        return None
+    name = lambda s: isinstance(s, str) and _NAME.fullmatch(s) is not None  # noqa: E731
+    phrase = lambda s: isinstance(s, str) and _PHRASE.fullmatch(s) is not None  # noqa: E731
+    out = []
+    for f in report["findings"]:
+        ok = (isinstance(f, dict) and set(f) == _FINDING_KEYS and f["kind"] in ("race", "out-of-bounds", "lock")
+              and name(f["kernel"]) and name(f["tensor"]) and phrase(f["outside"])
+              and isinstance(f["also"], list) and len(f["also"]) <= 4
+              and all(isinstance(a, str) and _ELEMENT.fullmatch(a) for a in f["also"])
+              and _ints(f["index"], 8, signed=True) and _ints(f["shape"], 8)
+              and isinstance(f["programs"], list) and 1 <= len(f["programs"]) <= 2
+              and all(_ints(p, 3) and len(p) == 3 for p in f["programs"])
+              and isinstance(f["sites"], list) and len(f["sites"]) == len(f["programs"])
+              and all(isinstance(s, list) and len(s) == 3 and name(s[0]) and is_count(s[1]) and isinstance(s[2], str)
+                      for s in f["sites"])
+              and isinstance(f["ops"], list) and len(f["ops"]) == len(f["programs"])
+              and all(phrase(o) and 0 < len(o) <= 30 for o in f["ops"])
+              and is_count(f["count"]) and f["count"] >= 1)
+        if not ok:
+            return None
+        f = {**f, "sites": [[s[0], s[1], ""] for s in f["sites"]]}
+        if _from_record(f) is None:
+            return None
+        out.append(f)
+    if not report["intact"]:
+        return "sanitizer"
+    return tuple(out)
+
+
+def _ints(xs, n: int, signed: bool = False) -> bool:
+    """A list of at most ``n`` ints (no bools) below 2**62 in size, each non-negative unless ``signed``."""
+    return isinstance(xs, list) and len(xs) <= n and all(
+        is_count(abs(x) if signed and isinstance(x, int) and not isinstance(x, bool) else x) for x in xs)
 
 
 # ---------------------------------------------------------------------------

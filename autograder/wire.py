@@ -77,6 +77,8 @@ REFUSALS = {
     "following": "the student's code worked otherwise when the grader followed which token rows its tensors came "
                  "from in the worker (another allocation, an exception, a patched or bypassed recorder, a thread), or "
                  "made more distinct allocations than that report holds",
+    "sanitizer": "the student's code replaced, removed or stepped around the grader's measurements of a Triton "
+                 "kernel's loads and stores in the worker (the sanitizer's hooks on Triton's interpreter)",
 }
 
 

@@ -4,13 +4,15 @@ Taken before any cell has run: torch's profiler, tracemalloc, an audit hook and 
 their sight, or instruments the call switched off, make the measurement not ``intact``: the checker refuses
 it), the course's tripwires and a walk of what a Function's ctx keeps. What each sees, and the limits:
 docs/grading.md, "What the worker measures". It runs where ``autograder`` is hidden (loaded by its path beside
-valueworker.py) and imports nothing of it; of the course, the tripwires and the token recorder, at start-up.
+valueworker.py) and imports nothing of it; of the course, the tripwires, the token recorder and the sanitizer (with
+Triton's interpreter, which it hooks), at start-up.
 """
 
 from __future__ import annotations
 
 import array
 import contextlib
+import json
 import math
 import sys
 import time
@@ -21,6 +23,13 @@ MAX_OPS = 200  # distinct op names reported per call
 MAX_ALLOCATIONS = 64  # the largest allocations reported per call
 MAX_KEPT = 64  # tensors and arrays reported from one ctx
 MAX_FOLLOWED = 1024  # distinct allocations reported by a call's token rows (more: the report is not complete)
+MAX_SANITIZED = 8  # course.sanitizer's findings reported per call: a check raises the first
+# What course.sanitizer replaces on Triton's interpreter (its hooks), by class: a cell that puts anything else there
+# makes the sanitizer's report not intact.
+SANITIZER_HOOKS = {"InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_load",
+                                          "create_atomic_store", "create_atomic_rmw", "create_atomic_cas",
+                                          "set_grid_idx"),
+                   "GridExecutor": ("__call__", "_init_args_hst")}
 WALK_NODES = 10_000  # objects visited walking one ctx
 WALK_DEPTH = 6
 # Work out of the instruments' sight: another thread or process, or memory from mmap (which neither torch's
@@ -90,6 +99,13 @@ class Instruments:
         # last measured call (each the profiler's, not sent: what a followed call is held to).
         self.follower = _Follower.capture()
         self.sizes: dict[int, int] = {}
+        # course.sanitizer, its hooks on Triton's interpreter installed now, under the grid wrapper that pauses
+        # tracemalloc; then both pinned: a cell that replaces, removes or wraps anything of them later is seen.
+        _import_triton()
+        self.sanitizer = _Sanitizer.capture()
+        self._pause_triton()
+        if self.sanitizer is not None:
+            self.sanitizer.pin()
 
     def measure(self, fn, args=(), kwargs=None, *, kept_of=None, inputs=()):
         """``(value, measurement)`` of ``fn(*args, **kwargs)``, run on a thread of its own (:class:`_Fresh`);
@@ -108,8 +124,9 @@ class Instruments:
         self.window = {"base": traced()[0], "carried": 0, "best": 0}
         session = self.profiler.begin() if self.profiler else None
         before, after = self.profiler.steps(session) if session else ([], [])
-        ran, delegated = self._run(fn, args, kwargs, before, after)
+        ran, delegated, sanitized = self._run(fn, args, kwargs, before, after)
         m, net = self._finish(session, ran.after, already, delegated)
+        m["sanitized"] = self._sanitized(sanitized)  # read once tracing has stopped: none of it is the call's memory
         value = _returned(ran, m)
         if kept_of is not None:
             node = kept_of(value)
@@ -123,22 +140,32 @@ class Instruments:
         """``(value, measurement)`` of ``fn(*args, **kwargs)`` (on a thread of its own) with the course's tripwires
         and the audit hook only: a call whose memory the checker counts from outside (autograder/pages.py), where
         tracemalloc's and the profiler's own memory would stand above an honest call's."""
-        ran, delegated = self._run(fn, args, kwargs)
+        ran, delegated, sanitized = self._run(fn, args, kwargs)
         m = {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
-             "delegated": list(delegated)[:20], "intact": not self.refused}
+             "delegated": list(delegated)[:20], "intact": not self.refused, "sanitized": self._sanitized(sanitized)}
         return _returned(ran, m), m
 
     def _run(self, fn, args, kwargs, before=(), after=()):
-        """``(ran, helpers touched)``: ``fn`` on a thread of its own (:class:`_Fresh`), the course's tripwires armed."""
+        """``(ran, helpers touched, what the sanitizer recorded)``: ``fn`` on a thread of its own (:class:`_Fresh`),
+        the course's tripwires armed, every interpreted launch recorded by the sanitizer (:meth:`_sanitized` reads it)."""
         del self.refused[:]
         delegated: list[str] = []
         self.active[0] = True
+        recording = self.sanitizer.recording() if self.sanitizer is not None else contextlib.nullcontext()
         try:
-            with self.helpers() as delegated:
+            with recording as sanitized, self.helpers() as delegated:
                 ran = self.fresh.run(fn, args, kwargs or {}, before, after)
         finally:
             self.active[0] = False
-        return ran, delegated
+        return ran, delegated, sanitized
+
+    def _sanitized(self, recorded) -> dict:
+        """``{"intact", "findings"}``: the sanitizer's findings in the call's launches (``Finding.record()``, at most
+        :data:`MAX_SANITIZED`), and whether its hooks stayed in place. Without Triton or the course nothing can launch a
+        kernel here: intact, nothing found."""
+        if self.sanitizer is None:
+            return {"intact": True, "findings": []}
+        return self.sanitizer.read(recorded)
 
     def follow(self, call, queries: list, keys: list, ignore) -> dict:
         """``{"intact", "complete", "allocations"}``: which token rows each allocation of ``call()`` came from, the
@@ -218,10 +245,12 @@ class Instruments:
         def __call__(grid_self, *args, **kwargs):
             w = instruments.window
             if w is None or not tracing():
+                instruments._launching()
                 return original(grid_self, *args, **kwargs)
             instruments._close_segment(w)
             stop()
             try:
+                instruments._launching()
                 return original(grid_self, *args, **kwargs)
             finally:
                 if instruments.window is w:
@@ -232,6 +261,12 @@ class Instruments:
 
         __call__._measured = True
         executor.__call__ = __call__
+
+    def _launching(self) -> None:
+        """As a grid starts during a measured call: are the sanitizer's hooks in place (a call that takes them off
+        for its launch and puts them back before it returns is seen here)? Untraced: none of it is the call's memory."""
+        if self.active[0] and self.sanitizer is not None:
+            self.sanitizer.check()
 
 
 class _Follower:
@@ -259,24 +294,11 @@ class _Follower:
             return None
 
     def _state(self) -> list:
-        """Every name of course.memory and every attribute of the recorder's classes, with the code of each
-        function and the contents of each set, dict and list (the op tables)."""
-        out = []
-        for space in [vars(self.memory), *(vars(c) for c in self.cls.__mro__ if c is not object)]:
-            for name, value in list(space.items()):
-                if name == "__builtins__":  # IPython adds its own names there when its shell starts
-                    continue
-                inner = getattr(value, "__func__", value)
-                extra = (getattr(inner, "__code__", None), getattr(inner, "__defaults__", None))
-                if isinstance(value, (set, frozenset, dict, list)):
-                    extra = (repr(sorted(map(repr, value))),)
-                out.append((name, value, extra))
-        return out
+        """Every name of course.memory and every attribute of the recorder's classes (:func:`_namespaces`)."""
+        return _namespaces([vars(self.memory), *(vars(c) for c in self.cls.__mro__ if c is not object)])
 
     def unchanged(self) -> bool:
-        now = self._state()
-        return len(now) == len(self._snapshot) and all(
-            a[0] == b[0] and a[1] is b[1] and a[2] == b[2] for a, b in zip(now, self._snapshot))
+        return _same(self._state(), self._snapshot)
 
     def innermost(self, rec) -> bool:
         n = self._depth()
@@ -295,6 +317,185 @@ class _Follower:
                 if len(rows) > MAX_FOLLOWED:
                     break
         return rows
+
+
+def _namespaces(spaces: list[dict], shallow: tuple[str, ...] = (), closures: bool = False) -> list:
+    """``(name, value, extra)`` for every name of each namespace: with the code and defaults of each function (and,
+    with ``closures``, what its closure holds) and the contents of each set, dict and list but those named in
+    ``shallow`` (lists whose contents change as they are used: their identity only). :func:`_same` compares two."""
+    out = []
+    for space in spaces:
+        for name, value in list(space.items()):
+            # IPython adds its own names to __builtins__ when its shell starts; a warning raised from a module's code
+            # gives it a __warningregistry__, whatever the filters say.
+            if name in ("__builtins__", "__warningregistry__"):
+                continue
+            inner = getattr(value, "__func__", value)
+            extra = (getattr(inner, "__code__", None), getattr(inner, "__defaults__", None))
+            if closures:
+                extra += (_closure(inner),)
+            if isinstance(value, (set, frozenset, dict, list)) and name not in shallow:
+                extra = (repr(sorted(map(repr, value))),)
+            out.append((name, value, extra))
+    return out
+
+
+def _closure(fn) -> tuple:
+    """What each cell of ``fn``'s closure holds (a cell can be assigned to: ``fn.__closure__[0].cell_contents = x``)."""
+    out = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            out.append(_Same(cell.cell_contents))
+        except ValueError:  # an empty cell
+            out.append(None)
+    return tuple(out)
+
+
+class _Same:
+    """An object compared by identity (a closure's contents may be anything: an array's ``==`` is no bool)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+    __hash__ = None
+
+
+def _same(now: list, then: list) -> bool:
+    """Two :func:`_namespaces` states hold the same names, bound to the same objects, with the same code and contents."""
+    return len(now) == len(then) and all(a[0] == b[0] and a[1] is b[1] and a[2] == b[2] for a, b in zip(now, then))
+
+
+def _plain(value):
+    """A NumPy scalar as the Python number it holds; anything else as its text."""
+    return value.item() if hasattr(value, "item") and hasattr(value, "dtype") else str(value)
+
+
+def _import_triton() -> None:
+    """Triton and its interpreter, imported at start-up where they are installed (0.17 s after torch and the course on
+    this project's idle machine, 0.3 s under a load of 4; a kernel's notebook imports it anyway): the sanitizer's
+    hooks go on the interpreter before any cell runs. Only once ``course`` is imported: it sets TRITON_INTERPRET,
+    which triton.language reads as it is imported (autograder/sandbox.py, PRELOAD)."""
+    if "course" not in sys.modules:
+        return
+    with contextlib.suppress(Exception):  # no Triton here: no kernel can launch, nothing to hook
+        import triton.runtime.interpreter  # noqa: F401
+
+
+class _Launches(list):
+    """A report's list of launches, as the sanitizer's hook appends each when it ends: it copies the launch's
+    findings aside at once (a call that empties the report or a launch's findings later is not heard), counts it,
+    and drops what it recorded (kept for ``Report.plot``, which the worker never draws: a call that launches many
+    grids holds one launch's record at a time)."""
+
+    def __init__(self):
+        super().__init__()
+        self._found: list = []
+        self._count = [0]
+
+    def append(self, launch) -> None:
+        self._count[0] += 1
+        with contextlib.suppress(AttributeError):
+            self._found.extend(launch.findings[:MAX_SANITIZED])
+            launch._recording = None
+        super().append(launch)
+
+
+class _Sanitizer:
+    """``course.sanitizer`` with its hooks on Triton's interpreter, as they were at start-up (:meth:`pin`), and what
+    tells whether a cell or a call has replaced, removed or bypassed them since: not ``intact``, refused by the
+    checker (``tampering``). What is compared: docs/grading.md, "What the worker measures", the sanitizer."""
+
+    def __init__(self, module, interpreter, record):
+        self.module, self.interpreter, self.record = module, interpreter, record
+        self.recorders, self.current, self.new_report = module._recorders, module._current, module.Report
+        self.classes = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+        self._snapshot: list = []
+        self.bypassed = [False]  # a grid of the call being recorded started with the hooks not in place
+        self.launched = [0]  # grids the grader's wrapper saw start during the call being recorded
+
+    @classmethod
+    def capture(cls) -> _Sanitizer | None:
+        try:
+            from triton.runtime import interpreter
+
+            import course.delegation
+            import course.sanitizer as module
+
+            course.delegation.install()  # the tripwires' trampolines first: they are not a patch
+            module._install()
+            if not module._installed:
+                return None
+            key = f"{module.__name__}.Finding.record"
+            # The untouched function, not the tripwire's trampoline (which looks it up anew on each call).
+            record = course.delegation.original(key) if key in course.delegation.guarded() else module.Finding.record
+            return cls(module, interpreter, record)
+        except Exception:  # noqa: BLE001 — no course or no Triton here: nothing launches, nothing to record
+            return None
+
+    def _state(self) -> list:
+        """This module's names and its classes' attributes, the interpreter's hooked attributes (what each hook's
+        closure holds too) and the names its launches go through."""
+        i = self.interpreter
+        hooks = {f"{c}.{n}": getattr(getattr(i, c, None), n, None) for c, names in SANITIZER_HOOKS.items() for n in names}
+        builder = getattr(i, "interpreter_builder", None)
+        semantic = getattr(i, "interpreter_semantic", None)
+        through = {"InterpreterBuilder": getattr(i, "InterpreterBuilder", None), "GridExecutor": getattr(i, "GridExecutor", None),
+                   "interpreter_builder": builder, "interpreter_semantic": semantic,
+                   "semantic.builder": getattr(semantic, "builder", None),
+                   # A method set on the builder itself hides the class's hook.
+                   "builder's own": any(n in getattr(builder, "__dict__", {}) for n in SANITIZER_HOOKS["InterpreterBuilder"])}
+        spaces = [vars(self.module), *(vars(c) for c in self.classes), hooks, through, {"record": self.record}]
+        return _namespaces(spaces, shallow=("_recorders", "_current"), closures=True)
+
+    def pin(self) -> None:
+        self._snapshot = self._state()
+
+    def unchanged(self) -> bool:
+        try:
+            return _same(self._state(), self._snapshot)
+        except Exception:  # noqa: BLE001 — an attribute patched to raise when read
+            return False
+
+    def check(self) -> None:
+        """As a grid of a measured call starts: counted, and the hooks compared with start-up's."""
+        self.launched[0] += 1
+        if not self.unchanged():
+            self.bypassed[0] = True
+
+    @contextlib.contextmanager
+    def recording(self):
+        """Record every interpreted launch in the block: yields ``(launches, ok)``, ``ok[0]`` false once the report
+        was taken out of the sanitizer's list, a launch was left open (a call that unhooked it for a while), or a grid
+        started that the report never heard of."""
+        report, launches, ok = self.new_report(), _Launches(), [True]
+        report.launches = launches
+        self.bypassed[0], self.launched[0] = False, 0
+        self.recorders.append(report)
+        try:
+            yield launches, ok
+        finally:
+            kept = [r for r in self.recorders if r is not report]
+            ok[0] = (len(kept) == len(self.recorders) - 1 and not self.current
+                     and launches._count[0] == self.launched[0])
+            self.recorders[:] = kept
+            del self.current[:]
+
+    def read(self, recorded) -> dict:
+        """``{"intact", "findings"}`` of a :meth:`recording`."""
+        launches, ok = recorded
+        intact = ok[0] and not self.bypassed[0] and self.unchanged()
+        try:
+            found = launches._found[:MAX_SANITIZED]
+            # Plain JSON (a NumPy integer would not cross the wire).
+            records = json.loads(json.dumps([self.record(f) for f in found], default=_plain))
+            return {"intact": bool(intact), "findings": records}
+        except Exception:  # noqa: BLE001 — a launch or finding that is not the sanitizer's
+            return {"intact": False, "findings": []}
 
 
 def _returned(ran, measurement: dict):

@@ -145,7 +145,7 @@ def test_a_report_not_intact_or_incomplete_is_refused(flags):
 
 
 MEASURED = {"allocations": [58880], "ops": {"aten.bmm": 1}, "engine": [], "peak": 0, "held": 0, "intact": True,
-            "delegated": []}
+            "delegated": [], "sanitized": {"intact": True, "findings": []}}
 
 
 @pytest.mark.parametrize("measured, followed", [
