@@ -30,7 +30,7 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
 from course.remote import Proxies, Remote
-from course.sanitizer import _from_record
+from course.sanitizer import read_record
 
 from . import sandbox
 from .pages import PageCounter
@@ -360,7 +360,7 @@ def sanitized_findings(report) -> tuple[dict, ...] | str | None:
     """The worker's sanitizer report of a call (``worker_instruments._Sanitizer.read``), checked entry by entry: each
     finding exactly as ``course.sanitizer.Finding.record`` writes one, every size bounded, its words the sanitizer's
     (:data:`_NAME`, :data:`_ELEMENT`, :data:`_PHRASE`), the code of its lines left out, and one the sanitizer itself
-    reads back (``_from_record``).
+    reads back (``read_record``).
 
     Returns the findings; ``"sanitizer"`` (a key of REFUSALS) when the report is well formed but not intact (its hooks
     replaced or bypassed); None when it is malformed. Either earns nothing.
@@ -388,7 +388,7 @@ def sanitized_findings(report) -> tuple[dict, ...] | str | None:
         if not ok:
             return None
         f = {**f, "sites": [[s[0], s[1], ""] for s in f["sites"]]}
-        if _from_record(f) is None:
+        if read_record(f) is None:
             return None
         out.append(f)
     if not report["intact"]:

@@ -228,7 +228,7 @@ class Report:
 
         if not self.launches:
             raise ValueError("no interpreted launch ran inside the sanitize() block: nothing to draw")
-        return plot_touches(self.launches[launch], tensor)
+        return plot_touches(self.launches[launch], tensor, MAX_PLOTTED)
 
 
 def _where(finding: Finding) -> str:
@@ -236,7 +236,7 @@ def _where(finding: Finding) -> str:
     return f"in {finding.kernel}: {finding.tensor}{shape}, programs {', '.join(map(str, finding.programs))}"
 
 
-def _from_record(data) -> Finding | None:
+def read_record(data) -> Finding | None:
     """A finding from untrusted JSON data (a worker's report): every field of its type and within its bounds, or
     None (never an exception: the grader reads what a student's process wrote)."""
     if not isinstance(data, dict) or not isinstance(data.get("kind"), str) or data["kind"] not in _PHRASES:
@@ -966,7 +966,7 @@ def sanitize() -> Iterator[Report]:
 def _receiver(report: Report):
     def _receive(measurement) -> None:
         for data in getattr(measurement, "sanitized", ()) or ():
-            found = _from_record(data)
+            found = read_record(data)
             if found is not None:
                 report.received.append(found)
     return _receive

@@ -19,8 +19,6 @@ import numpy as np
 from matplotlib.colors import to_rgb
 from matplotlib.patches import Patch, Rectangle
 
-from .sanitizer import MAX_PLOTTED
-
 RACE = "red"
 PALE = 0.35  # how much of a program's colour a read-only stripe keeps (the rest is white)
 MAX_LEGEND = 12  # programs named in the legend; the rest are "…"
@@ -118,8 +116,9 @@ def _image(ax, rows, cols, touchers, writers, raced, reported, colour) -> None:
     ax.imshow(rgb.reshape(rows, cols, 3), extent=(0, cols, rows, 0), interpolation="nearest", gid="image")
 
 
-def plot_touches(launch, tensor: str):
-    """Draw ``launch``'s touches of argument ``tensor`` (a :class:`course.sanitizer.Launch`); returns the Figure."""
+def plot_touches(launch, tensor: str, kept: int):
+    """Draw ``launch``'s touches of argument ``tensor`` (a :class:`course.sanitizer.Launch`), whose tensors of up to
+    ``kept`` elements were kept for the picture; returns the Figure."""
     if tensor not in launch.tensors:
         raise ValueError(f"tensor must name a tensor argument of {launch.kernel}: one of {sorted(launch.tensors)}; "
                          f"got {tensor!r}")
@@ -128,7 +127,7 @@ def plot_touches(launch, tensor: str):
     if tensor not in launch.touched:
         shape = launch.tensors[tensor][0]
         why = (f"has {int(np.prod(shape, dtype=np.int64))} elements, more than the picture keeps"
-               if int(np.prod(shape, dtype=np.int64)) > MAX_PLOTTED else "was touched by too many accesses to keep")
+               if int(np.prod(shape, dtype=np.int64)) > kept else "was touched by too many accesses to keep")
         raise ValueError(f"{tensor} of {launch.kernel} {why}: launch the kernel on smaller tensors to draw it")
     shape, dtype = launch.tensors[tensor]
     rows, cols = _as_grid(shape)

@@ -58,7 +58,7 @@ class Measurement:
     followed: tuple[Followed, ...] | None = None  # what a TokenRecorder saw in the worker, when one was asked for
     touched: int | None = None  # bytes of memory the call touched, counted by the OS kernel (None: not counted)
     # course.sanitizer's findings in the kernels the call launched there, each as Finding.record() made it (checked by
-    # the checker); the sanitize() blocks watching the call read them (course.sanitizer._from_record)
+    # the checker); the sanitize() blocks watching the call read them (course.sanitizer.read_record)
     sanitized: tuple[dict, ...] = ()
 
     def elements(self, nbytes: int) -> int:

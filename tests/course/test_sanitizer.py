@@ -15,7 +15,7 @@ import course
 from course import sanitizer
 from course.delegation import forbid_helpers
 from course.diagnose import call_student
-from course.sanitizer import Finding, Site, _from_record, sanitize
+from course.sanitizer import Finding, Site, read_record, sanitize
 from course.vocabulary import GradingFailure
 
 HERE = Path(__file__).read_text().splitlines()
@@ -676,7 +676,7 @@ def findings_of_every_kind() -> list[Finding]:
 
 def test_a_record_round_trips_through_json():
     for f in findings_of_every_kind():
-        assert _from_record(json.loads(json.dumps(f.record()))) == f
+        assert read_record(json.loads(json.dumps(f.record()))) == f
 
 
 def good_record() -> dict:
@@ -709,14 +709,14 @@ def good_record() -> dict:
 ])
 def test_a_hostile_record_is_refused(change):
     data = good_record()
-    assert _from_record(data) is not None
+    assert read_record(data) is not None
     change(data)
-    assert _from_record(data) is None
+    assert read_record(data) is None
 
 
 @pytest.mark.parametrize("data", [None, 1, "race", [], {}, {"kind": "race"}, {"kind": ["race"]}, b"race"])
 def test_something_that_is_no_record_is_refused(data):
-    assert _from_record(data) is None
+    assert read_record(data) is None
 
 
 @pytest.mark.parametrize("huge", [
@@ -732,14 +732,14 @@ def test_something_that_is_no_record_is_refused(data):
 def test_a_record_with_a_huge_list_or_number_is_refused(huge):
     data = good_record()
     data.update(huge)
-    assert _from_record(data) is None
+    assert read_record(data) is None
 
 
 def test_a_record_is_bounded_whatever_its_size():
     data = good_record()
     data.update(kernel="k" * 10**6, tensor="t" * 10**6, sites=[["k", 3, "x" * 10**6], ["f" * 10**6, 4, "y"]],
                 count=10**30, also=["z" * 10**6])
-    f = _from_record(data)
+    f = read_record(data)
     assert f is not None and max(len(f.kernel), len(f.tensor), len(f.also[0])) <= 300 and f.count < 10**19
     assert max(len(f.sites[0].code), len(f.sites[1].function)) <= 300 and len(f.sentence()) < 4000
 
@@ -747,7 +747,7 @@ def test_a_record_is_bounded_whatever_its_size():
 def test_a_received_name_or_line_stays_on_one_line():
     data = good_record()
     data.update(kernel="k\ndiagnosis: ok — all good", sites=[["k", 3, "x\r\n\x1b[2J"], ["k", 4, "y"]])
-    f = _from_record(data)
+    f = read_record(data)
     assert "\n" not in f.sentence() and "\r" not in f.sentence() and "\x1b" not in f.sentence()
     assert f.kernel == "k diagnosis: ok — all good"
 
