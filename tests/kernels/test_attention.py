@@ -1,4 +1,5 @@
-"""kernels.attention against scaled_dot_product_attention, causal and not, and its O(T) memory."""
+"""kernels.attention against scaled_dot_product_attention, causal and not, and its O(T) memory (q, k, v of one
+shape; test_attention_trained.py has GQA, unequal lengths, packed sequences and head dims to 256)."""
 
 import importlib
 
@@ -37,7 +38,7 @@ def run_both(shape, dtype, causal, sm_scale=None, seed=0):
         ((1, 17, 8), torch.float64),  # batch 1, T below one block
         ((7, 33, 24), torch.float64),  # prime batch, T past a block edge, head dim not a power of two
         ((2, 3, 70, 64), torch.float32),  # 4-D (batch, heads, T, D)
-        ((1, 45, 128), torch.float32),  # the largest head dim
+        ((1, 45, 128), torch.float32),  # a large head dim (256: test_attention_trained.py)
         ((3, 1, 5), torch.float64),  # one token: softmax of one score is 1
     ],
 )
@@ -101,7 +102,7 @@ def test_every_cell_has_configurations():
     # The pruning looks a launch's cell up by target, head-dim class and dtype class: none may be missing.
     for kernel in TUNED:
         for target in ("sm_80", "sm_90", "gfx942"):
-            for head_dim_class in (64, 128):
+            for head_dim_class in (64, 128, 256):
                 for dtype_class in ("16-bit", "fp32", "fp64"):
                     assert attention_module._CONFIGS[kernel].get((target, head_dim_class, dtype_class)), (kernel, target)
 
@@ -117,10 +118,10 @@ def test_pruning_keeps_the_targets_cell_and_only_blocks_the_sequence_needs(monke
     q = torch.empty(1, 1, 64, dtype=torch.bfloat16)
     cell = attention_module._CONFIGS[kernel][("sm_90", 64, "16-bit")]
     assert len(configs) > len(cell)
-    assert cell_of(prune(configs, {"Q_ptr": q, "seq_len": 4096}, BLOCK_D=64)) == cell
-    short = cell_of(prune(configs, {"Q_ptr": q, "seq_len": 40}, BLOCK_D=64))  # blocks of up to 64 rows or keys
+    assert cell_of(prune(configs, {"Q_ptr": q, "seq_len_q": 4096, "seq_len_k": 4096}, BLOCK_D=64)) == cell
+    short = cell_of(prune(configs, {"Q_ptr": q, "seq_len_q": 40, "seq_len_k": 24}, BLOCK_D=64))  # blocks of up to 64 rows or keys
     assert short == [c for c in cell if max(c[:2]) <= 64] and 0 < len(short) < len(cell), short
-    tiny = cell_of(prune(configs, {"Q_ptr": q, "seq_len": 3}, BLOCK_D=64))  # no block is short enough: the smallest
+    tiny = cell_of(prune(configs, {"Q_ptr": q, "seq_len_q": 3, "seq_len_k": 2}, BLOCK_D=64))  # no block is short enough: the smallest
     assert tiny == [min(cell, key=lambda c: c[0] * c[1])], tiny
 
 
@@ -156,8 +157,9 @@ def test_nothing_t_by_t_is_saved_or_allocated():
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 8)), "share one shape"),
-        ((torch.randn(2, 5, 129),) * 3, "head dim 129 > 128"),
+        ((torch.randn(2, 5, 8), torch.randn(2, 6, 8), torch.randn(2, 6, 7)), "k and v must share one shape"),
+        ((torch.randn(2, 5, 8), torch.randn(2, 6, 7), torch.randn(2, 6, 7)), "share one head dim"),
+        ((torch.randn(2, 5, 257),) * 3, "head dim 257 > 256"),
         ((torch.randn(5),) * 3, r"\(\.\.\., T, D\)"),
         ((torch.randn(2, 5, 8, dtype=torch.float64), torch.randn(2, 5, 8), torch.randn(2, 5, 8)), "one dtype"),
     ],
