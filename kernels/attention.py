@@ -564,15 +564,16 @@ def _document_lengths(name: str, cu: torch.Tensor, total: int, device: torch.dev
         raise ValueError(f"{name} must be an int32 tensor of shape (n_docs + 1,), n_docs ≥ 1; got {got}")
     if cu.device != device:
         raise ValueError(f"{name} is on {cu.device}, q, k and v on {device}: it must be on theirs")
-    lengths = cu[1:] - cu[:-1]
-    # Every test asks "is it wrong?": under the compile check nothing is read back and each answers no.
-    if bool(cu[0] != 0):
-        raise ValueError(f"{name}[0] = {int(cu[0])}: it must be 0, where the first document starts")
+    # Every test asks "is it wrong?", so that under the compile check, where nothing is read back, each answers no;
+    # and diff and select, not slices: the check's fake CUDA tensors cannot be sliced without a CUDA build of torch.
+    lengths, first, last = torch.diff(cu), cu.select(0, 0), cu.select(0, -1)
+    if bool(first != 0):
+        raise ValueError(f"{name}[0] = {int(first)}: it must be 0, where the first document starts")
     if bool((lengths <= 0).any()):
         doc = int(torch.nonzero(lengths <= 0)[0, 0])
         raise ValueError(f"{name} must increase: document {doc} runs from {int(cu[doc])} to {int(cu[doc + 1])}")
-    if bool(cu[-1] != total):
-        raise ValueError(f"{name}[-1] = {int(cu[-1])} must be the number of tokens of {what}, {total}")
+    if bool(last != total):
+        raise ValueError(f"{name}[-1] = {int(last)} must be the number of tokens of {what}, {total}")
     return lengths
 
 

@@ -3,6 +3,7 @@
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
+    python -m kernels.bench attention --llama3-8b   # causal GQA, 32 query / 8 K/V heads, D 128
     python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
     python -m kernels.bench fused_linear_cross_entropy [--rows T] [--cols V] [--dim d]   # GPU: ms, TFLOP/s, GB/s, peak memory
     python -m kernels.bench fused_linear_cross_entropy --memory   # CPU: extra peak memory, fused vs unfused vs compile
@@ -181,24 +182,29 @@ def _format(r: dict) -> str:
     )
 
 
-def run_attention(seq_lens: list[int], head_dims: list[int], batch_heads: tuple[int, int] = (4, 16)) -> list[dict]:
-    """TFLOP/s of kernels.attention vs scaled_dot_product_attention, bfloat16, causal and not.
+def run_attention(seq_lens: list[int], head_dims: list[int], batch_heads: tuple[int, int] = (4, 16),
+                  kv_heads: int | None = None, causal_only: bool = False) -> list[dict]:
+    """TFLOP/s of kernels.attention vs scaled_dot_product_attention, bfloat16, causal and not (or causal only);
+    with kv_heads < H, grouped-query attention (SDPA's enable_gqa).
 
     FLOPs: forward 4·B·H·T²·D (two matmuls), halved when causal; backward 2.5× forward.
     """
     from .attention import attention
 
     b, h = batch_heads
+    h_kv = kv_heads or h
     results = []
-    for causal in (False, True):
+    for causal in (True,) if causal_only else (False, True):
         for d in head_dims:
             for t in seq_lens:
-                q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+                q = torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+                k, v = (torch.randn(b, h_kv, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(2))
                 flops = 4 * b * h * t * t * d * (0.5 if causal else 1.0)
-                row = {"op": "attention", "causal": causal, "T": t, "D": d}
+                row = {"op": "attention", "causal": causal, "T": t, "D": d, "H": h, "H_kv": h_kv}
                 for label, fn in (
                     ("triton", lambda: attention(q, k, v, causal=causal)),
-                    ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)),
+                    ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                                                                      enable_gqa=h_kv != h)),
                 ):
                     out = fn()
                     grad = torch.randn_like(out)
@@ -208,7 +214,7 @@ def run_attention(seq_lens: list[int], head_dims: list[int], batch_heads: tuple[
                     row[f"{label}_bwd_TFLOPs"] = 2.5 * flops / bwd_ms / 1e9
                 results.append(row)
                 print(
-                    f"attention causal={causal!s:<5} D={d:<3} T={t:<6} "
+                    f"attention causal={causal!s:<5} H={h}/{h_kv} D={d:<3} T={t:<6} "
                     f"fwd {row['triton_fwd_TFLOPs']:6.1f} TFLOP/s ({row['triton_fwd_TFLOPs'] / row['sdpa_fwd_TFLOPs']:4.2f}x sdpa) | "
                     f"bwd {row['triton_bwd_TFLOPs']:6.1f} TFLOP/s ({row['triton_bwd_TFLOPs'] / row['sdpa_bwd_TFLOPs']:4.2f}x sdpa)",
                     flush=True,
@@ -380,6 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cols", type=int, nargs="+", help="row lengths, T for attention, or the vocabulary V for "
                         "fused_linear_cross_entropy (default: a sweep per op; V = 32768 on the CPU, 128256 on a GPU)")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128], help="attention only")
+    parser.add_argument("--llama3-8b", action="store_true", help="attention only: Llama-3-8B's causal grouped-query "
+                        "attention, B 1 · 32 query heads · 8 K/V heads · D 128, at T 2048–16384 (or --cols)")
     parser.add_argument("--dim", type=int, help="fused_linear_cross_entropy only: d, h's width (default 256 on the CPU, "
                         "4096 on a GPU)")
     parser.add_argument("--memory", action="store_true",
@@ -403,7 +411,9 @@ def main(argv: list[str] | None = None) -> int:
             attention_memory_on_cpu(args.cols or [256, 512, 1024, 2048, 4096])
         return 0
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}")
-    if args.op == "attention":
+    if args.op == "attention" and args.llama3_8b:
+        run_attention(args.cols or [2048, 4096, 8192, 16384], [128], (1, 32), kv_heads=8, causal_only=True)
+    elif args.op == "attention":
         run_attention(args.cols or [1024, 2048, 4096, 8192, 16384], args.head_dims)
     elif lm_head:
         run_lm_head(args.rows or 8192, (args.cols or [128256])[0], args.dim or 4096, args.dtypes)

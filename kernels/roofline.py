@@ -61,16 +61,20 @@ def row_op(op: str, m: int, n: int, fwd_per_elem: int, bwd_per_elem: int, fwd_rw
                 fwd_per_elem * m * n, (fwd_per_elem + bwd_per_elem) * m * n, matmul=False)
 
 
-def attention(b: int, h: int, t: int, d: int, causal: bool) -> Cost:
+def attention(b: int, h: int, t: int, d: int, causal: bool, h_kv: int | None = None) -> Cost:
     """FlashAttention, each tensor once: the forward reads q, k, v and writes o and L; the backward reads q, k, v,
-    o, ȳ and L, writes and reads D, writes q̄, k̄, v̄. FLOPs: 4·B·H·T²·D forward, halved when causal, and 2.5×
-    that in the backward (``kernels.bench``'s count)."""
-    tensor = b * h * t * d * BF16
+    o, ȳ and L, writes and reads D, writes q̄, k̄, v̄. With grouped-query attention k, v, k̄ and v̄ have H_kv heads
+    (default H): G = H / H_kv times fewer bytes, the same FLOPs. FLOPs: 4·B·H·T²·D forward, halved when causal,
+    and 2.5× that in the backward (``kernels.bench``'s count)."""
+    h_kv = h if h_kv is None else h_kv
+    queries = b * h * t * d * BF16  # q, o, ȳ, q̄ each
+    keys = b * h_kv * t * d * BF16  # k, v, k̄, v̄ each
     row = b * h * t * 4  # L and D: float32, one per query row
     flops = 4 * b * h * t * t * d * (0.5 if causal else 1.0)
-    forward = 4 * tensor + row
-    backward = 8 * tensor + 3 * row
-    return Cost("attention" + (" causal" if causal else ""), f"B{b}·H{h}·T{t}·D{d}", forward, forward + backward,
+    forward = 2 * queries + 2 * keys + row
+    backward = 4 * queries + 4 * keys + 3 * row
+    heads = f"H{h}" if h_kv == h else f"H{h}/{h_kv}"
+    return Cost("attention" + (" causal" if causal else ""), f"B{b}·{heads}·T{t}·D{d}", forward, forward + backward,
                 flops, 3.5 * flops, matmul=True)
 
 
@@ -85,9 +89,11 @@ def costs() -> list[Cost]:
         out.append(row_op("layer_norm", 4096, n, 8, 12, 2, 5))
         out.append(row_op("rms_norm", 4096, n, 5, 9, 2, 5))
     out.append(row_op("cross_entropy", 8192, 128256, 5, 3, 1, 3))
-    for d in (64, 128):
+    for d in (64, 128, 256):
         for causal in (False, True):
             out.append(attention(4, 16, 4096, d, causal))
+    for causal in (False, True):  # Llama-3-8B's grouped-query heads: 32 for queries, 8 for keys and values
+        out.append(attention(4, 32, 4096, 128, causal, h_kv=8))
     return out
 
 

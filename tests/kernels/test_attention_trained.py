@@ -182,3 +182,13 @@ def packed(total_q=10, total_k=10, h=2, h_kv=2):
 def test_bad_arguments_get_clear_messages(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_the_roofline_counts_gqa_s_smaller_k_and_v():
+    from kernels import roofline
+
+    mha, gqa = roofline.attention(4, 32, 4096, 128, True), roofline.attention(4, 32, 4096, 128, True, h_kv=8)
+    assert (gqa.fwd_flops, gqa.fwd_bwd_flops) == (mha.fwd_flops, mha.fwd_bwd_flops)
+    fewer = 4 * (32 - 8) * 4096 * 128 * 2  # bytes of one bf16 K-shaped tensor the 24 dropped heads would hold
+    assert mha.fwd_bytes - gqa.fwd_bytes == 2 * fewer  # k, v read by the forward
+    assert mha.fwd_bwd_bytes - gqa.fwd_bwd_bytes == 6 * fewer  # and k, v read, k̄, v̄ written by the backward
