@@ -29,7 +29,8 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | layer_norm, rms_norm | 4096 × {1024, 8192, 16384} |
 | cross_entropy | 8192 rows × 128256 classes |
 | fused_linear_cross_entropy | T 8192 tokens · d 4096 · V 128256 (its chunks of 512 × 128256 logits) |
-| attention | B 4 · H 16 · T 4096 · D ∈ {64, 128}, causal and not |
+| attention | B 4 · H 16 · T 4096 · D ∈ {64, 128, 256}, causal and not; GQA 32/8 heads D 128, causal and not, and packed causal |
+| attention, packed | 4 documents × 4096 tokens, GQA 32/8 heads (Llama-3-8B's), D 128 and D 256, causal |
 | embedding (gather, scatter-add) | 8192 token rows of 4096 into a 128256-row table |
 | 03_triton_fused_softmax | 4096 × {1024, 8192} (the notebook refuses longer rows) |
 | 04_layernorm | 4096 × {1024, 8192, 16384} |
@@ -40,7 +41,8 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
-longest row it holds in one block; attention at D 64 without a mask and D 128 causal.
+longest row it holds in one block; attention at D 64 without a mask, D 128 causal, and causal packed GQA at D 256
+(the packed, grouped-query and largest-head-dim paths in one cell).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -145,10 +147,15 @@ def _fused_linear_cross_entropy(shape, dtype):
 def _attention(shape, dtype):
     op = _module("attention")
 
-    *bhtd, causal = shape
-    q, k, v = (_empty(*bhtd, dtype=dtype) for _ in range(3))
-    o, lse = op.attention_forward(q, k, v, causal=causal)
-    op.attention_backward(q, k, v, o, lse, torch.empty_like(o), causal=causal)
+    b, h, h_kv, t, d, causal, packed = shape
+    if packed:  # b documents of t tokens laid end to end, as attention_varlen takes them
+        q, k, v = (_empty(b * t, heads, d, dtype=dtype) for heads in (h, h_kv, h_kv))
+        docs = dict(cu_seqlens_q=_empty(b + 1, dtype=torch.int32), max_seqlen_q=t)  # its values are never read here
+    else:
+        q, k, v = (_empty(b, heads, t, d, dtype=dtype) for heads in (h, h_kv, h_kv))
+        docs = {}
+    o, lse = op.attention_forward(q, k, v, causal=causal, **docs)
+    op.attention_backward(q, k, v, o, lse, torch.empty_like(o), causal=causal, **docs)
 
 
 def _embedding(shape, dtype):
@@ -205,8 +212,10 @@ def _rows_x_cols(shape):
 
 
 def _attention_shape(shape):
-    b, h, t, d, causal = shape
-    return f"B{b} H{h} T{t} D{d} {'causal' if causal else 'full'}"
+    b, h, h_kv, t, d, causal, packed = shape
+    heads = f"H{h}" if h == h_kv else f"H{h}/{h_kv}"  # query heads / K/V heads (GQA)
+    rows = f"{b} docs × T{t}" if packed else f"B{b} T{t}"
+    return f"{rows} {heads} D{d} {'causal' if causal else 'full'}"
 
 
 def _lm_head_shape(shape):
@@ -236,7 +245,12 @@ class Op:
     quick: tuple[tuple, ...]
 
 
-_ATTENTION_FULL = tuple((4, 16, 4096, d, causal) for d in (64, 128) for causal in (False, True))
+# (B or documents, H, H_kv, T, D, causal, packed): multi-head at D 64, 128 and 256; Llama-3-8B's grouped-query
+# heads (32 query heads, 8 K/V heads, D 128), batched and packed; the packed GQA path at D 256 as well.
+_ATTENTION_MHA = tuple((4, 16, 16, 4096, d, causal, False) for d in (64, 128, 256) for causal in (False, True))
+_ATTENTION_GQA = ((4, 32, 8, 4096, 128, False, False), (4, 32, 8, 4096, 128, True, False), (4, 32, 8, 4096, 128, True, True))
+_ATTENTION_PACKED_D256 = (4, 32, 8, 4096, 256, True, True)
+_ATTENTION_FULL = (*_ATTENTION_MHA, *_ATTENTION_GQA, _ATTENTION_PACKED_D256)
 _TABLE = (128256, 4096)  # a Llama-3 vocabulary, a 4096-wide model
 
 OPS = {
@@ -253,7 +267,8 @@ OPS = {
         Op("fused_linear_cross_entropy", ("_linear_ce_chunk_kernel",), _fused_linear_cross_entropy, _lm_head_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
-           _attention, _attention_shape, full=_ATTENTION_FULL, quick=((4, 16, 4096, 64, False), (4, 16, 4096, 128, True))),
+           _attention, _attention_shape, full=_ATTENTION_FULL,
+           quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256)),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
