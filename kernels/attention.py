@@ -25,15 +25,16 @@ element mask. Packed sequences (below) mask each document's keys to its own quer
 Grouped-query attention (GQA; MQA when H_kv = 1): q has H heads, k and v H_kv, with G = H / H_kv;
 query head h reads K/V head h // G. Per layer and token the KV cache holds 2·H_kv·D elements
 instead of 2·H·D: G times less (Llama-3-8B: H 32, H_kv 8, D 128 → 4 KB rather than 16 KB per
-token and layer in bfloat16). The forward and dQ kernels read the shared K/V head once per query
-head, as the G heads' programs run close together, mostly from L2; DRAM sees K and V once.
+token and layer in bfloat16). In the forward and dQ kernels each query head's programs read its
+group's K/V head; the G heads of a group are consecutive on grid axis 1, so their programs run close
+together and can find K and V in L2: the DRAM minimum is K and V once (not measured: no GPU here).
 The backward sums dK and dV over the group's G query heads: dK_kv = Σ_g dK_g, dV_kv = Σ_g dV_g.
 Each dK/dV program loops over its group's heads itself, in a fixed order, keeping dK and dV
 in registers: deterministic and without atomics or extra memory, at the cost of G times
-fewer programs, each G times longer (B·H_kv·⌈T_k/BLOCK_N⌉ programs: 1,024 at Llama-3-8B's
-B 1, H_kv 8, T 8192, still several per SM). Per-head partials summed afterwards would write and read
-back G·B·H_kv·T_k·D more elements for each of dK and dV; atomics would sum in an order that changes
-from run to run.
+fewer programs, each G times longer (B·H_kv·⌈T_k/BLOCK_N⌉ programs: 512–1,024 at Llama-3-8B's
+B 1, H_kv 8, T 8192, still several per SM). Per-head partials summed afterwards would write B·H·T_k·D
+elements for each of dK and dV and read them back, G times the gradient itself; atomics would sum in an
+order that changes from run to run.
 
 Memory traffic (elements; each tensor once, the DRAM minimum): forward reads q (B·H·T_q·D), k and v
 (B·H_kv·T_k·D each), writes O (B·H·T_q·D) and L (B·H·T_q); backward reads q, k, v, O, dO, L and
@@ -63,7 +64,8 @@ for q, k and v; no dropout, no attention bias or sliding window; float16/float32
 bfloat16 on a GPU. Other GPUs use the list of the nearest of the three (sm_80 below Hopper, sm_90
 from Hopper on, gfx942 on AMD), unchecked: on a GPU with less shared memory per block (consumer
 Ampere and Ada: 99 KB) the autotuner skips an entry that does not fit, and a cell whose every entry
-is too large fails.
+is too large fails. Grid axis 2 counts the batch rows (the product of q's dims before H) or the
+documents: at most 65,535 on CUDA.
 """
 
 from __future__ import annotations
