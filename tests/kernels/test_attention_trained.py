@@ -192,3 +192,28 @@ def test_the_roofline_counts_gqa_s_smaller_k_and_v():
     fewer = 4 * (32 - 8) * 4096 * 128 * 2  # bytes of one bf16 K-shaped tensor the 24 dropped heads would hold
     assert mha.fwd_bytes - gqa.fwd_bytes == 2 * fewer  # k, v read by the forward
     assert mha.fwd_bwd_bytes - gqa.fwd_bwd_bytes == 6 * fewer  # and k, v read, k̄, v̄ written by the backward
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bfloat16 needs CUDA")
+@pytest.mark.parametrize("packed", [False, True])
+def test_bfloat16_gqa_causal_on_gpu(packed):
+    # The compiled kernels at a Llama-3-like group (G = 4) and D 128, against SDPA in float32.
+    g = torch.Generator(device="cuda").manual_seed(0)
+    lengths = [300, 1000, 77]
+    q = torch.randn(sum(lengths), 8, 128, device="cuda", generator=g)
+    k, v = (torch.randn(sum(lengths), 2, 128, device="cuda", generator=g) for _ in range(2))
+    do = torch.randn_like(q)
+    cu_q = cu(lengths).cuda()
+    if packed:
+        run = lambda q, k, v: attention_varlen(q, k, v, cu_q, causal=True)  # noqa: E731
+    else:  # the middle document alone, batched (1, H, T, D)
+        lo, hi = lengths[0], lengths[0] + lengths[1]
+        q, k, v, do = (t[lo:hi].transpose(0, 1)[None] for t in (q, k, v, do))
+        run = lambda q, k, v: attention(q, k, v, causal=True)  # noqa: E731
+    q, k, v, do = (t.bfloat16() for t in (q, k, v, do))
+    got = forward_backward(run, (q, k, v), do)
+    reference = (lambda q, k, v: sdpa_per_document(q, k, v, cu_q, cu_q, True)) if packed else \
+        (lambda q, k, v: sdpa(q, k, v, True))
+    ref = forward_backward(reference, [t.float() for t in (q, k, v)], do.float())  # the same rounded inputs, in float32
+    for name, a, b in zip(NAMES, got, ref):
+        torch.testing.assert_close(a.float(), b, rtol=5e-2, atol=5e-2, msg=lambda m, name=name: f"{name}: {m}")
