@@ -9,6 +9,8 @@ before any kernel is defined) and says so in one line. It also offers:
 - ``course.plots``: plotting helpers;
 - ``course.sanitize()``: races between programs and accesses out of bounds in the Triton kernels launched inside
   a ``with`` block (``course.sanitizer``; every check runs one);
+- ``course.shuffled_programs(seed)``: the interpreter runs each launch's programs in a shuffled order, as a GPU
+  might, so a result that depends on the order shows it;
 - ``course.todo()``: the stub an unfinished exercise raises.
 
 This package holds no solution and imports nothing that does (``kernels``,
@@ -26,7 +28,7 @@ INTERPRETED = DEVICE_CHOICE.interpreted
 
 from . import diagnose, gradcheck, plots, selfcheck  # noqa: E402
 from .gradcheck import check_vjp, relative_error  # noqa: E402
-from .sanitizer import sanitize  # noqa: E402
+from .sanitizer import sanitize, shuffled_programs  # noqa: E402
 from .stub import ExerciseNotDone, install_short_tracebacks, todo  # noqa: E402
 
 install_short_tracebacks()
@@ -34,5 +36,5 @@ print(f"course: running on {DEVICE_CHOICE}")
 
 __all__ = [
     "DEVICE", "DEVICE_CHOICE", "INTERPRETED", "ExerciseNotDone", "check_vjp", "diagnose",
-    "gradcheck", "plots", "relative_error", "sanitize", "selfcheck", "todo",
+    "gradcheck", "plots", "relative_error", "sanitize", "selfcheck", "shuffled_programs", "todo",
 ]

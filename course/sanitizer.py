@@ -35,6 +35,7 @@ from __future__ import annotations
 import inspect
 import linecache
 import os
+import random
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -780,6 +781,7 @@ _SKIPPED = (os.path.dirname(os.path.abspath(__file__)) + os.sep + "sanitizer",)
 _recorders: list[Report] = []  # the reports of every sanitize() active now
 _current: list[_Recording | None] = []  # the launch being recorded, None once it broke (no kernel launches another)
 _installed: list[bool] = []
+_orders: list[_Order] = []  # the shuffled_programs() blocks active now, innermost last
 
 
 def _install() -> None:
@@ -851,6 +853,8 @@ def _install() -> None:
         return old
 
     def _set_grid_idx(self, x, y, z):
+        if _orders:  # the loop's i-th program runs as the order's i-th
+            x, y, z = _orders[-1]._program(tuple(int(n) for n in self.grid_dim), (int(x), int(y), int(z)))
         set_idx(self, x, y, z)
         if _current and _current[-1] is not None:
             rec = _current[-1]
@@ -961,6 +965,43 @@ def sanitize() -> Iterator[Report]:
             yield report
     finally:
         _recorders.remove(report)
+
+
+class _Order:
+    """A permutation of each launch's programs, drawn when its first program starts."""
+
+    def __init__(self, seed: int):
+        self.rng = random.Random(seed)
+        self.perm: list[int] = []
+
+    def _program(self, grid: tuple[int, int, int], idx: tuple[int, int, int]) -> tuple[int, int, int]:
+        _, g1, g2 = grid
+        i = (idx[0] * g1 + idx[1]) * g2 + idx[2]  # the interpreter's loop: x slowest, z fastest
+        if i == 0:
+            self.perm = list(range(grid[0] * g1 * g2))
+            self.rng.shuffle(self.perm)
+        j = self.perm[i]
+        return j // (g1 * g2), j // g2 % g1, j % g2
+
+
+@contextmanager
+def shuffled_programs(seed: int) -> Iterator[None]:
+    """Run each interpreted launch inside the block with its programs in a shuffled order, drawn from ``seed``.
+
+    A GPU runs a grid's programs in whatever order its schedulers pick, and at once; the interpreter runs them one
+    after another in grid order. Inside this block it picks another order per launch (the same orders for the same
+    seed), so a result that depends on the order — float sums made by atomics, a race — shows it on a CPU.
+    Without the interpreter (a GPU) it changes nothing. ``with course.shuffled_programs(3): kernel[grid](...)``
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"shuffled_programs(seed): seed must be an int, got {type(seed).__name__}")
+    _install()
+    order = _Order(seed)
+    _orders.append(order)
+    try:
+        yield
+    finally:
+        _orders.remove(order)
 
 
 def _receiver(report: Report):
