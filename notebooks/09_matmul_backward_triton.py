@@ -98,16 +98,23 @@ F32, F64 = torch.float32, torch.float64
 
 
 def unfinished(exc):
-    """Whether `exc` comes from an exercise that still raises course.todo().
-
-    Triton wraps what a kernel raises in its own error (and cannot compile a stub on a GPU),
-    so look at the message and the whole chain of causes.
-    """
+    """True when `exc` is, or was caused by, a stub's course.todo(): Triton wraps a kernel's errors in its own,
+    so the message and every cause in the chain are read."""
     while exc is not None:
         if isinstance(exc, NotImplementedError) or "course.todo()" in str(exc):
             return True
         exc = exc.__cause__
     return False
+
+
+def show(report, *tensors):
+    """Print the sanitizer's report and, in the interpreter, draw which programs touched each named tensor argument
+    (on a GPU nothing is recorded)."""
+    print(report)
+    if course.INTERPRETED:
+        for name in tensors:
+            report.plot(name)
+        plt.show()
 
 # %% [markdown]
 # ## 1 · Two GEMMs, tile by tile
@@ -187,7 +194,7 @@ plt.show()
 # ## Part A — linear_dx_kernel (3 points)
 #
 # Write the body of `linear_dx_kernel`: $\bar x = \bar y\, W^\top$ for $\bar y$ $(M, N)$ and $W$ $(K, N)$. The
-# prologue — the rows and columns of the program's tile, and `acc_dtype` — is given above `### BEGIN SOLUTION`.
+# prologue — the rows and columns of the program's tile, and `acc_dtype` — is given, above the part you write.
 # `launch_dx` in the given cell launches it as
 #
 # ```python
@@ -320,11 +327,7 @@ try:
     with course.sanitize() as report:
         dx = launch_dx(dy, w)
     print("x̄ matches ȳ @ w.T:", torch.allclose(dx, dy @ w.T, atol=1e-5))
-    print(report)
-    if course.INTERPRETED:  # on a GPU nothing is recorded
-        report.plot("DX_ptr")
-        report.plot("DY_ptr")
-        plt.show()
+    show(report, "DX_ptr", "DY_ptr")
 except Exception as exc:
     if not unfinished(exc):
         raise
@@ -354,7 +357,7 @@ KERNEL_BYTES = {  # each read once, each written once
 print(f"each GEMM: {FLOPS_GPU / 1e9:.0f} GFLOP")
 for kernel, nbytes in KERNEL_BYTES.items():
     print(f"{kernel}: {nbytes / 2**20:5.0f} MiB moved, {FLOPS_GPU / nbytes:4.0f} FLOP per byte")
-for name, (sms, bandwidth, flops) in GPUS.items():
+for name, (_, bandwidth, flops) in GPUS.items():
     print(f"{name}: ridge at {flops / bandwidth:4.0f} FLOP per byte; either GEMM's floors: FLOPs"
           f" {FLOPS_GPU / flops * 1e3:.3f} ms, bytes {KERNEL_BYTES['x̄ = ȳ Wᵀ'] / bandwidth * 1e3:.3f} ms")
 
@@ -429,7 +432,7 @@ print(f"{'SPLIT':>5} {'rows/split':>10} {'programs':>8} {'partials':>9} {'/ inpu
 for split in SPLITS:
     partials = split * K_GPU * N_GPU * ACC_BYTES
     row = f"{split:5} {M_GPU // split:10,} {TILES_GPU * split:8,} {partials / 2**20:5.0f} MiB {partials / INPUT_BYTES:8.3f} |"
-    for name, gpu in GPUS.items():
+    for gpu in GPUS.values():
         waves, busy, ms = split_k_floor(split, *gpu)
         row += f" {'':4}  {waves:5.1f} {busy:4.0%} {ms:5.3f} |"
     print(row)
@@ -632,10 +635,7 @@ try:
     print("partials' shape:", tuple(pw.shape))
     print("split 0 is x[:64]ᵀ ȳ[:64]:  ", torch.allclose(pw[0], x[:64].T @ dy[:64]))
     print("the partials add up to xᵀ ȳ:", torch.allclose(pw.sum(dim=0), x.T @ dy))
-    print(report)
-    if course.INTERPRETED:
-        report.plot("PW_ptr")
-        plt.show()
+    show(report, "PW_ptr")
 except Exception as exc:
     if not unfinished(exc):
         raise
@@ -778,8 +778,6 @@ autograder.check.linear_dw_atomic_kernel(linear_dw_atomic_kernel)
 # and their roundings show. The difference is counted in *ULPs*, units in the last place: how many float32 numbers
 # lie between two results.
 # %%
-import contextlib
-
 ORDERS = 8  # program schedules tried for each kernel
 gen = torch.Generator().manual_seed(12)
 x = torch.randn(256, 32, generator=gen) * 10.0 ** torch.empty(256, 1).uniform_(-3, 3, generator=gen)  # (M, K)
@@ -797,7 +795,7 @@ def in_every_order(compute):
     """(ORDERS, K, N): `compute()` once per schedule (on a GPU, once per run: the GPU picks the order itself)."""
     runs = []
     for seed in range(ORDERS):
-        with course.shuffled_programs(seed) if course.INTERPRETED else contextlib.nullcontext():
+        with course.shuffled_programs(seed):  # on a GPU it changes nothing: the GPU picks the order
             runs.append(compute().cpu())
     return torch.stack(runs)
 
@@ -999,10 +997,7 @@ try:
     ref_y = x @ w + b
     ref = torch.autograd.grad(ref_y, (x, w, b), dy)
     print("y:", torch.allclose(y, ref_y), " x̄, W̄, b̄:", [torch.allclose(g, r) for g, r in zip(mine, ref)])
-    print(report)
-    if course.INTERPRETED:
-        report.plot("PB_ptr")  # the backward's last launch: the partials of W̄ and b̄
-        plt.show()
+    show(report, "PB_ptr")
 except Exception as exc:
     if not unfinished(exc):
         raise
