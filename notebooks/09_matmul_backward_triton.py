@@ -4,8 +4,8 @@
 # Every linear layer — each attention projection, each MLP matrix, the output head — computes $y = xW + b$ in the
 # forward pass and two more GEMMs in the backward: $\bar x = \bar y\,W^\top$ for the layer below and
 # $\bar W = x^\top \bar y$ for the optimizer (from notebook 01). Each of the three costs the same $2MKN$ FLOPs, so the
-# backward is two thirds of a linear layer's work, and linear layers are most of a transformer's: this is the
-# backward kernel a training step runs most often. Its two halves are not alike. Notebook 01 pictured why:
+# backward is two thirds of a linear layer's work, and linear layers do most of a transformer's FLOPs at common
+# sequence lengths: this is the backward kernel a training step runs most often. Its two halves are not alike. Notebook 01 pictured why:
 # $\bar x$ parallelises over the batch like the forward, and $\bar W$ *reduces* over it. Here you write both as
 # Triton kernels, the reduction two ways — partial sums in a buffer added in a fixed order, and atomics — and
 # measure what each costs: programs and waves on a real GPU, bytes moved, and the last bits of the answer.
@@ -36,6 +36,11 @@
 # %%
 import course
 
+# %% [markdown]
+# **The given cell** below holds what you do not write: `BLOCK` and `ROWS_PER_SPLIT` for this notebook's small
+# launches, and the launchers that allocate the outputs and launch your kernels — `launch_dx` (Part A's kernel),
+# `launch_dw_partials` (Part B's, returning the partial buffers) and `launch_dw_atomic` (Part C's). Each exercise
+# quotes the launch line it must serve. `accumulator(dtype)` is the dtype every sum of this notebook is kept in.
 # %%
 import torch
 
@@ -94,7 +99,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import Rectangle
 
-F32, F64 = torch.float32, torch.float64
+F64 = torch.float64
 
 
 def unfinished(exc):
@@ -445,6 +450,8 @@ SPLIT_CHOICE = None  # your pick: replace None by a whole number of splits
 
 if SPLIT_CHOICE is None:
     print("Set SPLIT_CHOICE above, then run this cell again.")
+elif not isinstance(SPLIT_CHOICE, int) or SPLIT_CHOICE < 1:
+    print(f"SPLIT_CHOICE must be a whole number of splits, 1 or more; got {SPLIT_CHOICE!r}")
 else:
     for name, gpu in GPUS.items():
         waves, busy, ms = split_k_floor(SPLIT_CHOICE, *gpu)
