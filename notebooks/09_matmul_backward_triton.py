@@ -190,8 +190,8 @@ plt.show()
 #
 # **$\bar W$: the sum runs across programs.** A tile of $\bar W$ reads a column block of $x$ and one of $\bar y$
 # over all $M$ rows. One program per tile would loop over 65,536 rows, and at $K = N = 1{,}024$ there are only
-# $8 \times 8 = 64$ tiles of 128 × 128: 64 programs for a GPU with 108 or 132 streaming multiprocessors (SMs), half
-# of it idle. So the rows are cut into `SPLIT` splits, a third axis of the grid, and program $(i, j, s)$ sums over
+# $8 \times 8 = 64$ tiles of 128 × 128: 64 programs for a GPU with 108 or 132 streaming multiprocessors (SMs), 40 to
+# 50% of it idle. So the rows are cut into `SPLIT` splits, a third axis of the grid, and program $(i, j, s)$ sums over
 # split $s$ only: a *partial* $\bar W$ tile. Programs cannot add into each other's registers, so the `SPLIT`
 # partials of a tile meet in memory, either in a buffer summed by a second pass (Part B) or by atomic additions
 # into $\bar W$ itself (Part C).
@@ -648,6 +648,9 @@ except Exception as exc:
         raise
     print("Finish Part B first: this cell launches your linear_dw_splitk_kernel.")
 
+# %% [markdown]
+# Each slab of `PW` is one split's $x^\top \bar y$, and no element has two writers. What the launch leaves undone is
+# the addition of the slabs: the second pass, `SPLIT` float32 reads per element of $\bar W$.
 # %% [markdown]
 # ## Part C — linear_dw_atomic_kernel (2 points)
 #
