@@ -1,11 +1,10 @@
-# Mutant: every program along K stores b̄'s partial (not only program_id(0) == 0); the atomic kernel stores its split's sum with tl.store.
+# Mutant: the split-K kernel stores every split's partial into the first split's place; the atomic kernel stores its split's sum with tl.store.
 # expect: test_linear_dw_splitk_kernel race
 # expect: test_linear_dw_atomic_kernel race
 # expect: test_TritonLinear race
 # %% linear_dw_splitk_kernel linear_dw_splitk_kernel
--        if tl.program_id(0) == 0:  # one program per column block writes b̄: the others would race to store it
--            tl.store(PB_ptr + split * N + ns, db.to(PB_ptr.dtype.element_ty), mask=ns < N)
-+        tl.store(PB_ptr + split * N + ns, db.to(PB_ptr.dtype.element_ty), mask=ns < N)  # bug: every program along K stores the same b̄ elements
+-    tl.store(PW_ptr + split * K * N + ks[:, None] * N + ns[None, :], acc.to(PW_ptr.dtype.element_ty),
++    tl.store(PW_ptr + ks[:, None] * N + ns[None, :], acc.to(PW_ptr.dtype.element_ty),  # bug: every split stores into one place
 # %% linear_dw_atomic_kernel linear_dw_atomic_kernel
 -    tl.atomic_add(DW_ptr + ks[:, None] * stride_dwk + ns[None, :] * stride_dwn, acc,
 +    tl.store(DW_ptr + ks[:, None] * stride_dwk + ns[None, :] * stride_dwn, acc,  # bug: a plain store: the splits overwrite each other
