@@ -34,7 +34,7 @@ def pick(gen: torch.Generator, choices: list[int], low: int = 0, high: int = 10*
     return within[int(torch.randint(len(within), (1,), generator=gen))]
 
 
-def _dx_cases(gen: torch.Generator) -> list:
+def hidden_dx_cases(gen: torch.Generator) -> list:
     """Batch 1 with a square w, then prime shapes in both dtypes and layouts, a long float16 loop, a gradcheck."""
     square, M, N, K = (pick(gen, PRIMES) for _ in range(4))
     return dx_cases(gen, [
@@ -49,7 +49,7 @@ def _dx_cases(gen: torch.Generator) -> list:
     ])
 
 
-def _dw_rows(gen: torch.Generator, bias: list) -> list[tuple]:
+def hidden_dw_rows(gen: torch.Generator, bias: list) -> list[tuple]:
     """One split, then two or three splits of a drawn rows_per_split, strided inputs among them."""
     K, N, square = pick(gen, PRIMES, high=60), pick(gen, PRIMES, high=60), pick(gen, PRIMES, high=40)
     rps = pick(gen, SPLITS)
@@ -63,17 +63,17 @@ def _dw_rows(gen: torch.Generator, bias: list) -> list[tuple]:
     ]
 
 
-def _splitk_cases(gen: torch.Generator) -> list:
-    return dw_cases(gen, _dw_rows(gen, [True, False, True, False, True]))
+def hidden_splitk_cases(gen: torch.Generator) -> list:
+    return dw_cases(gen, hidden_dw_rows(gen, [True, False, True, False, True]))
 
 
-def _atomic_cases(gen: torch.Generator) -> list:
-    rows = _dw_rows(gen, [None] * 5)
+def hidden_atomic_cases(gen: torch.Generator) -> list:
+    rows = hidden_dw_rows(gen, [None] * 5)
     rows[3] = (*rows[3][:7], ("x", "dw"))  # a strided w̄ too
     return dw_cases(gen, rows)
 
 
-def _linear_cases(gen: torch.Generator) -> list:
+def hidden_linear_cases(gen: torch.Generator) -> list:
     """One split (2-D, 3-D), then several; float32 and float64; the gradcheck last."""
     K, N = pick(gen, PRIMES, high=50), pick(gen, PRIMES, high=50)
     return linear_cases(gen, [
@@ -86,7 +86,7 @@ def _linear_cases(gen: torch.Generator) -> list:
     ])
 
 
-linear_dx_kernel = hidden(DX_SPEC, _dx_cases)
-linear_dw_splitk_kernel = hidden(SPLITK_SPEC, _splitk_cases)
-linear_dw_atomic_kernel = hidden(ATOMIC_SPEC, _atomic_cases)
-TritonLinear = hidden(TRITON_LINEAR, _linear_cases)
+linear_dx_kernel = hidden(DX_SPEC, hidden_dx_cases)
+linear_dw_splitk_kernel = hidden(SPLITK_SPEC, hidden_splitk_cases)
+linear_dw_atomic_kernel = hidden(ATOMIC_SPEC, hidden_atomic_cases)
+TritonLinear = hidden(TRITON_LINEAR, hidden_linear_cases)

@@ -97,10 +97,12 @@ def _run_dx(kernel, dy: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> Non
         dy, w, out, M, N, K, *dy.stride(), *w.stride(), *out.stride(), BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK)
 
 
-def launch_dx(kernel, case: DxCase, fill: float = math.nan) -> Launch:
-    """One launch: ȳ and w inside NaN-padded (``fill``) buffers, x̄ inside a sentinel-padded one."""
-    dy = Guarded(case.dy, (3, 5), fill, case.dtype, "dy" in case.transposed)
-    w = Guarded(case.w, (2, 7), fill, case.dtype, "w" in case.transposed)
+def launch_dx(kernel, case: DxCase, fill: float = math.nan, contiguous: bool = False) -> Launch:
+    """One launch: ȳ and w inside NaN-padded (``fill``) buffers, x̄ inside a sentinel-padded one; ``contiguous``:
+    no transposed view, whatever the case says."""
+    flipped = () if contiguous else case.transposed
+    dy = Guarded(case.dy, (3, 5), fill, case.dtype, "dy" in flipped)
+    w = Guarded(case.w, (2, 7), fill, case.dtype, "w" in flipped)
     dx = Guarded((case.dy.shape[0], case.w.shape[0]), (2, 3), SENTINEL, case.dtype)
     touched = launch(DX, lambda: _run_dx(kernel, dy.view, w.view, dx.view), {"DY_ptr": dy.buf, "W_ptr": w.buf})
     return Launch({"dx": dx.got()}, touched, ["dx"] if dx.spilled() else [], case.label)
@@ -135,6 +137,20 @@ def _edges(wrong: Wrong, again: Launch) -> str:
 
 
 READS_PAST = ReadsPastEnd(0.0, _reads_past, _edges)
+
+
+def _layout_bug(wrong: Wrong, again: Launch) -> str:
+    views = " and ".join(wrong.case.transposed)
+    return (f"{wrong.spec.name} is right when its tensors lie row by row and wrong when {views} "
+            f"{'is a transposed view' if len(wrong.case.transposed) == 1 else 'are transposed views'} of the same "
+            "values: every address must come from the strides it is given, for both axes of each tensor.")
+
+
+def _same_values(wrong: Wrong, again: Launch) -> str:
+    return "right with the same values laid out row by row"
+
+
+STRIDES = ReadsPastEnd(math.nan, _layout_bug, _same_values, variant=(("contiguous", True),))
 FLOAT32 = Float32Only("is right only to about float32 precision for float64 inputs: the sums must be kept in "
                       "acc_dtype (float64 for float64 inputs), from the zeros of the accumulator to the store.",
                       classes=None, topic="float32", generic=True)
@@ -167,7 +183,7 @@ def dx_gradcheck(kernel, inputs: tuple[torch.Tensor, torch.Tensor]) -> bool:
 DX_SPEC = KernelSpec(
     name=DX, launch=launch_dx, reference=lambda case: {"dx": case.dy @ case.w.T}, alternatives=dx_alternatives,
     tol=tolerance, read_only="ȳ and w are read-only; store x̄ through DX_ptr.", past_end=_past_end_dx,
-    refinements=(READS_PAST, FLOAT32),
+    refinements=(READS_PAST, STRIDES, FLOAT32),
     half=HalfSpacings(1.0, "the sum over N was held in float16 between the steps of the loop: each step's "
                       "rounding adds to the last"),
     gradcheck=dx_gradcheck, gradcheck_fails="launched on transposed views of the same values (as a backward "
@@ -234,15 +250,15 @@ def partials(case: DwCase, rows: Sequence[slice]) -> tuple[torch.Tensor, torch.T
             torch.stack([case.dy[r].sum(0) for r in rows]))
 
 
-def _inputs(case: DwCase, fill: float) -> tuple[Guarded, Guarded]:
-    return (Guarded(case.x, (3, 5), fill, case.dtype, "x" in case.transposed),
-            Guarded(case.dy, (2, 7), fill, case.dtype, "dy" in case.transposed))
+def _inputs(case: DwCase, fill: float, flipped: tuple[str, ...]) -> tuple[Guarded, Guarded]:
+    return (Guarded(case.x, (3, 5), fill, case.dtype, "x" in flipped),
+            Guarded(case.dy, (2, 7), fill, case.dtype, "dy" in flipped))
 
 
-def launch_splitk(kernel, case: DwCase, fill: float = math.nan) -> Launch:
+def launch_splitk(kernel, case: DwCase, fill: float = math.nan, contiguous: bool = False) -> Launch:
     """One launch as launch_dw_partials makes it, into contiguous partials with a sentinel split after them."""
     (M, K), N, S = case.x.shape, case.dy.shape[1], case.splits
-    x, dy = _inputs(case, fill)
+    x, dy = _inputs(case, fill, () if contiguous else case.transposed)
     pw = Guarded((S, K, N), (1, 0, 0), SENTINEL, _accumulator(case.dtype))  # padding along axis 0: still contiguous
     pb = Guarded((S, N), (1, 0), SENTINEL, _accumulator(case.dtype))
     touched = launch(SPLITK, lambda: kernel[(_cdiv(K, BLOCK), _cdiv(N, BLOCK), S)](
@@ -255,11 +271,12 @@ def launch_splitk(kernel, case: DwCase, fill: float = math.nan) -> Launch:
     return Launch(got, touched, wrote, case.label)
 
 
-def launch_atomic(kernel, case: DwCase, fill: float = math.nan) -> Launch:
+def launch_atomic(kernel, case: DwCase, fill: float = math.nan, contiguous: bool = False) -> Launch:
     """One launch as launch_dw_atomic makes it: w̄ zero inside a sentinel-padded buffer, maybe a transposed view."""
     (M, K), N = case.x.shape, case.dy.shape[1]
-    x, dy = _inputs(case, fill)
-    dw = Guarded(torch.zeros(K, N), (3, 5), SENTINEL, _accumulator(case.dtype), "dw" in case.transposed)
+    flipped = () if contiguous else case.transposed
+    x, dy = _inputs(case, fill, flipped)
+    dw = Guarded(torch.zeros(K, N), (3, 5), SENTINEL, _accumulator(case.dtype), "dw" in flipped)
     touched = launch(ATOMIC, lambda: kernel[(_cdiv(K, BLOCK), _cdiv(N, BLOCK), case.splits)](
         x.view, dy.view, dw.view, M, N, K, case.rows_per_split, *x.view.stride(), *dy.view.stride(),
         *dw.view.stride(), BLOCK_M=BLOCK, BLOCK_N=BLOCK, BLOCK_K=BLOCK), {"X_ptr": x.buf, "DY_ptr": dy.buf})
@@ -321,7 +338,7 @@ def _past_end_dw(spec: KernelSpec, case: DwCase, run: Launch) -> tuple[str, str]
 def _dw_spec(name: str, launcher, reference, alternatives, read_only: str, **extra) -> KernelSpec:
     return KernelSpec(name=name, launch=launcher, reference=reference, alternatives=alternatives, tol=tolerance,
                       read_only=read_only, past_end=_past_end_dw,
-                      refinements=(READS_PAST, FLOAT32, one_split_only), **extra)
+                      refinements=(READS_PAST, STRIDES, FLOAT32, one_split_only), **extra)
 
 
 def _splitk_reference(case: DwCase) -> dict[str, torch.Tensor]:
