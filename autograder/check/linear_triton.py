@@ -75,13 +75,13 @@ def hidden_atomic_cases(gen: torch.Generator) -> list:
 
 def hidden_linear_cases(gen: torch.Generator) -> list:
     """One split (2-D, 3-D), then several; float32 and float64; the gradcheck last."""
-    K, N = pick(gen, PRIMES, high=50), pick(gen, PRIMES, high=50)
+    K, N = pick(gen, PRIMES, high=41), pick(gen, PRIMES, high=41)  # small: each case runs three kernels, twice
     return linear_cases(gen, [
         ("batch 1", (1, K), N, F64),
         ("one split", (pick(gen, PRIMES, high=ROWS_PER_SPLIT), K), N, F32),
         ("3-D x", (3, pick(gen, PRIMES, high=21), K), N, F64),
-        ("several splits", (pick(gen, PRIMES, low=ROWS_PER_SPLIT) + ROWS_PER_SPLIT, K), N, F32),
-        ("several splits, 3-D x", (2, pick(gen, PRIMES, low=ROWS_PER_SPLIT // 2 + 1), K), N, F64),
+        ("several splits", (pick(gen, PRIMES, high=67) + ROWS_PER_SPLIT, K), N, F32),
+        ("several splits, 3-D x", (2, pick(gen, PRIMES, low=ROWS_PER_SPLIT // 2 + 1, high=67), K), N, F64),
         ("gradcheck", (3, 2), 3),
     ])
 
