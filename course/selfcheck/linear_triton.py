@@ -8,7 +8,9 @@ products of the same values: x̄ = ȳwᵀ, and for split s of the rows, the part
 
 Two programs storing into one place (the splits of w̄ without atomics, b̄ written by every program of a column
 block) are named ``race`` by the sanitizer every launch runs under; on a GPU, where nothing is recorded, the values
-name them. A kernel right with one split and wrong with several is ``batch-reduction``.
+name what they can (a split's partial never written, a w̄ holding one split's sum) — b̄ stored alike by every program
+shows in no value. A kernel right with one split and wrong with several is ``batch-reduction``. float32 is held to
+1e-5 on the interpreter and to TF32's precision on a GPU, where ``tl.dot`` rounds float32 inputs to TF32 by default.
 """
 
 from __future__ import annotations
@@ -157,8 +159,8 @@ FLOAT32 = Float32Only("is right only to about float32 precision for float64 inpu
 
 
 def dx_gradcheck(kernel, inputs: tuple[torch.Tensor, torch.Tensor]) -> bool:
-    """torch.autograd.gradcheck (fast mode, float64) of the product the kernel writes, a ↦ abᵀ, whose backward
-    launches the same kernel on the other operands' transposed views: ḡb = ḡ(bᵀ)ᵀ and āᵀ-side ḡᵀa."""
+    """torch.autograd.gradcheck (fast mode, float64) of the product the kernel writes, (a, b) ↦ abᵀ, with a backward
+    that launches the same kernel on transposed views (strides, no copies): ā = ḡb = ḡ(bᵀ)ᵀ, b̄ = ḡᵀa = ḡᵀ(aᵀ)ᵀ."""
 
     def product(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         out = torch.empty(p.shape[0], q.shape[0], dtype=F64, device=device())
@@ -402,8 +404,8 @@ def _linear_alternatives(case: LinearCase) -> dict[str, list[Alternative]]:
     x2, dy2 = case.x.reshape(-1, K)[:ROWS_PER_SPLIT], case.dy.reshape(-1, N)[:ROWS_PER_SPLIT]
     if case.batch == 1:
         return {}
-    first = (f"{{}} holds the first split's partial only (rows 0…{ROWS_PER_SPLIT - 1} of the {case.batch} splits' "
-             "rows): the second pass must add every split's partial.")
+    first = (f"{{}} holds the partial of the first split only (rows 0…{ROWS_PER_SPLIT - 1}), not the sum of all "
+             f"{case.batch} splits' partials: the second pass must add every one of them.")
     return {"dw": [Alternative("batch-reduction", first.format("dw"), x2.T @ dy2)],
             "db": [Alternative("batch-reduction", first.format("db"), dy2.sum(0))]}
 

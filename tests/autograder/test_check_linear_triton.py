@@ -49,7 +49,7 @@ WORDS = {
     ("db_from_every_program", "linear_dw_splitk_kernel"): ["races on PB_ptr", "(1, 0, 0)"],
     ("db_from_every_program", "TritonLinear"): ["races on PB_ptr", "Part B"],
     ("first_split_only", "linear_dw_atomic_kernel"): ["rows of the first split", "several"],
-    ("first_split_only", "TritonLinear"): ["dw holds the first split's partial only", "3 splits"],
+    ("first_split_only", "TritonLinear"): ["dw holds the partial of the first split only", "splits' partials"],
     ("split_end_unmasked", "linear_dw_splitk_kernel"): ["counted twice", "no multiple of 16"],
     ("split_end_unmasked", "linear_dw_atomic_kernel"): ["float32 precision", "float64"],
     ("split_end_unmasked", "TritonLinear"): ["counted twice", "Part B"],
