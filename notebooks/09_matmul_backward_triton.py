@@ -293,7 +293,10 @@ def linear_dx_kernel(
 #
 # </details>
 # %% test id=test_linear_dx_kernel points=3
-"""linear_dx_kernel: ..."""
+"""linear_dx_kernel: x̄ = ȳwᵀ in NaN-padded buffers at shapes that divide no
+block, batch 1 first (a square w); ȳ and w as transposed views; float32 and
+float64, float16 within one rounding (a float16 accumulator is
+half-accumulation); a float64 gradcheck through the kernel."""
 course.selfcheck.linear_dx_kernel(linear_dx_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -511,9 +514,10 @@ else:
 # - $x$ and $\bar y$ have any strides; `PW` and `PB` are contiguous, so their addresses follow from their shapes.
 #   Masks as in Part A: $M$, $N$, $K$ and `rows_per_split` need not be multiples of the block.
 # - Sum in `acc_dtype`. Which tile of $x$ does the product need, of which shape, and read how?
-# - The `HAS_BIAS` branch is Part D's: a launch with `bias=False` never takes it. Leave it for later, or write it
-#   now if you have read Part D: with it, the programs whose `tl.program_id(0)` is 0 also store, into
-#   `PB[s]` at columns `j·BLOCK_N…`, the sum of $\bar y$ over the split's rows.
+# - With `HAS_BIAS` — Part D's `TritonLinear` launches it so, and this check launches both ways — the programs whose
+#   `tl.program_id(0)` is 0 also store, into `PB[s]` at columns `j·BLOCK_N…`, the sum of $\bar y$ over the split's
+#   rows: $\bar b = \sum_m \bar y_{m,:}$ (notebook 01) sums over the same rows as $\bar W$. Why only those programs?
+#   Part D asks. With `HAS_BIAS` false, `PB` is not touched.
 # %% solution id=linear_dw_splitk_kernel
 @triton.jit
 def linear_dw_splitk_kernel(
@@ -565,8 +569,8 @@ def linear_dw_splitk_kernel(
 # of $x$ does the split own, as a first row and an end that is the smaller of two numbers? With $M = 100$,
 # `rows_per_split = 64` and `BLOCK_M = 16`: how many steps does split 1's loop take, and which lanes of its last
 # steps are rows of split 1? A mask on the rows must stop at the split's end, not only at $M$ — what happens to a
-# row of split 2 that split 1's loop also reads? That row is counted twice; the check calls a wrong sum over the
-# rows a `batch-reduction`.
+# row of split 2 that split 1's loop also reads? That row is counted twice, and the check says so. And a loop
+# that starts at row 0 whatever the split? Right with one split, wrong with several: a `batch-reduction`.
 # `PW[s]` is a $K \times N$ slab of a contiguous buffer: where does slab $s$ begin, and what is the distance between
 # its rows? If the check says `race`, two programs stored the same element: a store with the wrong slab (or, with
 # `HAS_BIAS`, a store of `PB` by more than one program per column block). If it says `out-of-bounds`, which of the
@@ -603,7 +607,10 @@ def linear_dw_splitk_kernel(
 #
 # </details>
 # %% test id=test_linear_dw_splitk_kernel points=3
-"""linear_dw_splitk_kernel: ..."""
+"""linear_dw_splitk_kernel: each split's partial of w̄ (and of b̄ with
+HAS_BIAS) against float64: one split first, then several whose
+rows_per_split is no multiple of BLOCK_M; two programs storing one element is
+a race; right with one split only is batch-reduction."""
 course.selfcheck.linear_dw_splitk_kernel(linear_dw_splitk_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -749,14 +756,16 @@ def linear_dw_atomic_kernel(
 # ...  # after the loop: one atomic add of acc into tile (i, j) of w̄, masked on ks and ns
 # ```
 #
-# A `batch-reduction` from the check means $\bar W$ is not the sum over every row exactly once: a split's rows
-# read past its end (counted twice), a short last split cut off (rows missed), or a partial that replaced the
-# others' instead of adding to them. With $M = 100$ and 64 rows per split, list the rows each of the two programs of
+# A `batch-reduction` from the check means $\bar W$ is not the sum over every row exactly once — every split
+# summing the first split's rows, say; a failure that names a split's end means its rows were read past it (counted
+# twice). With $M = 100$ and 64 rows per split, list the rows each of the two programs of
 # a tile adds.
 #
 # </details>
 # %% test id=test_linear_dw_atomic_kernel points=2
-"""linear_dw_atomic_kernel: ..."""
+"""linear_dw_atomic_kernel: w̄ added into a zeroed, strided, sentinel-padded
+buffer, one split then several; a plain store between the splits is a race;
+a square w̄ shows a transposed placement."""
 course.selfcheck.linear_dw_atomic_kernel(linear_dw_atomic_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -881,7 +890,7 @@ except Exception as exc:
 # whose `tl.program_id(0)` is 0 store them. **Question:** they would all store the same numbers, so why forbid the
 # others? Run the sanitizer in your head: what does it report if every program stores `PB`, and what could it not
 # know? On a GPU, what do the extra stores cost, and what does the memory model promise about two plain stores to
-# one address from two programs? (Finish the `HAS_BIAS` branch of Part B's kernel now, if you left it.)
+# one address from two programs?
 #
 # **The function.** Write `TritonLinear`, an autograd.Function for $y = xW + b$, with $x$ of shape $(\dots, K)$ —
 # any number of leading axes, each a batch axis (notebook 01, §3) — $W$ $(K, N)$ and $b$ $(N,)$:
@@ -944,7 +953,8 @@ class TritonLinear(torch.autograd.Function):
 # `(SPLIT, N)`. What must the second pass do to them, along which axis, and in which dtype should the results be
 # returned? A check that says `batch-reduction` found a $\bar W$ or $\bar b$ that is not the sum over every row: one
 # split's partial alone, or the partials reduced along the wrong axis. Why must the second pass be in a fixed order
-# to keep the whole backward deterministic?
+# to keep the whole backward deterministic? A failure that names Part A or Part B is in that kernel, met here: its
+# own hints cover it. And the backward is written by hand: autograd inside it is refused.
 #
 # </details>
 #
@@ -958,7 +968,10 @@ class TritonLinear(torch.autograd.Function):
 #
 # </details>
 # %% test id=test_TritonLinear points=2
-"""TritonLinear: ..."""
+"""TritonLinear: y = xw + b for 2-D and 3-D x, float32 and float64; x̄, w̄, b̄
+for a contiguous and a transposed ȳ; saves x and w only; the kernels it
+launches checked first; more than ROWS_PER_SPLIT rows after fewer (w̄ from one
+split only is batch-reduction); a float64 gradcheck."""
 course.selfcheck.TritonLinear(TritonLinear)
 ### BEGIN HIDDEN TESTS
 import autograder.check
