@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–08 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–09 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -200,6 +200,26 @@ def _nb08_softmax_bwd_mixed(shape, dtype):
     nb["softmax_backward_by_kernel"](_empty(rows, cols, dtype=dtype), _empty(rows, cols, dtype=dtype), BLOCK=1024)
 
 
+def _linear(shape, dtype):
+    op = _module("linear")
+
+    m, k, n = shape
+    x, w, b, dy = _empty(m, k, dtype=dtype), _empty(k, n, dtype=dtype), _empty(n, dtype=dtype), _empty(m, n, dtype=dtype)
+    op.linear_forward(x, w, b)
+    for strategy in op.DW_STRATEGIES:
+        op.linear_backward(dy, x, w, True, strategy)
+
+
+def _nb09_linear(shape, dtype):
+    nb = _notebook("09_matmul_backward_triton")
+    m, k, n, block = shape
+    x, w, dy = _empty(m, k, dtype=dtype), _empty(k, n, dtype=dtype), _empty(m, n, dtype=dtype)
+    nb["launch_dx"](x, w.t(), block)  # TritonLinear's forward
+    nb["launch_dx"](dy, w, block)
+    nb["launch_dw_partials"](x, dy, nb["ROWS_PER_SPLIT"], True, block)
+    nb["launch_dw_atomic"](x, dy, nb["ROWS_PER_SPLIT"], block)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -212,6 +232,16 @@ def _attention_shape(shape):
 def _lm_head_shape(shape):
     tokens, dim, vocab = shape
     return f"T{tokens} d{dim} V{vocab}"
+
+
+def _gemm_shape(shape):
+    m, k, n = shape
+    return f"M{m} K{k} N{n}"
+
+
+def _nb09_shape(shape):
+    *mkn, block = shape
+    return f"{_gemm_shape(mkn)} block {block}"
 
 
 def _flash_shape(shape):
@@ -238,6 +268,9 @@ class Op:
 
 _ATTENTION_FULL = tuple((4, 16, 4096, d, causal) for d in (64, 128) for causal in (False, True))
 _TABLE = (128256, 4096)  # a Llama-3 vocabulary, a 4096-wide model
+# (M tokens, K, N): a 4096-wide projection, a Llama-3-8B MLP up-projection, and a narrow layer over many
+# tokens, where w̄ has few tiles and the split-K reduction splits.
+_LINEAR_FULL = ((8192, 4096, 4096), (8192, 4096, 14336), (65536, 256, 256))
 
 OPS = {
     op.name: op
@@ -254,6 +287,8 @@ OPS = {
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL, quick=((4, 16, 4096, 64, False), (4, 16, 4096, 128, True))),
+        Op("linear", ("_matmul_kernel", "_dw_splitk_kernel", "_dw_atomic_kernel", "_sum_rows_kernel"), _linear, _gemm_shape,
+           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],)),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
@@ -268,6 +303,9 @@ OPS = {
            full=((512, _TABLE[0]),), quick=((512, _TABLE[0]),)),
         Op("08_mixed_precision_backward", ("softmax_bwd_mixed_kernel",), _nb08_softmax_bwd_mixed, _rows_x_cols,
            full=((4096, 32768), (8192, _TABLE[0])), quick=((8192, _TABLE[0]),)),
+        Op("09_matmul_backward_triton", ("linear_dx_kernel", "linear_dw_splitk_kernel", "linear_dw_atomic_kernel"),
+           _nb09_linear, _nb09_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
+           quick=((*_LINEAR_FULL[0], 64),)),
     )
 }
 QUICK_DTYPES = ("bf16", "fp32", "fp64")
