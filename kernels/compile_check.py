@@ -37,10 +37,15 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | 06_topk_routing (scatter-add) | 8192 token rows of 4096 into a 128256-row table |
 | 07_fused_linear_cross_entropy (ce_grad_kernel) | a chunk of 512 rows × 128256 classes |
 | 08_mixed_precision_backward (softmax_bwd_mixed_kernel) | 4096 × 32768 and 8192 × 128256, in blocks of 1024 |
+| linear (y, x̄ and both w̄ strategies) | M 8192 tokens · K 4096 · N ∈ {4096, 14336}; M 65536 · K 256 · N 256 (w̄ split) |
+| 09_matmul_backward_triton (its given launchers) | M 8192 · K 4096 · N 4096 in tiles of block ∈ {16, 32, 64} |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
-longest row it holds in one block; attention at D 64 without a mask and D 128 causal.
+longest row it holds in one block; attention at D 64 without a mask and D 128 causal; linear at
+8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
+memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
+their tiles from the launcher's block, whatever the dtype).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -264,6 +269,7 @@ class Op:
     describe: Callable[[tuple], str]
     full: tuple[tuple, ...]
     quick: tuple[tuple, ...]
+    quick_dtypes: tuple[str, ...] = ("bf16", "fp32", "fp64")  # the quick grid's dtypes for this op
 
 
 _ATTENTION_FULL = tuple((4, 16, 4096, d, causal) for d in (64, 128) for causal in (False, True))
@@ -287,8 +293,9 @@ OPS = {
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL, quick=((4, 16, 4096, 64, False), (4, 16, 4096, 128, True))),
+        # Quick: no float64, whose tiles take a tenth of any target's shared memory and may spill.
         Op("linear", ("_matmul_kernel", "_dw_splitk_kernel", "_dw_atomic_kernel", "_sum_rows_kernel"), _linear, _gemm_shape,
-           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],)),
+           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32")),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
@@ -303,12 +310,13 @@ OPS = {
            full=((512, _TABLE[0]),), quick=((512, _TABLE[0]),)),
         Op("08_mixed_precision_backward", ("softmax_bwd_mixed_kernel",), _nb08_softmax_bwd_mixed, _rows_x_cols,
            full=((4096, 32768), (8192, _TABLE[0])), quick=((8192, _TABLE[0]),)),
+        # The notebook's frozen kernels, at its BLOCK (16) and the larger tiles a GPU wants (its launchers take
+        # block=). Quick: the largest tiles in float32, where a spill fails the row; the full grid has every dtype.
         Op("09_matmul_backward_triton", ("linear_dx_kernel", "linear_dw_splitk_kernel", "linear_dw_atomic_kernel"),
            _nb09_linear, _nb09_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
-           quick=((*_LINEAR_FULL[0], 64),)),
+           quick=((*_LINEAR_FULL[0], 64),), quick_dtypes=("fp32",)),
     )
 }
-QUICK_DTYPES = ("bf16", "fp32", "fp64")
 
 
 @dataclass(frozen=True)
@@ -325,9 +333,8 @@ class Case:
 def grid(full: bool, ops=None, dtypes=None) -> list[Case]:
     """The cases of the full or the quick grid, optionally only some ops and dtypes."""
     names = ops or list(OPS)
-    dtypes = dtypes or (list(DTYPES) if full else list(QUICK_DTYPES))
     return [Case(OPS[name], shape, dtype) for name in names for shape in (OPS[name].full if full else OPS[name].quick)
-            for dtype in dtypes]
+            for dtype in dtypes or (list(DTYPES) if full else OPS[name].quick_dtypes)]
 
 
 # ----------------------------------------------------------------------------- rows and verdicts

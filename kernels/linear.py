@@ -317,10 +317,14 @@ def linear_forward(x2: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None)
     return matmul(x2, w, bias)
 
 
-def linear_backward(dy2: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, has_bias: bool, dw_strategy: str = "splitk"):
-    """(x̄, w̄, b̄ or None) for ȳ (M, N), x (M, K), w (K, N); w̄ by ``dw_strategy``."""
+def grad_input(dy2: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x̄ = ȳ wᵀ (M, K): the forward's kernel, w read transposed through its strides."""
+    return matmul(dy2, w.t())
+
+
+def grad_weight(dy2: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, has_bias: bool, dw_strategy: str = "splitk"):
+    """(w̄ = xᵀȳ in w's dtype, b̄ = Σ_m ȳ or None) for ȳ (M, N), x (M, K); w̄ reduced by ``dw_strategy``."""
     (m, k), n = x2.shape, w.shape[1]
-    dx = matmul(dy2, w.t())  # x̄ = ȳ wᵀ: the forward's kernel, w read transposed through its strides
     acc_t = acc_torch_dtype(x2.dtype)
     bm, bn, bk, warps, stages = _config(x2.dtype, dw=True)
     split, rows = splits(m, triton.cdiv(k, bk) * triton.cdiv(n, bn), bm)
@@ -342,7 +346,12 @@ def linear_backward(dy2: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, has_bi
         dw = acc.to(w.dtype)
         if has_bias:  # b̄ by its own reduction: per-slice column sums of ȳ, then the fixed-order pass
             db = sum_rows(sum_rows(dy2, acc_t, chunks=split), w.dtype).view(n)
-    return dx, dw, db
+    return dw, db
+
+
+def linear_backward(dy2: torch.Tensor, x2: torch.Tensor, w: torch.Tensor, has_bias: bool, dw_strategy: str = "splitk"):
+    """(x̄, w̄, b̄ or None) for ȳ (M, N), x (M, K), w (K, N); w̄ by ``dw_strategy``."""
+    return (grad_input(dy2, w), *grad_weight(dy2, x2, w, has_bias, dw_strategy))
 
 
 class LinearFunction(torch.autograd.Function):
