@@ -53,7 +53,7 @@ _GPU_CONFIGS = {
     ("sm_90", "16-bit"): ((128, 128, 64, 8, 3), (128, 128, 64, 8, 3)),
     ("sm_90", "fp32"): ((64, 64, 32, 4, 3), (64, 64, 32, 4, 3)),
     ("sm_90", "fp64"): ((32, 32, 16, 4, 2), (32, 32, 16, 4, 2)),
-    ("gfx942", "16-bit"): ((128, 128, 32, 8, 2), (32, 128, 128, 8, 2)),
+    ("gfx942", "16-bit"): ((128, 128, 32, 8, 2), (64, 128, 64, 8, 2)),
     ("gfx942", "fp32"): ((64, 64, 32, 4, 2), (64, 64, 32, 4, 2)),
     ("gfx942", "fp64"): ((32, 32, 16, 4, 1), (32, 32, 16, 4, 1)),
 }
@@ -373,8 +373,13 @@ class LinearFunction(torch.autograd.Function):
         if x.numel() == 0:  # no rows: nothing to launch, and every gradient is zero
             db = torch.zeros(n, dtype=w.dtype, device=w.device) if ctx.has_bias else None
             return torch.zeros_like(x), torch.zeros_like(w), db, None
-        dx, dw, db = linear_backward(dy.reshape(-1, n).to(x.dtype), x.reshape(-1, k), w, ctx.has_bias, ctx.dw_strategy)
-        return dx.view(x.shape), dw, db, None
+        dy2, x2 = dy.reshape(-1, n).to(x.dtype), x.reshape(-1, k)
+        # Only the products autograd asks for: a first layer's input, or a frozen weight, needs no GEMM.
+        dx = grad_input(dy2, w).view(x.shape) if ctx.needs_input_grad[0] else None
+        dw, db = None, None
+        if ctx.needs_input_grad[1] or ctx.needs_input_grad[2]:
+            dw, db = grad_weight(dy2, x2, w, ctx.has_bias, ctx.dw_strategy)
+        return dx, dw, db, None
 
 
 def _autocast(*tensors):

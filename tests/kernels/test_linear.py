@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 import course
 from kernels import linear
+from kernels._common import LaunchTarget
 
 linear_module = importlib.import_module("kernels.linear")  # the module; kernels exports the function
 
@@ -82,11 +83,41 @@ def test_any_strides():
         torch.testing.assert_close(got, ref, rtol=1e-12, atol=1e-12)
 
 
-def test_the_case_splits_w_bar_into_several_slices():
+@pytest.mark.skipif(not linear_module.interpreted(), reason="the interpreter's rule")
+def test_the_cases_split_w_bar_into_several_slices_or_one():
     """What the split-K tests above rely on: 75 rows give three slices in the interpreter, 5 rows one."""
     block_m = linear_module._config(torch.float32, dw=True)[0]
     assert linear_module.splits(75, 2, block_m) == (3, 32)
     assert linear_module.splits(5, 3, block_m) == (1, 32)
+
+
+def test_on_an_h100_only_a_layer_with_few_tiles_splits(monkeypatch):
+    """132 SMs: w̄ of a 4096² layer has 1024 tiles of 128² and needs no split; a 256² layer has 4 and
+    splits to fill the GPU, never into slices of fewer than MIN_ROWS_PER_SPLIT rows."""
+    monkeypatch.setattr(linear_module, "interpreted", lambda: False)
+    monkeypatch.setattr(linear_module, "launch_target", lambda: LaunchTarget("cuda", 90, 32, 132, 232448))
+    assert linear_module.splits(8192, 32 * 32, 128) == (1, 8192)
+    assert linear_module.splits(65536, 2 * 2, 128) == (64, 1024)  # 66 wanted, 1024-row slices make 64
+    assert linear_module.splits(300, 2 * 2, 128) == (2, 256)  # 300 rows: at most two slices of ≥ 256 requested
+
+
+def test_only_the_gradients_asked_for_are_computed(monkeypatch):
+    x, w, b, dy = make((75, 20), 37, torch.float32)
+    calls = []
+    monkeypatch.setattr(linear_module, "grad_weight", lambda *a, **k: calls.append("w̄") or (None, None))
+    (dx,) = torch.autograd.grad(linear(x, w.detach(), b.detach()), (x,), dy)
+    assert calls == [] and dx.shape == x.shape
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bfloat16 runs on a GPU only")
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_bfloat16_on_a_gpu(strategy):
+    x, w, b, dy = make((1000, 384), 320, torch.bfloat16)
+    y = linear(x, w, b, dw_strategy=strategy)
+    y_ref, grads_ref = reference(x, w, b, dy)
+    torch.testing.assert_close(y.double(), y_ref, rtol=2e-2, atol=2e-2)
+    for got, ref in zip(grads(y, (x, w, b), dy), grads_ref):
+        torch.testing.assert_close(got.double(), ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
 
 
 def test_split_k_w_bar_is_the_same_bits_every_run():
