@@ -239,16 +239,6 @@ def _lm_head_shape(shape):
     return f"T{tokens} d{dim} V{vocab}"
 
 
-def _gemm_shape(shape):
-    m, k, n = shape
-    return f"M{m} K{k} N{n}"
-
-
-def _nb09_shape(shape):
-    *mkn, block = shape
-    return f"{_gemm_shape(mkn)} block {block}"
-
-
 def _flash_shape(shape):
     bh, t, d = shape
     return f"BH{bh} T{t} D{d}"
@@ -257,6 +247,12 @@ def _flash_shape(shape):
 def _scatter_shape(shape):
     tokens, dim, vocab = shape
     return f"{tokens}×{dim} → {vocab}"
+
+
+def _gemm_shape(shape):
+    """M·K·N, and the tile side when the shape names one (notebook 09's launchers take block=)."""
+    m, k, n, *block = shape
+    return f"M{m} K{k} N{n}" + (f" block {block[0]}" if block else "")
 
 
 @dataclass(frozen=True)
@@ -313,7 +309,7 @@ OPS = {
         # The notebook's frozen kernels, at its BLOCK (16) and the larger tiles a GPU wants (its launchers take
         # block=). Quick: the largest tiles in float32, where a spill fails the row; the full grid has every dtype.
         Op("09_matmul_backward_triton", ("linear_dx_kernel", "linear_dw_splitk_kernel", "linear_dw_atomic_kernel"),
-           _nb09_linear, _nb09_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
+           _nb09_linear, _gemm_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
            quick=((*_LINEAR_FULL[0], 64),), quick_dtypes=("fp32",)),
     )
 }
