@@ -15,8 +15,9 @@ linear_module = importlib.import_module("kernels.linear")  # the module; kernels
 DEVICE = course.DEVICE
 TOL = {torch.float16: 2e-3, torch.float32: 2e-5, torch.float64: 1e-12}
 # (x's shape, N): no side divides the interpreter's 32-wide tiles; 75 rows make three slices of w̄'s
-# reduction, the last one short; 5 rows make one.
-CASES = [((75, 20), 37), ((3, 25, 37), 19), ((5, 33), 70)]
+# reduction, the last one short; 5 rows make one; 80 rows of a 70 × 40 w̄ make two slices of two
+# 32-row steps each (the last slice one step).
+CASES = [((75, 20), 37), ((3, 25, 37), 19), ((5, 33), 70), ((2, 40, 70), 40)]
 STRATEGIES = ["splitk", "atomic"]
 
 
@@ -70,10 +71,10 @@ def test_float16_accumulates_in_float32(strategy):
 
 
 def test_any_strides():
-    """w given as the transpose of an (N, K) weight, x a column slice: no copy is needed and none is wrong."""
+    """w given as the transpose of an (N, K) weight, x a column slice of a transpose: no copy is needed and none is wrong."""
     g = torch.Generator().manual_seed(3)
-    x_big = torch.randn(40, 50, generator=g, dtype=torch.float64).to(DEVICE)
-    x = x_big[:, 5:38].requires_grad_()  # (40, 33), row stride 50
+    x_big = torch.randn(50, 40, generator=g, dtype=torch.float64).to(DEVICE).t()
+    x = x_big[:, 5:38].requires_grad_()  # (40, 33), strides (1, 40)
     w = torch.randn(21, 33, generator=g, dtype=torch.float64).to(DEVICE).t().requires_grad_()  # (33, 21), strides (1, 33)
     dy = torch.randn(40, 21, generator=g, dtype=torch.float64).to(DEVICE)
     y = linear(x, w)
@@ -85,10 +86,11 @@ def test_any_strides():
 
 @pytest.mark.skipif(not linear_module.interpreted(), reason="the interpreter's rule")
 def test_the_cases_split_w_bar_into_several_slices_or_one():
-    """What the split-K tests above rely on: 75 rows give three slices in the interpreter, 5 rows one."""
+    """What the split-K tests above rely on, in the interpreter's 32-row steps."""
     block_m = linear_module._config(torch.float32, dw=True)[0]
     assert linear_module.splits(75, 2, block_m) == (3, 32)
     assert linear_module.splits(5, 3, block_m) == (1, 32)
+    assert linear_module.splits(80, 3 * 2, block_m) == (2, 64)
 
 
 def test_on_an_h100_only_a_layer_with_few_tiles_splits(monkeypatch):
