@@ -235,7 +235,7 @@ def linear_dx_kernel(
 ):
     """Grid (cdiv(M, BLOCK_M), cdiv(K, BLOCK_K)): program (i, j) writes the BLOCK_M × BLOCK_K tile of x̄ at rows
     i·BLOCK_M…, columns j·BLOCK_K…, and nothing else."""
-    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) rows of ȳ and x̄
+    rows = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # (BLOCK_M,) rows of ȳ and x̄ (int64)
     cols = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)  # (BLOCK_K,) columns of x̄ = rows of w
     acc_dtype = tl.float64 if DY_ptr.dtype.element_ty == tl.float64 else tl.float32  # the sums' dtype
     ### BEGIN SOLUTION
@@ -539,7 +539,7 @@ def linear_dw_splitk_kernel(
     programs with i = 0 also write the sum of ȳ over those rows into PB[s, j·BLOCK_N…]."""
     ks = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)  # (BLOCK_K,) rows of w̄
     ns = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # (BLOCK_N,) columns of w̄
-    split = tl.program_id(2)
+    split = tl.program_id(2).to(tl.int64)  # int64: split·K·N can pass 2³¹ on a real layer
     acc_dtype = tl.float64 if X_ptr.dtype.element_ty == tl.float64 else tl.float32
     ### BEGIN SOLUTION
     start = split * rows_per_split
