@@ -157,6 +157,26 @@ EXERCISES: tuple[Entry, ...] = (
         ("softmax_bwd_mixed_kernel", KERNEL, 2, {"half-accumulation": 2, "float32": 2, "out-of-bounds": 1, "race": 1,
                                                  "*": 1}, "mixed_kernel"),
     ),
+    *_lesson(
+        "09_matmul_backward_triton", "linear_triton", "linear_triton",
+        # Each kernel's hints (the notebook's): 1 — which program does what, its masks and where it writes (out of
+        # bounds, races; for the split kernels, which rows a split owns); 2 — the operands' layout and the sums'
+        # dtype; 3 — the loop's skeleton. "split-end": a split's last step reads the next split's rows.
+        ("linear_dx_kernel", KERNEL, 3, {"out-of-bounds": 1, "race": 1, "non-finite": 1, "transpose": 2,
+                                         "half-accumulation": 2, "float32": 2, "scale": 3, "wrong-values": 3,
+                                         "*": 3}),
+        ("linear_dw_splitk_kernel", KERNEL, 3, {"split-end": 1, "batch-reduction": 1, "race": 1, "out-of-bounds": 1,
+                                                "non-finite": 1, "transpose": 2, "half-accumulation": 2,
+                                                "float32": 2, "wrong-values": 3, "*": 3}),
+        ("linear_dw_atomic_kernel", KERNEL, 2, {"race": 1, "out-of-bounds": 1, "non-finite": 1, "transpose": 2,
+                                                "half-accumulation": 2, "float32": 2, "batch-reduction": 3,
+                                                "split-end": 3, "wrong-values": 3, "*": 3}),
+        # Hint 1: the forward and what to save ("saved"); Hint 2: the backward's products and the second pass (a
+        # kernel's failure met here carries the kernel's class and names its Part); Hint 3: shapes and layouts.
+        ("TritonLinear", FUNCTION, 2, {"saved": 1, "out-of-bounds": 2, "race": 2, "half-accumulation": 2,
+                                       "transpose": 2, "scale": 2, "batch-reduction": 2, "wrong-values": 2,
+                                       "non-finite": 2, "autograd-in-backward": 2, "shape": 3, "*": 2}),
+    ),
 )
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
 NOTEBOOKS = tuple(dict.fromkeys(exercise.notebook for exercise in EXERCISES))

@@ -11,7 +11,7 @@ kernel is defined: without CUDA it sets TRITON_INTERPRET=1, so every op runs on 
 beforehand is kept: ``1`` interprets even on a GPU machine, ``0`` keeps the kernels compiled
 (the compile check below sets it). ``kernels.DEVICE_CHOICE`` says what was decided and why.
 
-``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–08 for
+``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–09 for
 sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU, and fails on spills, shared
 memory over a target's limit and int32 offset overflows.
 """
@@ -26,9 +26,10 @@ from .cross_entropy import cross_entropy  # noqa: E402
 from .embedding import embedding  # noqa: E402
 from .fused_linear_cross_entropy import fused_linear_cross_entropy  # noqa: E402
 from .layer_norm import layer_norm  # noqa: E402
+from .linear import linear  # noqa: E402
 from .rms_norm import rms_norm  # noqa: E402
 from .scatter_add import scatter_add  # noqa: E402
 from .softmax import softmax  # noqa: E402
 
-__all__ = ["attention", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "rms_norm", "scatter_add",
-           "softmax"]
+__all__ = ["attention", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "linear", "rms_norm",
+           "scatter_add", "softmax"]

@@ -7,6 +7,7 @@
     python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
     python -m kernels.bench fused_linear_cross_entropy [--rows T] [--cols V] [--dim d]   # GPU: ms, TFLOP/s, GB/s, peak memory
     python -m kernels.bench fused_linear_cross_entropy --memory   # CPU: extra peak memory, fused vs unfused vs compile
+    python -m kernels.bench linear [--rows M] [--cols N] [--dim K]   # GPU: TFLOP/s of y, x̄ and w̄ vs torch.matmul
 
 For each row-wise op and row length N it reports GB/s of the forward and of forward+backward for the
 Triton kernel, torch eager and torch.compile, measured in the same run; the ratio of
@@ -25,6 +26,10 @@ FLOPs: the logits, h̄ and W̄) and the extra peak memory, against the unfused
 ``F.cross_entropy(h @ W.T, t)`` in eager and under torch.compile. ``--memory`` measures the
 extra peak memory on the CPU instead (see :func:`lm_head_memory_on_cpu`), and exits 1 unless
 the fused op needs at least 10× less than the unfused one.
+
+``linear`` (y = x w for x (M, K), w (K, N); default M = 8192 tokens, K = N = 4096) times each GEMM
+on its own — y, x̄ = ȳ wᵀ, and w̄ = xᵀ ȳ by both strategies — against torch.matmul of the same
+operands (for x̄ and w̄ the transposed views autograd would use), and reports TFLOP/s (2·M·K·N each).
 """
 
 from __future__ import annotations
@@ -377,19 +382,48 @@ def run_lm_head(tokens: int, vocab: int, dim: int, dtypes: list[str]) -> list[di
     return results
 
 
+def run_linear(m: int, k: int, n: int, dtypes: list[str]) -> list[dict]:
+    """On a GPU: TFLOP/s of kernels.linear's three GEMMs (w̄ by split-K and by atomics) against torch.matmul."""
+    import importlib
+
+    op = importlib.import_module(f"{__package__}.linear")  # the module; kernels exports the function
+    flops = 2 * m * k * n
+    results = []
+    for dtype_name in dtypes:
+        dt = DTYPES[dtype_name]
+        x, dy = torch.randn(m, k, device="cuda", dtype=dt), torch.randn(m, n, device="cuda", dtype=dt)
+        w = torch.randn(k, n, device="cuda", dtype=dt) / k**0.5
+        gemms = {
+            "y": (lambda: op.matmul(x, w), lambda: torch.matmul(x, w)),
+            "dx": (lambda: op.grad_input(dy, w), lambda: torch.matmul(dy, w.t())),
+            "dw_splitk": (lambda: op.grad_weight(dy, x, w, False, "splitk"), lambda: torch.matmul(x.t(), dy)),
+            "dw_atomic": (lambda: op.grad_weight(dy, x, w, False, "atomic"), lambda: torch.matmul(x.t(), dy)),
+        }
+        row = {"op": "linear", "dtype": dtype_name, "M": m, "K": k, "N": n}
+        for name, (ours, theirs) in gemms.items():
+            row[f"{name}_TFLOPs"] = flops / _ms(ours) / 1e9
+            row[f"{name}_torch_TFLOPs"] = flops / _ms(theirs) / 1e9
+        results.append(row)
+        print(f"linear {dtype_name:<9} M={m} K={k} N={n} | " + " | ".join(
+            f"{name} {row[f'{name}_TFLOPs']:6.1f} TFLOP/s ({row[f'{name}_TFLOPs'] / row[f'{name}_torch_TFLOPs']:4.2f}x matmul)"
+            for name in gemms), flush=True)
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("op", choices=sorted(OPS) + ["attention", "fused_linear_cross_entropy"])
+    parser.add_argument("op", choices=sorted(OPS) + ["attention", "fused_linear_cross_entropy", "linear"])
     parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"], choices=sorted(DTYPES))
     parser.add_argument("--rows", type=int, help="rows (default 4096), or T (tokens) for fused_linear_cross_entropy "
-                        "(default 4096 on the CPU, 8192 on a GPU)")
+                        "(default 4096 on the CPU, 8192 on a GPU), or M for linear (default 8192)")
     parser.add_argument("--cols", type=int, nargs="+", help="row lengths, T for attention, or the vocabulary V for "
-                        "fused_linear_cross_entropy (default: a sweep per op; V = 32768 on the CPU, 128256 on a GPU)")
+                        "fused_linear_cross_entropy (default: a sweep per op; V = 32768 on the CPU, 128256 on a GPU), "
+                        "or N, w's out_features, for linear (default 4096)")
     parser.add_argument("--head-dims", type=int, nargs="+", default=[64, 128], help="attention only")
     parser.add_argument("--llama3-8b", action="store_true", help="attention only: Llama-3-8B's causal grouped-query "
                         "attention, B 1 · 32 query heads · 8 K/V heads · D 128, at T 2048–16384 (or --cols)")
-    parser.add_argument("--dim", type=int, help="fused_linear_cross_entropy only: d, h's width (default 256 on the CPU, "
-                        "4096 on a GPU)")
+    parser.add_argument("--dim", type=int, help="fused_linear_cross_entropy: d, h's width (default 256 on the CPU, "
+                        "4096 on a GPU); for linear, K, x's features (default 4096)")
     parser.add_argument("--memory", action="store_true",
                         help="on the CPU: extra peak memory of forward+backward — attention vs T, save-P vs recompute; "
                              "fused_linear_cross_entropy vs unfused eager and torch.compile")
@@ -415,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
         run_attention(args.cols or [2048, 4096, 8192, 16384], [128], (1, 32), kv_heads=8, causal_only=True)
     elif args.op == "attention":
         run_attention(args.cols or [1024, 2048, 4096, 8192, 16384], args.head_dims)
+    elif args.op == "linear":
+        run_linear(args.rows or 8192, args.dim or 4096, (args.cols or [4096])[0], args.dtypes)
     elif lm_head:
         run_lm_head(args.rows or 8192, (args.cols or [128256])[0], args.dim or 4096, args.dtypes)
     else:

@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–08 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–09 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -38,11 +38,16 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | 06_topk_routing (scatter-add) | 8192 token rows of 4096 into a 128256-row table |
 | 07_fused_linear_cross_entropy (ce_grad_kernel) | a chunk of 512 rows × 128256 classes |
 | 08_mixed_precision_backward (softmax_bwd_mixed_kernel) | 4096 × 32768 and 8192 × 128256, in blocks of 1024 |
+| linear (y, x̄ and both w̄ strategies) | M 8192 tokens · K 4096 · N ∈ {4096, 14336}; M 65536 · K 256 · N 256 (w̄ split) |
+| 09_matmul_backward_triton (its given launchers) | M 8192 · K 4096 · N 4096 in tiles of block ∈ {16, 32, 64} |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
-longest row it holds in one block; attention at D 64 without a mask, D 128 causal, and causal packed GQA at D 256
-(the packed, grouped-query and largest-head-dim paths in one cell).
+longest row it holds in one block; attention at D 64 without a mask, D 128 causal, and causal packed GQA at
+D 256 (the packed, grouped-query and largest-head-dim paths in one cell); linear at
+8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
+memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
+their tiles from the launcher's block, whatever the dtype).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -207,6 +212,26 @@ def _nb08_softmax_bwd_mixed(shape, dtype):
     nb["softmax_backward_by_kernel"](_empty(rows, cols, dtype=dtype), _empty(rows, cols, dtype=dtype), BLOCK=1024)
 
 
+def _linear(shape, dtype):
+    op = _module("linear")
+
+    m, k, n = shape
+    x, w, b, dy = _empty(m, k, dtype=dtype), _empty(k, n, dtype=dtype), _empty(n, dtype=dtype), _empty(m, n, dtype=dtype)
+    op.linear_forward(x, w, b)
+    for strategy in op.DW_STRATEGIES:
+        op.linear_backward(dy, x, w, True, strategy)
+
+
+def _nb09_linear(shape, dtype):
+    nb = _notebook("09_matmul_backward_triton")
+    m, k, n, block = shape
+    x, w, dy = _empty(m, k, dtype=dtype), _empty(k, n, dtype=dtype), _empty(m, n, dtype=dtype)
+    nb["launch_dx"](x, w.t(), block)  # TritonLinear's forward
+    nb["launch_dx"](dy, w, block)
+    nb["launch_dw_partials"](x, dy, nb["ROWS_PER_SPLIT"], True, block)
+    nb["launch_dw_atomic"](x, dy, nb["ROWS_PER_SPLIT"], block)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -233,6 +258,12 @@ def _scatter_shape(shape):
     return f"{tokens}×{dim} → {vocab}"
 
 
+def _gemm_shape(shape):
+    """M·K·N, and the tile side when the shape names one (notebook 09's launchers take block=)."""
+    m, k, n, *block = shape
+    return f"M{m} K{k} N{n}" + (f" block {block[0]}" if block else "")
+
+
 @dataclass(frozen=True)
 class Op:
     """One op's host code, the kernels it must launch, and the shapes it is compiled at."""
@@ -243,6 +274,7 @@ class Op:
     describe: Callable[[tuple], str]
     full: tuple[tuple, ...]
     quick: tuple[tuple, ...]
+    quick_dtypes: tuple[str, ...] = ("bf16", "fp32", "fp64")  # the quick grid's dtypes for this op
 
 
 # (B or documents, H, H_kv, T, D, causal, packed): multi-head at D 64, 128 and 256; Llama-3-8B's grouped-query
@@ -252,6 +284,9 @@ _ATTENTION_GQA = ((4, 32, 8, 4096, 128, False, False), (4, 32, 8, 4096, 128, Tru
 _ATTENTION_PACKED_D256 = (4, 32, 8, 4096, 256, True, True)
 _ATTENTION_FULL = (*_ATTENTION_MHA, *_ATTENTION_GQA, _ATTENTION_PACKED_D256)
 _TABLE = (128256, 4096)  # a Llama-3 vocabulary, a 4096-wide model
+# (M tokens, K, N): a 4096-wide projection, a Llama-3-8B MLP up-projection, and a narrow layer over many
+# tokens, where w̄ has few tiles and the split-K reduction splits.
+_LINEAR_FULL = ((8192, 4096, 4096), (8192, 4096, 14336), (65536, 256, 256))
 
 OPS = {
     op.name: op
@@ -269,6 +304,9 @@ OPS = {
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL,
            quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256)),
+        # Quick: no float64, whose tiles take a tenth of any target's shared memory and may spill.
+        Op("linear", ("_matmul_kernel", "_dw_splitk_kernel", "_dw_atomic_kernel", "_sum_rows_kernel"), _linear, _gemm_shape,
+           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32")),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
@@ -283,9 +321,13 @@ OPS = {
            full=((512, _TABLE[0]),), quick=((512, _TABLE[0]),)),
         Op("08_mixed_precision_backward", ("softmax_bwd_mixed_kernel",), _nb08_softmax_bwd_mixed, _rows_x_cols,
            full=((4096, 32768), (8192, _TABLE[0])), quick=((8192, _TABLE[0]),)),
+        # The notebook's frozen kernels, at its BLOCK (16) and the larger tiles a GPU wants (its launchers take
+        # block=). Quick: the largest tiles in float32, where a spill fails the row; the full grid has every dtype.
+        Op("09_matmul_backward_triton", ("linear_dx_kernel", "linear_dw_splitk_kernel", "linear_dw_atomic_kernel"),
+           _nb09_linear, _gemm_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
+           quick=((*_LINEAR_FULL[0], 64),), quick_dtypes=("fp32",)),
     )
 }
-QUICK_DTYPES = ("bf16", "fp32", "fp64")
 
 
 @dataclass(frozen=True)
@@ -302,9 +344,8 @@ class Case:
 def grid(full: bool, ops=None, dtypes=None) -> list[Case]:
     """The cases of the full or the quick grid, optionally only some ops and dtypes."""
     names = ops or list(OPS)
-    dtypes = dtypes or (list(DTYPES) if full else list(QUICK_DTYPES))
     return [Case(OPS[name], shape, dtype) for name in names for shape in (OPS[name].full if full else OPS[name].quick)
-            for dtype in dtypes]
+            for dtype in dtypes or (list(DTYPES) if full else OPS[name].quick_dtypes)]
 
 
 # ----------------------------------------------------------------------------- rows and verdicts

@@ -11,7 +11,7 @@ backward; then, for each GPU, the time the slower of the two takes at that GPU's
 (``kernels.bench`` reports the fraction of it reached); nothing here is measured.
 
 Peaks are the vendors' datasheet figures, dense (no sparsity): HBM bandwidth, and bf16
-tensor-core throughput for the matmul FLOPs of attention. The row-wise ops' FLOPs (a few per
+tensor-core throughput for the matmul FLOPs of attention and linear. The row-wise ops' FLOPs (a few per
 element: max, exp, sums, scales) run on the vector units; at these shapes their time at even
 a tenth of the tensor-core peak is far under their memory time, so they are memory-bound and
 their FLOPs are shown, not used.
@@ -78,6 +78,17 @@ def attention(b: int, h: int, t: int, d: int, causal: bool, h_kv: int | None = N
                 flops, 3.5 * flops, matmul=True)
 
 
+def linear(m: int, k: int, n: int) -> Cost:
+    """y = x w for x (m, k), w (k, n): each GEMM reads its two operands once and writes its result once.
+    Forward y (read x, w; write y); backward x̄ = ȳ wᵀ (read ȳ, w; write x̄) and w̄ = xᵀ ȳ (read x, ȳ; write w̄).
+    2·m·k·n FLOPs per GEMM, three in all; b̄ (a column sum of ȳ, fused into w̄'s read) adds no traffic."""
+    x, w, y = m * k * BF16, k * n * BF16, m * n * BF16
+    forward = x + w + y
+    backward = (y + w + x) + (x + y + w)
+    flops = 2 * m * k * n
+    return Cost("linear", f"M{m}·K{k}·N{n}", forward, forward + backward, flops, 3 * flops, matmul=True)
+
+
 def costs() -> list[Cost]:
     """The benchmark shapes of the compile check's full grid, in bfloat16."""
     out = []
@@ -94,6 +105,8 @@ def costs() -> list[Cost]:
             out.append(attention(4, 16, 4096, d, causal))
     for causal in (False, True):  # Llama-3-8B's grouped-query heads: 32 for queries, 8 for keys and values
         out.append(attention(4, 32, 4096, 128, causal, h_kv=8))
+    for m, k, n in ((8192, 4096, 4096), (8192, 4096, 14336)):
+        out.append(linear(m, k, n))
     return out
 
 

@@ -29,7 +29,7 @@ timeout 300 $PY -m pytest -q -o addopts="" -p no:cacheprovider -rs --timeout 120
     | tee "$out/kernel-tests.log"
 tests_rc=${PIPESTATUS[0]}
 
-for op in softmax cross_entropy layer_norm rms_norm attention fused_linear_cross_entropy; do
+for op in softmax cross_entropy layer_norm rms_norm attention fused_linear_cross_entropy linear; do
     echo "== python -m kernels.bench $op"
     timeout 75 $PY -m kernels.bench "$op" || echo "(kernels.bench $op: exit status $?)"
 done 2>&1 | tee "$out/bench.log"

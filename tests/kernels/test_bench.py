@@ -6,7 +6,8 @@ import torch
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
-@pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention", "fused_linear_cross_entropy"])
+@pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention", "fused_linear_cross_entropy",
+                                "linear"])
 def test_bench_without_cuda_says_so_and_exits_0(op):
     done = subprocess.run([sys.executable, "-m", "kernels.bench", op], capture_output=True, text=True)
     assert done.returncode == 0 and "no CUDA device" in done.stdout
@@ -23,6 +24,15 @@ def test_bench_measures_on_gpu():
 
     rows = run("softmax", ["float32"], rows=256, cols=[1024])
     assert rows[0]["triton_fwdbwd_GBps"] > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_linear_bench_measures_every_gemm_on_gpu():
+    from kernels.bench import run_linear
+
+    row = run_linear(256, 128, 192, ["bfloat16"])[0]
+    for name in ("y", "dx", "dw_splitk", "dw_atomic"):
+        assert row[f"{name}_TFLOPs"] > 0 and row[f"{name}_torch_TFLOPs"] > 0, row
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU memory path")

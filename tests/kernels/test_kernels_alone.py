@@ -91,6 +91,16 @@ def attention_case(kernels, dtype):
     return rows
 
 
+def linear_case(kernels, dtype):
+    x, w, b, dy = _inputs(dtype, 10, (2, 37, 20), (20, 19), (19,), (2, 37, 19))  # 3-D x; no side a power of two
+    rows = []
+    for strategy in ("splitk", "atomic"):
+        rows += [(f"{strategy}: {name}", got, want) for name, got, want in _against(
+            lambda x, w, b, s=strategy: kernels.linear(x, w, b, dw_strategy=s),
+            lambda x, w, b: F.linear(x, w.t(), b), [x, w, b], dy, ["y", "dx", "dw", "db"])]
+    return rows
+
+
 def embedding_case(kernels, dtype):
     weight, dy = _inputs(dtype, 6, (11, 6), (3, 4, 6))
     ids = torch.tensor([[1, 4, 4, 10], [0, 1, 1, 1], [7, 3, 2, 4]])  # repeated tokens: their gradients add
@@ -107,7 +117,7 @@ def scatter_add_case(kernels, dtype):
 
 CASES = {"attention": attention_case, "cross_entropy": cross_entropy_case, "embedding": embedding_case,
          "fused_linear_cross_entropy": fused_linear_cross_entropy_case, "layer_norm": layer_norm_case,
-         "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
+         "linear": linear_case, "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
          "softmax": softmax_case}
 
 

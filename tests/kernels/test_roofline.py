@@ -7,11 +7,11 @@ import pytest
 from kernels import roofline
 
 
-def test_row_ops_are_memory_bound_and_attention_compute_bound_on_every_gpu():
+def test_row_ops_are_memory_bound_and_attention_and_linear_compute_bound_on_every_gpu():
     for cost in roofline.costs():
         for peak in roofline.PEAKS:
             _, bound = roofline.seconds(cost, peak, backward=True)
-            assert bound == ("compute" if cost.op.startswith("attention") else "memory"), (cost.op, peak.name)
+            assert bound == ("compute" if cost.op.startswith(("attention", "linear")) else "memory"), (cost.op, peak.name)
 
 
 def test_a_memory_bound_floor_is_the_bytes_over_the_bandwidth():
@@ -32,3 +32,12 @@ def test_the_markdown_table_has_a_row_per_cost_and_a_column_per_gpu():
     lines = roofline.markdown().splitlines()
     assert len(lines) == 2 + len(roofline.costs())
     assert all(line.count("|") == 5 + len(roofline.PEAKS) for line in lines)
+
+
+def test_linear_does_three_gemms_and_reads_each_operand_once_per_gemm():
+    cost = roofline.linear(8192, 4096, 4096)
+    assert cost.fwd_flops == 2 * 8192 * 4096 * 4096 and cost.fwd_bwd_flops == 3 * cost.fwd_flops
+    x, w, y = 8192 * 4096 * 2, 4096 * 4096 * 2, 8192 * 4096 * 2  # bf16
+    assert cost.fwd_bytes == x + w + y and cost.fwd_bwd_bytes == 3 * (x + w + y)
+    h100 = next(p for p in roofline.PEAKS if p.name == "H100 SXM")
+    assert roofline.seconds(cost, h100, backward=True) == (pytest.approx(cost.fwd_bwd_flops / 989e12), "compute")
