@@ -261,11 +261,14 @@ class LossOptions:
 
     def denominator(self, target: torch.Tensor, ignore_index: int) -> tuple[int, float]:
         """(valid rows, the mean's divisor of the cross-entropy part: Σ_{valid} w_t, or the valid rows)."""
+        target = target.reshape(-1)
         valid = target != ignore_index
         n_valid = int(valid.sum())
         if self.weight is None:
             return n_valid, float(n_valid)
-        return n_valid, float(self.weight[target[valid]].sum())
+        # Gathered at every row and masked, not indexed by the mask: a shape that depends on data.
+        w_t = torch.where(valid, self.weight.gather(0, torch.where(valid, target, 0)), 0.0)
+        return n_valid, float(w_t.sum().item())
 
 
 def _number(name: str, value, low: float, high: float | None = None) -> float:
@@ -300,7 +303,7 @@ def loss_options(n_classes: int, like: torch.Tensor, *, label_smoothing=0.0, lse
         if weight.device != like.device:
             raise ValueError(f"{weight_name} is on {weight.device} but the logits' inputs are on {like.device}")
         w = weight.detach().to(acc_torch_dtype(like.dtype)).contiguous()
-        w_sum = float(w.sum())
+        w_sum = float(w.sum().item())
     return LossOptions(eps, z_scale, softcap, w, w_sum)
 
 
