@@ -134,27 +134,38 @@ def row_loss_terms(row_ptr, w_ptr, t, ignored, n_cols, eps, z_scale, softcap, we
 
 
 @triton.jit
-def row_grad_block(row_ptr, w_ptr, offs, mask, t, lse, g_t, g, gz, eps, z_scale, softcap, weight_sum, n_cols,
-                   ACC: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_WEIGHT: tl.constexpr, HAS_SMOOTHING: tl.constexpr):
-    """x̄ at offs for one row: g_t = g·w_t scales the target term, g the smoothing term, gz the z-loss term:
-    z̄_j = g_t·(1−ε)·(p_j − 1[j=t]) + g·(ε/C)·(W·p_j − w_j) + gz·2s·lse·p_j, times 1 − tanh² under a softcap."""
-    x = tl.load(row_ptr + offs, mask=mask, other=0.0).to(ACC)
-    if HAS_SOFTCAP:
-        th = tanh(x / softcap)
-        z = softcap * th
-    else:
-        z = x
-    p = tl.exp(z - lse)
-    dz = (g_t * (1.0 - eps)) * (p - tl.where(offs == t, 1.0, 0.0)) + (gz * 2.0 * z_scale * lse) * p
-    if HAS_SMOOTHING:
-        if HAS_WEIGHT:
-            w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(ACC)
+def row_backward(x_row, dx_row, w_ptr, t, ignored, lse, g, gz, eps, z_scale, softcap, weight_sum, n_cols,
+                 BLOCK: tl.constexpr, ACC: tl.constexpr, HAS_SOFTCAP: tl.constexpr, HAS_WEIGHT: tl.constexpr,
+                 HAS_SMOOTHING: tl.constexpr):
+    """Write one row's x̄ (dx_row may be x_row: each block is read before it is written), given g and gz, the
+    gradients reaching its cross-entropy and z-loss terms. With p = softmax(z), w ≡ 1 without weights:
+    z̄_j = g·w_t·(1−ε)·(p_j − 1[j=t]) + g·(ε/C)·(W·p_j − w_j) + gz·2s·lse·p_j, times 1 − tanh² under a softcap."""
+    g = tl.where(ignored, 0.0, g)
+    gz = tl.where(ignored, 0.0, gz)
+    g_t = g
+    if HAS_WEIGHT:
+        g_t = g * tl.load(w_ptr + tl.where(ignored, 0, t)).to(ACC)
+    cols = tl.arange(0, BLOCK)
+    for start in range(0, n_cols, BLOCK):
+        offs = start + cols
+        mask = offs < n_cols
+        x = tl.load(x_row + offs, mask=mask, other=0.0).to(ACC)
+        if HAS_SOFTCAP:
+            th = tanh(x / softcap)
+            z = softcap * th
         else:
-            w = 1.0
-        dz += (g * eps / n_cols) * (weight_sum * p - w)
-    if HAS_SOFTCAP:
-        dz = dz * (1.0 - th * th)
-    return dz
+            z = x
+        p = tl.exp(z - lse)
+        dz = (g_t * (1.0 - eps)) * (p - tl.where(offs == t, 1.0, 0.0)) + (gz * 2.0 * z_scale * lse) * p
+        if HAS_SMOOTHING:
+            if HAS_WEIGHT:
+                w = tl.load(w_ptr + offs, mask=mask, other=0.0).to(ACC)
+            else:
+                w = 1.0
+            dz += (g * eps / n_cols) * (weight_sum * p - w)
+        if HAS_SOFTCAP:
+            dz = dz * (1.0 - th * th)
+        tl.store(dx_row + offs, dz.to(dx_row.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -215,27 +226,17 @@ def _cross_entropy_bwd_kernel(
     HAS_WEIGHT: tl.constexpr,
     HAS_SMOOTHING: tl.constexpr,
 ):
-    """x̄ = g·(softmax − onehot) and the options' terms: softmax rebuilt from one saved scalar."""
+    """x̄ = g·(softmax − onehot) and the options' terms: softmax rebuilt from one saved scalar.
+
+    g and gz, the gradients reaching the row's two terms, come from the Function's reduction (1/Σw_t, 1/M, 1 or ḡ_i).
+    """
     row = tl.program_id(0).to(tl.int64)
-    x_row = X_ptr + row * x_row_stride
-    dx_row = DX_ptr + row * dx_row_stride
-    cols = tl.arange(0, BLOCK)
-    lse = tl.load(LSE_ptr + row).to(ACC)
     t = tl.load(T_ptr + row)
-    ignored = t == ignore_index
     eps, z_scale, softcap, weight_sum = load_params(P_ptr, ACC)
-    g = tl.where(ignored, 0.0, tl.load(G_ptr + row * g_stride).to(ACC))
-    gz = tl.where(ignored, 0.0, tl.load(GZ_ptr + row * gz_stride).to(ACC))
-    if HAS_WEIGHT:
-        g_t = g * tl.load(W_ptr + tl.where(ignored, 0, t)).to(ACC)
-    else:
-        g_t = g
-    for start in range(0, n_cols, BLOCK):
-        offs = start + cols
-        mask = offs < n_cols
-        dx = row_grad_block(x_row, W_ptr, offs, mask, t, lse, g_t, g, gz, eps, z_scale, softcap, weight_sum, n_cols,
-                            ACC, HAS_SOFTCAP, HAS_WEIGHT, HAS_SMOOTHING)
-        tl.store(dx_row + offs, dx.to(DX_ptr.dtype.element_ty), mask=mask)
+    row_backward(X_ptr + row * x_row_stride, DX_ptr + row * dx_row_stride, W_ptr, t, t == ignore_index,
+                 tl.load(LSE_ptr + row).to(ACC), tl.load(G_ptr + row * g_stride).to(ACC),
+                 tl.load(GZ_ptr + row * gz_stride).to(ACC), eps, z_scale, softcap, weight_sum, n_cols,
+                 BLOCK, ACC, HAS_SOFTCAP, HAS_WEIGHT, HAS_SMOOTHING)
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ import triton
 import triton.language as tl
 
 from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, row_launch
-from .cross_entropy import LossOptions, load_params, loss_options, reduce_rows, row_grad_block, row_gradients, row_loss_terms
+from .cross_entropy import LossOptions, load_params, loss_options, reduce_rows, row_backward, row_gradients, row_loss_terms
 
 
 @triton.jit
@@ -104,19 +104,9 @@ def _linear_ce_chunk_kernel(
     tl.store(ZLOSS_ptr + row, zl)
     if GRAD:
         # Sweep 2: the gradient, written over the logits it came from.
-        cols = tl.arange(0, BLOCK)
-        g = tl.where(ignored, 0.0, tl.load(G_ptr + row * g_stride).to(ACC))
-        gz = tl.where(ignored, 0.0, tl.load(GZ_ptr + row * gz_stride).to(ACC))
-        if HAS_WEIGHT:
-            g_t = g * tl.load(W_ptr + tl.where(ignored, 0, t)).to(ACC)
-        else:
-            g_t = g
-        for start in range(0, n_cols, BLOCK):
-            offs = start + cols
-            mask = offs < n_cols
-            dz = row_grad_block(z_row, W_ptr, offs, mask, t, lse, g_t, g, gz, eps, z_scale, softcap, weight_sum, n_cols,
-                                ACC, HAS_SOFTCAP, HAS_WEIGHT, HAS_SMOOTHING)
-            tl.store(z_row + offs, dz.to(Z_ptr.dtype.element_ty), mask=mask)
+        row_backward(z_row, z_row, W_ptr, t, ignored, lse, tl.load(G_ptr + row * g_stride).to(ACC),
+                     tl.load(GZ_ptr + row * gz_stride).to(ACC), eps, z_scale, softcap, weight_sum, n_cols,
+                     BLOCK, ACC, HAS_SOFTCAP, HAS_WEIGHT, HAS_SMOOTHING)
 
 
 def default_chunk(n_tokens: int, vocab: int, dim: int) -> int:
