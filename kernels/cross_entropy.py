@@ -9,7 +9,9 @@ target is not ``ignore_index``), ḡ for ``"sum"``, ḡ_i for ``"none"``; ignore
 
 The composite never forms log-probabilities, so it cannot produce the −1/y_t blow-up of
 an unfused log(softmax) when the softmax saturates. Memory: the forward reads C per row
-and writes two scalars; the backward reads C and writes C, rebuilding the softmax from lse.
+and writes three scalars (the loss's two terms below, and lse); the backward reads C and writes C,
+rebuilding the softmax from lse. The options' four scalars travel as one 4-element tensor in the
+accumulation dtype (a Python float would reach a kernel as float32, too coarse for float64).
 
 The options a trainer uses, each as a term of the row loss and its gradient w.r.t. the
 logits z (p = softmax(z), lse as above, all in the kernels, forward and backward):
