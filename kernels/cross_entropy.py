@@ -285,7 +285,7 @@ def _number(name: str, value, low: float, high: float | None = None) -> float:
 
 
 def loss_options(n_classes: int, like: torch.Tensor, *, label_smoothing=0.0, lse_square_scale=0.0, softcap=None,
-                 weight=None, weight_name: str = "weight") -> LossOptions:
+                 weight=None, weight_name: str = "weight", like_name: str = "logits") -> LossOptions:
     """The options checked, with messages naming the argument; the weights copied to ``like``'s accumulation dtype."""
     eps = _number("label_smoothing", label_smoothing, 0.0, 1.0)
     z_scale = _number("lse_square_scale", lse_square_scale, 0.0)
@@ -304,7 +304,7 @@ def loss_options(n_classes: int, like: torch.Tensor, *, label_smoothing=0.0, lse
         if tuple(weight.shape) != (n_classes,):
             raise ValueError(f"{weight_name} must have shape ({n_classes},), one weight per class; got {tuple(weight.shape)}")
         if weight.device != like.device:
-            raise ValueError(f"{weight_name} is on {weight.device} but the logits' inputs are on {like.device}")
+            raise ValueError(f"{weight_name} is on {weight.device} but {like_name} is on {like.device}; put them on one device")
         w = weight.detach().to(acc_torch_dtype(like.dtype)).contiguous()
         w_sum = float(w.sum().item())
     return LossOptions(eps, z_scale, softcap, w, w_sum)

@@ -324,6 +324,6 @@ def fused_linear_cross_entropy(h: torch.Tensor, W: torch.Tensor, target: torch.T
     else:
         _check_inputs(h, W, target, ignore_index, chunk, bias, reduction)  # names the argument that is not a tensor
     options = loss_options(W.shape[0], h, label_smoothing=label_smoothing, lse_square_scale=lse_square_scale,
-                           softcap=softcap, weight=ce_weight, weight_name="ce_weight")
+                           softcap=softcap, weight=ce_weight, weight_name="ce_weight", like_name="h")
     return FusedLinearCrossEntropyFunction.apply(h, W, bias, target, ignore_index, chunk, reduction, options,
                                                  bool(return_z_loss), torch.is_grad_enabled(), out_dtype or h.dtype)

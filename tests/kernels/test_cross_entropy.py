@@ -250,7 +250,7 @@ def test_autocast_bfloat16_on_the_gpu():
     ({"weight": torch.ones(5)}, ValueError, r"weight must have shape \(4,\), one weight per class"),
     ({"weight": torch.ones(4, dtype=torch.int64)}, TypeError, "weight must be a floating tensor"),
     ({"weight": [1.0] * 4}, TypeError, "weight must be a torch.Tensor"),
-    ({"weight": torch.ones(4, device="meta")}, ValueError, "weight is on meta"),
+    ({"weight": torch.ones(4, device="meta")}, ValueError, "weight is on meta but logits is on (cpu|cuda)"),
 ])
 def test_bad_options_get_messages_naming_the_argument(kwargs, kind, message):
     with pytest.raises(kind, match=message):

@@ -310,6 +310,7 @@ def test_autocast_bfloat16_on_the_gpu():
     (ValueError, "reduction must be 'mean', 'sum' or 'none', got 'avg'", {"reduction": "avg"}),
     (ValueError, r"ce_weight must have shape \(6,\), one weight per class", {"ce_weight": torch.ones(3)}),
     (TypeError, "ce_weight must be a floating tensor", {"ce_weight": torch.ones(6, dtype=torch.int64)}),
+    (ValueError, "ce_weight is on meta but h is on (cpu|cuda)", {"ce_weight": torch.ones(6, device="meta")}),
     (ValueError, r"label_smoothing must be \[0, 1\]", {"label_smoothing": 2.0}),
     (ValueError, "lse_square_scale must be at least 0", {"lse_square_scale": -1.0}),
     (ValueError, "softcap must be a positive number", {"softcap": 0.0}),
