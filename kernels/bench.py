@@ -2,6 +2,7 @@
 
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
+    python -m kernels.bench cross_entropy_options   # weights, label smoothing, z-loss and softcap all on
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
     python -m kernels.bench attention --llama3-8b   # causal GQA, 32 query / 8 K/V heads, D 128
     python -m kernels.bench attention --memory      # CPU: extra peak memory vs T, save-P vs recompute
@@ -86,6 +87,36 @@ def _cross_entropy_op() -> Op:
     )
 
 
+# What a trainer turns on (kernels.cross_entropy's options): PaLM's z-loss, Gemma-2's softcap, smoothing, class weights.
+_CE_OPTIONS = {"label_smoothing": 0.1, "lse_square_scale": 1e-4, "softcap": 30.0}
+
+
+def _cross_entropy_options_torch(x, t, w):
+    """The same loss as PyTorch ops: soft-capped logits, F.cross_entropy with weights and smoothing, plus s·lse²."""
+    c = _CE_OPTIONS["softcap"]
+    z = c * torch.tanh(x / c)
+    ce = torch.nn.functional.cross_entropy(z, t, weight=w, label_smoothing=_CE_OPTIONS["label_smoothing"])
+    return ce + _CE_OPTIONS["lse_square_scale"] * torch.logsumexp(z.float(), -1).pow(2).mean()
+
+
+def _cross_entropy_options_op() -> Op:
+    """cross_entropy with every option on: the heaviest constexpr variant of its kernels, against PyTorch's composite."""
+    from .cross_entropy import cross_entropy
+
+    def inputs(m, n, dt):
+        logits = torch.randn(m, n, device="cuda", dtype=dt, requires_grad=True)
+        return logits, torch.randint(0, n, (m,), device="cuda"), torch.rand(n, device="cuda", dtype=dt) + 0.5
+
+    return Op(
+        make_inputs=inputs,
+        triton_fn=lambda x, t, w: cross_entropy(x, t, weight=w, **_CE_OPTIONS),
+        torch_fn=_cross_entropy_options_torch,
+        fwd_bytes=lambda m, n, e: m * n * e,  # as cross_entropy: the weights (n) are read per row but stay in cache
+        fwd_bwd_bytes=lambda m, n, e: 3 * m * n * e,
+        default_cols=(4096, 32768),
+    )
+
+
 def _norm_op(which: str) -> Op:
     from .layer_norm import layer_norm
     from .rms_norm import rms_norm
@@ -114,6 +145,7 @@ def _norm_op(which: str) -> Op:
 OPS: dict[str, Callable[[], Op]] = {
     "softmax": _softmax_op,
     "cross_entropy": _cross_entropy_op,
+    "cross_entropy_options": _cross_entropy_options_op,
     "layer_norm": lambda: _norm_op("layer_norm"),
     "rms_norm": lambda: _norm_op("rms_norm"),
 }

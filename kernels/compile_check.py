@@ -133,12 +133,21 @@ def _rms_norm(shape, dtype):
     op.rms_norm_backward(torch.empty_like(y), x, w, rrms)
 
 
+def _ce_options(op, n_classes, like, dtype):
+    """Every option of the cross-entropy family on: the kernels' heaviest constexpr variant (softcap, class
+    weights and label smoothing each add a branch; the z-loss is arithmetic in every variant)."""
+    return op.loss_options(n_classes, like, label_smoothing=0.1, lse_square_scale=1e-4, softcap=30.0,
+                           weight=_empty(n_classes, dtype=dtype))
+
+
 def _cross_entropy(shape, dtype):
     op = _module("cross_entropy")
 
     logits, target = _empty(*shape, dtype=dtype), torch.zeros(shape[0], device="cuda", dtype=torch.int64)
-    loss, lse = op.cross_entropy_forward(logits, target)
-    op.cross_entropy_backward(logits, target, lse, torch.empty_like(lse))
+    for options in (None, _ce_options(op, shape[-1], logits, dtype)):
+        loss, _, lse = op.cross_entropy_forward(logits, target, options=options)
+        op.cross_entropy_backward(logits, target, lse, torch.empty_like(lse), z_grad=torch.empty_like(lse),
+                                  options=options)
 
 
 def _fused_linear_cross_entropy(shape, dtype):
@@ -146,7 +155,15 @@ def _fused_linear_cross_entropy(shape, dtype):
 
     tokens, dim, vocab = shape
     h, W = _empty(tokens, dim, dtype=dtype), _empty(vocab, dim, dtype=dtype)
-    op.fused_linear_cross_entropy_forward(h, W, torch.zeros(tokens, device="cuda", dtype=torch.int64))
+    target = torch.zeros(tokens, device="cuda", dtype=torch.int64)
+    # The loss and its gradient in one kernel ('mean'), plain and with every option and a bias; then 'none', whose
+    # forward writes no gradient and whose backward sweeps the chunks again.
+    op.fused_linear_cross_entropy_forward(h, W, target)
+    options, bias = _ce_options(_module("cross_entropy"), vocab, h, dtype), _empty(vocab, dtype=dtype)
+    op.fused_linear_cross_entropy_forward(h, W, target, bias=bias, options=options)
+    op.fused_linear_cross_entropy_forward(h, W, target, bias=bias, options=options, reduction="none")
+    g = torch.empty(tokens, device="cuda", dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    op.fused_linear_cross_entropy_backward(h, W, target, g, g, bias=bias, options=options)
 
 
 def _attention(shape, dtype):

@@ -11,6 +11,7 @@ import course
 from course.memory import AllocationRecorder
 from course.peak_memory import PeakMemory
 from kernels import fused_linear_cross_entropy
+from tests.kernels.test_cross_entropy import reference_with_options
 
 flce = importlib.import_module("kernels.fused_linear_cross_entropy")
 DEVICE = course.DEVICE
@@ -189,3 +190,130 @@ def test_half_precision_against_float32_on_the_gpu(dtype):
     assert loss.dtype == dh.dtype == dW.dtype == dtype
     relative = lambda a, b: (torch.linalg.vector_norm(a.float() - b) / torch.linalg.vector_norm(b)).item()  # noqa: E731
     assert relative(loss, ref_loss) < 1e-2 and relative(dh, ref_dh) < 2e-2 and relative(dW, ref_dW) < 2e-2
+
+
+# ---- The options a trainer uses: bias, reduction, ce_weight, label_smoothing, z-loss, softcap, return_z_loss ----
+
+# A pairwise set over (bias, ce_weight, label smoothing, z-loss, softcap, float64) × reduction: every pair of values of
+# any two factors appears in some row (rows a, ā, b, b̄, … with the six factors' columns coded 000, 001, 010, 100,
+# 111, 011). Chunks that leave a remainder, one chunk, and one row per chunk.
+PAIRWISE = [
+    # reduction, bias, ce_weight, label_smoothing, lse_square_scale, softcap, dtype, (T, V, d, chunk)
+    ("mean", False, False, 0.0, 0.0, None, torch.float32, (37, 53, 19, 5)),
+    ("mean", True, True, 0.1, 1e-3, 5.0, torch.float64, (37, 53, 19, 5)),
+    ("sum", False, False, 0.0, 1e-2, 30.0, torch.float32, (13, 9000, 5, 4)),
+    ("sum", True, True, 0.2, 0.0, None, torch.float64, (13, 9000, 5, 4)),
+    ("none", False, False, 0.3, 0.0, 3.0, torch.float64, (20, 301, 8, None)),
+    ("none", True, True, 0.0, 1e-4, None, torch.float32, (20, 301, 8, 64)),
+    ("sum", False, True, 0.0, 0.0, 2.0, torch.float64, (9, 41, 41, 1)),
+    ("mean", True, False, 1.0, 1e-3, None, torch.float32, (9, 41, 41, 1)),
+]
+
+
+def _with_options(n_tokens, vocab, dim, dtype, bias, weighted, seed=8):
+    h, W, target = make(n_tokens, vocab, dim, dtype, seed=seed, ignored=[i for i in (2, 5) if i < n_tokens])
+    g = torch.Generator().manual_seed(seed + 1)
+    b = torch.randn(vocab, generator=g, dtype=dtype).to(DEVICE) if bias else None
+    w = (torch.rand(vocab, generator=g, dtype=dtype) + 0.1).to(DEVICE) if weighted else None
+    return h, W, b, target, w, g
+
+
+def _reference_lm_head(h, W, b, target, reduction, ce_weight, **opts):
+    logits = h @ W.T if b is None else F.linear(h, W, b)
+    return reference_with_options(logits, target, reduction, weight=ce_weight, **opts)
+
+
+@pytest.mark.parametrize("reduction, bias, weighted, eps, z_scale, softcap, dtype, sizes", PAIRWISE)
+def test_options_pairwise_match_torch(reduction, bias, weighted, eps, z_scale, softcap, dtype, sizes):
+    n_tokens, vocab, dim, chunk = sizes
+    h, W, b, target, w, g = _with_options(n_tokens, vocab, dim, dtype, bias, weighted)
+    opts = dict(label_smoothing=eps, lse_square_scale=z_scale, softcap=softcap)
+    leaves = [t.detach().clone().requires_grad_() for t in (h, W, b) if t is not None]
+    ref_leaves = [t.detach().clone().requires_grad_() for t in (h, W, b) if t is not None]
+    loss, z_loss = fused_linear_cross_entropy(leaves[0], leaves[1], target, bias=leaves[2] if bias else None,
+                                              reduction=reduction, ce_weight=w, return_z_loss=True, chunk=chunk, **opts)
+    ref, ref_z = _reference_lm_head(ref_leaves[0], ref_leaves[1], ref_leaves[2] if bias else None, target, reduction,
+                                    w, **opts)
+    tol = TOL[dtype] * 10
+    assert loss.dtype == z_loss.dtype == dtype and loss.shape == ref.shape and z_loss.shape == ref_z.shape
+    torch.testing.assert_close((loss, z_loss), (ref, ref_z), rtol=tol, atol=tol)
+    # Both outputs carry a gradient (the backward sweeps the chunks again), then the loss alone (scaled in the
+    # backward for 'mean' and 'sum').
+    up, up_z = (torch.randn(ref.shape, generator=g, dtype=dtype).to(DEVICE) for _ in range(2))
+    got = torch.autograd.grad((loss, z_loss), leaves, (up, up_z), retain_graph=True)
+    want = torch.autograd.grad((ref, ref_z), ref_leaves, (up, up_z), retain_graph=True)
+    torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+    torch.testing.assert_close(torch.autograd.grad(loss, leaves, up), torch.autograd.grad(ref, ref_leaves, up),
+                               rtol=tol, atol=tol)
+
+
+def test_gradcheck_with_every_option_float64():
+    h, W, b, target, w, _ = _with_options(7, 5, 3, torch.float64, True, True, seed=9)
+    leaves = [t.requires_grad_() for t in (h, W, b)]
+    opts = dict(ce_weight=w, label_smoothing=0.2, lse_square_scale=0.05, softcap=2.0, return_z_loss=True, chunk=3)
+    for reduction in ("mean", "none"):
+        assert torch.autograd.gradcheck(
+            lambda h, W, b: fused_linear_cross_entropy(h, W, target, bias=b, reduction=reduction, **opts), leaves,
+            fast_mode=True)
+
+
+def test_none_and_z_loss_gradients_never_allocate_a_t_by_v_tensor():
+    """'none' and a used z-loss output sweep the chunks again in the backward: chunk × V at a time, never T × V."""
+    n_tokens, vocab, dim = 128, 512, 8
+    h, W, b, target, _, _ = _with_options(n_tokens, vocab, dim, torch.float32, True, False, seed=10)
+    leaves = [t.detach().requires_grad_() for t in (h, W, b)]
+    with AllocationRecorder(ignore=leaves) as rec:
+        loss, z_loss = fused_linear_cross_entropy(*leaves[:2], target, bias=leaves[2], reduction="none",
+                                                  lse_square_scale=1e-3, return_z_loss=True, chunk=16)
+        torch.autograd.grad((loss, z_loss), leaves, (torch.ones_like(loss), torch.ones_like(z_loss)))
+    assert rec.offenders(min_numel=n_tokens * vocab // 4) == [], rec.summary()
+
+
+def test_autocast_float16_matmuls_and_a_float32_loss():
+    """The issue's crash: under autocast the chunk's logits came out in float16 and torch.mm(..., out=) refused the
+    float32 h̄. Now h, W and bias are cast as F.linear casts them, and the loss comes back in float32."""
+    h, W, b, target, _, _ = _with_options(24, 300, 16, torch.float32, True, False, seed=11)
+    leaves = [t.detach().clone().requires_grad_() for t in (h, W, b)]
+    ref_leaves = [t.detach().clone().requires_grad_() for t in (h, W, b)]
+    device_type = "cuda" if DEVICE.type == "cuda" else "cpu"
+    with torch.autocast(device_type, dtype=torch.float16):
+        loss = fused_linear_cross_entropy(*leaves[:2], target, bias=leaves[2], chunk=5)
+        ref = F.cross_entropy(F.linear(*ref_leaves), target)
+    assert loss.dtype == ref.dtype == torch.float32
+    torch.testing.assert_close(loss, ref, rtol=2e-3, atol=2e-3)
+    grads = torch.autograd.grad(loss, leaves)
+    ref_grads = torch.autograd.grad(ref, ref_leaves)
+    assert [t.dtype for t in grads] == [torch.float32] * 3
+    for got, want in zip(grads, ref_grads):
+        assert (torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want)).item() < 2e-3
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="bfloat16 autocast needs CUDA (the interpreter mishandles bfloat16)")
+def test_autocast_bfloat16_on_the_gpu():
+    h, W, b, target, _, _ = _with_options(300, 5000, 64, torch.float32, True, False, seed=12)
+    leaves = [t.detach().clone().requires_grad_() for t in (h, W, b)]
+    ref_leaves = [t.detach().clone().requires_grad_() for t in (h, W, b)]
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = fused_linear_cross_entropy(*leaves[:2], target, bias=leaves[2], chunk=64, reduction="sum")
+        ref = F.cross_entropy(F.linear(*ref_leaves).float(), target, reduction="sum")
+    assert loss.dtype == torch.float32
+    torch.testing.assert_close(loss, ref, rtol=1e-2, atol=1e-2)
+    for got, want in zip(torch.autograd.grad(loss, leaves), torch.autograd.grad(ref, ref_leaves)):
+        assert got.dtype == torch.float32
+        assert (torch.linalg.vector_norm(got - want) / torch.linalg.vector_norm(want)).item() < 2e-2
+
+
+@pytest.mark.parametrize("kind, match, args", [
+    (ValueError, r"bias must have shape \(6,\), one per row of W; got \(5,\)", {"bias": torch.randn(5)}),
+    (TypeError, "bias has dtype float64 but h has float32", {"bias": torch.randn(6, dtype=torch.float64)}),
+    (TypeError, "bias must be a torch.Tensor", {"bias": [0.0] * 6}),
+    (ValueError, "reduction must be 'mean', 'sum' or 'none', got 'avg'", {"reduction": "avg"}),
+    (ValueError, r"ce_weight must have shape \(6,\), one weight per class", {"ce_weight": torch.ones(3)}),
+    (TypeError, "ce_weight must be a floating tensor", {"ce_weight": torch.ones(6, dtype=torch.int64)}),
+    (ValueError, "ce_weight is on meta but h is on (cpu|cuda)", {"ce_weight": torch.ones(6, device="meta")}),
+    (ValueError, r"label_smoothing must be \[0, 1\]", {"label_smoothing": 2.0}),
+    (ValueError, "lse_square_scale must be at least 0", {"lse_square_scale": -1.0}),
+    (ValueError, "softcap must be a positive number", {"softcap": 0.0}),
+])
+def test_bad_options_get_messages_naming_the_argument(kind, match, args):
+    _raises(kind, match, **args)
