@@ -91,3 +91,26 @@ def test_half_precision_on_gpu(dtype):
     (dxr,) = torch.autograd.grad(yr, xr, dy.float())
     assert torch.allclose(y.float(), yr, atol=2e-2, rtol=2e-2)
     assert torch.allclose(dx.float(), dxr, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("device, dtype", [
+    pytest.param("cpu", torch.float16, id="cpu-float16"),
+    pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16",
+                 marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="autocast on a GPU needs CUDA")),
+])
+def test_autocast_follows_torch(device, dtype):
+    """Under autocast softmax returns what torch.softmax returns there (float32 on a GPU, the input's dtype on
+    the CPU), with its values; the gradient reaches the float32 leaf."""
+    if device != DEVICE:
+        pytest.skip(f"the kernels run on {DEVICE} here")
+    g = torch.Generator().manual_seed(9)
+    x = (3 * torch.randn(9, 1151, generator=g)).to(device).requires_grad_()
+    dy = torch.randn(9, 1151, generator=g).to(device)
+    with torch.autocast(device, dtype=dtype):
+        h = x.to(dtype)  # an activation in the autocast dtype, as a matmul under autocast leaves it
+        y, yr = softmax(h), torch.softmax(h, -1)
+    assert y.dtype == yr.dtype
+    torch.testing.assert_close(y, yr, rtol=1e-2, atol=1e-3)
+    (got,), (want,) = torch.autograd.grad(y, x, dy.to(y.dtype)), torch.autograd.grad(yr, x, dy.to(y.dtype))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-3)
