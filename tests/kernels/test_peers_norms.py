@@ -14,7 +14,8 @@ stay). Where it comes from:
 - Triton (github.com/triton-lang/triton), python/tutorials/05-layer-norm.py at 54569929: test_layer_norm,
   called there as test_layer_norm(1151, 8192, torch.float16).
 
-What the adaptation leaves out, each said where it happens: bfloat16 on the CPU (skipped as upstream skips it
+Upstream's LlamaRMSNorm reference is written here as BaseRMSNorm with its float32 cast (the same
+operations). What the adaptation leaves out, each said where it happens: bfloat16 on the CPU (skipped as upstream skips it
 where the device lacks bfloat16: the interpreter has none); Liger's rms_norm ``casting_mode`` and
 ``in_place`` (every case runs; kernels.rms_norm has one casting rule, float32 statistics rounded once, and
 never writes x̄ over ȳ, so neither changes what is compared); Liger's "functional" tests compare two Liger
@@ -108,23 +109,20 @@ class BaseRMSNorm(nn.Module):
 
     def forward(self, hidden_states):
         input_dtype = hidden_states.dtype
+        hidden_states = self.upcast(hidden_states)
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
         return self.weight * hidden_states.to(input_dtype)
 
+    def upcast(self, hidden_states):
+        return hidden_states
 
-class LlamaRMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
 
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
+class LlamaRMSNorm(BaseRMSNorm):
+    """Upstream's LlamaRMSNorm (transformers' modeling_llama): BaseRMSNorm, computed in float32."""
+
+    def upcast(self, hidden_states):
+        return hidden_states.to(torch.float32)
 
 
 class GemmaRMSNorm(nn.Module):
