@@ -159,3 +159,18 @@ def row_launch(n_cols: int, *, whole_row_max: int = 0, loop_block: int | None = 
         block = min(block, loop_block)
     num_warps = 4 if four_warps_max is None or block <= four_warps_max else 8 if block <= 4 * four_warps_max else 16
     return RowLaunch(block, whole_row, num_warps)
+
+
+def autocast_to_float32(*tensors):
+    """The tensors as PyTorch's autocast hands them to an op on its float32 list (softmax, layer_norm, rms_norm).
+
+    CUDA's autocast (and every GPU backend's: ATen's AT_FORALL_FP32 and FP32_SET_OPT_DTYPE lists) casts
+    float16 and bfloat16 inputs of these ops to float32, so they compute and return float32; float64 and
+    non-float tensors pass unchanged. The CPU's autocast lists leave these ops alone (they run in the
+    input's dtype), so on the CPU nothing is cast. None entries pass through.
+    """
+    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+    if first is None or first.device.type == "cpu" or not torch.is_autocast_enabled(first.device.type):
+        return tensors
+    return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16) else t
+                 for t in tensors)

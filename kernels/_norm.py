@@ -4,8 +4,9 @@ The constexpr ``RMS`` picks the op inside one forward and one backward kernel; k
 kernels.rms_norm hold each op's math, its host functions and its autograd Function.
 
 Forward, per row x of length N, one row per program:
-    x_c = x − μ (LayerNorm) or x (RMSNorm),  rstd = 1/√(mean(x_c²) + eps),  y = x_c·rstd ⊙ w (+ b)
-Backward, per row, with x̂ = x_c·rstd and dx̂ = w ⊙ ȳ:
+    x_c = x − μ (LayerNorm) or x (RMSNorm),  rstd = 1/√(mean(x_c²) + eps),  y = x_c·rstd ⊙ g (+ b)
+with g = offset + w (offset is a runtime scalar: RMSNorm's Gemma offset, 0.0 for LayerNorm).
+Backward, per row, with x̂ = x_c·rstd and dx̂ = g ⊙ ȳ:
     c1 = mean(x̂ ⊙ dx̂),  c2 = mean(dx̂) (LayerNorm only),  x̄ = (dx̂ − (x̂·c1 + c2))·rstd
 and across rows:  w̄ = Σ_rows ȳ ⊙ x̂,  b̄ = Σ_rows ȳ (LayerNorm only).
 
@@ -21,6 +22,8 @@ strides; only the columns must be contiguous.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
@@ -63,13 +66,14 @@ def _norm_fwd_kernel(
     y_row_stride,
     n_cols,
     eps,
+    offset,  # added to every weight (RMSNorm's Gemma offset; 0.0 for LayerNorm)
     RMS: tl.constexpr,  # RMSNorm: no mean to subtract
     HAS_WEIGHT: tl.constexpr,
     HAS_BIAS: tl.constexpr,
     BLOCK: tl.constexpr,
     ACC: tl.constexpr,
 ):
-    """y = x_c·rstd ⊙ w + b with x_c = x − μ, or x for RMSNorm, one row per program; stores μ and rstd."""
+    """y = x_c·rstd ⊙ (offset + w) + b with x_c = x − μ, or x for RMSNorm, one row per program; stores μ and rstd."""
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
@@ -83,7 +87,7 @@ def _norm_fwd_kernel(
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=0) / n_cols + eps)
     y = xc * rstd
     if HAS_WEIGHT:
-        y = y * tl.load(W_ptr + cols, mask=mask, other=0.0).to(ACC)
+        y = y * (tl.load(W_ptr + cols, mask=mask, other=0.0).to(ACC) + offset)
     if HAS_BIAS:
         y = y + tl.load(B_ptr + cols, mask=mask, other=0.0).to(ACC)
     tl.store(Y_ptr + row * y_row_stride + cols, y.to(Y_ptr.dtype.element_ty), mask=mask)
@@ -123,7 +127,7 @@ def _x_bar(xhat, wdy, c1, c2, rstd, RMS: tl.constexpr):
 
 @triton.jit
 def _norm_bwd_row_sums(
-    X_ptr, DY_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, x_row_stride, dy_row_stride, n_rows, n_cols, first, last,
+    X_ptr, DY_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, x_row_stride, dy_row_stride, n_rows, n_cols, first, last, offset,
     RMS: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr, ACC: tl.constexpr,
 ):
     """Pass 1 over rows longer than BLOCK, row by row: c1 into C[0, row] and c2 into C[1, row]."""
@@ -140,7 +144,7 @@ def _norm_bwd_row_sums(
             x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(ACC)
             dy = tl.load(dy_row + start + cols, mask=mask, other=0.0).to(ACC)
             if HAS_WEIGHT:
-                wdy = dy * tl.load(W_ptr + start + cols, mask=mask, other=0.0).to(ACC)
+                wdy = dy * (tl.load(W_ptr + start + cols, mask=mask, other=0.0).to(ACC) + offset)
             else:
                 wdy = dy
             xhat_wdy += _x_hat(x, mask, mean, rstd, RMS) * wdy
@@ -156,7 +160,7 @@ def _norm_bwd_row_sums(
 @triton.jit
 def _norm_bwd_columns(
     start, X_ptr, DY_ptr, DX_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, DW_row_ptr, DB_row_ptr,
-    x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last,
+    x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last, offset,
     RMS: tl.constexpr, HAS_WEIGHT: tl.constexpr, BLOCK: tl.constexpr, WHOLE_ROW: tl.constexpr, ACC: tl.constexpr,
 ):
     """x̄ in columns [start, start + BLOCK) of rows [first, last), and these columns' w̄ and b̄ partials.
@@ -166,7 +170,7 @@ def _norm_bwd_columns(
     cols = start + tl.arange(0, BLOCK)
     mask = cols < n_cols
     if HAS_WEIGHT:
-        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(ACC)
+        w = tl.load(W_ptr + cols, mask=mask, other=0.0).to(ACC) + offset
     dw_acc = tl.zeros([BLOCK], dtype=ACC)
     if not RMS:
         db_acc = tl.zeros([BLOCK], dtype=ACC)
@@ -221,6 +225,7 @@ def _norm_bwd_kernel(
     n_rows,
     n_cols,
     rows_per_program,
+    offset,  # added to every weight before it scales ȳ (RMSNorm's Gemma offset; 0.0 for LayerNorm)
     RMS: tl.constexpr,  # RMSNorm: no mean, so no c2 and no b̄
     HAS_WEIGHT: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -240,25 +245,36 @@ def _norm_bwd_kernel(
     db_row = DB_partial_ptr + pid.to(tl.int64) * n_cols
     if WHOLE_ROW:
         _norm_bwd_columns(0, X_ptr, DY_ptr, DX_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, dw_row, db_row,
-                          x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last,
+                          x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last, offset,
                           RMS, HAS_WEIGHT, BLOCK, WHOLE_ROW, ACC)
     else:
         # c1 and c2 need the whole row before any of x̄ can be written.
         _norm_bwd_row_sums(X_ptr, DY_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, x_row_stride, dy_row_stride, n_rows, n_cols,
-                           first, last, RMS, HAS_WEIGHT, BLOCK, ACC)
+                           first, last, offset, RMS, HAS_WEIGHT, BLOCK, ACC)
         # Let every thread of this program see the c1 and c2 that pass 1 stored.
         tl.debug_barrier()
         for start in range(0, n_cols, BLOCK):
             _norm_bwd_columns(start, X_ptr, DY_ptr, DX_ptr, W_ptr, Mean_ptr, Rstd_ptr, C_ptr, dw_row, db_row,
-                              x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last,
+                              x_row_stride, dy_row_stride, dx_row_stride, n_rows, n_cols, first, last, offset,
                               RMS, HAS_WEIGHT, BLOCK, WHOLE_ROW, ACC)
 
 
-def norm_forward(x, weight, bias, eps: float, rms: bool):
-    """y, and the μ (LayerNorm; for RMSNorm the rstd tensor again) and rstd per row that the backward needs."""
+def check_offset(offset, weight) -> None:
+    """The weight offset must be a finite real number, and scales nothing without a weight."""
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or not math.isfinite(offset):
+        raise TypeError(f"offset must be a finite float (Gemma's RMSNorm uses 1.0), got {offset!r}")
+    if offset != 0 and weight is None:
+        raise ValueError(f"offset={offset} is added to the weight, but weight is None: pass a weight, or offset=0.0")
+
+
+def norm_forward(x, weight, bias, eps: float, rms: bool, offset: float = 0.0):
+    """y, and the μ (LayerNorm; for RMSNorm the rstd tensor again) and rstd per row that the backward needs.
+
+    ``offset`` is added to every weight (y = x̂ ⊙ (offset + w)); it needs a weight."""
     check_floating("x", x)
     check_param(x, "weight", weight)
     check_param(x, "bias", bias)
+    check_offset(offset, weight)
     x2 = rows_view(x)
     n_rows, n_cols = x2.shape
     y2 = torch.empty_like(x2)
@@ -269,15 +285,18 @@ def norm_forward(x, weight, bias, eps: float, rms: bool):
     if n_rows:
         _norm_fwd_kernel[(n_rows,)](
             x2, y2, weight if weight is not None else x2, bias if bias is not None else x2, mean, rstd,
-            x2.stride(0), y2.stride(0), n_cols, eps,
+            x2.stride(0), y2.stride(0), n_cols, eps, float(offset),
             RMS=rms, HAS_WEIGHT=weight is not None, HAS_BIAS=bias is not None, BLOCK=launch.block,
             ACC=acc_dtype(x.dtype), num_warps=launch.num_warps,
         )
     return y2.view(x.shape), mean, rstd
 
 
-def norm_backward(dy, x, weight, mean, rstd, rms: bool):
-    """x̄, w̄ and b̄ (for RMSNorm b̄ is None), w̄ and b̄ reduced over every row in two race-free passes."""
+def norm_backward(dy, x, weight, mean, rstd, rms: bool, offset: float = 0.0, bias_dtype: torch.dtype | None = None):
+    """x̄, w̄ and b̄ (for RMSNorm b̄ is None), w̄ and b̄ reduced over every row in two race-free passes.
+
+    w̄ comes in w's dtype and b̄ in ``bias_dtype`` (default: x's), each rounded once from the float32
+    (float64) sums: a float32 weight of a float16 x gets float32 gradients."""
     x2, dy2 = rows_view(x), rows_view(dy.to(x.dtype))
     n_rows, n_cols = x2.shape
     dx2 = torch.empty_like(x2)
@@ -291,10 +310,10 @@ def norm_backward(dy, x, weight, mean, rstd, rms: bool):
     if n_rows:
         _norm_bwd_kernel[(programs,)](
             x2, dy2, dx2, weight if weight is not None else x2, mean, rstd, c, dw_partial, db_partial,
-            x2.stride(0), dy2.stride(0), dx2.stride(0), n_rows, n_cols, triton.cdiv(n_rows, programs),
+            x2.stride(0), dy2.stride(0), dx2.stride(0), n_rows, n_cols, triton.cdiv(n_rows, programs), float(offset),
             RMS=rms, HAS_WEIGHT=weight is not None, BLOCK=launch.block, WHOLE_ROW=launch.whole_row,
             ACC=acc_dtype(x.dtype), num_warps=launch.num_warps,
         )
     # Second pass: sum the per-program partials. Same order every run, so bit-reproducible.
-    db = None if rms else db_partial.sum(0).to(x.dtype)
-    return dx2.view(x.shape), dw_partial.sum(0).to(x.dtype), db
+    db = None if rms else db_partial.sum(0).to(bias_dtype or x.dtype)
+    return dx2.view(x.shape), dw_partial.sum(0).to(weight.dtype if weight is not None else x.dtype), db

@@ -187,6 +187,8 @@ def _embedding(shape, dtype):
     ids = torch.zeros(tokens, device="cuda", dtype=torch.int64)
     op.gather_rows(_empty(vocab, dim, dtype=dtype), ids)
     op.scatter_add(_empty(tokens, dim, dtype=dtype), ids, vocab)
+    # embedding's padding_idx: skip 0 is a multiple of 16, which Triton compiles as its own specialisation.
+    op.scatter_add(_empty(tokens, dim, dtype=dtype), ids, vocab, skip=0)
 
 
 def _nb03_softmax(shape, dtype):

@@ -13,6 +13,10 @@ The kernels are kernels._norm's, shared with kernels.rms_norm: there the paramet
 deterministic and race-free (per-program partial rows, then a second pass; no atomics), and rows
 longer than 8192 float32 elements (4096 float64) are walked in blocks by the backward.
 
+Under ``torch.autocast`` on a GPU the op computes in float32, as PyTorch's layer_norm does there
+(float16 and bfloat16 inputs are cast to float32; the CPU's autocast leaves layer_norm in the input's
+dtype). w̄ and b̄ come back in w's and b's dtypes.
+
 Limitations: the forward holds a row of up to 16384 elements in one block (longer rows are
 refused with a message); float16/float32/float64 everywhere, bfloat16 on a GPU; statistics are
 accumulated in float32 (float64 for float64 inputs).
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from ._common import autocast_to_float32
 from ._norm import norm_backward, norm_forward
 
 
@@ -30,9 +35,9 @@ def layer_norm_forward(x, weight=None, bias=None, eps: float = 1e-5):
     return norm_forward(x, weight, bias, eps, rms=False)
 
 
-def layer_norm_backward(dy, x, weight, mean, rstd):
-    """x̄, w̄ and b̄ (w̄/b̄ reduced over every row in two race-free passes)."""
-    return norm_backward(dy, x, weight, mean, rstd, rms=False)
+def layer_norm_backward(dy, x, weight, mean, rstd, bias_dtype=None):
+    """x̄, w̄ and b̄ (w̄/b̄ reduced over every row in two race-free passes; b̄ in ``bias_dtype``, default x's)."""
+    return norm_backward(dy, x, weight, mean, rstd, rms=False, bias_dtype=bias_dtype)
 
 
 class LayerNormFunction(torch.autograd.Function):
@@ -42,16 +47,17 @@ class LayerNormFunction(torch.autograd.Function):
     def forward(ctx, x, weight, bias, eps):
         y, mean, rstd = layer_norm_forward(x, weight, bias, eps)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.has_bias = bias is not None
+        ctx.bias_dtype = bias.dtype if bias is not None else None
         return y
 
     @staticmethod
     def backward(ctx, dy):
         x, weight, mean, rstd = ctx.saved_tensors
-        dx, dw, db = layer_norm_backward(dy, x, weight, mean, rstd)
-        return dx, (dw if weight is not None else None), (db if ctx.has_bias else None), None
+        dx, dw, db = layer_norm_backward(dy, x, weight, mean, rstd, ctx.bias_dtype)
+        return dx, (dw if weight is not None else None), (db if ctx.bias_dtype is not None else None), None
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, eps: float = 1e-5) -> torch.Tensor:
     """LayerNorm over the last dim; matches ``torch.nn.functional.layer_norm(x, (N,), weight, bias, eps)``."""
+    x, weight, bias = autocast_to_float32(x, weight, bias)
     return LayerNormFunction.apply(x, weight, bias, eps)

@@ -15,6 +15,9 @@ Half-precision sources are added into a float32 buffer (an (n, D) copy the size 
 bytes), then rounded once: atomics on half types are slow, and a half-precision running sum loses the
 small additions of a row that many tokens hit.
 
+``skip`` leaves out the rows of one index (an embedding's padding_idx): the kernel masks them, so they
+are never read.
+
 Limitations: float16, float32 and float64 (bfloat16 on a GPU only); index values are checked on the host,
 which costs a synchronisation.
 """
@@ -38,13 +41,15 @@ def _scatter_add_kernel(
     src_row_stride,
     out_row_stride,
     n_cols,
+    skip,  # rows with this index add nothing (an embedding's padding_idx); -1 skips none
     BLOCK_D: tl.constexpr,
 ):
     """out[index[i]] += src[i] with tl.atomic_add: one program per source row and column block."""
     i = tl.program_id(0).to(tl.int64)
     cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
-    mask = cols < n_cols
     dest = tl.load(INDEX_ptr + i)
+    # A skipped row is neither read nor added (no column is in range): its destination keeps its zeros.
+    mask = cols < tl.where(dest == skip, 0, n_cols)
     row = tl.load(SRC_ptr + i * src_row_stride + cols, mask=mask, other=0.0)
     # Atomic, because another program may be adding into the same destination row right now.
     tl.atomic_add(OUT_ptr + dest * out_row_stride + cols, row.to(OUT_ptr.dtype.element_ty), mask=mask)
@@ -83,14 +88,19 @@ def _block_d(n_cols: int) -> int:
     return row_launch(n_cols, loop_block=BLOCK_D_MAX).block
 
 
-def scatter_add(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
-    """An (n, D) tensor whose row r is the sum of the rows of ``src`` (M, D) with index == r."""
+def scatter_add(src: torch.Tensor, index: torch.Tensor, n: int, *, skip: int | None = None) -> torch.Tensor:
+    """An (n, D) tensor whose row r is the sum of the rows of ``src`` (M, D) with index == r.
+
+    ``skip`` (in [0, n)): the source rows whose index equals it add nothing, so output row ``skip`` is zero.
+    """
     check_floating("src", src)
     if src.ndim != 2:
         raise ValueError(f"src must be (rows, D); got shape {tuple(src.shape)}")
     if not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int (the number of output rows), got {n!r}")
     check_index("index", index, n, rows=src.shape[0])
+    if skip is not None and (isinstance(skip, bool) or not isinstance(skip, int) or not 0 <= skip < n):
+        raise ValueError(f"skip must be None or an int in [0, {n}) (an output row), got {skip!r}")
     src = src if src.stride(-1) == 1 else src.contiguous()
     # Added into float32 (float64 for float64): a row hit hundreds of times is a sum of hundreds of terms, and a
     # half-precision running sum breaks notebook 08's bound there (tests/kernels/test_half_precision_backward.py).
@@ -98,7 +108,8 @@ def scatter_add(src: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
     if src.shape[0] and src.shape[1]:
         block = _block_d(src.shape[1])
         _scatter_add_kernel[(src.shape[0], triton.cdiv(src.shape[1], block))](
-            src, index.reshape(-1).to(torch.int64).contiguous(), out, src.stride(0), out.stride(0), src.shape[1], BLOCK_D=block,
+            src, index.reshape(-1).to(torch.int64).contiguous(), out, src.stride(0), out.stride(0), src.shape[1],
+            -1 if skip is None else skip, BLOCK_D=block,
         )
     return out.to(src.dtype)
 

@@ -12,6 +12,9 @@ a longer row is walked block by block: the forward keeps a running max m and a r
 sum ℓ rescaled by exp(m_old − m_new) (the online softmax), then writes y in a second
 sweep; the backward accumulates s in one sweep and writes x̄ in a second.
 
+Under ``torch.autocast`` on a GPU the op computes and returns float32, as PyTorch's softmax does there
+(float16 and bfloat16 inputs are cast; the CPU's autocast leaves softmax in the input's dtype).
+
 Limitations: float16, float32 and float64 everywhere; bfloat16 only on a GPU (the
 CPU interpreter mishandles bfloat16). Arithmetic is float32 for half inputs, and the
 input's dtype otherwise.
@@ -23,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import RowLaunch, acc_dtype, check_floating, looped_block, row_launch, rows_view
+from ._common import RowLaunch, acc_dtype, autocast_to_float32, check_floating, looped_block, row_launch, rows_view
 
 # Rows up to this length are held in registers in one block; longer rows loop.
 MAX_FUSED_BLOCK = 8192
@@ -169,4 +172,5 @@ class SoftmaxFunction(torch.autograd.Function):
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension, differentiable; matches ``torch.softmax(x, -1)``."""
+    (x,) = autocast_to_float32(x)
     return SoftmaxFunction.apply(x)

@@ -209,3 +209,94 @@ def test_half_precision_on_gpu(dtype):
     y = layer_norm(x, w, b)
     yr = F.layer_norm(x.float(), (4096,), w.float(), b.float())
     torch.testing.assert_close(y.float(), yr, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(7, 1151), (2, 3, 37)])
+@pytest.mark.parametrize("offset", [1.0, -0.75])  # Gemma's 1 + w, and one that is not 1
+@pytest.mark.parametrize("block", [None, 16])  # the whole row in one block; walked in blocks of 16
+def test_rms_norm_offset_matches_reference(backward_blocks, shape, dtype, offset, block):
+    """y = x̂ ⊙ (offset + w): the forward, x̄ (through offset + w) and w̄ (unchanged in form) match PyTorch."""
+    backward_blocks(block)
+    g = torch.Generator().manual_seed(6)
+    n = shape[-1]
+    x = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE).requires_grad_()
+    w = (0.1 * torch.randn(n, generator=g, dtype=dtype)).to(DEVICE).requires_grad_()
+    dy = torch.randn(shape, generator=g, dtype=dtype).to(DEVICE)
+    y = rms_norm(x, w, 1e-6, offset=offset)
+    xr, wr = leaf(x), leaf(w)
+    yr = F.rms_norm(xr, (n,), offset + wr, 1e-6)
+    torch.testing.assert_close(y, yr, rtol=TOL[dtype], atol=TOL[dtype])
+    for got, ref, name in zip(grads(y, (x, w), dy), grads(yr, (xr, wr), dy), ("dx", "dw")):
+        tol = TOL[dtype] * (1 if name == "dx" else max(1, x.numel() // n) ** 0.5)
+        torch.testing.assert_close(got, ref, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_rms_norm_offset_gradcheck_float64():
+    x = torch.randn(5, 11, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    w = torch.randn(11, dtype=torch.float64, device=DEVICE, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda x, w: rms_norm(x, w, offset=1.0), (x, w), fast_mode=True)
+
+
+@pytest.mark.parametrize("call, error, message", [
+    (lambda: rms_norm(torch.randn(3, 4, device=DEVICE), None, offset=1.0), ValueError, "weight is None"),
+    (lambda: rms_norm(torch.randn(3, 4, device=DEVICE), torch.ones(4, device=DEVICE), offset="1"), TypeError,
+     "offset must be a finite float"),
+    (lambda: rms_norm(torch.randn(3, 4, device=DEVICE), torch.ones(4, device=DEVICE), offset=float("nan")), TypeError,
+     "offset must be a finite float"),
+])
+def test_bad_offsets_get_clear_messages(call, error, message):
+    with pytest.raises(error, match=message):
+        call()
+
+
+# The autocast dtype of each device: float16 on the CPU interpreter, bfloat16 on a GPU.
+AUTOCAST = [
+    pytest.param("cpu", torch.float16, id="cpu-float16"),
+    pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16",
+                 marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="autocast on a GPU needs CUDA")),
+]
+
+
+@pytest.mark.parametrize("device, dtype", AUTOCAST)
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_autocast_follows_torch(device, dtype, op):
+    """Under autocast the op returns the dtype PyTorch's op returns (float32 on a GPU, the input's on the CPU),
+    with its values; the gradients reach the float32 leaves."""
+    if device != torch.device(DEVICE).type:
+        pytest.skip(f"the kernels run on {DEVICE} here")
+    g = torch.Generator().manual_seed(7)
+    x, w, b = (torch.randn(s, generator=g).to(device).requires_grad_() for s in ((9, 37), (37,), (37,)))
+    dy = torch.randn(9, 37, generator=g).to(device)
+    with torch.autocast(device, dtype=dtype):
+        h = x.to(dtype)  # an activation in the autocast dtype, as a matmul under autocast leaves it
+        if op == "layer_norm":
+            y, yr, leaves = layer_norm(h, w, b), F.layer_norm(h, (37,), w, b), (x, w, b)
+        else:
+            y, yr, leaves = rms_norm(h, w), F.rms_norm(h, (37,), w, 1e-6), (x, w)
+    assert y.dtype == yr.dtype
+    torch.testing.assert_close(y, yr, rtol=1e-2, atol=1e-2)
+    for got, ref in zip(grads(y, leaves, dy.to(y.dtype)), grads(yr, leaves, dy.to(y.dtype))):
+        assert got.dtype == torch.float32
+        torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("op", ["layer_norm", "rms_norm"])
+def test_float32_parameters_of_a_float16_input_get_float32_sums(op):
+    """A float16 x with float32 w and b (autocast's mixed case): w̄ and b̄ are float32 sums, rounded once to
+    float32, not to x's float16 (an error of 1e-3 of their size)."""
+    g = torch.Generator().manual_seed(8)
+    h = torch.randn(40, 37, generator=g).to(DEVICE).half()
+    w, b = (torch.randn(37, generator=g).to(DEVICE).requires_grad_() for _ in range(2))
+    dy = torch.randn(40, 37, generator=g).to(DEVICE).half()
+    b = b if op == "layer_norm" else None
+    y = layer_norm(h, w, b) if op == "layer_norm" else rms_norm(h, w)
+    got = grads(y, (w, b), dy)
+    # The same sums in float64, from the same float16 inputs.
+    h64, dy64 = h.double(), dy.double()
+    hc = h64 - h64.mean(-1, keepdim=True) if op == "layer_norm" else h64
+    xhat = hc * torch.rsqrt(hc.pow(2).mean(-1, keepdim=True) + (1e-5 if op == "layer_norm" else 1e-6))
+    want = [(dy64 * xhat).sum(0), dy64.sum(0)]
+    for a, c in zip(got, want):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a.double(), c, rtol=1e-5, atol=1e-5)

@@ -91,3 +91,42 @@ def test_half_precision_on_gpu(dtype):
     (dxr,) = torch.autograd.grad(yr, xr, dy.float())
     assert torch.allclose(y.float(), yr, atol=2e-2, rtol=2e-2)
     assert torch.allclose(dx.float(), dxr, atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("device, dtype", [
+    pytest.param("cpu", torch.float16, id="cpu-float16"),
+    pytest.param("cuda", torch.bfloat16, id="cuda-bfloat16",
+                 marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="autocast on a GPU needs CUDA")),
+])
+def test_autocast_follows_torch(device, dtype):
+    """Under autocast softmax returns what torch.softmax returns there (float32 on a GPU, the input's dtype on
+    the CPU), with its values; the gradient reaches the float32 leaf."""
+    if device != torch.device(DEVICE).type:
+        pytest.skip(f"the kernels run on {DEVICE} here")
+    g = torch.Generator().manual_seed(9)
+    x = (3 * torch.randn(9, 1151, generator=g)).to(device).requires_grad_()
+    dy = torch.randn(9, 1151, generator=g).to(device)
+    with torch.autocast(device, dtype=dtype):
+        h = x.to(dtype)  # an activation in the autocast dtype, as a matmul under autocast leaves it
+        y, yr = softmax(h), torch.softmax(h, -1)
+    assert y.dtype == yr.dtype
+    torch.testing.assert_close(y, yr, rtol=1e-2, atol=1e-3)
+    (got,), (want,) = torch.autograd.grad(y, x, dy.to(y.dtype)), torch.autograd.grad(yr, x, dy.to(y.dtype))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want, rtol=1e-2, atol=1e-3)
+
+
+def test_autocast_rule_off_the_cpu(monkeypatch):
+    """Without a GPU, the GPU rule on meta tensors: with autocast on, float16 and bfloat16 become float32,
+    float64, integers and None pass unchanged; on the CPU nothing is cast (its autocast lists leave these ops)."""
+    from kernels._common import autocast_to_float32
+
+    monkeypatch.setattr(torch, "is_autocast_enabled", lambda device_type=None: True)
+    half, bf16, f64, ids = (torch.empty(2, device="meta", dtype=d) for d in
+                            (torch.float16, torch.bfloat16, torch.float64, torch.int64))
+    cast = autocast_to_float32(half, None, bf16, f64, ids)
+    assert [t.dtype if t is not None else None for t in cast] == [torch.float32, None, torch.float32, torch.float64, torch.int64]
+    cpu = torch.empty(2, dtype=torch.float16)
+    assert autocast_to_float32(cpu)[0] is cpu
+    monkeypatch.setattr(torch, "is_autocast_enabled", lambda device_type=None: False)
+    assert autocast_to_float32(half)[0] is half
