@@ -21,7 +21,7 @@ from ._device import DeviceChoice, device_choice
 # Decide before any op module is imported: Triton reads TRITON_INTERPRET at @triton.jit time.
 DEVICE_CHOICE: DeviceChoice = device_choice()
 
-from .attention import attention  # noqa: E402
+from .attention import attention, attention_varlen  # noqa: E402
 from .cross_entropy import cross_entropy  # noqa: E402
 from .embedding import embedding  # noqa: E402
 from .fused_linear_cross_entropy import fused_linear_cross_entropy  # noqa: E402
@@ -31,5 +31,5 @@ from .rms_norm import rms_norm  # noqa: E402
 from .scatter_add import scatter_add  # noqa: E402
 from .softmax import softmax  # noqa: E402
 
-__all__ = ["attention", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "linear", "rms_norm",
+__all__ = ["attention", "attention_varlen", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "linear", "rms_norm",
            "scatter_add", "softmax"]

@@ -382,13 +382,17 @@ class LinearFunction(torch.autograd.Function):
         return dx, dw, db, None
 
 
+_CASTABLE = (torch.float32, torch.float16, torch.bfloat16)
+
+
 def _autocast(*tensors):
     """The tensors in the autocast dtype when autocast is on for their device, as F.linear casts its inputs."""
     device = tensors[0].device.type
     if not torch.is_autocast_enabled(device):
         return tensors
     dtype = torch.get_autocast_dtype(device)
-    return tuple(t.to(dtype) if t is not None and t.is_floating_point() else t for t in tensors)
+    # Autocast casts float32 and half tensors; float64 is left alone (F.linear stays float64 under autocast).
+    return tuple(t.to(dtype) if t is not None and t.dtype in _CASTABLE else t for t in tensors)
 
 
 def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,

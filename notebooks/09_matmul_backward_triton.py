@@ -625,8 +625,8 @@ autograder.check.linear_dw_splitk_kernel(linear_dw_splitk_kernel)
 # $$\boxed{\;P_s[i, j] = \sum_{\text{steps } m_0} \operatorname{tl.dot}\big(x^\top_{[i,\; m_0]},\; \bar y_{[m_0,\; j]}\big),
 # \qquad m_0 \text{ over the rows } s\,r \le m < \min\big((s + 1)\, r,\ M\big)\;}$$
 #
-# with $r$ = `rows_per_split`. In code: `start = split * rows_per_split` and
-# `end = tl.minimum(start + rows_per_split, M)`; every step's rows `ms` are masked against `end` (not $M$), so a step
+# with $r$ = `rows_per_split`. In code: the split's first row is `split` times `rows_per_split`, and its `end` the
+# `tl.minimum` of the next split's first row and `M`; every step's rows `ms` are masked against `end` (not $M$), so a step
 # that runs past the split's end reads zeros instead of the next split's rows; the tile of $x^\top$ is read from $x$
 # with the offsets exchanged, `X_ptr + ms[None, :] * stride_xm + ks[:, None] * stride_xk`; `acc += tl.dot(xt, dy)`;
 # and one store into slab `split` of the contiguous buffer, at `PW_ptr + split * K * N + ks[:, None] * N + ns[None, :]`.
@@ -779,7 +779,8 @@ autograder.check.linear_dw_atomic_kernel(linear_dw_atomic_kernel)
 #
 # $$\boxed{\;\bar W[i, j] \mathrel{+}= P_s[i, j] \quad \text{atomically, by each of the SPLIT programs } (i, j, s)\;}$$
 #
-# — in code, `tl.atomic_add(DW_ptr + ks[:, None] * stride_dwk + ns[None, :] * stride_dwn, acc, mask=(ks[:, None] < K) & (ns[None, :] < N))`.
+# — in code, one `tl.atomic_add` of `acc` at `DW_ptr + ks[:, None] * stride_dwk + ns[None, :] * stride_dwn`, under the
+# tile's mask on `ks < K` and `ns < N`.
 # One atomic per element per program, after the loop, not one per step: the loop's steps add in registers for free,
 # and the atomics, the only additions that other programs can interleave with, are `SPLIT` per element of $\bar W$.
 #
@@ -927,7 +928,8 @@ class TritonLinear(torch.autograd.Function):
         ### BEGIN SOLUTION
         x, w = ctx.saved_tensors
         K, N = w.shape
-        x2, dy2 = x.reshape(-1, K), dy.reshape(-1, N)  # reshape copies a ȳ whose layout does not allow a view
+        x2 = x.reshape(-1, K)
+        dy2 = dy.reshape(-1, N)  # reshape copies a ȳ whose layout does not allow a view
         dx = launch_dx(dy2, w)  # (M, K)
         pw, pb = launch_dw_partials(x2, dy2, rows_per_split=ROWS_PER_SPLIT, bias=True)  # (SPLIT, K, N), (SPLIT, N)
         dw = pw.sum(0).to(w.dtype)  # the second pass: every element's partials summed in one fixed order
@@ -983,7 +985,7 @@ autograder.check.TritonLinear(TritonLinear)
 # **The forward is Part A's GEMM with other strides.** `launch_dx(dy, w)` computes $A B^\top$; with $A = x$ and
 # $B = W^\top$ it computes $x W$: `y = launch_dx(x2, w.t())`, where `x2 = x.reshape(-1, K)` makes every leading axis
 # a row and `w.t()` is a view — strides `(1, N)` — that the kernel reads in place. One kernel, three GEMMs, no copy.
-# The backward needs $x$ and $W$, never $y$: `ctx.save_for_backward(x, w)`.
+# The backward needs $x$ and $W$, never $y$: those two go to `ctx.save_for_backward`, and nothing else.
 #
 # **The backward** flattens $\bar y$ with `reshape` (a copy only when its layout forbids a view), computes
 # $\bar x$ with `launch_dx(dy2, w)`, and $\bar W$ and $\bar b$ with one `launch_dw_partials(x2, dy2, bias=True)`,
@@ -995,7 +997,7 @@ autograder.check.TritonLinear(TritonLinear)
 # shape.
 #
 # **The bias branch** of Part B's kernel adds `tl.sum(dy.to(acc_dtype), axis=0)` into a `(BLOCK_N,)` running sum at
-# every step, and stores it under `if tl.program_id(0) == 0:`. The others computed the same sums and throw them
+# every step, and stores it only in the programs whose `tl.program_id(0)` is 0. The others computed the same sums and throw them
 # away. Why one writer: two plain stores from two programs to one address are a race by definition — the GPU's
 # memory model promises nothing about which one lands, or when, and the sanitizer cannot tell equal values from
 # unequal ones, so it reports the address. The $\lceil K/\text{BLOCK\_K} \rceil - 1$ extra stores would also cost

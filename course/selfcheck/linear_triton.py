@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ..autograd_graph import kept_on_ctx
 from ..diagnose import Alternative, GradingFailure, randn, seeded
 from ..kernel_spec import (
     F16,
@@ -413,9 +414,7 @@ def _linear_alternatives(case: LinearCase) -> dict[str, list[Alternative]]:
 def _check_saved(case: LinearCase, packed: list, leaves: tuple, y: torch.Tensor, label: str) -> None:
     """x and w saved through ctx.save_for_backward, and nothing of y's size."""
     x, w = leaves[0], leaves[1]
-    node = y.grad_fn
-    stashed = ([k for k, v in vars(node).items() if isinstance(v, torch.Tensor) and not k.startswith("_")]
-               if hasattr(node, "__dict__") else [])
+    stashed = kept_on_ctx(y.grad_fn)
     if stashed:
         raise GradingFailure(
             "wrong-values", f"TritonLinear keeps the tensor(s) {', '.join('ctx.' + k for k in stashed)} on ctx as "

@@ -18,7 +18,7 @@ from functools import partial
 
 import torch
 
-from .. import witness
+from ..autograd_graph import kept_on_ctx
 from ..diagnose import (
     Alternative,
     GradingFailure,
@@ -312,10 +312,7 @@ HAND_WRITTEN = "the backward here is the kernel you wrote in Part B — the poin
 
 def _check_saved(case: FunctionCase, packed: list, leaves: tuple, y: torch.Tensor, label: str) -> None:
     """y saved alone, through ctx.save_for_backward."""
-    x, node = leaves[0], y.grad_fn
-    # (witness.HELD is not an attribute: the grader's re-check reports there what the forward still held in memory.)
-    stashed = ([k for k, v in vars(node).items() if isinstance(v, torch.Tensor) and k != witness.HELD]
-               if hasattr(node, "__dict__") else [])
+    x, stashed = leaves[0], kept_on_ctx(y.grad_fn)
 
     def what(t: torch.Tensor) -> str:
         flat = t.detach().reshape(-1)

@@ -7,9 +7,9 @@ import torch
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 @pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention", "fused_linear_cross_entropy",
-                                "linear"])
+                                "linear", "cross_entropy_options", "attention --llama3-8b"])
 def test_bench_without_cuda_says_so_and_exits_0(op):
-    done = subprocess.run([sys.executable, "-m", "kernels.bench", op], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "kernels.bench", *op.split()], capture_output=True, text=True)
     assert done.returncode == 0 and "no CUDA device" in done.stdout
 
 

@@ -159,6 +159,14 @@ def test_autocast_casts_like_torch_linear():
         torch.testing.assert_close(a, c, rtol=1e-2, atol=1e-2)
 
 
+def test_autocast_leaves_float64_alone_as_torch_linear_does():
+    x, w, b, _ = make((9, 20), 17, torch.float64)
+    with torch.autocast(torch.device(DEVICE).type, dtype=torch.float16):
+        y, y_torch = linear(x, w, b), F.linear(x, w.t(), b)
+    assert y.dtype == y_torch.dtype == torch.float64
+    torch.testing.assert_close(y, y_torch)
+
+
 @pytest.mark.parametrize("make_args, error, message", [
     (lambda x, w, b: (x[:, :19], w, b), ValueError, "x's last dimension must equal w's first (K = 20"),
     (lambda x, w, b: (x, w[0], b), ValueError, "w must be 2-D"),
