@@ -91,6 +91,20 @@ def attention_case(kernels, dtype):
     return rows
 
 
+def attention_varlen_case(kernels, dtype):
+    """Three documents packed end to end (lengths 5, 17, 9), grouped-query heads (4 query heads per K/V head)."""
+    q, k, v, dy = _inputs(dtype, 11, (31, 4, 8), (31, 1, 8), (31, 1, 8), (31, 4, 8))
+    cu = torch.tensor([0, 5, 22, 31], dtype=torch.int32)
+
+    def per_document(q, k, v):
+        docs = [F.scaled_dot_product_attention(*(t[a:b].transpose(0, 1) for t in (q, k, v)), is_causal=True,
+                                               enable_gqa=True).transpose(0, 1) for a, b in zip(cu[:-1], cu[1:])]
+        return torch.cat(docs)
+
+    return _against(lambda q, k, v: kernels.attention_varlen(q, k, v, cu, causal=True), per_document, [q, k, v], dy,
+                    ["o", "dq", "dk", "dv"])
+
+
 def linear_case(kernels, dtype):
     x, w, b, dy = _inputs(dtype, 10, (2, 37, 20), (20, 19), (19,), (2, 37, 19))  # 3-D x; no side a power of two
     rows = []
@@ -115,7 +129,8 @@ def scatter_add_case(kernels, dtype):
     return [("out", kernels.scatter_add(src, index, 5), expected)]
 
 
-CASES = {"attention": attention_case, "cross_entropy": cross_entropy_case, "embedding": embedding_case,
+CASES = {"attention": attention_case, "attention_varlen": attention_varlen_case, "cross_entropy": cross_entropy_case,
+         "embedding": embedding_case,
          "fused_linear_cross_entropy": fused_linear_cross_entropy_case, "layer_norm": layer_norm_case,
          "linear": linear_case, "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
          "softmax": softmax_case}
