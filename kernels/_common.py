@@ -161,16 +161,37 @@ def row_launch(n_cols: int, *, whole_row_max: int = 0, loop_block: int | None = 
     return RowLaunch(block, whole_row, num_warps)
 
 
-def autocast_to_float32(*tensors):
-    """The tensors as PyTorch's autocast hands them to an op on its float32 list (softmax, layer_norm, rms_norm).
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _autocast_on(tensors) -> str | None:
+    """The device type of the first tensor when torch.autocast is on for it, else None."""
+    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
+    return first.device.type if first is not None and torch.is_autocast_enabled(first.device.type) else None
+
+
+def autocast_to_float32(*tensors, on_cpu: bool = False):
+    """The tensors as PyTorch's autocast hands them to an op on its float32 list.
 
     CUDA's autocast (and every GPU backend's: ATen's AT_FORALL_FP32 and FP32_SET_OPT_DTYPE lists) casts
-    float16 and bfloat16 inputs of these ops to float32, so they compute and return float32; float64 and
-    non-float tensors pass unchanged. The CPU's autocast lists leave these ops alone (they run in the
-    input's dtype), so on the CPU nothing is cast. None entries pass through.
+    float16 and bfloat16 inputs of softmax, layer_norm, rms_norm and cross_entropy to float32, so they compute
+    and return float32; float64 and non-float tensors pass unchanged. The CPU's autocast lists leave the first
+    three alone (they run in the input's dtype) and cast cross_entropy's: ``on_cpu`` says which. None entries
+    pass through.
     """
-    first = next((t for t in tensors if isinstance(t, torch.Tensor)), None)
-    if first is None or first.device.type == "cpu" or not torch.is_autocast_enabled(first.device.type):
+    device = _autocast_on(tensors)
+    if device is None or (device == "cpu" and not on_cpu):
         return tensors
-    return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in (torch.float16, torch.bfloat16) else t
+    return tuple(t.float() if isinstance(t, torch.Tensor) and t.dtype in _HALF else t for t in tensors)
+
+
+def autocast_to_lower(*tensors):
+    """The tensors as autocast hands them to an op on its lower-precision list (linear, matmul, scaled dot-product
+    attention, on the CPU and on GPUs): float32 and half tensors in the autocast dtype, float64 and non-float
+    tensors unchanged, None entries passed through."""
+    device = _autocast_on(tensors)
+    if device is None:
+        return tensors
+    dtype = torch.get_autocast_dtype(device)
+    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in (torch.float32, *_HALF) else t
                  for t in tensors)

@@ -77,7 +77,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted, launch_target
+from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, launch_target
 
 MAX_HEAD_DIM = 256
 
@@ -716,7 +716,9 @@ class AttentionFunction(torch.autograd.Function):
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False, sm_scale: float | None = None) -> torch.Tensor:
     """softmax(sm_scale · q kᵀ) v over the last two dims, q (..., H, T_q, D), k and v (..., H_kv, T_k, D);
     matches ``scaled_dot_product_attention(q, k, v, is_causal=causal, scale=sm_scale, enable_gqa=True)``
-    (causal: bottom-right aligned when T_q ≠ T_k, as FlashAttention 2)."""
+    (causal: bottom-right aligned when T_q ≠ T_k, as FlashAttention 2). Under torch.autocast q, k and v are cast
+    to the autocast dtype, as scaled_dot_product_attention's are."""
+    q, k, v = autocast_to_lower(q, k, v)
     return AttentionFunction.apply(q, k, v, causal, sm_scale, None, None, None, None)
 
 
@@ -726,5 +728,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     """Attention within each of several documents packed end to end, as ``flash_attn_varlen_func``: q (total_q, H, D),
     k and v (total_k, H_kv, D); cu_seqlens_q and cu_seqlens_k int32 (n_docs + 1,) where the documents start (one
     cu_seqlens for both in self-attention: leave cu_seqlens_k None); max_seqlen_* the longest document (computed if
-    None). ``sm_scale`` is flash_attn's ``softmax_scale``. Returns O, (total_q, H, D)."""
+    None). ``sm_scale`` is flash_attn's ``softmax_scale``. Returns O, (total_q, H, D). Under torch.autocast, cast as
+    attention's inputs are."""
+    q, k, v = autocast_to_lower(q, k, v)
     return AttentionFunction.apply(q, k, v, causal, sm_scale, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)

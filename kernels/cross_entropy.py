@@ -55,7 +55,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, row_launch, rows_view
+from ._common import acc_dtype, acc_torch_dtype, autocast_to_float32, check_floating, looped_block, row_launch, rows_view
 
 
 @triton.jit
@@ -414,13 +414,6 @@ class CrossEntropyFunction(torch.autograd.Function):
         return dlogits, None, None, None, None, None
 
 
-def autocast_to_float32(t: torch.Tensor) -> torch.Tensor:
-    """Under torch.autocast, half inputs of an op on autocast's float32 list (cross-entropy) become float32."""
-    if torch.is_autocast_enabled(t.device.type) and t.dtype in (torch.float16, torch.bfloat16):
-        return t.float()
-    return t
-
-
 def cross_entropy(logits: torch.Tensor, target: torch.Tensor, reduction: str = "mean", ignore_index: int = -100, *,
                   weight: torch.Tensor | None = None, label_smoothing: float = 0.0, lse_square_scale: float = 0.0,
                   softcap: float | None = None, return_z_loss: bool = False):
@@ -433,7 +426,7 @@ def cross_entropy(logits: torch.Tensor, target: torch.Tensor, reduction: str = "
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     if isinstance(logits, torch.Tensor):
-        logits = autocast_to_float32(logits)
+        (logits,) = autocast_to_float32(logits, on_cpu=True)
         n_classes = logits.shape[-1] if logits.ndim else 0
         options = loss_options(n_classes, logits, label_smoothing=label_smoothing, lse_square_scale=lse_square_scale,
                                softcap=softcap, weight=weight)

@@ -65,7 +65,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, looped_block, row_launch
+from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, looped_block, row_launch
 from .cross_entropy import LossOptions, load_params, loss_options, reduce_rows, row_backward, row_gradients, row_loss_terms
 
 
@@ -291,16 +291,6 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         return dh, dW, db, None, None, None, None, None, None, None, None
 
 
-def _autocast(*tensors):
-    """Under torch.autocast, the matmul's operands in the autocast dtype, as F.linear casts them (float64 stays)."""
-    device = tensors[0].device.type
-    if not torch.is_autocast_enabled(device):
-        return tensors
-    dtype = torch.get_autocast_dtype(device)
-    return tuple(t.to(dtype) if isinstance(t, torch.Tensor) and t.dtype in (torch.float32, torch.float16, torch.bfloat16)
-                 else t for t in tensors)
-
-
 def fused_linear_cross_entropy(h: torch.Tensor, W: torch.Tensor, target: torch.Tensor, *, bias: torch.Tensor | None = None,
                                ignore_index: int = -100, reduction: str = "mean", ce_weight: torch.Tensor | None = None,
                                label_smoothing: float = 0.0, lse_square_scale: float = 0.0, softcap: float | None = None,
@@ -319,7 +309,7 @@ def fused_linear_cross_entropy(h: torch.Tensor, W: torch.Tensor, target: torch.T
     if isinstance(h, torch.Tensor) and isinstance(W, torch.Tensor):
         if torch.is_autocast_enabled(h.device.type) and h.dtype != torch.float64:
             out_dtype = torch.float32
-        h, W, bias = _autocast(h, W, bias)
+        h, W, bias = autocast_to_lower(h, W, bias)
         _check_inputs(h, W, target, ignore_index, chunk, bias, reduction)
     else:
         _check_inputs(h, W, target, ignore_index, chunk, bias, reduction)  # names the argument that is not a tensor

@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, check_floating, interpreted, launch_target
+from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, launch_target
 
 DW_STRATEGIES = ("splitk", "atomic")
 
@@ -382,19 +382,6 @@ class LinearFunction(torch.autograd.Function):
         return dx, dw, db, None
 
 
-_CASTABLE = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def _autocast(*tensors):
-    """The tensors in the autocast dtype when autocast is on for their device, as F.linear casts its inputs."""
-    device = tensors[0].device.type
-    if not torch.is_autocast_enabled(device):
-        return tensors
-    dtype = torch.get_autocast_dtype(device)
-    # Autocast casts float32 and half tensors; float64 is left alone (F.linear stays float64 under autocast).
-    return tuple(t.to(dtype) if t is not None and t.dtype in _CASTABLE else t for t in tensors)
-
-
 def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *,
            dw_strategy: str = "splitk") -> torch.Tensor:
     """y = x @ w (+ bias) for x (..., K), w (K, N), bias (N,); differentiable in all three.
@@ -403,6 +390,6 @@ def linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, *
     the rows: "splitk" (partials and a fixed-order sum: bitwise reproducible) or "atomic".
     """
     if isinstance(x, torch.Tensor) and isinstance(w, torch.Tensor):
-        x, w, bias = _autocast(x, w, bias)
+        x, w, bias = autocast_to_lower(x, w, bias)
     _check_inputs(x, w, bias, dw_strategy)
     return LinearFunction.apply(x, w, bias, dw_strategy)

@@ -217,3 +217,21 @@ def test_bfloat16_gqa_causal_on_gpu(packed):
     ref = forward_backward(reference, [t.float() for t in (q, k, v)], do.float())  # the same rounded inputs, in float32
     for name, a, b in zip(NAMES, got, ref):
         torch.testing.assert_close(a.float(), b, rtol=5e-2, atol=5e-2, msg=lambda m, name=name: f"{name}: {m}")
+
+
+def test_autocast_casts_like_scaled_dot_product_attention():
+    """Under autocast (float16 on the CPU; bfloat16's interpreter is broken) the op runs in the autocast dtype, as SDPA
+    does, and the gradients reach the float32 leaves."""
+    g = torch.Generator().manual_seed(31)
+    q, k, v = (torch.randn(1, 4, 21, 16, generator=g).to(DEVICE).requires_grad_() for _ in range(3))
+    kv = [t.detach()[:, :1].clone().requires_grad_() for t in (k, v)]  # grouped-query: one K/V head for four
+    dev = torch.device(DEVICE).type
+    with torch.autocast(dev, dtype=torch.float16):
+        got = attention(q, *kv, causal=True)
+        want = F.scaled_dot_product_attention(q, *kv, is_causal=True, enable_gqa=True)
+    assert got.dtype == want.dtype == torch.float16
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    dy = torch.randn(got.shape, generator=g).to(DEVICE, torch.float16)
+    for a, b in zip(torch.autograd.grad(got, (q, *kv), dy), torch.autograd.grad(want, (q, *kv), dy)):
+        assert a.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-2, atol=1e-2)
