@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–09 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–10 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -40,6 +40,7 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | 08_mixed_precision_backward (softmax_bwd_mixed_kernel) | 4096 × 32768 and 8192 × 128256, in blocks of 1024 |
 | linear (y, x̄ and both w̄ strategies) | M 8192 tokens · K 4096 · N ∈ {4096, 14336}; M 65536 · K 256 · N 256 (w̄ split) |
 | 09_matmul_backward_triton (its given launchers) | M 8192 · K 4096 · N 4096 in tiles of block ∈ {16, 32, 64} |
+| 10_attention_as_trained (its launchers) | B 4 · T 4096 · heads 32/8 · D ∈ {64, 128}, causal, batched and packed, blocks 16 × 16 |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
@@ -47,7 +48,7 @@ longest row it holds in one block; attention at D 64 without a mask, D 128 causa
 D 256 (the packed, grouped-query and largest-head-dim paths in one cell); linear at
 8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
 memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
-their tiles from the launcher's block, whatever the dtype).
+their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only.
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -251,6 +252,21 @@ def _nb09_linear(shape, dtype):
     nb["launch_dw_atomic"](x, dy, nb["ROWS_PER_SPLIT"], block)
 
 
+def _nb10_attention(shape, dtype):
+    nb = _notebook("10_attention_as_trained")
+    b, h, h_kv, t, d, block_m, block_n = shape
+    q, do = (_empty(b, h, t, d, dtype=dtype) for _ in range(2))
+    k, v = (_empty(b, h_kv, t, d, dtype=dtype) for _ in range(2))
+    o, L = nb["causal_forward"](q, k, v, block_m, block_n)
+    nb["causal_backward"](q, k, v, o, L, do, block_m, block_n)
+    # The same tokens packed as b documents of t: one row of b·t tokens, the longest document t long. Laid out
+    # (tokens, heads, d) as views of (heads, tokens, d) tensors, so that the launcher's copy to (heads, tokens, d)
+    # has nothing to do: the stand-in tensors hold no memory to copy.
+    cu_seqlens = torch.zeros(b + 1, device="cuda", dtype=torch.int32)
+    packed = [_empty(heads, b * t, d, dtype=dtype).transpose(0, 1) for heads in (h, h_kv, h_kv)]
+    nb["varlen_forward"](*packed, cu_seqlens, t, block_m, block_n)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -265,6 +281,11 @@ def _attention_shape(shape):
 def _lm_head_shape(shape):
     tokens, dim, vocab = shape
     return f"T{tokens} d{dim} V{vocab}"
+
+
+def _nb10_shape(shape):
+    b, h, h_kv, t, d, block_m, block_n = shape
+    return f"B{b} T{t} H{h}/{h_kv} D{d} causal, blocks {block_m}×{block_n}"
 
 
 def _flash_shape(shape):
@@ -345,6 +366,13 @@ OPS = {
         Op("09_matmul_backward_triton", ("linear_dx_kernel", "linear_dw_splitk_kernel", "linear_dw_atomic_kernel"),
            _nb09_linear, _gemm_shape, full=tuple((*_LINEAR_FULL[0], block) for block in (16, 32, 64)),
            quick=((*_LINEAR_FULL[0], 64),), quick_dtypes=("fp32",)),
+        # The notebook's frozen kernels at its blocks (16 × 16), at Llama-3-8B's heads (32 query heads, 8 K/V heads,
+        # D 128) and at D 64, batched and packed. Its launchers accept larger tiles, which do not fit everywhere:
+        # 32 × 32 overflows sm_80's and gfx942's shared memory in float64 and spills in float32 on gfx942 (dQ).
+        Op("10_attention_as_trained", ("causal_fwd_kernel", "causal_bwd_dq_kernel", "causal_bwd_dkdv_kernel",
+                                       "varlen_fwd_kernel"),
+           _nb10_attention, _nb10_shape, full=tuple((4, 32, 8, 4096, d, 16, 16) for d in (64, 128)),
+           quick=((4, 32, 8, 4096, 128, 16, 16),), quick_dtypes=("fp32",)),
     )
 }
 
