@@ -63,7 +63,7 @@ def forward_under(q, k, v, seen: torch.Tensor, norm: torch.Tensor | None = None)
 
 def backward_under(q, k, v, do, L, D, seen: torch.Tensor):
     """(dq, dk, dv) per query slab, P rebuilt from the given L under ``seen`` (k and v expanded to q's slabs)."""
-    c = 1 / math.sqrt(q.shape[-1])
+    c = q.shape[-1] ** -0.5
     p = torch.exp(c * q @ k.mT - L[..., None]).masked_fill(~seen, 0.0)
     ds = p * (do @ v.mT - D[..., None])
     return c * ds @ k, c * ds.mT @ q, p.mT @ do
