@@ -178,6 +178,22 @@ def diagnosis(check, fn) -> str:
     return "pass"
 
 
+def assert_diagnosed(fn, checks, cls: str, words, what: str) -> list[GradingFailure]:
+    """Each of ``checks`` gives ``fn`` the class ``cls`` (``"pass"``: no failure) in a message holding every one of
+    ``words``; ``what`` names the bug in a failed assertion. Returns the failures."""
+    failures = []
+    for check in checks:
+        if cls == "pass":
+            assert diagnosis(check, fn) == "pass", what
+            continue
+        failure = failure_of(check, fn)
+        assert failure.cls == cls, f"{what}: {failure}"
+        for word in words:
+            assert word in str(failure), f"{what}: {word!r} not in {failure}"
+        failures.append(failure)
+    return failures
+
+
 def failure_of(check, fn) -> GradingFailure:
     """The failure a check must raise for ``fn``."""
     with pytest.raises(GradingFailure) as info:

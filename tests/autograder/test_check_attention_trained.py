@@ -15,7 +15,7 @@ import autograder.check.attention_trained as hidden_cases
 import course.selfcheck as visible
 import course.selfcheck.attention_trained as lesson
 from autograder.inputs import generator
-from tests.support import declared_classes, diagnosis, edited_solution, failure_of, mutant_named, with_cells
+from tests.support import assert_diagnosed, declared_classes, edited_solution, failure_of, mutant_named, with_cells
 from tools.mutants import mutants
 
 SLUG = "10_attention_as_trained"
@@ -69,29 +69,31 @@ def test_every_declared_diagnosis_has_words():
 
 
 def _assert_named(mutant: str, name: str, cls: str, words: list[str]) -> None:
-    fn = mutant_named(SLUG, mutant)[name]
-    for check in (getattr(visible, name), getattr(hidden, name)):
-        if cls == "pass":
-            assert diagnosis(check, fn) == "pass"
-            continue
-        failure = failure_of(check, fn)
-        assert failure.cls == cls, f"{mutant}: {failure}"
-        for word in words:
-            assert word in str(failure), f"{mutant}: {word!r} not in {failure}"
+    checks = (getattr(visible, name), getattr(hidden, name))
+    for failure in assert_diagnosed(mutant_named(SLUG, mutant)[name], checks, cls, words, mutant):
         key = failure.topic if failure.topic in HINTS else failure.cls
         assert key not in HINTS or failure.hint == HINTS[key], f"{mutant}: hint {failure.hint} for {key}"
 
 
-@pytest.mark.parametrize("mutant, name", list(WORDS))
-def test_each_mutant_is_named_in_words(mutant, name, capsys):
-    cls = next(m for m in MUTANTS if m.name == mutant).expect[f"test_{name}"]
-    _assert_named(mutant, name, cls, WORDS[mutant, name])
+@pytest.fixture(autouse=True)
+def one_hidden_draw(monkeypatch):
+    """One replayed draw of the hidden sizes (test_samples replays three): every run reads the same."""
+    monkeypatch.setenv("AUTOGRADER_SEED", "10")
+
+
+NAMED = [(m, n, False) for m, n in WORDS] + [(m, n, True) for m, n in WITHOUT_SANITIZER]
+
+
+@pytest.mark.parametrize("mutant, name, on_a_gpu", NAMED)
+def test_each_mutant_is_named_in_words(mutant, name, on_a_gpu, request, capsys):
+    """With the sanitizer (the CPU) as the mutant declares; without it (a GPU) as WITHOUT_SANITIZER says."""
+    if on_a_gpu:
+        request.getfixturevalue("unsanitized")
+        _assert_named(mutant, name, *WITHOUT_SANITIZER[mutant, name])
+    else:
+        _assert_named(mutant, name, next(m for m in MUTANTS if m.name == mutant).expect[f"test_{name}"],
+                      WORDS[mutant, name])
     assert capsys.readouterr().err == ""
-
-
-@pytest.mark.parametrize("mutant, name", list(WITHOUT_SANITIZER))
-def test_without_the_sanitizer_the_values_name_what_they_can(mutant, name, unsanitized):
-    _assert_named(mutant, name, *WITHOUT_SANITIZER[mutant, name])
 
 
 # Diagnoses name the bug and where; the fixed code lives in the notebook's last hint.
@@ -161,12 +163,7 @@ MORE_BUGS = {  # (exercise, edit of its solution cell, class, words)
 @pytest.mark.parametrize("bug", list(MORE_BUGS))
 def test_more_bugs_are_named(bug):
     name, edit, cls, words = MORE_BUGS[bug]
-    fn = _edited(name, edit)[name]
-    for check in (getattr(visible, name), getattr(hidden, name)):
-        failure = failure_of(check, fn)
-        assert failure.cls == cls, f"{bug}: {failure}"
-        for word in words:
-            assert word in str(failure), f"{bug}: {word!r} not in {failure}"
+    assert_diagnosed(_edited(name, edit)[name], (getattr(visible, name), getattr(hidden, name)), cls, words, bug)
 
 
 def _shapes(cases) -> set[tuple]:
