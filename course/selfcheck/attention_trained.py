@@ -423,7 +423,7 @@ def _reach(start: np.ndarray, case) -> np.ndarray:
     return -(-(start + case.block_m) // case.block_n) * case.block_n
 
 
-def _first_far(ids, rows, far) -> int | None:
+def _first(far: np.ndarray) -> int | None:
     bad = np.nonzero(far)[0]
     return None if bad.size == 0 else int(bad[0])
 
@@ -437,7 +437,7 @@ def causal_walk(name: str, case: CausalCase, record) -> str | None:
     ids, rows = loaded
     if name == DKDV:  # queries before the block's first key see none of its keys: a whole tile of them is wasted
         start = ids[:, 0] * case.block_n
-        i = _first_far(ids, rows, rows < start // case.block_m * case.block_m)
+        i = _first(rows < start // case.block_m * case.block_m)
         if i is None:
             return None
         return (f"{name}'s program {tuple(int(x) for x in ids[i])} (keys {start[i]}…) loaded query {rows[i]}, in a "
@@ -445,7 +445,7 @@ def causal_walk(name: str, case: CausalCase, record) -> str | None:
                 "of its keys. The mask made the values right, but the walk should start at the block holding query "
                 "start_n and skip what lies before.")
     start = ids[:, 0] * case.block_m
-    i = _first_far(ids, rows, rows >= _reach(start, case))
+    i = _first(rows >= _reach(start, case))
     if i is None:
         return None
     return (f"{name}'s program {tuple(int(x) for x in ids[i])} (queries {start[i]}…{start[i] + case.block_m - 1}) "
@@ -462,7 +462,7 @@ def varlen_walk(case: VarlenCase, record) -> str | None:
     first = np.asarray(case.cu, dtype=np.int64)[ids[:, 2]]
     pos, start = rows - first, ids[:, 0] * case.block_m
     # a tile aligned to the document's start or to the packed row's: either way, one wholly outside what it sees
-    i = _first_far(ids, rows, (pos <= -case.block_n) | (pos >= _reach(start, case) + case.block_n - 1))
+    i = _first((pos <= -case.block_n) | (pos >= _reach(start, case) + case.block_n - 1))
     if i is None:
         return None
     where = "in another document" if pos[i] < 0 or rows[i] >= case.cu[ids[i, 2] + 1] else "above its diagonal"
