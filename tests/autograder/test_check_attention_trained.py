@@ -8,6 +8,7 @@ nothing), plus a right answer written another way: Part C's group summed by its 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import autograder.check as hidden
@@ -152,6 +153,27 @@ def test_a_right_answer_written_another_way_passes(seeded, capsys):
     assert capsys.readouterr().err == ""
 
 
+ALIGNED_TO_THE_PACKED_ROW = """
+-    kv_base = (h // group) * stride_h + first * stride_t
++    kv_base = (h // group) * stride_h
+-    for start_n in range(0, tl.minimum(start_m + BLOCK_M, n), BLOCK_N):
++    for start_n in range(first // BLOCK_N * BLOCK_N, first + tl.minimum(start_m + BLOCK_M, n), BLOCK_N):
+-        kv_mask = (keys[:, None] < n) & (cols[None, :] < head_dim)
++        kv_mask = (keys[:, None] < first + n) & (cols[None, :] < head_dim)
+-        s = tl.where(keys[None, :] <= rows[:, None], s, -float("inf"))
++        s = tl.where((keys[None, :] >= first) & (keys[None, :] <= first + rows[:, None]), s, -float("inf"))
+"""
+
+
+def test_a_walk_in_tiles_of_the_packed_row_passes(capsys):
+    """Part D with key tiles aligned to the packed row, not to the document: the first tile reaches into the
+    document before, masked; no tile lies wholly outside the document, so it is no dense walk."""
+    ns = _edited(VARLEN, ALIGNED_TO_THE_PACKED_ROW)
+    visible.varlen_fwd_kernel(ns[VARLEN])
+    hidden.varlen_fwd_kernel(ns[VARLEN])
+    assert capsys.readouterr().err == ""
+
+
 MORE_BUGS = {  # (exercise, edit of its solution cell, class, words)
     "the whole row of keys, masked": (FWD, """
 -    end = tl.minimum(start_m + BLOCK_M, seq_len)  # past the block's last query: keys no row of it sees
@@ -188,3 +210,20 @@ def test_the_hidden_cases_cover_the_sizes_the_issue_names(seeded):
     for case in hidden_cases.hidden_varlen_cases(generator("any")):
         assert 1 in case.lengths and any(n < case.block_m for n in case.lengths if n > 1)
         assert any(cu % case.block_n for cu in case.cu[1:-1]), "a boundary inside a tile"
+
+
+class _Record:
+    """What varlen_walk reads of a sanitizer launch: each program's ids and the K elements it loaded."""
+
+    def __init__(self, program: tuple[int, int, int], tokens: range, d: int):
+        self.programs = (program,)
+        flat = np.array([t * d for t in tokens])
+        self.touched = {"K_ptr": {"load": np.stack([np.zeros_like(flat), flat])}}
+
+
+def test_a_tile_wholly_in_another_document_is_a_dense_walk():
+    case = lesson.varlen_cases(lesson.seeded(0), [("walk", 1, 1, (20, 3, 30), 4, lesson.F64, 16, 16)])[0]
+    first = case.cu[2]  # document 2 starts at token 23
+    assert lesson.varlen_walk(case, _Record((0, 0, 2), range(first - 7, first + 5), 4)) is None  # tile across it
+    said = lesson.varlen_walk(case, _Record((0, 0, 2), range(0, 16), 4))  # a tile of document 0
+    assert said and "wholly in another document" in said and "key token 0" in said
