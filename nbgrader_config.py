@@ -17,6 +17,7 @@ c.CourseDirectory.db_assignments = [
     {"name": "07_fused_linear_cross_entropy"},
     {"name": "08_mixed_precision_backward"},
     {"name": "09_matmul_backward_triton"},
+    {"name": "10_attention_as_trained"},
 ]
 # Python caches and checkpoints never belong in a release or a submission.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

@@ -177,6 +177,24 @@ EXERCISES: tuple[Entry, ...] = (
                                        "transpose": 2, "scale": 2, "batch-reduction": 2, "wrong-values": 2,
                                        "non-finite": 2, "autograd-in-backward": 2, "shape": 3, "*": 2}),
     ),
+    *_lesson(
+        "10_attention_as_trained", "attention_trained", "attention_trained",
+        # Each kernel's hints (the notebook's): 1 — the walk (which tiles a program visits, where it starts and
+        # stops, the K/V slab of a query head, the masks against T or the document): "walk" (a tile skipped that
+        # holds visible keys), "dense-walk" (tiles the mask hides entirely visited), out of bounds, races;
+        # 2 — the mask on the diagonal tile ("diagonal"), P rebuilt under it, the group's sum (Part C), the
+        # document's boundary (Part D); 3 — a small case by hand.
+        ("causal_fwd_kernel", KERNEL, 2, {"walk": 1, "dense-walk": 1, "out-of-bounds": 1, "race": 1, "diagonal": 2,
+                                          "non-finite": 2, "float32": 3, "wrong-values": 3, "*": 3}),
+        ("causal_bwd_dq_kernel", KERNEL, 2, {"walk": 1, "dense-walk": 1, "out-of-bounds": 1, "race": 1,
+                                             "non-finite": 1, "diagonal": 2, "float32": 2, "wrong-values": 3,
+                                             "*": 3}),
+        ("causal_bwd_dkdv_kernel", KERNEL, 3, {"walk": 1, "dense-walk": 1, "out-of-bounds": 1, "non-finite": 1,
+                                               "diagonal": 1, "race": 2, "batch-reduction": 2, "float32": 3,
+                                               "wrong-values": 3, "*": 3}),
+        ("varlen_fwd_kernel", KERNEL, 2, {"dense-walk": 1, "out-of-bounds": 1, "race": 1, "boundary": 2,
+                                          "diagonal": 2, "non-finite": 2, "float32": 3, "wrong-values": 3, "*": 3}),
+    ),
 )
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
 NOTEBOOKS = tuple(dict.fromkeys(exercise.notebook for exercise in EXERCISES))

@@ -29,6 +29,7 @@ CLASSES: dict[str, str] = {
     "saved-quadratic-tensor": "values right, but a T×T tensor was saved or allocated",
     "untiled": "values right, but a tensor computed from queries and keys spans more than a tile: a row or strip against every key",
     "materialized-logits": "values right, but a walk held more logits at once than its chunk (block): T×V, or several chunks",
+    "dense-walk": "values right, but the kernel visited tiles its mask hides entirely: above the causal diagonal, or in another document",
     "half-accumulation": "right in float64 and float32, wrong in bf16/fp16: a statistic accumulated or held in half precision",
     "autograd-in-backward": "the hand-written backward called autograd",
     "race": "two programs of one launch touch an address, one with a plain store, with no atomic or lock between them",

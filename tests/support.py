@@ -19,7 +19,7 @@ from tools.mutants import ROOT, Mutant, apply_edit, replace_definition
 GIVEN = {"04_layernorm": ("def layernorm_fwd_kernel",), "06_topk_routing": ("def softmax_backward_02",),
          "07_fused_linear_cross_entropy": ("import triton",),
          "08_mixed_precision_backward": ("BF16, F16 = torch.bfloat16", "def softmax_backward_by_kernel"),
-         "09_matmul_backward_triton": ("import triton",)}
+         "09_matmul_backward_triton": ("import triton",), "10_attention_as_trained": ("import triton",)}
 
 
 def _namespace(label: str) -> dict:
@@ -176,6 +176,22 @@ def diagnosis(check, fn) -> str:
     except GradingFailure as failure:
         return failure.cls
     return "pass"
+
+
+def assert_diagnosed(fn, checks, cls: str, words, what: str) -> list[GradingFailure]:
+    """Each of ``checks`` gives ``fn`` the class ``cls`` (``"pass"``: no failure) in a message holding every one of
+    ``words``; ``what`` names the bug in a failed assertion. Returns the failures."""
+    failures = []
+    for check in checks:
+        if cls == "pass":
+            assert diagnosis(check, fn) == "pass", what
+            continue
+        failure = failure_of(check, fn)
+        assert failure.cls == cls, f"{what}: {failure}"
+        for word in words:
+            assert word in str(failure), f"{what}: {word!r} not in {failure}"
+        failures.append(failure)
+    return failures
 
 
 def failure_of(check, fn) -> GradingFailure:

@@ -5,6 +5,7 @@ from contextlib import contextmanager
 import pytest
 
 import course.diagnose
+import course.selfcheck.attention_trained
 from course.sanitizer import Report
 
 # Hidden inputs are drawn fresh on every grading run; these replay three draws, and a
@@ -29,3 +30,4 @@ def unsanitized(monkeypatch):
         yield Report()
 
     monkeypatch.setattr(course.diagnose, "sanitize", records_nothing)
+    monkeypatch.setattr(course.selfcheck.attention_trained, "sanitize", records_nothing)  # its dense-walk records

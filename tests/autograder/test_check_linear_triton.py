@@ -15,7 +15,7 @@ import autograder.check.linear_triton as hidden_cases
 import course.selfcheck as visible
 import course.selfcheck.linear_triton as lesson
 from autograder.inputs import generator
-from tests.support import declared_classes, diagnosis, edited_solution, failure_of, mutant_named, with_cells
+from tests.support import assert_diagnosed, declared_classes, edited_solution, failure_of, mutant_named, with_cells
 from tools.mutants import mutants
 
 SLUG = "09_matmul_backward_triton"
@@ -79,15 +79,8 @@ def test_every_declared_diagnosis_has_words():
 
 
 def _assert_named(mutant: str, name: str, cls: str, words: list[str]) -> None:
-    fn = mutant_named(SLUG, mutant)[name]
-    for check in (getattr(visible, name), getattr(hidden, name)):
-        if cls == "pass":
-            assert diagnosis(check, fn) == "pass"
-            continue
-        failure = failure_of(check, fn)
-        assert failure.cls == cls, f"{mutant}: {failure}"
-        for word in words:
-            assert word in str(failure), f"{mutant}: {word!r} not in {failure}"
+    assert_diagnosed(mutant_named(SLUG, mutant)[name], (getattr(visible, name), getattr(hidden, name)), cls, words,
+                     mutant)
 
 
 @pytest.mark.parametrize("mutant, name", list(WORDS))
@@ -148,12 +141,7 @@ SANITIZED = {"w assumed contiguous": ("out-of-bounds", ["loads W_ptr", "between 
 
 def _assert_more(bug: str, cls: str, words: list[str]) -> None:
     name, edit = MORE_BUGS[bug][:2]
-    fn = _edited(name, edit)[name]
-    for check in (getattr(visible, name), getattr(hidden, name)):
-        failure = failure_of(check, fn)
-        assert failure.cls == cls, f"{bug}: {failure}"
-        for word in words:
-            assert word in str(failure), f"{bug}: {word!r} not in {failure}"
+    assert_diagnosed(_edited(name, edit)[name], (getattr(visible, name), getattr(hidden, name)), cls, words, bug)
 
 
 @pytest.mark.parametrize("bug", list(MORE_BUGS))
