@@ -209,12 +209,15 @@ def tiles_read(launch, tensor, T, d, block, axis=0):
     return set(zip(own.tolist(), (token // block).tolist()))
 
 
-def stub_raised(exc):
-    """Whether `exc` comes from a stub's course.todo(), however deeply Triton wrapped it."""
+def finish_first(exc, parts):
+    """Say which parts to finish when `exc` comes from a stub's course.todo(), however deeply Triton wrapped it;
+    raise it again otherwise."""
     chain = [exc]
     while chain[-1].__cause__ is not None:
         chain.append(chain[-1].__cause__)
-    return any(isinstance(e, NotImplementedError) or "course.todo()" in str(e) for e in chain)
+    if not any(isinstance(e, NotImplementedError) or "course.todo()" in str(e) for e in chain):
+        raise exc
+    print(f"Finish {parts} first: this cell runs your kernels.")
 
 # %% [markdown]
 # ## 1 · The causal mask, tile by tile
@@ -438,9 +441,7 @@ try:
         fig.tight_layout(rect=(0, 0.06, 1, 1))
         plt.show()
 except Exception as exc:
-    if not stub_raised(exc):
-        raise
-    print("Finish Part A first: this cell launches your causal_fwd_kernel.")
+    finish_first(exc, "Part A")
 
 # %% [markdown]
 # ## 2 · What the skip saves
@@ -471,9 +472,7 @@ else:
     try:
         visited = {T: tiles_visited(T) for T in COUNT_T}
     except Exception as exc:
-        if not stub_raised(exc):
-            raise
-        print("Finish Part A first: this cell counts the tiles your causal_fwd_kernel loads.")
+        finish_first(exc, "Part A")
 
 # %%
 if visited:
@@ -1013,9 +1012,7 @@ try:
         report.plot("DK_ptr", launch=1)
         plt.show()
 except Exception as exc:
-    if not stub_raised(exc):
-        raise
-    print("Finish Parts A, B and C first: this cell runs your three causal kernels.")
+    finish_first(exc, "Parts A, B and C")
 
 # %% [markdown]
 # The last picture is `DK`, the float32 buffer of $\bar K$, in the $\bar K, \bar V$ launch: each element written by
@@ -1337,9 +1334,7 @@ try:
         fig.tight_layout()
         plt.show()
 except Exception as exc:
-    if not stub_raised(exc):
-        raise
-    print("Finish Part D first: this cell launches your varlen_fwd_kernel.")
+    finish_first(exc, "Part D")
 
 # %% [markdown]
 # ## 7 · Attention as it is trained, end to end
