@@ -365,12 +365,12 @@ def causal_fwd_kernel(
 #
 # Query `rows[r]` sees key `keys[c]` when which comparison of the two holds? The mask must act on the scores
 # *before* the row max and the exponentials: what does a hidden key add to $m$, to $\ell$ and to the accumulator if
-# its score is left as it is and its weight is zeroed only afterwards? (A check that says `wrong-values` at the
-# diagonal has seen that.) Which tiles need the comparison? A tile whose keys all come at or before the block's
-# first query has nothing hidden. With `BLOCK_M` = 32 and `BLOCK_N` = 16, the query block that starts at 32 meets
-# the diagonal in key blocks 2 and 3 (§1's right-hand picture): which key block holds query `start_m`, and where
-# does that key block start? The key identity: the first tile the diagonal crosses starts at the beginning of the
-# key block that holds the block's first query, and every tile of the walk from there on is crossed by it.
+# its score is left as it is and its weight is zeroed only afterwards? A check that says `wrong-values` at the
+# diagonal has seen that; one that says `non-finite` found a row that sees no key at all — which row has only one
+# key to see, and does your comparison let it see that one? Which tiles need the comparison? A tile whose keys all
+# come at or before the block's first query has nothing hidden. With `BLOCK_M` = 32 and `BLOCK_N` = 16, the query
+# block that starts at 32 meets the diagonal in key blocks 2 and 3 (§1's right-hand picture): which key block holds
+# query `start_m`, and where does that key block start?
 #
 # </details>
 #
@@ -381,7 +381,9 @@ def causal_fwd_kernel(
 # key blocks does it visit? In key block 1 (keys 16–31), which keys does query 16 see, and query 20? Key 25 loads as
 # the zero vector: what score does query 20 give it before the mask, and after? Query 25 does not exist: its lanes
 # compute something — does anything of it reach memory? Then the one row that sees the fewest keys: query 0 sees
-# key 0 only. After the masked tile, what are its $m$ and $\ell$, and is anything infinite or NaN?
+# key 0 only. After the masked tile, what are its $m$ and $\ell$, and is anything infinite or NaN? The key identity
+# for the mask: the first tile the diagonal crosses starts where the key block holding the block's first query
+# starts, and every tile of the walk from there on is crossed by it; the tiles before it are full.
 #
 # </details>
 # %% test id=test_causal_fwd_kernel points=2
@@ -409,8 +411,8 @@ autograder.check.causal_fwd_kernel(causal_fwd_kernel)
 #
 # The mask is a `tl.where` on `keys[None, :] <= rows[:, None]` that sets the other scores to `-float("inf")`
 # before the row max, so a hidden key counts in neither $m$ nor $\ell$ nor the accumulator; the update after it is
-# notebook 05's. Keys past $T$ need no comparison of their own: they sit in the last key block, which only the last
-# query block visits, and there they come after every query that exists. Every row sees at least its own key, so
+# notebook 05's. Keys past $T$ need no comparison of their own: every query that exists comes before them, so the causal
+# comparison hides them already. Every row sees at least its own key, so
 # $m$ is finite after the first tile and nothing is NaN. The K and V tiles come from `kv_base`, slab
 # `bh // group`.
 #
@@ -511,10 +513,10 @@ if visited:
 # The measured points sit on $n(n+1)/2$ exactly: the kernel visits what the mask leaves something in, no more. At
 # $T = 256$ the two tiles of each side leave 3 of 4 tiles (75%), because the diagonal tiles — half of them hidden
 # — are a large share of a small grid; at $T = 8{,}192$, 64 tiles a side, it visits 2,080 of 4,096 (50.8%), and one
-# head's forward at $d = 128$ drops from 34.4 to 17.4 GFLOP. The skip is where nearly all the saving comes from: the
-# element mask on the $n$ diagonal tiles only decides which of their scores count. Computing the masked tiles and
+# head's forward at $d = 128$ drops from 34.4 to 17.4 GFLOP. The skip is the whole saving: the element mask on the $n$
+# diagonal tiles saves nothing, it only decides which of their scores count. Computing the masked tiles and
 # throwing them away — the dense walk — gives the same $O$ at twice the work, and on a GPU at twice the time: a
-# causal FlashAttention is about twice as fast as a non-causal one at long $T$. The backward (next) saves the same
+# causal FlashAttention is nearly twice as fast as a non-causal one at long $T$. The backward (next) saves the same
 # half, and it is the larger pass: seven tile products per tile, in its two kernels, against the
 # forward's two.
 # %% [markdown]
@@ -630,7 +632,7 @@ def causal_bwd_dq_kernel(
 # <details><summary>Hint 1 — where does the key walk stop?</summary>
 #
 # The same question as Part A's hint 1: which is the last key any query of this block sees? Is the bound of the
-# $\bar Q$ walk any different from the forward's, and why not — which tiles does $P$ make zero? Then the lanes that
+# $\bar Q$ walk the forward's, or another — which tiles does $P$ make zero? Then the lanes that
 # are not data: a row past $T$ loads $Q$, $\bar O$, $L$ and $D$ as 0 — what is $e^{S - L}$ for it, and does that
 # row's $\bar S$ reach memory? A key past $T$ loads as the zero vector: which queries that exist would see it?
 # If the check says `dense-walk`, your values are right and your walk went past the diagonal; if it names a tile
@@ -895,13 +897,13 @@ autograder.check.causal_bwd_dkdv_kernel(causal_bwd_dkdv_kernel)
 # `tl.atomic_add`, under the store's mask, so the $G$ additions to an element all land, in whatever order the
 # programs run. The other correct design — the group's first query head (`bh % group == 0`) loops over the $G$
 # query slabs of its group and stores the total, while the other programs return at once — is just as right; §5
-# compares the two.
+# compares them, and a third.
 #
 # </details>
 #
-# ## 5 · The group sum, two ways
+# ## 5 · The group sum: what each design costs
 #
-# Both designs give the same $\bar K$ and $\bar V$ up to rounding. What they cost differs, and the numbers below
+# Every correct design gives the same $\bar K$ and $\bar V$ up to rounding. What they cost differs, and the numbers below
 # are for a training step of Llama-3-8B's attention: 4 sequences of 8,192 tokens, $H = 32$, $H_{kv} = 8$,
 # $d = 128$, tiles of 128 keys, $\bar K$ and $\bar V$ of one layer.
 # %%
@@ -938,7 +940,7 @@ for design, (programs, unordered, extra) in DESIGNS.items():
 # reproducible decide.
 #
 # **What the sanitizer sees.** A plain store of each program's share is the bug Part C's check calls a `race`. The
-# small kernel below shows it without any attention: program $h$ holds a share of row $h // G$ of `OUT` (every
+# small kernel below shows it without any attention: program $h$ holds a share of row $\lfloor h / G \rfloor$ of `OUT` (every
 # lane the number $h + 1$), and puts it there with a plain store or with an atomic addition. With $H = 8$ and
 # $G = 4$ the right rows are $1 + 2 + 3 + 4 = 10$ and $5 + 6 + 7 + 8 = 26$.
 # %%
@@ -1000,9 +1002,9 @@ try:
     print(report)
     if course.INTERPRETED:
         dq_launch, dkdv_launch = report.launches
+        dkdv_read = tiles_read(dkdv_launch, "Q_ptr", T_PIC, d_pic, BLOCK_M)  # (key block, query block) pairs
         walks = {"Q̄ (Part B): tiles of K read": tiles_read(dq_launch, "K_ptr", T_PIC, d_pic, BLOCK_N),
-                 "K̄, V̄ (Part C): tiles of Q read": {(i, j) for j, i in tiles_read(dkdv_launch, "Q_ptr", T_PIC, d_pic,
-                                                                                      BLOCK_M)}}
+                 "K̄, V̄ (Part C): tiles of Q read": {(i, j) for j, i in dkdv_read}}
         fig, axes = plt.subplots(1, 2, figsize=(10, 5.4))
         for ax, (title, read) in zip(axes, walks.items()):
             draw_tiles(ax, causal, BLOCK_M, BLOCK_N, title, {t: "read" for t in read})
@@ -1097,8 +1099,10 @@ print(f"grid: (cdiv(max_seqlen, BLOCK_M), H, n_docs) = ({cdiv(35, BLOCK_M)}, H, 
 # **Part D's kernel** (right) never sees another document's tile: program $(i, h, b)$ walks document $b$'s own
 # tiles, at offsets from `cu[b]`. Its tiles are aligned to the document, not to the packed row, so the last tile
 # of a document reaches past its end — into the next document's tokens (dashed). Those lanes are real tokens, not
-# padding: a mask against the total instead of the document's end lets the next document's keys in, and gives a
-# finite, plausible, wrong answer. The grid is sized for the longest document, 3 blocks of 16 for 35 tokens, so the
+# padding. A row mask against the total instead of the document's end stores this program's numbers into the next
+# document's first rows of $O$ — which that document's program stores too; a key mask against the total loads the
+# next document's keys for nothing (the causal comparison keeps their weight at 0); and a walk in packed tokens from
+# token 0 lets each query see every earlier document: a finite, plausible, wrong answer. The grid is sized for the longest document, 3 blocks of 16 for 35 tokens, so the
 # programs of shorter documents past their end have nothing to do: of the 12 programs per head, 7 hold a query.
 #
 # **What packing saves.** The cell below draws the lengths of 64 documents from a heavy-tailed distribution
@@ -1136,8 +1140,8 @@ plt.show()
 # %% [markdown]
 # Padding pays for the longest document in every row: the tail of the length distribution sets the cost of the
 # whole batch — here more than 4 times the tokens and more than 10 times the attention scores, so three tokens in
-# four are padding. Packing computes each document's tokens once, and with a
-# varlen kernel each document's attention costs its own $\ell^2/2$, whatever sits beside it. Packing without the
+# four are padding. Packing computes each document's tokens once, and with a varlen kernel each document's
+# attention costs its own $\ell^2/2$, whatever sits beside it. Packing without the
 # document mask would cost the packed row's $\text{total}^2/2$ — and let documents read each other.
 # %% [markdown]
 # ## Part D — varlen_fwd_kernel (2 points)
@@ -1233,31 +1237,37 @@ def varlen_fwd_kernel(
 # $t$ of document $b$ is packed token `cu[b] + t`. Positions inside the document can then be counted from 0, as in
 # Part A, if the base offsets of $Q$, $O$ and $K$, $V$ move to the document's first token — which of them use the
 # query head and which the K/V head? (The first token is an index into tensors of `total · d` numbers per head:
-# which integer type keeps `first · stride_t` from overflowing on a long packed batch?)
+# which integer type keeps `first · stride_t` from overflowing on a long packed batch?) Last, the walk: which keys
+# can this block's queries see at all — only their own document's, up to which position? A walk that also visits
+# the keys of other documents, or past the block's last query, and masks them all away is right and wasted: the
+# check calls it `dense-walk`.
 #
 # </details>
 #
 # <details><summary>Hint 2 — the masks: the document's end, and causal inside it</summary>
 #
-# The packed row does not end at the document's end: the next document starts there. Against which length must the
-# rows' mask, the keys' mask and the stores be — `total`, or the document's own length? What does the check see if
-# a query of document 1 gives weight to document 2's first keys (it says `wrong-values` and names the boundary)?
-# Inside the document the rule is Part A's: with positions counted from the document's start, which comparison says
-# that a query sees a key, and does it matter whether you compare positions in the document or tokens in the packed
-# row, if both are counted from the same start? Where does the key walk end? A walk over keys of another
-# document, masked out, is right and wasted: the check calls it `dense-walk`.
+# The packed row does not end at the document's end: the next document starts there. The rows: a block that runs
+# past the end holds the next document's first tokens. Against which length must the rows' load mask and the two
+# stores be — `total`, or the document's own length? A store masked against `total` writes this program's numbers
+# into the next document's first rows of $O$ and $L$, rows that the next document's own program stores too: what
+# does the sanitizer call that? The keys: inside the document the rule is Part A's. With positions counted from the
+# document's start, which comparison says that a query sees a key — and can a key past the document's end ever pass
+# it for a row that exists? Then what does a key mask against the document's length buy? (The check reads from the
+# sanitizer's records whether anything was loaded from another document.) And the other direction: a walk in
+# packed tokens from token 0, with a comparison of packed tokens, lets a query see every earlier document — the
+# check says `wrong-values` and names the boundary.
 #
 # </details>
 #
 # <details><summary>Hint 3 — cu = [0, 5, 40] by hand</summary>
 #
 # Blocks of 16; three programs per document and head. Document 0: tokens 0–4. Program 0 holds positions 0–15, of
-# which 0–4 exist; its one key block has lanes for tokens 0–15 — which of them are document 1's, and what score
-# must they get? Programs 1 and 2 of document 0: what do they do? Document 1: tokens 5–39, 35 positions. Its
+# which 0–4 exist; its one key block has lanes for tokens 0–15. Which of them are document 1's, and which score does
+# the causal comparison already give them in the rows 0–4? Its rows 5–15 are document 1's tokens 5–15: what keeps
+# them out of $O$? Programs 1 and 2 of document 0: what do they do? Document 1: tokens 5–39, 35 positions. Its
 # program 2 holds positions 32–47, of which 32–34 exist (tokens 37–39). How many key blocks does it walk, and in
-# the last one, which lanes are data? Position 34 (token 39) sees which positions? If the key mask were against
-# `total` instead of the document's length, what would position 34 see here — and with a third document after
-# token 40?
+# the last one, which lanes are data? Which positions does position 34 (token 39) see? Then add a third document
+# after token 40: which of its tokens would program 2 of document 1 read, and write, with masks against `total`?
 #
 # </details>
 # %% test id=test_varlen_fwd_kernel points=2
@@ -1283,7 +1293,8 @@ autograder.check.varlen_fwd_kernel(varlen_fwd_kernel)
 # \qquad s_n = 0,\ \text{BLOCK\_N},\ \dots\ < \min(s_m + \text{BLOCK\_M},\ n)\;}$$
 #
 # The score mask is Part A's comparison of positions, `keys[None, :] <= rows[:, None]`; the loads of $K$ and $V$
-# are masked on `keys < n`, so the next document's tokens are never read; $L$ goes to `L_ptr + h * total + first +
+# are masked on `keys < n` and those of $Q$ and both stores on `rows < n`, so the next document's tokens are
+# neither read nor written; $L$ goes to `L_ptr + h * total + first +
 # rows` under `rows < n`. Documents of one token, and documents shorter than a block, take the same path.
 #
 # </details>
@@ -1375,9 +1386,9 @@ if READY["A"] and READY["B"] and READY["C"]:
     o_mine = CausalAttention.apply(*mine)
     o_ref = F.scaled_dot_product_attention(*theirs, is_causal=True, enable_gqa=True)
     grads = torch.autograd.grad(o_mine, mine, do) + torch.autograd.grad(o_ref, theirs, do)
-    print("CausalAttention against SDPA (is_causal, enable_gqa), relative errors: " + ", ".join(
-        f"{name} {course.relative_error(a, b):.0e}" for name, a, b in zip(("o", "q̄", "k̄", "v̄"), (o_mine, *grads[:3]),
-                                                                           (o_ref, *grads[3:]))))
+    pairs = zip(("o", "q̄", "k̄", "v̄"), (o_mine, *grads[:3]), (o_ref, *grads[3:]))
+    print("CausalAttention against SDPA (is_causal, enable_gqa), relative errors: "
+          + ", ".join(f"{name} {course.relative_error(a, b):.0e}" for name, a, b in pairs))
 
 if READY["A"] and READY["D"]:
     cu_list = [0, 37, 38, 70, 99]  # documents of 37, 1, 32 and 29 tokens
