@@ -357,7 +357,8 @@ def causal_fwd_kernel(
 # inside the slab; does the score of such a key need one of its own, or does the causal comparison already hide it
 # from every query that exists?
 # If the check says `dense-walk`, your values are right and your kernel loaded tiles the mask hides entirely: where
-# did its walk end? If it says `wrong-values` and names a tile it skipped, the walk ended too soon.
+# did its walk end? If it says `wrong-values` and names a tile it skipped, the walk ended too soon. If it says
+# `out-of-bounds` or `race`, a load or a store reached rows that are not this program's: which mask let it through?
 #
 # </details>
 #
@@ -381,7 +382,9 @@ def causal_fwd_kernel(
 # key blocks does it visit? In key block 1 (keys 16–31), which keys does query 16 see, and query 20? Key 25 loads as
 # the zero vector: what score does query 20 give it before the mask, and after? Query 25 does not exist: its lanes
 # compute something — does anything of it reach memory? Then the one row that sees the fewest keys: query 0 sees
-# key 0 only. After the masked tile, what are its $m$ and $\ell$, and is anything infinite or NaN? The key identity
+# key 0 only. After the masked tile, what are its $m$ and $\ell$, and is anything infinite or NaN? In which dtype
+# are $m$, $\ell$ and the accumulator kept, for float64 inputs too? A check that finds your float64 result right only
+# to float32 precision has met a sum kept in float32. The key identity
 # for the mask: the first tile the diagonal crosses starts where the key block holding the block's first query
 # starts, and every tile of the walk from there on is crossed by it; the tiles before it are full.
 #
@@ -636,7 +639,9 @@ def causal_bwd_dq_kernel(
 # are not data: a row past $T$ loads $Q$, $\bar O$, $L$ and $D$ as 0 — what is $e^{S - L}$ for it, and does that
 # row's $\bar S$ reach memory? A key past $T$ loads as the zero vector: which queries that exist would see it?
 # If the check says `dense-walk`, your values are right and your walk went past the diagonal; if it names a tile
-# you skipped, the walk stopped too soon.
+# you skipped, the walk stopped too soon. `out-of-bounds` or `race`: a load or the store reached rows that are not
+# this program's, or past the slab — which mask let them through? `non-finite`: which lanes gave $e^{S - L}$ an
+# $L$ that is not theirs?
 #
 # </details>
 #
@@ -648,6 +653,7 @@ def causal_bwd_dq_kernel(
 # A check that says `wrong-values` at the diagonal found an unmasked $P$. Then the products: $\bar O_i V_j^\top$
 # multiplies two loaded tiles; $\bar S_{ij} K_j$ multiplies a tile you computed (in `acc_dtype`) by a loaded one.
 # Which of the two must change dtype for `tl.dot`, and what does a half-precision run lose if the sum does instead?
+# And the sum itself is kept in `acc_dtype`: a float64 result right only to float32 precision had it in float32.
 #
 # </details>
 #
@@ -839,7 +845,8 @@ def causal_bwd_dkdv_kernel(
 # `BLOCK_N`? Every query block before it is a skipped tile of this column; every one after it sees all the column's
 # keys, so the walk runs to $T$. Then the lanes that are not data: a query past $T$ loads $Q$, $\bar O$, $L$ and $D$
 # as 0 — what would your $P$ give it, and what must it? A key past $T$ collects something in its row of
-# $\bar K_j$: what keeps that row out of memory?
+# $\bar K_j$: what keeps that row out of memory? And the walk's first tile is a diagonal one: which of its
+# elements must your $P$ hold as 0 (Part B's question, seen down a column)?
 # If the check says `dense-walk`, your walk started above the diagonal; if it names a tile you skipped, it started
 # too late.
 #
@@ -866,7 +873,9 @@ def causal_bwd_dkdv_kernel(
 # $T = 21$, blocks of 16: the program of key block 1 holds keys 16–31, of which 16–20 exist. At which query block
 # does its walk start, and how many steps does it take? In that step, what does your tile of $P$ hold in the row of
 # query 18 at key 17, at key 19, and in the column of key 25? What does that column add to row 9 of $\bar V_j$,
-# and what keeps that row out of `DV` — with a store, and with an atomic addition?
+# and what keeps that row out of `DV` — with a store, and with an atomic addition? Last, the dtypes: `dk` and `dv`
+# are sums over many query blocks, kept in `acc_dtype` — float64 for float64 inputs, as the buffers are. A float64
+# result right only to float32 precision had a sum in float32.
 #
 # </details>
 # %% test id=test_causal_bwd_dkdv_kernel points=3
@@ -903,9 +912,9 @@ autograder.check.causal_bwd_dkdv_kernel(causal_bwd_dkdv_kernel)
 #
 # ## 5 · The group sum: what each design costs
 #
-# Every correct design gives the same $\bar K$ and $\bar V$ up to rounding. What they cost differs, and the numbers below
-# are for a training step of Llama-3-8B's attention: 4 sequences of 8,192 tokens, $H = 32$, $H_{kv} = 8$,
-# $d = 128$, tiles of 128 keys, $\bar K$ and $\bar V$ of one layer.
+# Every correct design gives the same $\bar K$ and $\bar V$ up to rounding. What they cost differs, and the
+# numbers below are for a training step of Llama-3-8B's attention: 4 sequences of 8,192 tokens, $H = 32$,
+# $H_{kv} = 8$, $d = 128$, tiles of 128 keys, $\bar K$ and $\bar V$ of one layer.
 # %%
 SEQS, T_TRAIN, H_KV, KEY_BLOCK = 4, 8192, 8, 128  # a Llama-3-8B training step's attention, one layer
 G_TRAIN = H_MODEL // H_KV
@@ -940,9 +949,9 @@ for design, (programs, unordered, extra) in DESIGNS.items():
 # reproducible decide.
 #
 # **What the sanitizer sees.** A plain store of each program's share is the bug Part C's check calls a `race`. The
-# small kernel below shows it without any attention: program $h$ holds a share of row $\lfloor h / G \rfloor$ of `OUT` (every
-# lane the number $h + 1$), and puts it there with a plain store or with an atomic addition. With $H = 8$ and
-# $G = 4$ the right rows are $1 + 2 + 3 + 4 = 10$ and $5 + 6 + 7 + 8 = 26$.
+# small kernel below shows it without any attention: program $h$ holds a share of row $\lfloor h / G \rfloor$ of
+# `OUT` (every lane the number $h + 1$), and puts it there with a plain store or with an atomic addition. With
+# $H = 8$ and $G = 4$ the right rows are $1 + 2 + 3 + 4 = 10$ and $5 + 6 + 7 + 8 = 26$.
 # %%
 @triton.jit
 def share_of_a_group(
@@ -1031,9 +1040,9 @@ except Exception as exc:
 # is block-diagonal, a causal triangle per document.
 #
 # FlashAttention's varlen API (`flash_attn_varlen_func`) describes a packed batch by **`cu_seqlens`**, the
-# cumulative sequence lengths: `n_docs + 1` int32 offsets, starting at 0, ending at the total, so that document
-# $b$ holds tokens `cu[b]` … `cu[b + 1] − 1` of the packed tensors $(\text{total}, H, d)$ — no batch axis at all —
-# and `max_seqlen`, the longest document, sizes the grid. Below: documents of 5, 35, 1 and 29 tokens, so
+# cumulative sequence lengths: `n_docs + 1` int32 offsets, starting at 0, ending at the total, so that
+# document $b$ holds tokens `cu[b]` … `cu[b + 1] − 1` of the packed tensors $(\text{total}, H, d)$ — no batch axis
+# at all — and `max_seqlen`, the longest document, sizes the grid. Below: documents of 5, 35, 1 and 29 tokens, so
 # `cu_seqlens = [0, 5, 40, 41, 70]` and `max_seqlen = 35`. On the left, the tiles of one causal kernel run over the
 # packed row; on the right, the tiles of Part D's kernel, which gives each document its own grid of tiles, starting
 # at its first token.
@@ -1102,8 +1111,9 @@ print(f"grid: (cdiv(max_seqlen, BLOCK_M), H, n_docs) = ({cdiv(35, BLOCK_M)}, H, 
 # padding. A row mask against the total instead of the document's end stores this program's numbers into the next
 # document's first rows of $O$ — which that document's program stores too; a key mask against the total loads the
 # next document's keys for nothing (the causal comparison keeps their weight at 0); and a walk in packed tokens from
-# token 0 lets each query see every earlier document: a finite, plausible, wrong answer. The grid is sized for the longest document, 3 blocks of 16 for 35 tokens, so the
-# programs of shorter documents past their end have nothing to do: of the 12 programs per head, 7 hold a query.
+# token 0 lets each query see every earlier document: a finite, plausible, wrong answer. The grid is sized for the
+# longest document, 3 blocks of 16 for 35 tokens, so the programs of shorter documents past their end have nothing
+# to do: of the 12 programs per head, 7 hold a query.
 #
 # **What packing saves.** The cell below draws the lengths of 64 documents from a heavy-tailed distribution
 # (log-normal, median 600 tokens, clipped to 16 … 8,192) and counts the work of a batch made of them: tokens
@@ -1240,7 +1250,8 @@ def varlen_fwd_kernel(
 # which integer type keeps `first · stride_t` from overflowing on a long packed batch?) Last, the walk: which keys
 # can this block's queries see at all — only their own document's, up to which position? A walk that also visits
 # the keys of other documents, or past the block's last query, and masks them all away is right and wasted: the
-# check calls it `dense-walk`.
+# check calls it `dense-walk`. `out-of-bounds` or `race`: a load or a store reached tokens that are not this
+# program's — a block past the document's end that did not return, or rows past the end (hint 2).
 #
 # </details>
 #
@@ -1255,7 +1266,8 @@ def varlen_fwd_kernel(
 # it for a row that exists? Then what does a key mask against the document's length buy? (The check reads from the
 # sanitizer's records whether anything was loaded from another document.) And the other direction: a walk in
 # packed tokens from token 0, with a comparison of packed tokens, lets a query see every earlier document — the
-# check says `wrong-values` and names the boundary.
+# check says `wrong-values` and names the boundary; a comparison of a packed token with a position lets some rows
+# see no key at all (`non-finite`).
 #
 # </details>
 #
@@ -1268,6 +1280,7 @@ def varlen_fwd_kernel(
 # program 2 holds positions 32–47, of which 32–34 exist (tokens 37–39). How many key blocks does it walk, and in
 # the last one, which lanes are data? Which positions does position 34 (token 39) see? Then add a third document
 # after token 40: which of its tokens would program 2 of document 1 read, and write, with masks against `total`?
+# The sums ($m$, $\ell$, the accumulator) are Part A's, in `acc_dtype`: float64 for float64 inputs.
 #
 # </details>
 # %% test id=test_varlen_fwd_kernel points=2
