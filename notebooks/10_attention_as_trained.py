@@ -150,8 +150,9 @@ def varlen_forward(q, k, v, cu_seqlens, max_seqlen, block_m=BLOCK_M, block_n=BLO
 
 # %% [markdown]
 # **Pictures and measurements.** The next cell holds what the pictures below need: the colours of the three kinds of
-# tile, a function that sorts the tiles of any mask into those kinds, one that draws them, and one that reads from
-# the sanitizer's records which tiles a kernel actually loaded.
+# tile, a function that sorts the tiles of any mask into those kinds, one that draws them, one that reads from
+# the sanitizer's records which tiles a kernel actually loaded, and one that tells an unfinished part (a stub's
+# `course.todo()`) from a bug, so that a cell that runs your kernels says what to finish first.
 # %%
 import contextlib
 import io
