@@ -391,10 +391,11 @@ def causal_fwd_kernel(
 #
 # </details>
 # %% test id=test_causal_fwd_kernel points=2
-"""causal_fwd_kernel: o against causal scaled_dot_product_attention and L
-against a masked logsumexp, T not a multiple of any block, G in {1, 4},
-NaN-padded views, only the key blocks the mask leaves something in visited;
-a float64 gradcheck through the kernel."""
+"""causal_fwd_kernel: o against causal scaled_dot_product_attention
+(enable_gqa) and L against a masked logsumexp; T 21–45 with blocks (16,16),
+(32,16), (16,32), G in {1, 2, 4}, batch 1 and 2, float32 and float64, NaN-
+padded slabs and one with the token axis of stride 1; no key tile wholly
+above a block's diagonal loaded; a float64 gradcheck through the kernel."""
 course.selfcheck.causal_fwd_kernel(causal_fwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -609,7 +610,7 @@ def causal_bwd_dq_kernel(
     rows = start_m + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)
     row_ok = rows < seq_len
-    q_mask = row_ok[:, None] & (cols[None, :] < head_dim)
+    q_mask = (rows[:, None] < seq_len) & (cols[None, :] < head_dim)
     q_offs = q_base + rows[:, None] * stride_t + cols[None, :] * stride_e  # rows of Q, Ō and Q̄
     q = tl.load(Q_ptr + q_offs, mask=q_mask, other=0.0)
     do = tl.load(DO_ptr + q_offs, mask=q_mask, other=0.0)
@@ -669,8 +670,9 @@ def causal_bwd_dq_kernel(
 # </details>
 # %% test id=test_causal_bwd_dq_kernel points=2
 """causal_bwd_dq_kernel: dq against the autograd of causal
-scaled_dot_product_attention, T not a multiple of any block, G in {1, 4},
-NaN-padded views; a float64 gradcheck through the kernel."""
+scaled_dot_product_attention, L and D given, the same sizes and layouts; the
+key walk stops at the block's diagonal; a float64 gradcheck through the
+kernel."""
 course.selfcheck.causal_bwd_dq_kernel(causal_bwd_dq_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -880,10 +882,11 @@ def causal_bwd_dkdv_kernel(
 #
 # </details>
 # %% test id=test_causal_bwd_dkdv_kernel points=3
-"""causal_bwd_dkdv_kernel: dk and dv against the autograd of causal
-scaled_dot_product_attention with enable_gqa, T not a multiple of any block,
-G in {1, 4}, NaN-padded views; no two programs store to one element without
-an atomic; a float64 gradcheck through the kernel."""
+"""causal_bwd_dkdv_kernel: dk and dv summed over each group of G query heads
+against the autograd of causal scaled_dot_product_attention with enable_gqa,
+the same sizes and layouts; no two programs store to one element without an
+atomic; the query walk starts at the block holding the block's first key; a
+float64 gradcheck through the kernel."""
 course.selfcheck.causal_bwd_dkdv_kernel(causal_bwd_dkdv_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -1286,8 +1289,9 @@ def varlen_fwd_kernel(
 # </details>
 # %% test id=test_varlen_fwd_kernel points=2
 """varlen_fwd_kernel: o and L against causal attention run document by
-document, boundaries inside tiles, documents shorter than a block, G in
-{1, 4}, NaN-padded views; nothing read from another document."""
+document, documents of 1 to 50 tokens with boundaries inside tiles, G in {1,
+2, 4}, float32 and float64, NaN-padded slabs; no key tile read wholly in
+another document or above the diagonal."""
 course.selfcheck.varlen_fwd_kernel(varlen_fwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
