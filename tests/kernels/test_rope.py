@@ -141,3 +141,24 @@ def test_sin_unlike_cos_and_integer_x_are_refused():
     with pytest.raises(TypeError, match="^x has dtype int64"):
         rope(torch.zeros(4, 2, 8, dtype=torch.int64, device=DEVICE), torch.zeros(4, 4, device=DEVICE),
              torch.zeros(4, 4, device=DEVICE))
+
+
+HALF = [pytest.param(torch.float16, id="float16"),
+        pytest.param(torch.bfloat16, id="bfloat16",
+                     marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="bfloat16 runs on a GPU"))]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+@pytest.mark.parametrize("interleaved", LAYOUTS)
+def test_half_x_within_half_precision_of_float64(dtype, interleaved):
+    """y and x̄ within notebook 08's rule for sums of two terms, tol(dtype, 2), of float64 on the same rounded x, ȳ
+    and float32 cos, sin."""
+    from kernels.precision import backward_tolerance, relative_error
+
+    x, dy, cos, sin = _inputs((2, 9, 3, 12), torch.float32, 7)
+    x, dy = x.to(dtype), dy.to(dtype)
+    got = _both(lambda x: rope(x, cos, sin, interleaved=interleaved), x, dy)
+    want = _both(lambda x: reference(x, cos.double(), sin.double(), interleaved), x.double(), dy.double())
+    for name, g, w in zip(("y", "dx"), got, want):
+        assert g.dtype == dtype, name
+        assert relative_error(g, w) <= backward_tolerance(dtype, 2), (name, relative_error(g, w))

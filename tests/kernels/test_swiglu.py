@@ -119,3 +119,22 @@ def test_integer_inputs_are_refused_naming_the_argument(which):
     args[which] = torch.zeros(2, 3, dtype=torch.int64, device=DEVICE)
     with pytest.raises(TypeError, match=f"^{which} has dtype int64"):
         swiglu(**args)
+
+
+HALF = [pytest.param(torch.float16, id="float16"),
+        pytest.param(torch.bfloat16, id="bfloat16",
+                     marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="bfloat16 runs on a GPU"))]
+
+
+@pytest.mark.parametrize("dtype", HALF)
+def test_half_inputs_within_half_precision_of_float64(dtype):
+    """h, ā and b̄ in the half dtype, within notebook 08's rule for no reduction, tol(dtype, 1) = 2·u(dtype) +
+    2·u(float32), of float64 on the same rounded inputs."""
+    from kernels.precision import backward_tolerance, relative_error
+
+    a, b, dh = (t.to(dtype) for t in _pair((6, 517), torch.float32, 5))
+    got = _both(swiglu, a, b, dh)
+    want = _both(_reference, *(t.double() for t in (a, b, dh)))
+    for name, g, w in zip(("h", "da", "db"), got, want):
+        assert g.dtype == dtype, name
+        assert relative_error(g, w) <= backward_tolerance(dtype, 1), (name, relative_error(g, w))
