@@ -126,13 +126,13 @@ class SwiGLUFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, a, b):
+        h = swiglu_forward(a, b)
         ctx.save_for_backward(a, b)
-        return swiglu_forward(a, b)
+        return h
 
     @staticmethod
     def backward(ctx, dh):
-        a, b = ctx.saved_tensors
-        return swiglu_backward(a, b, dh)
+        return swiglu_backward(*ctx.saved_tensors, dh)
 
 
 def swiglu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
