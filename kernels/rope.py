@@ -74,18 +74,18 @@ def _rope_kernel(
 
 def check_rope_args(x, cos, sin, interleaved) -> None:
     """x (..., T, H, D) with D even; cos and sin (T_max ≥ T, D/2) on x's device; interleaved a bool."""
-    check_floating("x", x)
-    if x.ndim < 3:
+    if isinstance(x, torch.Tensor) and x.ndim < 3:
         raise ValueError(f"x has shape {tuple(x.shape)}; rope takes (..., T, H, D), e.g. (B, T, H, D) — for one head "
                          "add its axis: x.unsqueeze(-2)")
-    t, _, d = x.shape[-3:]
-    if d % 2:
-        raise ValueError(f"x's head dim D = {d} is odd; RoPE rotates pairs of features, so D must be even")
+    if isinstance(x, torch.Tensor) and (x.shape[-1] % 2 or x.shape[-1] == 0):
+        raise ValueError(f"x's head dim D = {x.shape[-1]}; RoPE rotates pairs of features, so D must be even and ≥ 2")
+    check_floating("x", x)
+    t, d = x.shape[-3], x.shape[-1]
     for name, c in (("cos", cos), ("sin", sin)):
-        check_floating(name, c)
-        if c.ndim != 2 or c.shape[1] != d // 2 or c.shape[0] < t:
+        if isinstance(c, torch.Tensor) and (c.ndim != 2 or c.shape[1] != d // 2 or c.shape[0] < t):
             raise ValueError(f"{name} has shape {tuple(c.shape)}; it must be (T_max, D/2) with T_max ≥ T = {t} and "
                              f"D/2 = {d // 2}, one angle per position and pair")
+        check_floating(name, c)
         if c.device != x.device:
             raise ValueError(f"{name} is on {c.device} but x is on {x.device}")
     if cos.shape != sin.shape:

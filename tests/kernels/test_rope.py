@@ -123,7 +123,10 @@ def test_no_gradient_reaches_cos_and_sin():
 
 
 @pytest.mark.parametrize("x, cos, kwargs, error, message", [
-    ((4, 2, 7), (4, 3), {}, ValueError, "x's head dim D = 7 is odd"),
+    ((4, 2, 7), (4, 3), {}, ValueError, "x's head dim D = 7; RoPE rotates pairs of features, so D must be even"),
+    ((4, 2, 0), (4, 0), {}, ValueError, "x's head dim D = 0; RoPE rotates pairs of features, so D must be even and ≥ 2"),
+    ((), (4, 4), {}, ValueError, "x has shape (); rope takes (..., T, H, D)"),
+    ((4, 2, 8), (), {}, ValueError, "cos has shape (); it must be (T_max, D/2)"),
     ((4, 8), (4, 4), {}, ValueError, "x has shape (4, 8); rope takes (..., T, H, D)"),
     ((4, 2, 8), (3, 4), {}, ValueError, "cos has shape (3, 4); it must be (T_max, D/2) with T_max ≥ T = 4 and D/2 = 4"),
     ((4, 2, 8), (4, 8), {}, ValueError, "cos has shape (4, 8); it must be (T_max, D/2)"),
