@@ -28,8 +28,10 @@ from .fused_linear_cross_entropy import fused_linear_cross_entropy  # noqa: E402
 from .layer_norm import layer_norm  # noqa: E402
 from .linear import linear  # noqa: E402
 from .rms_norm import rms_norm  # noqa: E402
+from .rope import rope  # noqa: E402
 from .scatter_add import scatter_add  # noqa: E402
 from .softmax import softmax  # noqa: E402
+from .swiglu import swiglu  # noqa: E402
 
 __all__ = ["attention", "attention_varlen", "cross_entropy", "embedding", "fused_linear_cross_entropy", "layer_norm", "linear", "rms_norm",
-           "scatter_add", "softmax"]
+           "rope", "scatter_add", "softmax", "swiglu"]

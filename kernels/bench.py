@@ -2,6 +2,8 @@
 
     python -m kernels.bench softmax [--dtypes float32 bfloat16] [--rows 4096] [--cols 256 1024 ...]
     python -m kernels.bench cross_entropy | layer_norm | rms_norm
+    python -m kernels.bench swiglu [--cols 14336]   # rows = tokens, cols = the MLP's width F
+    python -m kernels.bench rope [--cols 4096]      # rows = positions T (B 1), cols = H·D with D 128; half-split
     python -m kernels.bench cross_entropy_options   # weights, label smoothing, z-loss and softcap all on
     python -m kernels.bench attention [--cols 1024 4096] [--head-dims 64 128]
     python -m kernels.bench attention --llama3-8b   # causal GQA, 32 query / 8 K/V heads, D 128
@@ -142,12 +144,60 @@ def _norm_op(which: str) -> Op:
     )
 
 
+def _swiglu_op() -> Op:
+    from .swiglu import swiglu
+
+    def inputs(m, n, dt):
+        return tuple(torch.randn(m, n, device="cuda", dtype=dt, requires_grad=True) for _ in range(2))
+
+    return Op(
+        make_inputs=inputs,
+        triton_fn=swiglu,
+        torch_fn=lambda a, b: torch.nn.functional.silu(a) * b,
+        fwd_bytes=lambda m, n, e: 3 * m * n * e,  # read a, b; write h
+        fwd_bwd_bytes=lambda m, n, e: 8 * m * n * e,  # + read a, b, h̄; write ā, b̄
+        default_cols=(4096, 11008, 14336),  # Llama-2-7B's and Llama-3-8B's MLP widths
+    )
+
+
+ROPE_HEAD_DIM = 128
+
+
+def _rope_torch(x, cos, sin):
+    """Half-split RoPE as PyTorch ops, the angles cast to x's dtype first as Hugging Face's Llama does."""
+    c, s = cos.to(x.dtype)[:, None, :], sin.to(x.dtype)[:, None, :]
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+
+def _rope_op() -> Op:
+    """rows = positions T of one sequence, cols = H·D at D = 128; cos and sin (T, 64) in float32."""
+    from .rope import rope
+
+    def inputs(m, n, dt):
+        x = torch.randn(1, m, n // ROPE_HEAD_DIM, ROPE_HEAD_DIM, device="cuda", dtype=dt, requires_grad=True)
+        theta = torch.randn(m, ROPE_HEAD_DIM // 2, device="cuda")
+        return x, theta.cos(), theta.sin()
+
+    table = lambda m: m * ROPE_HEAD_DIM * 4  # noqa: E731 - cos and sin, (T, D/2) float32 each
+    return Op(
+        make_inputs=inputs,
+        triton_fn=rope,
+        torch_fn=_rope_torch,
+        fwd_bytes=lambda m, n, e: 2 * m * n * e + table(m),  # read x, cos, sin; write y
+        fwd_bwd_bytes=lambda m, n, e: 4 * m * n * e + 2 * table(m),  # + read ȳ, cos, sin; write x̄
+        default_cols=(1024, 4096),  # 8 and 32 heads of 128
+    )
+
+
 OPS: dict[str, Callable[[], Op]] = {
     "softmax": _softmax_op,
     "cross_entropy": _cross_entropy_op,
     "cross_entropy_options": _cross_entropy_options_op,
     "layer_norm": lambda: _norm_op("layer_norm"),
     "rms_norm": lambda: _norm_op("rms_norm"),
+    "swiglu": _swiglu_op,
+    "rope": _rope_op,
 }
 
 

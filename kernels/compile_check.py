@@ -32,6 +32,8 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | attention | B 4 · H 16 · T 4096 · D ∈ {64, 128, 256}, causal and not; GQA 32/8 heads D 128, causal and not, and packed causal |
 | attention, packed | 4 documents × 4096 tokens, GQA 32/8 heads (Llama-3-8B's), D 128 and D 256, causal |
 | embedding (gather, scatter-add) | 8192 token rows of 4096 into a 128256-row table |
+| swiglu | 8192 tokens × F 14336 (Llama-3-8B's MLP) |
+| rope | B 4 · T 4096 · H 32 · D 128, half-split and interleaved, forward and backward |
 | 03_triton_fused_softmax | 4096 × {1024, 8192} (the notebook refuses longer rows) |
 | 04_layernorm | 4096 × {1024, 8192, 16384} |
 | 05_attention_recompute | B·H 64 · T 4096 · D ∈ {64, 128} (the notebook has no causal mask) |
@@ -49,6 +51,7 @@ D 256 (the packed, grouped-query and largest-head-dim paths in one cell); linear
 8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
 memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
 their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only.
+swiglu and rope at their one shape in bf16 and fp32 (float64 is for checks, and may spill).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -192,6 +195,26 @@ def _embedding(shape, dtype):
     op.scatter_add(_empty(tokens, dim, dtype=dtype), ids, vocab, skip=0)
 
 
+def _swiglu(shape, dtype):
+    op = _module("swiglu")
+
+    a, b = _empty(*shape, dtype=dtype), _empty(*shape, dtype=dtype)
+    op.swiglu_forward(a, b)
+    op.swiglu_backward(a, b, torch.empty_like(a))
+
+
+def _rope(shape, dtype):
+    """Both layouts, forward and backward: the kernel's four constexpr variants. cos and sin in float32, as a
+    model keeps them beside half activations."""
+    op = _module("rope")
+
+    b, t, h, d = shape
+    x, cos = _empty(b, t, h, d, dtype=dtype), _empty(t, d // 2, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    for interleaved in (False, True):
+        y = op.rotate(x, cos, cos, interleaved)
+        op.rotate(y, cos, cos, interleaved, backward=True)
+
+
 def _nb03_softmax(shape, dtype):
     nb = _notebook("03_triton_fused_softmax")
     ctx = _Ctx()
@@ -283,6 +306,11 @@ def _lm_head_shape(shape):
     return f"T{tokens} d{dim} V{vocab}"
 
 
+def _rope_shape(shape):
+    b, t, h, d = shape
+    return f"B{b} T{t} H{h} D{d}"  # each case runs both layouts
+
+
 def _nb10_shape(shape):
     b, h, h_kv, t, d, block_m, block_n = shape
     return f"B{b} T{t} H{h}/{h_kv} D{d} causal, blocks {block_m}×{block_n}"
@@ -349,6 +377,11 @@ OPS = {
            full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32")),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
+        # Llama-3-8B's MLP (F 14336) over 8192 tokens; its attention's queries (B 4 · T 4096 · 32 heads · D 128).
+        Op("swiglu", ("_swiglu_fwd_kernel", "_swiglu_bwd_kernel"), _swiglu, _rows_x_cols,
+           full=((8192, 14336),), quick=((8192, 14336),), quick_dtypes=("bf16", "fp32")),
+        Op("rope", ("_rope_kernel",), _rope, _rope_shape,
+           full=((4, 4096, 32, 128),), quick=((4, 4096, 32, 128),), quick_dtypes=("bf16", "fp32")),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
            full=((4096, 1024), (4096, 8192)), quick=((4096, 8192),)),
         Op("04_layernorm", ("layernorm_fwd_kernel", "layernorm_bwd_kernel"), _nb04_layernorm, _rows_x_cols,

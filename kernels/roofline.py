@@ -89,6 +89,15 @@ def linear(m: int, k: int, n: int) -> Cost:
     return Cost("linear", f"M{m}·K{k}·N{n}", forward, forward + backward, flops, 3 * flops, matmul=True)
 
 
+def rope(b: int, t: int, h: int, d: int) -> Cost:
+    """RoPE on x (B, T, H, D): the forward reads x and writes y, the backward reads ȳ and writes x̄ (the same kernel),
+    each pass reading cos and sin ((T, D/2) float32 each) once. Three FLOPs per output element (two products, a sum)."""
+    x = b * t * h * d * BF16
+    table = 2 * t * (d // 2) * 4
+    forward = 2 * x + table
+    return Cost("rope", f"B{b}·T{t}·H{h}·D{d}", forward, 2 * forward, 3 * b * t * h * d, 6 * b * t * h * d, matmul=False)
+
+
 def costs() -> list[Cost]:
     """The benchmark shapes of the compile check's full grid, in bfloat16."""
     out = []
@@ -107,6 +116,10 @@ def costs() -> list[Cost]:
         out.append(attention(4, 32, 4096, 128, causal, h_kv=8))
     for m, k, n in ((8192, 4096, 4096), (8192, 4096, 14336)):
         out.append(linear(m, k, n))
+    # swiglu: σ (exp, add, divide) and two products forward; σ again and the two gradients' products backward.
+    # Reads a, b, writes h; then reads a, b, h̄ and writes ā, b̄.
+    out.append(row_op("swiglu", 8192, 14336, 5, 10, 3, 8))
+    out.append(rope(4, 4096, 32, 128))  # Llama-3-8B's queries
     return out
 
 

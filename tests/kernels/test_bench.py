@@ -7,7 +7,7 @@ import torch
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 @pytest.mark.parametrize("op", ["softmax", "cross_entropy", "layer_norm", "rms_norm", "attention", "fused_linear_cross_entropy",
-                                "linear", "cross_entropy_options", "attention --llama3-8b"])
+                                "linear", "cross_entropy_options", "attention --llama3-8b", "swiglu", "rope"])
 def test_bench_without_cuda_says_so_and_exits_0(op):
     done = subprocess.run([sys.executable, "-m", "kernels.bench", *op.split()], capture_output=True, text=True)
     assert done.returncode == 0 and "no CUDA device" in done.stdout
@@ -24,6 +24,16 @@ def test_bench_measures_on_gpu():
 
     rows = run("softmax", ["float32"], rows=256, cols=[1024])
     assert rows[0]["triton_fwdbwd_GBps"] > 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("op, cols", [("swiglu", 1000), ("rope", 384)])  # F off a block; 3 heads of 128
+def test_elementwise_bench_measures_against_eager_and_compile_on_gpu(op, cols):
+    from kernels.bench import run
+
+    row = run(op, ["bfloat16"], rows=257, cols=[cols])[0]
+    for label in ("triton", "eager", "compile"):
+        assert row[f"{label}_fwd_GBps"] > 0 and row[f"{label}_fwdbwd_GBps"] > 0, row
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -129,11 +129,34 @@ def scatter_add_case(kernels, dtype):
     return [("out", kernels.scatter_add(src, index, 5), expected)]
 
 
+def swiglu_case(kernels, dtype):
+    a, b, dy = _inputs(dtype, 12, (2, 3, 37), (2, 3, 37), (2, 3, 37))  # 3-D, F a prime
+    return _against(kernels.swiglu, lambda a, b: F.silu(a) * b, [a, b], dy, ["h", "da", "db"])
+
+
+def rope_case(kernels, dtype):
+    """(B, T, H, D) with odd T and H, both layouts, against the rotation in PyTorch ops."""
+    x, dy, theta = _inputs(dtype, 13, (2, 7, 3, 10), (2, 7, 3, 10), (7, 5))
+    c, s = theta.cos(), theta.sin()
+
+    def rotated(x, interleaved):
+        x1, x2 = (x[..., 0::2], x[..., 1::2]) if interleaved else x.chunk(2, dim=-1)
+        y1, y2 = x1 * c[:, None] - x2 * s[:, None], x2 * c[:, None] + x1 * s[:, None]
+        return torch.stack((y1, y2), dim=-1).flatten(-2) if interleaved else torch.cat((y1, y2), dim=-1)
+
+    rows = []
+    for interleaved in (False, True):
+        rows += [(f"interleaved={interleaved}: {name}", got, want) for name, got, want in _against(
+            lambda x, i=interleaved: kernels.rope(x, c, s, interleaved=i), lambda x, i=interleaved: rotated(x, i),
+            [x], dy, ["y", "dx"])]
+    return rows
+
+
 CASES = {"attention": attention_case, "attention_varlen": attention_varlen_case, "cross_entropy": cross_entropy_case,
          "embedding": embedding_case,
          "fused_linear_cross_entropy": fused_linear_cross_entropy_case, "layer_norm": layer_norm_case,
-         "linear": linear_case, "rms_norm": rms_norm_case, "scatter_add": scatter_add_case,
-         "softmax": softmax_case}
+         "linear": linear_case, "rms_norm": rms_norm_case, "rope": rope_case, "scatter_add": scatter_add_case,
+         "softmax": softmax_case, "swiglu": swiglu_case}
 
 
 def _mismatch(got, expected, tol) -> str | None:

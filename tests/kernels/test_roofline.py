@@ -41,3 +41,14 @@ def test_linear_does_three_gemms_and_reads_each_operand_once_per_gemm():
     assert cost.fwd_bytes == x + w + y and cost.fwd_bwd_bytes == 3 * (x + w + y)
     h100 = next(p for p in roofline.PEAKS if p.name == "H100 SXM")
     assert roofline.seconds(cost, h100, backward=True) == (pytest.approx(cost.fwd_bwd_flops / 989e12), "compute")
+
+
+def test_swiglu_and_rope_count_each_tensor_once_per_pass():
+    swiglu = next(c for c in roofline.costs() if c.op == "swiglu")
+    assert swiglu.fwd_bytes == 3 * 8192 * 14336 * 2  # read a, b; write h — bf16
+    assert swiglu.fwd_bwd_bytes == 8 * 8192 * 14336 * 2  # + read a, b, h̄; write ā, b̄
+    rope = roofline.rope(4, 4096, 32, 128)
+    x, table = 4 * 4096 * 32 * 128 * 2, 2 * 4096 * 64 * 4  # x in bf16; cos and sin (T, D/2) in float32
+    assert rope.fwd_bytes == 2 * x + table and rope.fwd_bwd_bytes == 2 * rope.fwd_bytes  # the backward is a forward
+    h100 = next(p for p in roofline.PEAKS if p.name == "H100 SXM")
+    assert roofline.seconds(rope, h100, backward=True) == (pytest.approx(rope.fwd_bwd_bytes / 3.35e12), "memory")
