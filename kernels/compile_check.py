@@ -7,7 +7,7 @@
     python -m kernels.compile_check --per-kernel     # one row per op, kernel and target: kernels/BENCHMARKS.md
 
 It runs the real host code — the reference ops' forward and backward host functions in
-``kernels/``, and the solution host code of notebooks 03–10 (``kernels._notebook_host``) — on
+``kernels/``, and the solution host code of notebooks 03–11 (``kernels._notebook_host``) — on
 tensors that hold no memory, at GPU-sized shapes, once per target GPU; every launch is compiled
 ahead of time for that GPU with the signature, block sizes, num_warps and num_stages the host
 code chose (``kernels._target``). It prints one row per (kernel, configuration, dtype, target):
@@ -43,6 +43,7 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 | linear (y, x̄ and both w̄ strategies) | M 8192 tokens · K 4096 · N ∈ {4096, 14336}; M 65536 · K 256 · N 256 (w̄ split) |
 | 09_matmul_backward_triton (its given launchers) | M 8192 · K 4096 · N 4096 in tiles of block ∈ {16, 32, 64} |
 | 10_attention_as_trained (its launchers) | B 4 · T 4096 · heads 32/8 · D ∈ {64, 128}, causal, batched and packed, blocks 16 × 16 |
+| 11_mlp_and_rope (its launchers) | SwiGLU's backward at 8192 × 14336, blocks of 64 and 1024; RoPE at B 4 · T 4096 · H 32 · D 128 |
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
@@ -50,7 +51,8 @@ longest row it holds in one block; attention at D 64 without a mask, D 128 causa
 D 256 (the packed, grouped-query and largest-head-dim paths in one cell); linear at
 8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
 memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
-their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only.
+their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only; notebook 11
+at block 1024 in bf16 and fp32.
 swiglu and rope at their one shape in bf16 and fp32 (float64 is for checks, and may spill).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
@@ -290,6 +292,18 @@ def _nb10_attention(shape, dtype):
     nb["varlen_forward"](*packed, cu_seqlens, t, block_m, block_n)
 
 
+def _nb11_mlp_rope(shape, dtype):
+    nb = _notebook("11_mlp_and_rope")
+    tokens, width, b, t, h, d, block = shape
+    a, up, dh = (_empty(tokens, width, dtype=dtype) for _ in range(3))
+    nb["swiglu_bwd"](a, up, dh, block)
+    x = _empty(b, h, t, d, dtype=dtype)
+    cos, sin = _empty(t, d // 2, dtype=dtype), _empty(t, d // 2, dtype=dtype)
+    for interleaved in (False, True):
+        for backward in (False, True):
+            nb["rope_apply"](x, cos, sin, interleaved, backward)
+
+
 def _rows_x_cols(shape):
     return "×".join(map(str, shape))
 
@@ -304,6 +318,11 @@ def _attention_shape(shape):
 def _lm_head_shape(shape):
     tokens, dim, vocab = shape
     return f"T{tokens} d{dim} V{vocab}"
+
+
+def _nb11_shape(shape):
+    tokens, width, b, t, h, d, block = shape
+    return f"swiglu {tokens}×{width} block {block}; rope B{b} T{t} H{h} D{d}"
 
 
 def _rope_shape(shape):
@@ -406,6 +425,12 @@ OPS = {
                                        "varlen_fwd_kernel"),
            _nb10_attention, _nb10_shape, full=tuple((4, 32, 8, 4096, d, 16, 16) for d in (64, 128)),
            quick=((4, 32, 8, 4096, 128, 16, 16),), quick_dtypes=("fp32",)),
+        # The notebook's kernels through its launchers: SwiGLU's backward at Llama-3-8B's MLP (8192 tokens × F 14336)
+        # in the notebook's blocks of 64 columns and in the 1024 a GPU wants; RoPE at 32 heads of D 128, both layouts,
+        # forward and backward.
+        Op("11_mlp_and_rope", ("swiglu_bwd_kernel", "rope_kernel"), _nb11_mlp_rope, _nb11_shape,
+           full=tuple((8192, 14336, 4, 4096, 32, 128, block) for block in (64, 1024)),
+           quick=((8192, 14336, 4, 4096, 32, 128, 1024),), quick_dtypes=("bf16", "fp32")),
     )
 }
 
