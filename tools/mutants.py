@@ -169,6 +169,19 @@ def mutants(assignment: str) -> list[Mutant]:
     return [read_mutant(p) for p in sorted((SUBMISSIONS_DIR / assignment).glob("*.py"))]
 
 
+def covering(found: list[Mutant]) -> list[Mutant]:
+    """Few mutants that between them declare every diagnosis class the list declares: the one adding the most classes
+    not yet covered first (ties in the list's order), until none is missing. In the list's order."""
+    wanted = {cls for m in found for cls in m.expect.values()}
+    chosen: list[Mutant] = []
+    covered: set[str] = set()
+    while covered != wanted:
+        best = max(found, key=lambda m: len(set(m.expect.values()) - covered))  # max keeps the first of a tie
+        chosen.append(best)
+        covered |= set(best.expect.values())
+    return [m for m in found if m in chosen]
+
+
 def sample_assignments() -> list[str]:
     """Assignments with sample mutants: the folders of ``tests/submissions/`` named after one in ``source/``
     (``tests/submissions/hostile/`` holds the grader's attack fixtures, not mutants)."""
