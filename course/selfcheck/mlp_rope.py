@@ -23,24 +23,11 @@ import torch.nn.functional as F
 
 from ..diagnose import Alternative, Case, GradingFailure, randn, seeded, vjp
 from ..gradcheck import directional_derivative
-from ..kernel_spec import (
-    F16,
-    F32,
-    F64,
-    SENTINEL,
-    TOL,
-    Float32Only,
-    Gradcheck,
-    Guarded,
-    KernelSpec,
-    Launch,
-    ReadsPastEnd,
-    Wrong,
-    float16_spacings,
-)
+from ..kernel_spec import SENTINEL, TOL, Float32Only, Gradcheck, Guarded, KernelSpec, Launch, ReadsPastEnd, float16_spacings
 from ..spec import Exercise, visible
 from ..triton_check import launch, pow2_at_least
 
+F16, F32, F64 = torch.float16, torch.float32, torch.float64
 SEED = 1111
 GELU, SWIGLU, SWIGLU_KERNEL, ROPE, ROPE_KERNEL = (
     "gelu_backward", "swiglu_backward", "swiglu_bwd_kernel", "rope_backward", "rope_kernel")
@@ -66,12 +53,11 @@ def gelu_reference(x: torch.Tensor, dy: torch.Tensor, approximate: str = "none")
 
 def _gelu_pieces(x: torch.Tensor, approximate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The two terms of gelu'(x) by the product rule: (the CDF-like factor, x times its derivative)."""
-    if approximate == "tanh":
-        c = math.sqrt(2 / math.pi)
-        th = torch.tanh(c * (x + 0.044715 * x.pow(3)))
-        return (1 + th) / 2, x * (1 - th.square()) * c * (1 + 0.134145 * x.square()) / 2
-    density = torch.exp(-x.square() / 2) / math.sqrt(2 * math.pi)
-    return torch.special.ndtr(x), x * density
+    if approximate == "none":
+        return torch.special.ndtr(x), x * torch.exp(-x.square() / 2) / math.sqrt(2 * math.pi)
+    c = math.sqrt(2 / math.pi)
+    th = torch.tanh(c * (x + 0.044715 * x.pow(3)))
+    return (1 + th) / 2, x * (1 - th.square()) * c * (1 + 0.134145 * x.square()) / 2
 
 
 def gelu_alternatives(case: Case) -> dict[str, list[Alternative]]:
@@ -308,28 +294,29 @@ def swiglu_gradcheck(kernel, inputs: tuple[torch.Tensor, ...], eps: float = 1e-6
     return True
 
 
+PAST_END = ("{name} writes past the end of a row: the columns after a row changed; the last block of a row is wider "
+            "than what is left of it, and its stores need the mask too.")
+READS_PAST = ("{name} reads lanes past the end of a row: what they read — NaN here, as memory past a tensor may hold "
+              "anything — reached {out}.")
+OWN_STRIDES = ("{name} is right on contiguous rows and wrong on these: it walks from row to row by a distance of its "
+               "own instead of the row stride it is given, and here each tensor's rows sit inside a wider buffer.")
+
+
 def _past_end(spec: KernelSpec, case, run: Launch) -> tuple[str, str]:
-    return (f"{spec.name} writes past the end of a row: the columns after a row changed; the last block of a row "
-            "is wider than what is left of it, and its stores need the mask too.",
-            f"changed past the rows' end: {', '.join(run.wrote)}")
+    return PAST_END.format(name=spec.name), f"changed past the rows' end: {', '.join(run.wrote)}"
 
 
-def _reads_past(wrong: Wrong, again: Launch) -> str:
-    return (f"{wrong.spec.name} reads lanes past the end of a row: what they read — NaN here, as memory past a "
-            f"tensor may hold anything — reached {wrong.out}.")
-
-
-def _strides(wrong: Wrong, again: Launch) -> str:
-    return (f"{wrong.spec.name} is right on contiguous rows and wrong on these: it walks from row to row by a "
-            "distance of its own instead of the row stride it is given, and here each tensor's rows sit inside a "
-            "wider buffer.")
+def _said(sentence: str):
+    """A refinement's sentence about the launch it read (ReadsPastEnd's ``sentence``)."""
+    return lambda wrong, again: sentence.format(name=wrong.spec.name, out=wrong.out)
 
 
 def _refinements(what: str) -> tuple:
+    """Wrong on NaN padding and right on zeros; right on contiguous rows only; float32 precision for float64."""
     return (
-        ReadsPastEnd(0.0, _reads_past, lambda *_: "with 0 in the padding instead of NaN, every value is right",
+        ReadsPastEnd(0.0, _said(READS_PAST), lambda *_: "with 0 in the padding instead of NaN, every value is right",
                      only=("non-finite", "wrong-values")),
-        ReadsPastEnd(0.0, _strides, lambda *_: "with contiguous rows, every value is right",
+        ReadsPastEnd(0.0, _said(OWN_STRIDES), lambda *_: "with contiguous rows, every value is right",
                      only=("non-finite", "wrong-values"), variant=(("contiguous", True),)),
         Float32Only(f"is right only to about float32 precision for float64 inputs: {what}", classes=None,
                     topic="float32", generic=True))
@@ -341,20 +328,6 @@ SWIGLU_KERNEL_SPEC = KernelSpec(
     past_end=_past_end, half=HalfComputed(), refinements=_refinements(
         "the arithmetic runs in cdtype, float64 for float64 inputs."),
     gradcheck=swiglu_gradcheck, gradcheck_fails="the ā and b̄ it writes are not the derivative of ⟨h̄, silu(a) ⊙ b⟩.")
-
-
-def swiglu_kernel_cases(gen: torch.Generator, rows: list[tuple]) -> list:
-    """A case per (note, rows, F, dtype, BLOCK); a row ("gradcheck", rows, F) runs the float64 gradcheck."""
-    cases = []
-    for note, n_rows, n, *rest in rows:
-        dtype = rest[0] if rest else F64
-        a, b, dh = ((2 * randn(gen, n_rows, n), randn(gen, n_rows, n), randn(gen, n_rows, n)))
-        a, b, dh = (t.to(dtype).to(F64) for t in (a, b, dh))
-        if note == "gradcheck":
-            cases.append(Gradcheck((a, b, dh), f"a, b, dh ({n_rows}, {n}), float64, contiguous, BLOCK = 8"))
-        else:
-            cases.append(SwigluCase(note, a, b, dh, *rest))
-    return cases
 
 
 # ---------------------------------------------------------------------------
@@ -432,6 +405,24 @@ ROPE_KERNEL_SPEC = KernelSpec(
     read_only="x, cos and sin are read-only; write Y.", past_end=_past_end,
     refinements=_refinements("the turn runs in the inputs' dtype, float64 for float64 inputs."),
     gradcheck=rope_gradcheck, gradcheck_fails="the backward it launches is not the VJP of the forward it launches.")
+
+
+# ---------------------------------------------------------------------------
+# The kernels' cases
+
+
+def swiglu_kernel_cases(gen: torch.Generator, rows: list[tuple]) -> list:
+    """A case per (note, rows, F, dtype, BLOCK); a row ("gradcheck", rows, F) runs the float64 gradcheck."""
+    cases = []
+    for note, n_rows, n, *rest in rows:
+        dtype = rest[0] if rest else F64
+        a, b, dh = ((2 * randn(gen, n_rows, n), randn(gen, n_rows, n), randn(gen, n_rows, n)))
+        a, b, dh = (t.to(dtype).to(F64) for t in (a, b, dh))
+        if note == "gradcheck":
+            cases.append(Gradcheck((a, b, dh), f"a, b, dh ({n_rows}, {n}), float64, contiguous, BLOCK = 8"))
+        else:
+            cases.append(SwigluCase(note, a, b, dh, *rest))
+    return cases
 
 
 def rope_kernel_cases(gen: torch.Generator, rows: list[tuple]) -> list:

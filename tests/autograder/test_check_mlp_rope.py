@@ -15,13 +15,19 @@ import autograder.check.mlp_rope as hidden_cases
 import course.selfcheck as visible
 import course.selfcheck.mlp_rope as lesson
 from autograder.inputs import generator
-from tests.support import assert_diagnosed, declared_classes, edited_solution, failure_of, mutant_named, with_cells
+from tests.support import assert_diagnosed, declared_classes, edited_solution, mutant_named, with_cells
 from tools.mutants import mutants
 
 SLUG = "11_mlp_and_rope"
 GELU, SWIGLU, SWIGLU_KERNEL, ROPE, ROPE_KERNEL = (
     "gelu_backward", "swiglu_backward", "swiglu_bwd_kernel", "rope_backward", "rope_kernel")
 MUTANTS = mutants(SLUG)
+
+
+@pytest.fixture(autouse=True)
+def replayed_draw(monkeypatch):
+    """The hidden checks on one replayed draw of their sizes (test_samples replays three)."""
+    monkeypatch.setenv("AUTOGRADER_SEED", "11")
 
 
 def test_the_mutants_show_every_class_the_issue_names():
@@ -37,75 +43,62 @@ def test_each_mutant_declares_exactly_the_cells_it_breaks():
         assert set(m.expect) == {f"test_{cell}" for cell in m.cells}, m.name
 
 
-# (mutant, exercise) -> words both checks' message holds, with the sanitizer on (the CPU)
-WORDS = {
-    ("theta_sign", ROPE): ["turns each pair by +θ", "transpose R(θ)ᵀ"],
-    ("theta_sign", ROPE_KERNEL): ["turns each pair by +θ", "backward (x is ȳ)"],
-    ("swapped_gradients", SWIGLU): ["da and db are swapped"],
-    ("swapped_gradients", SWIGLU_KERNEL): ["da and db are swapped"],
-    ("layout_pairs", ROPE): ["the other layout's pairs", "asked for half-split pairs"],
-    ("layout_pairs", ROPE_KERNEL): ["the other layout's pairs", "asked for half-split pairs"],
-    ("silu_wrong_tensor", GELU): ["only the first term of the product rule"],
-    ("silu_wrong_tensor", SWIGLU): ["silu' of h = silu(a) ⊙ b, the output", "taken at a"],
-    ("silu_wrong_tensor", SWIGLU_KERNEL): ["silu' of silu(a)", "taken at a"],
-    ("missing_masks", SWIGLU_KERNEL): ["stores to DA_ptr", "no element of any tensor argument"],
-    ("missing_masks", ROPE_KERNEL): ["loads X_ptr", "between the elements of X_ptr"],
-    ("half_math_and_gelu_forms", GELU): ["derivative of the tanh approximation", "approximate='none'"],
-    ("half_math_and_gelu_forms", SWIGLU_KERNEL): ["right on these values in float32", "float16 spacings"],
+# mutant -> exercise -> words both checks' message holds, with the sanitizer on (the CPU)
+SAID = {
+    "theta_sign": {ROPE: ["turns each pair by +θ", "transpose R(θ)ᵀ"],
+                   ROPE_KERNEL: ["turns each pair by +θ", "backward (x is ȳ)"]},
+    "swapped_gradients": {SWIGLU: ["da and db are swapped"], SWIGLU_KERNEL: ["da and db are swapped"]},
+    "layout_pairs": {name: ["the other layout's pairs", "asked for half-split pairs"] for name in (ROPE, ROPE_KERNEL)},
+    "silu_wrong_tensor": {GELU: ["only the first term of the product rule"],
+                          SWIGLU: ["silu' of h = silu(a) ⊙ b, the output", "taken at a"],
+                          SWIGLU_KERNEL: ["silu' of silu(a)", "taken at a"]},
+    "missing_masks": {SWIGLU_KERNEL: ["stores to DA_ptr", "no element of any tensor argument"],
+                      ROPE_KERNEL: ["loads X_ptr", "between the elements of X_ptr"]},
+    "half_math_and_gelu_forms": {GELU: ["derivative of the tanh approximation", "approximate='none'"],
+                                 SWIGLU_KERNEL: ["right on these values in float32", "float16 spacings"]},
 }
+WORDS = {(mutant, name): words for mutant, said in SAID.items() for name, words in said.items()}
 # Without the sanitizer (a GPU) the values name what they can: (class, words), or "pass" where no value shows it.
 WITHOUT_SANITIZER = {
     ("missing_masks", SWIGLU_KERNEL): ("wrong-values", ["writes past the end of a row", "da"]),
     ("missing_masks", ROPE_KERNEL): ("pass", []),  # the lanes past the row load NaN, but their stores are masked
 }
-HINTS = {"swapped": 1, "product": 1, "form": 2, "wrong-tensor": 2, "layout": 2, "half-accumulation": 2}
+# Where each named failure points, per the hint plan: (exercise, topic or class) -> hint.
+PLAN = {(GELU, "product"): 1, (GELU, "form"): 2, (SWIGLU, "swapped"): 1, (SWIGLU, "wrong-tensor"): 2,
+        (SWIGLU_KERNEL, "swapped"): 3, (SWIGLU_KERNEL, "wrong-tensor"): 3, (SWIGLU_KERNEL, "half-accumulation"): 2,
+        (SWIGLU_KERNEL, "out-of-bounds"): 1, (ROPE, "transpose"): 2, (ROPE, "layout"): 2,
+        (ROPE_KERNEL, "transpose"): 3, (ROPE_KERNEL, "layout"): 2, (ROPE_KERNEL, "out-of-bounds"): 1}
+DECLARED = {(m.name, test.removeprefix("test_")): cls for m in MUTANTS for test, cls in m.expect.items()}
 
 
-def test_every_declared_diagnosis_has_words():
-    assert {(m.name, t.removeprefix("test_")) for m in MUTANTS for t in m.expect} == set(WORDS)
-
-
-def _assert_named(mutant: str, name: str, cls: str, words: list[str]) -> None:
-    checks = (getattr(visible, name), getattr(hidden, name))
-    for failure in assert_diagnosed(mutant_named(SLUG, mutant)[name], checks, cls, words, mutant):
-        key = failure.topic if failure.topic in HINTS else failure.cls
-        expected = 3 if name == SWIGLU_KERNEL and key in ("swapped", "wrong-tensor") else HINTS.get(key)
-        assert expected is None or failure.hint == expected, f"{mutant}: hint {failure.hint} for {key}"
-
-
-@pytest.fixture(autouse=True)
-def one_hidden_draw(monkeypatch):
-    """One replayed draw of the hidden sizes (test_samples replays three): every run reads the same."""
-    monkeypatch.setenv("AUTOGRADER_SEED", "11")
-
-
-NAMED = [(m, n, False) for m, n in WORDS] + [(m, n, True) for m, n in WITHOUT_SANITIZER]
-
-
-@pytest.mark.parametrize("mutant, name, on_a_gpu", NAMED)
-def test_each_mutant_is_named_in_words(mutant, name, on_a_gpu, request, capsys):
-    """With the sanitizer (the CPU) as the mutant declares; without it (a GPU) as WITHOUT_SANITIZER says."""
-    if on_a_gpu:
-        request.getfixturevalue("unsanitized")
-        _assert_named(mutant, name, *WITHOUT_SANITIZER[mutant, name])
-    else:
-        _assert_named(mutant, name, next(m for m in MUTANTS if m.name == mutant).expect[f"test_{name}"],
-                      WORDS[mutant, name])
-    assert capsys.readouterr().err == ""
+def test_every_declared_diagnosis_has_words_and_a_planned_hint():
+    assert set(DECLARED) == set(WORDS)
+    assert {(name, cls) for (_, name), cls in DECLARED.items() if cls != "wrong-values"} <= set(PLAN)
 
 
 # Diagnoses name the bug and where; the fixed code lives in the notebook's last hint.
 LITERAL_FIXES = ("-sin", "cos, -", "not interleaved", "(1 - s)", ".to(cdtype)", "mask=inside", "x * pdf")
 
 
-@pytest.mark.parametrize("mutant, name", list(WORDS))
-def test_no_diagnosis_prints_the_fixed_code(mutant, name):
-    message = str(failure_of(getattr(visible, name), mutant_named(SLUG, mutant)[name]))
-    assert not [fix for fix in LITERAL_FIXES if fix in message], message
+@pytest.mark.parametrize("mutant, name, on_a_gpu", [(m, n, False) for m, n in WORDS] +
+                         [(m, n, True) for m, n in WITHOUT_SANITIZER])
+def test_each_mutant_is_named_in_words(mutant, name, on_a_gpu, request, capsys):
+    """With the sanitizer (the CPU) as the mutant declares; without it (a GPU) as WITHOUT_SANITIZER says; each
+    failure points to the hint the plan gives its topic (else its class), and prints no fixed code."""
+    if on_a_gpu:
+        request.getfixturevalue("unsanitized")
+    cls, words = WITHOUT_SANITIZER[mutant, name] if on_a_gpu else (DECLARED[mutant, name], WORDS[mutant, name])
+    checks = (getattr(visible, name), getattr(hidden, name))
+    for failure in assert_diagnosed(mutant_named(SLUG, mutant)[name], checks, cls, words, mutant):
+        planned = PLAN.get((name, failure.topic or failure.cls))
+        assert planned is None or failure.hint == planned, f"{mutant}: hint {failure.hint}, planned {planned}"
+        assert not [fix for fix in LITERAL_FIXES if fix in str(failure)], str(failure)
+    assert capsys.readouterr().err == ""
 
 
-def _edited(name: str, edit: str) -> dict:
-    return with_cells(SLUG, {name: edited_solution(SLUG, name, edit)}, f"edited {name}")
+def _edited(name: str, edit: str):
+    """The solution of ``name`` with ``edit`` applied (tools.mutants' form), as a student's namespace holds it."""
+    return with_cells(SLUG, {name: edited_solution(SLUG, name, edit)}, f"edited {name}")[name]
 
 
 OTHER_WAYS = {  # (exercise, edit of its solution cell)
@@ -138,7 +131,7 @@ def test_a_right_answer_written_another_way_passes(way, on_a_gpu, request, capsy
     if on_a_gpu:
         request.getfixturevalue("unsanitized")
     name, edit = OTHER_WAYS[way]
-    fn = _edited(name, edit)[name]
+    fn = _edited(name, edit)
     getattr(visible, name)(fn)
     getattr(hidden, name)(fn)
     assert capsys.readouterr().err == ""
@@ -170,31 +163,34 @@ MORE_BUGS = {  # (exercise, edit of its solution cell, class, words)
 }
 
 
-@pytest.mark.parametrize("bug", list(MORE_BUGS))
-def test_more_bugs_are_named(bug):
-    name, edit, cls, words = MORE_BUGS[bug]
-    assert_diagnosed(_edited(name, edit)[name], (getattr(visible, name), getattr(hidden, name)), cls, words, bug)
+@pytest.mark.parametrize("name, edit, cls, words", list(MORE_BUGS.values()), ids=list(MORE_BUGS))
+def test_more_bugs_are_named(name, edit, cls, words):
+    fn = _edited(name, edit)
+    assert_diagnosed(fn, (getattr(visible, name), getattr(hidden, name)), cls, words, f"{name}: {edit}")
 
 
-def _shapes(cases) -> set[tuple]:
-    return {tuple(tuple(t.shape) for t in (c.inputs[:2] if isinstance(c, lesson.Gradcheck) else
-                                           c.args if hasattr(c, "args") else (c.x,) if hasattr(c, "x") else (c.a,)))
-            for c in cases}
+def _tensors(case) -> tuple:
+    """The tensors whose shapes tell a case: its arguments, the gradcheck's first two, a kernel case's first."""
+    if isinstance(case, lesson.Gradcheck):
+        return case.inputs[:2]
+    return getattr(case, "args", None) or (case.x if hasattr(case, "x") else case.a,)
 
 
-def test_the_hidden_checks_differ_from_the_visible_ones_in_shapes(seeded):
-    pairs = [(lesson.gelu_cases(lesson.seeded(lesson.SEED + 1), lesson.VISIBLE_GELU),
-              hidden_cases.hidden_gelu_cases(generator("any"))),
-             (lesson.swiglu_cases(lesson.seeded(lesson.SEED + 2), lesson.VISIBLE_SWIGLU),
-              hidden_cases.hidden_swiglu_cases(generator("any"))),
-             (lesson.rope_cases(lesson.seeded(lesson.SEED + 4), lesson.VISIBLE_ROPE),
-              hidden_cases.hidden_rope_cases(generator("any"))),
-             (lesson.swiglu_kernel_cases(lesson.seeded(lesson.SEED + 3), lesson.VISIBLE_SWIGLU_KERNEL),
-              hidden_cases.hidden_swiglu_kernel_cases(generator("any"))),
-             (lesson.rope_kernel_cases(lesson.seeded(lesson.SEED + 5), lesson.VISIBLE_ROPE_KERNEL),
-              hidden_cases.hidden_rope_kernel_cases(generator("any")))]
-    for ours, theirs in pairs:
-        assert len(_shapes(theirs)) >= 2 and not _shapes(theirs) & _shapes(ours)
+# exercise -> (the visible case builder, its seed, its table, the hidden cases)
+TABLES = {GELU: (lesson.gelu_cases, 1, lesson.VISIBLE_GELU, hidden_cases.hidden_gelu_cases),
+          SWIGLU: (lesson.swiglu_cases, 2, lesson.VISIBLE_SWIGLU, hidden_cases.hidden_swiglu_cases),
+          SWIGLU_KERNEL: (lesson.swiglu_kernel_cases, 3, lesson.VISIBLE_SWIGLU_KERNEL,
+                          hidden_cases.hidden_swiglu_kernel_cases),
+          ROPE: (lesson.rope_cases, 4, lesson.VISIBLE_ROPE, hidden_cases.hidden_rope_cases),
+          ROPE_KERNEL: (lesson.rope_kernel_cases, 5, lesson.VISIBLE_ROPE_KERNEL, hidden_cases.hidden_rope_kernel_cases)}
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_no_hidden_shape_is_a_visible_one(name, seeded):
+    build, offset, table, drawn = TABLES[name]
+    ours, theirs = ({tuple(tuple(t.shape) for t in _tensors(c)) for c in cases}
+                    for cases in (build(lesson.seeded(lesson.SEED + offset), table), drawn(generator("any"))))
+    assert len(theirs) >= 2 and not ours & theirs, name
 
 
 def test_the_hidden_cases_cover_the_sizes_the_issue_names(seeded):
