@@ -213,8 +213,9 @@ EXERCISES: tuple[Entry, ...] = (
         # rope_backward: 1 — a pair's Jacobian is R(θ), the VJP multiplies by Rᵀ; 2 — what Rᵀ is ("transpose")
         # and which elements pair in each layout ("layout"); 3 — by hand at θ = 90°.
         ("rope_backward", FN, 2, {"sign": 1, "shape": 1, "transpose": 2, "layout": 2, "wrong-values": 3, "*": 3}),
-        ("rope_kernel", KERNEL, 3, {"out-of-bounds": 1, "race": 1, "non-finite": 1, "wrong-values": 1,
-                                    "layout": 2, "float32": 2, "transpose": 3, "*": 1}),
+        # A rope_kernel right only to float32 precision reads its loads (hint 1): the plan has no dtype hint.
+        ("rope_kernel", KERNEL, 3, {"out-of-bounds": 1, "race": 1, "non-finite": 1, "wrong-values": 1, "float32": 1,
+                                    "layout": 2, "transpose": 3, "*": 1}),
     ),
 )
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
