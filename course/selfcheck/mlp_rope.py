@@ -115,8 +115,8 @@ def swiglu_alternatives(a: torch.Tensor, b: torch.Tensor, dh: torch.Tensor) -> d
     wrong_tensor = "da takes silu' of {what}: the derivative of silu(a) is taken at a, the gate's pre-activation."
     return {
         "da": [
-            Alternative("wrong-values", "da and db are swapped: a enters h only through silu(a), so ā carries "
-                        "silu'(a) and b; b̄ carries silu(a).", db, "swapped"),
+            Alternative("wrong-values", "da and db are swapped: da holds what belongs in db. Which factor of h does "
+                        "a enter, and which does b?", db, "swapped"),
             Alternative("wrong-values", wrong_tensor.format(what="h = silu(a) ⊙ b, the output"),
                         dh * b * _silu_slope(h), "wrong-tensor"),
             Alternative("wrong-values", wrong_tensor.format(what="silu(a), the activation"),
@@ -129,10 +129,10 @@ def swiglu_alternatives(a: torch.Tensor, b: torch.Tensor, dh: torch.Tensor) -> d
                         "derivative; silu(a) = a·σ(a) is a product.", dh * b * s * (1 - s), "derivative"),
         ],
         "db": [
-            Alternative("wrong-values", "da and db are swapped: b enters h as the factor beside silu(a), so b̄ is h̄ "
-                        "times silu(a).", da, "swapped"),
-            Alternative("wrong-values", "db is h̄ ⊙ a: the factor beside b is silu(a) = a·σ(a), not a.", dh * a,
-                        "factor"),
+            Alternative("wrong-values", "da and db are swapped: db holds what belongs in da. Which factor of h does "
+                        "a enter, and which does b?", da, "swapped"),
+            Alternative("wrong-values", "db is h̄ ⊙ a: what multiplies b in h is the gate's activation, not its "
+                        "pre-activation a.", dh * a, "factor"),
         ],
     }
 

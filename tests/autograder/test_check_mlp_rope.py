@@ -142,6 +142,14 @@ MORE_BUGS = {  # (exercise, edit of its solution cell, class, words)
 -    return dh * b * s * (1 + a * (1 - s)), dh * a * s
 +    return dh * b * s, dh * a * s
 """, "wrong-values", ["σ(a) for silu'(a)"]),
+    "b̄ as h̄ ⊙ a": (SWIGLU, """
+-    return dh * b * s * (1 + a * (1 - s)), dh * a * s
++    return dh * b * s * (1 + a * (1 - s)), dh * a
+""", "wrong-values", ["what multiplies b in h"]),
+    "the exact derivative for the tanh form": (GELU, """
+-    if approximate == "tanh":
++    if False:
+""", "wrong-values", ["derivative of the exact (erf) GELU", "approximate='tanh'"]),
     "the SwiGLU kernel in float32 for float64 inputs": (SWIGLU_KERNEL, """
 -    b = tl.load(B_ptr + row * stride_b + cols, mask=inside, other=0.0).to(cdtype)
 -    dh = tl.load(DH_ptr + row * stride_dh + cols, mask=inside, other=0.0).to(cdtype)
