@@ -18,6 +18,7 @@ c.CourseDirectory.db_assignments = [
     {"name": "08_mixed_precision_backward"},
     {"name": "09_matmul_backward_triton"},
     {"name": "10_attention_as_trained"},
+    {"name": "11_mlp_and_rope"},
 ]
 # Python caches and checkpoints never belong in a release or a submission.
 c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback"]

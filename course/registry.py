@@ -195,6 +195,28 @@ EXERCISES: tuple[Entry, ...] = (
         ("varlen_fwd_kernel", KERNEL, 2, {"dense-walk": 1, "out-of-bounds": 1, "race": 2, "boundary": 2,
                                           "diagonal": 2, "non-finite": 2, "float32": 3, "wrong-values": 3, "*": 3}),
     ),
+    *_lesson(
+        "11_mlp_and_rope", "mlp_rope", "mlp_rope",
+        # gelu_backward: 1 — the product x·Φ(x) and Φ' ("product": a term of the product rule missing); 2 — the
+        # tanh form through the chain ("form": the other form's derivative); 3 — by hand.
+        ("gelu_backward", FN, 2, {"product": 1, "shape": 1, "form": 2, "wrong-values": 3, "*": 3}),
+        # swiglu_backward: 1 — which factor each input touches ("swapped", "factor"); 2 — silu' from σ' and from
+        # which tensor ("wrong-tensor", "derivative"); 3 — by hand at a = 0.
+        ("swiglu_backward", FN, 2, {"swapped": 1, "factor": 1, "shape": 1, "wrong-tensor": 2, "derivative": 2,
+                                    "wrong-values": 3, "*": 3}),
+        # Each kernel's hints (the notebook's): 1 — programs, masks, where it writes (out of bounds, races);
+        # swiglu_bwd_kernel: 2 — the dtypes (half-accumulation, float32), 3 — the body's steps (its named bugs);
+        # rope_kernel: 2 — the pair indices per layout ("layout"), 3 — what BACKWARD changes ("transpose").
+        ("swiglu_bwd_kernel", KERNEL, 3, {"out-of-bounds": 1, "race": 1, "non-finite": 1, "half-accumulation": 2,
+                                          "float32": 2, "swapped": 3, "factor": 3, "wrong-tensor": 3,
+                                          "derivative": 3, "wrong-values": 3, "*": 3}),
+        # rope_backward: 1 — a pair's Jacobian is R(θ), the VJP multiplies by Rᵀ; 2 — what Rᵀ is ("transpose")
+        # and which elements pair in each layout ("layout"); 3 — by hand at θ = 90°.
+        ("rope_backward", FN, 2, {"sign": 1, "shape": 1, "transpose": 2, "layout": 2, "wrong-values": 3, "*": 3}),
+        # A rope_kernel right only to float32 precision reads its loads (hint 1): the plan has no dtype hint.
+        ("rope_kernel", KERNEL, 3, {"out-of-bounds": 1, "race": 1, "non-finite": 1, "wrong-values": 1, "float32": 1,
+                                    "layout": 2, "transpose": 3, "*": 1}),
+    ),
 )
 BY_NAME = {exercise.name: exercise for exercise in EXERCISES}
 NOTEBOOKS = tuple(dict.fromkeys(exercise.notebook for exercise in EXERCISES))

@@ -19,7 +19,8 @@ from tools.mutants import ROOT, Mutant, apply_edit, replace_definition
 GIVEN = {"04_layernorm": ("def layernorm_fwd_kernel",), "06_topk_routing": ("def softmax_backward_02",),
          "07_fused_linear_cross_entropy": ("import triton",),
          "08_mixed_precision_backward": ("BF16, F16 = torch.bfloat16", "def softmax_backward_by_kernel"),
-         "09_matmul_backward_triton": ("import triton",), "10_attention_as_trained": ("import triton",)}
+         "09_matmul_backward_triton": ("import triton",), "10_attention_as_trained": ("import triton",),
+         "11_mlp_and_rope": ("import triton",)}
 
 
 def _namespace(label: str) -> dict:

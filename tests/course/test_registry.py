@@ -48,7 +48,7 @@ LAUNCHES = {"softmax_fwd_kernel", "softmax_bwd_kernel", "TritonSoftmax", "triton
             "triton_layernorm", "attention_delta_kernel", "flash_fwd_kernel", "flash_bwd_dkdv_kernel",
             "scatter_add_kernel", "ce_grad_kernel", "softmax_bwd_mixed_kernel", "linear_dx_kernel",
             "linear_dw_splitk_kernel", "linear_dw_atomic_kernel", "TritonLinear", "causal_fwd_kernel",
-            "causal_bwd_dq_kernel", "causal_bwd_dkdv_kernel", "varlen_fwd_kernel"}
+            "causal_bwd_dq_kernel", "causal_bwd_dkdv_kernel", "varlen_fwd_kernel", "swiglu_bwd_kernel", "rope_kernel"}
 
 
 def test_every_exercise_that_launches_a_kernel_points_races_and_stray_accesses_to_a_hint():

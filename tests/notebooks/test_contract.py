@@ -42,6 +42,7 @@ CONTRACT = {
     "10_attention_as_trained": [
         "causal_fwd_kernel", "causal_bwd_dq_kernel", "causal_bwd_dkdv_kernel", "varlen_fwd_kernel",
     ],
+    "11_mlp_and_rope": ["gelu_backward", "swiglu_backward", "swiglu_bwd_kernel", "rope_backward", "rope_kernel"],
 }
 PRESENT = sorted(p.name for p in (ROOT / "source").iterdir() if p.is_dir())
 
