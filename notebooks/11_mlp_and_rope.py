@@ -188,7 +188,7 @@ def ulp16(x):
 # BERT and GPT-2 put GELU between the MLP's two matmuls, and Gemma still does, gated (GeGLU). It weighs its input
 # by how likely a standard normal variable is to fall below it: $\operatorname{gelu}(x) = x\,\Phi(x)$ — close to
 # $0$ for very negative $x$, close to $x$ for very positive $x$, smooth in between. $\Phi$ is an integral with no
-# closed form (`erf`), which was slow on 2018's accelerators, so GPT-2 shipped a tanh approximation, and
+# closed form (`erf`); the GELU paper offered a cheaper tanh approximation, GPT-2 shipped it, and
 # `F.gelu(x, approximate="tanh")` keeps it: a model trained with one form is run with that form. The two forwards
 # differ by less than $5 \cdot 10^{-4}$. Their backwards are two different formulas — the question of this part is
 # how far apart the gradients are, and where.
