@@ -262,8 +262,8 @@ autograder.check.gelu_backward(gelu_backward)
 # (1 + 3 \cdot 0.044715\,x^2)\Bigr)\;}$$
 #
 # with $\Phi(x) = \tfrac12\bigl(1 + \operatorname{erf}(x / \sqrt 2)\bigr)$ and $\varphi(x) = e^{-x^2/2} / \sqrt{2\pi}$.
-# Both slopes rise above 1 for $x$ past about 1 and dip below 0 for negative $x$ (GELU has a minimum, near
-# $x = -0.75$): GELU is not monotonic, unlike ReLU, and its gradient can flip the sign of $\bar y$.
+# Both slopes rise above 1 for $x > 0.75$ and fall below 0 for $x < -0.75$, where GELU has its minimum:
+# GELU is not monotonic, unlike ReLU, and its gradient can flip the sign of $\bar y$.
 #
 # </details>
 #
@@ -538,7 +538,8 @@ for name, (tensors, gemms) in KEPT.items():
 # At $T = 8{,}192$ one $(T, F)$ tensor in each of the 32 layers is 7.0 GiB, so autograd keeps 28.0 GiB for the MLPs
 # alone — more than the model's 15 GiB of bfloat16 weights — and saving $a$ and $b$ halves it to 14.0 GiB at no
 # cost in FLOPs: the backward rebuilds $\operatorname{silu}(a)$ and $h$ elementwise, which a fused kernel does in
-# registers. That is what Liger-Kernel's SwiGLU does. Recomputing $a$ and $b$ costs two of the MLP's nine GEMMs
+# registers. Liger-Kernel's fused SwiGLU saves $a$ and $b$ and rebuilds $\operatorname{silu}(a)$ in its backward
+# kernel (its down projection, a separate module, still keeps $h$: 3 tensors, not 2). Recomputing $a$ and $b$ costs two of the MLP's nine GEMMs
 # again, 22% more MLP FLOPs (61.6 TFLOP per sequence here), and is what activation checkpointing does when memory,
 # not time, is the limit.
 #
@@ -1057,10 +1058,10 @@ print(f"autograd's backward of rope_forward: {len(traffic.ops)} ops, {moved:.1f}
       f"(the kernel: 2, plus the small angle table)")
 
 # %% [markdown]
-# Both layouts agree with autograd to float64's rounding, forward and backward, from one kernel. Autograd's
-# backward of `rope_forward` runs a dozen small ops — the products, the sums, and a zero-filled buffer per half that
-# `torch.cat`'s backward and the slices' backward write into — and moves many times what the kernel moves: $\bar y$
-# read once, $\bar x$ written once. Liger-Kernel's and Unsloth's RoPE kernels are this one, with `BACKWARD` as a
+# Both layouts agree with autograd to their dtype's rounding, forward and backward, from one kernel. Autograd's
+# backward of `rope_forward` runs a dozen small ops — the products, the sums, and for each half a zero-filled
+# full-width buffer that the slice's backward writes into, then one more sum — and moves many times what the kernel
+# moves: $\bar y$ read once, $\bar x$ written once. Liger-Kernel's and Unsloth's RoPE kernels are this one, with `BACKWARD` as a
 # flag of the launch.
 #
 # ## What to take away
