@@ -715,7 +715,7 @@ autograder.check.swiglu_bwd_kernel(swiglu_bwd_kernel)
 # </details>
 #
 # **What computing in float32 buys.** The cell below runs your kernel on float16 $a$, $b$, $\bar h$ (64 rows of
-# $F = 448$, values up to about $\pm 8$) and, for comparison, your Part B on the same float16 tensors — PyTorch
+# $F = 448$, drawn with standard deviation 3) and, for comparison, your Part B on the same float16 tensors — PyTorch
 # rounds every op's result to float16 — and measures both $\bar a$ against the float64 answer for the same float16
 # inputs, in units of float16's spacing at each value (ULPs). A correctly rounded float16 result is within half a ULP.
 # %%

@@ -73,6 +73,7 @@ def test_the_gelu_gap(nb):
     assert "The slopes differ by at most $8.7 \\cdot 10^{-4}$, at $x = \\pm 2.02$" in text
     assert "$8.7 \\cdot 10^{-4}$, at $x = \\pm 2.02$: small" in text  # what to take away
     assert "differ by less than $5 \\cdot 10^{-4}$" in text
+    assert len(x) == 12_001 and "on 12,001 points of $[-6, 6]$" in text
 
 
 def test_the_numbers_worked_by_hand():
@@ -105,6 +106,10 @@ def test_what_each_way_keeps(nb):
             for name, fn in nb["WAYS"].items()}
     assert kept == {name: tensors for name, (tensors, _) in nb["KEPT"].items()}  # the table the GiB come from
     assert list(kept.values()) == [4, 2, 1, 0]
+    assert (nb["D_CPU"], nb["F_CPU"], nb["T_SIZES"][0], nb["T_SIZES"][-1]) == (128, 448, 256, 2048)
+    assert nb["F_CPU"] / nb["D_CPU"] == 14_336 / 4096 == 3.5 and 4096 / nb["D_CPU"] == 32
+    assert "$d = 128$ and $F = 448$ — Llama-3-8B's ratio $F/d = 3.5$ at a thirty-second of its width" in prose()
+    assert "$T$ = 256 to 2,048" in prose()
     assert "autograd keeps 4 tensors of $(T, F)$, saving $a$ and $b$ keeps 2, saving $h$ keeps 1" in prose()
 
 
