@@ -243,8 +243,8 @@ def gelu_backward(x, dy, approximate="none"):
 #
 # </details>
 # %% test id=test_gelu_backward points=2
-"""gelu_backward: against the autograd of F.gelu, exact and tanh, float64,
-batch 1 and 7, 3-D inputs."""
+"""gelu_backward: x̄ against the autograd of F.gelu, exact (approximate left
+out, and "none") and "tanh", float64, batch 1 and 7, 3-D inputs."""
 course.selfcheck.gelu_backward(gelu_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -366,8 +366,8 @@ def swiglu_backward(a, b, dh):
 #
 # </details>
 # %% test id=test_swiglu_backward points=2
-"""swiglu_backward: against the autograd of F.silu(a) * b, float64, batch 1
-and 7, 3-D inputs."""
+"""swiglu_backward: ā and b̄ against the autograd of F.silu(a) * b, float64,
+batch 1, 2 and 7, 3-D inputs."""
 course.selfcheck.swiglu_backward(swiglu_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -690,9 +690,10 @@ def swiglu_bwd_kernel(
 #
 # </details>
 # %% test id=test_swiglu_bwd_kernel points=3
-"""swiglu_bwd_kernel: da and db against the autograd of F.silu(a) * b, F not
-a multiple of BLOCK, NaN-padded rows, float64, float32 and float16 (computed
-in float32); nothing written outside da and db; a float64 gradcheck."""
+"""swiglu_bwd_kernel: da and db against the autograd of F.silu(a) * b, F not a
+multiple of BLOCK, NaN-padded rows, float64, float32, and float16 within one
+float16 spacing (float32 arithmetic); nothing written outside da and db; a
+float64 gradcheck."""
 course.selfcheck.swiglu_bwd_kernel(swiglu_bwd_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -842,8 +843,8 @@ def rope_backward(dy, cos, sin, interleaved=False):
 #
 # </details>
 # %% test id=test_rope_backward points=2
-"""rope_backward: against the autograd of rope_forward, both layouts,
-float64, batch 1 and 7, 4-D inputs."""
+"""rope_backward: x̄ against the autograd of rope_forward, both layouts (the
+flag left out too), D/2 odd and even, float64, batch 1 and 7, 4-D inputs."""
 course.selfcheck.rope_backward(rope_backward)
 ### BEGIN HIDDEN TESTS
 import autograder.check
@@ -988,9 +989,10 @@ def rope_kernel(
 #
 # </details>
 # %% test id=test_rope_kernel points=3
-"""rope_kernel: forward against rope_forward and backward against its
-autograd, both layouts, D/2 not a power of two, NaN-padded rows, float64 and
-float32; nothing written outside the output; a float64 gradcheck."""
+"""rope_kernel: forward against rope_forward and backward against its autograd,
+both layouts, D/2 not a power of two, NaN-padded rows, float64 and float32;
+nothing written outside the output; a float64 gradcheck: the backward launch
+against the derivative of the forward launch, in each layout."""
 course.selfcheck.rope_kernel(rope_kernel)
 ### BEGIN HIDDEN TESTS
 import autograder.check
