@@ -29,8 +29,8 @@
 # here are small.
 #
 # Each test cell prints `✓ ...` when your code is right; when it is wrong, its first line names the kind of bug
-# (`diagnosis: wrong-values — ...`, `swapped`, `transpose`, `race`, `out-of-bounds`, …), the next lines say where,
-# and the last one points to the hint that covers it. Every exercise is followed by three collapsed hints —
+# (`diagnosis: wrong-values — ...`, `transpose`, `half-accumulation`, `race`, `out-of-bounds`, …), the next lines
+# say where, and the last one points to the hint that covers it. Every exercise is followed by three collapsed hints —
 # questions and partial steps, never the code; open the first only when you are stuck — and every test cell by a
 # collapsed recap of the answer: open it once your check passes.
 # %%
@@ -336,8 +336,8 @@ def swiglu_backward(a, b, dh):
 #
 # $h$ is a product of two factors, and each input sits in exactly one of them. Hold $a$ fixed and move $b$: by how
 # much does $h$ move, per unit of $b$? So $\bar b$ is $\bar h$ times which factor? Now hold $b$ fixed: $\bar a$ is
-# $\bar h$ times the other factor times the slope of $\operatorname{silu}$ at $a$. If the check says `swapped`, your
-# $\bar a$ came back where $\bar b$ belongs (or the reverse): which of your two results is multiplied by
+# $\bar h$ times the other factor times the slope of $\operatorname{silu}$ at $a$. If the check says they are swapped,
+# your $\bar a$ came back where $\bar b$ belongs (or the reverse): which of your two results is multiplied by
 # $\operatorname{silu}(a)$ — and is that the one whose input does *not* go through the SiLU?
 #
 # </details>
