@@ -62,11 +62,15 @@ def forward_under(q, k, v, seen: torch.Tensor, norm: torch.Tensor | None = None)
 
 
 def backward_under(q, k, v, do, L, D, seen: torch.Tensor):
-    """(dq, dk, dv) per query slab, P rebuilt from the given L under ``seen`` (k and v expanded to q's slabs)."""
-    c = q.shape[-1] ** -0.5
-    p = torch.exp(c * q @ k.mT - L[..., None]).masked_fill(~seen, 0.0)
-    ds = p * (do @ v.mT - D[..., None])
-    return c * ds @ k, c * ds.mT @ q, p.mT @ do
+    """(dq, dk, dv) per query slab, P rebuilt from the given L under ``seen`` (k and v expanded to q's slabs), with the
+    given D: autograd differentiates each step (course/ spells no VJP a notebook asks for). P = exp(S − L) with L
+    held fixed has the slope P in S, so the softmax's step is P's VJP for the cotangent P̄ − D."""
+    q, k, v = (t.detach().requires_grad_(True) for t in (q, k, v))
+    p = torch.exp(q @ k.mT * q.shape[-1] ** -0.5 - L[..., None]).masked_fill(~seen, 0.0)
+    p_held = p.detach().requires_grad_(True)
+    dp, dv = torch.autograd.grad(p_held @ v, (p_held, v), do)
+    dq, dk = torch.autograd.grad(p, (q, k), dp - D[..., None])
+    return dq, dk, dv
 
 
 def _group_sum(t: torch.Tensor, group: int) -> torch.Tensor:

@@ -377,7 +377,7 @@ def launch_rope(kernel, case: RopeCase, fill: float = math.nan, contiguous: bool
         INTERLEAVED=case.interleaved, BACKWARD=case.backward, BLOCK=block),
         {"X_ptr": inp.buf, "COS_ptr": cos.buf, "SIN_ptr": sin.buf})
     name = "dx" if case.backward else "y"
-    return Launch({name: out.got().view(x.shape)}, touched, [name] if out.spilled() else [], case.label)
+    return Launch({name: out.got().reshape(x.shape)}, touched, [name] if out.spilled() else [], case.label)
 
 
 def rope_gradcheck(kernel, inputs: tuple[torch.Tensor, torch.Tensor, bool], eps: float = 1e-6) -> bool:
