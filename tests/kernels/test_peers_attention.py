@@ -183,21 +183,15 @@ SEQLENS = [(113, 203), (128, 217), (113, 211), (108, 256), (256, 512), (512, 256
 # 32-row block (the interpreter's) by a ragged tail or by whole blocks.
 CPU_SEQLENS = dict(zip(SEQLENS, [(29, 51), (32, 55), (29, 53), (27, 64), (32, 64), (64, 32), (48, 48), (47, 48),
                                  (48, 47), (64, 64)]))
-# (d, (seqlen_q, seqlen_k), mha_type, causal, kvpacked): 12 of upstream's points, the subset the docstring describes.
-FLASH_POINTS = [
-    (32, (113, 203), "mha", True, False),
-    (40, (128, 217), "mqa", False, True),
-    (59, (113, 211), "gqa", True, True),
-    (64, (108, 256), "mha", False, False),
-    (80, (256, 512), "mqa", True, False),
-    (96, (512, 256), "gqa", True, True),
-    (111, (1024, 1024), "mha", True, True),
-    (128, (1023, 1024), "mqa", True, False),
-    (160, (1024, 1023), "gqa", True, False),
-    (192, (2048, 2048), "mha", False, True),
-    (224, (512, 256), "mqa", False, False),
-    (256, (113, 203), "gqa", False, True),
-]
+# 12 of upstream's points as (d, (seqlen_q, seqlen_k), mha_type, causal, kvpacked), the subset the docstring
+# describes, a column per axis.
+FLASH_POINTS = list(zip(
+    [32, 40, 59, 64, 80, 96, 111, 128, 160, 192, 224, 256],  # upstream's d, each once
+    [SEQLENS[i] for i in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 5, 0)],  # every pair; (512, 256) and (113, 203) twice
+    ["mha", "mqa", "gqa"] * 4,
+    [True, False, True, False, True, True, True, True, True, False, False, False],  # causal at points 0, 2 and 4 to 8
+    [False, True, True, False, False, True, True, False, False, True, False, True],  # kvpacked
+))
 
 
 def flash_grid(swap: bool):
@@ -217,12 +211,23 @@ def flash_grid(swap: bool):
     return pytest.mark.parametrize("d, seqlens, mha_type, causal, kvpacked, dtype, dropout_p", params)
 
 
-def upstream_sizes(seqlens, batch_size, cpu_batch_size):
-    """(seqlen_q, seqlen_k, batch_size): upstream's on a GPU, CPU_SEQLENS and cpu_batch_size in the interpreter;
-    upstream skips its 2048 pair where the reference would not fit (16 GiB or less)."""
+def draw_inputs(seqlens, mha_type, d, dtype, kvpacked):
+    """Upstream's sizes, seed and draws: ((batch_size, seqlen_q, seqlen_k), the leaves, the (q, k, v) the ops take).
+    Sizes: upstream's on a GPU (where it skips its 2048 pair if the reference would not fit in 16 GiB or less),
+    CPU_SEQLENS and batch_size 2 in the interpreter."""
     if ON_GPU and max(seqlens) >= 2048 and torch.cuda.get_device_properties(DEVICE).total_memory <= 16 * 2**30:
         pytest.skip("Reference implementation OOM")
-    return (*(seqlens if ON_GPU else CPU_SEQLENS[seqlens]), tokens(batch_size, cpu_batch_size))
+    (seqlen_q, seqlen_k), batch_size = seqlens if ON_GPU else CPU_SEQLENS[seqlens], tokens(16, 2)
+    torch.random.manual_seed(0)
+    nheads = 9
+    nheads_k = nheads if mha_type == "mha" else (1 if mha_type == "mqa" else 3)
+    q = torch.randn(batch_size, seqlen_q, nheads, d, device=DEVICE, dtype=dtype, requires_grad=True)
+    if kvpacked:
+        kv = torch.randn(batch_size, seqlen_k, 2, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
+        return (batch_size, seqlen_q, seqlen_k), (q, kv), (q, *kv.unbind(dim=2))
+    k = torch.randn(batch_size, seqlen_k, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
+    v = torch.randn(batch_size, seqlen_k, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
+    return (batch_size, seqlen_q, seqlen_k), (q, k, v), (q, k, v)
 
 
 def at_most_twice(name, got, ref, pt):
@@ -231,52 +236,36 @@ def at_most_twice(name, got, ref, pt):
     assert err <= 2 * pt_err, f"{name}: max |kernels − ref| = {err:.3e} > 2 × max |PyTorch − ref| = 2 × {pt_err:.3e}"
 
 
-def random_inputs(batch_size, seqlen_q, seqlen_k, nheads, nheads_k, d, dtype, kvpacked):
-    """Upstream's q and k, v (or kv) draws; returns the leaves and the (q, k, v) views the ops take."""
-    q = torch.randn(batch_size, seqlen_q, nheads, d, device=DEVICE, dtype=dtype, requires_grad=True)
-    if kvpacked:
-        kv = torch.randn(batch_size, seqlen_k, 2, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
-        return (q, kv), (q, *kv.unbind(dim=2))
-    k = torch.randn(batch_size, seqlen_k, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
-    v = torch.randn(batch_size, seqlen_k, nheads_k, d, device=DEVICE, dtype=dtype, requires_grad=True)
-    return (q, k, v), (q, k, v)
-
-
 def gradients(out, leaves, g, kvpacked):
     """(dq, dk, dv) of out·g with respect to the leaves, a kv leaf's gradient unbound into dk and dv."""
     grads = torch.autograd.grad(out, leaves, g)
     return (grads[0], *grads[1].unbind(2)) if kvpacked else grads
 
 
-def check_against_reference(out, out_ref, out_pt, grads, grads_ref, grads_pt):
+def check_against_reference(out, kernel_grads, q, k, v, leaves, kvpacked, causal, query_padding_mask=None,
+                            key_padding_mask=None):
+    """Upstream's checks: out_ref (upcast) and out_pt (the input dtype, reordered) from attention_ref, one g for the
+    three backward passes (kernel_grads(g) gives the kernel's dq, dk, dv), the rule on the output and each gradient."""
+    out_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal)
+    out_pt = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal, upcast=False, reorder_ops=True)
+    g = torch.randn_like(out)
     at_most_twice("output", out, out_ref, out_pt)
-    for name, got, ref, pt in zip(("dQ", "dK", "dV"), grads, grads_ref, grads_pt):
+    for name, got, ref, pt in zip(("dQ", "dK", "dV"), kernel_grads(g), gradients(out_ref, leaves, g, kvpacked),
+                                  gradients(out_pt, leaves, g, kvpacked)):
         at_most_twice(name, got, ref, pt)
 
 
 @flash_grid(swap=False)
 def test_flash_attn_output(d, seqlens, mha_type, causal, kvpacked, dtype, dropout_p):
-    seqlen_q, seqlen_k, batch_size = upstream_sizes(seqlens, 16, 2)
-    torch.random.manual_seed(0)
-    nheads = 9
-    nheads_k = nheads if mha_type == "mha" else (1 if mha_type == "mqa" else 3)
-    leaves, (q, k, v) = random_inputs(batch_size, seqlen_q, seqlen_k, nheads, nheads_k, d, dtype, kvpacked)
+    _, leaves, (q, k, v) = draw_inputs(seqlens, mha_type, d, dtype, kvpacked)
     # flash_attn_func(q, k, v, dropout_p, causal=causal) on (b, s, h, d) tensors
     out = attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=causal).transpose(1, 2)
-    out_ref = attention_ref(q, k, v, None, None, causal=causal)
-    out_pt = attention_ref(q, k, v, None, None, causal=causal, upcast=False, reorder_ops=True)
-    g = torch.randn_like(out)
-    check_against_reference(out, out_ref, out_pt, gradients(out, leaves, g, kvpacked),
-                            gradients(out_ref, leaves, g, kvpacked), gradients(out_pt, leaves, g, kvpacked))
+    check_against_reference(out, lambda g: gradients(out, leaves, g, kvpacked), q, k, v, leaves, kvpacked, causal)
 
 
 @flash_grid(swap=True)
 def test_flash_attn_varlen_output(d, seqlens, mha_type, causal, kvpacked, dtype, dropout_p):
-    seqlen_q, seqlen_k, batch_size = upstream_sizes(seqlens, 16, 2)
-    torch.random.manual_seed(0)
-    nheads = 9
-    nheads_k = nheads if mha_type == "mha" else (1 if mha_type == "mqa" else 3)
-    leaves, (q, k, v) = random_inputs(batch_size, seqlen_q, seqlen_k, nheads, nheads_k, d, dtype, kvpacked)
+    (batch_size, seqlen_q, seqlen_k), _, (q, k, v) = draw_inputs(seqlens, mha_type, d, dtype, kvpacked)
     query_padding_mask = generate_random_padding_mask(seqlen_q, batch_size, DEVICE, mode="random")
     key_padding_mask = generate_random_padding_mask(seqlen_k, batch_size, DEVICE, mode="random")
     (q_unpad, k_unpad, v_unpad, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
@@ -294,15 +283,12 @@ def test_flash_attn_varlen_output(d, seqlens, mha_type, causal, kvpacked, dtype,
     out_unpad = attention_varlen(q_unpad, k_unpad, v_unpad, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                  causal=causal)
     out = pad_q(out_unpad)
-    out_ref = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal)
-    out_pt = attention_ref(q, k, v, query_padding_mask, key_padding_mask, causal=causal, upcast=False,
-                           reorder_ops=True)
-    g = torch.randn_like(out)
-    grads_unpad = torch.autograd.grad(out, leaves_unpad, g)
-    if kvpacked:
-        dq, dkv = pad_q(grads_unpad[0]), pad_k(grads_unpad[1])
-        grads = (dq, *dkv.unbind(2))
-    else:
-        grads = (pad_q(grads_unpad[0]), pad_k(grads_unpad[1]), pad_k(grads_unpad[2]))
-    check_against_reference(out, out_ref, out_pt, grads, gradients(out_ref, leaves, g, kvpacked),
-                            gradients(out_pt, leaves, g, kvpacked))
+
+    def kernel_grads(g):
+        """Upstream's: the packed gradients, padded back to (b, s, h, d) (dk and dv with the keys' padding)."""
+        grads = torch.autograd.grad(out, leaves_unpad, g)
+        if kvpacked:
+            return (pad_q(grads[0]), *pad_k(grads[1]).unbind(2))
+        return pad_q(grads[0]), pad_k(grads[1]), pad_k(grads[2])
+
+    check_against_reference(out, kernel_grads, q, k, v, leaves, kvpacked, causal, query_padding_mask, key_padding_mask)
