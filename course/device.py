@@ -5,9 +5,10 @@ notebook defines its first kernel. The interpreter's bfloat16 ``tl.dot`` gives g
 use float32 and float64.
 
 On a GPU the banner names it, its compute capability and the shared memory one block may use (what Triton compares
-a compiled kernel against before its first launch, ``course.fit``). Before sm_80 (a T4 is sm_75) there are no
-bfloat16 tensor cores: Triton still compiles a bfloat16 ``tl.dot``, but as scalar float32 arithmetic (measured
-on Triton 3.9: no ``mma`` in the PTX), so the banner says to use float16 there.
+a compiled kernel against before its first launch, ``course.fit``). Before sm_80 (a T4 is sm_75) bfloat16 has no
+hardware support and Triton uses no tensor cores: measured with Triton 3.9 for sm_75, a float16 or bfloat16
+``tl.dot`` compiles to float32 ``fma`` instructions (no ``mma``), bfloat16 loads widened by integer shifts; older
+Tritons could emit bfloat16 conversions that ptxas refuses there. The banner says to use float16 or float32.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class DeviceChoice:
     gpu: str = ""  # the GPU's name ("Tesla T4"); empty on the CPU
     arch: str = ""  # "sm_75" (CUDA) or "gfx942" (ROCm); empty on the CPU
     max_shared: int = 0  # bytes of shared memory one block may use; 0 on the CPU
-    bfloat16_dot: bool = False  # whether tl.dot has bfloat16 tensor cores here (sm_80 and newer, ROCm's CDNA)
+    bfloat16_dot: bool = False  # whether bfloat16 has hardware support here (sm_80 and newer; ROCm's CDNA)
 
     def __str__(self) -> str:
         return self.description
@@ -66,8 +67,8 @@ def _gpu_choice(index: int) -> DeviceChoice:
     arch = hip.split(":")[0] if hip else f"sm_{props.major}{props.minor}"
     bf16 = bool(hip) or props.major >= 8
     shared = _max_shared(index, props)
-    note = "" if bf16 else (" — no bfloat16 tensor cores before sm_80: a bfloat16 tl.dot runs as slow float32 "
-                            "arithmetic, so use float16 (or float32) here")
+    note = "" if bf16 else (" — before sm_80 Triton's tl.dot runs without tensor cores and bfloat16 has no hardware "
+                            "support: use float16 or float32 here")
     return DeviceChoice(
         torch.device("cuda"), False,
         f"cuda:{index} — {props.name}, {arch}, {shared // 1024} KB shared memory per block — Triton kernels compile "

@@ -59,11 +59,12 @@ def _out_of_resources(exc, name: str, launch: dict) -> str:
     if resource != "shared memory":
         return f"{name}{_shown(launch)} needs {required} of {resource} and {gpu} has {limit}: launch it with smaller blocks."
     # Triton's shared memory holds the tiles tl.dot reads (times num_stages when a loop is pipelined), so halving a
-    # block size or num_stages roughly halves it; half-precision tiles take half the room of float32 ones.
-    t4 = " (on a T4: float16 rather than bfloat16, which it computes as float32)" if not bf16 and arch else ""
+    # block size or num_stages roughly halves it; float16 tiles take half the room of float32 ones (bfloat16's too,
+    # but a GPU before sm_80 has no bfloat16 hardware).
+    half = "float16" if not bf16 and arch else "float16 or bfloat16"
     return (f"{name}{_shown(launch)} needs {required / KB:.0f} KB of shared memory per program and {gpu} has "
             f"{limit / KB:.0f} KB per block: launch it with smaller blocks (halve BLOCK_M or BLOCK_N, or the block "
-            f"along the row), fewer num_stages, or half-precision inputs{t4}.")
+            f"along the row), fewer num_stages, or {half} inputs rather than float32.")
 
 
 def explain(exc: BaseException) -> str | None:

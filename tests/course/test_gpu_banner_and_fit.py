@@ -40,8 +40,8 @@ def test_the_banner_names_a_t4_its_capability_shared_memory_and_float16():
         choice = choose_device()
     assert f"course: running on {choice}" == (
         "course: running on cuda:0 — Tesla T4, sm_75, 64 KB shared memory per block — Triton kernels compile for it"
-        " — no bfloat16 tensor cores before sm_80: a bfloat16 tl.dot runs as slow float32 arithmetic, so use "
-        "float16 (or float32) here.")
+        " — before sm_80 Triton's tl.dot runs without tensor cores and bfloat16 has no hardware support: use float16 "
+        "or float32 here.")
     assert choice.device.type == "cuda" and not choice.interpreted
     assert (choice.gpu, choice.arch, choice.max_shared, choice.bfloat16_dot) == ("Tesla T4", "sm_75", 65536, False)
 
@@ -100,8 +100,8 @@ def test_shared_memory_over_the_limit_names_kernel_needs_has_and_what_to_do(on_a
     assert fit.explain(error) == (
         "`flash_fwd_kernel` launched with BLOCK_M=128, BLOCK_N=64, D=128, num_warps=4, num_stages=2 needs 96 KB of "
         "shared memory per program and this Tesla T4 (sm_75) has 64 KB per block: launch it with smaller blocks "
-        "(halve BLOCK_M or BLOCK_N, or the block along the row), fewer num_stages, or half-precision inputs (on a T4: "
-        "float16 rather than bfloat16, which it computes as float32).")
+        "(halve BLOCK_M or BLOCK_N, or the block along the row), fewer num_stages, or float16 inputs rather than "
+        "float32.")
 
 
 def test_too_many_threads_says_which_num_warps_fits(on_a_t4):
