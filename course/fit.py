@@ -31,9 +31,10 @@ def _gpu() -> tuple[str, str, bool]:
     return f"this {choice.gpu} ({choice.arch})", choice.arch, choice.bfloat16_dot
 
 
-def _launch(tb: types.TracebackType | None) -> tuple[str, dict]:
-    """The kernel's name and its launch's constexpr values and num_warps/num_stages, read from ``JITFunction.run``."""
-    name, launch = "the kernel", {}
+def _launch(tb: types.TracebackType | None) -> tuple[str, dict, bool]:
+    """The kernel's name, its launch's constexpr values and num_warps/num_stages, and whether its floating-point
+    tensors are all float32, read from the frame of ``JITFunction.run`` (``self``, ``args``, ``kwargs``)."""
+    name, launch, float32 = "the kernel", {}, False
     while tb is not None:
         frame = tb.tb_frame
         kernel, kwargs = frame.f_locals.get("self"), frame.f_locals.get("kwargs")
@@ -41,15 +42,18 @@ def _launch(tb: types.TracebackType | None) -> tuple[str, dict]:
             name = f"`{getattr(kernel.fn, '__name__', name)}`"  # the innermost launch (an autotuner's inner run) wins
             wanted = {p.name for p in kernel.params if p.is_constexpr} | {"num_warps", "num_stages"}
             launch = {k: v for k, v in kwargs.items() if k in wanted and isinstance(v, int) and not isinstance(v, bool)}
+            dtypes = {str(getattr(v, "dtype", "")) for v in [*frame.f_locals.get("args", ()), *kwargs.values()]}
+            floats = {d for d in dtypes if "float" in d}
+            float32 = floats == {"torch.float32"}  # no half-precision tensor: the inputs themselves are float32
         tb = tb.tb_next
-    return name, launch
+    return name, launch, float32
 
 
 def _shown(launch: dict) -> str:
     return f" launched with {', '.join(f'{k}={v}' for k, v in launch.items())}" if launch else ""
 
 
-def _out_of_resources(exc, name: str, launch: dict) -> str:
+def _out_of_resources(exc, name: str, launch: dict, float32: bool) -> str:
     gpu, arch, bf16 = _gpu()
     resource = str(getattr(exc, "name", "shared memory"))
     required, limit = int(exc.required), int(exc.limit)
@@ -62,9 +66,10 @@ def _out_of_resources(exc, name: str, launch: dict) -> str:
     # block size or num_stages roughly halves it; float16 tiles take half the room of float32 ones (bfloat16's too,
     # but a GPU before sm_80 has no bfloat16 hardware).
     half = "float16" if not bf16 and arch else "float16 or bfloat16"
+    smaller = "smaller blocks (halve BLOCK_M or BLOCK_N, or the block along the row)"
+    smaller += f", fewer num_stages, or {half} inputs rather than float32" if float32 else " or fewer num_stages"
     return (f"{name}{_shown(launch)} needs {required / KB:.0f} KB of shared memory per program and {gpu} has "
-            f"{limit / KB:.0f} KB per block: launch it with smaller blocks (halve BLOCK_M or BLOCK_N, or the block "
-            f"along the row), fewer num_stages, or {half} inputs rather than float32.")
+            f"{limit / KB:.0f} KB per block: launch it with {smaller}.")
 
 
 def explain(exc: BaseException) -> str | None:

@@ -9,8 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
 from triton.runtime import driver
 from triton.runtime.errors import OutOfResources, PTXASError
+from triton.runtime.jit import JITFunction
 
 import course
 from course import fit
@@ -155,3 +158,53 @@ def test_outside_ipython_the_excepthook_prints_the_sentence(on_a_t4, monkeypatch
     other = ValueError("x")
     sys.excepthook(ValueError, other, None)
     assert earlier == [(ValueError, other, None)]  # anything else goes to the hook that was there
+
+
+def tile_product(A, B, C, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    a = tl.load(A + i[:, None] * BLOCK + i[None, :])
+    b = tl.load(B + i[:, None] * BLOCK + i[None, :])
+    tl.store(C + i[:, None] * BLOCK + i[None, :], tl.dot(a, b))
+
+
+class Pointer:
+    """What Triton reads of a tensor argument to specialise a kernel (no memory behind it)."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return 0
+
+
+class SmallT4Driver:
+    """Triton's driver for a T4 that cannot launch, with 1 KB of shared memory so that a 32×32 tl.dot does not fit."""
+
+    utils = SimpleNamespace(get_device_properties=lambda device: {"max_shared_mem": 1024})
+    launcher_cls = staticmethod(lambda src, metadata: None)
+
+    def get_current_target(self):
+        return GPUTarget("cuda", 75, 32)
+
+    def get_current_device(self):
+        return 0
+
+    def get_current_stream(self, device=None):
+        return 0
+
+    def get_active_torch_device(self):
+        return torch.device("cuda")
+
+
+def test_a_real_triton_launch_over_the_limit_is_explained(on_a_t4, monkeypatch):
+    """Triton's own JITFunction.run compiles for sm_75 (ptxas, ~2 s) and CompiledKernel._init_handles raises
+    OutOfResources before loading: the frames course.fit reads are Triton's, not stand-ins."""
+    monkeypatch.setattr(driver, "_active", SmallT4Driver())
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # the default, said: Triton 3.9 warns when it is unset
+    kernel = JITFunction(tile_product)  # compiled, whatever TRITON_INTERPRET says: triton.jit would interpret it
+    with pytest.raises(OutOfResources) as info:
+        kernel[(1,)](Pointer(torch.float16), Pointer(torch.float16), Pointer(torch.float32), BLOCK=32, num_warps=4)
+    assert fit.explain(info.value) == (
+        "`tile_product` launched with BLOCK=32, num_warps=4 needs 4 KB of shared memory per program and this Tesla T4 "
+        "(sm_75) has 1 KB per block: launch it with smaller blocks (halve BLOCK_M or BLOCK_N, or the block along the "
+        "row) or fewer num_stages.")
