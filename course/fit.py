@@ -24,7 +24,7 @@ KB = 1024
 
 
 def _gpu() -> tuple[str, str, bool]:
-    """(name, arch, bfloat16 tensor cores) of the GPU ``import course`` found; a generic name without one."""
+    """(name, arch, bfloat16 hardware) of the GPU ``import course`` found; a generic name without one."""
     choice = getattr(sys.modules.get("course"), "DEVICE_CHOICE", None)
     if choice is None or not choice.gpu:
         return "this GPU", "", True
@@ -40,9 +40,10 @@ def _launch(tb: types.TracebackType | None) -> tuple[str, dict, bool]:
         kernel, kwargs = frame.f_locals.get("self"), frame.f_locals.get("kwargs")
         if frame.f_code.co_name == "run" and hasattr(kernel, "params") and isinstance(kwargs, dict):
             name = f"`{getattr(kernel.fn, '__name__', name)}`"  # the innermost launch (an autotuner's inner run) wins
+            bound = {**dict(zip([p.name for p in kernel.params], frame.f_locals.get("args", ()))), **kwargs}
             wanted = {p.name for p in kernel.params if p.is_constexpr} | {"num_warps", "num_stages"}
-            launch = {k: v for k, v in kwargs.items() if k in wanted and isinstance(v, int) and not isinstance(v, bool)}
-            dtypes = {str(getattr(v, "dtype", "")) for v in [*frame.f_locals.get("args", ()), *kwargs.values()]}
+            launch = {k: v for k, v in bound.items() if k in wanted and isinstance(v, int) and not isinstance(v, bool)}
+            dtypes = {str(getattr(v, "dtype", "")) for v in bound.values()}
             floats = {d for d in dtypes if "float" in d}
             float32 = floats == {"torch.float32"}  # no half-precision tensor: the inputs themselves are float32
         tb = tb.tb_next

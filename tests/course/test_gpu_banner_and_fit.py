@@ -109,7 +109,9 @@ def test_shared_memory_over_the_limit_names_kernel_needs_has_and_what_to_do(on_a
 
 def test_too_many_threads_says_which_num_warps_fits(on_a_t4):
     kernel = StandInJIT("layernorm_bwd_kernel", ("BLOCK",), OutOfResources(2048, 1024, "threads"))
-    sentence = fit.explain(launch_error(kernel, BLOCK=4096, num_warps=64))
+    with pytest.raises(OutOfResources) as info:  # BLOCK given by position, as the launch's second argument
+        kernel[(1,)](torch.zeros(1), 4096, num_warps=64)
+    sentence = fit.explain(info.value)
     assert sentence == ("`layernorm_bwd_kernel` launched with BLOCK=4096, num_warps=64 needs 2048 threads per program "
                         "(num_warps × 32) and this Tesla T4 (sm_75) runs at most 1024 in one block: launch it with "
                         "num_warps=32 or fewer.")
