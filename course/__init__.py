@@ -1,7 +1,9 @@
 """Student-side helpers for Backprop for Kernel Writers. ``import course`` comes first in every notebook.
 
 Importing picks where Triton kernels run (CUDA, else the CPU interpreter, set up
-before any kernel is defined) and says so in one line. It also offers:
+before any kernel is defined) and says so in one line: on a GPU its name, compute capability and shared
+memory per block. There, a kernel too large for the GPU is explained in one sentence (``course.fit``).
+It also offers:
 
 - ``course.gradcheck``: central differences, relative error, ``check_vjp``;
 - ``course.diagnose``: the bug classifier behind every check's ``diagnosis:`` line;
@@ -26,12 +28,14 @@ DEVICE_CHOICE: DeviceChoice = choose_device()
 DEVICE = DEVICE_CHOICE.device
 INTERPRETED = DEVICE_CHOICE.interpreted
 
-from . import diagnose, gradcheck, plots, selfcheck  # noqa: E402
+from . import diagnose, fit, gradcheck, plots, selfcheck  # noqa: E402
 from .gradcheck import check_vjp, relative_error  # noqa: E402
 from .sanitizer import sanitize, shuffled_programs  # noqa: E402
 from .stub import ExerciseNotDone, install_short_tracebacks, todo  # noqa: E402
 
 install_short_tracebacks()
+if not INTERPRETED:  # only a compiled kernel can need more shared memory or threads than the GPU has
+    fit.install()
 print(f"course: running on {DEVICE_CHOICE}")
 
 __all__ = [

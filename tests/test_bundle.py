@@ -11,7 +11,16 @@ import pytest
 
 from autograder.nbgrader_cli import ROOT
 from tests.test_student_side import solution_lines, student_text
-from tools.bundle import CPU_TORCH, TOP, VALIDATE_COMMAND, VENV_STEPS, requirement_name, write_bundle
+from tools.bundle import (
+    COLAB_CELL,
+    COLAB_VALIDATE,
+    CPU_TORCH,
+    TOP,
+    VALIDATE_COMMAND,
+    VENV_STEPS,
+    requirement_name,
+    write_bundle,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +60,19 @@ def test_bundle_readme_gives_every_step(bundle):
     for needed in (CPU_TORCH, VALIDATE_COMMAND, "wsl --install", "mamba env create -f environment.yml",
                    "jupyter lab", "Python 3.10, 3.11, 3.12 or 3.13"):
         assert needed in readme, f"the README does not say {needed!r}"
+
+
+def test_bundle_and_repository_readmes_give_the_same_colab_start(bundle):
+    """One first cell (tests/test_bundle_install.py runs it), what the T4 runs, and Validate there (issue 34)."""
+    readme = bundle[f"{TOP}/README.md"]
+    section = readme.split("## Run on Colab\n", 1)[1].split("\n## ", 1)[0]
+    assert f"```python\n{COLAB_CELL}\n```" in section, "the bundle README does not print the Colab cell as one code block"
+    for needed in ("T4", "sm_75", "float16 and\nfloat32: yes", "bfloat16: no", "python -m course validate", COLAB_VALIDATE,
+                   "File → Upload notebook", "every notebook, 00 to"):
+        assert needed in section, f"the bundle README's Colab section does not say {needed!r}"
+    assert "http" not in COLAB_CELL, "the Colab cell names no address: the instructor publishes the zip, if anywhere"
+    repository = (ROOT / "README.md").read_text()
+    assert "## Run on Colab" in repository and f"```python\n{COLAB_CELL}\n```" in repository
 
 
 def test_bundle_script_needs_only_the_standard_library(tmp_path, bundle):

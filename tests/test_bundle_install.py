@@ -11,8 +11,13 @@ they run in one bash shell, as a student types them, with two substitutions for 
   test must never fetch: with ``--no-index``, pip fails instead.
 
 Then the release notebook 00 runs in a Jupyter kernel of that environment, from its first cell to its first
-test cell, with the first exercise solved by the code below (written here, not taken from source/); last,
-the README's ``python -m course validate`` runs the untouched notebook in that environment.
+test cell, with the first exercise solved by the code below (written here, not taken from source/).
+
+The README's Colab cell (``tools.bundle.COLAB_CELL``) runs in the same environment, standing in for Colab's Python
+(one fresh environment for both: building it is most of this file's ~70 s): its ``!`` and ``%pip`` lines as shell
+commands, ``%cd`` as cd, the scratch folder as /content. It unpacks the bundle over the same folder and installs it
+again; then ``python -m course validate`` runs the untouched notebook 00 there and prints its table, no check
+passing.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import subprocess
 import sys
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from tools.bundle import CPU_TORCH, TOP, VENV_STEPS, write_bundle
+from tools.bundle import BUNDLE_ZIP, COLAB_CELL, COLAB_VALIDATE, CPU_TORCH, TOP, VENV_STEPS, write_bundle
 
 pytestmark = pytest.mark.install
 
@@ -94,9 +100,21 @@ def clean_environment() -> dict[str, str]:
     return env
 
 
-def test_bundle_installs_by_its_readme_and_runs_the_first_check(tmp_path):
+@dataclass(frozen=True)
+class Installed:
+    scratch: Path  # where the zip lies and was unpacked
+    folder: Path  # the bundle's folder, with .venv inside
+    python: Path
+    readme: str
+    env: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Installed:
+    """The bundle unpacked and installed by its README's Linux steps in a fresh virtual environment."""
     start = time.monotonic()
-    with zipfile.ZipFile(write_bundle(tmp_path / "student-bundle.zip")) as zf:
+    tmp_path = tmp_path_factory.mktemp("bundle")
+    with zipfile.ZipFile(write_bundle(tmp_path / BUNDLE_ZIP)) as zf:
         zf.extractall(tmp_path)
     folder = tmp_path / TOP
     readme = (folder / "README.md").read_text()
@@ -110,8 +128,13 @@ def test_bundle_installs_by_its_readme_and_runs_the_first_check(tmp_path):
         f"the README's steps failed ({script}); if the torch step failed, pip's find-links hold no torch 2.13.0 CPU wheel "
         f"for this Python, and this test will not fetch PyPI's CUDA build:\n{install.stdout[-3000:]}\n{install.stderr[-3000:]}"
     )
-    python = folder / ".venv" / "bin" / "python"
-    installed = time.monotonic() - start
+    print(f"bundle install: {time.monotonic() - start:.0f} s")
+    return Installed(tmp_path, folder, folder / ".venv" / "bin" / "python", readme, env)
+
+
+def test_bundle_installs_by_its_readme_and_runs_the_first_check(installed):
+    start = time.monotonic()
+    tmp_path, folder, python, env = installed.scratch, installed.folder, installed.python, installed.env
 
     # `pip install -e .` made the bundle's `course` importable from anywhere, and torch is the CPU build.
     where = subprocess.run([str(python), "-c", "import course, torch; print(course.__file__); print(torch.__version__)"],
@@ -130,12 +153,42 @@ def test_bundle_installs_by_its_readme_and_runs_the_first_check(tmp_path):
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert result["grade_id"] == "test_numerical_gradient", result
     assert result["stdout"].startswith("✓ numerical_gradient passes the visible checks"), result["stdout"]
+    print(f"first check: {time.monotonic() - start:.0f} s")
 
-    # The README's validate command works in that environment: the untouched notebook runs to its end and
-    # every check is reported, none passing.
-    validate = subprocess.run([str(python), "-m", "course", "validate", str(notebook)],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
-    assert "python -m course validate" in readme
-    assert validate.returncode == 1, f"validate should fail an untouched notebook:\n{validate.stdout[-3000:]}\n{validate.stderr[-3000:]}"
-    assert "not implemented yet" in validate.stdout and "0 of 8 points" in validate.stdout, validate.stdout
-    print(f"bundle install: {installed:.0f} s to install, {time.monotonic() - start:.0f} s in all")
+
+def colab_script(cell: str, content: Path) -> str:
+    """The Colab cell as one bash script: ``!`` lines and ``%pip`` as typed, ``%cd`` as cd, ``content`` for /content."""
+    commands = []
+    for line in cell.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        if line.startswith("!"):
+            commands.append(line[1:])
+        elif line.startswith("%pip "):
+            commands.append(line[1:])
+        elif line.startswith("%cd "):
+            commands.append("cd " + shlex.quote(line[4:].replace("/content", str(content))))
+        else:
+            raise AssertionError(f"the Colab cell has a line this test does not know how to run: {line!r}")
+    return " && ".join(commands)
+
+
+def test_colab_cell_installs_into_that_python_and_validate_prints_the_table(installed):
+    """The README's Colab cell, with the zip where a student uploads it, leaves `course` importable from the notebooks'
+    folder and `python -m course validate` reports the untouched notebook 00: exit 1, a row per check, 0 points."""
+    start = time.monotonic()
+    assert COLAB_CELL in installed.readme and COLAB_VALIDATE in installed.readme
+    script = colab_script(COLAB_CELL, installed.scratch)
+    assert script.startswith(f"cd {installed.scratch}") and f"unzip -qo {BUNDLE_ZIP}" in script, script
+    # The environment's Python stands in for Colab's: its bin first on PATH, as an activated venv (or Colab) has it.
+    validate = COLAB_VALIDATE.removeprefix("!")
+    shell = f"source {shlex.quote(str(installed.folder / '.venv' / 'bin' / 'activate'))} && {script} && {validate}"
+    run = subprocess.run(["bash", "-c", shell], cwd=installed.scratch, env=installed.env, capture_output=True, text=True,
+                         timeout=1200)
+    out = run.stdout
+    assert "validating 00_vjp_contract/00_vjp_contract.ipynb" in out, f"the Colab cell failed:\n{out[-3000:]}\n{run.stderr[-3000:]}"
+    assert run.returncode == 1, f"validate should fail an untouched notebook:\n{out[-3000:]}\n{run.stderr[-3000:]}"
+    assert "test cell" in out and "test_numerical_gradient" in out and "✗ not implemented yet" in out, out
+    assert "0 of 8 points" in out, out
+    assert "python -m course validate" in installed.readme
+    print(f"Colab cell and validate: {time.monotonic() - start:.0f} s")

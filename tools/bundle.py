@@ -58,6 +58,20 @@ VENV_STEPS = (
 LAB_COMMAND = "jupyter lab 00_vjp_contract/00_vjp_contract.ipynb"
 VALIDATE_COMMAND = "python -m course validate NOTEBOOK"
 
+# The Colab start: the first cell of a notebook opened in Colab. It installs the bundle into Colab's own Python
+# (`%pip` installs into the kernel's interpreter) and leaves the notebooks in /content/TOP; it can run again after
+# a restart. The README and the repository's README print it; tests/test_bundle_install.py runs its lines in a fresh
+# virtual environment (`!` and `%pip` as shell commands, `%cd` as cd, /content as a scratch folder).
+BUNDLE_ZIP = "student-bundle.zip"
+COLAB_CELL = f"""%cd /content
+# Upload {BUNDLE_ZIP} in the Files pane (left) first, or download it from the address your instructor
+# gives: remove the # at the start of the next line and put that address between the quotes.
+# !wget -q -O {BUNDLE_ZIP} "ADDRESS-FROM-YOUR-INSTRUCTOR"
+!unzip -qo {BUNDLE_ZIP}
+%pip install -q -e {TOP}
+%cd {TOP}"""
+COLAB_VALIDATE = "!python -m course validate 00_vjp_contract/00_vjp_contract.ipynb"
+
 
 def numbered(steps: tuple[tuple[str, str], ...]) -> str:
     """Markdown's numbered list, each step's command on its own indented line (a code block in the list item)."""
@@ -67,6 +81,43 @@ def numbered(steps: tuple[tuple[str, str], ...]) -> str:
 
 # The lessons handed out, as their release folders name them: the README counts them.
 LESSONS = sorted(p.name[:2] for p in (ROOT / "release").glob("[0-9][0-9]_*") if p.is_dir())
+
+COLAB_SECTION = f"""## Run on Colab
+
+Colab's free GPU is a T4 (sm_75, 64 KB of shared memory per block). In Colab: Runtime → Change
+runtime type → T4 GPU. Open a notebook of the bundle (File → Upload notebook, from this folder
+unzipped on your computer), insert a code cell above its first cell (`import course`), paste
+this into it and run it:
+
+```python
+{COLAB_CELL}
+```
+
+It installs the bundle's libraries and `course` into Colab's Python (a few minutes when pip
+fetches the PyTorch version the course pins) and unpacks every notebook in
+`/content/{TOP}`. If Colab asks to restart the session, restart it and run the cell again
+(quick the second time), then the rest of the notebook. `import course` then names the GPU:
+`course: running on cuda:0 — Tesla T4, sm_75, 64 KB shared memory per block — …`.
+
+What works on the T4: every notebook, 00 to {LESSONS[-1]}; their Triton kernels compile for it (more
+slowly than on an L4 or A100: before sm_80 Triton's `tl.dot` uses no tensor cores). float16 and
+float32: yes. bfloat16: no — the T4 has no bfloat16 hardware (Triton emulates it, and the
+course compile-checks bfloat16 kernels on sm_80 and newer only), so use float16 where a
+notebook offers bfloat16. A kernel whose blocks need more shared memory than the T4 has stops
+before it launches with one sentence: the kernel, what it needs, what the GPU has, what to shrink.
+
+Validate on Colab: the check cells work as everywhere (Runtime → Run all runs them all). For
+the table, `python -m course validate` reads a file: File → Download → Download .ipynb, upload
+that file in the Files pane, and run in a cell
+
+```python
+!python -m course validate /content/00_vjp_contract.ipynb
+```
+
+(a notebook kept in Google Drive validates after `from google.colab import drive;
+drive.mount("/content/drive")`, by its path under `/content/drive/MyDrive`). The bundle's
+untouched copy validates too, failing every check: `{COLAB_VALIDATE}`.
+"""
 
 README = f"""# Backprop for Kernel Writers — student bundle
 
@@ -104,6 +155,7 @@ On Linux this installs PyPI's torch, which carries CUDA (several GB). On a lapto
 GPU, instead run `mamba create -n backprop-student python={TESTED_PYTHON} pip`,
 `mamba activate backprop-student`, then steps 4 and 5 of the Linux steps.
 
+{COLAB_SECTION}
 ## Work through the notebooks
 
 1. Start JupyterLab from this folder, with the environment active:
