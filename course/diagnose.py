@@ -24,6 +24,7 @@ import torch
 
 from . import witness
 from .delegation import DelegatedToHelper, forbid_helpers
+from .fit import explain as explain_launch
 from .registry import hints_of
 from .sanitizer import sanitize
 from .vocabulary import CLASSES, Alternative, GradingFailure, publish  # noqa: F401 — re-exported: the checks' names for them
@@ -321,6 +322,15 @@ def delegated_failure(name: str, helpers: Sequence[str]) -> GradingFailure:
     )
 
 
+def _launch_that_does_not_fit(exc: BaseException) -> str | None:
+    """course.fit's sentence for a kernel too large for this GPU; None for anything else, and for an exception that
+    only looks like Triton's (a student's class can carry any name and module: it must not break the check)."""
+    try:
+        return explain_launch(exc)
+    except Exception:
+        return None
+
+
 def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = True, **kwargs):
     """Call a student's function; turn what goes wrong into a diagnosis.
 
@@ -345,7 +355,8 @@ def call_student(name: str, fn: Callable, *args, forbid_autograd_use: bool = Tru
         except Exception as exc:  # student code may raise anything; report it, never crash the grader
             if delegated:  # a helper's refusal, caught and re-raised as something else
                 raise delegated_failure(name, delegated) from None
-            raise GradingFailure("error", f"{name} raised {type(exc).__name__}: {exc}", student_line(exc)) from None
+            why = _launch_that_does_not_fit(exc) or exc  # Triton's OutOfResources, said as one sentence
+            raise GradingFailure("error", f"{name} raised {type(exc).__name__}: {why}", student_line(exc)) from None
     if delegated:
         raise delegated_failure(name, delegated)
     if used:

@@ -210,3 +210,29 @@ def test_a_real_triton_launch_over_the_limit_is_explained(on_a_t4, monkeypatch):
         "`tile_product` launched with BLOCK=32, num_warps=4 needs 4 KB of shared memory per program and this Tesla T4 "
         "(sm_75) has 1 KB per block: launch it with smaller blocks (halve BLOCK_M or BLOCK_N, or the block along the "
         "row) or fewer num_stages.")
+
+
+def test_a_check_reports_the_sentence_for_a_student_launch_that_does_not_fit(on_a_t4):
+    from triton.runtime.errors import OutOfResources
+
+    from course.diagnose import GradingFailure, call_student
+
+    def student():
+        raise OutOfResources(98304, 65536, "shared memory")
+
+    with pytest.raises(GradingFailure) as failure:
+        call_student("flash_fwd_kernel", student)
+    assert failure.value.cls == "error" and "96 KB of shared memory per program" in str(failure.value)
+
+
+def test_a_student_exception_dressed_as_tritons_does_not_break_the_check(on_a_t4):
+    from course.diagnose import GradingFailure, call_student
+
+    fake = type("OutOfResources", (Exception,), {"__module__": "triton.runtime.errors"})  # no required, no limit
+
+    def student():
+        raise fake("anything")
+
+    with pytest.raises(GradingFailure) as failure:
+        call_student("flash_fwd_kernel", student)
+    assert failure.value.cls == "error" and "anything" in str(failure.value)
