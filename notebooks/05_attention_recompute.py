@@ -1561,16 +1561,28 @@ def sums_dtype(dtype):
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def flash_blocks(d, dtype):
-    """(BLOCK_M, BLOCK_N) for head dim d: tiles that fit an A100, an H100 and an MI300X.
+def flash_blocks(d, dtype, device):
+    """How the three kernels tile head dim d on device's GPU: (BLOCK_M, BLOCK_N, Q̄'s BLOCK_N, K̄V̄'s warps, Q̄'s warps).
 
-    32 × 32 (tl.dot needs ≥ 16). For float64 past d = 64, 16 × 16: a float64 tile of 32 × 128 is
-    32 KiB, and the few that a kernel keeps in flight overflow the shared memory of one program
-    (about 163 KiB on an A100, 64 KiB on an MI300X). float64 is for checks, not for speed.
+    tl.dot needs tiles of ≥ 16. An A100 or H100 (≥ 160 KiB of shared memory per program), an MI300X and the
+    CPU's interpreter: 32 × 32, 4 warps; Q̄ in steps of 16 keys past d = 64 (it holds Q_i, Ō_i and Q̄_i across
+    its loop: at d = 128 in float32 an MI300X has too few registers for steps of 32). For float64 past d = 64,
+    16 × 16: a float64 tile of 32 × 128 is 32 KiB, and the few a kernel keeps in flight overflow one program's
+    shared memory. float64 is for checks, not for speed.
+
+    The NVIDIA GPUs with less — a T4 (64 KiB), an RTX 3090, A10, L4 or RTX 4090 (99 KiB) — keep fewer values in
+    flight: 16 queries a block, Q̄ in steps of 16 keys on 8 warps past d = 64 (on 4 warps it spills on a T4),
+    and on a T4 a float64 K̄V̄ program past d = 64 on one warp (on 4 its tiles need 68 KiB).
     """
-    if dtype == torch.float64 and d > 64:
-        return 16, 16
-    return 32, 32
+    block = 16 if dtype == torch.float64 and d > 64 else 32
+    if device.type != "cuda":
+        return block, block, 16 if d > 64 else block, 4, 4
+    driver = triton.runtime.driver.active
+    shared = driver.utils.get_device_properties(device.index or 0)["max_shared_mem"]
+    if shared >= 160 * 1024 or driver.get_current_target().backend != "cuda":
+        return block, block, 16 if d > 64 else block, 4, 4
+    one_warp = dtype == torch.float64 and d > 64 and shared <= 64 * 1024
+    return 16, block, 16, 1 if one_warp else 4, 8 if d > 64 else 4
 
 
 def flash_forward(q, k, v):
@@ -1579,7 +1591,7 @@ def flash_forward(q, k, v):
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()  # one set of strides for all of them
     o = torch.empty_like(q)  # (B, T, d), contiguous like q
     L = torch.empty(B, T, dtype=sums_dtype(q.dtype), device=q.device)  # (B, T): a log of a sum, float32 at least
-    block_m, block_n = flash_blocks(d, q.dtype)
+    block_m, block_n, _, _, _ = flash_blocks(d, q.dtype, q.device)
     grid = (triton.cdiv(T, block_m), B)  # a program per (query block, slab)
     flash_fwd_kernel[grid](q, k, v, o, L, *q.stride(), 1 / math.sqrt(d), T, d,
                            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(d)))
@@ -1592,15 +1604,14 @@ def flash_backward(q, k, v, o, L, do):
     do = do.contiguous()
     D = attention_delta(o, do) if USE_DELTA_KERNEL else (do * o).sum(dim=-1).to(L.dtype)  # (B, T), like L
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-    block_m, block_n = flash_blocks(d, q.dtype)
+    block_m, block_n, dq_block_n, dkdv_warps, dq_warps = flash_blocks(d, q.dtype, q.device)
     block_d = max(16, triton.next_power_of_2(d))
     flash_bwd_dkdv_kernel[(triton.cdiv(T, block_n), B)](q, k, v, do, L, D, dk, dv, *q.stride(), 1 / math.sqrt(d), T, d,
-                                                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d)
-    # Q̄'s kernel holds Q_i, Ō_i and Q̄_i across its loop: at d = 128 in float32 an MI300X has too few registers
-    # for steps of 32 keys (it spills), and steps of 16 fit every GPU.
-    dq_block_n = 16 if d > 64 else block_n
+                                                        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d,
+                                                        num_warps=dkdv_warps)
     flash_bwd_dq_kernel[(triton.cdiv(T, block_m), B)](q, k, v, do, L, D, dq, *q.stride(), 1 / math.sqrt(d), T, d,
-                                                      BLOCK_M=block_m, BLOCK_N=dq_block_n, BLOCK_D=block_d)
+                                                      BLOCK_M=block_m, BLOCK_N=dq_block_n, BLOCK_D=block_d,
+                                                      num_warps=dq_warps)
     return dq, dk, dv
 
 

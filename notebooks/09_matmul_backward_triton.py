@@ -40,7 +40,9 @@ import course
 # **The given cell** below holds what you do not write: `BLOCK` and `ROWS_PER_SPLIT` for this notebook's small
 # launches, and the launchers that allocate the outputs and launch your kernels — `launch_dx` (Part A's kernel),
 # `launch_dw_partials` (Part B's, returning the partial buffers) and `launch_dw_atomic` (Part C's). Each exercise
-# quotes the launch line it must serve. `accumulator(dtype)` is the dtype every sum of this notebook is kept in.
+# quotes the launch line it must serve. `accumulator(dtype)` is the dtype every sum of this notebook is kept in,
+# and `gpu_tiles` fits the tiles a launcher is asked for to a GPU with less shared memory than an A100 (a T4, an
+# RTX card): on the CPU it changes nothing.
 # %%
 import torch
 
@@ -56,13 +58,32 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
+def gpu_tiles(block, dtype, device):
+    """(tile side, Triton's launch options) for the tiles of side `block` a caller asks for, on device.
+
+    On the CPU, an A100, an H100 or an MI300X: `block`, with Triton's defaults. The NVIDIA GPUs with less shared
+    memory per program — a T4 (64 KiB), an RTX 3090, A10, L4 or RTX 4090 (99 KiB) — run float64 tiles on two stages
+    (three stages of 64 × 64 need 128 KiB), and a T4 takes 16-bit tiles of at most 32 (of 64 they spill registers).
+    """
+    if device.type != "cuda":
+        return block, {}
+    gpu = triton.runtime.driver.active
+    shared = gpu.utils.get_device_properties(device.index or 0)["max_shared_mem"]
+    if gpu.get_current_target().backend != "cuda" or shared >= 160 * 1024:
+        return block, {}
+    if dtype in (torch.float16, torch.bfloat16) and shared <= 64 * 1024:
+        block = min(block, 32)
+    return block, {"num_stages": 2} if dtype == torch.float64 else {}
+
+
 def launch_dx(dy, w, block=BLOCK):
     """Given: x̄ = ȳ wᵀ for ȳ (M, N) and w (K, N), any strides, by linear_dx_kernel; x̄ (M, K) in ȳ's dtype."""
     (M, N), K = dy.shape, w.shape[0]
     dx = torch.empty(M, K, dtype=dy.dtype, device=dy.device)
+    block, options = gpu_tiles(block, dy.dtype, dy.device)
     linear_dx_kernel[(cdiv(M, block), cdiv(K, block))](
         dy, w, dx, M, N, K, dy.stride(0), dy.stride(1), w.stride(0), w.stride(1), dx.stride(0), dx.stride(1),
-        BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
+        BLOCK_M=block, BLOCK_N=block, BLOCK_K=block, **options)
     return dx
 
 
@@ -77,9 +98,10 @@ def launch_dw_partials(x, dy, rows_per_split=ROWS_PER_SPLIT, bias=False, block=B
     split = cdiv(M, rows_per_split)
     pw = torch.empty(split, K, N, dtype=accumulator(x.dtype), device=x.device)
     pb = torch.empty(split, N, dtype=accumulator(x.dtype), device=x.device)
+    block, options = gpu_tiles(block, x.dtype, x.device)
     linear_dw_splitk_kernel[(cdiv(K, block), cdiv(N, block), split)](
         x, dy, pw, pb, M, N, K, rows_per_split, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
-        HAS_BIAS=bias, BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
+        HAS_BIAS=bias, BLOCK_M=block, BLOCK_N=block, BLOCK_K=block, **options)
     return pw, pb
 
 
@@ -87,9 +109,10 @@ def launch_dw_atomic(x, dy, rows_per_split=ROWS_PER_SPLIT, block=BLOCK):
     """Given: w̄ (K, N) by linear_dw_atomic_kernel, added into a zeroed accumulator, in x's dtype."""
     (M, K), N = x.shape, dy.shape[1]
     dw = torch.zeros(K, N, dtype=accumulator(x.dtype), device=x.device)
+    block, options = gpu_tiles(block, x.dtype, x.device)
     linear_dw_atomic_kernel[(cdiv(K, block), cdiv(N, block), cdiv(M, rows_per_split))](
         x, dy, dw, M, N, K, rows_per_split, x.stride(0), x.stride(1), dy.stride(0), dy.stride(1),
-        dw.stride(0), dw.stride(1), BLOCK_M=block, BLOCK_N=block, BLOCK_K=block)
+        dw.stride(0), dw.stride(1), BLOCK_M=block, BLOCK_N=block, BLOCK_K=block, **options)
     return dw.to(x.dtype)
 
 # %%

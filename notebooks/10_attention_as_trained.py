@@ -50,9 +50,9 @@ import course
 
 # %% [markdown]
 # **The given cell** holds what you do not write: the block sizes of this notebook's launches and the launchers
-# that allocate outputs and launch your kernels. Every kernel sees its tensors as *slabs*: $(B \cdot H, T, d)$ for
-# $q$, $O$, $\bar O$, $\bar Q$ and $(B \cdot H_{kv}, T, d)$ for $k$, $v$, $\bar K$, $\bar V$, all with the same three
-# strides; $L$ and $D$ are contiguous $(B \cdot H, T)$.
+# that allocate outputs and launch your kernels (on the warps a T4 needs: `backward_warps`). Every kernel sees its
+# tensors as *slabs*: $(B \cdot H, T, d)$ for $q$, $O$, $\bar O$, $\bar Q$ and $(B \cdot H_{kv}, T, d)$ for $k$, $v$,
+# $\bar K$, $\bar V$, all with the same three strides; $L$ and $D$ are contiguous $(B \cdot H, T)$.
 # %%
 import math
 
@@ -86,6 +86,18 @@ def as_slabs(t):
     return t.reshape(-1, *t.shape[-2:]).contiguous()
 
 
+def backward_warps(d, dtype, device):
+    """(Q̄'s warps, K̄V̄'s warps) for head dim d on device: 4 and 4 (Triton's default), but on a T4 — an NVIDIA GPU
+    with 64 KiB of shared memory per program — past d = 64 Q̄ on 4 warps spills registers (8 warps), and a float64
+    K̄V̄ program on 4 warps needs 66 KiB (1 warp)."""
+    if device.type != "cuda" or d <= 64:
+        return 4, 4
+    gpu = triton.runtime.driver.active
+    if gpu.get_current_target().backend != "cuda" or gpu.utils.get_device_properties(device.index or 0)["max_shared_mem"] > 65536:
+        return 4, 4
+    return 8, 1 if dtype == torch.float64 else 4
+
+
 def causal_forward(q, k, v, block_m=BLOCK_M, block_n=BLOCK_N):
     """Given: (o, L) for q (B, H, T, d) and k, v (B, H_kv, T, d) by causal_fwd_kernel; o like q, L (B, H, T)."""
     B, H, T, d = q.shape
@@ -111,12 +123,13 @@ def causal_backward(q, k, v, o, L, do, block_m=BLOCK_M, block_n=BLOCK_N):
     dk = torch.zeros(ks.shape, dtype=acc, device=k.device)  # zeroed, in the sums' dtype: Part C adds into them
     dv = torch.zeros(vs.shape, dtype=acc, device=v.device)
     scale = 1 / math.sqrt(d)
+    dq_warps, dkdv_warps = backward_warps(d, q.dtype, q.device)
     causal_bwd_dq_kernel[(cdiv(T, block_m), B * H)](
         qs, ks, vs, dos, Ls, D, dq, *qs.stride(), scale, T, d, group,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d(d))
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d(d), num_warps=dq_warps)
     causal_bwd_dkdv_kernel[(cdiv(T, block_n), B * H)](
         qs, ks, vs, dos, Ls, D, dk, dv, *qs.stride(), scale, T, d, group,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d(d))
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d(d), num_warps=dkdv_warps)
     return dq.view(q.shape), dk.to(k.dtype).view(k.shape), dv.to(v.dtype).view(v.shape)
 
 
