@@ -123,26 +123,26 @@ _CELLS = {
     ("gfx942", 256, "16-bit"): ([(64, 32, 4, 1), (32, 32, 4, 1)],   [(32, 32, 4, 1), (32, 16, 4, 1)],   [(32, 16, 4, 1), (16, 32, 4, 1)]),
     ("gfx942", 256, "fp32"):   ([(32, 16, 4, 1), (16, 16, 4, 1)],   [(32, 16, 4, 1), (16, 16, 4, 1)],   [(32, 16, 4, 1), (16, 16, 4, 1)]),
     ("gfx942", 256, "fp64"):   ([(16, 16, 4, 1)],                   [(16, 16, 4, 1)],                   [(16, 16, 4, 1)]),
-    # sm_75 (T4): tl.dot on FMAs, no pipelining (one stage), 64 KB of shared memory; 16-bit tiles enter the dots
-    # in float32 (_dot_dtype), so they take float32's entries. An empty list: no entry fits, the host refuses
+    # sm_75 (T4): tl.dot on FMAs, no pipelining (one stage), 64 KB of shared memory; 16-bit tiles enter the forward's
+    # and dQ's dots in float32 (_dot_dtype), so they take float32's entries there. An empty list: no entry fits, the host refuses
     # (_refuse): at D 256 the dK/dV kernel's four 16 × 256 float32 tiles are 64 KB, plus 1 KB; in float64 the
     # dK/dV kernel from D 128 on, the others at D 256.
     ("sm_75", 64, "16-bit"):   ([(64, 32, 8, 1), (32, 32, 8, 1)],   [(64, 32, 8, 1), (32, 32, 8, 1)],   [(32, 32, 8, 1), (16, 16, 4, 1)]),
-    ("sm_75", 128, "16-bit"):  ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 8, 1), (16, 16, 4, 1)],   [(32, 16, 8, 1), (16, 32, 8, 1)]),
+    ("sm_75", 128, "16-bit"):  ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 8, 1), (16, 16, 4, 1)]),
     ("sm_75", 256, "16-bit"):  ([(32, 16, 8, 1), (16, 16, 8, 1)],   [(16, 16, 8, 1), (16, 16, 4, 1)],   []),
     ("sm_75", 64, "fp32"):     ([(64, 32, 8, 1), (32, 32, 8, 1)],   [(64, 32, 8, 1), (32, 32, 8, 1)],   [(32, 32, 8, 1), (16, 16, 4, 1)]),
-    ("sm_75", 128, "fp32"):    ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 8, 1), (16, 16, 4, 1)],   [(32, 16, 8, 1), (16, 32, 8, 1)]),
+    ("sm_75", 128, "fp32"):    ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)]),
     ("sm_75", 256, "fp32"):    ([(32, 16, 8, 1), (16, 16, 8, 1)],   [(16, 16, 8, 1), (16, 16, 4, 1)],   []),
     ("sm_75", 64, "fp64"):     ([(32, 32, 4, 1)],                   [(32, 32, 4, 1)],                   [(32, 16, 4, 1)]),
     ("sm_75", 128, "fp64"):    ([(32, 16, 4, 1)],                   [(16, 16, 4, 1)],                   []),
     ("sm_75", 256, "fp64"):    ([],                                 [],                                 []),
     # sm_86 and sm_89 (99 KB): sm_80's entries where they fit and do not spill there, smaller ones where not.
     ("sm_86", 64, "16-bit"):   ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(64, 32, 4, 3), (32, 32, 4, 3)]),
-    ("sm_86", 64, "fp32"):     ([(128, 64, 8, 2), (64, 64, 4, 3)],  [(128, 32, 8, 3), (64, 32, 4, 3)],  [(32, 32, 4, 3)]),
+    ("sm_86", 64, "fp32"):     ([(128, 64, 8, 2), (64, 64, 4, 3)],  [(128, 32, 8, 3), (64, 32, 4, 3)],  [(32, 32, 4, 2), (32, 32, 8, 3)]),
     ("sm_86", 128, "16-bit"):  ([(128, 32, 8, 3), (64, 64, 8, 3)],  [(64, 32, 4, 3), (64, 64, 8, 2)],   [(32, 64, 8, 3), (16, 64, 8, 3)]),
     ("sm_86", 128, "fp32"):    ([(64, 32, 8, 2), (32, 32, 8, 3)],   [(32, 32, 8, 3)],                   [(32, 32, 8, 3), (16, 64, 8, 3)]),
     ("sm_86", 256, "16-bit"):  ([(64, 32, 8, 2), (32, 32, 4, 2)],   [(32, 32, 4, 2), (16, 32, 8, 2)],   [(16, 32, 8, 2), (16, 64, 8, 1)]),
-    ("sm_86", 256, "fp32"):    ([(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)]),
+    ("sm_86", 256, "fp32"):    ([(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 16, 4, 1)]),
     ("sm_86", 64, "fp64"):     ([(32, 32, 4, 2)],                   [(32, 32, 4, 2)],                   [(16, 32, 4, 1)]),
     ("sm_86", 128, "fp64"):    ([(16, 32, 4, 2)],                   [(16, 32, 4, 1)],                   [(16, 16, 4, 1)]),
     ("sm_86", 256, "fp64"):    ([(16, 16, 4, 1)],                   [],                                 []),
@@ -176,15 +176,17 @@ def _blocks(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int]:
 _TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32, torch.float64: tl.float64}
 
 
-def _dot_dtype(dtype: torch.dtype):
-    """The dtype the tiles enter tl.dot in: the inputs', but float32 for 16-bit inputs on sm_75 (a T4).
+def _dot_dtype(dtype: torch.dtype, kernel: str):
+    """The dtype the tiles of ``kernel`` ("fwd", "dq", "dkdv") enter tl.dot in: the inputs', but float32 for
+    16-bit inputs to the forward and dQ kernels on sm_75 (a T4).
 
     Triton has no tensor-core tl.dot there: every dot runs on FMAs in float32, converting 16-bit operands
     inside it, which takes more registers than float32 tiles (the dQ kernel spilled 200–400 B at D 128 in
     every block size). Converted once at load, the products are the same; P and dS then enter their dots
-    unrounded, as they do in float32.
+    unrounded, as they do in float32. The dK/dV kernel is the other way round: upcast, it spilled 8–48 B at
+    D 128; in 16 bits it does not.
     """
-    if dtype in (torch.float16, torch.bfloat16) and not interpreted() and target_name() == "sm_75":
+    if dtype in (torch.float16, torch.bfloat16) and kernel != "dkdv" and not interpreted() and target_name() == "sm_75":
         return tl.float32
     return _TL_DTYPES[dtype]
 
@@ -238,8 +240,8 @@ def _refuse(kernel, head_dim: int, dtype: torch.dtype) -> None:
     instead = [f"a head dim of at most {dims[-1]}"] if dims else []
     instead += [{"16-bit": "float16 or bfloat16", "fp32": "float32"}[c] for c in dtypes if c != dtype_class][:1]
     raise DoesNotFit(
-        f"attention's {what} at head dim {head_dim} in {str(dtype).removeprefix('torch.')} does not fit this GPU, a "
-        f"{gpu.device} ({target}): its smallest tiles need more shared memory than the {gpu.max_shared_per_block // 1024} KB "
+        f"attention's {what} at head dim {head_dim} in {str(dtype).removeprefix('torch.')} does not fit this GPU "
+        f"({gpu.device}, {target}): its smallest tiles need more shared memory than the {gpu.max_shared_per_block // 1024} KB "
         f"a block has there. Use {' or '.join(instead + ['a GPU with more shared memory per block'])}.")
 
 
@@ -704,7 +706,7 @@ def _forward(q, k, v, layout: _Layout, causal: bool, scale: float):
             _attn_fwd_kernel, lambda meta: (triton.cdiv(layout.seq_len_q, meta["BLOCK_M"]), layout.heads, layout.batch),
             q, k, v, o, lse, *_kernel_args(layout, q, k, lse, scale),
             head_dim=layout.head_dim, dtype=q.dtype, CAUSAL=causal, VARLEN=layout.varlen,
-            BLOCK_D=_block_d(layout.head_dim), ACC=acc_dtype(q.dtype), DOT=_dot_dtype(q.dtype),
+            BLOCK_D=_block_d(layout.head_dim), ACC=acc_dtype(q.dtype), DOT=_dot_dtype(q.dtype, "fwd"),
         )
     return o, lse
 
@@ -723,16 +725,17 @@ def _backward(q, k, v, o, lse, do, layout: _Layout, causal: bool, scale: float):
             o, do, delta, n_rows, layout.head_dim, *layout.strides(q), *layout.row_strides(lse),
             BLOCK_M=block_m, BLOCK_D=block_d, ACC=acc,
         )
-        constexprs = dict(head_dim=layout.head_dim, dtype=q.dtype, CAUSAL=causal, VARLEN=layout.varlen, BLOCK_D=block_d, ACC=acc,
-                          DOT=_dot_dtype(q.dtype))
+        constexprs = dict(head_dim=layout.head_dim, dtype=q.dtype, CAUSAL=causal, VARLEN=layout.varlen, BLOCK_D=block_d, ACC=acc)
         # One program per BLOCK_N keys of one K/V head: it sums its group's query heads itself.
         _launch(
             _attn_bwd_dkdv_kernel, lambda meta: (triton.cdiv(layout.seq_len_k, meta["BLOCK_N"]), layout.kv_heads, layout.batch),
             q, k, v, do, lse, delta, dk, dv, *_kernel_args(layout, q, k, lse, scale), **constexprs,
+            DOT=_dot_dtype(q.dtype, "dkdv"),
         )
         _launch(
             _attn_bwd_dq_kernel, lambda meta: (triton.cdiv(layout.seq_len_q, meta["BLOCK_M"]), layout.heads, layout.batch),
             q, k, v, do, lse, delta, dq, *_kernel_args(layout, q, k, lse, scale), **constexprs,
+            DOT=_dot_dtype(q.dtype, "dq"),
         )
     return dq, dk, dv
 

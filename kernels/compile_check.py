@@ -61,14 +61,15 @@ memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen
 their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only; notebook 11
 at block 1024 in bf16 and fp32.
 swiglu and rope at their one shape in bf16 and fp32 (float64 is for checks, and may spill).
-That is for sm_80, sm_90 and gfx942. The students' GPUs (sm_75, sm_86, sm_89) get one or two cells of
-each reference op in it, at its largest shape (each op's ``student_quick``), to keep CI's time: softmax
-at 32768 columns, LayerNorm, RMSNorm and cross-entropy in fp32 (their rows in registers); the fused
-linear cross-entropy, linear, embedding, swiglu and rope in bf16 (on sm_75 a 16-bit tl.dot upcasts on
-FMAs and takes the most registers; bf16 atomic adds are compare-and-swap loops); attention's packed
-causal GQA at D 128 in bf16 and fp32 (the largest head dim whose backward a T4 holds). The
-notebooks' kernels, and every other shape and dtype, are checked on them by the full grid
-(``--full``), or by ``--target sm_75`` (any target named gets every cell of the quick grid).
+That is for sm_80, sm_90 and gfx942. The students' GPUs (sm_75, sm_86, sm_89) get one cell of most
+reference ops, at its largest shape (each op's ``student_quick``), within CI's time (about 60 s more on
+2 cores): softmax at 32768 columns, LayerNorm, RMSNorm and cross-entropy in fp32 (their rows in
+registers); linear, embedding, swiglu and rope in bf16 (on sm_75 a 16-bit tl.dot upcasts on FMAs and
+takes the most registers; bf16 atomic adds are compare-and-swap loops); attention's packed causal GQA
+at D 128 in bf16 (the largest head dim whose backward a T4 holds; sm_75's 16-bit tiles enter the
+forward's and dQ's dots as float32). The fused linear cross-entropy, the notebooks' kernels, and every
+other shape and dtype are checked on them by the full grid (``--full``), or by ``--target sm_75``
+(any target named gets every cell of the quick grid).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -407,15 +408,13 @@ OPS = {
            student_quick=(((4096, 16384), "fp32"),)),
         Op("cross_entropy", ("_cross_entropy_fwd_kernel", "_cross_entropy_bwd_kernel"), _cross_entropy, _rows_x_cols,
            full=((8192, 128256),), quick=((8192, 128256),), student_quick=(((8192, 128256), "fp32"),)),
-        # bf16: on sm_75 a 16-bit tl.dot upcasts its operands on FMAs, and takes more registers than float32's.
         Op("fused_linear_cross_entropy", ("_linear_ce_chunk_kernel",), _fused_linear_cross_entropy, _lm_head_shape,
-           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),),
-           student_quick=(((8192, _TABLE[1], _TABLE[0]), "bf16"),)),
+           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL,
            quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256),
            # Packed causal GQA at D 128 (at D 256 a T4 refuses the backward: see kernels/attention.py's _CELLS).
-           student_quick=((_ATTENTION_GQA[2], "bf16"), (_ATTENTION_GQA[2], "fp32"))),
+           student_quick=((_ATTENTION_GQA[2], "bf16"),)),
         # Quick: no float64, whose tiles take a tenth of any target's shared memory and may spill.
         Op("linear", ("_matmul_kernel", "_dw_splitk_kernel", "_dw_atomic_kernel", "_sum_rows_kernel"), _linear, _gemm_shape,
            full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32"),

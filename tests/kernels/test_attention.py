@@ -124,8 +124,8 @@ def test_a_launch_no_configuration_fits_is_refused_naming_the_gpu_and_what_fits(
     monkeypatch.setattr(attention_module, "target_name", lambda: "sm_75")
     refuse = attention_module._refuse
     refuse(TUNED["dkdv"], 128, torch.bfloat16)  # fits: no error
-    with pytest.raises(DoesNotFit, match=r"backward \(dK, dV\) at head dim 200 in bfloat16 does not fit this GPU, a "
-                                         r"T4 \(sm_75\).* than the 64 KB a block has there\. Use a head dim of at most "
+    with pytest.raises(DoesNotFit, match=r"backward \(dK, dV\) at head dim 200 in bfloat16 does not fit this GPU "
+                                         r"\(T4, sm_75\).* than the 64 KB a block has there\. Use a head dim of at most "
                                          r"128 or a GPU with more shared memory per block"):
         refuse(TUNED["dkdv"], 200, torch.bfloat16)
     with pytest.raises(DoesNotFit, match=r"head dim 128 in float64 .* Use a head dim of at most 64 or float16 or bfloat16 or"):

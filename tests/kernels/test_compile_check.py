@@ -185,8 +185,7 @@ def test_the_quick_grid_gives_the_students_gpus_their_cells_and_a_named_target_e
     assert on_students == {(op.name, shape, dtype) for op in OPS.values() for shape, dtype in op.student_quick}
     assert all(set(c.targets) in (set(MAIN_TARGETS), set(STUDENT_TARGETS), set(MAIN_TARGETS) | set(STUDENT_TARGETS))
                for c in quick), quick
-    reference = [op for op in OPS.values() if not op.name[0].isdigit()]
-    assert all(op.student_quick for op in reference), [op.name for op in reference if not op.student_quick]
+    assert all(not op.name[0].isdigit() for op in OPS.values() if op.student_quick)  # the notebooks': full grid only
     main_cells = {(c.op.name, c.shape, c.dtype) for c in quick if set(MAIN_TARGETS) <= set(c.targets)}
     named = grid(full=False, targets=["sm_75"])
     assert {(c.op.name, c.shape, c.dtype) for c in named} == main_cells and all(c.targets == ("sm_75",) for c in named)
