@@ -11,9 +11,10 @@ kernel is defined: without CUDA it sets TRITON_INTERPRET=1, so every op runs on 
 beforehand is kept: ``1`` interprets even on a GPU machine, ``0`` keeps the kernels compiled
 (the compile check below sets it). ``kernels.DEVICE_CHOICE`` says what was decided and why.
 
-``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–09 for
-sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU, and fails on spills, shared
-memory over a target's limit and int32 offset overflows.
+``python -m kernels.compile_check`` compiles every kernel here and in notebooks 03–11 for
+sm_75 (T4), sm_86 (RTX 3090 / A10), sm_89 (L4 / RTX 4090), sm_80, sm_90 and gfx942 at GPU-sized
+shapes, without a GPU, and fails on spills, shared memory over a target's limit and int32 offset
+overflows.
 """
 
 from ._device import DeviceChoice, device_choice

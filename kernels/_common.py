@@ -88,7 +88,7 @@ class LaunchTarget:
     """The GPU that Triton compiles and launches for: what block sizes and program counts depend on."""
 
     backend: str  # "cuda" or "hip"
-    arch: int | str  # 80, 90 (compute capability) or "gfx942"
+    arch: int | str  # 75, 80, 86, 89, 90 (compute capability) or "gfx942"
     warp_size: int  # 32 (NVIDIA) or 64 (AMD CDNA)
     multiprocessor_count: int  # SMs, or CUs on AMD
     max_shared_mem: int  # bytes of shared memory one program may use
@@ -107,6 +107,27 @@ def launch_target() -> LaunchTarget:
     target = active.get_current_target()
     props = active.utils.get_device_properties(active.get_current_device())
     return LaunchTarget(target.backend, target.arch, target.warp_size, props["multiprocessor_count"], props["max_shared_mem"])
+
+
+class DoesNotFit(ValueError):
+    """A launch the GPU cannot hold (its tiles need more shared memory than a block has), refused before it is
+    made, saying what would fit. The compile check reports it as refused, not failed: the refusal is the design."""
+
+
+def target_name(target: LaunchTarget | None = None) -> str:
+    """The name of the launch's GPU in the compile check's table (kernels._target.GPUS), which per-target
+    configuration tables are keyed by: gfx942 on AMD; on CUDA by compute capability, 7.x → sm_75 (T4: 64 KB of
+    shared memory, no tensor-core tl.dot), 8.6 → sm_86 and 8.9 → sm_89 (99 KB), 9.0 and later → sm_90, the rest
+    of 8.x → sm_80 (the A100's 163 KB; 8.7, Jetson Orin, has as much)."""
+    target = target or launch_target()
+    if target.backend == "hip":
+        return "gfx942"
+    arch = int(target.arch)
+    if arch < 80:
+        return "sm_75"
+    if arch >= 90:
+        return "sm_90"
+    return {86: "sm_86", 89: "sm_89"}.get(arch, "sm_80")
 
 
 def reduction_programs(n_rows: int, device: torch.device) -> int:

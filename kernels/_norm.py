@@ -29,7 +29,18 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import RowLaunch, acc_dtype, acc_torch_dtype, check_floating, check_param, reduction_programs, row_launch, rows_view
+from ._common import (
+    RowLaunch,
+    acc_dtype,
+    acc_torch_dtype,
+    check_floating,
+    check_param,
+    interpreted,
+    launch_target,
+    reduction_programs,
+    row_launch,
+    rows_view,
+)
 
 # The forward holds a whole row in one block, up to this many elements.
 MAX_ROW_BLOCK = 16384
@@ -44,8 +55,16 @@ BWD_COL_BLOCK = 2048
 
 
 def forward_launch(n_cols: int) -> RowLaunch:
-    """The forward's block: the whole row, refused past MAX_ROW_BLOCK elements."""
-    return row_launch(n_cols, whole_row_max=MAX_ROW_BLOCK, four_warps_max=FOUR_WARPS_MAX)
+    """The forward's block: the whole row, refused past MAX_ROW_BLOCK elements.
+
+    Past 8192 lanes on NVIDIA, 32 warps (1024 threads, the most a block may have) rather than 16: on 16 warps
+    ptxas keeps the 32 elements a thread holds in 64 registers and spills 8 B in float32 (LayerNorm on sm_75,
+    RMSNorm on sm_86 and sm_89). AMD's 64-lane waves already give 16 elements a thread on 16 warps.
+    """
+    launch = row_launch(n_cols, whole_row_max=MAX_ROW_BLOCK, four_warps_max=FOUR_WARPS_MAX)
+    if launch.block > 8192 and not interpreted() and launch_target().warp_size == 32:
+        return RowLaunch(launch.block, launch.whole_row, 32)
+    return launch
 
 
 def backward_launch(n_cols: int, dtype: torch.dtype) -> RowLaunch:

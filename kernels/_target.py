@@ -36,21 +36,29 @@ from triton.runtime.jit import JITFunction
 class Gpu:
     """A compile target and the limits of the GPU it stands for (CUDA: per SM; HIP: per CU)."""
 
-    name: str  # how the check names the target: "sm_80", "sm_90", "gfx942"
-    device: str  # the GPU whose multiprocessor count the host code is given
+    name: str  # how the check names the target: "sm_75", "sm_86", "sm_89", "sm_80", "sm_90", "gfx942"
+    device: str  # the GPUs of this target; the host code is given the first one's multiprocessor count
     target: GPUTarget
     multiprocessor_count: int
     max_shared_per_block: int  # bytes of shared memory (LDS) one block may use; a launch above it fails
     shared_per_multiprocessor: int  # bytes, shared by the resident blocks
-    shared_reserved_per_block: int  # bytes the hardware keeps per block (1 KB on sm_80 and sm_90)
+    shared_reserved_per_block: int  # bytes the hardware keeps per block (1 KB from sm_80 on, none on sm_75)
     registers: int  # CUDA: 32-bit registers per SM; HIP: VGPRs (arch + acc) per lane of a SIMD
     max_warps: int  # CUDA: resident warps per SM; HIP: resident waves per SIMD
     max_blocks: int  # resident blocks per SM (CU)
 
 
+# The limits are the CUDA C Programming Guide's per-compute-capability table (shared memory per block and per
+# SM, resident warps and blocks per SM) and AMD's CDNA 3 ISA guide; the multiprocessor counts are the first
+# named GPU's (T4 40, RTX 3090 82 — an A10 has 72 —, L4 58 — an RTX 4090 has 128). The GPUs students have come
+# first: a T4 (Colab's free GPU; no bfloat16 units, no tensor-core path in Triton: its tl.dot runs on FMAs),
+# consumer and small data-centre Ampere and Ada (99 KB of shared memory per block, 48 warps per SM).
 GPUS = {
     gpu.name: gpu
     for gpu in (
+        Gpu("sm_75", "T4", GPUTarget("cuda", 75, 32), 40, 65536, 65536, 0, 65536, 32, 16),
+        Gpu("sm_86", "RTX 3090 / A10", GPUTarget("cuda", 86, 32), 82, 101376, 102400, 1024, 65536, 48, 16),
+        Gpu("sm_89", "L4 / RTX 4090", GPUTarget("cuda", 89, 32), 58, 101376, 102400, 1024, 65536, 48, 24),
         Gpu("sm_80", "A100", GPUTarget("cuda", 80, 32), 108, 166912, 167936, 1024, 65536, 64, 32),
         Gpu("sm_90", "H100/H200 SXM", GPUTarget("cuda", 90, 32), 132, 232448, 233472, 1024, 65536, 64, 32),
         Gpu("sm_75", "T4", GPUTarget("cuda", 75, 32), 40, 65536, 65536, 0, 65536, 32, 16),

@@ -55,17 +55,17 @@ whose block starts past its document's end returns at once, so no tile of anothe
 ever visited. L comes back as (H, total_q), as FlashAttention's varlen API returns it.
 
 Block sizes, warps and pipeline stages are autotuned on the GPU from a short list per target
-(sm_80, sm_90, gfx942), head-dim class and dtype (_CONFIGS), each checked ahead of time to compile
-without spilling and to fit shared memory; the CPU interpreter runs one small configuration
-(_blocks).
+(sm_75, sm_86, sm_89, sm_80, sm_90, gfx942: kernels._common.target_name names a launch's GPU),
+head-dim class and dtype (_CONFIGS), each checked ahead of time to compile without spilling and to
+fit shared memory; the CPU interpreter runs one small configuration (_blocks).
 
 Limitations: head dim up to 256 (padded to a power of two ≥ 16 inside the kernels), one head dim
 for q, k and v; no dropout, no attention bias or sliding window; float16/float32/float64 everywhere,
-bfloat16 on a GPU. Other GPUs use the list of the nearest of the three (sm_80 below Hopper, sm_90
-from Hopper on, gfx942 on AMD), unchecked: on a GPU with less shared memory per block (consumer
-Ampere and Ada: 99 KB) the autotuner skips an entry that does not fit, and a cell whose every entry
-is too large fails. Grid axis 2 counts the batch rows (the product of q's dims before H) or the
-documents: at most 65,535 on CUDA.
+bfloat16 on a GPU (on a T4 too: Triton converts it in integer arithmetic there, and every tl.dot on
+sm_75 runs on FMAs in float32). A GPU of no listed target uses its nearest's list (target_name),
+unchecked: where an entry needs more shared memory than the GPU has, the autotuner skips it, and a
+cell whose every entry is too large fails. Grid axis 2 counts the batch rows (the product of q's
+dims before H) or the documents: at most 65,535 on CUDA.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, launch_target
+from ._common import DoesNotFit, acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, target_name
 
 MAX_HEAD_DIM = 256
 
@@ -123,18 +123,35 @@ _CELLS = {
     ("gfx942", 256, "16-bit"): ([(64, 32, 4, 1), (32, 32, 4, 1)],   [(32, 32, 4, 1), (32, 16, 4, 1)],   [(32, 16, 4, 1), (16, 32, 4, 1)]),
     ("gfx942", 256, "fp32"):   ([(32, 16, 4, 1), (16, 16, 4, 1)],   [(32, 16, 4, 1), (16, 16, 4, 1)],   [(32, 16, 4, 1), (16, 16, 4, 1)]),
     ("gfx942", 256, "fp64"):   ([(16, 16, 4, 1)],                   [(16, 16, 4, 1)],                   [(16, 16, 4, 1)]),
+    # sm_75 (T4): tl.dot on FMAs, no pipelining (one stage), 64 KB of shared memory; 16-bit tiles enter the forward's
+    # and dQ's dots in float32 (_dot_dtype), so they take float32's entries there. An empty list: no entry fits, the host refuses
+    # (_refuse): at D 256 the dK/dV kernel's four 16 × 256 float32 tiles are 64 KB, plus 1 KB; in float64 the
+    # dK/dV kernel from D 128 on, the others at D 256.
+    ("sm_75", 64, "16-bit"):   ([(64, 32, 8, 1), (32, 32, 8, 1)],   [(64, 32, 8, 1), (32, 32, 8, 1)],   [(32, 32, 8, 1), (16, 16, 4, 1)]),
+    ("sm_75", 128, "16-bit"):  ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 8, 1), (16, 16, 4, 1)]),
+    ("sm_75", 256, "16-bit"):  ([(32, 16, 8, 1), (16, 16, 8, 1)],   [(16, 16, 8, 1), (16, 16, 4, 1)],   []),
+    ("sm_75", 64, "fp32"):     ([(64, 32, 8, 1), (32, 32, 8, 1)],   [(64, 32, 8, 1), (32, 32, 8, 1)],   [(32, 32, 8, 1), (16, 16, 4, 1)]),
+    ("sm_75", 128, "fp32"):    ([(32, 32, 8, 1), (32, 16, 8, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)]),
+    ("sm_75", 256, "fp32"):    ([(32, 16, 8, 1), (16, 16, 8, 1)],   [(16, 16, 8, 1), (16, 16, 4, 1)],   []),
+    ("sm_75", 64, "fp64"):     ([(32, 32, 4, 1)],                   [(32, 32, 4, 1)],                   [(32, 16, 4, 1)]),
+    ("sm_75", 128, "fp64"):    ([(32, 16, 4, 1)],                   [(16, 16, 4, 1)],                   []),
+    ("sm_75", 256, "fp64"):    ([],                                 [],                                 []),
+    # sm_86 and sm_89 (99 KB): sm_80's entries where they fit and do not spill there, smaller ones where not.
+    ("sm_86", 64, "16-bit"):   ([(128, 64, 8, 3), (64, 64, 4, 3)],  [(128, 64, 8, 3), (64, 64, 4, 3)],  [(64, 32, 4, 3), (32, 32, 4, 3)]),
+    ("sm_86", 64, "fp32"):     ([(128, 64, 8, 2), (64, 64, 4, 3)],  [(128, 32, 8, 3), (64, 32, 4, 3)],  [(32, 32, 4, 2), (32, 32, 8, 3)]),
+    ("sm_86", 128, "16-bit"):  ([(128, 32, 8, 3), (64, 64, 8, 3)],  [(64, 32, 4, 3), (64, 64, 8, 2)],   [(32, 64, 8, 3), (16, 64, 8, 3)]),
+    ("sm_86", 128, "fp32"):    ([(64, 32, 8, 2), (32, 32, 8, 3)],   [(32, 32, 8, 3)],                   [(32, 32, 8, 3), (16, 64, 8, 3)]),
+    ("sm_86", 256, "16-bit"):  ([(64, 32, 8, 2), (32, 32, 4, 2)],   [(32, 32, 4, 2), (16, 32, 8, 2)],   [(16, 32, 8, 2), (16, 64, 8, 1)]),
+    ("sm_86", 256, "fp32"):    ([(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 32, 4, 1), (16, 16, 4, 1)],   [(16, 16, 4, 1)]),
+    ("sm_86", 64, "fp64"):     ([(32, 32, 4, 2)],                   [(32, 32, 4, 2)],                   [(16, 32, 4, 1)]),
+    ("sm_86", 128, "fp64"):    ([(16, 32, 4, 2)],                   [(16, 32, 4, 1)],                   [(16, 16, 4, 1)]),
+    ("sm_86", 256, "fp64"):    ([(16, 16, 4, 1)],                   [],                                 []),
 }
+# sm_89 has sm_86's shared memory, registers and warps per SM: the same entries.
+_CELLS.update({("sm_89", *cell[1:]): entries for cell, entries in list(_CELLS.items()) if cell[0] == "sm_86"})
 _CONFIGS = {kernel: {cell: entries[i] for cell, entries in _CELLS.items()} for i, kernel in enumerate(_KERNELS)}
 
 PREPROCESS_BLOCK_M = 64
-
-
-def _target_name() -> str:
-    """The table a launch uses: gfx942 for AMD, sm_90 for Hopper and later, sm_80 for the rest of CUDA."""
-    target = launch_target()
-    if target.backend == "hip":
-        return "gfx942"
-    return "sm_90" if isinstance(target.arch, int) and target.arch >= 90 else "sm_80"
 
 
 def _dtype_class(dtype: torch.dtype) -> str:
@@ -156,6 +173,24 @@ def _blocks(head_dim: int, dtype: torch.dtype) -> tuple[int, int, int]:
     return 32, 32, _block_d(head_dim)
 
 
+_TL_DTYPES = {torch.float16: tl.float16, torch.bfloat16: tl.bfloat16, torch.float32: tl.float32, torch.float64: tl.float64}
+
+
+def _dot_dtype(dtype: torch.dtype, kernel: str):
+    """The dtype the tiles of ``kernel`` ("fwd", "dq", "dkdv") enter tl.dot in: the inputs', but float32 for
+    16-bit inputs to the forward and dQ kernels on sm_75 (a T4).
+
+    Triton has no tensor-core tl.dot there: every dot runs on FMAs in float32, converting 16-bit operands
+    inside it, which takes more registers than float32 tiles (the dQ kernel spilled 200–400 B at D 128 in
+    every block size). Converted once at load, the products are the same; P and dS then enter their dots
+    unrounded, as they do in float32. The dK/dV kernel is the other way round: upcast, it spilled 8–48 B at
+    D 128; in 16 bits it does not.
+    """
+    if dtype in (torch.float16, torch.bfloat16) and kernel != "dkdv" and not interpreted() and target_name() == "sm_75":
+        return tl.float32
+    return _TL_DTYPES[dtype]
+
+
 def _config(block_m: int, block_n: int, num_warps: int, num_stages: int) -> triton.Config:
     return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n}, num_warps=num_warps, num_stages=num_stages)
 
@@ -171,7 +206,7 @@ def _prune(kernel: str):
     blocks longer than the sequences need (a 40-token sequence does not need 128-row blocks)."""
 
     def prune(configs, named_args, **kwargs):
-        cell = (_target_name(), _head_dim_class(kwargs["BLOCK_D"]), _dtype_class(named_args["Q_ptr"].dtype))
+        cell = (target_name(), _head_dim_class(kwargs["BLOCK_D"]), _dtype_class(named_args["Q_ptr"].dtype))
         wanted = _CONFIGS[kernel][cell]
         kept = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) in wanted]
         longest = max(16, triton.next_power_of_2(max(named_args["seq_len_q"], named_args["seq_len_k"])))
@@ -187,12 +222,37 @@ def _autotuned(kernel: str):
                            prune_configs_by={"early_config_prune": _prune(kernel)})
 
 
+_WHAT = {"_attn_fwd_kernel": ("fwd", "forward"), "_attn_bwd_dq_kernel": ("dq", "backward (dQ)"),
+         "_attn_bwd_dkdv_kernel": ("dkdv", "backward (dK, dV)")}
+
+
+def _refuse(kernel, head_dim: int, dtype: torch.dtype) -> None:
+    """Raise DoesNotFit when no entry of the launch's cell fits the GPU (an empty list in _CELLS), saying what does."""
+    name, what = _WHAT[kernel.fn.__name__]
+    target, head_dim_class, dtype_class = target_name(), _head_dim_class(_block_d(head_dim)), _dtype_class(dtype)
+    if _CONFIGS[name].get((target, head_dim_class, dtype_class), [None]):
+        return
+    from ._target import GPUS
+
+    gpu = GPUS[target]
+    dims = [d for d in (64, 128, 256) if _CONFIGS[name].get((target, d, dtype_class))]
+    dtypes = [c for c in ("16-bit", "fp32") if _CONFIGS[name].get((target, head_dim_class, c))]
+    instead = [f"a head dim of at most {dims[-1]}"] if dims else []
+    instead += [{"16-bit": "float16 or bfloat16", "fp32": "float32"}[c] for c in dtypes if c != dtype_class][:1]
+    raise DoesNotFit(
+        f"attention's {what} at head dim {head_dim} in {str(dtype).removeprefix('torch.')} does not fit this GPU "
+        f"({gpu.device}, {target}): its smallest tiles need more shared memory than the {gpu.max_shared_per_block // 1024} KB "
+        f"a block has there. Use {' or '.join(instead + ['a GPU with more shared memory per block'])}.")
+
+
 def _launch(kernel, grid, *args, head_dim: int, dtype: torch.dtype, **constexprs) -> None:
-    """kernel[grid](*args, **constexprs): autotuned on a GPU, with _blocks' configuration in the interpreter."""
+    """kernel[grid](*args, **constexprs): autotuned on a GPU (refused where nothing fits it), with _blocks'
+    configuration in the interpreter."""
     if interpreted():
         block_m, block_n, _ = _blocks(head_dim, dtype)
         kernel.fn[grid](*args, BLOCK_M=block_m, BLOCK_N=block_n, **constexprs)
     else:
+        _refuse(kernel, head_dim, dtype)
         kernel[grid](*args, **constexprs)
 
 
@@ -242,11 +302,11 @@ def _store_tile(ptr, tile, rows, cols_d, n_rows, stride_t, head_dim):
 
 @triton.jit
 def _load_queries(Q_ptr, DO_ptr, LSE_ptr, Delta_ptr, rows, T_q, stride_qt, head_dim, BLOCK_D: tl.constexpr,
-                  ACC: tl.constexpr):
-    """What the backward needs of a block of query rows: q, dO, and the row scalars L and D."""
+                  ACC: tl.constexpr, DOT: tl.constexpr):
+    """What the backward needs of a block of query rows: q and dO (in the dtype of the dots), and the row scalars L and D."""
     cols_d = tl.arange(0, BLOCK_D)
-    q = _load_tile(Q_ptr, rows, cols_d, T_q, stride_qt, head_dim)
-    do = _load_tile(DO_ptr, rows, cols_d, T_q, stride_qt, head_dim)
+    q = _load_tile(Q_ptr, rows, cols_d, T_q, stride_qt, head_dim).to(DOT)
+    do = _load_tile(DO_ptr, rows, cols_d, T_q, stride_qt, head_dim).to(DOT)
     lse = tl.load(LSE_ptr + rows, mask=rows < T_q, other=0.0).to(ACC)
     delta = tl.load(Delta_ptr + rows, mask=rows < T_q, other=0.0).to(ACC)
     return q, do, lse, delta
@@ -319,6 +379,7 @@ def _attn_fwd_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     ACC: tl.constexpr,
+    DOT: tl.constexpr,  # the dtype tiles enter tl.dot in (_dot_dtype)
 ):
     """O = softmax(c·q kᵀ) v for one block of queries of one head, walking its K/V head's key blocks with an online softmax."""
     start_m = tl.program_id(0) * BLOCK_M
@@ -330,14 +391,14 @@ def _attn_fwd_kernel(
         return
     rows = start_m + tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
-    q = _load_tile(Q_ptr + q_off, rows, cols_d, T_q, stride_qt, head_dim)
+    q = _load_tile(Q_ptr + q_off, rows, cols_d, T_q, stride_qt, head_dim).to(DOT)
     m_i = tl.full([BLOCK_M], -float("inf"), dtype=ACC)
     l_i = tl.zeros([BLOCK_M], dtype=ACC)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
     for start_n in range(0, _keys_end(start_m, T_q, T_k, BLOCK_M, CAUSAL), BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
-        v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
+        k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
+        v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
         s = tl.dot(q, tl.trans(k)).to(ACC) * sm_scale  # (BLOCK_M, BLOCK_N): one tile of S, never stored
         s = tl.where(_visible(rows, keys, T_q, T_k, CAUSAL), s, -float("inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -406,6 +467,7 @@ def _attn_bwd_dkdv_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     ACC: tl.constexpr,
+    DOT: tl.constexpr,
 ):
     """dV = Σ_g Σ_m Pᵀ dO and dK = c·Σ_g Σ_m dSᵀ q for one key block of one K/V head, summed over the G query
     heads g of its group and their query blocks m, P rebuilt as exp(S − L)."""
@@ -418,8 +480,8 @@ def _attn_bwd_dkdv_kernel(
         return
     keys = start_n + tl.arange(0, BLOCK_N)
     cols_d = tl.arange(0, BLOCK_D)
-    k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
-    v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
+    k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
+    v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
     dk = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     dv = tl.zeros([BLOCK_N, BLOCK_D], dtype=ACC)
     # Causal: queries before this key block's diagonal never see it; start at the block holding the first that does.
@@ -433,7 +495,7 @@ def _attn_bwd_dkdv_kernel(
         for start_m in range(lo, T_q, BLOCK_M):
             rows = start_m + tl.arange(0, BLOCK_M)
             q, do, lse, delta = _load_queries(Q_ptr + q_off, DO_ptr + q_off, LSE_ptr + l_off, Delta_ptr + l_off, rows, T_q,
-                                              stride_qt, head_dim, BLOCK_D, ACC)
+                                              stride_qt, head_dim, BLOCK_D, ACC, DOT)
             p = _probs(q, k, lse, rows, keys, sm_scale, T_q, T_k, CAUSAL, ACC)
             dv += tl.dot(tl.trans(p).to(do.dtype), do).to(ACC)
             ds = _dscores(p, do, v, delta, ACC)
@@ -468,6 +530,7 @@ def _attn_bwd_dq_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr,
     ACC: tl.constexpr,
+    DOT: tl.constexpr,
 ):
     """dQ = c·Σ_n dS k for one query block of one head, with dS = P ⊙ (dO vᵀ − D) and P = exp(S − L)."""
     start_m = tl.program_id(0) * BLOCK_M
@@ -480,12 +543,12 @@ def _attn_bwd_dq_kernel(
     rows = start_m + tl.arange(0, BLOCK_M)
     cols_d = tl.arange(0, BLOCK_D)
     q, do, lse, delta = _load_queries(Q_ptr + q_off, DO_ptr + q_off, LSE_ptr + l_off, Delta_ptr + l_off, rows, T_q,
-                                      stride_qt, head_dim, BLOCK_D, ACC)
+                                      stride_qt, head_dim, BLOCK_D, ACC, DOT)
     dq = tl.zeros([BLOCK_M, BLOCK_D], dtype=ACC)
     for start_n in range(0, _keys_end(start_m, T_q, T_k, BLOCK_M, CAUSAL), BLOCK_N):
         keys = start_n + tl.arange(0, BLOCK_N)
-        k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
-        v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim)
+        k = _load_tile(K_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
+        v = _load_tile(V_ptr + k_off, keys, cols_d, T_k, stride_kt, head_dim).to(DOT)
         p = _probs(q, k, lse, rows, keys, sm_scale, T_q, T_k, CAUSAL, ACC)
         ds = _dscores(p, do, v, delta, ACC)
         dq += tl.dot(ds.to(k.dtype), k).to(ACC)
@@ -643,7 +706,7 @@ def _forward(q, k, v, layout: _Layout, causal: bool, scale: float):
             _attn_fwd_kernel, lambda meta: (triton.cdiv(layout.seq_len_q, meta["BLOCK_M"]), layout.heads, layout.batch),
             q, k, v, o, lse, *_kernel_args(layout, q, k, lse, scale),
             head_dim=layout.head_dim, dtype=q.dtype, CAUSAL=causal, VARLEN=layout.varlen,
-            BLOCK_D=_block_d(layout.head_dim), ACC=acc_dtype(q.dtype),
+            BLOCK_D=_block_d(layout.head_dim), ACC=acc_dtype(q.dtype), DOT=_dot_dtype(q.dtype, "fwd"),
         )
     return o, lse
 
@@ -667,10 +730,12 @@ def _backward(q, k, v, o, lse, do, layout: _Layout, causal: bool, scale: float):
         _launch(
             _attn_bwd_dkdv_kernel, lambda meta: (triton.cdiv(layout.seq_len_k, meta["BLOCK_N"]), layout.kv_heads, layout.batch),
             q, k, v, do, lse, delta, dk, dv, *_kernel_args(layout, q, k, lse, scale), **constexprs,
+            DOT=_dot_dtype(q.dtype, "dkdv"),
         )
         _launch(
             _attn_bwd_dq_kernel, lambda meta: (triton.cdiv(layout.seq_len_q, meta["BLOCK_M"]), layout.heads, layout.batch),
             q, k, v, do, lse, delta, dq, *_kernel_args(layout, q, k, lse, scale), **constexprs,
+            DOT=_dot_dtype(q.dtype, "dq"),
         )
     return dq, dk, dv
 

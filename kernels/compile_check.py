@@ -14,12 +14,19 @@ code chose (``kernels._target``). It prints one row per (kernel, configuration, 
 the status, registers, spill bytes, shared memory, warps, stages, and the blocks per SM (CU)
 that registers and shared memory allow (``kernels._resources`` says how each is read).
 
-Targets: sm_80 (A100, 163 KB shared memory per block), sm_90 (H100/H200, 227 KB), gfx942 (MI300X,
-64 KB). A row FAILs, and the command exits 1, on:
+Targets: the GPUs students have, sm_75 (T4, Colab's free GPU: 64 KB of shared memory per block), sm_86
+(RTX 3090 / A10, 99 KB) and sm_89 (L4 / RTX 4090, 99 KB); and the GPUs the kernels are tuned for, sm_80
+(A100, 163 KB), sm_90 (H100/H200, 227 KB) and gfx942 (MI300X, 64 KB). A row FAILs, and the command
+exits 1, on:
 - a kernel that does not compile, or host code that raises;
-- any spill in bfloat16, float16 or float32 (float64 may spill: it is for checks, not speed);
+- any spill in bfloat16, float16 or float32 (float64 may spill: it is for checks, not speed); bfloat16
+  on sm_75 too, where Triton compiles it without bfloat16 hardware (conversions in integer
+  arithmetic, rounding to nearest even; tl.dot on FMAs in float32, as every dtype there; atomic adds
+  as compare-and-swap loops), so the kernels compute it there and the check holds it to the same rule;
 - shared memory over the target's per-block limit, in any dtype: such a launch fails on the GPU;
 - a tensor whose offsets pass 2³¹ − 1 where the kernel forms them in int32.
+Host code that refuses a launch as ``kernels._common.DoesNotFit`` (no configuration of it fits the GPU's
+shared memory, and the op says so, naming what would fit) gives a "refused" row: not a failure.
 
 The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 
@@ -54,6 +61,15 @@ memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen
 their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only; notebook 11
 at block 1024 in bf16 and fp32.
 swiglu and rope at their one shape in bf16 and fp32 (float64 is for checks, and may spill).
+That is for sm_80, sm_90 and gfx942. The students' GPUs (sm_75, sm_86, sm_89) get one cell of most
+reference ops, at its largest shape (each op's ``student_quick``), within CI's time (about 60 s more on
+2 cores): softmax at 32768 columns, LayerNorm, RMSNorm and cross-entropy in fp32 (their rows in
+registers); linear, embedding, swiglu and rope in bf16 (on sm_75 a 16-bit tl.dot upcasts on FMAs and
+takes the most registers; bf16 atomic adds are compare-and-swap loops); attention's packed causal GQA
+at D 128 in bf16 (the largest head dim whose backward a T4 holds; sm_75's 16-bit tiles enter the
+forward's and dQ's dots as float32). The fused linear cross-entropy, the notebooks' kernels, and every
+other shape and dtype are checked on them by the full grid (``--full``), or by ``--target sm_75``
+(any target named gets every cell of the quick grid).
 
 Compiled kernels are cached in a temporary directory of this run (TRITON_CACHE_DIR), removed
 at the end, so every run compiles from scratch.
@@ -83,6 +99,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ._common import DoesNotFit
 from ._resources import int32_overflows, usage
 from ._target import GPUS, Gpu, Launch, compiling_for
 
@@ -362,6 +379,8 @@ class Op:
     full: tuple[tuple, ...]
     quick: tuple[tuple, ...]
     quick_dtypes: tuple[str, ...] = ("bf16", "fp32", "fp64")  # the quick grid's dtypes for this op
+    # The quick grid's (shape, dtype) cells on the students' GPUs (STUDENT_TARGETS), a few of the above: see grid().
+    student_quick: tuple[tuple[tuple, str], ...] = ()
 
 
 # (B or documents, H, H_kv, T, D, causal, packed): multi-head at D 64, 128 and 256; Llama-3-8B's grouped-query
@@ -379,28 +398,37 @@ OPS = {
     op.name: op
     for op in (
         Op("softmax", ("_softmax_fwd_kernel", "_softmax_bwd_kernel"), _softmax, _rows_x_cols,
-           full=((4096, 1024), (4096, 8192), (4096, 32768)), quick=((4096, 8192), (4096, 32768))),
+           full=((4096, 1024), (4096, 8192), (4096, 32768)), quick=((4096, 8192), (4096, 32768)),
+           student_quick=(((4096, 32768), "fp32"),)),
         Op("layer_norm", ("_norm_fwd_kernel", "_norm_bwd_kernel"), _layer_norm, _rows_x_cols,
-           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
+           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),),
+           student_quick=(((4096, 16384), "fp32"),)),
         Op("rms_norm", ("_norm_fwd_kernel", "_norm_bwd_kernel"), _rms_norm, _rows_x_cols,
-           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),)),
+           full=((4096, 1024), (4096, 8192), (4096, 16384)), quick=((4096, 16384),),
+           student_quick=(((4096, 16384), "fp32"),)),
         Op("cross_entropy", ("_cross_entropy_fwd_kernel", "_cross_entropy_bwd_kernel"), _cross_entropy, _rows_x_cols,
-           full=((8192, 128256),), quick=((8192, 128256),)),
+           full=((8192, 128256),), quick=((8192, 128256),), student_quick=(((8192, 128256), "fp32"),)),
         Op("fused_linear_cross_entropy", ("_linear_ce_chunk_kernel",), _fused_linear_cross_entropy, _lm_head_shape,
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL,
-           quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256)),
+           quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256),
+           # Packed causal GQA at D 128 (at D 256 a T4 refuses the backward: see kernels/attention.py's _CELLS).
+           student_quick=((_ATTENTION_GQA[2], "bf16"),)),
         # Quick: no float64, whose tiles take a tenth of any target's shared memory and may spill.
         Op("linear", ("_matmul_kernel", "_dw_splitk_kernel", "_dw_atomic_kernel", "_sum_rows_kernel"), _linear, _gemm_shape,
-           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32")),
+           full=_LINEAR_FULL, quick=(_LINEAR_FULL[0],), quick_dtypes=("bf16", "fp32"),
+           student_quick=((_LINEAR_FULL[0], "bf16"),)),
         Op("embedding", ("_gather_rows_kernel", "_scatter_add_kernel"), _embedding, _scatter_shape,
-           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
+           full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),),
+           student_quick=(((8192, _TABLE[1], _TABLE[0]), "bf16"),)),
         # Llama-3-8B's MLP (F 14336) over 8192 tokens; its attention's queries (B 4 · T 4096 · 32 heads · D 128).
         Op("swiglu", ("_swiglu_fwd_kernel", "_swiglu_bwd_kernel"), _swiglu, _rows_x_cols,
-           full=((8192, 14336),), quick=((8192, 14336),), quick_dtypes=("bf16", "fp32")),
+           full=((8192, 14336),), quick=((8192, 14336),), quick_dtypes=("bf16", "fp32"),
+           student_quick=(((8192, 14336), "bf16"),)),
         Op("rope", ("_rope_kernel",), _rope, _rope_shape,
-           full=((4, 4096, 32, 128),), quick=((4, 4096, 32, 128),), quick_dtypes=("bf16", "fp32")),
+           full=((4, 4096, 32, 128),), quick=((4, 4096, 32, 128),), quick_dtypes=("bf16", "fp32"),
+           student_quick=(((4, 4096, 32, 128), "bf16"),)),
         Op("03_triton_fused_softmax", ("softmax_fwd_kernel", "softmax_bwd_kernel"), _nb03_softmax, _rows_x_cols,
            full=((4096, 1024), (4096, 8192)), quick=((4096, 8192),)),
         Op("04_layernorm", ("layernorm_fwd_kernel", "layernorm_bwd_kernel"), _nb04_layernorm, _rows_x_cols,
@@ -435,22 +463,43 @@ OPS = {
 }
 
 
+# The GPUs students have (Colab's T4, consumer and small data-centre Ampere and Ada), and those the kernels are
+# tuned for (A100, H100/H200, MI300X).
+STUDENT_TARGETS = ("sm_75", "sm_86", "sm_89")
+MAIN_TARGETS = tuple(name for name in GPUS if name not in STUDENT_TARGETS)
+
+
 @dataclass(frozen=True)
 class Case:
     op: Op
     shape: tuple
     dtype: str
+    targets: tuple[str, ...] = tuple(GPUS)  # the GPUs it is compiled for
 
     @property
     def config(self) -> str:
         return self.op.describe(self.shape)
 
 
-def grid(full: bool, ops=None, dtypes=None) -> list[Case]:
-    """The cases of the full or the quick grid, optionally only some ops and dtypes."""
-    names = ops or list(OPS)
-    return [Case(OPS[name], shape, dtype) for name in names for shape in (OPS[name].full if full else OPS[name].quick)
-            for dtype in dtypes or (list(DTYPES) if full else OPS[name].quick_dtypes)]
+def grid(full: bool, ops=None, dtypes=None, targets=None) -> list[Case]:
+    """The cases of the full or the quick grid, optionally only some ops, dtypes and targets.
+
+    The full grid, and the quick grid on targets named here, compile every case for every target. The quick grid
+    without named targets (``make compile-check``, CI) compiles its cases for MAIN_TARGETS and only each op's
+    ``student_quick`` cells for STUDENT_TARGETS, to keep CI's time: see the module docstring for which.
+    """
+    cases = []
+    for op in (OPS[name] for name in ops or OPS):
+        cells: dict[tuple, list[str]] = {}
+        for shape in op.full if full else op.quick:
+            for dtype in dtypes or (list(DTYPES) if full else op.quick_dtypes):
+                cells[(shape, dtype)] = list(targets or (GPUS if full else MAIN_TARGETS))
+        if not (full or targets):
+            for shape, dtype in op.student_quick:
+                if not dtypes or dtype in dtypes:
+                    cells.setdefault((shape, dtype), []).extend(STUDENT_TARGETS)
+        cases += [Case(op, shape, dtype, tuple(gpus)) for (shape, dtype), gpus in cells.items()]
+    return cases
 
 
 # ----------------------------------------------------------------------------- rows and verdicts
@@ -465,7 +514,7 @@ class Row:
     config: str
     dtype: str
     target: str
-    status: str = "ok"  # or "FAIL"
+    status: str = "ok"  # or "FAIL", or "refused": the host code said this GPU cannot hold the launch (DoesNotFit)
     blocks: str = ""  # the launch's BLOCK* constexprs
     grid: tuple = ()  # programs launched (in --json only)
     registers: int | None = None
@@ -509,10 +558,13 @@ def row_for(case: Case, gpu: Gpu, launch: Launch) -> Row:
 
 def check_case(case: Case, gpu: Gpu) -> list[Row]:
     """Run one case's host code for one GPU; a row per launch, and a failing row for what went wrong."""
+    refused = None
     with compiling_for(gpu) as launches:
         try:
             case.op.run(case.shape, DTYPES[case.dtype])
             host_error = None
+        except DoesNotFit as exc:  # by design: no configuration fits this GPU, and the op says so before launching
+            host_error, refused = None, str(exc)
         except Exception as exc:  # the host code refused or broke: report it with the launches made so far
             host_error = f"host code raised {type(exc).__name__}: {exc}"[:200]
     rows, seen = [], set()
@@ -522,8 +574,10 @@ def check_case(case: Case, gpu: Gpu) -> list[Row]:
         if key not in seen:
             seen.add(key)
             rows.append(row)
+    if refused:
+        rows.append(Row(case.op.name, "(host code)", case.config, case.dtype, gpu.name, status="refused", notes=[refused]))
     for kernel in case.op.kernels:
-        if host_error is None and not any(launch.kernel == kernel for launch in launches):
+        if host_error is None and not refused and not any(launch.kernel == kernel for launch in launches):
             missing = Row(case.op.name, kernel, case.config, case.dtype, gpu.name)
             missing.fail("the host code did not launch it")
             rows.append(missing)
@@ -560,7 +614,7 @@ def per_kernel(rows: list[Row]) -> str:
              "|---|---|---|---:|---|---:|---:|---:|---:|"]
     worst = lambda values, pick: "-" if not values else str(pick(values))  # noqa: E731
     for (op, kernel, target), group in groups.items():
-        status = "FAIL" if any(r.status == "FAIL" for r in group) else "ok"
+        status = next((s for s in ("FAIL", "refused") if any(r.status == s for r in group)), "ok")
         regs = [r.registers for r in group if r.registers is not None]
         spill = [r.spill for r in group if r.spill is not None and r.dtype != "fp64"]
         smem = [r.shared for r in group if r.shared is not None]
@@ -586,8 +640,10 @@ def header(markdown: bool = False) -> str:
 
 def summary(rows: list[Row], seconds: float) -> str:
     failing = [r for r in rows if r.status == "FAIL"]
-    lines = [f"{len(rows)} rows, {len(rows) - len(failing)} ok, {len(failing)} FAIL, in {seconds:.0f} s"]
-    lines += [f"FAIL  {r.target:6}  {r.op}  {r.kernel}  {r.config}  {r.dtype}: {'; '.join(r.notes)}" for r in failing]
+    refused = [r for r in rows if r.status == "refused"]
+    lines = [f"{len(rows)} rows, {len(rows) - len(failing) - len(refused)} ok, {len(failing)} FAIL"
+             + (f", {len(refused)} refused by the host code (the GPU cannot hold them)" if refused else "") + f", in {seconds:.0f} s"]
+    lines += [f"{r.status:7} {r.target:6}  {r.op}  {r.kernel}  {r.config}  {r.dtype}: {'; '.join(r.notes)}" for r in failing + refused]
     return "\n".join(lines)
 
 
@@ -602,9 +658,9 @@ def _check_one(index: int) -> list[Row]:
     return check_case(case, gpu)
 
 
-def run(cases: list[Case], gpus: list[Gpu], jobs: int = 1, on_rows: Callable[[list[Row]], None] | None = None) -> list[Row]:
-    """Check every case on every GPU, in ``jobs`` processes; ``on_rows`` sees each (case, GPU)'s rows in order."""
-    _WORK[:] = [(case, gpu) for case in cases for gpu in gpus]
+def run(cases: list[Case], jobs: int = 1, on_rows: Callable[[list[Row]], None] | None = None) -> list[Row]:
+    """Check every case on each of its GPUs, in ``jobs`` processes; ``on_rows`` sees each (case, GPU)'s rows in order."""
+    _WORK[:] = [(case, GPUS[name]) for case in cases for name in case.targets]
     for case in cases:  # load the notebooks once, before any worker process starts
         if case.op.name[0].isdigit():
             _notebook(case.op.name)
@@ -635,11 +691,12 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m kernels.compile_check",
-        description="Compile every Triton kernel for sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU; "
+        description="Compile every Triton kernel for sm_75, sm_86, sm_89, sm_80, sm_90 and gfx942 at GPU-sized shapes, without a GPU; "
                     "exit 1 on a compile error, a spill (fp16/bf16/fp32), shared memory over the limit, or an int32 offset overflow.")
     parser.add_argument("--full", action="store_true", help="the full grid (every shape, bf16 fp16 fp32 fp64), not the quick one")
     parser.add_argument("--op", nargs="+", choices=list(OPS), metavar="OP", help=f"only these ops: {', '.join(OPS)}")
-    parser.add_argument("--target", nargs="+", choices=list(GPUS), metavar="TARGET", help=f"only these targets: {', '.join(GPUS)}")
+    parser.add_argument("--target", nargs="+", choices=list(GPUS), metavar="TARGET",
+                        help=f"only these targets, each with every case of the grid: {', '.join(GPUS)}")
     parser.add_argument("--dtype", nargs="+", choices=list(DTYPES), metavar="DTYPE", help=f"only these dtypes: {', '.join(DTYPES)}")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--markdown", action="store_true", help="print a markdown table (the summary goes to stderr)")
@@ -677,8 +734,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"{choice.why} before kernels was imported, so its kernels were defined for Triton's CPU "
                      "interpreter; the compile check needs the compiler: run it with TRITON_INTERPRET unset or 0, "
                      "in a process that has not imported course")
-    cases = grid(args.full, args.op, args.dtype)
-    gpus = [GPUS[name] for name in (args.target or GPUS)]
+    cases = grid(args.full, args.op, args.dtype, args.target)
 
     out = sys.stdout
     table = not (args.json or args.per_kernel)
@@ -694,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TRITON_CACHE_DIR"] = cache
     start = time.monotonic()
     try:
-        rows = run(cases, gpus, args.jobs, show)
+        rows = run(cases, args.jobs, show)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     text = summary(rows, time.monotonic() - start)

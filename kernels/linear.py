@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, launch_target
+from ._common import acc_dtype, acc_torch_dtype, autocast_to_lower, check_floating, interpreted, launch_target, target_name
 
 DW_STRATEGIES = ("splitk", "atomic")
 
@@ -47,9 +47,21 @@ DW_STRATEGIES = ("splitk", "atomic")
 # some need smaller steps). Each compiles without a spill in 16 and 32 bits and within the target's shared
 # memory (`python -m kernels.compile_check --op linear --full`); float64 is for checks, not speed.
 _GPU_CONFIGS = {
+    # sm_75: Triton has no tensor-core tl.dot there (its dots are FMAs in float32, the 16-bit inputs upcast) and no
+    # software pipelining: float32's tiles in one stage; the 16-bit GEMM on 8 warps (on 4 it spills 384 B).
+    ("sm_75", "16-bit"): ((64, 64, 32, 8, 1), (32, 64, 64, 8, 1)),
+    ("sm_75", "fp32"): ((64, 64, 32, 4, 1), (32, 64, 64, 8, 1)),
+    ("sm_75", "fp64"): ((32, 32, 16, 4, 1), (32, 32, 16, 4, 1)),
     ("sm_80", "16-bit"): ((128, 128, 32, 4, 3), (128, 128, 32, 4, 3)),
     ("sm_80", "fp32"): ((64, 64, 32, 4, 3), (32, 64, 64, 8, 3)),
     ("sm_80", "fp64"): ((32, 32, 16, 4, 2), (32, 32, 16, 4, 2)),
+    # sm_86 and sm_89 (99 KB of shared memory per block): sm_80's tiles take at most 48 KB.
+    ("sm_86", "16-bit"): ((128, 128, 32, 4, 3), (128, 128, 32, 4, 3)),
+    ("sm_86", "fp32"): ((64, 64, 32, 4, 3), (32, 64, 64, 8, 3)),
+    ("sm_86", "fp64"): ((32, 32, 16, 4, 2), (32, 32, 16, 4, 2)),
+    ("sm_89", "16-bit"): ((128, 128, 32, 4, 3), (128, 128, 32, 4, 3)),
+    ("sm_89", "fp32"): ((64, 64, 32, 4, 3), (32, 64, 64, 8, 3)),
+    ("sm_89", "fp64"): ((32, 32, 16, 4, 2), (32, 32, 16, 4, 2)),
     ("sm_90", "16-bit"): ((128, 128, 64, 8, 3), (128, 128, 64, 8, 3)),
     ("sm_90", "fp32"): ((64, 64, 32, 4, 3), (64, 64, 32, 4, 3)),
     ("sm_90", "fp64"): ((32, 32, 16, 4, 2), (32, 32, 16, 4, 2)),
@@ -63,19 +75,12 @@ GROUP_M = 8
 SUM_BLOCK = 1024  # elements per program of the fixed-order pass over partials
 
 
-def _target_name() -> str:
-    target = launch_target()
-    if target.backend == "hip":
-        return "gfx942"
-    return "sm_90" if isinstance(target.arch, int) and target.arch >= 90 else "sm_80"
-
-
 def _config(dtype: torch.dtype, dw: bool = False) -> tuple[int, int, int, int, int]:
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) of the GEMM kernel, or of the w̄ kernels when ``dw``."""
     if interpreted():
         return _INTERPRETER_CONFIG
     kind = {torch.float32: "fp32", torch.float64: "fp64"}.get(dtype, "16-bit")
-    return _GPU_CONFIGS[(_target_name(), kind)][dw]
+    return _GPU_CONFIGS[(target_name(), kind)][dw]
 
 
 def _input_precision(dtype: torch.dtype) -> str:

@@ -96,13 +96,14 @@ def _op(name, kernels, run):
 
 # (op, shape, dtype, targets): what each case is sized to show
 CASES = [
-    (_op("small_row", ("row_in_registers",), one_warp_rows), (64, 256), "fp32", ("sm_80", "sm_90", "gfx942")),
+    (_op("small_row", ("row_in_registers",), one_warp_rows), (64, 256), "fp32", tuple(GPUS)),
     (_op("long_row", ("row_in_registers",), one_warp_rows), (64, 8192), "fp32", ("sm_80", "sm_90")),
     (_op("long_row", ("row_in_registers",), one_warp_rows), (64, 32768), "fp32", ("gfx942",)),
     (_op("long_row", ("row_in_registers",), one_warp_rows), (64, 4096), "fp64", ("sm_80",)),
-    (_op("big_tiles", ("tile_product",), product), (128, 4096), "fp32", ("sm_80", "gfx942")),
+    (_op("big_tiles", ("tile_product",), product), (128, 4096), "fp32", ("sm_86", "sm_80", "gfx942")),
     (_op("big_tiles", ("tile_product",), product), (128, 4096), "fp64", ("sm_80",)),
-    (_op("small_tiles", ("tile_product",), lambda s, d: product(s, d, stages=1)), (32, 4096), "fp32", ("sm_90", "gfx942")),
+    (_op("small_tiles", ("tile_product",), lambda s, d: product(s, d, stages=1)), (32, 4096), "fp32",
+     ("sm_75", "sm_89", "sm_90", "gfx942")),
     (_op("mixed_tiles", ("tile_product",), lambda s, d: product(s, d, torch.float16)), (32, 64), "fp32", ("sm_80",)),
     (_op("narrow_offsets", ("zero_rows",), lambda s, d: zeros(s, d, False)), (70000, 65536), "fp32", ("sm_90", "gfx942")),
     (_op("wide_offsets", ("zero_rows",), lambda s, d: zeros(s, d, True)), (70000, 65536), "fp32", ("sm_90", "gfx942")),

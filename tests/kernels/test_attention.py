@@ -10,6 +10,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import course
 from kernels import attention
+from kernels._common import DoesNotFit
+from kernels._target import GPUS
 
 attention_module = importlib.import_module("kernels.attention")  # the module; kernels exports the function
 TUNED = {"fwd": attention_module._attn_fwd_kernel, "dkdv": attention_module._attn_bwd_dkdv_kernel,
@@ -98,13 +100,36 @@ def test_every_gpu_block_shape_matches_sdpa(interpreter_blocks, block_m, block_n
         torch.testing.assert_close(a, b, rtol=tol, atol=tol, msg=lambda m, name=name: f"{name}: {m} (blocks {block_m}×{block_n})")
 
 
+# The cells where no configuration fits the GPU's shared memory, so the host refuses (the compile check found them).
+REFUSED = {("dkdv", "sm_75", 256, "16-bit"), ("dkdv", "sm_75", 256, "fp32"), ("dkdv", "sm_75", 128, "fp64"),
+           *((kernel, "sm_75", 256, "fp64") for kernel in TUNED),
+           *((kernel, target, 256, "fp64") for kernel in ("dq", "dkdv") for target in ("sm_86", "sm_89"))}
+
+
 def test_every_cell_has_configurations():
-    # The pruning looks a launch's cell up by target, head-dim class and dtype class: none may be missing.
+    # The pruning looks a launch's cell up by target, head-dim class and dtype class: none may be missing, and only
+    # the refused ones are empty.
     for kernel in TUNED:
-        for target in ("sm_80", "sm_90", "gfx942"):
+        for target in GPUS:
             for head_dim_class in (64, 128, 256):
                 for dtype_class in ("16-bit", "fp32", "fp64"):
-                    assert attention_module._CONFIGS[kernel].get((target, head_dim_class, dtype_class)), (kernel, target)
+                    cell = attention_module._CONFIGS[kernel].get((target, head_dim_class, dtype_class))
+                    assert cell is not None, (kernel, target, head_dim_class, dtype_class)
+                    assert bool(cell) == ((kernel, target, head_dim_class, dtype_class) not in REFUSED), (
+                        kernel, target, head_dim_class, dtype_class)
+
+
+def test_a_launch_no_configuration_fits_is_refused_naming_the_gpu_and_what_fits(monkeypatch):
+    # A stand-in T4: the host code asks kernels._common.target_name which GPU it launches on.
+    monkeypatch.setattr(attention_module, "target_name", lambda: "sm_75")
+    refuse = attention_module._refuse
+    refuse(TUNED["dkdv"], 128, torch.bfloat16)  # fits: no error
+    with pytest.raises(DoesNotFit, match=r"backward \(dK, dV\) at head dim 200 in bfloat16 does not fit this GPU "
+                                         r"\(T4, sm_75\).* than the 64 KB a block has there\. Use a head dim of at most "
+                                         r"128 or a GPU with more shared memory per block"):
+        refuse(TUNED["dkdv"], 200, torch.bfloat16)
+    with pytest.raises(DoesNotFit, match=r"head dim 128 in float64 .* Use a head dim of at most 64 or float16 or bfloat16 or"):
+        refuse(TUNED["dkdv"], 128, torch.float64)
 
 
 def cell_of(configs):
@@ -113,7 +138,7 @@ def cell_of(configs):
 
 @pytest.mark.parametrize("kernel", list(TUNED))
 def test_pruning_keeps_the_targets_cell_and_only_blocks_the_sequence_needs(monkeypatch, kernel):
-    monkeypatch.setattr(attention_module, "_target_name", lambda: "sm_90")
+    monkeypatch.setattr(attention_module, "target_name", lambda: "sm_90")
     prune, configs = attention_module._prune(kernel), TUNED[kernel].configs
     q = torch.empty(1, 1, 64, dtype=torch.bfloat16)
     cell = attention_module._CONFIGS[kernel][("sm_90", 64, "16-bit")]

@@ -41,6 +41,17 @@ def test_row_launch(n_cols, kwargs, expected):
     assert common.row_launch(n_cols, **kwargs) == expected
 
 
+@pytest.mark.parametrize("backend, arch, name", [
+    ("cuda", 75, "sm_75"), ("cuda", 86, "sm_86"), ("cuda", 89, "sm_89"), ("cuda", 80, "sm_80"), ("cuda", 87, "sm_80"),
+    ("cuda", 90, "sm_90"), ("cuda", 100, "sm_90"), ("hip", "gfx942", "gfx942"),
+])
+def test_a_launchs_gpu_is_named_as_in_the_compile_checks_table(backend, arch, name):
+    from kernels._target import GPUS
+
+    assert common.target_name(common.LaunchTarget(backend, arch, 64 if backend == "hip" else 32, 1, 65536)) == name
+    assert name in GPUS  # the per-target tables (attention, linear) have a row for it, checked by the compile check
+
+
 def test_row_launch_refuses_a_row_it_cannot_hold_or_walk():
     with pytest.raises(ValueError, match="rows of 17 elements are longer than the 16 this kernel holds"):
         common.row_launch(17, whole_row_max=16)
@@ -60,12 +71,23 @@ def interpreted(request, monkeypatch):
         (4096, torch.float64, launch(4096, True, 8), launch(4096, True, 8)),  # the longest whole float64 backward row
         (4097, torch.float64, launch(8192, True, 16), launch(2048, False, 8)),  # one past it
         (8192, torch.float32, launch(8192, True, 16), launch(8192, True, 16)),  # the longest whole float32 backward row
-        (16384, torch.float32, launch(16384, True, 16), launch(2048, False, 8)),  # the longest forward row
     ],
 )
 def test_norm_blocks(interpreted, n_cols, dtype, forward, backward):
     assert norm_module.forward_launch(n_cols) == forward
     assert norm_module.backward_launch(n_cols, dtype) == backward
+
+
+@pytest.mark.parametrize("interpret, target, warps", [
+    (True, None, 16),  # the interpreter: warps do not matter there
+    (False, common.LaunchTarget("cuda", 86, 32, 82, 101376), 32),  # 16 warps spill 8 B in float32 on sm_75/86/89
+    (False, common.LaunchTarget("hip", "gfx942", 64, 304, 65536), 16),  # 16 waves of 64 lanes: 16 elements a lane
+])
+def test_norm_blocks_of_the_longest_forward_row(monkeypatch, interpret, target, warps):
+    monkeypatch.setattr(norm_module, "interpreted", lambda: interpret)
+    monkeypatch.setattr(norm_module, "launch_target", lambda: target)
+    assert norm_module.forward_launch(16384) == launch(16384, True, warps)
+    assert norm_module.backward_launch(16384, torch.float32) == launch(2048, False, 8)
 
 
 def test_norm_forward_refuses_rows_past_one_block():

@@ -48,7 +48,7 @@ def only(rows, key):
     return rows[key][0]
 
 
-@pytest.mark.parametrize("target", ["sm_80", "sm_90", "gfx942"])
+@pytest.mark.parametrize("target", ["sm_75", "sm_86", "sm_89", "sm_80", "sm_90", "gfx942"])
 def test_a_kernel_that_fits_passes_with_its_resources(toy_rows, target):
     row = only(toy_rows, ("small_row", "fp32", target))
     assert row["status"] == "ok" and row["notes"] == [], row
@@ -70,6 +70,7 @@ def test_a_spill_in_float64_is_allowed(toy_rows):
 
 @pytest.mark.parametrize("dtype, target, limit", [
     ("fp32", "sm_80", 166912),  # 163 KB per block on an A100
+    ("fp32", "sm_86", 101376),  # 99 KB on an RTX 3090 or A10
     ("fp32", "gfx942", 65536),  # 64 KB of LDS on an MI300X
     ("fp64", "sm_80", 166912),  # float64 may spill, but must still fit shared memory
 ])
@@ -80,7 +81,7 @@ def test_tiles_over_the_shared_memory_limit_fail(toy_rows, dtype, target, limit)
     assert row["blocks_per_sm"] == 0, row
 
 
-@pytest.mark.parametrize("target", ["sm_90", "gfx942"])
+@pytest.mark.parametrize("target", ["sm_75", "sm_89", "sm_90", "gfx942"])
 def test_tiles_within_the_limit_pass(toy_rows, target):
     row = only(toy_rows, ("small_tiles", "fp32", target))
     assert row["status"] == "ok" and 0 < row["shared"] <= 65536, row
@@ -176,6 +177,20 @@ def test_without_triton_interpret_it_compiles_all_the_same(tmp_path):
     assert "2 rows, 2 ok, 0 FAIL" in done.stdout, done.stdout
 
 
+def test_the_quick_grid_gives_the_students_gpus_their_cells_and_a_named_target_every_cell():
+    from kernels.compile_check import MAIN_TARGETS, OPS, STUDENT_TARGETS, grid
+
+    quick = grid(full=False)
+    on_students = {(c.op.name, c.shape, c.dtype) for c in quick if set(STUDENT_TARGETS) <= set(c.targets)}
+    assert on_students == {(op.name, shape, dtype) for op in OPS.values() for shape, dtype in op.student_quick}
+    assert all(set(c.targets) in (set(MAIN_TARGETS), set(STUDENT_TARGETS), set(MAIN_TARGETS) | set(STUDENT_TARGETS))
+               for c in quick), quick
+    assert all(not op.name[0].isdigit() for op in OPS.values() if op.student_quick)  # the notebooks': full grid only
+    main_cells = {(c.op.name, c.shape, c.dtype) for c in quick if set(MAIN_TARGETS) <= set(c.targets)}
+    named = grid(full=False, targets=["sm_75"])
+    assert {(c.op.name, c.shape, c.dtype) for c in named} == main_cells and all(c.targets == ("sm_75",) for c in named)
+
+
 def test_the_quick_grid_reports_every_kernel_config_and_target(tmp_path):
     from kernels.compile_check import GPUS, grid
 
@@ -183,8 +198,9 @@ def test_the_quick_grid_reports_every_kernel_config_and_target(tmp_path):
     assert done.returncode in (0, 1), done.stderr[-3000:]
     rows = json.loads(done.stdout)
     reported = {(r["target"], r["op"], r["kernel"], r["config"], r["dtype"]) for r in rows}
+    cases = grid(full=False)
     expected = {(gpu, case.op.name, kernel, case.config, case.dtype)
-                for case in grid(full=False) for gpu in GPUS for kernel in case.op.kernels}
+                for case in cases for gpu in case.targets for kernel in case.op.kernels}
     assert expected <= reported, f"no row for {sorted(expected - reported)[:10]}"
     for row in rows:
         assert row["status"] in ("ok", "FAIL"), row

@@ -103,6 +103,15 @@ def test_on_an_h100_only_a_layer_with_few_tiles_splits(monkeypatch):
     assert linear_module.splits(300, 2 * 2, 128) == (2, 256)  # 300 rows: at most two slices of ≥ 256 requested
 
 
+def test_every_target_has_tiles_for_every_dtype():
+    # _config looks a launch's tiles up by target (kernels._common.target_name) and dtype class: none may be missing.
+    from kernels._target import GPUS
+
+    for target in GPUS:
+        for kind in ("16-bit", "fp32", "fp64"):
+            assert len(linear_module._GPU_CONFIGS[(target, kind)]) == 2, (target, kind)
+
+
 def test_only_the_gradients_asked_for_are_computed(monkeypatch):
     x, w, b, dy = make((75, 20), 37, torch.float32)
     calls = []
