@@ -28,7 +28,7 @@ help:
 	@echo "make bundle     write dist/student-bundle.zip (release notebooks + course, no solutions)"
 	@echo "make bench      kernel benchmarks (GPU), attention memory vs T and hidden-test run times (CPU) -> bench/"
 	@echo "make browser    install Chromium for the browser test (apt-get, only as root and only if missing)"
-	@echo "make compile-check  compile every Triton kernel for sm_80, sm_90 and gfx942 without a GPU (FULL=1: the full grid)"
+	@echo "make compile-check  compile every Triton kernel for sm_75, sm_80, sm_86, sm_89, sm_90 and gfx942 without a GPU (FULL=1: the full grid)"
 
 install: $(STAMP)
 
@@ -100,7 +100,7 @@ bundle:
 bench: install
 	$(BIN)/python -m tools.bench
 
-# Every kernel (kernels/ and notebooks 03-06) compiled ahead of time for sm_80, sm_90 and gfx942
+# Every kernel (kernels/ and notebooks 03-11) compiled ahead of time for sm_75, sm_80, sm_86, sm_89, sm_90 and gfx942
 # at GPU-sized shapes, in $(JOBS) processes; fails on a compile error, a spill, shared memory
 # over the limit or an int32 offset overflow. FULL=1 runs the full grid (about 2 min at JOBS=2).
 compile-check: install
