@@ -30,12 +30,12 @@ from torch.utils._python_dispatch import _disable_current_modes
 
 from course import witness
 from course.remote import Proxies, Remote
-from course.sanitizer import read_record
+from course.sanitizer import read_loads, read_record
 
 from . import sandbox
 from .pages import PageCounter
 from .wire import REFUSALS, WORKER_LIMITS, WireError, decode, encode, is_count, receive, send, tensors_in
-from .worker_instruments import MAX_FOLLOWED, MAX_SANITIZED, TAMPERED
+from .worker_instruments import MAX_FOLLOWED, MAX_SANITIZED, MAX_WALKED, TAMPERED
 
 VALUEWORKER = Path(__file__).with_name("valueworker.py")
 # What the worker loads beside it (written there with it where the sandbox has its own root).
@@ -201,7 +201,7 @@ class Channel(Proxies):
                 # A call that raised reports what it touched too (a course helper); one asked to follow token rows
                 # (``"follow"``), the rows each allocation came from, when it returned.
                 self.witness(reply, measured, followed="follow" in message and op == "result", touched=touched,
-                             bare=message.get("bare") is True)
+                             bare=message.get("bare") is True, loads=message.get("loads") is True)
             if op == "raise":
                 raise self._rebuild(reply.get("chain"), "student")
             if op == "refused":  # the worker stopped its own reply at the limits (encode counts as it walks)
@@ -226,6 +226,8 @@ class Channel(Proxies):
                                  for t in tensors_in((args, kwargs))]
         if witness.counting_pages():  # a case made for the operating system's count: the worker measures nothing else
             request["bare"] = True
+        if witness.loads_asked():  # a check reads the kernel's walk of its tiles: what each program loaded
+            request["loads"] = True
         reply = self._exchange(request, measured=(args, kwargs))
         if not isinstance(reply.get("args_after") or [], list):
             raise self._malformed("what the call wrote into its arguments")
@@ -234,12 +236,14 @@ class Channel(Proxies):
     # -- what the worker measured ------------------------------------------------
 
     def witness(self, reply: dict, sent, followed: bool = False, touched: int | None = None,
-                bare: bool = False) -> witness.Measurement:
+                bare: bool = False, loads: bool = False) -> witness.Measurement:
         """Check the reply's measurement of the student's call and report it to the checks watching (course.witness).
 
         A reply without one, or one whose instruments the call switched off, is refused. ``followed``: the call
         was asked to follow token rows, so the measurement must hold them (:func:`followed_allocations`); one
-        not asked must not. Every measurement holds the sanitizer's report (:func:`sanitized_findings`).
+        not asked must not. Every measurement holds the sanitizer's report (:func:`sanitized_findings`); ``loads``:
+        the call was asked for what each program loaded, which that report holds then and only then
+        (:func:`sanitized_loads`).
         """
         m = reply.get("measured")
         ints = lambda xs: isinstance(xs, list) and all(is_count(x) for x in xs)  # noqa: E731
@@ -268,10 +272,13 @@ class Channel(Proxies):
             raise self._malformed("the sanitizer's report of a call")
         if isinstance(found, str):
             raise self._refuse(REFUSALS[found])
+        walked = sanitized_loads(m["sanitized"], loads)
+        if walked is None:
+            raise self._malformed("what each program of a call's kernels loaded")
         sizes = [t.element_size() for t in tensors_in(sent) if t.is_floating_point()]
         measurement = witness.Measurement(
             tuple(m["allocations"]), dict(m["ops"]), tuple(s[:100] for s in m["engine"]), m["peak"], m["held"],
-            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows, touched, sanitized=found)
+            min(sizes, default=8), tuple(d[:100] for d in m["delegated"]), rows, touched, sanitized=found, loads=walked)
         self.measurement = measurement
         witness.report(measurement)
         return measurement
@@ -365,7 +372,7 @@ def sanitized_findings(report) -> tuple[dict, ...] | str | None:
     Returns the findings; ``"sanitizer"`` (a key of REFUSALS) when the report is well formed but not intact (its hooks
     replaced or bypassed); None when it is malformed. Either earns nothing.
     """
-    if not (isinstance(report, dict) and set(report) == {"intact", "findings"} and isinstance(report["intact"], bool)
+    if not (isinstance(report, dict) and set(report) - {"loads"} == {"intact", "findings"} and isinstance(report["intact"], bool)
             and isinstance(report["findings"], list) and len(report["findings"]) <= MAX_SANITIZED):
         return None
     name = lambda s: isinstance(s, str) and _NAME.fullmatch(s) is not None  # noqa: E731
@@ -394,6 +401,19 @@ def sanitized_findings(report) -> tuple[dict, ...] | str | None:
     if not report["intact"]:
         return "sanitizer"
     return tuple(out)
+
+
+def sanitized_loads(report: dict, asked: bool) -> tuple[dict, ...] | None:
+    """What each program of the call's first launches loaded (``worker_instruments._Sanitizer.read``), from a report
+    :func:`sanitized_findings` accepted: present only where ``asked`` (absent too where the worker has no Triton:
+    nothing launched), at most :data:`MAX_WALKED` launches, each one ``course.sanitizer.read_loads`` reads back, or
+    null (more runs than a report carries: that launch's walk is not read). None when it is malformed."""
+    records = report.get("loads", [])
+    if not (asked or "loads" not in report) or not (isinstance(records, list) and len(records) <= MAX_WALKED):
+        return None
+    if not all(r is None or read_loads(r) is not None for r in records):
+        return None
+    return tuple(r for r in records if r is not None)
 
 
 def _ints(xs, n: int, signed: bool = False) -> bool:

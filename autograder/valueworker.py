@@ -190,10 +190,11 @@ class Worker:
             args, kwargs = self._dec(msg["args"]), self._dec(msg["kwargs"])
             sides = msg.get("follow")  # per tensor of the arguments: 0 a query side, 1 a key side, None neither
             spare = _spare((args, kwargs)) if isinstance(sides, list) else None  # before the call writes into them
+            loads = msg.get("loads") is True  # a check reads the walk: what each program loaded
             if msg.get("bare") is True:  # its memory counted from outside (autograder/pages.py) and nothing else
-                value, measured = self.instruments.bare(fn, args, kwargs)
+                value, measured = self.instruments.bare(fn, args, kwargs, loads=loads)
                 return {**self._result(value, (args, kwargs)), "measured": measured}
-            value, measured = self.instruments.measure(fn, args, kwargs)
+            value, measured = self.instruments.measure(fn, args, kwargs, loads=loads)
             if spare is not None:
                 found = tensors_in(spare)
                 if len(sides) != len(found):

@@ -24,6 +24,7 @@ MAX_ALLOCATIONS = 64  # the largest allocations reported per call
 MAX_KEPT = 64  # tensors and arrays reported from one ctx
 MAX_FOLLOWED = 1024  # distinct allocations reported by a call's token rows (more: the report is not complete)
 MAX_SANITIZED = 8  # course.sanitizer's findings reported per call: a check raises the first
+MAX_WALKED = 4  # launches per call whose loads are reported, when the checker asks (Launch.loads)
 # What course.sanitizer replaces on Triton's interpreter (its hooks), by class: a cell that puts anything else there
 # makes the sanitizer's report not intact.
 SANITIZER_HOOKS = {"InterpreterBuilder": ("create_masked_load", "create_masked_store", "create_atomic_load",
@@ -107,12 +108,13 @@ class Instruments:
         if self.sanitizer is not None:
             self.sanitizer.pin()
 
-    def measure(self, fn, args=(), kwargs=None, *, kept_of=None, inputs=()):
+    def measure(self, fn, args=(), kwargs=None, *, kept_of=None, inputs=(), loads=False):
         """``(value, measurement)`` of ``fn(*args, **kwargs)``, run on a thread of its own (:class:`_Fresh`);
         what it raises carries its measurement (``_measured``).
 
         ``kept_of(value)``: the ctx of an ``autograd.Function`` the call applied to ``inputs``,
-        whose kept and still-held memory are measured too.
+        whose kept and still-held memory are measured too. ``loads``: the sanitizer's report holds what each
+        program of the call's first launches loaded (the checker asked: a check reads the walk).
         """
         start, stop, tracing, reset_peak, traced = self._trace
         self._pause_triton()
@@ -124,7 +126,7 @@ class Instruments:
         self.window = {"base": traced()[0], "carried": 0, "best": 0}
         session = self.profiler.begin() if self.profiler else None
         before, after = self.profiler.steps(session) if session else ([], [])
-        ran, delegated, sanitized = self._run(fn, args, kwargs, before, after)
+        ran, delegated, sanitized = self._run(fn, args, kwargs, before, after, loads)
         m, net = self._finish(session, ran.after, already, delegated)
         m["sanitized"] = self._sanitized(sanitized)  # read once tracing has stopped: none of it is the call's memory
         value = _returned(ran, m)
@@ -136,22 +138,22 @@ class Instruments:
             m["held"] += max(0, net - _storage_bytes(value, saved_tensors(node), exclude=inputs))
         return value, m
 
-    def bare(self, fn, args=(), kwargs=None):
+    def bare(self, fn, args=(), kwargs=None, loads=False):
         """``(value, measurement)`` of ``fn(*args, **kwargs)`` (on a thread of its own) with the course's tripwires
         and the audit hook only: a call whose memory the checker counts from outside (autograder/pages.py), where
         tracemalloc's and the profiler's own memory would stand above an honest call's."""
-        ran, delegated, sanitized = self._run(fn, args, kwargs)
+        ran, delegated, sanitized = self._run(fn, args, kwargs, loads=loads)
         m = {"allocations": [], "ops": {}, "engine": [], "peak": 0, "held": 0, "profiled": False,
              "delegated": list(delegated)[:20], "intact": not self.refused, "sanitized": self._sanitized(sanitized)}
         return _returned(ran, m), m
 
-    def _run(self, fn, args, kwargs, before=(), after=()):
+    def _run(self, fn, args, kwargs, before=(), after=(), loads=False):
         """``(ran, helpers touched, what the sanitizer recorded)``: ``fn`` on a thread of its own (:class:`_Fresh`),
         the course's tripwires armed, every interpreted launch recorded by the sanitizer (:meth:`_sanitized` reads it)."""
         del self.refused[:]
         delegated: list[str] = []
         self.active[0] = True
-        recording = self.sanitizer.recording() if self.sanitizer is not None else contextlib.nullcontext()
+        recording = self.sanitizer.recording(loads) if self.sanitizer is not None else contextlib.nullcontext()
         try:
             with recording as sanitized, self.helpers() as delegated:
                 ran = self.fresh.run(fn, args, kwargs or {}, before, after)
@@ -161,8 +163,8 @@ class Instruments:
 
     def _sanitized(self, recorded) -> dict:
         """``{"intact", "findings"}``: the sanitizer's findings in the call's launches (``Finding.record()``, at most
-        :data:`MAX_SANITIZED`), and whether its hooks stayed in place. Without Triton or the course nothing can launch a
-        kernel here: intact, nothing found."""
+        :data:`MAX_SANITIZED`), and whether its hooks stayed in place; ``"loads"`` too where they were asked for.
+        Without Triton or the course nothing can launch a kernel here: intact, nothing found."""
         if self.sanitizer is None:
             return {"intact": True, "findings": []}
         return self.sanitizer.read(recorded)
@@ -392,17 +394,30 @@ class _Launches(list):
     and drops what it recorded (kept for ``Report.plot``, which the worker never draws: a call that launches many
     grids holds one launch's record at a time)."""
 
-    def __init__(self):
+    def __init__(self, loads_of=None):
         super().__init__()
         self._found: list = []
         self._count = [0]
+        self.loads_of = loads_of  # Launch.loads, as at start-up, where the checker asked for the loads
+        self._loads: list = []
 
     def append(self, launch) -> None:
         self._count[0] += 1
         with contextlib.suppress(AttributeError):
             self._found.extend(launch.findings[:MAX_SANITIZED])
+            if self.loads_of is not None and len(self._loads) < MAX_WALKED:
+                self._loads.append(_loads_or_none(self.loads_of, launch))
             launch._recording = None
         super().append(launch)
+
+
+def _loads_or_none(loads_of, launch) -> dict | None:
+    """``Launch.loads`` of ``launch``; None (not measured: the check reads no walk of it) when it has more runs than a
+    report carries or its record cannot be read."""
+    try:
+        return loads_of(launch)
+    except Exception:  # noqa: BLE001 — a record the sanitizer could not read back
+        return None
 
 
 class _Sanitizer:
@@ -413,6 +428,7 @@ class _Sanitizer:
     def __init__(self, module, interpreter, record):
         self.module, self.interpreter, self.record = module, interpreter, record
         self.recorders, self.current, self.new_report = module._recorders, module._current, module.Report
+        self.loads_of = module.Launch.loads
         self.classes = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
         self._snapshot: list = []
         self.bypassed = [False]  # a grid of the call being recorded started with the hooks not in place
@@ -468,11 +484,11 @@ class _Sanitizer:
             self.bypassed[0] = True
 
     @contextlib.contextmanager
-    def recording(self):
+    def recording(self, loads: bool = False):
         """Record every interpreted launch in the block: yields ``(launches, ok)``, ``ok[0]`` false once the report
         was taken out of the sanitizer's list, a launch was left open (a call that unhooked it for a while), or a grid
-        started that the report never heard of."""
-        report, launches, ok = self.new_report(), _Launches(), [True]
+        started that the report never heard of. ``loads``: keep what each program of the first launches loaded."""
+        report, launches, ok = self.new_report(), _Launches(self.loads_of if loads else None), [True]
         report.launches = launches
         self.bypassed[0], self.launched[0] = False, 0
         self.recorders.append(report)
@@ -493,7 +509,8 @@ class _Sanitizer:
             found = launches._found[:MAX_SANITIZED]
             # Plain JSON (a NumPy integer would not cross the wire).
             records = json.loads(json.dumps([self.record(f) for f in found], default=_plain))
-            return {"intact": bool(intact), "findings": records}
+            walked = {"loads": json.loads(json.dumps(launches._loads, default=_plain))} if launches.loads_of else {}
+            return {"intact": bool(intact), "findings": records, **walked}
         except Exception:  # noqa: BLE001 — a launch or finding that is not the sanitizer's
             return {"intact": False, "findings": []}
 

@@ -42,6 +42,7 @@ EXEMPT: dict[str, str] = {
     "course.witness.followed": "the trusted re-check asks which token rows to follow while the student's call runs",
     "course.witness.counting_pages": "the trusted re-check asks whether to count a call's memory as the call starts",
     "course.witness.counted_by_os": "a memory rule marks its large cases as the student's call starts",
+    "course.witness.loads_asked": "the trusted re-check asks whether to send a call's loads as the call starts",
     "course.witness.large_enough": "a memory rule tells its large cases as the student's call starts",
     # A student may sanitize a launch inside the function a check runs (course.sanitize()) and read the report there:
     # it says what went wrong, never what the answer is.
@@ -51,6 +52,10 @@ EXEMPT: dict[str, str] = {
     "course.sanitizer.Report.plot": "a sanitizer report drawn inside the student's own call",
     "course.sanitizer.read_record": "the trusted re-check reads the worker's sanitizer report while the student's "
                                     "call runs",
+    "course.sanitizer.read_loads": "the trusted re-check reads the loads the worker measured while the student's "
+                                   "call runs",
+    "course.sanitizer.Launch.loads": "the grader's worker reports a launch's loads as it ends, inside the student's "
+                                     "call",
 }
 
 _GUARD = "__course_delegation_guard__"  # the name the trampolines call, in each guarded module's globals

@@ -50,6 +50,8 @@ _VERB = {LOAD: "loads", STORE: "stores to", ATOMIC: "updates atomically"}
 KINDS = ("race", "out-of-bounds")  # the diagnosis classes a finding is raised as
 MAX_FINDINGS = 8  # findings kept per launch: the first of each kind says what to fix
 MAX_PLOTTED = 1 << 14  # a tensor's elements kept for Report.plot (larger tensors are left out of the picture)
+MAX_LOAD_RUNS = 8192  # runs of loaded elements a launch may send to the grader (Launch.loads)
+MAX_LOAD_ELEMENTS = 1 << 22  # the elements those runs may cover
 MAX_KEPT = 1 << 21  # accesses (lanes) of a launch kept for Report.plot after it is read: more are let go
 # A program whose compare-and-swap fails the same way this many times in a row spins forever: the interpreter runs
 # one program at a time, so nothing else can change that memory. (A CAS loop that updates a value succeeds at once;
@@ -180,6 +182,28 @@ class Launch:
             self._recording = None
         return getattr(self, "_touched", {})
 
+    def loads(self, budget: int = MAX_LOAD_RUNS) -> dict | None:
+        """What each program loaded, as the grader's worker sends it for a check that reads the walk
+        (:func:`read_loads` reads it back): ``{"kernel", "programs", "tensors"}``, ``programs`` each program's ids
+        in the order they ran, ``tensors`` for each argument of :attr:`touched` a flat list of runs
+        ``[program, first element, count]`` of the row-major elements its programs loaded. A tile of whole rows is
+        one run, whatever the strides. None when the runs would pass ``budget`` or :data:`MAX_LOAD_ELEMENTS`."""
+        tensors: dict[str, list[int]] = {}
+        elements = 0
+        if len(self.programs) > MAX_PLOTTED:
+            return None
+        for name, kinds in self.touched.items():
+            program, flat = kinds["load"]
+            key = np.unique(program.astype(np.int64) * MAX_PLOTTED + flat)  # (program, element), sorted and once
+            p, f = key // MAX_PLOTTED, key % MAX_PLOTTED
+            starts = np.flatnonzero(np.r_[True, (np.diff(p) != 0) | (np.diff(f) != 1)]) if key.size else key
+            budget, elements = budget - starts.size, elements + key.size
+            if budget < 0 or elements > MAX_LOAD_ELEMENTS:
+                return None
+            counts = np.diff(np.r_[starts, key.size])
+            tensors[name] = np.stack([p[starts], f[starts], counts], axis=1).ravel().tolist()
+        return {"kernel": self.kernel, "programs": [list(map(int, ids)) for ids in self.programs], "tensors": tensors}
+
 
 @dataclass
 class Report:
@@ -259,6 +283,35 @@ def read_record(data) -> Finding | None:
     kernel, tensor, outside = (_text(t) for t in texts)
     return Finding(data["kind"], kernel, tensor, index, programs, sites, tuple(ops), min(count, _MAX_INT), outside,
                    shape, tuple(_text(a) for a in also))
+
+
+def read_loads(data) -> Launch | None:
+    """A launch whose :attr:`Launch.touched` holds the loads of :meth:`Launch.loads`' record, from untrusted data (a
+    worker's report); None when anything in it is not of its type or out of its bounds, never an exception."""
+    if not (isinstance(data, dict) and set(data) == {"kernel", "programs", "tensors"} and isinstance(data["kernel"], str)
+            and isinstance(data["programs"], list) and 0 < len(data["programs"]) <= MAX_PLOTTED
+            and isinstance(data["tensors"], dict) and len(data["tensors"]) <= 64):
+        return None
+    programs = [_ints(ids, 3, 3, 0) for ids in data["programs"]]
+    runs = {name: _ints(flat, 0, 3 * MAX_LOAD_RUNS, 0) for name, flat in data["tensors"].items()}
+    if None in programs or None in runs.values() or not all(isinstance(n, str) for n in runs):
+        return None
+    touched, runs_in, elements = {}, 0, 0
+    for name, flat in runs.items():
+        p, first, count = (np.asarray(flat[i::3], dtype=np.int64) for i in range(3))
+        if len(flat) % 3 or (p >= len(programs)).any() or (count < 1).any() or (count > MAX_PLOTTED).any():
+            return None
+        runs_in, elements = runs_in + len(p), elements + int(count.sum())
+        if (first + count > MAX_PLOTTED).any() or runs_in > MAX_LOAD_RUNS or elements > MAX_LOAD_ELEMENTS:
+            return None
+        # Each run [program, first, count] back to one (program, element) pair per element, as Launch.touched has them.
+        element = np.repeat(first - np.r_[0, np.cumsum(count)[:-1]], count) + np.arange(count.sum())
+        none = np.zeros((2, 0), dtype=np.int64)
+        touched[_text(name)] = {"load": np.stack([np.repeat(p, count), element]), "store": none, "atomic": none}
+    grid = tuple(max(ids[i] for ids in programs) + 1 for i in range(3))
+    launch = Launch(_text(data["kernel"]), grid, {}, programs=tuple(programs))
+    launch._touched = touched
+    return launch
 
 
 _OPS = frozenset(("loads", "stores to", "updates atomically", "takes", "waits for"))
@@ -1010,4 +1063,8 @@ def _receiver(report: Report):
             found = read_record(data)
             if found is not None:
                 report.received.append(found)
+        for data in getattr(measurement, "loads", ()) or ():  # asked for by a check that reads the walk
+            launch = read_loads(data)
+            if launch is not None:
+                report.launches.append(launch)
     return _receive

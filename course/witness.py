@@ -60,6 +60,9 @@ class Measurement:
     # course.sanitizer's findings in the kernels the call launched there, each as Finding.record() made it (checked by
     # the checker); the sanitize() blocks watching the call read them (course.sanitizer.read_record)
     sanitized: tuple[dict, ...] = ()
+    # What each program of those kernels loaded, as Launch.loads() made it (checked by the checker), where a check
+    # asked for it (asking_loads): the sanitize() blocks watching the call read them as launches (read_loads)
+    loads: tuple[dict, ...] = ()
 
     def elements(self, nbytes: int) -> int:
         return nbytes // max(1, self.itemsize)
@@ -91,6 +94,21 @@ following = _held_on(_followed)
 def followed() -> tuple[tuple, tuple] | None:
     """(query tensors, key tensors) of the innermost TokenRecorder active now; None when none is."""
     return _followed[-1] if _followed else None
+
+
+_loads_asked: list[bool] = []
+
+
+def asking_loads() -> AbstractContextManager[None]:
+    """While the block runs, a call measured in another process sends what each program of its launches loaded too
+    (``Measurement.loads``): a check that reads a kernel's walk of its tiles asks for it. No effect where nothing
+    measures elsewhere."""
+    return _held_on(_loads_asked)(True)
+
+
+def loads_asked() -> bool:
+    """True inside :func:`asking_loads`."""
+    return bool(_loads_asked)
 
 
 _counting: list[bool] = []

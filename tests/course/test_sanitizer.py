@@ -853,3 +853,66 @@ def test_a_student_sanitizing_a_racy_kernel_inside_a_checked_call_gets_the_race_
     with pytest.raises(GradingFailure) as raised:
         call_student("scatter_add", student, src, idx, out)
     assert raised.value.cls == "race"
+
+
+# ---------------------------------------------------------------------------------------- loads sent to the grader
+
+
+@triton.jit
+def strided_rows(x, out, stride, N: tl.constexpr):
+    i = tl.program_id(0)
+    cols = tl.arange(0, N)
+    tl.store(out + i * N + cols, tl.load(x + i * stride + cols))
+
+
+def _loaded_pairs(launch, tensor: str) -> set[tuple[int, int]]:
+    program, flat = launch.touched[tensor]["load"]
+    return set(zip(program.tolist(), flat.tolist(), strict=True))
+
+
+def test_a_launchs_loads_travel_as_runs_and_read_back_the_same():
+    # x as a strided view with a gap between its rows: each program's row is one run of the view's own elements.
+    x = torch.randn(5, 6)[:, :4]
+    with sanitize() as report:
+        strided_rows[(5,)](x, torch.zeros(5, 4), x.stride(0), N=4)
+    launch = report.launches[0]
+    record = launch.loads()
+    assert report.clean and record["kernel"] == "strided_rows" and len(record["programs"]) == 5
+    assert len(record["tensors"]["x"]) == 3 * 5  # one run [program, first, 4] per program
+    assert json.loads(json.dumps(record)) == record  # plain JSON, as the worker sends it
+    back = sanitizer.read_loads(record)
+    assert back.programs == launch.programs and back.grid == (5, 1, 1) and not back.findings
+    assert _loaded_pairs(back, "x") == _loaded_pairs(launch, "x") and len(_loaded_pairs(back, "x")) == 20
+    assert back.touched["out"]["load"].shape == (2, 0)  # only stored to
+    assert launch.loads(budget=4) is None  # five runs do not fit in four
+
+
+def _record(**change):
+    record = {"kernel": "k", "programs": [[0, 0, 0], [1, 0, 0]], "tensors": {"K_ptr": [0, 0, 16, 1, 16, 16]}}
+    return {**record, **change}
+
+
+@pytest.mark.parametrize("bad", [
+    None, [], _record(extra=1), _record(kernel=3), _record(programs=[]), _record(programs=[[0, 0]]),
+    _record(programs=[[0, 0, -1]]), _record(programs=[[True, 0, 0]]),
+    _record(tensors={"K_ptr": [0, 0, 16, 1, 16]}),  # not whole runs
+    _record(tensors={"K_ptr": [2, 0, 16]}),  # a program the launch does not have
+    _record(tensors={"K_ptr": [0, 0, 0]}),  # an empty run
+    _record(tensors={"K_ptr": [0, sanitizer.MAX_PLOTTED - 1, 2]}),  # past the largest tensor kept
+    _record(tensors={"K_ptr": [0, 1 << 62, 1 << 14]}),
+    _record(tensors={"K_ptr": [0, 0, 1.5]}), _record(tensors={"K_ptr": "0 0 16"}), _record(tensors={3: [0, 0, 1]}),
+    _record(tensors={"K_ptr": [0, 0, 1] * (sanitizer.MAX_LOAD_RUNS + 1)}),
+    _record(tensors={f"t{i}": [0, 0, 1 << 14] for i in range(300)}),  # more elements than a report covers
+], ids=lambda v: repr(v)[:50])
+def test_malformed_loads_read_back_as_nothing(bad):
+    assert sanitizer.read_loads(bad) is None
+
+
+def test_received_loads_are_launches_of_the_checks_report():
+    from course import witness
+
+    with sanitize() as report:
+        witness.report(witness.Measurement(loads=(_record(),)))
+    (launch,) = report.launches
+    assert launch.kernel == "k" and _loaded_pairs(launch, "K_ptr") == {(p, e) for p in (0, 1) for e in range(16 * p, 16 * p + 16)}
+    assert report.clean

@@ -193,3 +193,33 @@ def test_the_channel_hands_the_findings_to_the_checks_sanitize():
     failure = report.failure("scatter_add_kernel")
     assert failure.cls == "race" and "program (1, 0, 0) stores to it" in failure.sentence
     assert "ignore this" not in failure.sentence
+
+
+# What each program loaded: sent only where the checker asked (a check that reads a kernel's walk of its tiles).
+LOADS = {"kernel": "causal_fwd_kernel", "programs": [[0, 0, 0], [1, 0, 0]], "tensors": {"K_ptr": [0, 0, 32, 1, 0, 64]}}
+
+
+@pytest.mark.parametrize("report, asked, expect", [
+    (_report(), False, ()),
+    (_report(), True, ()),  # no Triton in the worker: nothing launched, nothing to send
+    ({**_report(), "loads": [LOADS]}, True, (LOADS,)),
+    ({**_report(), "loads": [None, LOADS]}, True, (LOADS,)),  # a launch with more runs than a report carries
+    ({**_report(), "loads": [LOADS]}, False, None),  # sent without being asked
+    ({**_report(), "loads": [LOADS] * 5}, True, None),  # more launches than the worker sends
+    ({**_report(), "loads": [{**LOADS, "tensors": {"K_ptr": [2, 0, 1]}}]}, True, None),
+    ({**_report(), "loads": {"K_ptr": []}}, True, None),
+], ids=["none", "absent", "one", "one-unread", "unasked", "too-many", "malformed", "not-a-list"])
+def test_loads_are_read_only_where_asked_and_well_formed(report, asked, expect):
+    assert checker.sanitized_findings(report) == ()
+    assert checker.sanitized_loads(report, asked) == expect
+
+
+def test_the_channel_hands_the_loads_to_the_checks_sanitize():
+    channel = checker.Channel(None, -1, -1)
+    measured = {**MEASURED, "sanitized": {**_report(), "loads": [LOADS]}}
+    with sanitizer.sanitize() as report:
+        channel.witness({"op": "result", "measured": measured}, (), loads=True)
+    (launch,) = report.launches
+    assert launch.kernel == "causal_fwd_kernel" and launch.touched["K_ptr"]["load"].shape == (2, 96)
+    with pytest.raises(checker.ReplyRefused):  # the same report, not asked for
+        checker.Channel(None, -1, -1).witness({"op": "result", "measured": measured}, ())
