@@ -6,7 +6,9 @@ and keeps its own sandbox machinery (:class:`_WorkerState`).
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
+import contextlib
 import hashlib
 import io
 import json
@@ -123,6 +125,30 @@ def grade_task(task: dict, template: bytes) -> tuple[StudentResult, str | None]:
     return res, text
 
 
+SCRATCH = "autograde-worker-"
+
+
+def scratch_folder() -> Path:
+    """A new scratch folder for this worker process (``autograde-worker-<pid>-…`` in the temporary folder), after
+    removing those of worker processes that ended without removing theirs (killed, or their machine lost power)."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{SCRATCH}*-*"):
+        pid = old.name[len(SCRATCH):].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's process
+        return True
+    except (ProcessLookupError, OverflowError):  # none; a number no process can have
+        return False
+    return True
+
+
 class _WorkerState:
     """What one worker process keeps between tasks: a scratch folder, the zygotes, sandbox slots, templates."""
 
@@ -145,7 +171,7 @@ class _WorkerState:
             raise RuntimeError("this worker cannot run the full sandbox (no root, or no namespaces): grade with "
                                "--isolation none, or run the workers as root")
         nthreads = max(1, get_worker().state.nthreads)
-        self.work = Path(tempfile.mkdtemp(prefix="autograde-worker-"))
+        self.work = scratch_folder()
         self.slots = Slots(nthreads, self.isolation)
         # A zygote dies with the thread that started it: this one lives as long as the worker process.
         self._owner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="autograder-zygotes")
@@ -154,6 +180,13 @@ class _WorkerState:
         self.zygotes.wait_ready()
         self.templates: dict[str, autograde.Template] = {}
         self.graders: dict[tuple, Grader] = {}
+        atexit.register(self.close)  # a worker that ends cleanly; one killed leaves it to the next (scratch_folder)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):  # at exit: whatever is already gone
+            self.zygotes.close()
+            self.slots.close()
+        shutil.rmtree(self.work, ignore_errors=True)
 
     def grader(self, assignment: str, key: str, packed: bytes, options: dict) -> Grader:
         with self._lock:  # the class's lock: a worker's threads build one grader at a time

@@ -18,12 +18,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
+from autograder import cluster as dask_cluster
 from autograder import sandbox
 from autograder.nbgrader_cli import BIN, with_bin
 from tests.grading import fixtures
@@ -239,3 +241,17 @@ def test_workers_running_another_grader_are_refused_by_name():
         cluster.check_workers(_Cluster({"tcp://a:1": mine, "tcp://b:1": "0123456789abcdef"}))
     with pytest.raises(InstructorError, match="no workers"):
         cluster.check_workers(_Cluster({}))
+
+
+def test_a_killed_workers_scratch_is_removed_by_the_next_worker(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"autograde-worker-{int(ended.stdout)}-x1"  # a worker killed mid-batch: its zygotes' logs
+    (stale / "checker").mkdir(parents=True)
+    live = tmp_path / f"autograde-worker-{os.getppid()}-x2"  # a worker still running
+    live.mkdir()
+    unnamed = tmp_path / "autograde-worker-04tt3kvy"  # no process id in its name: not this grader's to judge
+    unnamed.mkdir()
+    mine = dask_cluster.scratch_folder()
+    assert not stale.exists() and live.is_dir() and unnamed.is_dir()
+    assert mine.parent == tmp_path and mine.name.startswith(f"autograde-worker-{os.getpid()}-")
