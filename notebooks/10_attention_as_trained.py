@@ -466,14 +466,14 @@ except Exception as exc:
 # %% [markdown]
 # ## 2 · What the skip saves
 #
-# Now count. The cell below launches your kernel on one head for $T$ = 256 to 8,192 with tiles of 128 × 128, as a
+# Now count. The cell below launches your kernel on one head for $T$ = 256 to 4,096 with tiles of 128 × 128, as a
 # GPU kernel would use, and counts from the sanitizer's records the tiles of $K$ it loaded, against the $n^2$ tiles
 # of the dense walk (every program over every key block). The head dim is 1: the walk does not depend on $d$, and a
-# $K$ of $8{,}192$ numbers is small enough for the sanitizer to keep every load. The whole cell takes about ten
-# seconds in the interpreter, nearly all of it at $T = 8{,}192$ (2,080 tiles).
+# $K$ of $4{,}096$ numbers is small enough for the sanitizer to keep every load. The whole cell takes two or three
+# seconds in the interpreter, most of it at $T = 4{,}096$ (528 tiles); each doubling of $T$ quadruples it.
 # %%
 COUNT_BLOCK = 128  # queries and keys per tile in the counting launches
-COUNT_T = (256, 512, 1024, 2048, 4096, 8192)
+COUNT_T = (256, 512, 1024, 2048, 4096)
 
 
 def tiles_visited(T):
@@ -530,8 +530,8 @@ if visited:
 # %% [markdown]
 # The measured points sit on $n(n+1)/2$ exactly: the kernel visits what the mask leaves something in, no more. At
 # $T = 256$ the two tiles of each side leave 3 of 4 tiles (75%), because the diagonal tiles — half of them hidden
-# — are a large share of a small grid; at $T = 8{,}192$, 64 tiles a side, it visits 2,080 of 4,096 (50.8%), and one
-# head's forward at $d = 128$ drops from 34.4 to 17.4 GFLOP. The skip is the whole saving: the element mask on the $n$
+# — are a large share of a small grid; at $T = 4{,}096$, 32 tiles a side, it visits 528 of 1,024 (51.6%), and one
+# head's forward at $d = 128$ drops from 8.6 to 4.4 GFLOP. The skip is the whole saving: the element mask on the $n$
 # diagonal tiles saves nothing, it only decides which of their scores count. Computing the masked tiles and
 # throwing them away — the dense walk — gives the same $O$ at twice the work, and on a GPU at twice the time: a
 # causal FlashAttention is nearly twice as fast as a non-causal one at long $T$. The backward (next) saves the same

@@ -51,15 +51,15 @@ def test_the_tiles_of_the_causal_mask(nb):
 
 def test_the_counts_and_flops_quoted():
     text = prose()
-    for T, quoted in [(256, "3 of 4 tiles (75%)"), (8192, "2,080 of 4,096 (50.8%)")]:
+    for T, quoted in [(256, "3 of 4 tiles (75%)"), (4096, "528 of 1,024 (51.6%)")]:  # counted in §2
         n = T // 128  # tiles of 128 a side
         visited = n * (n + 1) // 2
         assert f"{visited:,} of {n * n:,}" in quoted and f"({visited / n**2:.1%})".replace(".0%", "%") in quoted
         assert quoted in text, quoted
-    assert "50.8% at $T = 8{,}192$ with 128 × 128 tiles" in text  # what to take away
-    dense_flops, causal_flops = 4 * 8192**2 * 128, 4 * 128 * 128 * 128 * 2080  # QKᵀ and PV, d = 128
-    assert f"{dense_flops / 1e9:.1f} to {causal_flops / 1e9:.1f} GFLOP" == "34.4 to 17.4 GFLOP"
-    assert "34.4 to 17.4 GFLOP" in text
+    assert f"{64 * 65 // 2 / 64**2:.1%} at $T = 8{{,}}192$ with 128 × 128 tiles" in text  # what to take away: 50.8%
+    dense_flops, causal_flops = 4 * 4096**2 * 128, 4 * 128 * 128 * 128 * 528  # QKᵀ and PV, d = 128, the longest count
+    assert f"{dense_flops / 1e9:.1f} to {causal_flops / 1e9:.1f} GFLOP" == "8.6 to 4.4 GFLOP"
+    assert "8.6 to 4.4 GFLOP" in text
 
 
 def test_the_kv_cache_numbers(nb):
