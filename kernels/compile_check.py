@@ -54,8 +54,9 @@ The full grid (``--full``), every shape in bf16, fp16, fp32 and fp64:
 
 The quick grid (the default), in bf16, fp32 and fp64, keeps every op and kernel and the largest
 shape of each, where registers and shared memory run out first; softmax also at 8192, the
-longest row it holds in one block; attention at D 64 without a mask, D 128 causal, and causal packed GQA at
-D 256 (the packed, grouped-query and largest-head-dim paths in one cell); linear at
+longest row it holds in one block; attention at D 128 causal and causal packed GQA at D 256 (the packed,
+grouped-query and largest-head-dim paths in one cell; without a mask, the causal code less its mask, in the full
+grid only); linear at
 8192 · 4096 · 4096 in bf16 and fp32 only (its float64 tiles use a tenth of any target's shared
 memory, and float64 may spill); notebook 09 at block 64 in fp32 only (its frozen kernels take
 their tiles from the launcher's block, whatever the dtype); notebook 10 at D 128 in fp32 only; notebook 11
@@ -412,7 +413,8 @@ OPS = {
            full=((8192, _TABLE[1], _TABLE[0]),), quick=((8192, _TABLE[1], _TABLE[0]),)),
         Op("attention", ("_attn_fwd_kernel", "_attn_bwd_preprocess_kernel", "_attn_bwd_dkdv_kernel", "_attn_bwd_dq_kernel"),
            _attention, _attention_shape, full=_ATTENTION_FULL,
-           quick=((4, 16, 16, 4096, 64, False, False), (4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256),
+           # Quick: causal at D 128 and packed GQA at D 256; without a mask (a subset of the causal code) in full only.
+           quick=((4, 16, 16, 4096, 128, True, False), _ATTENTION_PACKED_D256),
            # Packed causal GQA at D 128 (at D 256 a T4 refuses the backward: see kernels/attention.py's _CELLS).
            student_quick=((_ATTENTION_GQA[2], "bf16"),)),
         # Quick: no float64, whose tiles take a tenth of any target's shared memory and may spill.

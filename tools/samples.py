@@ -27,7 +27,7 @@ import nbformat
 from autograder import autograde
 from autograder.nbgrader_cli import ROOT, nbgrader
 from autograder.report import Row
-from tools.mutants import build_submission, covering, mutants, sample_assignments, source_notebook
+from tools.mutants import Mutant, build_submission, covering, mutants, sample_assignments, source_notebook
 
 
 @dataclass
@@ -38,16 +38,17 @@ class Expectation:
     diagnosis: str = ""  # required diagnosis class when the cell must score zero
 
 
-def sample_submissions(assignment: str, cover: bool = False) -> tuple[dict[str, nbformat.NotebookNode], list[Expectation]]:
-    """Every sample notebook for ``assignment``, and what its grading must show; with ``cover``, only the mutants
-    that between them declare every class (``tools.mutants.covering``) beside the solution and the release."""
+def sample_submissions(assignment: str, chosen: list[Mutant] | None = None) -> tuple[dict[str, nbformat.NotebookNode],
+                                                                                   list[Expectation]]:
+    """The solution, the release and the mutants ``chosen`` (all of the assignment's by default) as notebooks, and
+    what their grading must show."""
     src = source_notebook(assignment)
     tests = [c.metadata["nbgrader"]["grade_id"] for c in src.cells if c.metadata.get("nbgrader", {}).get("grade")]
     release = nbformat.read(ROOT / "release" / assignment / f"{assignment}.ipynb", as_version=4)
     subs = {"solution": src, "untouched-release": release}
     expect = [Expectation("solution", t, True) for t in tests]
     expect += [Expectation("untouched-release", t, False, "not-implemented") for t in tests]
-    for m in covering(mutants(assignment)) if cover else mutants(assignment):
+    for m in mutants(assignment) if chosen is None else chosen:
         student = f"mutant-{m.name}"
         subs[student] = build_submission(assignment, m.cells)
         expect += [Expectation(student, t, t not in m.expect, m.expect.get(t, "")) for t in tests]
@@ -82,10 +83,11 @@ def mismatches(rows: list[Row], expect: list[Expectation]) -> list[str]:
     return problems
 
 
-def grade_samples(assignment: str, course_dir: Path, cover: bool = False) -> tuple[list[Row], list[str], float]:
-    """Grade every sample of one assignment (``cover``: the class-covering mutants only) in ``course_dir``; return
-    rows, unmet expectations, seconds."""
-    subs, expect = sample_submissions(assignment, cover)
+def grade_samples(assignment: str, course_dir: Path, chosen: list[Mutant] | None = None) -> tuple[list[Row], list[str],
+                                                                                                float]:
+    """Grade the solution, the release and the mutants ``chosen`` (every one by default) of one assignment in
+    ``course_dir``; return rows, unmet expectations, seconds."""
+    subs, expect = sample_submissions(assignment, chosen)
     autograde.make_template(ROOT, assignment, course_dir, hidden_in_kernel=True)
     start = time.perf_counter()
     rows = autograde_all(course_dir, assignment, subs)
@@ -112,13 +114,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("assignments", nargs="*", help="default: every assignment with samples")
     parser.add_argument("--keep", type=Path, help="grade in this folder and keep it (default: a temporary one)")
     parser.add_argument("--cover", action="store_true",
-                        help="grade only the mutants that between them declare every class (as the test suite does)")
+                        help="grade only the mutants that between them declare every class of the assignment")
     args = parser.parse_args(argv)
     failed = False
     for name in args.assignments or sample_assignments():
         with tempfile.TemporaryDirectory(prefix=f"grade-{name}-") as tmp:
             course_dir = args.keep / name if args.keep else Path(tmp)
-            rows, problems, seconds = grade_samples(name, course_dir, args.cover)
+            rows, problems, seconds = grade_samples(name, course_dir, covering(mutants(name)) if args.cover else None)
             n = len({r.student for r in rows})
             print(f"\n== {name}: {n} submissions autograded in {seconds:.0f} s ({seconds / max(n, 1):.1f} s each)")
             print(score_table(rows))
