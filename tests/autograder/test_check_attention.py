@@ -290,12 +290,11 @@ def squeezed_row_forward(q, k, v):
 
 def strip16_forward(q, k, v):
     """(B, 16, T) strips: 2·16·256 = 8,192 elements, exactly one 2×64×64 tile at T = 256."""
-    B, T, d = q.shape
-    o, lse = torch.empty_like(q), q.new_empty(B, T)
-    for i in range(0, T, 16):
-        S = q[:, i:i + 16] @ k.mT / math.sqrt(d)
-        lse[:, i:i + 16] = torch.logsumexp(S, dim=-1)
-        o[:, i:i + 16] = torch.exp(S - lse[:, i:i + 16, None]) @ v
+    o, lse = torch.empty_like(q), q.new_empty(q.shape[:2])
+    for q_strip, o_strip, lse_strip in zip(q.split(16, 1), o.split(16, 1), lse.split(16, 1)):  # views: written in place
+        S = q_strip @ k.mT / math.sqrt(q.shape[-1])
+        lse_strip.copy_(torch.logsumexp(S, dim=-1))
+        o_strip.copy_(torch.exp(S - lse_strip[..., None]) @ v)
     return o, lse
 
 

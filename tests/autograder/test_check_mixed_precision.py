@@ -581,12 +581,10 @@ class UnscaleOutOfPlace(Scaler):
 @diagnosed_as("DynamicLossScaler", "skip", "returned False for gradients holding NaN")
 class UnscaleMissesNaN(Scaler):
     def unscale_(self, grads):
-        found_inf = False
-        for g in grads:
-            if g is not None:
-                g.div_(self.scale)
-                found_inf |= bool(torch.isinf(g).any())  # bug: NaN is not inf
-        return found_inf
+        live = [g for g in grads if g is not None]
+        for g in live:
+            g.div_(self.scale)
+        return any(bool(torch.isinf(g).any()) for g in live)  # bug: NaN is not inf
 
 
 @diagnosed_as("DynamicLossScaler", None, "by default it starts at init_scale = 2**16")
