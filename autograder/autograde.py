@@ -29,7 +29,7 @@ import nbformat
 from . import contract, sandbox
 from .contract import package_dir
 from .nbgrader_cli import BIN, copy_course, nbgrader, with_bin
-from .report import Row
+from .report import KernelOutcome
 
 # The ename of the error output autograder.nbexec writes where execution stopped, and in every later cell.
 STOPPED = "GradingStopped"
@@ -149,7 +149,7 @@ class InKernel:
     """The result of one sandboxed autograde."""
 
     status: str  # "ok", or "failed" (nbgrader gave no grades, and the wall time did not stop it)
-    cells: dict[str, Row] = field(default_factory=dict)  # grade_id -> the test cell as the in-kernel run graded it
+    cells: dict[str, KernelOutcome] = field(default_factory=dict)  # grade_id -> the test cell as the in-kernel run graded it
     log: str = ""
     autograded: Path | None = None  # the executed notebook, when nbgrader wrote one
     timestamp: object = None
@@ -445,7 +445,7 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
         stops = {k: v for k, v in stops.items() if isinstance(k, str) and isinstance(v, str)}
     except (OSError, ValueError, LookupError, TypeError, AttributeError):
         stops = {}
-    cells: dict[str, Row] = {}
+    cells: dict[str, KernelOutcome] = {}
     timestamp = None
     with gradebook.opened(course) as gb:
         try:
@@ -461,11 +461,11 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
                     cls = "" if stopped else cls
                     score = float(grade.auto_score) if grade.auto_score is not None and autograded.exists() else 0.0
                     reason = (stopped or reason_for(ename, message, cls)) if score < grade.max_score else ""
-                    cells[grade.cell.name] = Row(student, assignment, grade.cell.name, score, float(grade.max_score), cls,
-                                                 reason, message=message,
-                                                 passed=grade.auto_score is not None and grade.cell.name in clean)
+                    cells[grade.cell.name] = KernelOutcome(
+                        student, assignment, grade.cell.name, score, float(grade.max_score), cls, reason,
+                        message=message, passed=grade.auto_score is not None and grade.cell.name in clean)
         if not cells:  # nbgrader recorded nothing: list the test cells from the assignment itself
             for notebook in gb.find_assignment(assignment).notebooks:
                 for gc in notebook.grade_cells:
-                    cells[gc.name] = Row(student, assignment, gc.name, 0.0, float(gc.max_score))
+                    cells[gc.name] = KernelOutcome(student, assignment, gc.name, 0.0, float(gc.max_score))
     return InKernel("ok", cells, autograded=autograded if autograded.exists() else None, timestamp=timestamp)

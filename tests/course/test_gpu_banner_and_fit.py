@@ -4,6 +4,8 @@ Triton's driver and the launch that fails are stand-ins with the attributes the 
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,9 +15,9 @@ import triton.language as tl
 from triton.backends.compiler import GPUTarget
 from triton.runtime import driver
 from triton.runtime.errors import OutOfResources, PTXASError
-from triton.runtime.jit import JITFunction
 
 import course
+from autograder.nbgrader_cli import ROOT
 from course import fit
 from course.device import choose_device
 
@@ -198,18 +200,42 @@ class SmallT4Driver:
         return torch.device("cuda")
 
 
-def test_a_real_triton_launch_over_the_limit_is_explained(on_a_t4, monkeypatch):
+# Run in a process of its own: one where the interpreter has run may keep Triton's language patched for it (Triton
+# 3.9's InterpretedFunction.__call__ patches without restoring), and the real compiler then fails on it.
+REAL_LAUNCH = """
+import pytest, torch
+from triton.runtime import driver
+from triton.runtime.errors import OutOfResources
+from triton.runtime.jit import JITFunction
+import course
+from course import fit
+from course.device import choose_device
+from tests.course.test_gpu_banner_and_fit import T4, Pointer, SmallT4Driver, fake_gpu, tile_product
+
+with pytest.MonkeyPatch.context() as mp:
+    fake_gpu(mp, T4, triton_max_shared=65536)
+    course.DEVICE_CHOICE = choose_device()
+driver._active = SmallT4Driver()
+kernel = JITFunction(tile_product)  # compiled, whatever TRITON_INTERPRET says: triton.jit would interpret it
+try:
+    kernel[(1,)](Pointer(torch.float16), Pointer(torch.float16), Pointer(torch.float32), BLOCK=32, num_warps=4)
+except OutOfResources as error:
+    print(fit.explain(error))
+"""
+
+
+def test_a_real_triton_launch_over_the_limit_is_explained(tmp_path):
     """Triton's own JITFunction.run compiles for sm_75 (ptxas, ~2 s) and CompiledKernel._init_handles raises
     OutOfResources before loading: the frames course.fit reads are Triton's, not stand-ins."""
-    monkeypatch.setattr(driver, "_active", SmallT4Driver())
-    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # the default, said: Triton 3.9 warns when it is unset
-    kernel = JITFunction(tile_product)  # compiled, whatever TRITON_INTERPRET says: triton.jit would interpret it
-    with pytest.raises(OutOfResources) as info:
-        kernel[(1,)](Pointer(torch.float16), Pointer(torch.float16), Pointer(torch.float32), BLOCK=32, num_warps=4)
-    assert fit.explain(info.value) == (
+    env = {**os.environ, "TRITON_CACHE_DIR": str(tmp_path / "triton-cache"),
+           "TRITON_DEFAULT_FP_FUSION": "1"}  # the default, said: Triton 3.9 warns when it is unset
+    done = subprocess.run([sys.executable, "-c", REAL_LAUNCH], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == (  # after the banner `import course` prints
         "`tile_product` launched with BLOCK=32, num_warps=4 needs 4 KB of shared memory per program and this Tesla T4 "
         "(sm_75) has 1 KB per block: launch it with smaller blocks (halve BLOCK_M or BLOCK_N, or the block along the "
-        "row) or fewer num_stages.")
+        "row) or fewer num_stages."), done.stdout + done.stderr[-3000:]
 
 
 def test_a_check_reports_the_sentence_for_a_student_launch_that_does_not_fit(on_a_t4):
