@@ -148,11 +148,11 @@ def make_template(course_root: Path, assignment: str, where: Path, cache: Path |
 class InKernel:
     """The result of one sandboxed autograde."""
 
-    status: str  # "ok", or "failed" (nbgrader gave no grades, and the wall time did not stop it)
     cells: dict[str, KernelOutcome] = field(default_factory=dict)  # grade_id -> the test cell as the in-kernel run graded it
     log: str = ""
     autograded: Path | None = None  # the executed notebook, when nbgrader wrote one
     timestamp: object = None
+    failed: bool = False  # nbgrader gave no grades, and the wall time did not stop it
 
 
 # ---------------------------------------------------------------------------
@@ -282,7 +282,7 @@ def autograde(job_dir: Path, template: Template, student: str, notebook: nbforma
             if cell.score < cell.max_score and not cell.reason:
                 cell.reason = f"timeout: grading this submission ran past {limits.wall} s and was stopped"
     elif not result.cells or result.autograded is None:
-        result.status = "failed"
+        result.failed = True
     return result
 
 
@@ -468,4 +468,4 @@ def read_outcomes(course: Path, assignment: str, student: str) -> InKernel:
             for notebook in gb.find_assignment(assignment).notebooks:
                 for gc in notebook.grade_cells:
                     cells[gc.name] = KernelOutcome(student, assignment, gc.name, 0.0, float(gc.max_score))
-    return InKernel("ok", cells, autograded=autograded if autograded.exists() else None, timestamp=timestamp)
+    return InKernel(cells, autograded=autograded if autograded.exists() else None, timestamp=timestamp)

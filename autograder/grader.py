@@ -372,7 +372,7 @@ class Grader:
         ik = autograde.autograde(job_dir, self.template, sub.student, sub.notebook, limits=self.limits,
                               isolation=self.isolation, slot=slot, zygote=self.zygotes.sandboxes.socket,
                               threads=self.zygotes.threads, mpl_cache=self.zygotes.mpl_cache, seed=sub.seed)
-        if ik.status == "failed":
+        if ik.failed:
             return replace(self.failed(sub.student, _last_error(ik.log), sub.seed), seconds=time.perf_counter() - start,
                            note=ik.log[-2000:])
         kernel: dict[str, KernelOutcome] = ik.cells
