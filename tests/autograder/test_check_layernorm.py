@@ -472,12 +472,14 @@ def test_float16_partial_sums_are_half_accumulation_and_float32_ones_pass(soluti
 
 
 def test_the_half_precision_bound_sits_between_one_rounding_and_a_float16_running_sum(solution):
-    """On eight seeds and both shapes: float32 partials within one float16 rounding (the theory's bound), float16
-    partials beyond three; the check allows two."""
+    """On three seeds and both shapes: float32 partials within one float16 rounding (the theory's bound), float16
+    partials beyond three; the check allows two. Measured on seeds 0-7 (each case holds 128 or 160 rows of sums, so
+    one seed already draws many): float32 partials 0.6-0.9 roundings, float16 ones 8.7-11.9; a seed costs 4 s in the
+    interpreter, so three hold the bound."""
     from course.selfcheck.layernorm import HALF_ROUNDINGS, HALF_U, check_half_accumulation, half_case
 
     half = class_with_partials_in("x.dtype")
-    for seed in range(8):
+    for seed in range(3):
         for shape in ((128, 8), (160, 12)):
             case = half_case(torch.Generator().manual_seed(seed), *shape)
             check_half_accumulation("TritonLayerNorm", solution["TritonLayerNorm"].apply, case)

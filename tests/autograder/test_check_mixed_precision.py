@@ -3,15 +3,15 @@
 The right implementations and the bugs are written here, independently of the notebook's solutions: the checks'
 references are torch's own backward kernels in float64. Each runs through the visible check
 (``course.selfcheck.mixed_precision`` and ``.mixed_kernel``, fixed inputs) and the hidden one
-(``autograder.check.mixed_precision``, fresh inputs: AUTOGRADER_SEED 0, 1 and 2 here, twenty more in the sweep at
-the end). A mixed-precision backward must be exact in float64 (the accumulator is float64 there) and, in bfloat16 and
+(``autograder.check.mixed_precision``, fresh inputs: AUTOGRADER_SEED 0, 1 and 2 here, ten or twenty more in the
+sweeps at the end). A mixed-precision backward must be exact in float64 (the accumulator is float64 there) and, in bfloat16 and
 float16, close to a float64 reference computed from the same rounded inputs: the visible check within a small multiple
 of what torch's own float32 backward measures on those values, the hidden one within notebook 08 Part C's rule,
 tol(dtype, n, κ) = 2·u(dtype) + 2·κ·√n·u(float32), κ the output's condition factor. Warnings are errors here: a warning
 in a test cell writes to stderr, and nbgrader scores such a cell zero.
 
-Cost: about 25 s on one core (``pytest --durations=10``): the three twenty-seed sweeps take 5 s each or less, no other
-test 1 s.
+Cost: the tolerance rule's sweep is the slowest test, about 13 s on one core for its ten seeds (each measures sums of
+up to 2²⁰ terms in four dtypes, twice); the two twenty-seed sweeps take 5 s each or less, no other test 3 s.
 """
 
 from __future__ import annotations
@@ -745,10 +745,13 @@ def test_without_the_sanitizer_an_unmasked_store_is_named_by_the_sentinels(kerne
 # below, the largest error/bound seen — the margin grading relies on — was: softmax 0.34, LayerNorm 0.24 (dx) and
 # 0.22 (dgamma, float32 sums over 700 rows), the kernel 0.29 (float16) and 0.10 (float64), on the half-precision
 # cases' families of values (``test_hidden_input_families.py``; the backwards reach 0.41 over seeds 0..299);
-# grad_tolerance's rule stayed at most 0.37 of its tolerance from right code's error, and its tolerance at most 0.46
-# of a bug's. The asserts allow a little over the measured, so that a change that eats the margin shows here first.
+# grad_tolerance's rule stayed at most 0.35 of its tolerance from right code's error, and its tolerance at most 0.20
+# of a bug's (seeds 3..22; 0.35 and 0.19 over the ten its sweep keeps, where every seed stays within 0.23-0.35 and
+# 0.10-0.20: each seed already measures dozens of sums per dtype). The asserts allow a little over the measured, so
+# that a change that eats the margin shows here first.
 
 SWEEP_SEEDS = range(3, 23)  # twenty, none of them the `seeded` fixture's
+TOLERANCE_SEEDS = SWEEP_SEEDS[:10]
 
 
 class Margins:
@@ -780,7 +783,7 @@ def test_right_backwards_pass_the_hidden_checks_for_twenty_seeds(monkeypatch):
     assert max(margins.ratio.values()) < 0.5, margins.ratio  # measured: 0.34
 
 
-def test_the_tolerance_rule_passes_the_hidden_check_for_twenty_seeds(monkeypatch):
+def test_the_tolerance_rule_passes_the_hidden_check_for_ten_seeds(monkeypatch):
     measure = visible.measure
     closest = {"right": 0.0, "wrong": 0.0}
 
@@ -794,11 +797,11 @@ def test_the_tolerance_rule_passes_the_hidden_check_for_twenty_seeds(monkeypatch
         return probes
 
     monkeypatch.setattr(visible, "measure", recorded)
-    for seed in SWEEP_SEEDS:
+    for seed in TOLERANCE_SEEDS:
         monkeypatch.setenv("AUTOGRADER_SEED", str(seed))
         hidden.grad_tolerance(tolerance_from_finfo)
         hidden.grad_tolerance(tolerance_with_headroom)
-    assert closest["right"] < 0.5 and closest["wrong"] < 0.6, closest  # measured: 0.37 and 0.46
+    assert closest["right"] < 0.45 and closest["wrong"] < 0.3, closest  # measured: 0.35 and 0.19
 
 
 def test_a_right_kernel_passes_the_hidden_check_for_twenty_seeds(kernels, monkeypatch):
